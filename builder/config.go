@@ -1,0 +1,50 @@
+// Package builder turns an assembled series into kernels: it picks the
+// base, applies the patches with go-git exactly as git am would, and
+// builds the base and patched kernels for a lab, sandboxed and cached.
+package builder
+
+import "fmt"
+
+// Config is the [builder] section of config.toml.
+type Config struct {
+	// Trees are the kernel trees the bot knows, by name.
+	Trees []TreeConfig `toml:"trees"`
+	// Jobs is make -j; 0 means the number of CPUs.
+	Jobs int `toml:"jobs"`
+}
+
+// TreeConfig is one kernel tree.
+type TreeConfig struct {
+	Name     string   `toml:"name"`
+	URL      string   `toml:"url"`
+	Branches []string `toml:"branches"`
+}
+
+// DefaultConfig knows mainline, the rdma tree and the nfsd tree.
+func DefaultConfig() Config {
+	return Config{
+		Trees: []TreeConfig{
+			{Name: "mainline", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git", Branches: []string{"master"}},
+			{Name: "rdma", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git", Branches: []string{"for-next", "for-rc"}},
+			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git", Branches: []string{"nfsd-next"}},
+		},
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c *Config) Validate() error {
+	seen := map[string]bool{}
+	for i, t := range c.Trees {
+		if t.Name == "" {
+			return fmt.Errorf("builder.trees[%d].name is empty", i)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("builder.trees: %q named twice", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	if c.Jobs < 0 {
+		return fmt.Errorf("builder.jobs must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+// Package config reads config.toml: one section per pipeline stage, each
+// owned by its package. Unknown keys are an error, so a typo never
+// silently falls back to a default.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/reports"
+)
+
+// Config is the whole of config.toml.
+type Config struct {
+	// DataDir holds the database, mirrors, trees and the outbox.
+	DataDir string `toml:"data_dir"`
+	// CacheDir holds what can be rebuilt: ccache, guest images, artifacts.
+	CacheDir string `toml:"cache_dir"`
+
+	Lore    lore.Config    `toml:"lore"`
+	Builder builder.Config `toml:"builder"`
+	Lab     lab.Config     `toml:"lab"`
+	Reports reports.Config `toml:"reports"`
+	Bot     bot.Config     `toml:"bot"`
+}
+
+// Default is the configuration with no file at all.
+func Default() Config {
+	return Config{
+		DataDir:  "/var/lib/rdmabot",
+		CacheDir: "/var/cache/rdmabot",
+		Lore:     lore.DefaultConfig(),
+		Builder:  builder.DefaultConfig(),
+		Lab:      lab.DefaultConfig(),
+		Reports:  reports.DefaultConfig(),
+		Bot:      bot.DefaultConfig(),
+	}
+}
+
+// Load reads a config file over the defaults and validates the result.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes TOML over the defaults, strictly, and validates.
+func Parse(b []byte) (Config, error) {
+	c := Default()
+	dec := toml.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) {
+			return Config{}, fmt.Errorf("unknown keys:\n%s", strict.String())
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return Config{}, fmt.Errorf("line %d column %d: %s", row, col, de.Error())
+		}
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Validate checks every section.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("data_dir is empty")
+	}
+	if c.CacheDir == "" {
+		return errors.New("cache_dir is empty")
+	}
+	return errors.Join(
+		c.Lore.Validate(),
+		c.Builder.Validate(),
+		c.Lab.Validate(),
+		c.Reports.Validate(),
+		c.Bot.Validate(),
+	)
+}

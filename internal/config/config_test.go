@@ -1,0 +1,64 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// The shipped config.toml documents every setting: it must load, and it
+// must say exactly what the built-in defaults say, so the file never
+// drifts from the code.
+func TestShippedConfigIsTheDefault(t *testing.T) {
+	path := filepath.Join("..", "..", "config.toml")
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	if !reflect.DeepEqual(got, want) {
+		gb, _ := toml.Marshal(got)
+		wb, _ := toml.Marshal(want)
+		t.Fatalf("config.toml differs from Default():\n--- config.toml\n%s\n--- Default()\n%s", gb, wb)
+	}
+}
+
+func TestUnknownKeyIsAnError(t *testing.T) {
+	_, err := Parse([]byte("[lore]\npoll_intervall = \"1m\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "poll_intervall") {
+		t.Fatalf("want an error naming the unknown key, got %v", err)
+	}
+}
+
+func TestBadValueIsAnError(t *testing.T) {
+	for _, in := range []string{
+		"[lore]\npoll_interval = \"often\"\n",
+		"[reports]\nalpha = 0.9\n",
+		"data_dir = \"\"\n",
+	} {
+		if _, err := Parse([]byte(in)); err == nil {
+			t.Errorf("%q: want an error", in)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.toml"))
+	if err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Fatalf("want a not-exist error, got %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
