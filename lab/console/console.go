@@ -1,0 +1,297 @@
+// Package console watches a kernel's serial console line by line and finds
+// crashes in it: hung tasks, oopses, BUGs, general protection faults,
+// WARNINGs, panics, soft lockups, RCU stalls, KASAN and UBSAN reports. Each
+// crash gets a title the way syzkaller titles them ("INFO: task hung in
+// __ib_drain_sq", "WARNING in svc_rdma_send"), so the same bug seen twice
+// reads the same and reports can group it.
+package console
+
+import (
+	"bufio"
+	"io"
+	"regexp"
+	"strings"
+)
+
+// Kind is the class of a crash.
+type Kind string
+
+// The kinds the monitor knows.
+const (
+	Hang       Kind = "hang"
+	Oops       Kind = "oops"
+	Bug        Kind = "bug"
+	GPF        Kind = "gpf"
+	Warning    Kind = "warning"
+	Panic      Kind = "panic"
+	SoftLockup Kind = "soft-lockup"
+	RCUStall   Kind = "rcu-stall"
+	KASAN      Kind = "kasan"
+	UBSAN      Kind = "ubsan"
+)
+
+// Crash is one report found on a console.
+type Crash struct {
+	Title string `json:"title"`
+	Kind  Kind   `json:"kind"`
+	// Fatal means the kernel is no longer trustworthy and the run should
+	// stop once the report is complete. A WARNING alone is not fatal.
+	Fatal bool `json:"fatal"`
+	// Complete is set when the end of the trace was seen; an incomplete
+	// report was cut by the console ending or by the line budget.
+	Complete bool `json:"complete"`
+	// StartLine and EndLine are 1-based console line numbers, inclusive.
+	StartLine int `json:"start_line"`
+	EndLine   int `json:"end_line"`
+	// Count is how many times the same title was seen; later repeats
+	// (hung-task reports recur every timeout) are only counted.
+	Count  int    `json:"count"`
+	Report string `json:"report"`
+
+	lines   []string
+	pending []string // lines after the end, kept in case a panic follows
+	header  []string // the header regexp's submatches
+}
+
+// maxReportLines bounds one report: a trace longer than this is cut and
+// marked incomplete rather than growing without bound.
+const maxReportLines = 400
+
+// panicJoinLines: a panic this close after the end of another report is its
+// consequence (panic_on_oops, "Fatal exception") and joins that report.
+const panicJoinLines = 60
+
+// maxCrashes bounds the distinct titles kept per console.
+const maxCrashes = 32
+
+type header struct {
+	kind  Kind
+	re    *regexp.Regexp
+	fatal bool
+	// end says which line closes this kind of report.
+	end func(line string, c *Crash) bool
+}
+
+func endTrace(line string, _ *Crash) bool {
+	return strings.Contains(line, "---[ end trace") || strings.Contains(line, "---[ end Kernel panic")
+}
+
+func endTask(line string, c *Crash) bool {
+	return strings.Contains(line, "</TASK>") || endTrace(line, c)
+}
+
+func endPanic(line string, _ *Crash) bool {
+	return strings.Contains(line, "---[ end Kernel panic")
+}
+
+// endKASAN: the report sits between two rules of '='; the header follows
+// the first one, so the next rule closes it.
+func endKASAN(line string, c *Crash) bool {
+	return strings.HasPrefix(strings.TrimSpace(stripTime(line)), "=====") && len(c.lines) > 1
+}
+
+// headers are tried in order; the first match wins, so the specific forms
+// (KASAN's "BUG: KASAN:", "watchdog: BUG: soft lockup") precede "BUG: ".
+var headers = []header{
+	{Hang, regexp.MustCompile(`INFO: task (\S+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`), true, endTask},
+	{SoftLockup, regexp.MustCompile(`BUG: soft lockup - CPU#\d+ stuck for`), true, endTask},
+	{RCUStall, regexp.MustCompile(`rcu: INFO: rcu_\w+ (?:detected stalls?|self-detected stall)`), true, endTask},
+	{KASAN, regexp.MustCompile(`BUG: KASAN: ([a-z0-9\-]+) in ([A-Za-z0-9_.]+)`), true, endKASAN},
+	{UBSAN, regexp.MustCompile(`UBSAN: ([a-z0-9\-]+) in (\S+)`), true, endTrace},
+	{GPF, regexp.MustCompile(`general protection fault`), true, endTrace},
+	{Bug, regexp.MustCompile(`kernel BUG at (\S+)`), true, endTrace},
+	{Bug, regexp.MustCompile(`BUG: (.+)`), true, endTrace},
+	{Warning, regexp.MustCompile(`WARNING: CPU: \d+ PID: \d+ at \S+ ([A-Za-z0-9_.]+)\+0x`), false, endTrace},
+	{Warning, regexp.MustCompile(`WARNING: (.+)`), false, endTrace},
+	{Oops, regexp.MustCompile(`Oops: `), true, endTrace},
+	{Panic, regexp.MustCompile(`Kernel panic - not syncing: (.*)`), true, endPanic},
+}
+
+var (
+	timePrefix = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?(?:\[\s*[TC]\d+\]\s?)?`)
+	frameRe    = regexp.MustCompile(`^\s*(\? )?([A-Za-z0-9_.$]+)\+0x[0-9a-f]+/0x[0-9a-f]+`)
+	ripRe      = regexp.MustCompile(`RIP: [0-9a-f]{4}:(?:\[<[0-9a-f]+>\] )?([A-Za-z0-9_.]+)\+0x`)
+	accessRe   = regexp.MustCompile(`^(Read|Write) of size`)
+	suffixRe   = regexp.MustCompile(`(\.(cold|isra|constprop|part|llvm)(\.\d+)?)+$`)
+	// uninteresting are frames that say how a task waits or how a report
+	// is printed, never what it was doing: the title names the first frame
+	// after them.
+	uninteresting = regexp.MustCompile(`^(` + strings.Join([]string{
+		`__pfx_.*`,
+		`_*schedule(_timeout|_preempt_disabled|_idle|_hrtimeout.*|_timeout_.*)?`,
+		`io_schedule.*`,
+		`_*wait_for_common.*`, `_*wait_for_completion.*`, `_*wait_on_.*`, `out_of_line_wait_on_bit.*`,
+		`bit_wait.*`, `_*wait_event.*`, `_*wait_var_event.*`, `_*folio_wait.*`, `_*folio_lock.*`,
+		`_*lock_page.*`, `_*filemap_fdatawait.*`, `filemap_write_and_wait.*`, `file_write_and_wait.*`,
+		`_*mutex_lock.*`, `_*down(_read|_write)?(_common|_killable|_interruptible|_slowpath)?`,
+		`rwsem_down.*`, `_*rt_mutex.*`, `_*percpu_down.*`, `_*flush_work.*`, `_*flush_workqueue`,
+		`synchronize_rcu.*`, `_*synchronize_srcu`, `rcu_barrier`,
+		`_*raw_spin_lock.*`, `_*spin_lock.*`, `.*queued_spin_lock_slowpath`,
+		`dump_stack.*`, `show_stack`, `_*warn.*`, `report_bug`, `handle_bug`, `exc_.*`, `asm_exc_.*`,
+		`_*kasan_.*`, `print_report`, `print_address_description.*`, `check_memory_region`, `_*asan_.*`,
+		`_*ubsan_.*`, `panic`, `nmi_.*`, `_*sysvec_.*`, `asm_sysvec_.*`, `_*irq_exit.*`,
+		`rcu_.*`, `print_cpu_stall.*`, `update_process_times`, `tick_.*`, `_*hrtimer_.*`,
+		`watchdog_timer_fn`, `_*run_hrtimer`,
+	}, "|") + `)$`)
+)
+
+// stripTime removes the printk timestamp and caller id.
+func stripTime(line string) string {
+	return timePrefix.ReplaceAllString(line, "")
+}
+
+// Monitor finds crashes in a console fed to it one line at a time. It is
+// not safe for concurrent use: one monitor per console.
+type Monitor struct {
+	crashes []*Crash
+	byTitle map[string]*Crash
+	open    *Crash
+	openEnd func(string, *Crash) bool
+	last    *Crash // the last closed report, for a panic that follows it
+	line    int
+}
+
+// NewMonitor returns a monitor at line 0.
+func NewMonitor() *Monitor {
+	return &Monitor{byTitle: map[string]*Crash{}}
+}
+
+// Line feeds one console line (without its newline). It returns a crash
+// when this line starts a new report; the crash keeps filling as more
+// lines arrive.
+func (m *Monitor) Line(raw string) *Crash {
+	m.line++
+	raw = strings.TrimRight(raw, "\r")
+	text := stripTime(raw)
+	h, match := findHeader(text)
+
+	if m.open != nil {
+		// An oops or panic inside an open report is its continuation.
+		if h == nil || h.kind == Oops || h.kind == Panic {
+			m.open.add(raw, m.line)
+			if h != nil && h.kind == Panic {
+				m.open.Fatal = true
+				m.openEnd = endPanic
+			}
+			if m.openEnd(raw, m.open) {
+				m.close(true)
+			} else if len(m.open.lines) >= maxReportLines {
+				m.close(false)
+			}
+			return nil
+		}
+		m.close(false)
+	}
+	if h == nil {
+		if m.last != nil && m.last.EndLine >= m.line-panicJoinLines && m.last.Kind != Panic {
+			// Lines between a report's end and its panic belong to it
+			// only if the panic comes; keep them aside until then.
+			m.last.pending = append(m.last.pending, raw)
+		}
+		return nil
+	}
+	if h.kind == Panic && m.last != nil && m.last.EndLine >= m.line-panicJoinLines && m.last.Kind != Panic {
+		c := m.last
+		for _, p := range c.pending {
+			c.lines = append(c.lines, p)
+		}
+		c.pending = nil
+		c.add(raw, m.line)
+		c.Fatal = true
+		c.Complete = false
+		m.open, m.openEnd, m.last = c, endPanic, nil
+		return nil
+	}
+	c := &Crash{Kind: h.kind, Fatal: h.fatal, StartLine: m.line, Count: 1}
+	c.add(raw, m.line)
+	c.header = match
+	m.open, m.openEnd, m.last = c, h.end, nil
+	return c
+}
+
+func (c *Crash) add(raw string, line int) {
+	c.lines = append(c.lines, raw)
+	c.EndLine = line
+}
+
+func findHeader(text string) (*header, []string) {
+	for i := range headers {
+		if m := headers[i].re.FindStringSubmatch(text); m != nil {
+			return &headers[i], m
+		}
+	}
+	return nil, nil
+}
+
+func (m *Monitor) close(complete bool) {
+	c := m.open
+	m.open = nil
+	c.Complete = complete
+	c.Title = title(c)
+	c.Report = strings.Join(c.lines, "\n") + "\n"
+	if prev, ok := m.byTitle[c.Title]; ok && prev != c {
+		prev.Count++
+		m.last = nil
+		return
+	}
+	if m.byTitle[c.Title] == nil {
+		if len(m.crashes) >= maxCrashes {
+			return
+		}
+		m.byTitle[c.Title] = c
+		m.crashes = append(m.crashes, c)
+	}
+	m.last = c
+}
+
+// Pending reports whether a report is open: its trace has not ended yet.
+func (m *Monitor) Pending() bool { return m.open != nil }
+
+// Crashes returns the reports so far, in order of appearance. An open
+// report is included as it stands (not complete).
+func (m *Monitor) Crashes() []Crash {
+	out := make([]Crash, 0, len(m.crashes)+1)
+	for _, c := range m.crashes {
+		out = append(out, c.export())
+	}
+	if o := m.open; o != nil {
+		if prev, ok := m.byTitle[title(o)]; ok && prev != o {
+			return out
+		}
+		snap := *o
+		snap.Title = title(o)
+		snap.Report = strings.Join(o.lines, "\n") + "\n"
+		out = append(out, snap.export())
+	}
+	return out
+}
+
+// Fatal returns the first fatal crash so far, open or closed, if any.
+func (m *Monitor) Fatal() (Crash, bool) {
+	for _, c := range m.Crashes() {
+		if c.Fatal {
+			return c, true
+		}
+	}
+	return Crash{}, false
+}
+
+func (c *Crash) export() Crash {
+	e := *c
+	e.lines, e.pending, e.header = nil, nil, nil
+	return e
+}
+
+// Scan reads a whole console and returns its crashes.
+func Scan(r io.Reader) ([]Crash, error) {
+	m := NewMonitor()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		m.Line(sc.Text())
+	}
+	if m.open != nil {
+		m.close(false)
+	}
+	return m.Crashes(), sc.Err()
+}
