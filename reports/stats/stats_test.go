@@ -1,0 +1,248 @@
+package stats
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+// Reference values: scipy.stats.mannwhitneyu's documented example
+// (males vs females, U=17, exact p=1/9, asymptotic p=0.11134688653314041)
+// and closed forms for fully separated samples (p = 2/C(m+n, m)).
+func TestMannWhitneyKnownValues(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		x, y  []float64
+		u, p  float64
+		exact bool
+	}{
+		{"scipy docs", []float64{19, 22, 16, 29, 24}, []float64{20, 11, 17, 12}, 17, 1.0 / 9, true},
+		{"separated 3v3", []float64{1, 2, 3}, []float64{4, 5, 6}, 0, 2.0 / 20, true},
+		{"separated 5v5", []float64{6, 7, 8, 9, 10}, []float64{1, 2, 3, 4, 5}, 25, 2.0 / 252, true},
+		{"identical", []float64{1, 2, 3}, []float64{1, 2, 3}, 4.5, 1, true},
+		{"all tied", []float64{5, 5, 5}, []float64{5, 5}, 3, 1, true},
+		// With ties: 2 of C(4,2)=6 splits give rank sums as extreme as
+		// {1.5,1.5} vs {3.5,3.5}.
+		{"ties 2v2", []float64{1, 1}, []float64{2, 2}, 0, 2.0 / 6, true},
+	} {
+		got := MannWhitney(tc.x, tc.y)
+		if got.U != tc.u || !near(got.P, tc.p, 1e-12) || got.Exact != tc.exact {
+			t.Errorf("%s: got U=%v p=%.15g exact=%v, want U=%v p=%.15g", tc.name, got.U, got.P, got.Exact, tc.u, tc.p)
+		}
+	}
+	ranks, ties := doubledMidranks([]float64{19, 22, 16, 29, 24}, []float64{20, 11, 17, 12})
+	var w2 int
+	for _, r := range ranks[:5] {
+		w2 += r
+	}
+	if p := normalP(float64(w2)/2-15, 5, 4, ties); !near(p, 0.11134688653314041, 1e-12) {
+		t.Errorf("asymptotic p = %.17g, want scipy's 0.11134688653314041", p)
+	}
+}
+
+// The exact p-value must equal brute-force enumeration of every split of
+// the pooled sample, ties included.
+func TestMannWhitneyMatchesEnumeration(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 300 {
+		m, n := 1+rng.IntN(6), 1+rng.IntN(6)
+		x, y := make([]float64, m), make([]float64, n)
+		for i := range x {
+			x[i] = float64(rng.IntN(5)) // few values: many ties
+		}
+		for i := range y {
+			y[i] = float64(rng.IntN(5)) + float64(rng.IntN(2))
+		}
+		got := MannWhitney(x, y)
+		want := enumerateP(x, y)
+		if !near(got.P, want, 1e-12) {
+			t.Fatalf("trial %d: x=%v y=%v: p=%v, enumeration %v", trial, x, y, got.P, want)
+		}
+	}
+}
+
+// enumerateP is an independent implementation: it computes U (as pair
+// counts) for every way to choose which pooled values belong to x.
+func enumerateP(x, y []float64) float64 {
+	pool := append(append([]float64{}, x...), y...)
+	m, N := len(x), len(pool)
+	uOf := func(in []bool) float64 {
+		var u float64
+		for i := range N {
+			for j := range N {
+				if in[i] && !in[j] {
+					switch {
+					case pool[i] > pool[j]:
+						u++
+					case pool[i] == pool[j]:
+						u += 0.5
+					}
+				}
+			}
+		}
+		return u
+	}
+	mu := float64(m*(N-m)) / 2
+	obs := math.Abs(MannWhitney(x, y).U - mu)
+	var hit, total float64
+	in := make([]bool, N)
+	var rec func(i, k int)
+	rec = func(i, k int) {
+		if k == m {
+			total++
+			if math.Abs(uOf(in)-mu) >= obs-1e-9 {
+				hit++
+			}
+			return
+		}
+		if i == N || N-i < m-k {
+			return
+		}
+		in[i] = true
+		rec(i+1, k+1)
+		in[i] = false
+		rec(i+1, k)
+	}
+	rec(0, 0)
+	return hit / total
+}
+
+// Above ExactLimit the normal approximation takes over; near the limit
+// the two agree closely.
+func TestMannWhitneyLargeSample(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x, y := make([]float64, 25), make([]float64, 25)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+		y[i] = rng.NormFloat64() + 0.6
+	}
+	exact := MannWhitney(x, y)
+	ranks, ties := doubledMidranks(x, y)
+	_ = ranks
+	approx := normalP(exact.U, 25, 25, ties)
+	if !exact.Exact || math.Abs(exact.P-approx) > 0.1*exact.P {
+		t.Errorf("exact %v vs normal %v differ by more than 10%%", exact.P, approx)
+	}
+	big := MannWhitney(append(x, 0), y)
+	if big.Exact {
+		t.Errorf("51 values: want the normal approximation")
+	}
+}
+
+func TestMedianRatioCI(t *testing.T) {
+	base := []float64{100, 101, 99, 100.5, 99.5, 100.2, 99.8}
+	cand := []float64{90, 91, 89, 90.5, 89.5, 90.2, 89.8}
+	a := MedianRatioCI(rand.New(rand.NewPCG(7, 7)), base, cand, 0.99, 2000)
+	b := MedianRatioCI(rand.New(rand.NewPCG(7, 7)), base, cand, 0.99, 2000)
+	if a != b {
+		t.Fatalf("same seed, different intervals: %v %v", a, b)
+	}
+	if !near(a.Ratio, 0.9, 1e-12) {
+		t.Errorf("ratio %v, want 0.9 (90/100)", a.Ratio)
+	}
+	if !(a.Lo <= a.Ratio && a.Ratio <= a.Hi) || a.Lo < 89.0/101 || a.Hi > 91.0/99 {
+		t.Errorf("interval %v not around the ratio within the data's range", a)
+	}
+}
+
+// Coverage: for a true ratio of 1 the 90 % interval should contain 1 in
+// roughly 90 % of samples (the percentile bootstrap of a median is a bit
+// off at n=15; we accept 80-98 %).
+func TestMedianRatioCICoverage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	in := 0
+	const trials = 300
+	for range trials {
+		b, c := make([]float64, 15), make([]float64, 15)
+		for i := range b {
+			b[i] = 100 * math.Exp(0.03*rng.NormFloat64())
+			c[i] = 100 * math.Exp(0.03*rng.NormFloat64())
+		}
+		iv := MedianRatioCI(rng, b, c, 0.90, 500)
+		if iv.Lo <= 1 && 1 <= iv.Hi {
+			in++
+		}
+	}
+	if f := float64(in) / trials; f < 0.80 || f > 0.98 {
+		t.Errorf("coverage %.3f, want about 0.90", f)
+	}
+}
+
+func TestWarmup(t *testing.T) {
+	slowFirst := [][]float64{{10, 15, 15.2, 14.9}, {11, 15.1, 14.8, 15}, {9, 14.7, 15, 15.3}}
+	if !HasWarmup(true, slowFirst, slowFirst) {
+		t.Error("a slow first iteration in every run is a warm-up")
+	}
+	if HasWarmup(false, slowFirst) {
+		t.Error("for a lower-is-better metric a low first value is not a warm-up")
+	}
+	mixed := [][]float64{{10, 15, 15, 15}, {15, 10, 15.1, 15}, {15, 15.2, 10, 15}, {15, 15, 15.3, 10}}
+	if HasWarmup(true, mixed) {
+		t.Error("the worst iteration moves around: no warm-up")
+	}
+	short := [][]float64{{10, 15}, {10, 15}, {10, 15}}
+	if HasWarmup(true, short) {
+		t.Error("two iterations are too few to tell")
+	}
+	if got := RunMeans(slowFirst, true); !near(got[0], (15+15.2+14.9)/3, 1e-12) {
+		t.Errorf("run means without warm-up: %v", got)
+	}
+	if got := RunMeans([][]float64{{4}}, true); got[0] != 4 {
+		t.Errorf("a one-iteration run keeps its only value: %v", got)
+	}
+}
+
+func runsOf(rng *rand.Rand, n int, mean, cv float64) [][]float64 {
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = []float64{mean * math.Exp(cv*rng.NormFloat64())}
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	p := Policy{MinEffect: 0.05, Alpha: 0.01, Runs: 10, RunsStep: 10, MaxRuns: 30, Resamples: 1000}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Looks() != 3 || !near(p.TestAlpha(2), 0.01/6, 1e-15) {
+		t.Fatalf("looks %d, test alpha %v", p.Looks(), p.TestAlpha(2))
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	mk := func(n int, writeDrop, loopRise float64) []Metric {
+		return []Metric{
+			{Name: "write", Unit: "MB/s", HigherIsBetter: true, Base: runsOf(rng, n, 16, 0.01), Cand: runsOf(rng, n, 16*(1-writeDrop), 0.01)},
+			{Name: "loop", Unit: "s", Base: runsOf(rng, n, 50, 0.01), Cand: runsOf(rng, n, 50*(1+loopRise), 0.01)},
+		}
+	}
+	if d := Decide(rng, p, mk(4, 0, 0)); d.More != 6 || len(d.Comparisons) != 0 {
+		t.Errorf("4 runs: want 6 more before any look, got %+v", d)
+	}
+	d := Decide(rng, p, mk(10, 0, 0))
+	if !d.Final() || d.Comparisons[0].Change != Same || d.Comparisons[1].Change != Same {
+		t.Errorf("no change at 1%% noise: want final Same, got more=%d %v %v", d.More, d.Comparisons[0].Change, d.Comparisons[1].Change)
+	}
+	d = Decide(rng, p, mk(10, 0.10, 0))
+	if !d.Final() || d.Comparisons[0].Change != Worse {
+		t.Errorf("10%% write drop: want Worse, got %v more=%d", d.Comparisons[0].Change, d.More)
+	}
+	d = Decide(rng, p, mk(10, 0, -0.10))
+	if !d.Final() || d.Comparisons[1].Change != Better {
+		t.Errorf("loop 10%% faster: want Better, got %v", d.Comparisons[1].Change)
+	}
+	// A noisy metric cannot settle at 10 runs: ask for the next step.
+	noisy := []Metric{{Name: "read", HigherIsBetter: true, Base: runsOf(rng, 10, 15, 0.15), Cand: runsOf(rng, 10, 15, 0.15)}}
+	if d := Decide(rng, p, noisy); d.More != 10 || d.Comparisons[0].Change != Open {
+		t.Errorf("15%% noise at 10 runs: want 10 more, got more=%d %v", d.More, d.Comparisons[0].Change)
+	}
+	noisy[0].Base, noisy[0].Cand = runsOf(rng, 13, 15, 0.15), runsOf(rng, 14, 15, 0.15)
+	if d := Decide(rng, p, noisy); d.More != 7 || d.Runs != 13 {
+		t.Errorf("13 runs: want 7 more to reach 20, got %d (runs %d)", d.More, d.Runs)
+	}
+	noisy[0].Base, noisy[0].Cand = runsOf(rng, 30, 15, 0.15), runsOf(rng, 30, 15, 0.15)
+	if d := Decide(rng, p, noisy); !d.Final() {
+		t.Errorf("budget spent: want final, got more=%d", d.More)
+	}
+}
