@@ -1,0 +1,533 @@
+package lore
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"mime"
+	"net/mail"
+	"strings"
+	"time"
+)
+
+// DefaultMaxMessageSize is the largest raw message ParseMessage accepts.
+// Real patch mail is far smaller; anything bigger is a generated header
+// dump or an attack, and reading it would only cost memory.
+const DefaultMaxMessageSize = 10 << 20
+
+// Message is one parsed mail. Every field is derived from Raw, which is
+// kept byte for byte.
+type Message struct {
+	// MessageID is the first Message-ID, without the angle brackets.
+	MessageID string
+	// MessageIDs holds every Message-ID the mail carries (several
+	// Message-ID headers, or several <ids> in one), first is MessageID.
+	MessageIDs []string
+	// DerivedID is set when the mail had no Message-ID and MessageID was
+	// derived from its content the way public-inbox does.
+	DerivedID bool
+	// InReplyTo is the first id in In-Reply-To, or "".
+	InReplyTo string
+	// References lists the ids of References, oldest first, then any
+	// In-Reply-To id not already there, without duplicates or the
+	// message's own ids.
+	References []string
+	From       Address
+	To, Cc     []Address
+	// Date is the Date header; zero when absent or unparseable. It is
+	// what the sender claims: Series clamps it against the arrival time.
+	Date time.Time
+	// ReceivedAt is the time in the topmost Received header (the last
+	// hop, usually the list server or the archive), or zero.
+	ReceivedAt time.Time
+	// Subject is decoded (RFC 2047) and unfolded.
+	Subject string
+	// RawSubject is the Subject field as on the wire, folding included.
+	RawSubject string
+	// ListIDs are the List-Id values without the angle brackets.
+	ListIDs []string
+	// Body is the decoded text the patch tools see: the text parts of the
+	// mail after transfer decoding and conversion to UTF-8, with CRLF
+	// line ends turned into LF the way git mailsplit does. Nothing else
+	// is normalised.
+	Body string
+	// Header is every header field in order, for anything not above.
+	Header Header
+	// Raw is the message as given.
+	Raw []byte
+}
+
+// Address is one mailbox.
+type Address struct {
+	Name  string `json:"name,omitempty"` // decoded display name, may be ""
+	Email string `json:"email"`          // addr-spec as written (case kept)
+}
+
+// String formats the address as "Name <email>".
+func (a Address) String() string {
+	if a.Name == "" {
+		return a.Email
+	}
+	return (&mail.Address{Name: a.Name, Address: a.Email}).String()
+}
+
+// Field is one header field.
+type Field struct {
+	// Name is the field name as written (Message-Id, Message-ID ...).
+	Name string
+	// Value is unfolded (line breaks removed, RFC 5322 §2.2.3) and
+	// trimmed; encoded words are left as they are.
+	Value string
+	// Raw is the value as on the wire after the colon, folding included,
+	// without the final line break.
+	Raw string
+}
+
+// Header is the header of a message, fields in wire order.
+type Header []Field
+
+// Get returns the first value of the named field, case-insensitively,
+// or "".
+func (h Header) Get(name string) string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// Values returns every value of the named field in order.
+func (h Header) Values(name string) []string {
+	var vs []string
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			vs = append(vs, f.Value)
+		}
+	}
+	return vs
+}
+
+// field returns the first named field and whether it exists.
+func (h Header) field(name string) (Field, bool) {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
+
+// MalformedError says a message cannot be read. It is the mail's fault,
+// never the bot's: the message is logged with the reason and skipped.
+type MalformedError struct {
+	// MessageID is the id if it could be read before the failure.
+	MessageID string
+	// Reason says what is wrong, for the log.
+	Reason string
+}
+
+func (e *MalformedError) Error() string {
+	if e.MessageID != "" {
+		return fmt.Sprintf("malformed message <%s>: %s", e.MessageID, e.Reason)
+	}
+	return "malformed message: " + e.Reason
+}
+
+// ParseMessage parses one raw RFC 5322 message of at most
+// DefaultMaxMessageSize bytes. A leading mbox "From " line is skipped.
+// Errors are *MalformedError.
+func ParseMessage(raw []byte) (*Message, error) {
+	return ParseMessageLimit(raw, DefaultMaxMessageSize)
+}
+
+// ParseMessageLimit is ParseMessage with another size cap (<= 0: none).
+func ParseMessageLimit(raw []byte, maxSize int) (*Message, error) {
+	if maxSize > 0 && len(raw) > maxSize {
+		return nil, &MalformedError{Reason: fmt.Sprintf("%d bytes, over the %d byte cap", len(raw), maxSize)}
+	}
+	hdr, body, err := splitHeader(raw)
+	if err != nil {
+		return nil, err
+	}
+	m := &Message{Header: hdr, Raw: raw}
+	for _, v := range hdr.Values("Message-ID") {
+		m.MessageIDs = appendUnique(m.MessageIDs, extractIDs(v, true)...)
+	}
+	if f, ok := hdr.field("Subject"); ok {
+		m.RawSubject = f.Raw
+		m.Subject = decodeWords(f.Value)
+	}
+	m.From = firstAddress(hdr.Get("From"))
+	if m.From.Email == "" {
+		m.From = firstAddress(hdr.Get("Sender"))
+	}
+	for _, v := range hdr.Values("To") {
+		m.To = append(m.To, parseAddressList(v)...)
+	}
+	for _, v := range hdr.Values("Cc") {
+		m.Cc = append(m.Cc, parseAddressList(v)...)
+	}
+	m.Date = parseDate(hdr.Get("Date"))
+	if r := hdr.Get("Received"); r != "" {
+		if i := strings.LastIndexByte(r, ';'); i >= 0 {
+			m.ReceivedAt = parseDate(r[i+1:])
+		}
+	}
+	for _, v := range hdr.Values("List-Id") {
+		if ids := extractIDs(v, false); len(ids) > 0 {
+			m.ListIDs = appendUnique(m.ListIDs, ids...)
+		}
+	}
+	irt := extractIDs(hdr.Get("In-Reply-To"), false)
+	if len(irt) > 0 {
+		m.InReplyTo = irt[0]
+	}
+	var refs []string
+	for _, v := range hdr.Values("References") {
+		refs = appendUnique(refs, extractIDs(v, false)...)
+	}
+	refs = appendUnique(refs, irt...)
+	for _, r := range refs {
+		if !contains(m.MessageIDs, r) {
+			m.References = append(m.References, r)
+		}
+	}
+	b, err := decodeBody(hdr, body, 0)
+	if err != nil {
+		id := ""
+		if len(m.MessageIDs) > 0 {
+			id = m.MessageIDs[0]
+		}
+		return nil, &MalformedError{MessageID: id, Reason: err.Error()}
+	}
+	m.Body = b
+	if len(m.MessageIDs) == 0 {
+		m.MessageIDs = []string{deriveID(m)}
+		m.DerivedID = true
+	}
+	m.MessageID = m.MessageIDs[0]
+	return m, nil
+}
+
+// splitHeader parses the header block and returns the body after the
+// blank line (empty when there is none). CRLF and LF are both accepted.
+func splitHeader(raw []byte) (Header, []byte, error) {
+	rest := raw
+	if bytes.HasPrefix(rest, []byte("From ")) {
+		// An mbox separator line, not a header field.
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			rest = rest[i+1:]
+		} else {
+			rest = nil
+		}
+	}
+	var h Header
+	lineNo := 0
+	for len(rest) > 0 {
+		lineNo++
+		line := rest
+		next := []byte(nil)
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, next = rest[:i], rest[i+1:]
+		} else {
+			next = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			if len(h) == 0 {
+				return nil, nil, &MalformedError{Reason: "no header fields before the body"}
+			}
+			return h.unfolded(), next, nil
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if len(h) == 0 {
+				return nil, nil, &MalformedError{Reason: "message starts with a continuation line"}
+			}
+			f := &h[len(h)-1]
+			f.Raw += "\n" + string(line)
+			rest = next
+			continue
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 || !validFieldName(line[:colon]) {
+			return nil, nil, &MalformedError{Reason: fmt.Sprintf("header line %d is not a field: %q", lineNo, clip(line, 60))}
+		}
+		h = append(h, Field{Name: string(line[:colon]), Raw: string(line[colon+1:])})
+		rest = next
+	}
+	if len(h) == 0 {
+		return nil, nil, &MalformedError{Reason: "empty message"}
+	}
+	return h.unfolded(), nil, nil
+}
+
+// unfolded fills in Value from Raw.
+func (h Header) unfolded() Header {
+	for i := range h {
+		h[i].Value = unfold(h[i].Raw)
+	}
+	return h
+}
+
+// unfold removes the line breaks of a folded value (RFC 5322 §2.2.3).
+func unfold(raw string) string {
+	if strings.IndexByte(raw, '\n') >= 0 {
+		raw = strings.ReplaceAll(raw, "\n", "")
+	}
+	return strings.TrimSpace(raw)
+}
+
+func validFieldName(b []byte) bool {
+	for _, c := range b {
+		if c < 33 || c > 126 {
+			return false
+		}
+	}
+	return true
+}
+
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+// extractIDs returns the <...> tokens of a Message-ID-like field. With
+// bare set, a value without brackets counts as one id (some mailers
+// write Message-ID: foo@bar).
+func extractIDs(v string, bare bool) []string {
+	var ids []string
+	for {
+		i := strings.IndexByte(v, '<')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(v[i+1:], '>')
+		if j < 0 {
+			break
+		}
+		if id := strings.Map(dropSpace, v[i+1:i+1+j]); id != "" {
+			ids = append(ids, id)
+		}
+		v = v[i+1+j+1:]
+	}
+	if len(ids) == 0 && bare {
+		if id := strings.TrimSpace(v); id != "" && !strings.ContainsAny(id, " \t") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// dropSpace removes whitespace that folding left inside an id.
+func dropSpace(r rune) rune {
+	switch r {
+	case ' ', '\t', '\r', '\n':
+		return -1
+	}
+	return r
+}
+
+func appendUnique(list []string, vs ...string) []string {
+	for _, v := range vs {
+		if !contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// wordDecoder decodes RFC 2047 words in any charset x/text knows.
+var wordDecoder = &mime.WordDecoder{CharsetReader: charsetReader}
+
+// decodeWords decodes RFC 2047 encoded words; a broken word is kept as
+// written rather than losing the subject.
+func decodeWords(s string) string {
+	if !strings.Contains(s, "=?") {
+		return s
+	}
+	d, err := wordDecoder.DecodeHeader(s)
+	if err != nil {
+		return s
+	}
+	return d
+}
+
+func firstAddress(v string) Address {
+	if as := parseAddressList(v); len(as) > 0 {
+		return as[0]
+	}
+	return Address{}
+}
+
+// parseAddressList parses an address list, falling back to a lenient
+// split when net/mail rejects it (unquoted dots and commas in names,
+// trailing commas, raw 8-bit names are all seen on the lists).
+func parseAddressList(v string) []Address {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil
+	}
+	p := mail.AddressParser{WordDecoder: wordDecoder}
+	if list, err := p.ParseList(v); err == nil {
+		out := make([]Address, 0, len(list))
+		for _, a := range list {
+			out = append(out, Address{Name: a.Name, Email: a.Address})
+		}
+		return out
+	}
+	var out []Address
+	for _, part := range splitAddresses(v) {
+		if a, ok := lenientAddress(part); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// splitAddresses splits on commas outside quotes and angle brackets.
+func splitAddresses(v string) []string {
+	var parts []string
+	quoted, angle, start := false, false, 0
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++
+		case '"':
+			quoted = !quoted
+		case '<':
+			if !quoted {
+				angle = true
+			}
+		case '>':
+			angle = false
+		case ',':
+			if !quoted && !angle {
+				parts = append(parts, v[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, v[start:])
+}
+
+func lenientAddress(s string) (Address, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Address{}, false
+	}
+	if i := strings.LastIndexByte(s, '<'); i >= 0 {
+		j := strings.IndexByte(s[i:], '>')
+		if j < 0 {
+			return Address{}, false
+		}
+		email := strings.TrimSpace(s[i+1 : i+j])
+		name := strings.TrimSpace(s[:i])
+		name = strings.TrimSpace(strings.Trim(name, `"`))
+		name = strings.ReplaceAll(name, `\"`, `"`)
+		return Address{Name: decodeWords(name), Email: email}, email != ""
+	}
+	// addr (Comment Name) or a bare addr.
+	if i := strings.IndexByte(s, '('); i > 0 {
+		name := strings.TrimSuffix(strings.TrimSpace(s[i+1:]), ")")
+		return Address{Name: decodeWords(name), Email: strings.TrimSpace(s[:i])}, true
+	}
+	if strings.ContainsAny(s, " \t") || !strings.Contains(s, "@") {
+		return Address{}, false
+	}
+	return Address{Email: s}, true
+}
+
+// dateLayouts are the Date forms net/mail rejects but mailers send.
+var dateLayouts = []string{
+	"Mon, 2 Jan 2006 15:04:05 -0700",
+	"Mon, 2 Jan 2006 15:04:05 MST",
+	"Mon, 2 Jan 2006 15:04 -0700",
+	"2 Jan 2006 15:04:05 -0700",
+	"Mon, 2 Jan 06 15:04:05 -0700",
+	"Mon Jan 2 15:04:05 2006 -0700",
+	"Mon Jan 2 15:04:05 2006",
+	time.RFC3339,
+}
+
+// parseDate reads a Date or Received timestamp; zero when hopeless.
+func parseDate(v string) time.Time {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}
+	}
+	if t, err := mail.ParseDate(v); err == nil {
+		return t
+	}
+	// Drop a trailing comment like "(PDT)" and squeeze spaces.
+	if i := strings.IndexByte(v, '('); i > 0 {
+		v = strings.TrimSpace(v[:i])
+	}
+	v = strings.Join(strings.Fields(v), " ")
+	for _, l := range dateLayouts {
+		if t, err := time.Parse(l, v); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// deriveID makes a Message-ID for a mail without one, in public-inbox's
+// form "<UTC date stamp>.<base64url SHA-256 of the content>@z" over the
+// same inputs (references, From, Subject, Date, To, Cc, body), so a mail
+// read twice gets the same id. The body digest is simpler than
+// public-inbox's per-part walk, so the id can differ from lore's for
+// multipart mail.
+func deriveID(m *Message) string {
+	d := sha256.New()
+	for _, r := range m.References {
+		fmt.Fprintf(d, "ref\x00%s\x00", r)
+	}
+	h := m.Header
+	for _, name := range []string{"From", "Sender"} {
+		vs := h.Values(name)
+		for _, v := range vs {
+			fmt.Fprintf(d, "%s\x00%s\x00", name, digestAddr(v))
+		}
+		if len(vs) > 0 {
+			break
+		}
+	}
+	for _, name := range []string{"Subject", "Date"} {
+		for _, v := range h.Values(name) {
+			fmt.Fprintf(d, "%s\x00%s\x00", name, decodeWords(v))
+		}
+	}
+	for _, name := range []string{"To", "Cc"} {
+		for _, v := range h.Values(name) {
+			fmt.Fprintf(d, "%s\x00%s\x00", name, digestAddr(v))
+		}
+	}
+	d.Write([]byte("\x000:\x00b\x00"))
+	d.Write([]byte(strings.TrimRight(m.Body, " \t\r\n")))
+	sum := base64.RawURLEncoding.EncodeToString(d.Sum(nil))
+	t := m.Date
+	if t.IsZero() {
+		t = m.ReceivedAt
+	}
+	return t.UTC().Format("20060102150405") + "." + sum + "@z"
+}
+
+// digestAddr normalises an address field as public-inbox's content hash
+// does: no quotes, whitespace squeezed.
+func digestAddr(v string) string {
+	v = strings.ReplaceAll(decodeWords(v), `"`, "")
+	return strings.Join(strings.Fields(v), " ")
+}
