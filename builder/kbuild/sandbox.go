@@ -1,0 +1,121 @@
+package kbuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Inside the sandbox every slot's checkout, output and cache appear at
+// the same paths, so compiler command lines are identical across slots:
+// ccache hits survive a change of slot, and the build does not record
+// where on the host it ran.
+const (
+	sandboxRoot   = "/kbuild"
+	sandboxSrc    = sandboxRoot + "/src"
+	sandboxOut    = sandboxRoot + "/out"
+	sandboxCCache = sandboxRoot + "/ccache"
+)
+
+// Sandbox runs commands under bubblewrap: no network, the source
+// read-only, only the output directory and the ccache directory writable,
+// a clean environment, a minimal /proc and /dev, and nothing left running
+// when the caller goes away.
+type Sandbox struct {
+	Bwrap  string // path of bwrap
+	Src    string // host directory mounted read-only at /kbuild/src
+	Out    string // host directory mounted read-write at /kbuild/out
+	CCache string // host directory mounted read-write at /kbuild/ccache; "" for none
+	Env    []string
+}
+
+// args is the bwrap command line that runs argv.
+func (s *Sandbox) args(argv []string) []string {
+	a := []string{
+		"--unshare-all", // network, pid, ipc, uts, cgroup, user
+		"--die-with-parent",
+		"--new-session",
+		"--cap-drop", "ALL",
+		"--ro-bind", "/usr", "/usr",
+	}
+	// Debian's merged /usr: /bin, /lib ... are symlinks into it.
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"} {
+		if t, err := os.Readlink(d); err == nil {
+			a = append(a, "--symlink", t, d)
+		} else if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	// Only what the toolchain reads from /etc: the dynamic linker's cache
+	// and the alternatives that name cc, ld and friends.
+	for _, f := range []string{"/etc/ld.so.cache", "/etc/alternatives"} {
+		if _, err := os.Stat(f); err == nil {
+			a = append(a, "--ro-bind", f, f)
+		}
+	}
+	a = append(a,
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--tmpfs", "/tmp",
+		"--ro-bind", s.Src, sandboxSrc,
+		"--bind", s.Out, sandboxOut,
+	)
+	if s.CCache != "" {
+		a = append(a, "--bind", s.CCache, sandboxCCache)
+	}
+	a = append(a, "--chdir", sandboxOut, "--")
+	return append(a, argv...)
+}
+
+// Run runs argv in the sandbox with output to w. Cancelling ctx kills the
+// whole sandbox: bwrap's process group is killed, and with it the pid
+// namespace's init and everything under it. A non-zero exit comes back
+// as *exec.ExitError; a sandbox that could not start as *InfraError.
+func (s *Sandbox) Run(ctx context.Context, w io.Writer, argv ...string) error {
+	cmd := exec.CommandContext(ctx, s.Bwrap, s.args(argv)...)
+	cmd.Env = s.Env
+	cmd.Stdin = nil
+	cmd.Stdout = w
+	cmd.Stderr = w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return &InfraError{Op: "sandbox", Err: fmt.Errorf("%s killed: %w", filepath.Base(argv[0]), context.Cause(ctx))}
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return &InfraError{Op: "sandbox", Err: err}
+	}
+	return err
+}
+
+// Check runs `true` in the sandbox: bwrap missing, or user namespaces
+// disabled, show up here as an infrastructure error and not as a failed
+// kernel build.
+func (s *Sandbox) Check(ctx context.Context) error {
+	var out limitedBuffer
+	if err := s.Run(ctx, &out, "true"); err != nil {
+		return &InfraError{Op: "sandbox", Err: fmt.Errorf("bwrap cannot start: %v: %s", err, out.String())}
+	}
+	return nil
+}
+
+// limitedBuffer keeps the first 4 KiB written to it.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if n := 4096 - len(l.b); n > 0 {
+		l.b = append(l.b, p[:min(n, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }
