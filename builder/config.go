@@ -11,6 +11,15 @@ type Config struct {
 	Trees []TreeConfig `toml:"trees"`
 	// Jobs is make -j; 0 means the number of CPUs.
 	Jobs int `toml:"jobs"`
+	// Committer signs the commits the bot makes when it applies a series
+	// or imports a tarball.
+	Committer Identity `toml:"committer"`
+}
+
+// Identity is a git name and email.
+type Identity struct {
+	Name  string `toml:"name"`
+	Email string `toml:"email"`
 }
 
 // TreeConfig is one kernel tree.
@@ -28,6 +37,7 @@ func DefaultConfig() Config {
 			{Name: "rdma", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git", Branches: []string{"for-next", "for-rc"}},
 			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git", Branches: []string{"nfsd-next"}},
 		},
+		Committer: Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
 	}
 }
 
@@ -42,6 +52,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("builder.trees: %q named twice", t.Name)
 		}
 		seen[t.Name] = true
+	}
+	if c.Committer.Name == "" || c.Committer.Email == "" {
+		return fmt.Errorf("builder.committer needs a name and an email")
 	}
 	if c.Jobs < 0 {
 		return fmt.Errorf("builder.jobs must not be negative")

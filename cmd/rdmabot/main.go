@@ -34,6 +34,7 @@ var errUsage = errors.New("usage")
 func commands() map[string]command {
 	return map[string]command{
 		"config": {"check a config file: rdmabot config check [-config FILE]", runConfig},
+		"tree":   {"import, fetch and list kernel trees: rdmabot tree import|fetch|list", runTree},
 	}
 }
 

@@ -1,0 +1,124 @@
+package builder
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// Store is the one bare repository that holds every kernel tree, so the
+// history mainline, rdma and nfsd share is stored once and a base-commit
+// is found by a single lookup. Its refs:
+//
+//	refs/trees/<tree>/<branch>   a fetched branch of a configured tree
+//	refs/trees/<tree>/import     an imported tarball (rdmabot tree import)
+//	refs/tags/<tree>/v<version>  the same imported commit, for humans
+//	refs/rdmabot/<series>/v<N>   an applied series (one commit per patch)
+type Store struct {
+	// Dir is the bare repository's directory.
+	Dir  string
+	Repo *git.Repository
+}
+
+// StorePath is where the store lives under the bot's data directory.
+func StorePath(dataDir string) string {
+	return filepath.Join(dataDir, "trees", "kernel.git")
+}
+
+// ImportBranch is the branch name an imported tarball gets.
+const ImportBranch = "import"
+
+// TreeRef names branch of tree in the store.
+func TreeRef(tree, branch string) plumbing.ReferenceName {
+	return plumbing.ReferenceName("refs/trees/" + tree + "/" + branch)
+}
+
+// SeriesRef names the applied version of a series.
+func SeriesRef(series string, version int) plumbing.ReferenceName {
+	return plumbing.ReferenceName(fmt.Sprintf("refs/rdmabot/%s/v%d", series, version))
+}
+
+// OpenStore opens the bare repository at dir, creating it when missing.
+func OpenStore(dir string) (*Store, error) {
+	r, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		r, err = git.PlainInit(dir, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tree store %s: %w", dir, err)
+	}
+	return &Store{Dir: dir, Repo: r}, nil
+}
+
+// Branch is one branch head of a tree in the store.
+type Branch struct {
+	Tree, Branch string
+	Commit       plumbing.Hash
+}
+
+// Branches lists every refs/trees/ head, in ref order.
+func (s *Store) Branches() ([]Branch, error) {
+	it, err := s.Repo.Storer.IterReferences()
+	if err != nil {
+		return nil, err
+	}
+	var out []Branch
+	err = it.ForEach(func(r *plumbing.Reference) error {
+		name, ok := strings.CutPrefix(r.Name().String(), "refs/trees/")
+		if !ok || r.Type() != plumbing.HashReference {
+			return nil
+		}
+		tree, branch, ok := strings.Cut(name, "/")
+		if !ok {
+			return nil
+		}
+		out = append(out, Branch{Tree: tree, Branch: branch, Commit: r.Hash()})
+		return nil
+	})
+	return out, err
+}
+
+// Resolve turns a revision (a ref, a tree/branch pair as "tree/branch",
+// or a full or abbreviated commit id) into a commit.
+func (s *Store) Resolve(rev string) (*object.Commit, error) {
+	return resolveCommit(s.Repo, rev)
+}
+
+func resolveCommit(r *git.Repository, rev string) (*object.Commit, error) {
+	if tree, branch, ok := strings.Cut(rev, "/"); ok && !strings.HasPrefix(rev, "refs/") {
+		if ref, err := r.Reference(TreeRef(tree, branch), true); err == nil {
+			return r.CommitObject(ref.Hash())
+		}
+	}
+	h, err := r.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, fmt.Errorf("revision %q: %w", rev, err)
+	}
+	return r.CommitObject(*h)
+}
+
+// readBlob reads a whole blob.
+func readBlob(st storer.EncodedObjectStorer, id plumbing.Hash) ([]byte, error) {
+	o, err := st.EncodedObject(plumbing.BlobObject, id)
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", id, err)
+	}
+	rd, err := o.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var b bytes.Buffer
+	b.Grow(int(o.Size()) + bytes.MinRead)
+	if _, err := b.ReadFrom(rd); err != nil {
+		return nil, fmt.Errorf("blob %s: %w", id, err)
+	}
+	return b.Bytes(), nil
+}
