@@ -1,25 +1,143 @@
-// Package lab boots base and patched kernels on a lab pair (two QEMU
-// guests joined by soft-RoCE, or real hosts over SSH), runs the NFS/RDMA
-// transfer test and watches both consoles for hangs, oopses and panics.
 package lab
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+)
 
 // Config is the [lab] section of config.toml.
 type Config struct {
-	// Default is the name of the pair used when a job names none.
+	// Default is the name of the pair used when a job names none: "qemu"
+	// or the name of one of Pairs.
 	Default string `toml:"default"`
+	// QEMU is the built-in pair: two TCG guests joined by soft-RoCE.
+	QEMU QEMUConfig `toml:"qemu"`
+	// Pairs are real hosts driven over SSH.
+	Pairs []SSHPairConfig `toml:"pairs"`
 }
 
-// DefaultConfig uses the built-in QEMU pair.
+// QEMUConfig tunes the built-in pair.
+type QEMUConfig struct {
+	// Binary is the QEMU system emulator.
+	Binary string `toml:"binary"`
+	// MemoryMiB per guest; the client holds two copies of the file in
+	// /dev/shm and the server the exported tmpfs.
+	MemoryMiB int `toml:"memory_mib"`
+	// Icount is QEMU's -icount option: guest time follows executed
+	// instructions, which cuts boot-to-boot spread about tenfold at twice
+	// the wall time. Empty runs plain TCG (fast, noisy).
+	Icount string `toml:"icount"`
+	// HeavyLock is flock'ed around a run so pairs and kernel builds on one
+	// machine do not disturb each other's timings. Empty: no lock.
+	HeavyLock string `toml:"heavy_lock"`
+	// Per-phase deadlines; a guest that misses one is killed.
+	BootTimeout      cfgtype.Duration `toml:"boot_timeout"`
+	SetupTimeout     cfgtype.Duration `toml:"setup_timeout"`
+	IterationTimeout cfgtype.Duration `toml:"iteration_timeout"`
+	PerMiBTimeout    cfgtype.Duration `toml:"per_mib_timeout"`
+	ShutdownTimeout  cfgtype.Duration `toml:"shutdown_timeout"`
+	// CrashGrace is how long the console is still read after a fatal
+	// crash starts, for the rest of its trace.
+	CrashGrace cfgtype.Duration `toml:"crash_grace"`
+}
+
+// SSHPairConfig is a real pair.
+type SSHPairConfig struct {
+	Name   string        `toml:"name"`
+	Server SSHHostConfig `toml:"server"`
+	Client SSHHostConfig `toml:"client"`
+	// Lease bounds a reservation: a crashed bot's hosts are free again
+	// after it.
+	Lease cfgtype.Duration `toml:"lease"`
+	// RDMA is "hw" or "opa" (Omni-Path: connected mode, opafm).
+	RDMA string `toml:"rdma"`
+}
+
+// SSHHostConfig is one real host.
+type SSHHostConfig struct {
+	// Address is host:port for SSH.
+	Address string `toml:"address"`
+	User    string `toml:"user"`
+	// KeyFile is the private key; KnownHosts is checked strictly.
+	KeyFile    string `toml:"key_file"`
+	KnownHosts string `toml:"known_hosts"`
+	// TestIP is the host's address on the RDMA link, Netdev its netdev.
+	TestIP string `toml:"test_ip"`
+	Netdev string `toml:"netdev"`
+	// Boot is "kexec" (fast, no firmware) or "grub-reboot" (a one-shot
+	// GRUB entry; the next plain reboot returns to the known-good kernel).
+	Boot string `toml:"boot"`
+	// PowerCycle is the BMC command run on the controller when the host
+	// stops answering, e.g. ["ipmitool", "-I", "lanplus", "-H", "bmc1",
+	// "-U", "lab", "-f", "/etc/rdmabot/bmc1", "chassis", "power", "cycle"]
+	// or a curl to its Redfish ComputerSystem.Reset action.
+	PowerCycle []string `toml:"power_cycle"`
+}
+
+// DefaultConfig uses the built-in QEMU pair in instruction-counting mode.
 func DefaultConfig() Config {
-	return Config{Default: "qemu"}
+	return Config{
+		Default: "qemu",
+		QEMU: QEMUConfig{
+			Binary:           "qemu-system-x86_64",
+			MemoryMiB:        1024,
+			Icount:           "shift=2,sleep=on",
+			HeavyLock:        "/var/cache/rdmabot/heavy.lock",
+			BootTimeout:      cfgtype.D(90 * time.Second),
+			SetupTimeout:     cfgtype.D(180 * time.Second),
+			IterationTimeout: cfgtype.D(60 * time.Second),
+			PerMiBTimeout:    cfgtype.D(time.Second),
+			ShutdownTimeout:  cfgtype.D(60 * time.Second),
+			CrashGrace:       cfgtype.D(10 * time.Second),
+		},
+	}
 }
 
 // Validate reports the first setting that cannot work.
 func (c *Config) Validate() error {
 	if c.Default == "" {
 		return fmt.Errorf("lab.default is empty")
+	}
+	q := c.QEMU
+	if q.Binary == "" {
+		return fmt.Errorf("lab.qemu.binary is empty")
+	}
+	if q.MemoryMiB < 256 {
+		return fmt.Errorf("lab.qemu.memory_mib %d: want at least 256", q.MemoryMiB)
+	}
+	for name, d := range map[string]cfgtype.Duration{
+		"boot_timeout": q.BootTimeout, "setup_timeout": q.SetupTimeout, "iteration_timeout": q.IterationTimeout,
+		"shutdown_timeout": q.ShutdownTimeout, "crash_grace": q.CrashGrace,
+	} {
+		if d.Duration <= 0 {
+			return fmt.Errorf("lab.qemu.%s must be positive", name)
+		}
+	}
+	names := map[string]bool{"qemu": true}
+	for i, p := range c.Pairs {
+		if p.Name == "" || names[p.Name] {
+			return fmt.Errorf("lab.pairs[%d]: name %q empty or used twice", i, p.Name)
+		}
+		names[p.Name] = true
+		if p.RDMA != "hw" && p.RDMA != "opa" {
+			return fmt.Errorf("lab.pairs %s: rdma %q: want hw or opa", p.Name, p.RDMA)
+		}
+		if p.Lease.Duration <= 0 {
+			return fmt.Errorf("lab.pairs %s: lease must be positive", p.Name)
+		}
+		for role, h := range map[string]SSHHostConfig{"server": p.Server, "client": p.Client} {
+			if h.Address == "" || h.User == "" || h.KeyFile == "" || h.KnownHosts == "" || h.TestIP == "" || h.Netdev == "" {
+				return fmt.Errorf("lab.pairs %s.%s: address, user, key_file, known_hosts, test_ip and netdev are required", p.Name, role)
+			}
+			if h.Boot != "kexec" && h.Boot != "grub-reboot" {
+				return fmt.Errorf("lab.pairs %s.%s: boot %q: want kexec or grub-reboot", p.Name, role, h.Boot)
+			}
+		}
+	}
+	if !names[c.Default] {
+		return fmt.Errorf("lab.default %q names no pair", c.Default)
 	}
 	return nil
 }

@@ -1,0 +1,74 @@
+#!/bin/sh
+# /init of the rdmabot lab guests (PID 1 in the initramfs). Everything
+# comes from the kernel command line (rb.role=server|client|idle, rb.ip,
+# rb.peer, and the test's rb.* parameters); progress goes to the serial
+# console as "@@RB EVENT key=value ..." lines, which the host parses.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o size=80% tmpfs /dev/shm
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+exec </dev/console >/dev/console 2>&1
+
+# param NAME DEFAULT: the last rb.NAME= on the command line.
+param() {
+	v=
+	for w in $(cat /proc/cmdline); do
+		case $w in "rb.$1="*) v=${w#*=} ;; esac
+	done
+	echo "${v:-$2}"
+}
+. /usr/lib/rdmabot/labtest.sh
+
+ROLE=$(param role idle)
+hostname "lab-$ROLE"
+mark BOOTED "role=$ROLE kernel=$(uname -r) build_id=$(build_id)"
+
+case $(param crash none) in
+panic) echo 1 >/proc/sys/kernel/sysrq; echo c >/proc/sysrq-trigger ;;
+esac
+
+ip link set lo up
+ip link set eth0 up
+ip addr add "$(param ip 10.99.0.1)/24" dev eth0
+mark NET_UP "ip=$(param ip 10.99.0.1)"
+
+# A second NIC, when present, is QEMU's restricted user network: it only
+# carries a forward from the host's loopback to this guest's sshd.
+if [ "$(param sshd 0)" = 1 ] && [ -d /sys/class/net/eth1 ]; then
+	ip link set eth1 up
+	ip addr add 10.0.2.15/24 dev eth1
+	mkdir -p /run/sshd && chmod 700 /root/.ssh 2>/dev/null
+	/usr/sbin/sshd -o PermitRootLogin=prohibit-password -o UsePAM=no \
+		-o PasswordAuthentication=no -o ListenAddress=10.0.2.15 || mark SSHD_FAIL
+	mark SSHD_UP
+fi
+
+export RB_IP=$(param ip 10.99.0.1) RB_PEER=$(param peer 10.99.0.2) RB_DEV=eth0
+export RB_RDMA=$(param rdma rxe) RB_PROTO=$(param proto rdma) RB_VERS=$(param vers auto)
+export RB_TEST=$(param test transfer) RB_MB=$(param mb 32) RB_ITERS=$(param iters 3)
+export RB_HUNG=$(param hung 0)
+
+status=fail
+case $ROLE in
+server)
+	rdma_up && server_up && server_wait && status=ok
+	server_down
+	;;
+client)
+	rdma_up && client_run && status=ok
+	;;
+idle)
+	# Driven from outside over SSH; stays up until told to stop.
+	mark IDLE
+	while :; do sleep 3600; done
+	;;
+esac
+mark MEM "$(free -k | awk '/Mem:/{print "total_kB=" $2 " used_kB=" $3}')"
+mark POWEROFF "status=$status"
+sync
+poweroff -f

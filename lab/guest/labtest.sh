@@ -1,0 +1,167 @@
+# labtest.sh: the NFS/RDMA transfer test, as shell functions. Sourced by
+# the QEMU guests' /init and run over SSH on real hosts
+# (". labtest.sh; server_up"). Parameters come from the environment:
+#   RB_IP RB_PEER   this host's and the peer's address on the test link
+#   RB_DEV          the netdev under the RDMA device (eth0, ib0 ...)
+#   RB_RDMA         rxe | siw: create a soft device on RB_DEV; hw: use what
+#                   exists; opa: also IPoIB connected mode and opafm
+#   RB_PROTO        rdma | tcp     RB_VERS  auto | 3 | 4.0 | 4.1 | 4.2
+#   RB_TEST         transfer | fio RB_MB    file size (MiB)   RB_ITERS
+#   RB_HUNG         hung_task_timeout_secs to set (0: leave it)
+# Progress and results are "@@RB EVENT key=value ..." lines on stdout.
+
+mark() { echo "@@RB $1 $2 t=$(cut -d' ' -f1 /proc/uptime)"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+# since T0: seconds elapsed, two decimals.
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN{printf "%.2f", a-b}'; }
+mbps() { awk -v m="$1" -v s="$2" 'BEGIN{if (s<=0) s=0.01; printf "%.2f", m/s}'; }
+build_id() {
+	# The GNU build id note of the running kernel, as the host reads it
+	# from the bzImage's vmlinux; empty when the kernel exposes none.
+	od -An -tx1 -v /sys/kernel/notes 2>/dev/null | tr -d ' \n' |
+		sed -n 's/.*040000001400000003000000474e5500\([0-9a-f]\{40\}\).*/\1/p'
+}
+MNT=/mnt/nfs_test
+
+rdma_up() {
+	[ "$RB_HUNG" != 0 ] && echo "$RB_HUNG" >/proc/sys/kernel/hung_task_timeout_secs
+	case $RB_RDMA in
+	rxe | siw)
+		modprobe "$([ "$RB_RDMA" = rxe ] && echo rdma_rxe || echo siw)" 2>/dev/null
+		rdma link add "${RB_RDMA}0" type "$RB_RDMA" netdev "$RB_DEV" || {
+			mark RDMA_FAIL "dev=${RB_RDMA}0"
+			return 1
+		}
+		;;
+	opa)
+		echo connected >"/sys/class/net/$RB_DEV/mode" || mark MODE_FAIL "dev=$RB_DEV"
+		systemctl start opafm && sleep 10
+		;;
+	esac
+	dev=$(rdma link show 2>/dev/null | awk '/state ACTIVE/{sub("/.*", "", $2); print $2; exit}')
+	[ -n "$dev" ] || { mark RDMA_FAIL "no_active_link"; return 1; }
+	mark RDMA_UP "dev=$dev"
+}
+
+server_up() {
+	modprobe svcrdma 2>/dev/null
+	grep -q nfsd /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd
+	mkdir -p $MNT
+	mount -t tmpfs -o size=75% tmpfs $MNT
+	rpcbind -w 2>/dev/null || mark RPCBIND_FAIL
+	exportfs -o fsid=0,rw,async,insecure,no_root_squash "${RB_IP%.*}.0/24:$MNT" || mark EXPORT_FAIL
+	rpc.mountd || mark MOUNTD_FAIL
+	# A fresh v4 server would refuse opens for its grace period (90 s).
+	echo 10 >/proc/fs/nfsd/nfsv4gracetime
+	echo 10 >/proc/fs/nfsd/nfsv4leasetime
+	rpc.nfsd 8 || { mark NFSD_FAIL; return 1; }
+	if [ "$RB_PROTO" = rdma ]; then
+		echo "rdma 20049" >/proc/fs/nfsd/portlist || { mark PORTLIST_FAIL; return 1; }
+	fi
+	echo Y >/proc/fs/nfsd/v4_end_grace 2>/dev/null
+	mark NFSD_READY "portlist=$(tr '\n' ',' </proc/fs/nfsd/portlist)"
+}
+
+# server_wait: until the client says it is done (plain TCP on the link).
+server_wait() {
+	msg=$(nc -l -p 7777)
+	mark CLIENT_DONE "msg=$msg"
+	[ "$msg" = ok ]
+}
+
+server_down() {
+	rpc.nfsd 0 2>/dev/null
+	exportfs -ua 2>/dev/null
+	umount $MNT 2>/dev/null
+	return 0
+}
+
+client_mount() {
+	rpcbind -w 2>/dev/null
+	# NFSv3 (the reference mount's fallback) needs statd for locking.
+	rpc.statd --no-notify 2>/dev/null || mark STATD_FAIL
+	t0=$(now)
+	until nc -w 1 "$RB_PEER" 2049 </dev/null >/dev/null 2>&1; do
+		[ "$(since "$t0" | cut -d. -f1)" -gt 300 ] && break
+		sleep 0.5
+	done
+	if [ "$RB_PROTO" = rdma ]; then opts=rdma,port=20049; else opts=proto=tcp,port=2049; fi
+	path=$MNT
+	case $RB_VERS in
+	auto) ;;
+	3) opts=$opts,vers=3 ;;
+	*) opts=$opts,vers=$RB_VERS path=/ ;;
+	esac
+	mkdir -p $MNT
+	try=1
+	while [ $try -le 5 ]; do
+		t1=$(now)
+		mount.nfs "$RB_PEER:$path" $MNT -o "$opts" 2>&1 | sed 's/^/@@RB MOUNT_MSG /'
+		if grep -q " $MNT nfs" /proc/mounts; then
+			mark MOUNTED "try=$try mount_s=$(since "$t1") opts=$(awk -v m=$MNT '$2==m{print $3 "," $4}' /proc/mounts)"
+			xprt=$(awk '/xprt:/{print $2; exit}' /proc/self/mountstats)
+			mark TRANSPORT "xprt=$xprt"
+			return 0
+		fi
+		try=$((try + 1))
+		sleep 2
+	done
+	mark MOUNT_FAIL "opts=$opts"
+	return 1
+}
+
+client_transfer() {
+	fails=0
+	i=1
+	while [ $i -le "$RB_ITERS" ]; do
+		a=$(now)
+		dd if=/dev/urandom of=/dev/shm/src bs=1M count="$RB_MB" 2>/dev/null
+		b=$(now)
+		cp /dev/shm/src $MNT/f
+		c=$(now)
+		# Drop caches so the read-back crosses the wire.
+		sync
+		echo 3 >/proc/sys/vm/drop_caches
+		d=$(now)
+		cp $MNT/f /dev/shm/back
+		e=$(now)
+		if cmp -s /dev/shm/src /dev/shm/back; then r=ok; else r=mismatch fails=$((fails + 1)); fi
+		ws=$(awk -v x="$c" -v y="$b" 'BEGIN{printf "%.2f", x-y}')
+		rs=$(awk -v x="$e" -v y="$d" 'BEGIN{printf "%.2f", x-y}')
+		mark RESULT "iter=$i mb=$RB_MB gen_s=$(awk -v x="$b" -v y="$a" 'BEGIN{printf "%.2f", x-y}') write_s=$ws write_MBps=$(mbps "$RB_MB" "$ws") read_s=$rs read_MBps=$(mbps "$RB_MB" "$rs") cmp=$r"
+		rm -f $MNT/f /dev/shm/back /dev/shm/src
+		i=$((i + 1))
+	done
+	[ $fails = 0 ]
+}
+
+client_fio() {
+	i=1
+	while [ $i -le "$RB_ITERS" ]; do
+		sync
+		echo 3 >/proc/sys/vm/drop_caches
+		# terse v3: field 7 is read bandwidth (KiB/s), 9 read runtime (ms).
+		out=$(fio --name=seqread --directory=$MNT --rw=read --bs=1M --size="${RB_MB}M" \
+			--direct=1 --ioengine=psync --output-format=terse --terse-version=3 2>&1) || {
+			echo "$out" | sed 's/^/@@RB FIO_MSG /'
+			return 1
+		}
+		echo "$out" | awk -F';' -v i=$i -v mb="$RB_MB" '$1=="3"{printf "@@RB FIO iter=%d mb=%s read_MBps=%.2f read_s=%.3f\n", i, mb, $7/1024, $9/1000}'
+		i=$((i + 1))
+	done
+	rm -f $MNT/seqread.*
+}
+
+client_run() {
+	client_mount || { echo fail | nc "$RB_PEER" 7777; return 1; }
+	t0=$(now)
+	case $RB_TEST in
+	fio) client_fio ;;
+	*) client_transfer ;;
+	esac
+	rc=$?
+	mark SUMMARY "test=$RB_TEST loop_s=$(since "$t0") ok=$([ $rc = 0 ] && echo 1 || echo 0)"
+	umount $MNT || mark UMOUNT_FAIL
+	echo "$([ $rc = 0 ] && echo ok || echo fail)" | nc "$RB_PEER" 7777
+	return $rc
+}

@@ -1,0 +1,378 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+//go:embed guest/init.sh
+var initScript []byte
+
+//go:embed guest/labtest.sh
+var labtestScript []byte
+
+// LabtestScript is the test's shell functions, for hosts driven over SSH.
+func LabtestScript() []byte { return bytes.Clone(labtestScript) }
+
+// Recipe says how the guest root image is made. Its hash names the cached
+// image, so any change to the packages or the scripts rebuilds it.
+type Recipe struct {
+	// Packages are installed with their Depends closure.
+	Packages []string
+	// Skip are packages of the closure never run in the guest (their
+	// maintainer scripts would need them; we never run those).
+	Skip []string
+}
+
+// DefaultRecipe is what the transfer test, the fio variant and the SSH
+// driver's tests need.
+func DefaultRecipe() Recipe {
+	return Recipe{
+		Packages: []string{
+			"nfs-kernel-server", "nfs-common", "rpcbind", "iproute2", "kmod",
+			"rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1",
+			"fio", "openssh-server",
+		},
+		Skip: []string{
+			"perl", "perl-base", "perl-modules-5.36", "libperl5.36", "python3", "python3-minimal",
+			"python3.11", "python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib",
+			"libpython3-stdlib", "python3-six", "debconf", "cdebconf", "debconf-2.0", "udev", "dpkg",
+			"install-info", "adduser", "passwd", "ucf", "sensible-utils", "mailcap", "media-types",
+			"libdebian-installer4", "libnewt0.52", "libslang2", "libtextwrap1", "tar",
+			"readline-common", "init-system-helpers", "systemd", "systemd-sysv", "libsystemd-shared",
+			"runit-helper", "lsb-base", "sysvinit-utils", "libpam-runtime", "libpam-modules",
+			"libpam-modules-bin", "debianutils", "base-files", "ceph-common",
+		},
+	}
+}
+
+// recipeVersion changes when the build steps below change meaning.
+const recipeVersion = "rdmabot-guest-image/1"
+
+// Hash identifies the image the recipe builds.
+func (r Recipe) Hash() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\npackages %s\nskip %s\n", recipeVersion,
+		strings.Join(sorted(r.Packages), " "), strings.Join(sorted(r.Skip), " "))
+	h.Write(initScript)
+	h.Write(labtestScript)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func sorted(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
+}
+
+// Image is a built guest root: one gzip'ed newc cpio for -initrd.
+type Image struct {
+	Path  string
+	Hash  string
+	Built bool // built now rather than found in the cache
+	Bytes int64
+}
+
+// EnsureImage returns the cached image for the recipe, building it when
+// the cache has none. dir is the cache (…/lab/images); concurrent callers
+// serialize on a lock file and the second finds the first one's image.
+func EnsureImage(ctx context.Context, dir string, r Recipe, log *slog.Logger) (Image, error) {
+	hash := r.Hash()
+	final := filepath.Join(dir, hash, "rootfs.cpio.gz")
+	if fi, err := os.Stat(final); err == nil {
+		return Image{Path: final, Hash: hash, Bytes: fi.Size()}, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Image{}, &InfraError{Op: "image", Err: err}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return Image{}, &InfraError{Op: "image", Err: err}
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return Image{}, &InfraError{Op: "image lock", Err: err}
+	}
+	if fi, err := os.Stat(final); err == nil {
+		return Image{Path: final, Hash: hash, Bytes: fi.Size()}, nil
+	}
+	start := time.Now()
+	work, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return Image{}, &InfraError{Op: "image", Err: err}
+	}
+	defer os.RemoveAll(work)
+	if err := buildRoot(ctx, work, r, log); err != nil {
+		return Image{}, &InfraError{Op: "image build", Err: err}
+	}
+	out := filepath.Join(work, "rootfs.cpio.gz")
+	if err := packRoot(filepath.Join(work, "root"), out); err != nil {
+		return Image{}, &InfraError{Op: "image pack", Err: err}
+	}
+	recipe := fmt.Sprintf("%s\npackages: %s\nskip: %s\n", recipeVersion,
+		strings.Join(sorted(r.Packages), " "), strings.Join(sorted(r.Skip), " "))
+	if err := os.WriteFile(filepath.Join(work, "recipe.txt"), []byte(recipe), 0o644); err != nil {
+		return Image{}, &InfraError{Op: "image", Err: err}
+	}
+	os.RemoveAll(filepath.Join(work, "root"))
+	os.RemoveAll(filepath.Join(work, "debs"))
+	if err := os.Rename(work, filepath.Join(dir, hash)); err != nil {
+		return Image{}, &InfraError{Op: "image", Err: err}
+	}
+	fi, err := os.Stat(final)
+	if err != nil {
+		return Image{}, &InfraError{Op: "image", Err: err}
+	}
+	log.Info("guest image built", "path", final, "bytes", fi.Size(), "took", time.Since(start).Round(time.Millisecond))
+	return Image{Path: final, Hash: hash, Built: true, Bytes: fi.Size()}, nil
+}
+
+func run(ctx context.Context, dir string, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+	}
+	return out, nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// closure is the recipe's packages with their Depends and PreDepends,
+// recursively, as apt resolves them on this host, minus the skipped ones.
+func closure(ctx context.Context, r Recipe) ([]string, error) {
+	args := []string{"depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
+		"--no-breaks", "--no-replaces", "--no-enhances"}
+	out, err := run(ctx, "", "apt-cache", append(args, r.Packages...)...)
+	if err != nil {
+		return nil, err
+	}
+	skip := map[string]bool{}
+	for _, s := range r.Skip {
+		skip[s] = true
+	}
+	seen := map[string]bool{}
+	var pkgs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		l := sc.Text()
+		// Package lines start in column 0; virtual ones are <bracketed>.
+		if l == "" || l[0] == ' ' || l[0] == '<' || l[0] == '|' {
+			continue
+		}
+		name := strings.SplitN(l, ":", 2)[0]
+		if skip[name] || seen[name] {
+			continue
+		}
+		seen[name] = true
+		pkgs = append(pkgs, name)
+	}
+	sort.Strings(pkgs)
+	return pkgs, sc.Err()
+}
+
+func buildRoot(ctx context.Context, work string, r Recipe, log *slog.Logger) error {
+	pkgs, err := closure(ctx, r)
+	if err != nil {
+		return err
+	}
+	debs := filepath.Join(work, "debs")
+	root := filepath.Join(work, "root")
+	for _, d := range []string{debs, root} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	log.Info("guest image: downloading", "packages", len(pkgs))
+	if _, err := run(ctx, debs, "apt-get", append([]string{"download", "-q"}, pkgs...)...); err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(debs, "*.deb"))
+	if err != nil {
+		return err
+	}
+	if len(files) != len(pkgs) {
+		return fmt.Errorf("apt-get download fetched %d of %d packages", len(files), len(pkgs))
+	}
+	// Unpack only: maintainer scripts are never run (they need a live
+	// system); the init script does the little setup the daemons need.
+	for _, f := range files {
+		if _, err := run(ctx, "", "dpkg-deb", "-x", f, root); err != nil {
+			return err
+		}
+	}
+	if err := addBusybox(ctx, root); err != nil {
+		return err
+	}
+	for _, d := range []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale",
+		"usr/share/lintian", "usr/share/bug", "usr/share/zoneinfo", "etc/init.d", "lib/systemd", "usr/lib/systemd",
+		"usr/lib/x86_64-linux-gnu/gconv"} {
+		os.RemoveAll(filepath.Join(root, d))
+	}
+	if err := addEtc(root); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "", "ldconfig", "-r", root); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "init"), initScript, 0o755); err != nil {
+		return err
+	}
+	lib := filepath.Join(root, "usr/lib/rdmabot")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(lib, "labtest.sh"), labtestScript, 0o644)
+}
+
+// addBusybox links busybox's applets where no package put a real tool.
+func addBusybox(ctx context.Context, root string) error {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return fmt.Errorf("busybox-static is not installed: %w", err)
+	}
+	if err := copyFile(bb, filepath.Join(root, "bin/busybox"), 0o755); err != nil {
+		return err
+	}
+	out, err := run(ctx, "", bb, "--list-full")
+	if err != nil {
+		return err
+	}
+	for _, a := range strings.Fields(string(out)) {
+		p := filepath.Join(root, a)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		// usr-merge: /bin may be a link into /usr/bin already.
+		if _, err := os.Lstat(filepath.Join(root, "usr", a)); err == nil && !strings.HasPrefix(a, "usr/") {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink("/bin/busybox", p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// addEtc writes the accounts and state the daemons expect, which the
+// skipped maintainer scripts would have made.
+func addEtc(root string) error {
+	files := map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n" +
+			"_rpc:x:100:65534::/run/rpcbind:/usr/sbin/nologin\n" +
+			"statd:x:101:65534::/var/lib/nfs:/usr/sbin/nologin\n" +
+			"sshd:x:102:65534::/run/sshd:/usr/sbin/nologin\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"etc/group":         "root:x:0:\nnogroup:x:65534:\n",
+		"etc/shadow":        "root:*:1::::::\n",
+		"etc/hosts":         "127.0.0.1 localhost\n",
+		"etc/exports":       "",
+		"var/lib/nfs/etab":  "",
+		"var/lib/nfs/rmtab": "",
+	}
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "root/.ssh", "mnt/nfs_test",
+		"var/lib/nfs/rpc_pipefs", "var/lib/nfs/v4recovery", "var/lib/nfs/sm", "var/lib/nfs/sm.bak", "var/empty"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// packRoot writes root as a gzip'ed newc cpio. Devices the kernel needs
+// before devtmpfs is mounted are added as entries, so no mknod (and no
+// root privilege) is needed.
+func packRoot(root, out string) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	cw := newCpioWriter(zw)
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		return cw.addPath(rel, path, fi)
+	})
+	if err == nil {
+		err = errors.Join(cw.device("dev/console", 0o600, 5, 1), cw.device("dev/null", 0o666, 1, 3), cw.close())
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,247 @@
+// Package lab boots base and patched kernels on a lab pair (two QEMU
+// guests joined by soft-RoCE, or real hosts over SSH), runs the NFS/RDMA
+// transfer test and watches both consoles for hangs, oopses and panics.
+//
+// A Pair is the one interface: Run reserves both hosts, boots the kernel on
+// them, runs the test, collects results, consoles and dmesg, and releases
+// the hosts whatever happens. Failures say whose fault they are: a
+// *BootError is the kernel's (reported against the patch), an *InfraError
+// is the lab's (retried, never blamed on the patch). A crash seen on a
+// console is not an error: it is part of the Result, for the report to
+// judge.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rdmabot/rdmabot/lab/console"
+)
+
+// Pair runs tests on two hosts, a server and a client.
+type Pair interface {
+	// Run boots kernel on both hosts and runs test. It returns a Result
+	// whenever the kernel booted (even if the test then failed or
+	// crashed); errors are *BootError or *InfraError.
+	Run(ctx context.Context, kernel Kernel, test Test) (*Result, error)
+}
+
+// Kernel is a kernel artifact to boot.
+type Kernel struct {
+	// BzImage is the path of arch/x86/boot/bzImage.
+	BzImage string `json:"bzimage"`
+	// Modules is a directory holding lib/modules/<release> for a modular
+	// kernel; empty for the lab's all-built-in kernels.
+	Modules string `json:"modules,omitempty"`
+	// Release is `uname -r` the kernel must report; empty: not checked.
+	Release string `json:"release,omitempty"`
+	// BuildID is the GNU build id of its vmlinux; empty: read from the
+	// bzImage when needed.
+	BuildID string `json:"build_id,omitempty"`
+}
+
+// BootError means the kernel under test did not come up: no shell, no
+// network, no RDMA device. It is the patch's fault and gets reported.
+type BootError struct {
+	Host  string // "server" or "client"
+	Phase string // the last milestone that was not reached
+	Err   error
+	// Console is the tail of the host's console, for the report.
+	Console string
+	// Crash is what the console monitor saw, if anything.
+	Crash *console.Crash
+}
+
+func (e *BootError) Error() string {
+	s := fmt.Sprintf("%s did not boot: %s not reached", e.Host, e.Phase)
+	if e.Crash != nil {
+		s += ": " + e.Crash.Title
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *BootError) Unwrap() error { return e.Err }
+
+// InfraError is the lab's fault: a QEMU that would not start, a port
+// taken, a host that does not answer SSH, a BMC that failed. The job is
+// retried; the patch is never blamed.
+type InfraError struct {
+	Host string // empty when not host-specific
+	Op   string
+	Err  error
+}
+
+func (e *InfraError) Error() string {
+	if e.Host != "" {
+		return fmt.Sprintf("lab infrastructure: %s: %s: %v", e.Host, e.Op, e.Err)
+	}
+	return fmt.Sprintf("lab infrastructure: %s: %v", e.Op, e.Err)
+}
+
+func (e *InfraError) Unwrap() error { return e.Err }
+
+// IsInfra reports whether err is the lab's fault.
+func IsInfra(err error) bool {
+	var ie *InfraError
+	return errors.As(err, &ie)
+}
+
+// Test says what to run once both hosts are up.
+type Test struct {
+	// Kind is "transfer" (the bug report's cp/cp/cmp loop) or "fio"
+	// (sequential READ bandwidth).
+	Kind string `json:"kind"`
+	// SizeMiB is the file size of one iteration.
+	SizeMiB int `json:"size_mib"`
+	// Iterations per boot.
+	Iterations int `json:"iterations"`
+	// NFSVersion is "auto" (the reference mount, which negotiates v3 on
+	// an fsid=0 export), "3", "4.0", "4.1" or "4.2".
+	NFSVersion string `json:"nfs_version"`
+	// Transport is "rdma" (port 20049) or "tcp" (2049).
+	Transport string `json:"transport"`
+	// RDMA is "rxe" or "siw" (soft devices on the test link), "hw" (use
+	// the host's active device) or "opa" (Omni-Path: IPoIB connected
+	// mode and opafm first). Soft devices only make sense in QEMU.
+	RDMA string `json:"rdma"`
+	// HungTaskSecs lowers kernel.hung_task_timeout_secs; 0 keeps the
+	// kernel's default.
+	HungTaskSecs int `json:"hung_task_secs,omitempty"`
+}
+
+// DefaultTest is the transfer test at the size the reference lab timed.
+func DefaultTest() Test {
+	return Test{Kind: "transfer", SizeMiB: 32, Iterations: 3, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe"}
+}
+
+// Validate rejects a test that cannot run.
+func (t Test) Validate() error {
+	switch {
+	case t.Kind != "transfer" && t.Kind != "fio":
+		return fmt.Errorf("test kind %q: want transfer or fio", t.Kind)
+	case t.SizeMiB < 1 || t.SizeMiB > 4096:
+		return fmt.Errorf("test size %d MiB: want 1..4096", t.SizeMiB)
+	case t.Iterations < 1 || t.Iterations > 1000:
+		return fmt.Errorf("test iterations %d: want 1..1000", t.Iterations)
+	case t.Transport != "rdma" && t.Transport != "tcp":
+		return fmt.Errorf("transport %q: want rdma or tcp", t.Transport)
+	case t.Kind == "fio" && t.Transport != "rdma":
+		return fmt.Errorf("the fio variant measures NFS/RDMA: transport must be rdma")
+	}
+	switch t.NFSVersion {
+	case "auto", "3", "4.0", "4.1", "4.2":
+	default:
+		return fmt.Errorf("NFS version %q: want auto, 3, 4.0, 4.1 or 4.2", t.NFSVersion)
+	}
+	switch t.RDMA {
+	case "rxe", "siw", "hw", "opa":
+	default:
+		return fmt.Errorf("rdma %q: want rxe, siw, hw or opa", t.RDMA)
+	}
+	return nil
+}
+
+// Iteration is one round of the test.
+type Iteration struct {
+	N int `json:"n"`
+	// WriteMBps and ReadMBps are MiB/s on the guest's clock, each copy
+	// including its close-time flush. The fio variant has no write.
+	WriteMBps float64 `json:"write_mbps,omitempty"`
+	ReadMBps  float64 `json:"read_mbps"`
+	WriteSecs float64 `json:"write_s,omitempty"`
+	ReadSecs  float64 `json:"read_s"`
+	// GenSecs is the time to make the random file (a CPU speed probe).
+	GenSecs float64 `json:"gen_s,omitempty"`
+	// Cmp is "ok" or "mismatch" (the transfer test only).
+	Cmp string `json:"cmp,omitempty"`
+}
+
+// Phases are host wall-clock seconds per phase of a run.
+type Phases struct {
+	Boot     float64 `json:"boot_s"`     // start until both guests run /init
+	RDMAUp   float64 `json:"rdma_up_s"`  // until both RDMA devices are ACTIVE
+	Mount    float64 `json:"mount_s"`    // until the client has mounted
+	Test     float64 `json:"test_s"`     // the iterations
+	Shutdown float64 `json:"shutdown_s"` // until both hosts are down
+	Total    float64 `json:"total_s"`
+}
+
+// Host is what one host of the pair left behind.
+type Host struct {
+	Role     string `json:"role"`
+	Release  string `json:"release"`  // uname -r as booted
+	BuildID  string `json:"build_id"` // the booted kernel's build id
+	Console  string `json:"console"`  // the whole serial console
+	Dmesg    string `json:"dmesg"`    // kernel messages only
+	Status   string `json:"status"`   // the guest's last word: ok, fail, or "" if it never said
+	MemUsedK int    `json:"mem_used_kb,omitempty"`
+	// Crashes the console monitor found, first one first.
+	Crashes []console.Crash `json:"crashes,omitempty"`
+}
+
+// Result is one run, as reports and the bot consume it.
+type Result struct {
+	Pair   string `json:"pair"`
+	Mode   string `json:"mode"` // how the lab was run, e.g. "qemu-tcg-icount2"
+	Kernel Kernel `json:"kernel"`
+	Test   Test   `json:"test"`
+	// Transport is what the client's mountstats said (rdma, tcp).
+	Transport  string      `json:"transport"`
+	MountOpts  string      `json:"mount_opts"`
+	Iterations []Iteration `json:"iterations"`
+	// LoopSecs is the whole test loop on the guest's clock.
+	LoopSecs float64 `json:"loop_s"`
+	// Passed: every iteration ran and compared equal, no crash.
+	Passed bool `json:"passed"`
+	// Failure says why not, in a line; empty when passed.
+	Failure string `json:"failure,omitempty"`
+	Phases  Phases `json:"phases"`
+	Server  Host   `json:"server"`
+	Client  Host   `json:"client"`
+}
+
+// Crash is the first fatal crash on either host, else the first WARNING.
+func (r *Result) Crash() *console.Crash {
+	var warn *console.Crash
+	for _, h := range []*Host{&r.Server, &r.Client} {
+		for i := range h.Crashes {
+			c := &h.Crashes[i]
+			if c.Fatal {
+				return c
+			}
+			if warn == nil {
+				warn = c
+			}
+		}
+	}
+	return warn
+}
+
+// Mean of a metric over the iterations.
+func (r *Result) Mean(metric func(Iteration) float64) float64 {
+	if len(r.Iterations) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, it := range r.Iterations {
+		s += metric(it)
+	}
+	return s / float64(len(r.Iterations))
+}
+
+// dmesgOf keeps the kernel's own lines of a console: those with a printk
+// timestamp.
+func dmesgOf(consoleText string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(consoleText, "\n") {
+		if strings.HasPrefix(l, "[") {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
