@@ -1,0 +1,530 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// Git reads a public-inbox v2 archive: each commit of an epoch holds one
+// message as blob `m`, or a removal as blob `d`; epochs are git/0.git,
+// git/1.git, ... and only the newest one grows.
+//
+// Dir is either an inbox directory (with git/N.git inside), or a single
+// bare epoch repository (read as epoch 0), or, when URL is set, the
+// directory the inbox is mirrored into. With URL set, every Read first
+// mirrors, from lore or any public-inbox server, the epochs from the
+// checkpoint's to the newest (the epoch list comes from
+// <URL>/manifest.js.gz); the first Read mirrors only the newest.
+//
+// Without a checkpoint, Read starts at the first commit of the newest
+// epoch. Reads follow rollover into the next epoch, and survive a history
+// rewrite (public-inbox-purge/-edit force-push a new history): the
+// messages of the rewritten range are compared by blob with what was
+// already delivered, new ones are delivered, purged ones are delivered as
+// deletions, and none is repeated. That needs the old commits, which a
+// go-git mirror never prunes; a local archive that was rewritten and
+// garbage-collected gives ErrCheckpointLost.
+type Git struct {
+	// List names the list; it is copied into every Item and the Key.
+	List string
+	// Dir is the inbox directory, a bare epoch repository, or the mirror.
+	Dir string
+	// URL is the inbox base URL (https://lore.kernel.org/linux-rdma), or
+	// "" to read Dir as it is.
+	URL string
+	// HTTP fetches the manifest; nil means a client with UserAgent.
+	HTTP *HTTPClient
+	// Log receives what is skipped; nil discards.
+	Log *slog.Logger
+}
+
+// ErrCheckpointLost means the checkpoint's commit is no longer in the
+// archive, so what was delivered cannot be told from what was not.
+var ErrCheckpointLost = errors.New("checkpoint commit is gone from the archive")
+
+// Key implements Source.
+func (g *Git) Key() string { return "git " + g.List }
+
+// gitCheckpoint is where a Git read stands: in epoch Epoch, everything up
+// to Commit is delivered. While a rewrite is being delivered, Tip is the
+// new history's tip and Done how many of the rewrite's steps are done.
+type gitCheckpoint struct {
+	Epoch  int
+	Commit plumbing.Hash
+	Tip    plumbing.Hash
+	Done   int
+}
+
+func (c gitCheckpoint) String() string {
+	if c.Tip.IsZero() {
+		return fmt.Sprintf("git1 %d %s", c.Epoch, c.Commit)
+	}
+	return fmt.Sprintf("git1 %d %s %s %d", c.Epoch, c.Commit, c.Tip, c.Done)
+}
+
+func parseGitCheckpoint(s string) (gitCheckpoint, error) {
+	var c gitCheckpoint
+	f := strings.Fields(s)
+	if (len(f) != 3 && len(f) != 5) || f[0] != "git1" {
+		return c, fmt.Errorf("bad git checkpoint %q", s)
+	}
+	var err error
+	if c.Epoch, err = strconv.Atoi(f[1]); err != nil || c.Epoch < 0 {
+		return c, fmt.Errorf("bad git checkpoint %q: epoch", s)
+	}
+	if c.Commit, err = parseHash(f[2]); err != nil {
+		return c, fmt.Errorf("bad git checkpoint %q: %w", s, err)
+	}
+	if len(f) == 5 {
+		if c.Tip, err = parseHash(f[3]); err != nil {
+			return c, fmt.Errorf("bad git checkpoint %q: %w", s, err)
+		}
+		if c.Done, err = strconv.Atoi(f[4]); err != nil || c.Done < 0 {
+			return c, fmt.Errorf("bad git checkpoint %q: count", s)
+		}
+	}
+	return c, nil
+}
+
+func parseHash(s string) (plumbing.Hash, error) {
+	if !plumbing.IsHash(s) {
+		return plumbing.ZeroHash, fmt.Errorf("bad commit id %q", s)
+	}
+	return plumbing.NewHash(s), nil
+}
+
+// Read implements Source.
+func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (string, error) {
+	var cp gitCheckpoint
+	started := after != ""
+	if started {
+		var err error
+		if cp, err = parseGitCheckpoint(after); err != nil {
+			return "", err
+		}
+	}
+	if g.URL != "" {
+		first := -1
+		if started {
+			first = cp.Epoch
+		}
+		if err := g.mirror(ctx, first); err != nil {
+			return "", &SourceError{Source: g.Key(), Err: err}
+		}
+	}
+	epochs, err := g.epochs()
+	if err != nil {
+		return "", &SourceError{Source: g.Key(), Err: err}
+	}
+	if len(epochs) == 0 {
+		return after, nil
+	}
+	if !started {
+		cp = gitCheckpoint{Epoch: epochs[len(epochs)-1].n}
+	}
+	for _, e := range epochs {
+		if e.n < cp.Epoch {
+			continue
+		}
+		if e.n > cp.Epoch {
+			cp = gitCheckpoint{Epoch: e.n}
+		}
+		cp, err = g.readEpoch(ctx, e, cp, yield)
+		if err != nil {
+			return "", err
+		}
+	}
+	if cp.Commit.IsZero() {
+		return after, nil // nothing in the archive yet
+	}
+	return cp.String(), nil
+}
+
+type epoch struct {
+	n    int
+	path string
+}
+
+var epochDirRe = regexp.MustCompile(`^([0-9]+)\.git$`)
+
+// epochs lists Dir's epochs in order; a bare repository is epoch 0.
+func (g *Git) epochs() ([]epoch, error) {
+	ents, err := os.ReadDir(filepath.Join(g.Dir, "git"))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(g.Dir, "objects")); err != nil {
+			if g.URL != "" && errors.Is(err, os.ErrNotExist) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%s is neither a public-inbox directory nor a git repository: %w", g.Dir, err)
+		}
+		return []epoch{{0, g.Dir}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []epoch
+	for _, e := range ents {
+		if m := epochDirRe.FindStringSubmatch(e.Name()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			out = append(out, epoch{n, filepath.Join(g.Dir, "git", e.Name())})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out, nil
+}
+
+// openRepo opens a bare repository for reading many objects: descriptors
+// stay open and a large cache keeps decoded delta bases.
+func openRepo(path string) (*git.Repository, *filesystem.Storage, error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(path), cache.NewObjectLRU(64*cache.MiByte),
+		filesystem.Options{KeepDescriptors: true})
+	r, err := git.Open(st, nil)
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return r, st, nil
+}
+
+func tipOf(r *git.Repository) (plumbing.Hash, error) {
+	for _, name := range []plumbing.ReferenceName{"refs/heads/master", plumbing.HEAD} {
+		ref, err := r.Reference(name, true)
+		if err == nil {
+			return ref.Hash(), nil
+		}
+		if !errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return plumbing.ZeroHash, err
+		}
+	}
+	return plumbing.ZeroHash, nil // an epoch without commits yet
+}
+
+// readEpoch delivers epoch e's commits after cp.
+func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield func(Item) error) (gitCheckpoint, error) {
+	r, st, err := openRepo(e.path)
+	if err != nil {
+		return cp, &SourceError{Source: g.Key(), Err: err}
+	}
+	defer st.Close()
+	rd := &epochReader{g: g, r: r, n: e.n, yield: yield}
+	tip, err := tipOf(r)
+	if err != nil {
+		return cp, &SourceError{Source: g.Key(), Err: err}
+	}
+	if tip.IsZero() {
+		return cp, nil
+	}
+	if !cp.Tip.IsZero() {
+		// A rewrite was being delivered when we stopped: finish it.
+		cp, err = rd.finishRewrite(ctx, cp, tip)
+		if err != nil {
+			return cp, err
+		}
+	}
+	if cp.Commit == tip {
+		return cp, nil
+	}
+	newer, found, err := rd.walkBack(ctx, tip, cp.Commit)
+	if err != nil {
+		return cp, err
+	}
+	if !found {
+		return rd.rewrite(ctx, cp, tip, nil)
+	}
+	for i := len(newer) - 1; i >= 0; i-- {
+		c := newer[i]
+		next := gitCheckpoint{Epoch: e.n, Commit: c}
+		if err := rd.deliver(c, false, next); err != nil {
+			return cp, err
+		}
+		cp = next
+	}
+	return cp, nil
+}
+
+type epochReader struct {
+	g     *Git
+	r     *git.Repository
+	n     int
+	yield func(Item) error
+}
+
+// walkBack returns the commits from tip back to stop (excluded), newest
+// first, and whether stop was met; a zero stop walks to the root.
+// public-inbox history is linear, so the first parent is the history.
+func (rd *epochReader) walkBack(ctx context.Context, tip, stop plumbing.Hash) ([]plumbing.Hash, bool, error) {
+	var out []plumbing.Hash
+	for h := tip; ; {
+		if h == stop {
+			return out, true, nil
+		}
+		if len(out)%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+		}
+		c, err := object.GetCommit(rd.r.Storer, h)
+		if err != nil {
+			return nil, false, rd.sourceErr(fmt.Errorf("commit %s: %w", h, err))
+		}
+		out = append(out, h)
+		if len(c.ParentHashes) == 0 {
+			return out, stop.IsZero(), nil
+		}
+		h = c.ParentHashes[0]
+	}
+}
+
+func (rd *epochReader) sourceErr(err error) error {
+	return &SourceError{Source: rd.g.Key(), Err: fmt.Errorf("epoch %d: %w", rd.n, err)}
+}
+
+// entry is what one public-inbox commit holds: blob m or d.
+type entry struct {
+	name string
+	blob plumbing.Hash
+}
+
+// entryOf returns the commit's single m or d blob; ok is false when the
+// commit holds neither (not an archive commit).
+func (rd *epochReader) entryOf(h plumbing.Hash) (*object.Commit, entry, bool, error) {
+	c, err := object.GetCommit(rd.r.Storer, h)
+	if err != nil {
+		return nil, entry{}, false, rd.sourceErr(fmt.Errorf("commit %s: %w", h, err))
+	}
+	t, err := object.GetTree(rd.r.Storer, c.TreeHash)
+	if err != nil {
+		return nil, entry{}, false, rd.sourceErr(fmt.Errorf("tree of %s: %w", h, err))
+	}
+	for _, te := range t.Entries {
+		if (te.Name == "m" || te.Name == "d") && te.Mode.IsFile() {
+			return c, entry{te.Name, te.Hash}, true, nil
+		}
+	}
+	return c, entry{}, false, nil
+}
+
+func (rd *epochReader) blob(h plumbing.Hash) ([]byte, error) {
+	o, err := rd.r.Storer.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, rd.sourceErr(fmt.Errorf("blob %s: %w", h, err))
+	}
+	rc, err := o.Reader()
+	if err != nil {
+		return nil, rd.sourceErr(fmt.Errorf("blob %s: %w", h, err))
+	}
+	defer rc.Close()
+	b := make([]byte, 0, o.Size())
+	b, err = readAllInto(b, rc)
+	if err != nil {
+		return nil, rd.sourceErr(fmt.Errorf("blob %s: %w", h, err))
+	}
+	return b, nil
+}
+
+func readAllInto(b []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// deliver yields commit h's message. purged turns an `m` into a
+// deletion: the message vanished from a rewritten history.
+func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint) error {
+	c, e, ok, err := rd.entryOf(h)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		rd.log().Warn("feed: commit holds no m or d blob, skipped", "source", rd.g.Key(), "epoch", rd.n, "commit", h)
+		return nil
+	}
+	raw, err := rd.blob(e.blob)
+	if err != nil {
+		return err
+	}
+	return rd.yield(Item{
+		List:       rd.g.List,
+		Raw:        raw,
+		Received:   c.Committer.When,
+		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
+		Deleted:    purged || e.name == "d",
+		Checkpoint: next.String(),
+	})
+}
+
+func (rd *epochReader) log() *slog.Logger {
+	if rd.g.Log != nil {
+		return rd.g.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// rewriteStep is one thing a rewritten history changes for a reader:
+// a new commit's message, or an old message that is gone (purged).
+type rewriteStep struct {
+	commit plumbing.Hash
+	purged bool
+	entry  entry
+}
+
+// stepKey identifies a step across histories: commits differ, blobs not.
+type stepKey struct {
+	purged bool
+	entry  entry
+}
+
+// rewritePlan compares the delivered history ending at old with the new
+// one ending at tip, from their last common commit on: the steps are the
+// old messages that are gone (as deletions), then the new commits whose
+// blob was not delivered, in history order.
+func (rd *epochReader) rewritePlan(ctx context.Context, old, tip plumbing.Hash) ([]rewriteStep, error) {
+	newList, _, err := rd.walkBack(ctx, tip, plumbing.ZeroHash)
+	if err != nil {
+		return nil, err
+	}
+	inNew := make(map[plumbing.Hash]int, len(newList))
+	for i, h := range newList {
+		inNew[h] = i
+	}
+	if _, err := rd.r.Storer.EncodedObject(plumbing.CommitObject, old); err != nil {
+		return nil, rd.sourceErr(fmt.Errorf("%w: %s (history rewritten and old objects pruned)", ErrCheckpointLost, old))
+	}
+	var oldList []plumbing.Hash // newest first, down to the common commit
+	base := len(newList)        // index in newList of the common commit
+	for h := old; ; {
+		if i, ok := inNew[h]; ok {
+			base = i
+			break
+		}
+		c, err := object.GetCommit(rd.r.Storer, h)
+		if err != nil {
+			return nil, rd.sourceErr(fmt.Errorf("%w: %s: %v", ErrCheckpointLost, h, err))
+		}
+		oldList = append(oldList, h)
+		if len(c.ParentHashes) == 0 {
+			break
+		}
+		h = c.ParentHashes[0]
+	}
+	oldSet := map[entry]bool{}
+	var oldEntries []rewriteStep
+	for i := len(oldList) - 1; i >= 0; i-- {
+		_, e, ok, err := rd.entryOf(oldList[i])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			oldSet[e] = true
+			oldEntries = append(oldEntries, rewriteStep{commit: oldList[i], purged: true, entry: e})
+		}
+	}
+	newSet := map[entry]bool{}
+	var added []rewriteStep
+	for i := base - 1; i >= 0; i-- {
+		_, e, ok, err := rd.entryOf(newList[i])
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		newSet[e] = true
+		if !oldSet[e] {
+			added = append(added, rewriteStep{commit: newList[i], entry: e})
+		}
+	}
+	var plan []rewriteStep
+	for _, s := range oldEntries {
+		if s.entry.name == "m" && !newSet[s.entry] {
+			plan = append(plan, s)
+		}
+	}
+	return append(plan, added...), nil
+}
+
+// rewrite delivers the difference between the delivered history (ending
+// at cp.Commit) and the new one (ending at tip), skipping the steps in
+// done (delivered before an interruption). While it runs the checkpoint
+// carries the old commit, the new tip and the count of steps done, so a
+// crash resumes it; at the end the checkpoint is the new tip.
+func (rd *epochReader) rewrite(ctx context.Context, cp gitCheckpoint, tip plumbing.Hash, done map[stepKey]bool) (gitCheckpoint, error) {
+	rd.log().Warn("feed: archive history was rewritten; comparing messages", "source", rd.g.Key(), "epoch", rd.n, "old", cp.Commit, "new", tip)
+	if cp.Commit.IsZero() {
+		return cp, rd.sourceErr(errors.New("rewrite without a delivered commit"))
+	}
+	plan, err := rd.rewritePlan(ctx, cp.Commit, tip)
+	if err != nil {
+		return cp, err
+	}
+	start := 0
+	if cp.Tip == tip {
+		start = cp.Done
+	}
+	for i := start; i < len(plan); i++ {
+		s := plan[i]
+		next := gitCheckpoint{Epoch: rd.n, Commit: cp.Commit, Tip: tip, Done: i + 1}
+		if i == len(plan)-1 {
+			next = gitCheckpoint{Epoch: rd.n, Commit: tip}
+		}
+		if done[stepKey{s.purged, s.entry}] {
+			continue
+		}
+		if err := rd.deliver(s.commit, s.purged, next); err != nil {
+			return gitCheckpoint{Epoch: rd.n, Commit: cp.Commit, Tip: tip, Done: i}, err
+		}
+	}
+	return gitCheckpoint{Epoch: rd.n, Commit: tip}, nil
+}
+
+// finishRewrite resumes an interrupted rewrite delivery. If the archive
+// only grew since, the rest of the same plan is delivered; if it was
+// rewritten once more, the new plan is delivered minus the steps already
+// done.
+func (rd *epochReader) finishRewrite(ctx context.Context, cp gitCheckpoint, tip plumbing.Hash) (gitCheckpoint, error) {
+	if cp.Tip == tip {
+		return rd.rewrite(ctx, cp, tip, nil)
+	}
+	_, grew, err := rd.walkBack(ctx, tip, cp.Tip)
+	if err != nil {
+		return cp, err
+	}
+	if grew {
+		return rd.rewrite(ctx, cp, cp.Tip, nil) // then the caller fast-forwards
+	}
+	old, err := rd.rewritePlan(ctx, cp.Commit, cp.Tip)
+	if err != nil {
+		return cp, err
+	}
+	done := map[stepKey]bool{}
+	for _, s := range old[:min(cp.Done, len(old))] {
+		done[stepKey{s.purged, s.entry}] = true
+	}
+	return rd.rewrite(ctx, gitCheckpoint{Epoch: cp.Epoch, Commit: cp.Commit}, tip, done)
+}
