@@ -109,9 +109,9 @@ func diffSnapshots(a, b map[string]string) []string {
 }
 
 type syncFixture struct {
-	repo *git.Repository
-	wt   string // git's own checkout, the reference
-	a, b plumbing.Hash // trees
+	repo             *git.Repository
+	wt               string        // git's own checkout, the reference
+	a, b             plumbing.Hash // trees
 	commitA, commitB string
 }
 

@@ -1,0 +1,590 @@
+// Package kbuild builds kernels for the labs: it keeps one checkout per
+// build slot in step with a git tree by rewriting only the files that
+// differ, configures the lab's kernel from a base plus the project's
+// fragments and verifies them, runs make with ccache inside a bubblewrap
+// sandbox, and keeps the artifacts in a store keyed by tree, config and
+// toolchain so a kernel is never built twice.
+package kbuild
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// Options configure a Builder.
+type Options struct {
+	// Dir holds the build slots (checkout, output trees, logs) and the
+	// artifact store.
+	Dir string
+	// CCacheDir is ccache's cache, outside every checkout; "" builds
+	// without ccache.
+	CCacheDir string
+	// CCacheDepend runs ccache in depend mode: a miss does not run the
+	// preprocessor a second time; hits come from the compiler's
+	// dependency list instead of preprocessed text.
+	CCacheDepend bool
+	// Jobs is make -j; 0 means the number of CPUs.
+	Jobs int
+	// Timeout bounds one build (configure and make); 0 means only ctx.
+	Timeout time.Duration
+	// HeavyLock, when set, is a file flocked around configure and make so
+	// that builds and lab runs on one machine take turns.
+	HeavyLock string
+	// Bwrap is bubblewrap's path; "" looks it up in PATH.
+	Bwrap string
+	Log   *slog.Logger
+}
+
+// Request is one kernel to build.
+type Request struct {
+	// Objects is the repository's object store holding Tree.
+	Objects storer.EncodedObjectStorer
+	Tree    plumbing.Hash
+	Lab     Lab
+	// Slot names the persistent checkout to build in; one build at a time
+	// uses a slot. "" means "default".
+	Slot string
+}
+
+// Timings are the wall-clock times of a build's steps.
+type Timings struct {
+	Sync, Configure, Make, Store, Total time.Duration
+}
+
+// CCacheStats are ccache's counters over one build.
+type CCacheStats struct {
+	Hits, Misses int
+}
+
+// Result is a build's artifact and how it was obtained.
+type Result struct {
+	*Artifact
+	// Reused is set when the store already had the artifact: nothing was
+	// synced or built.
+	Reused bool
+	Sync   SyncStats
+	// Configured is false when the previous configuration still held
+	// (same lab, and no Kconfig file changed since).
+	Configured bool
+	Timings    Timings
+	CCache     CCacheStats
+}
+
+// Builder builds kernels; safe for concurrent use on different slots.
+type Builder struct {
+	opt       Options
+	bwrap     string
+	toolchain Toolchain
+	store     *Store
+}
+
+// New checks the toolchain and the sandbox and returns a Builder.
+func New(ctx context.Context, opt Options) (*Builder, error) {
+	if opt.Dir == "" {
+		return nil, errors.New("kbuild: no directory")
+	}
+	if opt.Jobs == 0 {
+		opt.Jobs = runtime.NumCPU()
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	b := &Builder{opt: opt, bwrap: opt.Bwrap}
+	if b.bwrap == "" {
+		p, err := exec.LookPath("bwrap")
+		if err != nil {
+			return nil, &InfraError{Op: "sandbox", Err: fmt.Errorf("bubblewrap is not installed: %w", err)}
+		}
+		b.bwrap = p
+	}
+	if opt.CCacheDir != "" {
+		if _, err := exec.LookPath("ccache"); err != nil {
+			return nil, &InfraError{Op: "ccache", Err: err}
+		}
+		if err := os.MkdirAll(opt.CCacheDir, 0o755); err != nil {
+			return nil, &InfraError{Op: "ccache", Err: err}
+		}
+	}
+	tc, err := ProbeToolchain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.toolchain = tc
+	if b.store, err = OpenStore(filepath.Join(opt.Dir, "store")); err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{Bwrap: b.bwrap, Src: opt.Dir, Out: opt.Dir}
+	if err := sb.Check(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Toolchain is the compiler the Builder uses.
+func (b *Builder) Toolchain() Toolchain { return b.toolchain }
+
+// Store is where the artifacts are kept.
+func (b *Builder) Store() *Store { return b.store }
+
+// Key is the store key of a request: known before anything is built, so a
+// RESEND or an already built base costs nothing.
+func (b *Builder) Key(req Request) (string, error) {
+	ch, err := req.Lab.ConfigHash()
+	if err != nil {
+		return "", err
+	}
+	return ArtifactKey(req.Tree.String(), ch, b.toolchain.ID), nil
+}
+
+// Build returns the kernel for req: from the store when it was built
+// before, else built in req's slot. Errors: *BuildError (the source does
+// not build), *ConfigError (requested options lost), *InfraError.
+func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	configHash, err := req.Lab.ConfigHash()
+	if err != nil {
+		return nil, err
+	}
+	key := ArtifactKey(req.Tree.String(), configHash, b.toolchain.ID)
+	if a, ok := b.store.Lookup(key); ok {
+		b.opt.Log.Info("kernel reused", "key", key, "tree", req.Tree, "lab", req.Lab.Name)
+		return &Result{Artifact: a, Reused: true, Timings: Timings{Total: time.Since(start)}}, nil
+	}
+
+	slot := req.Slot
+	if slot == "" {
+		slot = "default"
+	}
+	if strings.ContainsAny(slot, "/\x00") || slot == "." || slot == ".." {
+		return nil, fmt.Errorf("kbuild: bad slot name %q", slot)
+	}
+	slotDir := filepath.Join(b.opt.Dir, "slots", slot)
+	if err := os.MkdirAll(slotDir, 0o755); err != nil {
+		return nil, &InfraError{Op: "slot", Err: err}
+	}
+	unlock, err := flock(ctx, filepath.Join(slotDir, "lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	res := &Result{}
+	co, err := OpenCheckout(slotDir)
+	if err != nil {
+		return nil, err
+	}
+	res.Sync, err = co.Sync(ctx, req.Objects, req.Tree)
+	res.Timings.Sync = res.Sync.Duration
+	if err != nil {
+		return nil, err
+	}
+
+	if b.opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, fmt.Errorf("build timeout %v", b.opt.Timeout))
+		defer cancel()
+	}
+	if b.opt.HeavyLock != "" {
+		unlockHeavy, err := flock(ctx, b.opt.HeavyLock)
+		if err != nil {
+			return nil, err
+		}
+		defer unlockHeavy()
+	}
+
+	j := &job{b: b, req: req, co: co, res: res,
+		out:     filepath.Join(slotDir, "out-"+req.Lab.Name),
+		cfgDir:  filepath.Join(slotDir, "config-"+req.Lab.Name),
+		logPath: filepath.Join(slotDir, "build-"+req.Lab.Name+".log"),
+		cfgHash: configHash,
+	}
+	logFile, err := os.Create(j.logPath)
+	if err != nil {
+		return nil, &InfraError{Op: "log", Err: err}
+	}
+	defer logFile.Close()
+	j.log = logFile
+
+	t := time.Now()
+	if err := j.configure(ctx); err != nil {
+		return nil, err
+	}
+	res.Timings.Configure = time.Since(t)
+
+	t = time.Now()
+	before := b.ccacheStats(ctx)
+	if err := j.make(ctx); err != nil {
+		return nil, err
+	}
+	res.CCache = b.ccacheStats(ctx).since(before)
+	res.Timings.Make = time.Since(t)
+	logFile.Close()
+
+	t = time.Now()
+	buildID, err := ReadBuildID(filepath.Join(j.out, "vmlinux"))
+	if err != nil {
+		return nil, &InfraError{Op: "store", Err: err}
+	}
+	a, err := b.store.Put(key, j.artifactFiles(), Artifact{
+		Tree: req.Tree.String(), Lab: req.Lab.Name, ConfigHash: configHash,
+		Toolchain: b.toolchain.ID, Compiler: b.toolchain.Compiler, BuildID: buildID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Artifact = a
+	res.Timings.Store = time.Since(t)
+	res.Timings.Total = time.Since(start)
+	b.opt.Log.Info("kernel built", "key", key, "tree", req.Tree, "lab", req.Lab.Name,
+		"sync", res.Timings.Sync, "configure", res.Timings.Configure, "make", res.Timings.Make,
+		"ccache_hits", res.CCache.Hits, "ccache_misses", res.CCache.Misses)
+	return res, nil
+}
+
+// job is one build in a slot.
+type job struct {
+	b       *Builder
+	req     Request
+	co      *Checkout
+	res     *Result
+	out     string // O= of the build
+	cfgDir  string // O= of the configuration runs
+	logPath string
+	log     io.Writer
+	cfgHash string
+	modules bool
+}
+
+func (j *job) sandbox(out string) *Sandbox {
+	env := []string{
+		"PATH=/usr/bin:/bin:/usr/sbin:/sbin",
+		"HOME=/tmp",
+		"TMPDIR=/tmp",
+		"LC_ALL=C",
+		// Fixed build metadata: the same source gives the same kernel, and
+		// ccache hits across trees (init/version.c sees no date or host).
+		"KBUILD_BUILD_TIMESTAMP=Thu Jan  1 00:00:00 UTC 2026",
+		"KBUILD_BUILD_USER=rdmabot",
+		"KBUILD_BUILD_HOST=rdmabot",
+		"KBUILD_BUILD_VERSION=1",
+		"SOURCE_DATE_EPOCH=1767225600",
+	}
+	sb := &Sandbox{Bwrap: j.b.bwrap, Src: j.co.Dir(), Out: out}
+	if j.b.opt.CCacheDir != "" {
+		sb.CCache = j.b.opt.CCacheDir
+		env = append(env, "CCACHE_DIR="+sandboxCCache, "CCACHE_BASEDIR="+sandboxRoot)
+		if j.b.opt.CCacheDepend {
+			env = append(env, "CCACHE_DEPEND=1")
+		}
+	}
+	sb.Env = env
+	return sb
+}
+
+// makeArgs is the make command line shared by configuration and build:
+// the compiler must be the same in both or kbuild reconfigures.
+func (j *job) makeArgs(targets ...string) []string {
+	cc := "CC=gcc"
+	if j.b.opt.CCacheDir != "" {
+		cc = "CC=ccache gcc"
+	}
+	a := []string{"make", "-C", sandboxSrc, "O=" + sandboxOut, "ARCH=" + j.req.Lab.Arch, cc,
+		"-j" + strconv.Itoa(j.b.opt.Jobs)}
+	return append(a, targets...)
+}
+
+// configStamp records which configuration the build directory holds.
+func (j *job) configStamp() string { return j.cfgHash + " " + j.req.Tree.String() }
+
+// configure makes the lab's .config for this tree and verifies it. It is
+// skipped when the build directory was configured for the same lab from a
+// tree whose Kconfig files equal this one's. The configuration is made in
+// its own directory and copied into the build only when it differs, so an
+// unchanged .config keeps its mtime and nothing is rebuilt for it.
+func (j *job) configure(ctx context.Context) error {
+	stampPath := filepath.Join(j.out, ".rdmabot-config")
+	if stamp, err := os.ReadFile(stampPath); err == nil {
+		f := strings.Fields(string(stamp))
+		if len(f) == 2 && f[0] == j.cfgHash && plumbing.IsHash(f[1]) {
+			same, err := sameKconfig(j.req.Objects, plumbing.NewHash(f[1]), j.req.Tree)
+			if err != nil {
+				return err
+			}
+			if same {
+				j.modules = hasModules(j.out)
+				return nil
+			}
+		}
+	}
+	j.res.Configured = true
+	for _, d := range []string{j.out, j.cfgDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return &InfraError{Op: "configure", Err: err}
+		}
+	}
+	os.Remove(stampPath)
+	sb := j.sandbox(j.cfgDir)
+	lab := j.req.Lab
+	run := func(argv ...string) error {
+		fmt.Fprintf(j.log, "$ %s\n", strings.Join(argv, " "))
+		err := sb.Run(ctx, j.log, argv...)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			// The tree's own config machinery failed: its fault, like a
+			// compile error (a broken Kconfig).
+			return j.buildError("config", ee)
+		}
+		return err
+	}
+	if lab.BaseFile != "" {
+		b, err := os.ReadFile(lab.BaseFile)
+		if err != nil {
+			return fmt.Errorf("kbuild: base config: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(j.cfgDir, ".config"), b, 0o644); err != nil {
+			return &InfraError{Op: "configure", Err: err}
+		}
+		if err := run(j.makeArgs("olddefconfig")...); err != nil {
+			return err
+		}
+	} else if err := run(j.makeArgs(lab.Base)...); err != nil {
+		return err
+	}
+	for _, f := range lab.TreeFragments {
+		if err := run(j.makeArgs(f)...); err != nil {
+			return err
+		}
+	}
+	if len(lab.Fragments) > 0 {
+		merge := []string{"sh", sandboxSrc + "/scripts/kconfig/merge_config.sh", "-m", "-O", sandboxOut, sandboxOut + "/.config"}
+		for _, f := range lab.Fragments {
+			b, err := Fragment(f)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(j.cfgDir, f), b, 0o644); err != nil {
+				return &InfraError{Op: "configure", Err: err}
+			}
+			merge = append(merge, sandboxOut+"/"+f)
+		}
+		if err := run(merge...); err != nil {
+			return err
+		}
+		if err := run(j.makeArgs("olddefconfig")...); err != nil {
+			return err
+		}
+	}
+	final, err := os.ReadFile(filepath.Join(j.cfgDir, ".config"))
+	if err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
+	lost, err := lab.VerifyConfig(final)
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return &ConfigError{Lab: lab.Name, Lost: lost}
+	}
+	dst := filepath.Join(j.out, ".config")
+	if cur, err := os.ReadFile(dst); err != nil || !bytes.Equal(cur, final) {
+		if err := writeFileAtomic(dst, final); err != nil {
+			return &InfraError{Op: "configure", Err: err}
+		}
+	}
+	j.modules = ParseConfig(final)["CONFIG_MODULES"] == "y"
+	if err := os.WriteFile(stampPath, []byte(j.configStamp()+"\n"), 0o644); err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
+	return nil
+}
+
+func hasModules(out string) bool {
+	b, err := os.ReadFile(filepath.Join(out, ".config"))
+	return err == nil && ParseConfig(b)["CONFIG_MODULES"] == "y"
+}
+
+// sameKconfig says whether trees a and b cannot configure differently:
+// no Kconfig file, config target or kconfig tool differs between them.
+func sameKconfig(objs storer.EncodedObjectStorer, a, b plumbing.Hash) (bool, error) {
+	if a == b {
+		return true, nil
+	}
+	// A directory added or removed whole is listed once; a Kconfig in it
+	// only counts when a listed Kconfig sources it.
+	changed, err := ChangedPaths(objs, a, b)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range changed {
+		base := p[strings.LastIndexByte(p, '/')+1:]
+		if strings.HasPrefix(base, "Kconfig") ||
+			strings.HasPrefix(p, "scripts/kconfig/") || strings.HasPrefix(p, "kernel/configs/") ||
+			strings.HasPrefix(p, "arch/x86/configs/") || p == "Makefile" || p == "scripts/Makefile.compiler" {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// make runs the build proper and, for a modular kernel, installs the
+// modules into the output directory.
+func (j *job) make(ctx context.Context) error {
+	targets := []string{"bzImage"}
+	if j.modules {
+		targets = append(targets, "modules")
+	}
+	sb := j.sandbox(j.out)
+	argv := j.makeArgs(targets...)
+	fmt.Fprintf(j.log, "$ %s\n", strings.Join(argv, " "))
+	err := sb.Run(ctx, j.log, argv...)
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return j.buildError(strings.Join(targets, " "), ee)
+		}
+		return err
+	}
+	if !j.modules {
+		return nil
+	}
+	modDir := filepath.Join(j.out, ".rdmabot-modules")
+	if err := os.RemoveAll(modDir); err != nil {
+		return &InfraError{Op: "modules", Err: err}
+	}
+	argv = j.makeArgs("modules_install", "INSTALL_MOD_PATH="+sandboxOut+"/.rdmabot-modules", "INSTALL_MOD_STRIP=1")
+	fmt.Fprintf(j.log, "$ %s\n", strings.Join(argv, " "))
+	if err := sb.Run(ctx, j.log, argv...); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return j.buildError("modules_install", ee)
+		}
+		return err
+	}
+	return nil
+}
+
+// buildError turns a failed make into the right typed error: the
+// machine's fault when the log or the exit says so (disk full, the
+// compiler killed), else the source's, with its first errors.
+func (j *job) buildError(target string, ee *exec.ExitError) error {
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return &InfraError{Op: "make", Err: fmt.Errorf("make %s killed by %v", target, ws.Signal())}
+	}
+	if f, ok := j.log.(*os.File); ok {
+		f.Sync()
+	}
+	logText, err := os.ReadFile(j.logPath)
+	if err != nil {
+		return &InfraError{Op: "make", Err: err}
+	}
+	for _, sign := range []string{"No space left on device", "Cannot allocate memory", "Killed signal terminated program", "virtual memory exhausted"} {
+		if bytes.Contains(logText, []byte(sign)) {
+			return &InfraError{Op: "make", Err: fmt.Errorf("make %s: %s (see %s)", target, sign, j.logPath)}
+		}
+	}
+	tail := logText
+	if len(tail) > 4096 {
+		tail = tail[len(tail)-4096:]
+	}
+	return &BuildError{
+		Tree:        j.req.Tree.String(),
+		Target:      target,
+		Diagnostics: ParseDiagnostics(bytes.NewReader(logText), sandboxSrc+"/"),
+		Tail:        string(tail),
+		Log:         j.logPath,
+	}
+}
+
+// artifactFiles names what the store keeps, by store name.
+func (j *job) artifactFiles() map[string]string {
+	f := map[string]string{
+		"bzImage":    filepath.Join(j.out, "arch", archDir(j.req.Lab.Arch), "boot", "bzImage"),
+		"System.map": filepath.Join(j.out, "System.map"),
+		"config":     filepath.Join(j.out, ".config"),
+		"build.log":  j.logPath,
+	}
+	if j.modules {
+		f["modules"] = filepath.Join(j.out, ".rdmabot-modules")
+	}
+	return f
+}
+
+// archDir maps make's ARCH to its arch/ directory.
+func archDir(arch string) string {
+	switch arch {
+	case "x86_64", "i386":
+		return "x86"
+	}
+	return arch
+}
+
+// ccacheStats reads ccache's counters; zero without ccache.
+func (b *Builder) ccacheStats(ctx context.Context) CCacheStats {
+	if b.opt.CCacheDir == "" {
+		return CCacheStats{}
+	}
+	cmd := exec.CommandContext(ctx, "ccache", "--print-stats")
+	cmd.Env = append(os.Environ(), "CCACHE_DIR="+b.opt.CCacheDir)
+	out, err := cmd.Output()
+	if err != nil {
+		return CCacheStats{}
+	}
+	var s CCacheStats
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(v))
+		switch k {
+		case "direct_cache_hit", "preprocessed_cache_hit":
+			s.Hits += n
+		case "cache_miss":
+			s.Misses += n
+		}
+	}
+	return s
+}
+
+func (s CCacheStats) since(before CCacheStats) CCacheStats {
+	return CCacheStats{Hits: s.Hits - before.Hits, Misses: s.Misses - before.Misses}
+}
+
+// flock takes an exclusive lock on path, waiting while ctx allows.
+func flock(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, &InfraError{Op: "lock", Err: err}
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, &InfraError{Op: "lock", Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, &InfraError{Op: "lock", Err: fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package kbuild
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// toyRepo is a git repository holding testdata/toykernel, committed
+// again with each change a test makes.
+type toyRepo struct {
+	t    *testing.T
+	dir  string
+	repo *git.Repository
+}
+
+func newToyRepo(t *testing.T, lab Lab) *toyRepo {
+	t.Helper()
+	dir := t.TempDir()
+	if err := copyTree("testdata/toykernel", filepath.Join(dir, "src")); err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(dir, "src")
+	// The toy's Kconfig knows every symbol the lab asks for.
+	var syms []string
+	for _, f := range lab.Fragments {
+		b, err := Fragment(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := range ParseConfig(b) {
+			syms = append(syms, s)
+		}
+	}
+	syms = append(syms, "CONFIG_VIRTIO")
+	sort.Strings(syms)
+	writeTree(t, dir, map[string]string{"Kconfig": strings.Join(syms, "\n") + "\n"})
+	gitRun(t, dir, "init", "-q")
+	r := &toyRepo{t: t, dir: dir}
+	r.commit()
+	var err error
+	if r.repo, err = git.PlainOpen(dir); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// commit records the working tree and returns its tree id.
+func (r *toyRepo) commit() plumbing.Hash {
+	r.t.Helper()
+	gitRun(r.t, r.dir, "add", "-A")
+	gitRun(r.t, r.dir, "commit", "-q", "--allow-empty", "-m", "change")
+	return plumbing.NewHash(gitRun(r.t, r.dir, "rev-parse", "HEAD^{tree}"))
+}
+
+func (r *toyRepo) edit(files map[string]string) plumbing.Hash {
+	r.t.Helper()
+	for p := range files {
+		os.Remove(filepath.Join(r.dir, p))
+	}
+	writeTree(r.t, r.dir, files)
+	return r.commit()
+}
+
+func newToyBuilder(t *testing.T, opt Options) *Builder {
+	t.Helper()
+	requireBwrap(t)
+	for _, tool := range []string{"make", "gcc", "ccache"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	if opt.Dir == "" {
+		opt.Dir = t.TempDir()
+	}
+	if opt.CCacheDir == "" {
+		opt.CCacheDir = t.TempDir()
+	}
+	b, err := New(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func toyLab(t *testing.T) Lab {
+	lab, err := LookupLab("qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lab
+}
+
+func TestBuildStoresReusesAndStaysIncremental(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{Jobs: 2})
+	ctx := context.Background()
+	head := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+
+	res, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused || !res.Configured || !res.Sync.Full {
+		t.Errorf("first build: reused=%v configured=%v full sync=%v", res.Reused, res.Configured, res.Sync.Full)
+	}
+	for _, name := range []string{"bzImage", "System.map", "config", "build.log"} {
+		if _, err := os.Stat(res.Path(name)); err != nil {
+			t.Errorf("artifact lacks %s: %v", name, err)
+		}
+	}
+	// The build id must be the one binutils reads.
+	notes, err := exec.Command("readelf", "-n", res.Path("bzImage")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BuildID == "" || !strings.Contains(string(notes), "Build ID: "+res.BuildID) {
+		t.Errorf("build id %q not in readelf -n:\n%s", res.BuildID, notes)
+	}
+	cfg, _ := os.ReadFile(res.Path("config"))
+	if !strings.Contains(string(cfg), "CONFIG_RDMA_RXE=y") || !strings.Contains(string(cfg), "CONFIG_VIRTIO=y") {
+		t.Errorf("config lacks the fragments:\n%s", cfg)
+	}
+	if res.CCache.Misses == 0 {
+		t.Errorf("ccache saw no compile: %+v", res.CCache)
+	}
+
+	// The same tree again: the store answers, nothing runs.
+	again, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Reused || again.Key != res.Key {
+		t.Errorf("second build of the same tree not reused: %+v", again)
+	}
+
+	// A change that touches neither Kconfig nor the compiled file: no new
+	// configuration, no recompilation.
+	obj := filepath.Join(b.opt.Dir, "slots", "default", "out-qemu", "main.o")
+	before, err := os.Stat(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := r.edit(map[string]string{"README": "hello\n"})
+	res2, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: readme, Lab: lab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Reused || res2.Configured || res2.Sync.Full || res2.Sync.Written != 1 {
+		t.Errorf("README change: reused=%v configured=%v sync=%+v", res2.Reused, res2.Configured, res2.Sync)
+	}
+	if after, _ := os.Stat(obj); !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("main.o rebuilt for a README change")
+	}
+	if res2.Key == res.Key {
+		t.Errorf("different trees share a key")
+	}
+}
+
+func TestBuildReportsLostConfigOptions(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	kc, _ := os.ReadFile(filepath.Join(r.dir, "Kconfig"))
+	// A series that removes the rxe driver's symbol.
+	tree := r.edit(map[string]string{"Kconfig": strings.Replace(string(kc), "CONFIG_RDMA_RXE\n", "", 1)})
+	_, err := b.Build(context.Background(), Request{Objects: r.repo.Storer, Tree: tree, Lab: lab})
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want *ConfigError, got %v", err)
+	}
+	if len(ce.Lost) != 1 || ce.Lost[0].Option != "CONFIG_RDMA_RXE" || ce.Lost[0].Want != "y" || ce.Lost[0].Got != "" {
+		t.Errorf("lost = %+v", ce.Lost)
+	}
+}
+
+func TestBuildErrorNamesCompilerErrorsAndNewOnes(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	ctx := context.Background()
+	broken := r.edit(map[string]string{"init/main.c": "int main(void)\n{\n\treturn undeclared_a;\n}\n"})
+	_, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: broken, Lab: lab})
+	var base *BuildError
+	if !errors.As(err, &base) {
+		t.Fatalf("want *BuildError, got %v", err)
+	}
+	if len(base.Diagnostics) != 1 {
+		t.Fatalf("diagnostics = %+v\n%s", base.Diagnostics, base.Tail)
+	}
+	d := base.Diagnostics[0]
+	if d.File != "init/main.c" || d.Line != 3 || !strings.Contains(d.Message, "undeclared_a") {
+		t.Errorf("diagnostic = %+v", d)
+	}
+
+	// The "series" keeps the old error (moved down a line) and adds one.
+	worse := r.edit(map[string]string{"init/main.c": "int f(void) { return undeclared_b; }\nint main(void)\n{\n\treturn undeclared_a;\n}\n"})
+	_, err = b.Build(ctx, Request{Objects: r.repo.Storer, Tree: worse, Lab: lab})
+	var patched *BuildError
+	if !errors.As(err, &patched) {
+		t.Fatalf("want *BuildError, got %v", err)
+	}
+	fresh := patched.NewSince(base)
+	if len(patched.Diagnostics) != 2 || len(fresh) != 1 || !strings.Contains(fresh[0].Message, "undeclared_b") {
+		t.Errorf("all = %+v, new = %+v", patched.Diagnostics, fresh)
+	}
+	if got := patched.NewSince(nil); len(got) != 2 {
+		t.Errorf("against a clean base every error is new, got %+v", got)
+	}
+}
+
+func TestBuildTimeoutIsInfraError(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{Timeout: 2 * time.Second})
+	slow := r.edit(map[string]string{"SLOW": "sleep in make\n"})
+	start := time.Now()
+	_, err := b.Build(context.Background(), Request{Objects: r.repo.Storer, Tree: slow, Lab: lab})
+	var ie *InfraError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("want an InfraError naming the timeout, got %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestStorePutIsAtomicAndLookupValidates(t *testing.T) {
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"bzImage": "kernel", "mods/lib/modules/x.ko": "ko", "mods/link": "->lib"})
+	key := ArtifactKey("t", "c", "tc")
+	a, err := s.Put(key, map[string]string{"bzImage": filepath.Join(src, "bzImage"), "modules": filepath.Join(src, "mods")}, Artifact{Tree: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(a.Path("bzImage")); string(b) != "kernel" {
+		t.Errorf("bzImage = %q", b)
+	}
+	if l, _ := os.Readlink(filepath.Join(a.Path("modules"), "link")); l != "lib" {
+		t.Errorf("symlink in modules = %q", l)
+	}
+	if a.Path("System.map") != "" {
+		t.Error("Path of a file not stored")
+	}
+	got, ok := s.Lookup(key)
+	if !ok || got.Tree != "t" {
+		t.Errorf("Lookup = %+v %v", got, ok)
+	}
+	if _, ok := s.Lookup("../../etc"); ok {
+		t.Error("Lookup accepted a path")
+	}
+	ents, _ := os.ReadDir(s.dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp") {
+			t.Errorf("temporary left behind: %s", e.Name())
+		}
+	}
+}
