@@ -268,8 +268,8 @@ func TestGitRewriteAgainWhileInterrupted(t *testing.T) {
 	wantGot(t, c, "message 1", "message 2", "message 3")
 
 	// Rewrite 1: message 3 edited (3 is gone, 30 and 4 are new).
-	p := a.commit(h[1], "m", strings.Replace(testMail(3), "body", "edited body", 1)+"")
-	p = a.commit(p, "m", strings.Replace(testMail(30), "message 30", "message 30", 1))
+	p := a.commit(h[1], "m", strings.Replace(testMail(3), "body", "edited body", 1))
+	p = a.commit(p, "m", testMail(30))
 	a.commit(p, "m", testMail(4))
 	c.failAt = "message 4"
 	if err := pumpAll(t, src, cps, c); err == nil {
