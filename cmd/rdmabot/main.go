@@ -34,6 +34,7 @@ var errUsage = errors.New("usage")
 func commands() map[string]command {
 	return map[string]command{
 		"config": {"check a config file: rdmabot config check [-config FILE]", runConfig},
+		"build":  {"build a lab kernel: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", runBuild},
 		"tree":   {"import, fetch and list kernel trees: rdmabot tree import|fetch|list", runTree},
 	}
 }

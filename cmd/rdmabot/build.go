@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/internal/config"
+)
+
+func runBuild(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "build")
+	repoDir := fs.String("repo", "", "git repository holding the kernel (required)")
+	rev := fs.String("rev", "HEAD", "revision to build")
+	labName := fs.String("lab", "qemu", "lab whose kernel to build (qemu, opa)")
+	baseFile := fs.String("base-config", "", "start from this .config instead of the lab's base target")
+	out := fs.String("out", "", "also copy the artifacts into this directory")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	cacheDir := fs.String("cache-dir", "", "cache directory (default: cache_dir from the config)")
+	ccacheDir := fs.String("ccache-dir", "", "ccache directory (default: <cache-dir>/ccache; \"none\" disables ccache)")
+	ccacheDepend := fs.Bool("ccache-depend", false, "run ccache in depend mode")
+	slot := fs.String("slot", "default", "build slot (persistent checkout) to use")
+	jobs := fs.Int("jobs", 0, "make -j (default: builder.jobs from the config)")
+	timeout := fs.Duration("timeout", time.Hour, "give up on the build after this long")
+	lock := fs.String("lock", "", "flock this file around configure and make (e.g. /var/cache/rdmabot/heavy.lock)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *repoDir == "" || fs.NArg() != 0 {
+		return fmt.Errorf("%w: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", errUsage)
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	if *cacheDir == "" {
+		*cacheDir = cfg.CacheDir
+	}
+	if *jobs == 0 {
+		*jobs = cfg.Builder.Jobs
+	}
+	switch *ccacheDir {
+	case "":
+		*ccacheDir = filepath.Join(*cacheDir, "ccache")
+	case "none":
+		*ccacheDir = ""
+	}
+	lab, err := kbuild.LookupLab(*labName)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	lab.BaseFile = *baseFile
+
+	repo, err := git.PlainOpenWithOptions(*repoDir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		return fmt.Errorf("open %s: %w", *repoDir, err)
+	}
+	commitID, err := repo.ResolveRevision(plumbing.Revision(*rev))
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", *rev, err)
+	}
+	commit, err := repo.CommitObject(*commitID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *rev, err)
+	}
+
+	b, err := kbuild.New(ctx, kbuild.Options{
+		Dir:          filepath.Join(*cacheDir, "kbuild"),
+		CCacheDir:    *ccacheDir,
+		CCacheDepend: *ccacheDepend,
+		Jobs:         *jobs,
+		Timeout:      *timeout,
+		HeavyLock:    *lock,
+		Log:          e.log,
+	})
+	if err != nil {
+		return err
+	}
+	res, err := b.Build(ctx, kbuild.Request{Objects: repo.Storer, Tree: commit.TreeHash, Lab: lab, Slot: *slot})
+	if err != nil {
+		var be *kbuild.BuildError
+		var ce *kbuild.ConfigError
+		switch {
+		case errors.As(err, &be):
+			fmt.Fprintf(e.stdout, "build failed: %s (log %s)\n", be.Target, be.Log)
+			for _, d := range be.Diagnostics {
+				fmt.Fprintf(e.stdout, "  %s\n", d)
+			}
+		case errors.As(err, &ce):
+			for _, l := range ce.Lost {
+				fmt.Fprintf(e.stdout, "config lost: %s\n", l)
+			}
+		}
+		return err
+	}
+
+	w := e.stdout
+	fmt.Fprintf(w, "key        %s\n", res.Key)
+	fmt.Fprintf(w, "commit     %s\ntree       %s\nlab        %s\n", commit.Hash, res.Tree, res.Lab)
+	fmt.Fprintf(w, "reused     %v\n", res.Reused)
+	fmt.Fprintf(w, "compiler   %s\nbuild_id   %s\n", res.Compiler, res.BuildID)
+	for _, name := range res.Files {
+		fmt.Fprintf(w, "%-10s %s\n", name, res.Path(name))
+	}
+	if !res.Reused {
+		mode := "diff"
+		if res.Sync.Full {
+			mode = "full compare"
+		}
+		fmt.Fprintf(w, "sync       %v (%s: %d written, %d removed, %d chmod)\n",
+			res.Timings.Sync.Round(time.Millisecond), mode, res.Sync.Written, res.Sync.Removed, res.Sync.Chmodded)
+		configured := "reused"
+		if res.Configured {
+			configured = "made"
+		}
+		fmt.Fprintf(w, "configure  %v (%s)\n", res.Timings.Configure.Round(time.Millisecond), configured)
+		fmt.Fprintf(w, "make       %v (ccache %d hits, %d misses)\n", res.Timings.Make.Round(time.Millisecond), res.CCache.Hits, res.CCache.Misses)
+		fmt.Fprintf(w, "store      %v\n", res.Timings.Store.Round(time.Millisecond))
+	}
+	fmt.Fprintf(w, "total      %v\n", res.Timings.Total.Round(time.Millisecond))
+
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+		for _, name := range res.Files {
+			if err := copyArtifact(res.Path(name), filepath.Join(*out, name)); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(w, "copied to  %s\n", *out)
+	}
+	return nil
+}
+
+// copyArtifact copies a stored file, or a directory tree (modules), to dst.
+func copyArtifact(src, dst string) error {
+	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case fi.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case fi.Mode()&os.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			os.Remove(to)
+			return os.Symlink(t, to)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, fi.Mode().Perm())
+		}
+	})
+}
