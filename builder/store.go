@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -55,6 +56,20 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("tree store %s: %w", dir, err)
 	}
 	return &Store{Dir: dir, Repo: r}, nil
+}
+
+// OpenRepo opens an existing repository, bare or not (Dir is then its
+// .git directory): rdmabot apply and the tests work on any repository.
+func OpenRepo(dir string) (*Store, error) {
+	r, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", dir, err)
+	}
+	gitDir := dir
+	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
+		gitDir = filepath.Join(dir, ".git")
+	}
+	return &Store{Dir: gitDir, Repo: r}, nil
 }
 
 // Branch is one branch head of a tree in the store.

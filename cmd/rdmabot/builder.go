@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/lore"
 )
 
 // loadConfigOrDefault reads path, or returns the built-in defaults when
@@ -88,4 +93,110 @@ func runTree(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return nil
+}
+
+const applyUsage = `rdmabot apply --repo DIR --base REV --mbox FILE [--ref NAME] [--scissors] [--committer-date RFC3339] [--config FILE]`
+
+func runApply(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "apply")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	repo := fs.String("repo", "", "git repository (bare or not)")
+	base := fs.String("base", "", "base revision")
+	mbox := fs.String("mbox", "", "mbox with the patches, in order")
+	ref := fs.String("ref", "", "ref to point at the last commit (e.g. refs/rdmabot/<series>/v1)")
+	scissors := fs.Bool("scissors", false, `honour "-- >8 --" lines as git am --scissors`)
+	date := fs.String("committer-date", "", "committer date (RFC 3339), to compare commit ids with git am; default now")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *repo == "" || *base == "" || *mbox == "" {
+		return fmt.Errorf("%w: %s", errUsage, applyUsage)
+	}
+	cfg, err := loadConfigOrDefault(*cfgPath)
+	if err != nil {
+		return err
+	}
+	now := time.Now
+	if *date != "" {
+		t, err := time.Parse(time.RFC3339, *date)
+		if err != nil {
+			return fmt.Errorf("%w: --committer-date: %v", errUsage, err)
+		}
+		now = func() time.Time { return t }
+	}
+	raw, err := os.ReadFile(*mbox)
+	if err != nil {
+		return err
+	}
+	var msgs []*lore.Message
+	for i, m := range splitMboxrd(raw) {
+		msg, err := lore.ParseMessage(m)
+		if err != nil {
+			return fmt.Errorf("%s: message %d: %w", *mbox, i+1, err)
+		}
+		msgs = append(msgs, msg)
+	}
+	st, err := builder.OpenRepo(*repo)
+	if err != nil {
+		return err
+	}
+	c, err := st.Resolve(*base)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := st.Apply(ctx, c.Hash, msgs, builder.ApplyOptions{
+		Committer: cfg.Builder.Committer,
+		Now:       now,
+		Scissors:  *scissors,
+		Ref:       plumbing.ReferenceName(*ref),
+	})
+	if err != nil {
+		return err
+	}
+	e.log.Info("applied", "patches", len(res.Commits), "elapsed", time.Since(start).Round(time.Millisecond))
+	for i, id := range res.Commits {
+		fmt.Fprintf(e.stdout, "commit %s %s\n", id, msgs[i].Subject)
+	}
+	fmt.Fprintf(e.stdout, "tree %s\n", res.Tree)
+	return nil
+}
+
+// splitMboxrd cuts an mbox (mboxrd or mboxo) into messages: a "From "
+// line at the start or after a blank line begins one, and one ">" is
+// taken off ">From " lines. lore/feed's reader is not exported yet; this
+// is the CLI's own minimal reader until it is.
+func splitMboxrd(b []byte) [][]byte {
+	var msgs [][]byte
+	var cur []byte
+	in := false
+	prevBlank := true
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		line := b
+		if i >= 0 {
+			line = b[:i+1]
+		}
+		b = b[len(line):]
+		if prevBlank && bytes.HasPrefix(line, []byte("From ")) {
+			if in {
+				msgs = append(msgs, cur)
+			}
+			cur, in = nil, true
+			prevBlank = false
+			continue
+		}
+		prevBlank = len(bytes.TrimRight(line, "\r\n")) == 0
+		if !in {
+			continue
+		}
+		if t := bytes.TrimLeft(line, ">"); len(t) < len(line) && bytes.HasPrefix(t, []byte("From ")) {
+			line = line[1:]
+		}
+		cur = append(cur, line...)
+	}
+	if in {
+		msgs = append(msgs, cur)
+	}
+	return msgs
 }

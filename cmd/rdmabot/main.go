@@ -36,6 +36,8 @@ func commands() map[string]command {
 		"config": {"check a config file: rdmabot config check [-config FILE]", runConfig},
 		"build":  {"build a lab kernel: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", runBuild},
 		"tree":   {"import, fetch and list kernel trees: rdmabot tree import|fetch|list", runTree},
+		"apply":  {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
+		"lab":    {"guest image and pair runs: rdmabot lab image|run", runLab},
 	}
 }
 
