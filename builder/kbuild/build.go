@@ -59,6 +59,8 @@ type Request struct {
 	// Slot names the persistent checkout to build in; one build at a time
 	// uses a slot. "" means "default".
 	Slot string
+	// Force builds even when the store has the kernel, replacing it.
+	Force bool
 }
 
 // Timings are the wall-clock times of a build's steps.
@@ -152,8 +154,9 @@ func (b *Builder) Key(req Request) (string, error) {
 }
 
 // Build returns the kernel for req: from the store when it was built
-// before, else built in req's slot. Errors: *BuildError (the source does
-// not build), *ConfigError (requested options lost), *InfraError.
+// before (unless req.Force), else built in req's slot. Errors:
+// *BuildError (the source does not build), *ConfigError (requested
+// options lost), *InfraError (the machine's fault).
 func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	configHash, err := req.Lab.ConfigHash()
@@ -161,65 +164,16 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	key := ArtifactKey(req.Tree.String(), configHash, b.toolchain.ID)
-	if a, ok := b.store.Lookup(key); ok {
+	if a, ok := b.store.Lookup(key); ok && !req.Force {
 		b.opt.Log.Info("kernel reused", "key", key, "tree", req.Tree, "lab", req.Lab.Name)
 		return &Result{Artifact: a, Reused: true, Timings: Timings{Total: time.Since(start)}}, nil
 	}
-
-	slot := req.Slot
-	if slot == "" {
-		slot = "default"
-	}
-	if strings.ContainsAny(slot, "/\x00") || slot == "." || slot == ".." {
-		return nil, fmt.Errorf("kbuild: bad slot name %q", slot)
-	}
-	slotDir := filepath.Join(b.opt.Dir, "slots", slot)
-	if err := os.MkdirAll(slotDir, 0o755); err != nil {
-		return nil, &InfraError{Op: "slot", Err: err}
-	}
-	unlock, err := flock(ctx, filepath.Join(slotDir, "lock"))
+	ctx, j, done, err := b.start(ctx, req, configHash)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-
-	res := &Result{}
-	co, err := OpenCheckout(slotDir)
-	if err != nil {
-		return nil, err
-	}
-	res.Sync, err = co.Sync(ctx, req.Objects, req.Tree)
-	res.Timings.Sync = res.Sync.Duration
-	if err != nil {
-		return nil, err
-	}
-
-	if b.opt.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, fmt.Errorf("build timeout %v", b.opt.Timeout))
-		defer cancel()
-	}
-	if b.opt.HeavyLock != "" {
-		unlockHeavy, err := flock(ctx, b.opt.HeavyLock)
-		if err != nil {
-			return nil, err
-		}
-		defer unlockHeavy()
-	}
-
-	j := &job{b: b, req: req, co: co, res: res,
-		out:     filepath.Join(slotDir, "out-"+req.Lab.Name),
-		cfgDir:  filepath.Join(slotDir, "config-"+req.Lab.Name),
-		logPath: filepath.Join(slotDir, "build-"+req.Lab.Name+".log"),
-		cfgHash: configHash,
-	}
-	logFile, err := os.Create(j.logPath)
-	if err != nil {
-		return nil, &InfraError{Op: "log", Err: err}
-	}
-	defer logFile.Close()
-	j.log = logFile
-
+	defer done()
+	res := j.res
 	t := time.Now()
 	if err := j.configure(ctx); err != nil {
 		return nil, err
@@ -233,12 +187,16 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	}
 	res.CCache = b.ccacheStats(ctx).since(before)
 	res.Timings.Make = time.Since(t)
-	logFile.Close()
 
 	t = time.Now()
 	buildID, err := ReadBuildID(filepath.Join(j.out, "vmlinux"))
 	if err != nil {
 		return nil, &InfraError{Op: "store", Err: err}
+	}
+	if req.Force {
+		if err := b.store.Remove(key); err != nil {
+			return nil, err
+		}
 	}
 	a, err := b.store.Put(key, j.artifactFiles(), Artifact{
 		Tree: req.Tree.String(), Lab: req.Lab.Name, ConfigHash: configHash,
@@ -254,6 +212,104 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 		"sync", res.Timings.Sync, "configure", res.Timings.Configure, "make", res.Timings.Make,
 		"ccache_hits", res.CCache.Hits, "ccache_misses", res.CCache.Misses)
 	return res, nil
+}
+
+// Configured is the outcome of Configure.
+type Configured struct {
+	Config string // path of the verified .config in the slot's output tree
+	Sync   SyncStats
+	// Made is false when the previous configuration still held.
+	Made    bool
+	Modules bool
+	Took    time.Duration
+}
+
+// Configure syncs req's slot and makes and verifies the lab's .config
+// without building: a cheap check that a tree still has what a lab needs.
+func (b *Builder) Configure(ctx context.Context, req Request) (*Configured, error) {
+	start := time.Now()
+	configHash, err := req.Lab.ConfigHash()
+	if err != nil {
+		return nil, err
+	}
+	ctx, j, done, err := b.start(ctx, req, configHash)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := j.configure(ctx); err != nil {
+		return nil, err
+	}
+	return &Configured{Config: filepath.Join(j.out, ".config"), Sync: j.res.Sync, Made: j.res.Configured,
+		Modules: j.modules, Took: time.Since(start)}, nil
+}
+
+// start locks req's slot, syncs its checkout to req.Tree, applies the
+// timeout, takes the heavy lock and opens the build log. done undoes it.
+func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ context.Context, _ *job, done func(), err error) {
+	slot := req.Slot
+	if slot == "" {
+		slot = "default"
+	}
+	if strings.ContainsAny(slot, "/\x00") || slot == "." || slot == ".." {
+		return nil, nil, nil, fmt.Errorf("kbuild: bad slot name %q", slot)
+	}
+	var undo []func()
+	done = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	slotDir := filepath.Join(b.opt.Dir, "slots", slot)
+	if err := os.MkdirAll(slotDir, 0o755); err != nil {
+		return nil, nil, nil, &InfraError{Op: "slot", Err: err}
+	}
+	unlock, err := flock(ctx, filepath.Join(slotDir, "lock"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	undo = append(undo, unlock)
+
+	res := &Result{}
+	co, err := OpenCheckout(slotDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res.Sync, err = co.Sync(ctx, req.Objects, req.Tree)
+	res.Timings.Sync = res.Sync.Duration
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if b.opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, fmt.Errorf("build timeout %v", b.opt.Timeout))
+		undo = append(undo, cancel)
+	}
+	if b.opt.HeavyLock != "" {
+		unlockHeavy, err := flock(ctx, b.opt.HeavyLock)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		undo = append(undo, unlockHeavy)
+	}
+	j := &job{b: b, req: req, co: co, res: res,
+		out:     filepath.Join(slotDir, "out-"+req.Lab.Name),
+		cfgDir:  filepath.Join(slotDir, "config-"+req.Lab.Name),
+		logPath: filepath.Join(slotDir, "build-"+req.Lab.Name+".log"),
+		cfgHash: configHash,
+	}
+	logFile, err := os.Create(j.logPath)
+	if err != nil {
+		return nil, nil, nil, &InfraError{Op: "log", Err: err}
+	}
+	undo = append(undo, func() { logFile.Close() })
+	j.log = logFile
+	return ctx, j, done, nil
 }
 
 // job is one build in a slot.

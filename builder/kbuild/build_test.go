@@ -71,7 +71,7 @@ func (r *toyRepo) edit(files map[string]string) plumbing.Hash {
 	return r.commit()
 }
 
-func newToyBuilder(t *testing.T, opt Options) *Builder {
+func newToyBuilder(t testing.TB, opt Options) *Builder {
 	t.Helper()
 	requireBwrap(t)
 	for _, tool := range []string{"make", "gcc", "ccache"} {
@@ -92,7 +92,7 @@ func newToyBuilder(t *testing.T, opt Options) *Builder {
 	return b
 }
 
-func toyLab(t *testing.T) Lab {
+func toyLab(t testing.TB) Lab {
 	lab, err := LookupLab("qemu")
 	if err != nil {
 		t.Fatal(err)

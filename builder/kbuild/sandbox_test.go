@@ -26,7 +26,7 @@ all:
 	@touch $(OUT)/made && echo OUT-WRITTEN
 `
 
-func requireBwrap(t *testing.T) string {
+func requireBwrap(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("bwrap")
 	if err != nil {

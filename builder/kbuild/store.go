@@ -92,6 +92,17 @@ func validKey(k string) bool {
 	return err == nil
 }
 
+// Remove deletes the artifact under key, if any.
+func (s *Store) Remove(key string) error {
+	if !validKey(key) {
+		return fmt.Errorf("kbuild: bad store key %q", key)
+	}
+	if err := os.RemoveAll(filepath.Join(s.dir, key)); err != nil {
+		return &InfraError{Op: "store", Err: err}
+	}
+	return nil
+}
+
 // Put copies files (store name -> path; a directory is copied whole) and
 // meta under key. When another build stored the key meanwhile, that one
 // wins: both are the same kernel.
