@@ -1,0 +1,414 @@
+package lore
+
+import (
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file reads what a mail body says: the files a diff touches,
+// trailers, base-commit/change-id hints, "applied" notes and commands.
+
+// bodyLines calls fn for each line of s without its line end.
+func bodyLines(s string, fn func(line string) bool) {
+	for s != "" {
+		line := s
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			line, s = s[:i], s[i+1:]
+		} else {
+			s = ""
+		}
+		if !fn(strings.TrimSuffix(line, "\r")) {
+			return
+		}
+	}
+}
+
+// diffFiles returns the paths a patch body touches (old and new names
+// of renames included), in order of appearance, without duplicates.
+// A body with no diff returns nil.
+func diffFiles(body string) []string {
+	var files []string
+	add := func(p string) {
+		if i := strings.IndexByte(p, '\t'); i >= 0 {
+			p = p[:i] // "+++ b/x\t2024-01-01 ..." from non-git diff
+		}
+		p = strings.TrimSpace(p)
+		if p == "" || p == "/dev/null" || contains(files, p) {
+			return
+		}
+		files = append(files, p)
+	}
+	bodyLines(body, func(line string) bool {
+		switch {
+		case strings.HasPrefix(line, "diff --git "):
+			a, b := splitGitDiffLine(line[len("diff --git "):])
+			add(a)
+			add(b)
+		case strings.HasPrefix(line, "--- a/"):
+			add(line[len("--- a/"):])
+		case strings.HasPrefix(line, "+++ b/"):
+			add(line[len("+++ b/"):])
+		case strings.HasPrefix(line, "rename from "), strings.HasPrefix(line, "copy from "):
+			add(line[strings.Index(line, "from ")+5:])
+		case strings.HasPrefix(line, "rename to "), strings.HasPrefix(line, "copy to "):
+			add(line[strings.Index(line, "to ")+3:])
+		}
+		return true
+	})
+	return files
+}
+
+// splitGitDiffLine splits "a/X b/Y"; with spaces in names the two
+// halves are equal for anything but a rename, which also has rename
+// lines, so the equal split is tried first.
+func splitGitDiffLine(s string) (string, string) {
+	if len(s) > 5 && (len(s)-1)%2 == 0 {
+		h := (len(s) - 1) / 2
+		if s[:2] == "a/" && s[h+1:h+3] == "b/" && s[2:h] == s[h+3:] {
+			return s[2:h], s[h+3:]
+		}
+	}
+	i := strings.Index(s, " b/")
+	if i < 0 || !strings.HasPrefix(s, "a/") {
+		return "", ""
+	}
+	return s[2:i], s[i+3:]
+}
+
+// hasDiff matches b4's DIFF_RE: a unified diff, a git diff or a binary
+// patch.
+var hasDiffRe = regexp.MustCompile(`(?mi)^(---.*\n\+\+\+|GIT binary patch|diff --git \w/\S+ \w/\S+)`)
+
+func hasDiff(body string) bool { return hasDiffRe.MatchString(body) }
+
+// hasDiffstat matches b4's DIFFSTAT_RE (a cover letter's "N files
+// changed, X insertions").
+var hasDiffstatRe = regexp.MustCompile(`(?mi)^\s*\d+ file.*\d+ (insertion|deletion)`)
+
+// Glob is a compiled path pattern: '/'-separated segments where "**"
+// matches any number of segments (also none) and other segments use
+// path.Match syntax (*, ?, [...]) within one segment.
+type Glob struct {
+	pattern string
+	segs    []string
+}
+
+// CompileGlob checks a pattern once so matching cannot fail later.
+func CompileGlob(pattern string) (Glob, error) {
+	segs := strings.Split(strings.Trim(pattern, "/"), "/")
+	for _, s := range segs {
+		if s == "**" {
+			continue
+		}
+		if _, err := path.Match(s, ""); err != nil {
+			return Glob{}, &GlobError{Pattern: pattern, Err: err}
+		}
+	}
+	return Glob{pattern: pattern, segs: segs}, nil
+}
+
+// GlobError is a bad pattern in lore.paths.
+type GlobError struct {
+	Pattern string
+	Err     error
+}
+
+func (e *GlobError) Error() string { return "bad path glob " + e.Pattern + ": " + e.Err.Error() }
+
+// String is the pattern as written.
+func (g Glob) String() string { return g.pattern }
+
+// Match reports whether the '/'-separated path p matches.
+func (g Glob) Match(p string) bool {
+	return matchSegs(g.segs, strings.Split(p, "/"))
+}
+
+func matchSegs(pat, p []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			rest := pat[1:]
+			if len(rest) == 0 {
+				return true
+			}
+			for i := 0; i <= len(p); i++ {
+				if matchSegs(rest, p[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(p) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], p[0]); !ok {
+			return false
+		}
+		pat, p = pat[1:], p[1:]
+	}
+	return len(p) == 0
+}
+
+// Trailer is one "Name: value" line given in a reply, collected the way
+// b4 collects follow-up trailers.
+type Trailer struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// From is who wrote the reply carrying it.
+	From Address `json:"from"`
+	// MessageID is the reply it came from.
+	MessageID string `json:"message_id"`
+}
+
+// String is the trailer line as git wants it.
+func (t Trailer) String() string { return t.Name + ": " + t.Value }
+
+// person reports whether b4 would treat the trailer as naming a person
+// (whose address must then match the reply's sender).
+func (t Trailer) person() bool {
+	switch strings.ToLower(t.Name) {
+	case "fixes", "link", "buglink", "obsoleted-by", "message-id", "change-id", "base-commit":
+		return false
+	}
+	return !strings.Contains(t.Value, "://")
+}
+
+var (
+	trailerLineRe = regexp.MustCompile(`^\s*(\w\S+):\s+(\S.*)`)
+	emailInRe     = regexp.MustCompile(`\S+@\S+\.\S+`)
+	urlRe         = regexp.MustCompile(`https?://`)
+	angleAddrRe   = regexp.MustCompile(`<([^>]+)>`)
+	// b4 rejoins "Fixes: sha (title" + "rest)" and "Name" + "<addr>"
+	// when a mailer wrapped them.
+	wrappedFixesRe = regexp.MustCompile(`(?m)^(\S+:\s+[\da-f]+\s+\([^)]+)\n([^\n]+\))`)
+	wrappedAddrRe  = regexp.MustCompile(`(?m)^(\S+:\s+[^<]+)\n(<[^>]+>)$`)
+	extInfoRe      = regexp.MustCompile(`(.*\S+)(\s+#[^#]+)$`)
+)
+
+// followupTrailers finds the trailers a reply gives, by b4 0.12's rules
+// (find_trailers with followup=True): unquoted "Name: value" lines above
+// the signature whose value names an address or is a known utility
+// trailer, no URLs, and never From/To/Cc/Author.
+func followupTrailers(body string) []Trailer {
+	if i := strings.Index(body, "\n-- \n"); i >= 0 {
+		body = body[:i]
+	}
+	body = strings.TrimSpace(body) + "\n"
+	if strings.Contains(body, ":") {
+		body = wrappedFixesRe.ReplaceAllString(body, "$1 $2")
+		body = wrappedAddrRe.ReplaceAllString(body, "$1 $2")
+	}
+	var out []Trailer
+	others, wasTrailer := false, false
+	bodyLines(body, func(line string) bool {
+		m := trailerLineRe.FindStringSubmatch(line)
+		if m == nil {
+			// "[for the foo bits]" right after a trailer belongs to it.
+			if !(wasTrailer && isExtInfo(line)) {
+				others = true
+			}
+			wasTrailer = false
+			return true
+		}
+		name, value := m[1], m[2]
+		lname := strings.ToLower(name)
+		switch lname {
+		case "phone", "email":
+			return true
+		case "subject", "date", "from":
+			if others {
+				return true
+			}
+		}
+		if !isASCII(lname) {
+			return true
+		}
+		nonperson := false
+		switch lname {
+		case "fixes", "subject", "date", "link", "buglink", "obsoleted-by", "change-id", "base-commit":
+			nonperson = true
+		}
+		if !emailInRe.MatchString(value) && !nonperson {
+			return true
+		}
+		if urlRe.MatchString(value) {
+			return true
+		}
+		switch lname {
+		case "from", "author", "cc", "to":
+			return true
+		}
+		if x := extInfoRe.FindStringSubmatch(value); x != nil {
+			value = x[1]
+		}
+		wasTrailer = true
+		out = append(out, Trailer{Name: name, Value: value})
+		return true
+	})
+	return out
+}
+
+func isExtInfo(line string) bool {
+	l := strings.TrimSpace(line)
+	return len(l) > 2 && l[0] == '[' && l[len(l)-1] == ']'
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// trailerFrom reports whether a person trailer names the reply's sender
+// (b4's get_trailers: same address, or same name).
+func trailerFrom(t Trailer, from Address) bool {
+	if !t.person() {
+		return true
+	}
+	email := ""
+	if m := angleAddrRe.FindStringSubmatch(t.Value); m != nil {
+		email = m[1]
+	} else if m := emailInRe.FindString(t.Value); m != "" {
+		email = m
+	}
+	if email != "" && strings.EqualFold(email, from.Email) {
+		return true
+	}
+	name := strings.TrimSpace(t.Value)
+	if i := strings.IndexByte(name, '<'); i >= 0 {
+		name = strings.TrimSpace(name[:i])
+	}
+	name = strings.Trim(name, `"`)
+	return from.Name != "" && strings.EqualFold(name, from.Name)
+}
+
+var (
+	baseCommitRe = regexp.MustCompile(`(?m)^base-commit:[ \t]*([0-9a-f]{7,40})[ \t]*$`)
+	changeIDRe   = regexp.MustCompile(`(?m)^change-id:[ \t]*(\S+)[ \t]*$`)
+	loreLinkRe   = regexp.MustCompile(`https?://lore\.kernel\.org/(?:[\w.-]+/)?(?:r/)?([^/\s<>]+@[^/\s<>]+?)/?(?:[\s>)\]]|$)`)
+	gitCommitRe  = regexp.MustCompile(`https?://git\.kernel\.org/\S+/c/[0-9a-f]{7,40}|\bcommit:?\s+[0-9a-f]{12,40}\b`)
+	appliedRe    = regexp.MustCompile(`(?i)^(thanks[,!.]?\s+)?(applied|merged|pushed)\b`)
+)
+
+func firstSubmatch(re *regexp.Regexp, s string) string {
+	if m := re.FindStringSubmatch(s); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// appliedNote reports whether an unquoted line of a reply says the
+// patches were applied ("Applied, thanks!", b4 ty's form, "Thanks,
+// applied to for-next") and returns any commit links it lists.
+func appliedNote(body string) (bool, []string) {
+	applied := false
+	bodyLines(body, func(line string) bool {
+		if strings.HasPrefix(line, ">") {
+			return true
+		}
+		if line == "-- " {
+			return false
+		}
+		if appliedRe.MatchString(strings.TrimSpace(line)) {
+			applied = true
+			return false
+		}
+		return true
+	})
+	if !applied {
+		return false, nil
+	}
+	var commits []string
+	bodyLines(body, func(line string) bool {
+		if !strings.HasPrefix(line, ">") {
+			commits = appendUnique(commits, gitCommitRe.FindAllString(line, -1)...)
+		}
+		return true
+	})
+	return true, commits
+}
+
+// CommandPrefix starts a line addressed to the bot in a reply.
+const CommandPrefix = "#rdmabot"
+
+// Command verbs.
+const (
+	// VerbTest asks for a test of the series: "#rdmabot test" against
+	// the default base, or "#rdmabot test <tree> [<branch>]".
+	VerbTest = "test"
+	// VerbRetest asks to run the last test again, same arguments.
+	VerbRetest = "retest"
+)
+
+// Command is a request to the bot found in a reply. The grammar, one
+// command per line, at the very start of an unquoted line:
+//
+//	#rdmabot test                    test on the default base
+//	#rdmabot test <tree> [<branch>]  test on a configured tree/branch
+//	#rdmabot retest [<tree> [<branch>]]
+//
+// Lines quoted with "> " and text below the "-- " signature are never
+// commands, so quoting the bot's answer does not trigger it again. A
+// line that starts with the prefix but does not parse yields a Command
+// with Err set, so the bot can answer with help instead of staying
+// silent.
+type Command struct {
+	// SeriesID is the series whose thread the reply is in ("" if the
+	// thread has no series).
+	SeriesID string `json:"series_id,omitempty"`
+	// PatchIndex is the patch replied to (0: the cover or the series).
+	PatchIndex int       `json:"patch_index,omitempty"`
+	MessageID  string    `json:"message_id"`
+	From       Address   `json:"from"`
+	Date       time.Time `json:"date"`
+	Verb       string    `json:"verb,omitempty"`
+	Tree       string    `json:"tree,omitempty"`
+	Branch     string    `json:"branch,omitempty"`
+	// Line is the command line as written.
+	Line string `json:"line"`
+	// Err says why the line is not a valid command.
+	Err string `json:"error,omitempty"`
+}
+
+// parseCommands finds the command lines of a reply body.
+func parseCommands(body string) []Command {
+	if !strings.Contains(body, CommandPrefix) {
+		return nil
+	}
+	var out []Command
+	bodyLines(body, func(line string) bool {
+		if line == "-- " {
+			return false
+		}
+		rest, ok := strings.CutPrefix(line, CommandPrefix)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '\t') {
+			return true
+		}
+		c := Command{Line: strings.TrimSpace(line)}
+		args := strings.Fields(rest)
+		switch {
+		case len(args) == 0:
+			c.Err = "no command after " + CommandPrefix + " (known: test, retest)"
+		case args[0] != VerbTest && args[0] != VerbRetest:
+			c.Err = "unknown command " + strconv.Quote(args[0]) + " (known: test, retest)"
+		case len(args) > 3:
+			c.Err = "too many arguments: " + CommandPrefix + " " + args[0] + " [<tree> [<branch>]]"
+		default:
+			c.Verb = args[0]
+			if len(args) > 1 {
+				c.Tree = args[1]
+			}
+			if len(args) > 2 {
+				c.Branch = args[2]
+			}
+		}
+		out = append(out, c)
+		return true
+	})
+	return out
+}

@@ -1,0 +1,833 @@
+package lore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Series is one posting of a patch series (one version of it).
+type Series struct {
+	// ID is stable for this version of the series: it derives from the
+	// cover (or the thread position of the first patch), not from the
+	// order messages arrived in, so re-reading an archive or receiving
+	// the cover late gives the same ID.
+	ID string `json:"id"`
+	// RootMessageID is the cover's Message-ID, or the message the
+	// patches hang from (for a lore link); it may not be in the archive.
+	RootMessageID string `json:"root_message_id"`
+	// Subject is the cover's title, or the first patch's.
+	Subject string `json:"subject"`
+	Version int    `json:"version"`
+	RFC     bool   `json:"rfc,omitempty"`
+	Resend  bool   `json:"resend,omitempty"`
+	Author  Address `json:"author"`
+	// Date is the (clamped) date of the cover or the earliest patch.
+	Date time.Time `json:"date"`
+	// LastArrival is when the newest patch or cover arrived; the grace
+	// period runs from it.
+	LastArrival time.Time `json:"last_arrival"`
+	// Cover is the 0/N letter, nil when the series has none.
+	Cover *Message `json:"-"`
+	// Patches are ordered by index; Missing lists absent indexes.
+	Patches []*Patch `json:"patches"`
+	Missing []int    `json:"missing,omitempty"`
+	// Total is the N of n/N (1 for a lone patch).
+	Total int `json:"total"`
+	// Complete is set when every patch 1..Total is present.
+	Complete bool `json:"complete"`
+	// Incomplete says what is missing once the grace period has passed
+	// without the series becoming complete; "" before that.
+	Incomplete string `json:"incomplete,omitempty"`
+	// Duplicates are Message-IDs of second copies of a patch (a resent
+	// mail); the earliest copy is the one in Patches.
+	Duplicates []string `json:"duplicates,omitempty"`
+	// BaseCommit and ChangeID come from b4's "base-commit:" and
+	// "change-id:" lines.
+	BaseCommit string `json:"base_commit,omitempty"`
+	ChangeID   string `json:"change_id,omitempty"`
+	// Tags are the subject's tree tags, TreeTag the first one.
+	Tags    []string `json:"tags,omitempty"`
+	TreeTag string   `json:"tree_tag,omitempty"`
+	// Lists are the configured list names it was posted to, then other
+	// List-Id values seen.
+	Lists []string `json:"lists,omitempty"`
+	// MatchedPaths are the touched files that match the configured
+	// globs, over all patches.
+	MatchedPaths []string `json:"matched_paths,omitempty"`
+	// Trailers were given in replies to the cover: b4 applies them to
+	// every patch with -t.
+	Trailers []Trailer `json:"trailers,omitempty"`
+	// Applied lists the maintainers' "Applied, thanks!" replies.
+	Applied []Applied `json:"applied,omitempty"`
+	// Versions are the IDs of other versions of the same work (same
+	// change-id, same titles by the same author, or a lore link to
+	// them), ordered by version.
+	Versions []string `json:"versions,omitempty"`
+	// Replies counts the messages in the thread below the series.
+	Replies int `json:"replies"`
+}
+
+// Relevant reports whether any patch touches a configured path.
+func (s *Series) Relevant() bool { return len(s.MatchedPaths) > 0 }
+
+// Patch is one patch of a series.
+type Patch struct {
+	Index   int      `json:"index"`
+	Message *Message `json:"-"`
+	// Title is the subject git am will commit.
+	Title string `json:"title"`
+	// Files are every path the diff touches; MatchedPaths those that
+	// match the configured globs.
+	Files        []string `json:"files"`
+	MatchedPaths []string `json:"matched_paths,omitempty"`
+	// Trailers were given in replies to this patch (b4's follow-up
+	// trailers), not the ones already in the patch.
+	Trailers []Trailer `json:"trailers,omitempty"`
+}
+
+// Applied is a maintainer's note that (part of) a series was applied.
+type Applied struct {
+	By        Address   `json:"by"`
+	MessageID string    `json:"message_id"`
+	Date      time.Time `json:"date"`
+	// PatchIndex is the patch replied to, 0 for the cover or series.
+	PatchIndex int `json:"patch_index,omitempty"`
+	// Commits are the commit links or hashes the note lists.
+	Commits []string `json:"commits,omitempty"`
+}
+
+// AssemblerConfig sets up an Assembler.
+type AssemblerConfig struct {
+	// Paths are the relevance globs (lore.paths).
+	Paths []string
+	// Lists name the configured lists, for Series.Lists.
+	Lists []ListConfig
+	// BotAddresses are the bot's own From addresses: such mail is never
+	// input, so the bot cannot trigger itself.
+	BotAddresses []string
+	// GracePeriod is how long an incomplete series waits.
+	GracePeriod time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Assembler groups messages into series. Add messages in any order and
+// call Assemble whenever a view is needed: the result depends only on
+// the set of messages, never on their order. An Assembler is not safe
+// for concurrent use.
+type Assembler struct {
+	cfg   AssemblerConfig
+	globs []Glob
+	bots  map[string]bool
+	byID  map[string]*entry
+}
+
+type kind int
+
+const (
+	kindOther kind = iota // a reply or anything that is not a patch
+	kindCover
+	kindPatch
+)
+
+// entry is a message with what Assemble needs precomputed at Add time.
+type entry struct {
+	msg     *Message
+	subj    Subject
+	kind    kind
+	date    time.Time // Date clamped to the arrival time
+	arrived time.Time
+	author  string // lower-case From address
+	parent  string // In-Reply-To, or the last reference
+	files   []string
+	// For replies (b4's "reply"): trailers, applied notes, commands.
+	reply    bool
+	trailers []Trailer
+	applied  bool
+	commits  []string
+	commands []Command
+}
+
+// NewAssembler checks the globs once.
+func NewAssembler(cfg AssemblerConfig) (*Assembler, error) {
+	a := &Assembler{cfg: cfg, bots: map[string]bool{}, byID: map[string]*entry{}}
+	for _, p := range cfg.Paths {
+		g, err := CompileGlob(p)
+		if err != nil {
+			return nil, err
+		}
+		a.globs = append(a.globs, g)
+	}
+	for _, b := range cfg.BotAddresses {
+		a.bots[strings.ToLower(strings.TrimSpace(b))] = true
+	}
+	if a.cfg.Now == nil {
+		a.cfg.Now = time.Now
+	}
+	return a, nil
+}
+
+// Len is the number of messages held.
+func (a *Assembler) Len() int { return len(a.byID) }
+
+// Add takes a message that arrived at the given time (the commit or
+// Received time the source knows; zero when unknown). Its Date is
+// clamped to that time: senders' clocks lie, the archive's does not.
+// Add returns false for the bot's own mail and for a Message-ID already
+// held (the first copy wins).
+func (a *Assembler) Add(m *Message, arrived time.Time) bool {
+	if a.bots[strings.ToLower(m.From.Email)] {
+		return false
+	}
+	if _, dup := a.byID[m.MessageID]; dup {
+		return false
+	}
+	if arrived.IsZero() {
+		arrived = m.ReceivedAt
+	}
+	e := &entry{msg: m, subj: ParseSubject(m.Subject), arrived: arrived, author: strings.ToLower(m.From.Email)}
+	e.date = m.Date
+	if !arrived.IsZero() && (e.date.IsZero() || e.date.After(arrived)) {
+		e.date = arrived
+	}
+	if e.arrived.IsZero() {
+		e.arrived = e.date
+	}
+	e.parent = m.InReplyTo
+	if e.parent == "" && len(m.References) > 0 {
+		e.parent = m.References[len(m.References)-1]
+	}
+	diff := hasDiff(m.Body)
+	s := e.subj
+	switch {
+	case s.IsReply || s.IsForward:
+		e.reply = true
+	case s.Index == 0 && s.Total > 0:
+		// b4: counter 0 is a cover even when it quotes a range-diff.
+		e.kind = kindCover
+	case diff && (s.Patch || s.RFC || s.Total > 0):
+		e.kind = kindPatch
+		e.files = diffFiles(m.Body)
+	case diff:
+		// A diff under a plain subject: b4 takes it as a patch too.
+		e.kind = kindPatch
+		e.files = diffFiles(m.Body)
+	}
+	if e.kind == kindOther {
+		e.trailers = followupTrailers(m.Body)
+		if !e.reply && len(e.trailers) > 0 && m.InReplyTo != "" {
+			// b4: a follow-up without "Re:" that gives trailers.
+			e.reply = true
+		}
+		e.applied, e.commits = appliedNote(m.Body)
+		e.commands = parseCommands(m.Body)
+	}
+	a.byID[m.MessageID] = e
+	return true
+}
+
+// Remove forgets a message (a public-inbox deletion). It reports
+// whether the message was held.
+func (a *Assembler) Remove(messageID string) bool {
+	_, ok := a.byID[messageID]
+	delete(a.byID, messageID)
+	return ok
+}
+
+// Prune forgets messages that arrived before the cutoff and returns how
+// many; a watcher keeps a window of recent mail this way.
+func (a *Assembler) Prune(before time.Time) int {
+	n := 0
+	for id, e := range a.byID {
+		if e.arrived.Before(before) {
+			delete(a.byID, id)
+			n++
+		}
+	}
+	return n
+}
+
+// Assembly is the result of Assemble.
+type Assembly struct {
+	// Series ordered by date, then ID.
+	Series []*Series
+	// Commands found in replies, ordered by date, then Message-ID.
+	Commands []Command
+}
+
+// seriesKey is what the messages of one posting share.
+func (e *entry) seriesKey() string {
+	total := e.subj.Total
+	if total == 0 {
+		total = 1
+	}
+	return e.author + "|v" + strconv.Itoa(e.subj.Version) + "|" + strconv.Itoa(total) + "|" + strconv.FormatBool(e.subj.Resend)
+}
+
+func (e *entry) index() int {
+	if e.kind == kindCover {
+		return 0
+	}
+	if e.subj.Total == 0 {
+		return 1
+	}
+	return e.subj.Index
+}
+
+// lookupParent returns the nearest held ancestor id: the parent if held,
+// else the newest held reference. "" when none is held.
+func (a *Assembler) heldParent(e *entry) string {
+	if _, ok := a.byID[e.parent]; ok {
+		return e.parent
+	}
+	refs := e.msg.References
+	for i := len(refs) - 1; i >= 0; i-- {
+		if _, ok := a.byID[refs[i]]; ok {
+			return refs[i]
+		}
+	}
+	return ""
+}
+
+// rootOf returns the id a patch or cover hangs from: the cover, the
+// topmost patch of a chain, or (when the thread goes on into other
+// mail, or into mail not held yet) that message's id.
+func (a *Assembler) rootOf(e *entry) string {
+	key := e.seriesKey()
+	if e.kind == kindCover {
+		return e.msg.MessageID
+	}
+	if e.subj.Total == 0 {
+		return e.msg.MessageID // "[PATCH] x" is a series of its own
+	}
+	cur := e
+	seen := map[*entry]bool{e: true}
+	path := []*entry{e}
+	for {
+		if cur.parent == "" {
+			return cur.msg.MessageID
+		}
+		p, held := a.byID[cur.parent]
+		if !held {
+			// Try an older reference: a missing middle patch must not
+			// split a chained series, but only if it is the same work.
+			if id := a.heldParent(cur); id != "" {
+				q := a.byID[id]
+				if !seen[q] && q.kind != kindOther && !q.reply && q.seriesKey() == key {
+					p = q
+					held = true
+				}
+			}
+			if !held {
+				return cur.parent
+			}
+		}
+		if seen[p] {
+			// A loop in the references: name the series after the
+			// smallest id on the cycle, wherever the walk entered it.
+			low := p.msg.MessageID
+			for i := len(path) - 1; i >= 0 && path[i] != p; i-- {
+				low = min(low, path[i].msg.MessageID)
+			}
+			return low
+		}
+		if p.kind == kindOther || p.reply || p.seriesKey() != key {
+			// New version posted into an old thread, or a loop: the
+			// series hangs from here, keyed apart from the old one.
+			return cur.parent
+		}
+		if p.kind == kindCover {
+			return p.msg.MessageID
+		}
+		seen[p] = true
+		path = append(path, p)
+		cur = p
+	}
+}
+
+type group struct {
+	root, key string
+	members   []*entry
+}
+
+// Assemble groups the messages held into series and finds the commands.
+func (a *Assembler) Assemble() *Assembly {
+	ids := make([]string, 0, len(a.byID))
+	for id := range a.byID {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		ei, ej := a.byID[ids[i]], a.byID[ids[j]]
+		if !ei.date.Equal(ej.date) {
+			return ei.date.Before(ej.date)
+		}
+		return ids[i] < ids[j]
+	})
+
+	groups := map[string]*group{}
+	var order []*group
+	memberOf := map[*entry]*group{}
+	for _, id := range ids {
+		e := a.byID[id]
+		if e.kind == kindOther || e.reply {
+			continue
+		}
+		root, key := a.rootOf(e), e.seriesKey()
+		gk := root + "\x00" + key
+		g := groups[gk]
+		if g == nil {
+			g = &group{root: root, key: key}
+			groups[gk] = g
+			order = append(order, g)
+		}
+		g.members = append(g.members, e)
+		memberOf[e] = g
+	}
+	order = a.mergeUnthreaded(order, memberOf)
+
+	asm := &Assembly{}
+	seriesOf := map[*group]*Series{}
+	for _, g := range order {
+		s := a.buildSeries(g)
+		seriesOf[g] = s
+		asm.Series = append(asm.Series, s)
+	}
+	a.attachReplies(ids, memberOf, seriesOf, asm)
+	linkVersions(asm.Series)
+	now := a.cfg.Now()
+	for _, s := range asm.Series {
+		if !s.Complete && a.cfg.GracePeriod > 0 && now.Sub(s.LastArrival) >= a.cfg.GracePeriod {
+			s.Incomplete = incompleteReason(s, a.cfg.GracePeriod)
+		}
+	}
+	sort.SliceStable(asm.Series, func(i, j int) bool {
+		si, sj := asm.Series[i], asm.Series[j]
+		if !si.Date.Equal(sj.Date) {
+			return si.Date.Before(sj.Date)
+		}
+		return si.ID < sj.ID
+	})
+	return asm
+}
+
+// unthreadedWindow is how close in time the patches of a series sent
+// without any threading must be to be taken as one series.
+const unthreadedWindow = time.Hour
+
+// mergeUnthreaded joins groups of patches sent without In-Reply-To
+// (each patch its own root) by the same author with the same version,
+// count and tags within an hour, as long as their indexes do not clash.
+func (a *Assembler) mergeUnthreaded(order []*group, memberOf map[*entry]*group) []*group {
+	type cand struct {
+		g     *group
+		first *entry
+	}
+	var cands []cand
+	for _, g := range order {
+		first := g.members[0]
+		if first.subj.Total > 1 && first.kind == kindPatch && first.parent == "" && g.root == first.msg.MessageID {
+			cands = append(cands, cand{g, first})
+		}
+	}
+	if len(cands) < 2 {
+		return order
+	}
+	dropped := map[*group]bool{}
+	for i, c := range cands {
+		if dropped[c.g] {
+			continue
+		}
+		tags := strings.Join(c.first.subj.Tags, " ")
+		have := map[int]bool{}
+		for _, m := range c.g.members {
+			have[m.index()] = true
+		}
+		for _, d := range cands[i+1:] {
+			if dropped[d.g] || d.g.key != c.g.key || strings.Join(d.first.subj.Tags, " ") != tags ||
+				d.first.date.Sub(c.first.date) > unthreadedWindow {
+				continue
+			}
+			clash := false
+			for _, m := range d.g.members {
+				clash = clash || have[m.index()]
+			}
+			if clash {
+				continue
+			}
+			for _, m := range d.g.members {
+				have[m.index()] = true
+				memberOf[m] = c.g
+			}
+			c.g.members = append(c.g.members, d.g.members...)
+			dropped[d.g] = true
+		}
+	}
+	out := order[:0]
+	for _, g := range order {
+		if !dropped[g] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func (a *Assembler) buildSeries(g *group) *Series {
+	sum := sha256.Sum256([]byte(g.root + "\x00" + g.key))
+	s := &Series{ID: hex.EncodeToString(sum[:8]), RootMessageID: g.root}
+	byIndex := map[int]*entry{}
+	var cover *entry
+	for _, e := range g.members { // members are in date order
+		if e.arrived.After(s.LastArrival) {
+			s.LastArrival = e.arrived
+		}
+		if e.kind == kindCover {
+			if cover == nil {
+				cover = e
+			} else {
+				s.Duplicates = append(s.Duplicates, e.msg.MessageID)
+			}
+			continue
+		}
+		if _, dup := byIndex[e.index()]; dup {
+			s.Duplicates = append(s.Duplicates, e.msg.MessageID)
+			continue
+		}
+		byIndex[e.index()] = e
+	}
+	first := cover
+	indexes := make([]int, 0, len(byIndex))
+	for i := range byIndex {
+		indexes = append(indexes, i)
+	}
+	sort.Ints(indexes)
+	if first == nil {
+		first = byIndex[indexes[0]]
+	}
+	s.Version, s.RFC, s.Resend = first.subj.Version, first.subj.RFC, first.subj.Resend
+	s.Author = first.msg.From
+	s.Tags = first.subj.Tags
+	if len(s.Tags) > 0 {
+		s.TreeTag = s.Tags[0]
+	}
+	s.Total = first.subj.Total
+	if s.Total == 0 {
+		s.Total = 1
+	}
+	s.Date = first.date
+	if cover != nil {
+		s.Cover = cover.msg
+		s.Subject = cover.subj.Title
+	} else {
+		s.Subject = byIndex[indexes[0]].subj.Title
+	}
+	for _, e := range g.members {
+		if e.date.Before(s.Date) {
+			s.Date = e.date
+		}
+	}
+	var matched []string
+	for _, i := range indexes {
+		e := byIndex[i]
+		p := &Patch{Index: i, Message: e.msg, Title: e.subj.Title, Files: e.files}
+		for _, f := range e.files {
+			if a.matches(f) {
+				p.MatchedPaths = append(p.MatchedPaths, f)
+				matched = appendUnique(matched, f)
+			}
+		}
+		s.Patches = append(s.Patches, p)
+	}
+	sort.Strings(matched)
+	s.MatchedPaths = matched
+	for i := 1; i <= s.Total; i++ {
+		if byIndex[i] == nil {
+			s.Missing = append(s.Missing, i)
+		}
+	}
+	s.Complete = len(s.Missing) == 0
+	// b4 writes base-commit/change-id into the cover, or the last patch.
+	var texts []string
+	if cover != nil {
+		texts = append(texts, cover.msg.Body)
+	}
+	for i := len(indexes) - 1; i >= 0; i-- {
+		texts = append(texts, byIndex[indexes[i]].msg.Body)
+	}
+	for _, t := range texts {
+		if s.BaseCommit == "" {
+			s.BaseCommit = firstSubmatch(baseCommitRe, t)
+		}
+		if s.ChangeID == "" {
+			s.ChangeID = firstSubmatch(changeIDRe, t)
+		}
+	}
+	s.Lists = a.listsOf(g.members)
+	return s
+}
+
+func (a *Assembler) matches(file string) bool {
+	for _, g := range a.globs {
+		if g.Match(file) {
+			return true
+		}
+	}
+	return false
+}
+
+// listsOf names the configured lists the messages went to (by address
+// in To/Cc or by List-Id), then any other List-Id.
+func (a *Assembler) listsOf(members []*entry) []string {
+	var names, others []string
+	for _, e := range members {
+		for _, l := range a.cfg.Lists {
+			if contains(names, l.Name) {
+				continue
+			}
+			listID := strings.ReplaceAll(strings.ToLower(l.Address), "@", ".")
+			hit := false
+			for _, ad := range append(append([]Address(nil), e.msg.To...), e.msg.Cc...) {
+				hit = hit || (l.Address != "" && strings.EqualFold(ad.Email, l.Address))
+			}
+			for _, id := range e.msg.ListIDs {
+				hit = hit || (listID != "" && strings.EqualFold(id, listID))
+			}
+			if hit {
+				names = append(names, l.Name)
+			}
+		}
+		for _, id := range e.msg.ListIDs {
+			known := false
+			for _, l := range a.cfg.Lists {
+				known = known || strings.EqualFold(id, strings.ReplaceAll(l.Address, "@", "."))
+			}
+			if !known {
+				others = appendUnique(others, strings.ToLower(id))
+			}
+		}
+	}
+	sort.Strings(names)
+	sort.Strings(others)
+	return append(names, others...)
+}
+
+// attachReplies walks each reply up its thread to the series message it
+// answers, and collects trailers, applied notes and commands as b4 does.
+func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seriesOf map[*group]*Series, asm *Assembly) {
+	patchOf := map[*entry]*Patch{}
+	for g, s := range seriesOf {
+		for _, p := range s.Patches {
+			for _, e := range g.members {
+				if e.msg == p.Message {
+					patchOf[e] = p
+				}
+			}
+		}
+	}
+	for _, id := range ids {
+		f := a.byID[id]
+		if f.kind != kindOther && !f.reply {
+			continue
+		}
+		// Find the series message this reply is under; loops in
+		// References end the walk.
+		var (
+			target  *entry
+			through []*entry // replies between f and target
+		)
+		seen := map[*entry]bool{f: true}
+		for cur := f; ; {
+			pid := a.heldParent(cur)
+			if pid == "" {
+				break
+			}
+			p := a.byID[pid]
+			if seen[p] {
+				break
+			}
+			seen[p] = true
+			if memberOf[p] != nil {
+				target = p
+				break
+			}
+			through = append(through, p)
+			cur = p
+		}
+		var (
+			s     *Series
+			index int
+		)
+		if target != nil {
+			s = seriesOf[memberOf[target]]
+			index = target.index()
+			s.Replies++
+		}
+		if s != nil && len(f.trailers) > 0 {
+			var ts []Trailer
+			for _, t := range f.trailers {
+				if trailerFrom(t, f.msg.From) {
+					t.From, t.MessageID = f.msg.From, f.msg.MessageID
+					ts = append(ts, t)
+				}
+			}
+			// b4 also counts the trailers of replies it climbs through.
+			for _, mid := range through {
+				for _, t := range mid.trailers {
+					t.From, t.MessageID = mid.msg.From, mid.msg.MessageID
+					ts = append(ts, t)
+				}
+			}
+			if p := patchOf[target]; p != nil && target.kind == kindPatch {
+				p.Trailers = addTrailers(p.Trailers, ts)
+			} else if target.kind == kindCover {
+				s.Trailers = addTrailers(s.Trailers, ts)
+			}
+		}
+		if s != nil && f.applied {
+			s.Applied = append(s.Applied, Applied{By: f.msg.From, MessageID: f.msg.MessageID, Date: f.date, PatchIndex: index, Commits: f.commits})
+		}
+		for _, c := range f.commands {
+			c.MessageID, c.From, c.Date = f.msg.MessageID, f.msg.From, f.date
+			if s != nil {
+				c.SeriesID, c.PatchIndex = s.ID, index
+			}
+			asm.Commands = append(asm.Commands, c)
+		}
+	}
+	for _, s := range asm.Series {
+		for _, p := range s.Patches {
+			sortTrailers(p.Trailers)
+		}
+		sortTrailers(s.Trailers)
+	}
+}
+
+// addTrailers appends trailers not yet present (same name and value).
+func addTrailers(list, add []Trailer) []Trailer {
+	for _, t := range add {
+		dup := false
+		for _, x := range list {
+			dup = dup || (strings.EqualFold(x.Name, t.Name) && x.Value == t.Value)
+		}
+		if !dup {
+			list = append(list, t)
+		}
+	}
+	return list
+}
+
+// sortTrailers keeps the order deterministic whatever order replies
+// were walked in: by name, then value.
+func sortTrailers(ts []Trailer) {
+	sort.SliceStable(ts, func(i, j int) bool {
+		if !strings.EqualFold(ts[i].Name, ts[j].Name) {
+			return strings.ToLower(ts[i].Name) < strings.ToLower(ts[j].Name)
+		}
+		return ts[i].Value < ts[j].Value
+	})
+}
+
+// linkVersions connects versions of the same work by one author: same
+// change-id, same cover title, most patch titles shared, or a lore link
+// in one version's cover or first patch to a message of the other.
+func linkVersions(all []*Series) {
+	byAuthor := map[string][]*Series{}
+	byMsg := map[string]*Series{}
+	for _, s := range all {
+		a := strings.ToLower(s.Author.Email)
+		byAuthor[a] = append(byAuthor[a], s)
+		if s.Cover != nil {
+			byMsg[s.Cover.MessageID] = s
+		}
+		for _, p := range s.Patches {
+			byMsg[p.Message.MessageID] = s
+		}
+	}
+	link := func(x, y *Series) {
+		if x == y || x.Version == y.Version {
+			return
+		}
+		x.Versions = appendUnique(x.Versions, y.ID)
+		y.Versions = appendUnique(y.Versions, x.ID)
+	}
+	for _, list := range byAuthor {
+		for i, x := range list {
+			for _, y := range list[i+1:] {
+				if sameWork(x, y) {
+					link(x, y)
+				}
+			}
+		}
+	}
+	for _, s := range all {
+		text := ""
+		if s.Cover != nil {
+			text = s.Cover.Body
+		} else if len(s.Patches) > 0 {
+			text = s.Patches[0].Message.Body
+		}
+		if !strings.Contains(text, "lore.kernel.org") {
+			continue
+		}
+		for _, m := range loreLinkRe.FindAllStringSubmatch(text, -1) {
+			if o := byMsg[m[1]]; o != nil && strings.EqualFold(o.Author.Email, s.Author.Email) {
+				link(s, o)
+			}
+		}
+	}
+	ver := map[string]*Series{}
+	for _, s := range all {
+		ver[s.ID] = s
+	}
+	for _, s := range all {
+		sort.Slice(s.Versions, func(i, j int) bool {
+			vi, vj := ver[s.Versions[i]], ver[s.Versions[j]]
+			if vi.Version != vj.Version {
+				return vi.Version < vj.Version
+			}
+			return vi.ID < vj.ID
+		})
+	}
+}
+
+func sameWork(x, y *Series) bool {
+	if x.Version == y.Version {
+		return false
+	}
+	if x.ChangeID != "" && x.ChangeID == y.ChangeID {
+		return true
+	}
+	if x.Cover != nil && y.Cover != nil && strings.EqualFold(x.Subject, y.Subject) {
+		return true
+	}
+	tx := map[string]bool{}
+	for _, p := range x.Patches {
+		tx[strings.ToLower(p.Title)] = true
+	}
+	common, union := 0, len(tx)
+	for _, p := range y.Patches {
+		t := strings.ToLower(p.Title)
+		if tx[t] {
+			common++
+		} else {
+			union++
+		}
+	}
+	return union > 0 && common*2 >= union
+}
+
+func incompleteReason(s *Series, grace time.Duration) string {
+	miss := make([]string, len(s.Missing))
+	for i, m := range s.Missing {
+		miss[i] = strconv.Itoa(m)
+	}
+	noun := "patch"
+	if len(miss) > 1 {
+		noun = "patches"
+	}
+	return fmt.Sprintf("%s %s of %d missing %s after the last one arrived", noun, strings.Join(miss, ", "), s.Total, grace)
+}

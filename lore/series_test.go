@@ -1,0 +1,327 @@
+package lore
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+var fixedNow = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newTestAssembler(t testing.TB) *Assembler {
+	t.Helper()
+	cfg := DefaultConfig()
+	a, err := NewAssembler(AssemblerConfig{
+		Paths: cfg.Paths, Lists: cfg.Lists, GracePeriod: cfg.GracePeriod.Duration,
+		BotAddresses: []string{"rdmabot@example.org"},
+		Now:          func() time.Time { return fixedNow },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// loadThreads parses every real thread message.
+func loadThreads(t testing.TB) []*Message {
+	var msgs []*Message
+	for _, f := range threadFiles(t) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseMessage(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+func TestAssembleGolden(t *testing.T) {
+	msgs := loadThreads(t)
+	a := newTestAssembler(t)
+	for _, m := range msgs {
+		a.Add(m, m.ReceivedAt)
+	}
+	asm := a.Assemble()
+	out, err := json.MarshalIndent(asm, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "series/threads.json", append(out, '\n'))
+
+	// Whatever the order of arrival, the same series come out.
+	rng := rand.New(rand.NewSource(1))
+	for round := 0; round < 3; round++ {
+		rng.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
+		b := newTestAssembler(t)
+		for _, m := range msgs {
+			b.Add(m, m.ReceivedAt)
+		}
+		again, _ := json.MarshalIndent(b.Assemble(), "", "  ")
+		if string(again) != string(out) {
+			t.Fatalf("round %d: assembly depends on arrival order", round)
+		}
+	}
+}
+
+// mail builds a small message for the scenario tests.
+type tmail struct {
+	id, from, subject, irt, refs, body string
+	date                               time.Time
+}
+
+func (m tmail) parse(t testing.TB) *Message {
+	t.Helper()
+	var b strings.Builder
+	from := m.from
+	if from == "" {
+		from = "Dev One <dev@example.org>"
+	}
+	fmt.Fprintf(&b, "From: %s\nTo: linux-rdma@vger.kernel.org\nSubject: %s\nMessage-ID: <%s>\n", from, m.subject, m.id)
+	d := m.date
+	if d.IsZero() {
+		d = time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	}
+	fmt.Fprintf(&b, "Date: %s\n", d.Format(time.RFC1123Z))
+	if m.irt != "" {
+		fmt.Fprintf(&b, "In-Reply-To: <%s>\n", m.irt)
+	}
+	if m.refs != "" {
+		fmt.Fprintf(&b, "References: %s\n", m.refs)
+	}
+	b.WriteString("\n" + m.body)
+	msg, err := ParseMessage([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+func diffBody(file string) string {
+	return "Change.\n\nSigned-off-by: Dev One <dev@example.org>\n---\n" +
+		"diff --git a/" + file + " b/" + file + "\nindex 1..2 100644\n--- a/" + file + "\n+++ b/" + file + "\n@@ -1 +1 @@\n-a\n+b\n"
+}
+
+func assemble(t *testing.T, mails ...tmail) *Assembly {
+	t.Helper()
+	a := newTestAssembler(t)
+	for _, m := range mails {
+		msg := m.parse(t)
+		a.Add(msg, msg.Date.Add(time.Minute))
+	}
+	return a.Assemble()
+}
+
+func summary(s *Series) string {
+	var idx []string
+	for _, p := range s.Patches {
+		idx = append(idx, fmt.Sprint(p.Index))
+	}
+	cover := "-"
+	if s.Cover != nil {
+		cover = s.Cover.MessageID
+	}
+	return fmt.Sprintf("v%d %q cover=%s patches=[%s] missing=%v complete=%v", s.Version, s.Subject, cover, strings.Join(idx, " "), s.Missing, s.Complete)
+}
+
+func TestAssembleScenarios(t *testing.T) {
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	core := "drivers/infiniband/core/cma.c"
+	tests := []struct {
+		name  string
+		mails []tmail
+		want  []string
+	}{
+		{"cover and patches replying to it", []tmail{
+			{id: "c", subject: "[PATCH v2 0/2] Fix it", body: "cover\n 2 files changed, 2 insertions(+)\n", date: at(0)},
+			{id: "p1", subject: "[PATCH v2 1/2] a: one", irt: "c", refs: "<c>", body: diffBody(core), date: at(1)},
+			{id: "p2", subject: "[PATCH v2 2/2] a: two", irt: "c", refs: "<c>", body: diffBody("x.c"), date: at(2)},
+		}, []string{`v2 "Fix it" cover=c patches=[1 2] missing=[] complete=true`}},
+		{"chained without cover, patch 2 missing", []tmail{
+			{id: "p1", subject: "[PATCH rdma-next 1/3] a", body: diffBody(core), date: at(0)},
+			{id: "p3", subject: "[PATCH rdma-next 3/3] c", irt: "p2", refs: "<p1> <p2>", body: diffBody(core), date: at(2)},
+		}, []string{`v1 "a" cover=- patches=[1 3] missing=[2] complete=false`}},
+		{"new version posted as a reply to the old thread", []tmail{
+			{id: "c1", subject: "[PATCH 0/1] Work", body: "v1\n", date: at(0)},
+			{id: "p1", subject: "[PATCH 1/1] a", irt: "c1", refs: "<c1>", body: diffBody(core), date: at(1)},
+			{id: "c2", subject: "[PATCH v2 0/1] Work", irt: "c1", refs: "<c1>", body: "v2\n", date: at(10)},
+			{id: "q1", subject: "[PATCH v2 1/1] a", irt: "c2", refs: "<c1> <c2>", body: diffBody(core), date: at(11)},
+		}, []string{
+			`v1 "Work" cover=c1 patches=[1] missing=[] complete=true`,
+			`v2 "Work" cover=c2 patches=[1] missing=[] complete=true`}},
+		{"cover-less v2 chain inside the v1 thread", []tmail{
+			{id: "a1", subject: "[PATCH 1/2] a", body: diffBody(core), date: at(0)},
+			{id: "a2", subject: "[PATCH 2/2] b", irt: "a1", refs: "<a1>", body: diffBody(core), date: at(1)},
+			{id: "b1", subject: "[PATCH v2 1/2] a", irt: "a1", refs: "<a1>", body: diffBody(core), date: at(5)},
+			{id: "b2", subject: "[PATCH v2 2/2] b", irt: "a1", refs: "<a1>", body: diffBody(core), date: at(6)},
+		}, []string{
+			`v1 "a" cover=- patches=[1 2] missing=[] complete=true`,
+			`v2 "a" cover=- patches=[1 2] missing=[] complete=true`}},
+		{"RESEND is its own series, a duplicate is listed once", []tmail{
+			{id: "p1", subject: "[PATCH] x", body: diffBody(core), date: at(0)},
+			{id: "r1", subject: "[PATCH RESEND] x", body: diffBody(core), date: at(60 * 24)},
+			{id: "d1", subject: "[PATCH 1/2] y", body: diffBody(core), date: at(1)},
+			{id: "d2", subject: "[PATCH 2/2] y2", irt: "d1", refs: "<d1>", body: diffBody(core), date: at(2)},
+			{id: "d2bis", subject: "[PATCH 2/2] y2", irt: "d1", refs: "<d1>", body: diffBody(core), date: at(3)},
+		}, []string{
+			`v1 "x" cover=- patches=[1] missing=[] complete=true`,
+			`v1 "y" cover=- patches=[1 2] missing=[] complete=true`,
+			`v1 "x" cover=- patches=[1] missing=[] complete=true`}},
+		{"unthreaded patches sent together", []tmail{
+			{id: "u1", subject: "[PATCH net-next 1/2] a", body: diffBody(core), date: at(0)},
+			{id: "u2", subject: "[PATCH net-next 2/2] b", body: diffBody(core), date: at(1)},
+			{id: "w2", subject: "[PATCH net-next 2/2] b", from: "Other <o@example.org>", body: diffBody(core), date: at(1)},
+		}, []string{
+			`v1 "a" cover=- patches=[1 2] missing=[] complete=true`,
+			`v1 "b" cover=- patches=[2] missing=[1] complete=false`}},
+		{"loop in References", []tmail{
+			{id: "l1", subject: "[PATCH 1/2] a", irt: "l2", refs: "<l2>", body: diffBody(core), date: at(0)},
+			{id: "l2", subject: "[PATCH 2/2] b", irt: "l1", refs: "<l1>", body: diffBody(core), date: at(1)},
+			{id: "r", subject: "Re: [PATCH 2/2] b", irt: "r", refs: "<l1> <r>", body: "ok\n", date: at(2)},
+		}, []string{`v1 "a" cover=- patches=[1 2] missing=[] complete=true`}},
+		{"the bot's own mail is ignored", []tmail{
+			{id: "b", from: "rdmabot <RDMABOT@example.org>", subject: "[PATCH] bot", body: diffBody(core), date: at(0)},
+		}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			asm := assemble(t, tc.mails...)
+			var got []string
+			for _, s := range asm.Series {
+				got = append(got, summary(s))
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestAssembleStableIDAndGrace(t *testing.T) {
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	core := "include/rdma/ib_verbs.h"
+	c := tmail{id: "c", subject: "[PATCH 0/2] W", body: "base-commit: 0123456789abcdef0123456789abcdef01234567\nchange-id: 20240601-w-1\n", date: t0}
+	p1 := tmail{id: "p1", subject: "[PATCH 1/2] a", irt: "c", refs: "<c>", body: diffBody(core), date: t0.Add(time.Minute)}
+	p2 := tmail{id: "p2", subject: "[PATCH 2/2] b", irt: "c", refs: "<c>", body: diffBody("x/y.c"), date: t0.Add(2 * time.Minute)}
+
+	early := assemble(t, p1, p2).Series
+	full := assemble(t, p1, p2, c).Series
+	if len(early) != 1 || len(full) != 1 || early[0].ID != full[0].ID {
+		t.Fatalf("the series ID changed when the cover arrived: %v / %v", early, full)
+	}
+	s := full[0]
+	if s.BaseCommit != "0123456789abcdef0123456789abcdef01234567" || s.ChangeID != "20240601-w-1" {
+		t.Errorf("base %q change-id %q", s.BaseCommit, s.ChangeID)
+	}
+	if strings.Join(s.MatchedPaths, ",") != core || !s.Relevant() {
+		t.Errorf("matched %v", s.MatchedPaths)
+	}
+	if s.Lists[0] != "linux-rdma" {
+		t.Errorf("lists %v", s.Lists)
+	}
+
+	partial := assemble(t, c, p1).Series[0]
+	if partial.Complete || partial.Incomplete == "" || !strings.Contains(partial.Incomplete, "patch 2 of 2 missing") {
+		t.Errorf("after the grace period: complete=%v incomplete=%q", partial.Complete, partial.Incomplete)
+	}
+	a := newTestAssembler(t)
+	a.cfg.Now = func() time.Time { return t0.Add(time.Hour) }
+	for _, m := range []tmail{c, p1} {
+		msg := m.parse(t)
+		a.Add(msg, msg.Date)
+	}
+	if s := a.Assemble().Series[0]; s.Incomplete != "" {
+		t.Errorf("within the grace period it says %q", s.Incomplete)
+	}
+}
+
+func TestAssembleRepliesTrailersCommands(t *testing.T) {
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	core := "net/sunrpc/xprtrdma/svc_rdma_rw.c"
+	mails := []tmail{
+		{id: "c", subject: "[PATCH 0/2] W", body: "cover\n", date: t0},
+		{id: "p1", subject: "[PATCH 1/2] a", irt: "c", refs: "<c>", body: diffBody(core), date: t0.Add(time.Minute)},
+		{id: "p2", subject: "[PATCH 2/2] b", irt: "c", refs: "<c>", body: diffBody(core), date: t0.Add(2 * time.Minute)},
+		{id: "r1", from: "Rev Iewer <rev@example.org>", subject: "Re: [PATCH 1/2] a", irt: "p1", refs: "<c> <p1>",
+			body: "> Signed-off-by: Dev One <dev@example.org>\n\nReviewed-by: Rev Iewer <rev@example.org>\nAcked-by: Someone Else <else@example.org>\n", date: t0.Add(time.Hour)},
+		{id: "r2", from: "Maint <m@example.org>", subject: "Re: [PATCH 0/2] W", irt: "c", refs: "<c>",
+			body: "Acked-by: Maint <m@example.org>\n\n#rdmabot test rdma for-next\n> #rdmabot retest\n#rdmabot frobnicate\n", date: t0.Add(2 * time.Hour)},
+		{id: "ty", from: "Leon <leon@example.org>", subject: "Re: [PATCH 0/2] W", irt: "c", refs: "<c>",
+			body: "\nOn Sat, 01 Jun 2024, Dev One wrote:\n> cover\n\nApplied, thanks!\n\n[1/2] a\n      https://git.kernel.org/rdma/rdma/c/0123456789ab\n", date: t0.Add(3 * time.Hour)},
+		{id: "bot", from: "rdmabot <rdmabot@example.org>", subject: "Re: [PATCH 0/2] W", irt: "c", refs: "<c>",
+			body: "#rdmabot test\n", date: t0.Add(4 * time.Hour)},
+	}
+	asm := assemble(t, mails...)
+	if len(asm.Series) != 1 {
+		t.Fatalf("%d series", len(asm.Series))
+	}
+	s := asm.Series[0]
+	if got := trailerLines(s.Patches[0].Trailers); got != "Reviewed-by: Rev Iewer <rev@example.org>" {
+		t.Errorf("patch 1 trailers %q (the Acked-by names someone else: b4 drops it)", got)
+	}
+	if got := trailerLines(s.Trailers); got != "Acked-by: Maint <m@example.org>" {
+		t.Errorf("series trailers %q", got)
+	}
+	if len(s.Applied) != 1 || s.Applied[0].MessageID != "ty" || len(s.Applied[0].Commits) != 1 {
+		t.Errorf("applied %+v", s.Applied)
+	}
+	if s.Replies != 3 {
+		t.Errorf("replies %d, want 3 (the bot's own is not input)", s.Replies)
+	}
+	var cmds []string
+	for _, c := range asm.Commands {
+		cmds = append(cmds, fmt.Sprintf("%s %s/%s/%s err=%q series=%v", c.MessageID, c.Verb, c.Tree, c.Branch, c.Err, c.SeriesID == s.ID))
+	}
+	want := []string{
+		`r2 test/rdma/for-next err="" series=true`,
+		`r2 // err="unknown command \"frobnicate\" (known: test, retest)" series=true`,
+	}
+	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
+		t.Errorf("commands\n%s\nwant\n%s", strings.Join(cmds, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func trailerLines(ts []Trailer) string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.String())
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestGlob(t *testing.T) {
+	tests := []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"net/sunrpc/xprtrdma/**", "net/sunrpc/xprtrdma/svc_rdma_rw.c", true},
+		{"net/sunrpc/xprtrdma/**", "net/sunrpc/xprtrdma/sub/x.c", true},
+		{"net/sunrpc/xprtrdma/**", "net/sunrpc/svc.c", false},
+		{"include/linux/sunrpc/svc_rdma*", "include/linux/sunrpc/svc_rdma.h", true},
+		{"include/linux/sunrpc/svc_rdma*", "include/linux/sunrpc/svc_rdma/x.h", false},
+		{"**/Makefile", "drivers/infiniband/core/Makefile", true},
+		{"**/Makefile", "Makefile", true},
+		{"drivers/**/core/*.c", "drivers/infiniband/core/cma.c", true},
+		{"include/trace/events/rpcrdma.h", "include/trace/events/rpcrdma.h", true},
+	}
+	for _, tc := range tests {
+		g, err := CompileGlob(tc.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Match(tc.path); got != tc.want {
+			t.Errorf("%s ~ %s = %v", tc.pattern, tc.path, got)
+		}
+	}
+	if _, err := CompileGlob("a/[x"); err == nil {
+		t.Error("a/[x compiled")
+	}
+}
