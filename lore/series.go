@@ -21,10 +21,10 @@ type Series struct {
 	// patches hang from (for a lore link); it may not be in the archive.
 	RootMessageID string `json:"root_message_id"`
 	// Subject is the cover's title, or the first patch's.
-	Subject string `json:"subject"`
-	Version int    `json:"version"`
-	RFC     bool   `json:"rfc,omitempty"`
-	Resend  bool   `json:"resend,omitempty"`
+	Subject string  `json:"subject"`
+	Version int     `json:"version"`
+	RFC     bool    `json:"rfc,omitempty"`
+	Resend  bool    `json:"resend,omitempty"`
 	Author  Address `json:"author"`
 	// Date is the (clamped) date of the cover or the earliest patch.
 	Date time.Time `json:"date"`
