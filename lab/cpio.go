@@ -12,10 +12,10 @@ import (
 // initramfs. Owners are always root and times zero, so an image depends
 // only on its contents.
 type cpioWriter struct {
-	w     io.Writer
-	ino   uint32
-	n     int64
-	pad   [4]byte
+	w   io.Writer
+	ino uint32
+	n   int64
+	pad [4]byte
 }
 
 func newCpioWriter(w io.Writer) *cpioWriter { return &cpioWriter{w: w, ino: 1} }

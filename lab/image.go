@@ -144,7 +144,7 @@ func EnsureImage(ctx context.Context, dir string, r Recipe, log *slog.Logger) (I
 	return Image{Path: final, Hash: hash, Built: true, Bytes: fi.Size()}, nil
 }
 
-func run(ctx context.Context, dir string, name string, args ...string) ([]byte, error) {
+func runCmd(ctx context.Context, dir string, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
@@ -169,7 +169,7 @@ func lastLines(s string, n int) string {
 func closure(ctx context.Context, r Recipe) ([]string, error) {
 	args := []string{"depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
 		"--no-breaks", "--no-replaces", "--no-enhances"}
-	out, err := run(ctx, "", "apt-cache", append(args, r.Packages...)...)
+	out, err := runCmd(ctx, "", "apt-cache", append(args, r.Packages...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func buildRoot(ctx context.Context, work string, r Recipe, log *slog.Logger) err
 		}
 	}
 	log.Info("guest image: downloading", "packages", len(pkgs))
-	if _, err := run(ctx, debs, "apt-get", append([]string{"download", "-q"}, pkgs...)...); err != nil {
+	if _, err := runCmd(ctx, debs, "apt-get", append([]string{"download", "-q"}, pkgs...)...); err != nil {
 		return err
 	}
 	files, err := filepath.Glob(filepath.Join(debs, "*.deb"))
@@ -223,7 +223,7 @@ func buildRoot(ctx context.Context, work string, r Recipe, log *slog.Logger) err
 	// Unpack only: maintainer scripts are never run (they need a live
 	// system); the init script does the little setup the daemons need.
 	for _, f := range files {
-		if _, err := run(ctx, "", "dpkg-deb", "-x", f, root); err != nil {
+		if _, err := runCmd(ctx, "", "dpkg-deb", "-x", f, root); err != nil {
 			return err
 		}
 	}
@@ -238,7 +238,7 @@ func buildRoot(ctx context.Context, work string, r Recipe, log *slog.Logger) err
 	if err := addEtc(root); err != nil {
 		return err
 	}
-	if _, err := run(ctx, "", "ldconfig", "-r", root); err != nil {
+	if _, err := runCmd(ctx, "", "ldconfig", "-r", root); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(root, "init"), initScript, 0o755); err != nil {
@@ -260,7 +260,7 @@ func addBusybox(ctx context.Context, root string) error {
 	if err := copyFile(bb, filepath.Join(root, "bin/busybox"), 0o755); err != nil {
 		return err
 	}
-	out, err := run(ctx, "", bb, "--list-full")
+	out, err := runCmd(ctx, "", bb, "--list-full")
 	if err != nil {
 		return err
 	}

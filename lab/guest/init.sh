@@ -28,9 +28,13 @@ ROLE=$(param role idle)
 hostname "lab-$ROLE"
 mark BOOTED "role=$ROLE kernel=$(uname -r) build_id=$(build_id)"
 
-case $(param crash none) in
-panic) echo 1 >/proc/sys/kernel/sysrq; echo c >/proc/sysrq-trigger ;;
-esac
+# rb.crash= makes the kernel fail on purpose, to check the host's crash
+# detection: panic (sysrq-c right after boot) or hang (see labtest.sh).
+RB_CRASH=$(param crash none)
+if [ "$RB_CRASH" = panic ]; then
+	echo 1 >/proc/sys/kernel/sysrq
+	echo c >/proc/sysrq-trigger
+fi
 
 ip link set lo up
 ip link set eth0 up
@@ -51,12 +55,15 @@ fi
 export RB_IP=$(param ip 10.99.0.1) RB_PEER=$(param peer 10.99.0.2) RB_DEV=eth0
 export RB_RDMA=$(param rdma rxe) RB_PROTO=$(param proto rdma) RB_VERS=$(param vers auto)
 export RB_TEST=$(param test transfer) RB_MB=$(param mb 32) RB_ITERS=$(param iters 3)
-export RB_HUNG=$(param hung 0)
+export RB_HUNG=$(param hung 0) RB_CRASH
 
 status=fail
 case $ROLE in
 server)
 	rdma_up && server_up && server_wait && status=ok
+	# "poweroff" from the client is the hang check: vanish like a server
+	# losing power, with the client's writes outstanding.
+	[ "$msg" = poweroff ] && poweroff -f
 	server_down
 	;;
 client)

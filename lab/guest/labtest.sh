@@ -152,8 +152,23 @@ client_fio() {
 	rm -f $MNT/seqread.*
 }
 
+# client_hang leaves a task in D state: a file is open on the mount, the
+# server goes away, then dirty pages are flushed. NFS RPC waits are
+# killable and escape the hung-task detector; waiting for writeback is not.
+client_hang() {
+	(sleep 3; dd if=/dev/zero bs=1M count=8 2>/dev/null; sleep 100000) >$MNT/hang &
+	sleep 1
+	echo poweroff | nc "$RB_PEER" 7777
+	sleep 6
+	mark HANG_SYNC
+	sync
+	mark HANG_ESCAPED
+	return 1
+}
+
 client_run() {
 	client_mount || { echo fail | nc "$RB_PEER" 7777; return 1; }
+	[ "${RB_CRASH:-none}" = hang ] && { client_hang; return 1; }
 	t0=$(now)
 	case $RB_TEST in
 	fio) client_fio ;;

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/lab"
+)
+
+const labUsage = `rdmabot lab image [-config FILE]
+rdmabot lab run -kernel BZIMAGE [-test transfer|fio] [-size 32M] [-iters 3] [-rdma rxe|siw]
+                [-transport rdma|tcp] [-vers auto|3|4.2] [-quiet=true] [-json FILE] [-config FILE]`
+
+func runLab(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s", errUsage, labUsage)
+	}
+	switch args[0] {
+	case "image":
+		return runLabImage(ctx, e, args[1:])
+	case "run":
+		return runLabRun(ctx, e, args[1:])
+	}
+	return fmt.Errorf("%w: %s", errUsage, labUsage)
+}
+
+func loadConfig(path string) (config.Config, error) {
+	if path == "" {
+		return config.Default(), nil
+	}
+	return config.Load(path)
+}
+
+func labImageDir(c config.Config) string { return filepath.Join(c.CacheDir, "lab", "images") }
+
+func runLabImage(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "lab image")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	img, err := lab.EnsureImage(ctx, labImageDir(c), lab.DefaultRecipe(), e.log)
+	if err != nil {
+		return err
+	}
+	state := "cached"
+	if img.Built {
+		state = "built"
+	}
+	fmt.Fprintf(e.stdout, "%s\t%s\t%d bytes\trecipe %s\n", img.Path, state, img.Bytes, img.Hash)
+	return nil
+}
+
+// parseSize reads "32M", "1G" or a plain number of MiB.
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1024, strings.TrimSuffix(s, "G")
+	case strings.HasSuffix(s, "M"):
+		s = strings.TrimSuffix(s, "M")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%w: size %q: want e.g. 32M or 1G", errUsage, s)
+	}
+	return n * mult, nil
+}
+
+func runLabRun(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "lab run")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	kernel := fs.String("kernel", "", "bzImage to boot on both guests")
+	def := lab.DefaultTest()
+	kind := fs.String("test", def.Kind, "transfer or fio")
+	size := fs.String("size", strconv.Itoa(def.SizeMiB)+"M", "file size per iteration")
+	iters := fs.Int("iters", def.Iterations, "iterations")
+	rdma := fs.String("rdma", def.RDMA, "rxe or siw")
+	transport := fs.String("transport", def.Transport, "rdma or tcp")
+	vers := fs.String("vers", def.NFSVersion, "NFS version: auto, 3, 4.0, 4.1, 4.2")
+	quiet := fs.Bool("quiet", true, "instruction counting (-icount) for low-noise timings")
+	jsonOut := fs.String("json", "", "also write the result as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kernel == "" {
+		return fmt.Errorf("%w: -kernel is required\n%s", errUsage, labUsage)
+	}
+	mib, err := parseSize(*size)
+	if err != nil {
+		return err
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	test := lab.Test{Kind: *kind, SizeMiB: mib, Iterations: *iters, NFSVersion: *vers, Transport: *transport, RDMA: *rdma}
+	if err := test.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	img, err := lab.EnsureImage(ctx, labImageDir(c), lab.DefaultRecipe(), e.log)
+	if err != nil {
+		return err
+	}
+	qc := c.Lab.QEMU
+	if !*quiet {
+		qc.Icount = ""
+	}
+	pair := lab.NewQEMUPair(qc, img.Path, e.log)
+	res, err := pair.Run(ctx, lab.Kernel{BzImage: *kernel}, test)
+	if res != nil {
+		printResult(e, res)
+		if *jsonOut != "" {
+			b, _ := json.MarshalIndent(res, "", "  ")
+			if werr := os.WriteFile(*jsonOut, b, 0o644); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !res.Passed {
+		return fmt.Errorf("test failed: %s", res.Failure)
+	}
+	return nil
+}
+
+func printResult(e *env, r *lab.Result) {
+	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(e.stdout, "kernel %s (%s, build id %.12s) mode %s, %s %d MiB x %d, %s over %s, NFS %s\n",
+		r.Kernel.BzImage, r.Client.Release, r.Client.BuildID, r.Mode, r.Test.Kind, r.Test.SizeMiB, r.Test.Iterations,
+		r.Test.RDMA, r.Transport, r.Test.NFSVersion)
+	fmt.Fprintln(w, "iter\twrite MB/s\tread MB/s\twrite s\tread s\tcmp\t")
+	for _, it := range r.Iterations {
+		fmt.Fprintf(w, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", it.N, it.WriteMBps, it.ReadMBps, it.WriteSecs, it.ReadSecs, it.Cmp)
+	}
+	fmt.Fprintf(w, "mean\t%.2f\t%.2f\t\t\t\t\n",
+		r.Mean(func(i lab.Iteration) float64 { return i.WriteMBps }), r.Mean(func(i lab.Iteration) float64 { return i.ReadMBps }))
+	w.Flush()
+	p := r.Phases
+	fmt.Fprintf(e.stdout, "phases (s): boot %.1f  rdma-up %.1f  mount %.1f  test %.1f  shutdown %.1f  total %.1f  (guest loop %.2f s)\n",
+		p.Boot, p.RDMAUp, p.Mount, p.Test, p.Shutdown, p.Total, r.LoopSecs)
+	for _, h := range []lab.Host{r.Server, r.Client} {
+		for _, c := range h.Crashes {
+			fmt.Fprintf(e.stdout, "%s console: %s (%s, lines %d-%d)\n", h.Role, c.Title, c.Kind, c.StartLine, c.EndLine)
+		}
+	}
+	verdict := "PASSED"
+	if !r.Passed {
+		verdict = "FAILED: " + r.Failure
+	}
+	fmt.Fprintln(e.stdout, verdict)
+}

@@ -1,0 +1,221 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// guestSpec is one QEMU guest of a pair.
+type guestSpec struct {
+	role    string
+	binary  string
+	kernel  string
+	initrd  string
+	cmdline string
+	memMiB  int
+	icount  string
+	netdev  string // the -netdev of the test link
+	mac     string
+	extra   []string // more QEMU arguments (the SSH test's forward)
+	// reboot lets a guest reboot instead of ending QEMU (the SSH
+	// driver's tests reboot guests as it reboots real hosts).
+	reboot bool
+}
+
+func (s guestSpec) args() []string {
+	a := []string{
+		"-name", "rdmabot-" + s.role,
+		"-accel", "tcg", "-M", "pc", "-cpu", "max", "-smp", "1", "-m", strconv.Itoa(s.memMiB),
+		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
+		"-serial", "stdio",
+		"-kernel", s.kernel, "-initrd", s.initrd, "-append", s.cmdline,
+		"-netdev", s.netdev, "-device", "virtio-net-pci,netdev=n0,mac=" + s.mac,
+	}
+	if !s.reboot {
+		// A panic (panic=-1) or a reboot ends QEMU instead of booting again.
+		a = append(a, "-no-reboot")
+	}
+	if s.icount != "" {
+		a = append(a, "-icount", s.icount)
+	}
+	return append(a, s.extra...)
+}
+
+// consoleEvent is a console line, or the end of a guest (exited set).
+type consoleEvent struct {
+	role   string
+	text   string
+	at     time.Time
+	exited bool
+	err    error // the process's exit error, with exited
+}
+
+// guest is a running QEMU process in its own process group.
+type guest struct {
+	role   string
+	cmd    *exec.Cmd
+	stderr *tailBuffer
+	killed bool // we signalled it
+	done   bool // its exit event was seen
+}
+
+// startGuest starts QEMU and streams its console to events. The process
+// leads its own group so a kill reaches anything it started, and the
+// kernel kills it should this process die first.
+func startGuest(spec guestSpec, events chan<- consoleEvent) (*guest, error) {
+	cmd := exec.Command(spec.binary, spec.args()...)
+	cmd.Stdin = nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	g := &guest{role: spec.role, cmd: cmd, stderr: &tailBuffer{max: 8 << 10}}
+	cmd.Stderr = g.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			events <- consoleEvent{role: spec.role, text: strings.TrimRight(sc.Text(), "\r"), at: time.Now()}
+		}
+		// Drain whatever is left (an over-long line) so Wait can finish.
+		io.Copy(io.Discard, out)
+		err := cmd.Wait()
+		events <- consoleEvent{role: spec.role, at: time.Now(), exited: true, err: err}
+	}()
+	return g, nil
+}
+
+// signal sends sig to the guest's process group.
+func (g *guest) signal(sig syscall.Signal) {
+	if g.cmd.Process == nil || g.done {
+		return
+	}
+	g.killed = true
+	syscall.Kill(-g.cmd.Process.Pid, sig)
+}
+
+// tailBuffer keeps the last max bytes written (QEMU's stderr).
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.TrimSpace(t.buf))
+}
+
+// freePort asks the kernel for a free loopback port. Another process may
+// take it before QEMU binds it; callers retry on "Address already in use".
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// listening reports whether something LISTENs on 127.0.0.1:port, from
+// /proc/net/tcp. Connecting to find out is not an option: QEMU's socket
+// netdev would take the probe for its peer.
+func listening(port int) (bool, error) {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false, err
+	}
+	want := fmt.Sprintf("0100007F:%04X", port)
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(l)
+		// sl local_address rem_address st ...; st 0A is LISTEN.
+		if len(f) > 3 && f[1] == want && f[3] == "0A" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// waitListening polls until the port listens, the guest exits (its exit
+// event is returned, for the caller to handle) or the timeout passes.
+func waitListening(ctx context.Context, port int, events <-chan consoleEvent, early *[]consoleEvent, timeout time.Duration) (exited *consoleEvent, err error) {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := listening(port)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return nil, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("port %d not listening after %v", port, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev := <-events:
+			*early = append(*early, ev)
+			if ev.exited {
+				return &ev, nil
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// lockHeavy takes the shared heavy-work lock, giving up when ctx ends.
+func lockHeavy(ctx context.Context, path string) (release func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

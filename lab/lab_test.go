@@ -1,0 +1,174 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+)
+
+func TestParseMarker(t *testing.T) {
+	m, ok := parseMarker("[    4.1] x @@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.55")
+	if !ok || m.Event != "NFSD_READY" || m.Args["portlist"] != "rdma 20049,tcp 2049," || m.float("t") != 3.55 {
+		t.Fatalf("%+v", m)
+	}
+	if _, ok := parseMarker("[    1.0] Linux version 6.12"); ok {
+		t.Fatal("a kernel line is no marker")
+	}
+	it := iterationOf(marker{Event: "RESULT", Args: map[string]string{"iter": "2", "write_MBps": "18.5", "read_MBps": "20.25", "cmp": "ok"}})
+	if it.N != 2 || it.WriteMBps != 18.5 || it.ReadMBps != 20.25 || it.Cmp != "ok" {
+		t.Fatalf("%+v", it)
+	}
+}
+
+func TestTestValidate(t *testing.T) {
+	if err := DefaultTest().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Test{
+		{Kind: "dd", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe"},
+		{Kind: "transfer", SizeMiB: 0, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe"},
+		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "5", Transport: "rdma", RDMA: "rxe"},
+		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "udp", RDMA: "rxe"},
+		{Kind: "fio", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "tcp", RDMA: "rxe"},
+		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "mlx5"},
+	} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v: want an error", bad)
+		}
+	}
+}
+
+// The recipe hash changes with the packages and the scripts, and not with
+// the order packages are listed in.
+func TestRecipeHash(t *testing.T) {
+	r := DefaultRecipe()
+	h := r.Hash()
+	r2 := DefaultRecipe()
+	r2.Packages[0], r2.Packages[1] = r2.Packages[1], r2.Packages[0]
+	if r2.Hash() != h {
+		t.Error("order changed the hash")
+	}
+	r2.Packages = append(r2.Packages, "strace")
+	if r2.Hash() == h {
+		t.Error("a new package did not change the hash")
+	}
+}
+
+// The cpio writer's output is what cpio(1) reads back.
+func TestCpioRoundTrip(t *testing.T) {
+	if _, err := exec.LookPath("cpio"); err != nil {
+		t.Skip("cpio not installed")
+	}
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "a/b"), 0o755)
+	os.WriteFile(filepath.Join(src, "a/b/f"), []byte("hello\n"), 0o640)
+	os.Symlink("b/f", filepath.Join(src, "a/l"))
+	out := filepath.Join(t.TempDir(), "x.cpio.gz")
+	if err := packRoot(src, out); err != nil {
+		t.Fatal(err)
+	}
+	list, err := exec.Command("sh", "-c", "zcat "+out+" | cpio -itv --quiet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, list)
+	}
+	for _, want := range []string{"a/b/f", "a/l -> b/f", "dev/console", "-rw-r-----"} {
+		if !bytes.Contains(list, []byte(want)) {
+			t.Errorf("listing lacks %q:\n%s", want, list)
+		}
+	}
+}
+
+func TestLeases(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := &Leases{Dir: t.TempDir(), Now: func() time.Time { return now }}
+	a, err := l.Acquire("bot-a", time.Hour, "h1:22", "h2:22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both or nothing: h2 is taken, so h3 must stay free too.
+	if _, err := l.Acquire("bot-b", time.Hour, "h3:22", "h2:22"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("want ErrBusy, got %v", err)
+	}
+	if _, err := os.Stat(l.path("h3:22")); !os.IsNotExist(err) {
+		t.Error("a failed acquire leased h3")
+	}
+	// Expired leases are free.
+	now = now.Add(61 * time.Minute)
+	b, err := l.Acquire("bot-b", time.Hour, "h2:22")
+	if err != nil {
+		t.Fatalf("expired lease still held: %v", err)
+	}
+	// Releasing a lease someone else took over leaves theirs alone.
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire("bot-c", time.Hour, "h2:22"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("bot-b's lease was dropped: %v", err)
+	}
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire("bot-c", time.Hour, "h1:22", "h2:22"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A host that does not answer is power-cycled; a failing BMC is the lab's
+// fault, with the BMC's words.
+func TestSSHPairBMCError(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close() // nothing answers here now
+	key := filepath.Join(dir, "key")
+	_, pemKey, _ := newKey(t)
+	os.WriteFile(key, pemKey, 0o600)
+	os.WriteFile(filepath.Join(dir, "known_hosts"), nil, 0o644)
+	h := SSHHostConfig{Address: closed, User: "root", KeyFile: key, KnownHosts: filepath.Join(dir, "known_hosts"),
+		TestIP: "10.0.0.1", Netdev: "ib0", Boot: "kexec",
+		PowerCycle: []string{"sh", "-c", "echo 'Error: Unable to establish IPMI v2 / RMCP+ session' >&2; exit 1"}}
+	cfg := SSHPairConfig{Name: "x", Server: h, Client: h, Lease: cfgtype.D(time.Hour), RDMA: "hw"}
+	cfg.Client.TestIP = "10.0.0.2"
+	bz := filepath.Join(dir, "bzImage")
+	os.WriteFile(bz, []byte("not a kernel"), 0o644)
+	sp := NewSSHPair(cfg, &Leases{Dir: dir, Now: time.Now}, "t", testLogger(t))
+	_, err = sp.Run(context.Background(), Kernel{BzImage: bz, Release: "6.12.0-test"}, DefaultTest())
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.Op != "bmc power cycle" || !strings.Contains(err.Error(), "RMCP+") {
+		t.Fatalf("want InfraError from the BMC, got %v", err)
+	}
+	// Without a BMC command, an unreachable host is an InfraError too.
+	cfg.Server.PowerCycle, cfg.Client.PowerCycle = nil, nil
+	sp = NewSSHPair(cfg, &Leases{Dir: dir, Now: time.Now}, "t", testLogger(t))
+	_, err = sp.Run(context.Background(), Kernel{BzImage: bz, Release: "6.12.0-test"}, DefaultTest())
+	if !errors.As(err, &ie) || ie.Op != "ssh unreachable" {
+		t.Fatalf("want InfraError ssh unreachable, got %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Default = "opa1"
+	if c.Validate() == nil {
+		t.Error("default naming no pair accepted")
+	}
+	c.Pairs = []SSHPairConfig{{Name: "opa1", RDMA: "opa", Lease: cfgtype.D(time.Hour)}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "required") {
+		t.Errorf("incomplete host accepted: %v", err)
+	}
+}

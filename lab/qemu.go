@@ -1,0 +1,581 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rdmabot/rdmabot/lab/console"
+)
+
+// QEMUPair is the built-in pair: two TCG guests whose only link is a QEMU
+// socket netdev on 127.0.0.1, the server listening on a port of its own,
+// so several pairs can run at once. There is no user-mode network.
+type QEMUPair struct {
+	cfg   QEMUConfig
+	image string
+	log   *slog.Logger
+	// extraArgs adds QEMU arguments per role (the SSH driver's tests use
+	// it for a restricted forward to sshd); extraInitrd replaces the
+	// image per role.
+	extraArgs   map[string][]string
+	extraInitrd map[string]string
+	// idle boots both guests and leaves them to an outside driver.
+	idle  bool
+	hooks testHooks
+}
+
+// testHooks let tests reach into a run: inject faults, watch processes.
+type testHooks struct {
+	cmdline string              // appended to both guests' command lines
+	port    func() (int, error) // replaces freePort
+	started func(role string, pid int)
+	event   func(ev consoleEvent, g map[string]*guest)
+}
+
+// NewQEMUPair returns the pair for a guest image from EnsureImage.
+func NewQEMUPair(cfg QEMUConfig, image string, log *slog.Logger) *QEMUPair {
+	return &QEMUPair{cfg: cfg, image: image, log: log}
+}
+
+// Mode names how the pair runs, for results.
+func (p *QEMUPair) Mode() string {
+	if p.cfg.Icount == "" {
+		return "qemu-tcg"
+	}
+	return "qemu-tcg-icount(" + p.cfg.Icount + ")"
+}
+
+const (
+	serverIP = "10.99.0.1"
+	clientIP = "10.99.0.2"
+)
+
+func (p *QEMUPair) cmdline(role string, t Test) string {
+	ip, peer := serverIP, clientIP
+	if role == "client" {
+		ip, peer = clientIP, serverIP
+	}
+	sshd := len(p.extraArgs[role]) > 0
+	if p.idle {
+		role = "idle"
+	}
+	// panic=-1: reboot at once, which -no-reboot turns into QEMU exiting.
+	c := fmt.Sprintf("console=ttyS0 panic=-1 mitigations=off rb.role=%s rb.ip=%s rb.peer=%s rb.rdma=%s rb.proto=%s rb.vers=%s rb.test=%s rb.mb=%d rb.iters=%d rb.hung=%d",
+		role, ip, peer, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs)
+	if sshd {
+		c += " rb.sshd=1"
+	}
+	if p.hooks.cmdline != "" {
+		c += " " + p.hooks.cmdline
+	}
+	return c
+}
+
+// Run implements Pair.
+func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if t.RDMA != "rxe" && t.RDMA != "siw" {
+		return nil, fmt.Errorf("the QEMU pair has soft RDMA only (rxe, siw), not %q", t.RDMA)
+	}
+	if _, err := os.Stat(k.BzImage); err != nil {
+		return nil, &InfraError{Op: "kernel artifact", Err: err}
+	}
+	if _, err := os.Stat(p.image); err != nil {
+		return nil, &InfraError{Op: "guest image", Err: err}
+	}
+	release, err := lockHeavy(ctx, p.cfg.HeavyLock)
+	if err != nil {
+		return nil, &InfraError{Op: "heavy lock", Err: err}
+	}
+	defer release()
+	r := &run{pair: p, test: t, kernel: k, events: make(chan consoleEvent, 1024)}
+	r.init()
+	defer r.stop()
+	if err := r.launch(ctx); err != nil {
+		return nil, err
+	}
+	r.loop(ctx)
+	r.stop()
+	return r.result(ctx)
+}
+
+// run is the state of one pair run; only Run's goroutine touches it.
+type run struct {
+	pair   *QEMUPair
+	test   Test
+	kernel Kernel
+	events chan consoleEvent
+	guests map[string]*guest
+	start  time.Time
+	end    time.Time
+
+	mon      map[string]*console.Monitor
+	consoles map[string]*strings.Builder
+	lines    map[string]int
+	seen     map[string]map[string]time.Time // role -> event -> first host time
+	last     map[string]marker               // role -> event -> last marker
+	exitErr  map[string]error
+	iters    []Iteration
+	fatalAt  time.Time
+	// lastProgress is when the last iteration reported.
+	lastProgress time.Time
+	timedOut     string // the phase whose deadline passed
+	stopped      bool
+}
+
+func (r *run) init() {
+	r.guests = map[string]*guest{}
+	r.mon = map[string]*console.Monitor{"server": console.NewMonitor(), "client": console.NewMonitor()}
+	r.consoles = map[string]*strings.Builder{"server": {}, "client": {}}
+	r.lines = map[string]int{}
+	r.seen = map[string]map[string]time.Time{"server": {}, "client": {}}
+	r.last = map[string]marker{}
+	r.exitErr = map[string]error{}
+}
+
+func (r *run) spec(role, netdev, mac string) guestSpec {
+	p := r.pair
+	initrd := p.image
+	if x := p.extraInitrd[role]; x != "" {
+		initrd = x
+	}
+	return guestSpec{
+		role: role, binary: p.cfg.Binary, kernel: r.kernel.BzImage, initrd: initrd,
+		cmdline: p.cmdline(role, r.test), memMiB: p.cfg.MemoryMiB, icount: p.cfg.Icount,
+		netdev: netdev, mac: mac, extra: p.extraArgs[role], reboot: p.idle,
+	}
+}
+
+// launch brings up the server, waits for its socket to listen, then the
+// client. A port someone else took is retried on a fresh one.
+func (r *run) launch(ctx context.Context) error {
+	r.start = time.Now()
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		pick := freePort
+		if r.pair.hooks.port != nil {
+			pick = r.pair.hooks.port
+		}
+		port, err := pick()
+		if err != nil {
+			return &InfraError{Op: "port", Err: err}
+		}
+		srv, err := startGuest(r.spec("server", fmt.Sprintf("socket,id=n0,listen=127.0.0.1:%d", port), "52:54:00:00:00:01"), r.events)
+		if err != nil {
+			return &InfraError{Host: "server", Op: "start qemu", Err: err}
+		}
+		r.guests["server"] = srv
+		r.started("server", srv)
+		var early []consoleEvent
+		exited, err := waitListening(ctx, port, r.events, &early, 15*time.Second)
+		if exited == nil && err == nil {
+			r.pair.log.Debug("lab: server listening", "port", port)
+			for _, ev := range early {
+				r.handle(ev)
+			}
+			break
+		}
+		if err != nil {
+			return &InfraError{Host: "server", Op: "link port", Err: err}
+		}
+		srv.done = true
+		delete(r.guests, "server")
+		lastErr = fmt.Errorf("qemu exited before listening on 127.0.0.1:%d: %v: %s", port, exited.err, srv.stderr)
+		if !strings.Contains(srv.stderr.String(), "Address already in use") {
+			return &InfraError{Host: "server", Op: "start qemu", Err: lastErr}
+		}
+		r.pair.log.Info("lab: link port taken, retrying", "port", port)
+	}
+	if r.guests["server"] == nil {
+		return &InfraError{Host: "server", Op: "link port", Err: lastErr}
+	}
+	port := portOf(r.guests["server"])
+	cli, err := startGuest(r.spec("client", fmt.Sprintf("socket,id=n0,connect=127.0.0.1:%s", port), "52:54:00:00:00:02"), r.events)
+	if err != nil {
+		return &InfraError{Host: "client", Op: "start qemu", Err: err}
+	}
+	r.guests["client"] = cli
+	r.started("client", cli)
+	return nil
+}
+
+func (r *run) started(role string, g *guest) {
+	r.pair.log.Debug("lab: qemu started", "role", role, "pid", g.cmd.Process.Pid, "args", g.cmd.Args)
+	if h := r.pair.hooks.started; h != nil {
+		h(role, g.cmd.Process.Pid)
+	}
+}
+
+func portOf(g *guest) string {
+	for _, a := range g.cmd.Args {
+		if i := strings.Index(a, "listen=127.0.0.1:"); i >= 0 {
+			return a[i+len("listen=127.0.0.1:"):]
+		}
+	}
+	return ""
+}
+
+// handle records one console event.
+func (r *run) handle(ev consoleEvent) {
+	if ev.exited {
+		r.exitErr[ev.role] = ev.err
+		if g := r.guests[ev.role]; g != nil {
+			g.done = true
+		}
+		return
+	}
+	r.lines[ev.role]++
+	b := r.consoles[ev.role]
+	b.WriteString(ev.text)
+	b.WriteByte('\n')
+	if m, ok := parseMarker(ev.text); ok {
+		if _, dup := r.seen[ev.role][m.Event]; !dup {
+			r.seen[ev.role][m.Event] = ev.at
+		}
+		r.last[ev.role+" "+m.Event] = m
+		if ev.role == "client" {
+			r.addIteration(m)
+		}
+		// The monitor watches kernel output only.
+		r.mon[ev.role].Line("")
+		return
+	}
+	if c := r.mon[ev.role].Line(ev.text); c != nil && c.Fatal && r.fatalAt.IsZero() {
+		r.fatalAt = ev.at
+		r.pair.log.Info("lab: crash on console", "host", ev.role, "kind", c.Kind)
+	}
+}
+
+func (r *run) addIteration(m marker) {
+	if m.Event == "RESULT" || m.Event == "FIO" {
+		r.iters = append(r.iters, iterationOf(m))
+	}
+}
+
+func (r *run) has(role, event string) bool {
+	_, ok := r.seen[role][event]
+	return ok
+}
+
+func (r *run) both(event string) (time.Time, bool) {
+	a, okA := r.seen["server"][event]
+	b, okB := r.seen["client"][event]
+	if !okA || !okB {
+		return time.Time{}, false
+	}
+	if a.After(b) {
+		return a, true
+	}
+	return b, true
+}
+
+// deadline is when the current phase must be over, and its name.
+func (r *run) deadline() (time.Time, string) {
+	c := r.pair.cfg
+	booted, ok := r.both("BOOTED")
+	if !ok {
+		return r.start.Add(c.BootTimeout.Duration), "boot"
+	}
+	if r.pair.idle {
+		return booted.Add(c.SetupTimeout.Duration), "idle"
+	}
+	mounted, ok := r.seen["client"]["MOUNTED"]
+	if !ok {
+		return booted.Add(c.SetupTimeout.Duration), "setup"
+	}
+	if done, ok := r.seen["client"]["SUMMARY"]; ok {
+		return done.Add(c.ShutdownTimeout.Duration), "shutdown"
+	}
+	if done, ok := r.seen["client"]["POWEROFF"]; ok {
+		return done.Add(c.ShutdownTimeout.Duration), "shutdown"
+	}
+	progress := mounted
+	if n := len(r.iters); n > 0 {
+		progress = r.lastProgress
+	}
+	return progress.Add(c.IterationTimeout.Duration + time.Duration(r.test.SizeMiB)*c.PerMiBTimeout.Duration), "test"
+}
+
+// loop reads both consoles until the run is over: both guests gone, a
+// fatal crash fully printed (or its grace passed), a phase deadline
+// missed, or ctx done.
+func (r *run) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Second)
+	defer timer.Stop()
+	for {
+		if r.guests["server"].done && r.guests["client"].done {
+			return
+		}
+		if r.pair.idle && r.has("server", "IDLE") && r.has("client", "IDLE") {
+			return
+		}
+		if !r.fatalAt.IsZero() {
+			pending := r.mon["server"].Pending() || r.mon["client"].Pending()
+			if !pending || time.Since(r.fatalAt) > r.pair.cfg.CrashGrace.Duration {
+				return
+			}
+		}
+		dl, phase := r.deadline()
+		if wait := time.Until(dl); wait <= 0 {
+			r.timedOut = phase
+			r.pair.log.Info("lab: phase deadline passed", "phase", phase)
+			return
+		} else {
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			if !r.fatalAt.IsZero() && wait > time.Second {
+				wait = time.Second
+			}
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-r.events:
+			r.handle(ev)
+			if h := r.pair.hooks.event; h != nil {
+				h(ev, r.guests)
+			}
+			if !ev.exited && len(r.iters) > 0 && (strings.Contains(ev.text, "@@RB RESULT") || strings.Contains(ev.text, "@@RB FIO")) {
+				r.lastProgress = ev.at
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// stop ends both guests: SIGTERM to each process group, SIGKILL after 5 s,
+// and waits for both to be reaped, so no QEMU outlives the run.
+func (r *run) stop() {
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	r.end = time.Now()
+	for _, g := range r.guests {
+		if !g.done {
+			g.signal(syscall.SIGTERM)
+		}
+	}
+	kill := time.NewTimer(5 * time.Second)
+	defer kill.Stop()
+	for {
+		alive := false
+		for _, g := range r.guests {
+			alive = alive || !g.done
+		}
+		if !alive {
+			return
+		}
+		select {
+		case ev := <-r.events:
+			r.handle(ev)
+		case <-kill.C:
+			for _, g := range r.guests {
+				g.signal(syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+func (r *run) host(role string) Host {
+	h := Host{Role: role, Console: r.consoles[role].String()}
+	h.Dmesg = dmesgOf(h.Console)
+	if m, ok := r.last[role+" BOOTED"]; ok {
+		h.Release, h.BuildID = m.Args["kernel"], m.Args["build_id"]
+	}
+	if m, ok := r.last[role+" POWEROFF"]; ok {
+		h.Status = m.Args["status"]
+	}
+	if m, ok := r.last[role+" MEM"]; ok {
+		h.MemUsedK = m.int("used_kB")
+	}
+	h.Crashes = r.mon[role].Crashes()
+	return h
+}
+
+func tail(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// result classifies the run: the lab's fault, the kernel not booting, or
+// a Result (passed or not) for the report to judge.
+func (r *run) result(ctx context.Context) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &InfraError{Op: "run", Err: err}
+	}
+	res := &Result{
+		Pair: "qemu", Mode: r.pair.Mode(), Kernel: r.kernel, Test: r.test, Iterations: r.iters,
+		Server: r.host("server"), Client: r.host("client"),
+	}
+	crashed := res.Crash() != nil && res.Crash().Fatal
+	// A QEMU that died of a signal we did not send, with no crash on its
+	// console, is the host's doing (OOM killer, an operator), not the
+	// kernel's.
+	for _, role := range []string{"server", "client"} {
+		g := r.guests[role]
+		err := r.exitErr[role]
+		if err != nil && !g.killed && !crashed {
+			return nil, &InfraError{Host: role, Op: "qemu died", Err: fmt.Errorf("%v: %s", err, g.stderr)}
+		}
+	}
+	for _, step := range []struct{ event, phase string }{{"BOOTED", "boot"}, {"RDMA_UP", "rdma"}} {
+		if r.pair.idle && step.event == "RDMA_UP" {
+			break
+		}
+		for _, role := range []string{"server", "client"} {
+			if r.has(role, step.event) {
+				continue
+			}
+			g := r.guests[role]
+			if err := r.exitErr[role]; err != nil && !g.killed && r.lines[role] == 0 {
+				return nil, &InfraError{Host: role, Op: "start qemu", Err: fmt.Errorf("%v: %s", err, g.stderr)}
+			}
+			h := res.Server
+			if role == "client" {
+				h = res.Client
+			}
+			be := &BootError{Host: role, Phase: step.phase, Console: tail(h.Console, 60)}
+			if c, ok := r.mon[role].Fatal(); ok {
+				be.Crash = &c
+			}
+			if r.timedOut != "" {
+				be.Err = fmt.Errorf("deadline of phase %s passed", r.timedOut)
+			} else if m, ok := r.last[role+" RDMA_FAIL"]; ok {
+				be.Err = fmt.Errorf("rdma link failed: %v", m.Args)
+			}
+			return res, be
+		}
+	}
+	if k := r.kernel.BuildID; k != "" && res.Client.BuildID != "" && k != res.Client.BuildID {
+		return nil, &InfraError{Op: "verify kernel", Err: fmt.Errorf("booted build id %s, want %s", res.Client.BuildID, k)}
+	}
+	res.Phases = r.phases()
+	if m, ok := r.last["client TRANSPORT"]; ok {
+		res.Transport = m.Args["xprt"]
+	}
+	if m, ok := r.last["client MOUNTED"]; ok {
+		res.MountOpts = m.Args["opts"]
+	}
+	if m, ok := r.last["client SUMMARY"]; ok {
+		res.LoopSecs = m.float("loop_s")
+	}
+	res.Failure = r.failure(res)
+	res.Passed = res.Failure == ""
+	return res, nil
+}
+
+// failure is why a booted run did not pass, "" if it did.
+func (r *run) failure(res *Result) string {
+	if c := res.Crash(); c != nil && c.Fatal {
+		return c.Title
+	}
+	if r.pair.idle {
+		return ""
+	}
+	switch {
+	case r.timedOut != "":
+		return "deadline of phase " + r.timedOut + " passed"
+	case r.has("client", "MOUNT_FAIL"):
+		return "mount failed"
+	case !r.has("client", "MOUNTED"):
+		return "client never mounted"
+	case res.Transport != r.test.Transport:
+		return fmt.Sprintf("transport is %q, not %q", res.Transport, r.test.Transport)
+	case len(r.iters) != r.test.Iterations:
+		return fmt.Sprintf("%d of %d iterations ran", len(r.iters), r.test.Iterations)
+	}
+	for _, it := range r.iters {
+		if r.test.Kind == "transfer" && it.Cmp != "ok" {
+			return fmt.Sprintf("iteration %d: data mismatch", it.N)
+		}
+	}
+	if m := r.last["client SUMMARY"]; m.Args["ok"] != "1" {
+		return "client test failed"
+	}
+	if res.Client.Status != "ok" || res.Server.Status != "ok" {
+		return fmt.Sprintf("guests ended with status server=%q client=%q", res.Server.Status, res.Client.Status)
+	}
+	return ""
+}
+
+func (r *run) phases() Phases {
+	secs := func(a, b time.Time) float64 {
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return b.Sub(a).Seconds()
+	}
+	booted, _ := r.both("BOOTED")
+	rdma, _ := r.both("RDMA_UP")
+	mounted := r.seen["client"]["MOUNTED"]
+	summary := r.seen["client"]["SUMMARY"]
+	return Phases{
+		Boot:     secs(r.start, booted),
+		RDMAUp:   secs(booted, rdma),
+		Mount:    secs(rdma, mounted),
+		Test:     secs(mounted, summary),
+		Shutdown: secs(summary, r.end),
+		Total:    secs(r.start, r.end),
+	}
+}
+
+// idlePair is a booted pair left to an outside driver (the SSH driver's
+// tests): its consoles keep being read until stop.
+type idlePair struct {
+	r    *run
+	quit chan struct{}
+	done chan struct{}
+}
+
+// startIdle boots both guests in idle mode and returns once both are up.
+func (p *QEMUPair) startIdle(ctx context.Context, k Kernel) (*idlePair, error) {
+	p.idle = true
+	r := &run{pair: p, test: DefaultTest(), kernel: k, events: make(chan consoleEvent, 1024)}
+	r.init()
+	if err := r.launch(ctx); err != nil {
+		r.stop()
+		return nil, err
+	}
+	r.loop(ctx)
+	if !r.has("server", "IDLE") || !r.has("client", "IDLE") {
+		r.stop()
+		return nil, fmt.Errorf("idle pair did not come up:\n%s\n%s", tail(r.consoles["server"].String(), 20), tail(r.consoles["client"].String(), 20))
+	}
+	ip := &idlePair{r: r, quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(ip.done)
+		for {
+			select {
+			case ev := <-r.events:
+				r.handle(ev)
+			case <-ip.quit:
+				return
+			}
+		}
+	}()
+	return ip, nil
+}
+
+// stop ends both guests and returns their consoles.
+func (ip *idlePair) stop() (server, client string) {
+	close(ip.quit)
+	<-ip.done
+	ip.r.stop()
+	return ip.r.consoles["server"].String(), ip.r.consoles["client"].String()
+}

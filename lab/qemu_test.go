@@ -1,0 +1,275 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/lab/console"
+)
+
+// The pair tests boot real guests: they need a lab kernel
+// (RDMABOT_TEST_KERNEL, a bzImage with the lab's built-in config) and the
+// guest image (RDMABOT_TEST_IMAGE, from `rdmabot lab image`).
+func testArtifacts(t *testing.T) (kernel, image string) {
+	t.Helper()
+	kernel, image = os.Getenv("RDMABOT_TEST_KERNEL"), os.Getenv("RDMABOT_TEST_IMAGE")
+	if kernel == "" || image == "" {
+		t.Skip("RDMABOT_TEST_KERNEL (lab bzImage) and RDMABOT_TEST_IMAGE (rdmabot lab image) must be set")
+	}
+	return kernel, image
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// testPair is a QEMU pair in plain TCG (tests check function, not
+// timing) that records its QEMU pids.
+func testPair(t *testing.T) (*QEMUPair, *[]int) {
+	kernel, image := testArtifacts(t)
+	_ = kernel
+	cfg := DefaultConfig().QEMU
+	cfg.Icount = ""
+	if _, err := os.Stat(cfg.HeavyLock); err != nil {
+		cfg.HeavyLock = ""
+	}
+	p := NewQEMUPair(cfg, image, testLogger(t))
+	var mu sync.Mutex
+	pids := &[]int{}
+	p.hooks.started = func(role string, pid int) {
+		mu.Lock()
+		*pids = append(*pids, pid)
+		mu.Unlock()
+	}
+	return p, pids
+}
+
+func testKernel(t *testing.T) Kernel {
+	k, _ := testArtifacts(t)
+	return Kernel{BzImage: k}
+}
+
+// noSurvivors checks that no QEMU of the run is left, not even a zombie.
+func noSurvivors(t *testing.T, pids []int) {
+	t.Helper()
+	if len(pids) == 0 {
+		t.Error("no QEMU was started")
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("qemu pid %d outlived its run (kill -0: %v)", pid, err)
+		}
+	}
+}
+
+func TestPairTransferRxe(t *testing.T) {
+	p, pids := testPair(t)
+	test := DefaultTest()
+	test.SizeMiB, test.Iterations = 8, 2
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed {
+		t.Fatalf("failed: %s\nclient console tail:\n%s", res.Failure, tail(res.Client.Console, 40))
+	}
+	if res.Transport != "rdma" || !strings.Contains(res.MountOpts, "proto=rdma") || !strings.Contains(res.MountOpts, "port=20049") {
+		t.Errorf("transport %q mount %q: want NFS over RDMA on 20049", res.Transport, res.MountOpts)
+	}
+	if len(res.Iterations) != 2 {
+		t.Fatalf("iterations: %+v", res.Iterations)
+	}
+	for _, it := range res.Iterations {
+		if it.Cmp != "ok" || it.WriteMBps <= 0 || it.ReadMBps <= 0 {
+			t.Errorf("iteration %+v", it)
+		}
+	}
+	ph := res.Phases
+	if ph.Boot <= 0 || ph.RDMAUp <= 0 || ph.Mount <= 0 || ph.Test <= 0 || ph.Shutdown < 0 || ph.Total < ph.Boot+ph.Test {
+		t.Errorf("phases %+v", ph)
+	}
+	if res.Client.Release == "" || res.Server.Status != "ok" || res.Client.Status != "ok" {
+		t.Errorf("hosts: server %q/%q client %q/%q", res.Server.Release, res.Server.Status, res.Client.Release, res.Client.Status)
+	}
+	if id, err := ReadBuildID(testKernel(t).BzImage); err == nil && res.Client.BuildID != id {
+		t.Errorf("guest reports build id %q, bzImage has %q", res.Client.BuildID, id)
+	}
+	if !strings.Contains(res.Server.Dmesg, "Linux version") || strings.Contains(res.Server.Dmesg, markerPrefix) {
+		t.Errorf("server dmesg is not the kernel's log")
+	}
+	t.Logf("phases %+v, iterations %+v", ph, res.Iterations)
+}
+
+// siw, NFSv4.2 over TCP: the other provider and the non-RDMA transport.
+func TestPairSiwV42TCP(t *testing.T) {
+	p, pids := testPair(t)
+	test := Test{Kind: "transfer", SizeMiB: 4, Iterations: 1, NFSVersion: "4.2", Transport: "tcp", RDMA: "siw"}
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || res.Transport != "tcp" || !strings.Contains(res.MountOpts, "vers=4.2") {
+		t.Fatalf("passed=%v %s transport %q opts %q", res.Passed, res.Failure, res.Transport, res.MountOpts)
+	}
+	if !strings.Contains(res.Client.Console, "RDMA_UP dev=siw0") {
+		t.Error("siw0 was not brought up")
+	}
+}
+
+func TestPairFio(t *testing.T) {
+	p, pids := testPair(t)
+	test := DefaultTest()
+	test.Kind, test.SizeMiB, test.Iterations = "fio", 8, 1
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || len(res.Iterations) != 1 || res.Iterations[0].ReadMBps <= 0 || res.Transport != "rdma" {
+		t.Fatalf("passed=%v %s iterations %+v\n%s", res.Passed, res.Failure, res.Iterations, tail(res.Client.Console, 30))
+	}
+}
+
+// A kernel that panics after boot is the patch's fault: a BootError that
+// carries the crash and the console.
+func TestPairPanicIsBootError(t *testing.T) {
+	p, pids := testPair(t)
+	p.hooks.cmdline = "rb.crash=panic"
+	res, err := p.Run(context.Background(), testKernel(t), DefaultTest())
+	noSurvivors(t, *pids)
+	var be *BootError
+	if !errors.As(err, &be) {
+		t.Fatalf("want *BootError, got %v", err)
+	}
+	if be.Crash == nil || be.Crash.Title != "kernel panic: sysrq triggered crash" || be.Crash.Kind != console.Panic {
+		t.Fatalf("crash %+v", be.Crash)
+	}
+	if IsInfra(err) || res == nil || !strings.Contains(be.Console, "Kernel panic") {
+		t.Errorf("infra=%v res=%v console:\n%s", IsInfra(err), res != nil, be.Console)
+	}
+}
+
+// The reference's hang: the server vanishes under a client's writeback.
+// The hung task is part of the result (the report decides), and the run
+// stops once its trace is complete.
+func TestPairHungTask(t *testing.T) {
+	p, pids := testPair(t)
+	p.hooks.cmdline = "rb.crash=hang"
+	test := DefaultTest()
+	test.SizeMiB, test.Iterations, test.HungTaskSecs = 4, 1, 10
+	start := time.Now()
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Crash()
+	if c == nil || c.Kind != console.Hang || !c.Complete || res.Passed {
+		t.Fatalf("crash %+v passed=%v failure %q\n%s", c, res.Passed, res.Failure, tail(res.Client.Console, 40))
+	}
+	if !strings.HasPrefix(c.Title, "INFO: task hung in ") || res.Failure != c.Title {
+		t.Errorf("title %q failure %q", c.Title, res.Failure)
+	}
+	t.Logf("%s after %v", c.Title, time.Since(start).Round(time.Second))
+}
+
+// A QEMU killed from outside mid-run is the lab's fault.
+func TestPairQEMUKilledIsInfra(t *testing.T) {
+	p, pids := testPair(t)
+	p.hooks.event = func(ev consoleEvent, g map[string]*guest) {
+		if ev.role == "client" && strings.Contains(ev.text, "@@RB RDMA_UP") {
+			syscall.Kill(g["server"].cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	_, err := p.Run(context.Background(), testKernel(t), DefaultTest())
+	noSurvivors(t, *pids)
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.Host != "server" || ie.Op != "qemu died" {
+		t.Fatalf("want InfraError qemu died on server, got %v", err)
+	}
+}
+
+// Cancelling the context ends both guests at once.
+func TestPairCancel(t *testing.T) {
+	p, pids := testPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.hooks.event = func(ev consoleEvent, _ map[string]*guest) {
+		if strings.Contains(ev.text, "@@RB BOOTED") {
+			cancel()
+		}
+	}
+	_, err := p.Run(ctx, testKernel(t), DefaultTest())
+	noSurvivors(t, *pids)
+	if !IsInfra(err) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("want an InfraError wrapping context.Canceled, got %v", err)
+	}
+}
+
+// A port someone holds is retried on another; when every try fails the
+// error names the port, as the lab's fault.
+func TestPairPortTaken(t *testing.T) {
+	p, pids := testPair(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().(*net.TCPAddr).Port
+	tries := 0
+	p.hooks.port = func() (int, error) {
+		tries++
+		if tries == 1 {
+			return busy, nil
+		}
+		return freePort()
+	}
+	test := DefaultTest()
+	test.SizeMiB, test.Iterations = 2, 1
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil || !res.Passed || tries != 2 {
+		t.Fatalf("after a taken port: tries=%d err=%v res=%+v", tries, err, res)
+	}
+
+	p, pids = testPair(t)
+	p.hooks.port = func() (int, error) { return busy, nil }
+	_, err = p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.Op != "link port" || !strings.Contains(err.Error(), "Address already in use") {
+		t.Fatalf("want InfraError link port, got %v", err)
+	}
+}
+
+// QEMU that cannot start (missing binary, an option it rejects) is the
+// lab's fault, with QEMU's own message.
+func TestPairQEMUFailsToStart(t *testing.T) {
+	p, _ := testPair(t)
+	p.cfg.Binary = "/nonexistent/qemu-system-x86_64"
+	_, err := p.Run(context.Background(), testKernel(t), DefaultTest())
+	if !IsInfra(err) {
+		t.Fatalf("missing binary: want InfraError, got %v", err)
+	}
+	p, pids := testPair(t)
+	p.cfg.Icount = "shift=bogus"
+	_, err = p.Run(context.Background(), testKernel(t), DefaultTest())
+	noSurvivors(t, *pids)
+	if !IsInfra(err) || !strings.Contains(err.Error(), "icount") {
+		t.Fatalf("bad option: want InfraError quoting QEMU, got %v", err)
+	}
+}

@@ -1,0 +1,501 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/rdmabot/rdmabot/lab/console"
+)
+
+// SSHPair drives two real hosts over SSH: it reserves both, copies the
+// kernel, boots it (kexec or a one-shot GRUB entry), proves the hosts run
+// it (uname -r, build id), runs the test with the same shell functions as
+// the QEMU guests, collects dmesg, and reboots both into their known-good
+// kernel. A host that stops answering is power-cycled through its BMC.
+type SSHPair struct {
+	cfg    SSHPairConfig
+	leases *Leases
+	holder string
+	log    *slog.Logger
+	// BootWait bounds a reboot, Poll is how often a rebooting host is
+	// tried. Real hosts need minutes; tests shorten them.
+	BootWait time.Duration
+	Poll     time.Duration
+	// RDMA overrides the pair's rdma setting (tests use "rxe" inside QEMU).
+	RDMA string
+}
+
+// NewSSHPair returns the driver for one configured pair; holder names
+// this bot in leases.
+func NewSSHPair(cfg SSHPairConfig, leases *Leases, holder string, log *slog.Logger) *SSHPair {
+	return &SSHPair{cfg: cfg, leases: leases, holder: holder, log: log,
+		BootWait: 10 * time.Minute, Poll: 5 * time.Second, RDMA: cfg.RDMA}
+}
+
+// sshHost is one connected host.
+type sshHost struct {
+	role   string
+	cfg    SSHHostConfig
+	auth   ssh.AuthMethod
+	keys   ssh.HostKeyCallback
+	client *ssh.Client
+	out    bytes.Buffer // everything the test printed: this host's "console"
+}
+
+func newSSHHost(role string, c SSHHostConfig) (*sshHost, error) {
+	key, err := os.ReadFile(c.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.ParsePrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.KeyFile, err)
+	}
+	// Strict: an unknown or changed host key is refused, never learned.
+	keys, err := knownhosts.New(c.KnownHosts)
+	if err != nil {
+		return nil, err
+	}
+	return &sshHost{role: role, cfg: c, auth: ssh.PublicKeys(signer), keys: keys}, nil
+}
+
+func (h *sshHost) dial(ctx context.Context) error {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", h.cfg.Address)
+	if err != nil {
+		return err
+	}
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	c, chans, reqs, err := ssh.NewClientConn(conn, h.cfg.Address, &ssh.ClientConfig{
+		User: h.cfg.User, Auth: []ssh.AuthMethod{h.auth}, HostKeyCallback: h.keys, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	conn.SetDeadline(time.Time{})
+	if h.client != nil {
+		h.client.Close()
+	}
+	h.client = ssh.NewClient(c, chans, reqs)
+	return nil
+}
+
+func (h *sshHost) close() {
+	if h.client != nil {
+		h.client.Close()
+		h.client = nil
+	}
+}
+
+// run runs a shell command, with stdin if given; ctx ends it by closing
+// the session.
+func (h *sshHost) run(ctx context.Context, cmd string, stdin io.Reader) (string, error) {
+	if h.client == nil {
+		return "", errors.New("not connected")
+	}
+	s, err := h.client.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr, s.Stdin = &out, &errb, stdin
+	done := make(chan error, 1)
+	go func() { done <- s.Run(cmd) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.Close()
+		return out.String(), ctx.Err()
+	}
+	if err != nil {
+		return out.String(), fmt.Errorf("%q: %w: %s", firstLine(cmd), err, strings.TrimSpace(lastLines(errb.String(), 5)))
+	}
+	return out.String(), nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	if len(l) > 60 {
+		l = l[:60] + "..."
+	}
+	return l
+}
+
+func (h *sshHost) bootID(ctx context.Context) (string, error) {
+	out, err := h.run(ctx, "cat /proc/sys/kernel/random/boot_id", nil)
+	return strings.TrimSpace(out), err
+}
+
+// put writes data to path atomically and checks its SHA-256 there.
+func (h *sshHost) put(ctx context.Context, path string, data []byte, mode os.FileMode) error {
+	sum := sha256.Sum256(data)
+	cmd := fmt.Sprintf("mkdir -p \"$(dirname %[1]s)\" && cat > %[1]s.tmp && chmod %[2]o %[1]s.tmp && "+
+		"[ \"$(sha256sum %[1]s.tmp | cut -d' ' -f1)\" = %[3]s ] && mv %[1]s.tmp %[1]s", path, mode, hex.EncodeToString(sum[:]))
+	_, err := h.run(ctx, cmd, bytes.NewReader(data))
+	return err
+}
+
+// Run implements Pair.
+func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	t.RDMA = p.RDMA
+	image, err := os.ReadFile(k.BzImage)
+	if err != nil {
+		return nil, &InfraError{Op: "kernel artifact", Err: err}
+	}
+	if k.Release == "" {
+		if k.Release, err = ReadRelease(k.BzImage); err != nil {
+			return nil, &InfraError{Op: "kernel artifact", Err: err}
+		}
+	}
+	if k.BuildID == "" {
+		k.BuildID, _ = ReadBuildID(k.BzImage) // not every compression is readable
+	}
+	lease, err := p.leases.Acquire(p.holder, p.cfg.Lease.Duration, p.cfg.Server.Address, p.cfg.Client.Address)
+	if err != nil {
+		return nil, &InfraError{Op: "reserve", Err: err}
+	}
+	defer lease.Release()
+
+	hosts := map[string]*sshHost{}
+	for role, hc := range map[string]SSHHostConfig{"server": p.cfg.Server, "client": p.cfg.Client} {
+		h, err := newSSHHost(role, hc)
+		if err != nil {
+			return nil, &InfraError{Host: role, Op: "ssh config", Err: err}
+		}
+		hosts[role] = h
+		defer h.close()
+	}
+	start := time.Now()
+	good := map[string]string{}
+	err = p.both(hosts, func(h *sshHost) error {
+		if err := p.reach(ctx, h); err != nil {
+			return err
+		}
+		rel, err := h.run(ctx, "uname -r", nil)
+		if err != nil {
+			return &InfraError{Host: h.role, Op: "ssh", Err: err}
+		}
+		good[h.role] = strings.TrimSpace(rel)
+		path := "/boot/rdmabot/vmlinuz-" + k.Release
+		if err := h.put(ctx, path, image, 0o644); err != nil {
+			return &InfraError{Host: h.role, Op: "copy kernel", Err: err}
+		}
+		if k.Modules != "" {
+			if err := p.putModules(ctx, h, k.Modules); err != nil {
+				return &InfraError{Host: h.role, Op: "copy modules", Err: err}
+			}
+		}
+		if err := p.boot(ctx, h, path, k.Release); err != nil {
+			return err
+		}
+		return p.verify(ctx, h, k)
+	})
+	// Whatever happened, both hosts go back to their known-good kernel.
+	defer func() {
+		if rerr := p.restore(ctx, hosts, good); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	booted := time.Now()
+	res, err = p.test(ctx, hosts, k, t)
+	if res != nil {
+		res.Phases.Boot = booted.Sub(start).Seconds()
+		res.Phases.Total = time.Since(start).Seconds()
+	}
+	return res, err
+}
+
+// both runs f on the two hosts at once and returns the first error.
+func (p *SSHPair) both(hosts map[string]*sshHost, f func(*sshHost) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, role := range []string{"server", "client"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(hosts[role])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs[0], errs[1])
+}
+
+// reach connects, power-cycling the host once if it does not answer.
+func (p *SSHPair) reach(ctx context.Context, h *sshHost) error {
+	if err := h.dial(ctx); err == nil {
+		return nil
+	} else if len(h.cfg.PowerCycle) == 0 {
+		return &InfraError{Host: h.role, Op: "ssh unreachable", Err: err}
+	}
+	if err := p.powerCycle(ctx, h); err != nil {
+		return err
+	}
+	if _, err := p.waitUp(ctx, h, ""); err != nil {
+		return &InfraError{Host: h.role, Op: "ssh unreachable after power cycle", Err: err}
+	}
+	return nil
+}
+
+func (p *SSHPair) powerCycle(ctx context.Context, h *sshHost) error {
+	if len(h.cfg.PowerCycle) == 0 {
+		return &InfraError{Host: h.role, Op: "bmc", Err: errors.New("no power_cycle command configured")}
+	}
+	p.log.Warn("lab: power-cycling host", "host", h.role, "address", h.cfg.Address)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, h.cfg.PowerCycle[0], h.cfg.PowerCycle[1:]...).CombinedOutput()
+	if err != nil {
+		return &InfraError{Host: h.role, Op: "bmc power cycle", Err: fmt.Errorf("%v: %s", err, strings.TrimSpace(lastLines(string(out), 5)))}
+	}
+	return nil
+}
+
+// waitUp dials until the host answers with a boot id other than old.
+func (p *SSHPair) waitUp(ctx context.Context, h *sshHost, old string) (string, error) {
+	deadline := time.Now().Add(p.BootWait)
+	var last error
+	for time.Now().Before(deadline) {
+		if err := h.dial(ctx); err == nil {
+			id, err := h.bootID(ctx)
+			if err == nil && id != old {
+				return id, nil
+			}
+			last = fmt.Errorf("still boot id %s", id)
+			if err != nil {
+				last = err
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(p.Poll):
+		}
+	}
+	return "", fmt.Errorf("not back after %v: %w", p.BootWait, last)
+}
+
+// bootCommand starts the host on the kernel at path; the session drops.
+func bootCommand(method, path, release string) string {
+	switch method {
+	case "kexec":
+		return fmt.Sprintf("kexec -l %s --reuse-cmdline && (systemctl kexec || kexec -e)", path)
+	case "grub-reboot":
+		// A one-shot entry: the reboot after that is the default again.
+		return fmt.Sprintf(`cp %[1]s /boot/vmlinuz-%[2]s && update-grub >/dev/null 2>&1 &&
+sub=$(sed -n "s/^submenu '\([^']*\)'.*/\1/p" /boot/grub/grub.cfg | head -1) &&
+entry=$(sed -n "s/^[[:space:]]*menuentry '\([^']*%[2]s\)'.*/\1/p" /boot/grub/grub.cfg | grep -v recovery | head -1) &&
+[ -n "$entry" ] && grub-reboot "${sub:+$sub>}$entry" && (systemctl reboot || reboot)`, path, release)
+	}
+	// "reboot": the boot loader itself picks the copied kernel (PXE, a
+	// fixed entry); also what the tests use inside QEMU.
+	return "systemctl reboot 2>/dev/null || reboot -f"
+}
+
+func (p *SSHPair) boot(ctx context.Context, h *sshHost, path, release string) error {
+	old, err := h.bootID(ctx)
+	if err != nil {
+		return &InfraError{Host: h.role, Op: "ssh", Err: err}
+	}
+	cmd := bootCommand(h.cfg.Boot, path, release)
+	// The connection drops as the host goes down: no error is final here;
+	// the boot id says whether it rebooted.
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	h.run(bctx, "nohup sh -c '"+strings.ReplaceAll(cmd, "'", `'\''`)+"' >/dev/null 2>&1 &", nil)
+	cancel()
+	h.close()
+	if _, err := p.waitUp(ctx, h, old); err != nil {
+		if ctx.Err() != nil {
+			return &InfraError{Host: h.role, Op: "boot", Err: ctx.Err()}
+		}
+		// The kernel under test did not come up: power-cycle, which
+		// returns the host to its default kernel, and blame the kernel.
+		if perr := p.powerCycle(ctx, h); perr != nil {
+			return perr
+		}
+		if _, uerr := p.waitUp(ctx, h, old); uerr != nil {
+			return &InfraError{Host: h.role, Op: "ssh unreachable after power cycle", Err: uerr}
+		}
+		return &BootError{Host: h.role, Phase: "boot", Err: err}
+	}
+	return nil
+}
+
+// verify proves the host runs the artifact: release and build id.
+func (p *SSHPair) verify(ctx context.Context, h *sshHost, k Kernel) error {
+	out, err := h.run(ctx, "uname -r; cat /sys/kernel/notes 2>/dev/null | od -An -tx1 -v | tr -d ' \\n' | "+
+		`sed -n 's/.*040000001400000003000000474e5500\([0-9a-f]\{40\}\).*/\1/p'`, nil)
+	if err != nil {
+		return &InfraError{Host: h.role, Op: "verify", Err: err}
+	}
+	lines := strings.Split(strings.TrimSpace(out)+"\n", "\n")
+	rel, id := strings.TrimSpace(lines[0]), strings.TrimSpace(lines[1])
+	if rel != k.Release {
+		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs %q, not %q", rel, k.Release)}
+	}
+	if k.BuildID != "" && id != k.BuildID {
+		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs build id %q, not %q", id, k.BuildID)}
+	}
+	return nil
+}
+
+func (p *SSHPair) putModules(ctx context.Context, h *sshHost, dir string) error {
+	pr, pw := io.Pipe()
+	go func() {
+		cmd := exec.CommandContext(ctx, "tar", "-C", dir, "-cf", "-", "lib/modules")
+		cmd.Stdout = pw
+		pw.CloseWithError(cmd.Run())
+	}()
+	_, err := h.run(ctx, "tar -C / -xf - && depmod -a", pr)
+	return err
+}
+
+// restore reboots both hosts into their default kernel and checks it is
+// the known-good one they ran before.
+func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good map[string]string) error {
+	return p.both(hosts, func(h *sshHost) error {
+		want := good[h.role]
+		if want == "" {
+			return nil // never reached: nothing was changed
+		}
+		if h.client == nil {
+			h.dial(ctx)
+		}
+		if h.client != nil {
+			if rel, err := h.run(ctx, "uname -r", nil); err == nil && strings.TrimSpace(rel) == want {
+				return nil
+			}
+		}
+		old, _ := h.bootID(ctx)
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		h.run(bctx, "nohup sh -c 'systemctl reboot 2>/dev/null || reboot -f' >/dev/null 2>&1 &", nil)
+		cancel()
+		h.close()
+		if _, err := p.waitUp(ctx, h, old); err != nil {
+			if perr := p.powerCycle(ctx, h); perr != nil {
+				return perr
+			}
+			if _, err := p.waitUp(ctx, h, old); err != nil {
+				return &InfraError{Host: h.role, Op: "restore", Err: err}
+			}
+		}
+		rel, err := h.run(ctx, "uname -r", nil)
+		if err != nil || strings.TrimSpace(rel) != want {
+			return &InfraError{Host: h.role, Op: "restore", Err: fmt.Errorf("runs %q (%v), want known-good %q", strings.TrimSpace(rel), err, want)}
+		}
+		return nil
+	})
+}
+
+func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test) string {
+	return fmt.Sprintf("RB_IP=%s RB_PEER=%s RB_DEV=%s RB_RDMA=%s RB_PROTO=%s RB_VERS=%s RB_TEST=%s RB_MB=%d RB_ITERS=%d RB_HUNG=%d",
+		h.cfg.TestIP, peer.TestIP, h.cfg.Netdev, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs)
+}
+
+const remoteScript = "/tmp/rdmabot-labtest.sh"
+
+// test runs the transfer test: server up, client loop, server down.
+func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel, t Test) (*Result, error) {
+	srv, cli := hosts["server"], hosts["client"]
+	for _, h := range []*sshHost{srv, cli} {
+		if err := h.put(ctx, remoteScript, labtestScript, 0o644); err != nil {
+			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
+		}
+	}
+	step := func(h *sshHost, peer SSHHostConfig, fns string) (time.Time, error) {
+		out, err := h.run(ctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t), remoteScript, fns), nil)
+		h.out.WriteString(out)
+		return time.Now(), err
+	}
+	t0 := time.Now()
+	var tRDMA, tMounted time.Time
+	_, serr := step(srv, cli.cfg, "rdma_up && server_up")
+	if serr != nil {
+		return nil, &BootError{Host: "server", Phase: "rdma", Err: serr, Console: tail(srv.out.String(), 40)}
+	}
+	tRDMA, cerr := step(cli, srv.cfg, "rdma_up && client_run")
+	tMounted = tRDMA
+	_, _ = step(srv, cli.cfg, "server_down")
+	tEnd := time.Now()
+
+	res := &Result{Pair: p.cfg.Name, Mode: "ssh", Kernel: k, Test: t}
+	for _, h := range []*sshHost{srv, cli} {
+		dmesg, _ := h.run(ctx, "dmesg", nil)
+		crashes, _ := console.Scan(strings.NewReader(dmesg))
+		host := Host{Role: h.role, Release: k.Release, BuildID: k.BuildID, Console: h.out.String(), Dmesg: dmesg, Crashes: crashes, Status: "ok"}
+		if h == srv {
+			res.Server = host
+		} else {
+			res.Client = host
+		}
+	}
+	var summary marker
+	for _, l := range strings.Split(res.Client.Console, "\n") {
+		m, ok := parseMarker(l)
+		if !ok {
+			continue
+		}
+		switch m.Event {
+		case "RESULT", "FIO":
+			res.Iterations = append(res.Iterations, iterationOf(m))
+		case "TRANSPORT":
+			res.Transport = m.Args["xprt"]
+		case "MOUNTED":
+			res.MountOpts = m.Args["opts"]
+		case "SUMMARY":
+			summary = m
+			res.LoopSecs = m.float("loop_s")
+		case "RDMA_FAIL":
+			return res, &BootError{Host: "client", Phase: "rdma", Err: fmt.Errorf("%v", m.Args), Console: tail(res.Client.Console, 40)}
+		}
+	}
+	res.Phases = Phases{RDMAUp: tRDMA.Sub(t0).Seconds(), Test: tEnd.Sub(tMounted).Seconds()}
+	switch c := res.Crash(); {
+	case c != nil && c.Fatal:
+		res.Failure = c.Title
+	case cerr != nil && summary.Event == "":
+		res.Failure = "client test failed: " + cerr.Error()
+	case res.Transport != t.Transport:
+		res.Failure = fmt.Sprintf("transport is %q, not %q", res.Transport, t.Transport)
+	case len(res.Iterations) != t.Iterations:
+		res.Failure = fmt.Sprintf("%d of %d iterations ran", len(res.Iterations), t.Iterations)
+	case summary.Args["ok"] != "1":
+		res.Failure = "client test failed"
+	}
+	res.Passed = res.Failure == ""
+	return res, nil
+}
+
+func iterationOf(m marker) Iteration {
+	if m.Event == "FIO" {
+		return Iteration{N: m.int("iter"), ReadMBps: m.float("read_MBps"), ReadSecs: m.float("read_s")}
+	}
+	return Iteration{
+		N: m.int("iter"), WriteMBps: m.float("write_MBps"), ReadMBps: m.float("read_MBps"),
+		WriteSecs: m.float("write_s"), ReadSecs: m.float("read_s"), GenSecs: m.float("gen_s"), Cmp: m.Args["cmp"],
+	}
+}

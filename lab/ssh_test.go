@@ -1,0 +1,186 @@
+package lab
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+)
+
+func newKey(t *testing.T) (ed25519.PrivateKey, []byte, ssh.PublicKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "rdmabot-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, pem.EncodeToMemory(block), sp
+}
+
+// overlay is the guest image plus a second archive with the test's keys;
+// the kernel unpacks concatenated archives in order.
+func overlay(t *testing.T, base string, files map[string][]byte) string {
+	t.Helper()
+	b, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var extra bytes.Buffer
+	zw := gzip.NewWriter(&extra)
+	cw := newCpioWriter(zw)
+	for _, d := range []string{"root", "root/.ssh", "etc", "etc/ssh"} {
+		mode := uint32(0o755)
+		if d == "root/.ssh" {
+			mode = 0o700
+		}
+		if err := cw.dir(d, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range files {
+		if err := cw.file(name, 0o600, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cw.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "rootfs+keys.cpio.gz")
+	if err := os.WriteFile(p, append(b, extra.Bytes()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sshLab boots an idle QEMU pair whose guests run sshd, each reachable
+// only through a forward from 127.0.0.1. The forward uses QEMU's user
+// network with restrict=on: the guest can reach nothing through it (not
+// the host, not the outside); only the inbound forward to its sshd works.
+func sshLab(t *testing.T) (SSHPairConfig, *idlePair) {
+	p, _ := testPair(t)
+	_, clientKey, clientPub := newKey(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(keyFile, clientKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var known bytes.Buffer
+	cfg := SSHPairConfig{Name: "qemu-ssh", Lease: cfgtype.D(30 * time.Minute), RDMA: "hw"}
+	p.extraArgs = map[string][]string{}
+	p.extraInitrd = map[string]string{}
+	for i, role := range []string{"server", "client"} {
+		_, hostKey, hostPub := newKey(t)
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p.extraArgs[role] = []string{
+			"-netdev", fmt.Sprintf("user,id=m0,restrict=on,hostfwd=tcp:127.0.0.1:%d-10.0.2.15:22", port),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=m0,mac=52:54:00:00:01:0%d", i+1),
+		}
+		p.extraInitrd[role] = overlay(t, p.image, map[string][]byte{
+			"root/.ssh/authorized_keys":     ssh.MarshalAuthorizedKey(clientPub),
+			"etc/ssh/ssh_host_ed25519_key":  hostKey,
+			"etc/ssh/ssh_host_ed25519_.pub": ssh.MarshalAuthorizedKey(hostPub),
+		})
+		known.WriteString(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hostPub) + "\n")
+		h := SSHHostConfig{Address: addr, User: "root", KeyFile: keyFile, KnownHosts: filepath.Join(dir, "known_hosts"),
+			TestIP: serverIP, Netdev: "eth0", Boot: "reboot"}
+		if role == "client" {
+			h.TestIP = clientIP
+			cfg.Client = h
+		} else {
+			cfg.Server = h
+		}
+	}
+	if err := os.WriteFile(cfg.Server.KnownHosts, known.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := p.startIdle(context.Background(), testKernel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, ip
+}
+
+func testSSHPair(cfg SSHPairConfig, t *testing.T) *SSHPair {
+	sp := NewSSHPair(cfg, &Leases{Dir: t.TempDir(), Now: time.Now}, "test", testLogger(t))
+	sp.RDMA = "rxe" // soft RoCE between the guests
+	sp.BootWait, sp.Poll = 3*time.Minute, time.Second
+	return sp
+}
+
+// The SSH driver for real, against sshd in two QEMU guests: reserve,
+// copy the kernel, reboot into it, verify release and build id, run the
+// transfer test over NFS/RDMA between the hosts, collect dmesg, reboot
+// back to the known-good kernel, release.
+func TestSSHPairAgainstGuests(t *testing.T) {
+	cfg, ip := sshLab(t)
+	sp := testSSHPair(cfg, t)
+	test := DefaultTest()
+	test.SizeMiB, test.Iterations = 4, 2
+	res, err := sp.Run(context.Background(), testKernel(t), test)
+	srvConsole, cliConsole := ip.stop()
+	if err != nil {
+		t.Fatalf("%v\nserver console:\n%s", err, tail(srvConsole, 30))
+	}
+	if !res.Passed || res.Transport != "rdma" || len(res.Iterations) != 2 {
+		t.Fatalf("passed=%v %q transport %q iterations %+v\nclient:\n%s", res.Passed, res.Failure, res.Transport, res.Iterations, res.Client.Console)
+	}
+	if !strings.Contains(res.Server.Dmesg, "Linux version") {
+		t.Error("server dmesg not collected")
+	}
+	// Booted three times each: first boot, into the kernel, back to known-good.
+	for role, c := range map[string]string{"server": srvConsole, "client": cliConsole} {
+		if n := strings.Count(c, "@@RB BOOTED"); n != 3 {
+			t.Errorf("%s booted %d times, want 3", role, n)
+		}
+	}
+	// The lease is gone: another holder can take both hosts.
+	if _, err := sp.leases.Acquire("other", time.Minute, cfg.Server.Address, cfg.Client.Address); err != nil {
+		t.Errorf("lease not released: %v", err)
+	}
+	t.Logf("phases %+v iterations %+v", res.Phases, res.Iterations)
+}
+
+// A host whose key is not the known one is refused, as the lab's fault.
+func TestSSHPairUnknownHostKey(t *testing.T) {
+	cfg, ip := sshLab(t)
+	defer ip.stop()
+	_, _, otherPub := newKey(t)
+	line := knownhosts.Line([]string{knownhosts.Normalize(cfg.Server.Address), knownhosts.Normalize(cfg.Client.Address)}, otherPub)
+	if err := os.WriteFile(cfg.Server.KnownHosts, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := testSSHPair(cfg, t).Run(context.Background(), testKernel(t), DefaultTest())
+	var ie *InfraError
+	var ke *knownhosts.KeyError
+	if !errors.As(err, &ie) || ie.Op != "ssh unreachable" || !errors.As(err, &ke) {
+		t.Fatalf("want InfraError from a host key mismatch, got %v", err)
+	}
+}
