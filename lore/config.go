@@ -22,6 +22,9 @@ type Config struct {
 	// GracePeriod is how long an incomplete series waits for its missing
 	// patches before it is reported as incomplete.
 	GracePeriod cfgtype.Duration `toml:"grace_period"`
+	// BotAddresses are the From addresses of the bot's own mail: such mail
+	// is never read as input, so the bot cannot answer or trigger itself.
+	BotAddresses []string `toml:"bot_addresses"`
 }
 
 // ListConfig names one archived list.
@@ -50,6 +53,19 @@ func DefaultConfig() Config {
 		},
 		PollInterval: cfgtype.D(2 * time.Minute),
 		GracePeriod:  cfgtype.D(6 * time.Hour),
+		BotAddresses: []string{},
+	}
+}
+
+// Assembler returns the AssemblerConfig this configuration means; now is
+// the clock (nil: time.Now).
+func (c *Config) Assembler(now func() time.Time) AssemblerConfig {
+	return AssemblerConfig{
+		Paths:        c.Paths,
+		Lists:        c.Lists,
+		BotAddresses: c.BotAddresses,
+		GracePeriod:  c.GracePeriod.Duration,
+		Now:          now,
 	}
 }
 
@@ -68,6 +84,14 @@ func (c *Config) Validate() error {
 	}
 	if c.PollInterval.Duration <= 0 {
 		return fmt.Errorf("lore.poll_interval must be positive")
+	}
+	if c.GracePeriod.Duration < 0 {
+		return fmt.Errorf("lore.grace_period must not be negative")
+	}
+	for _, p := range c.Paths {
+		if _, err := CompileGlob(p); err != nil {
+			return fmt.Errorf("lore.paths: %w", err)
+		}
 	}
 	return nil
 }
