@@ -1,0 +1,325 @@
+package feed
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+)
+
+// IMAPSlice is how many UIDs one public-inbox-imapd mailbox holds:
+// <newsgroup>.K has UIDs K*50000+1 to (K+1)*50000.
+const IMAPSlice = 50000
+
+// IMAP reads a list from public-inbox-imapd (or any server laid out the
+// same way): the newsgroup's mail is split over the mailboxes
+// <Newsgroup>.0, <Newsgroup>.1, ...; UIDs are the archive's article
+// numbers, in arrival order. The checkpoint keeps the slice, its
+// UIDVALIDITY and the last UID delivered. Without a checkpoint Read starts
+// at the first message of the newest slice.
+//
+// If the server's UIDVALIDITY changes, the archive was renumbered (rebuilt
+// from scratch): the slice is read again from its start and a warning is
+// logged; the consumer's Message-ID deduplication absorbs the repeats.
+// Removals are not seen over IMAP (public-inbox does not expunge).
+type IMAP struct {
+	// List names the list; it is copied into every Item.
+	List string
+	// Addr is host:port of the server.
+	Addr string
+	// TLS dials with TLS (imaps) instead of plain text.
+	TLS bool
+	// Newsgroup is the mailbox prefix (org.kernel.vger.linux-rdma).
+	Newsgroup string
+	// User and Password log in; empty means anonymous, which
+	// public-inbox-imapd accepts.
+	User, Password string
+	// Timeout bounds one Read (dial, login, fetch); default 5 minutes.
+	Timeout time.Duration
+	// Log receives warnings; nil discards.
+	Log *slog.Logger
+}
+
+// Key implements Source.
+func (s *IMAP) Key() string { return "imap " + s.Addr + " " + s.Newsgroup }
+
+type imapCheckpoint struct {
+	Slice    int
+	Validity uint32
+	UID      imap.UID
+}
+
+func (c imapCheckpoint) String() string {
+	return fmt.Sprintf("imap1 %d %d %d", c.Slice, c.Validity, c.UID)
+}
+
+func parseIMAPCheckpoint(s string) (imapCheckpoint, error) {
+	var c imapCheckpoint
+	f := strings.Fields(s)
+	if len(f) != 4 || f[0] != "imap1" {
+		return c, fmt.Errorf("bad imap checkpoint %q", s)
+	}
+	slice, err1 := strconv.Atoi(f[1])
+	v, err2 := strconv.ParseUint(f[2], 10, 32)
+	uid, err3 := strconv.ParseUint(f[3], 10, 32)
+	if err := errors.Join(err1, err2, err3); err != nil || slice < 0 {
+		return c, fmt.Errorf("bad imap checkpoint %q", s)
+	}
+	return imapCheckpoint{slice, uint32(v), imap.UID(uid)}, nil
+}
+
+func (s *IMAP) mailbox(k int) string { return s.Newsgroup + "." + strconv.Itoa(k) }
+
+func (s *IMAP) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// dial connects and logs in; the client is closed when ctx ends, which
+// also unblocks any command waiting on a silent server.
+func (s *IMAP) dial(ctx context.Context, opts *imapclient.Options) (*imapclient.Client, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", s.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if s.TLS {
+		host, _, _ := net.SplitHostPort(s.Addr)
+		tc := tls.Client(conn, &tls.Config{ServerName: host})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	c := imapclient.New(conn, opts)
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	go func() {
+		<-c.Closed()
+		stop()
+	}()
+	if err := c.WaitGreeting(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	user, pass := s.User, s.Password
+	if user == "" {
+		user, pass = "anonymous", "rdmabot@localhost"
+	}
+	if err := c.Login(user, pass).Wait(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("login: %w", err)
+	}
+	return c, nil
+}
+
+// newestSlice lists the newsgroup's slices and returns the highest.
+func (s *IMAP) newestSlice(c *imapclient.Client) (int, error) {
+	boxes, err := c.List("", s.Newsgroup+".%", nil).Collect()
+	if err != nil {
+		return 0, fmt.Errorf("list: %w", err)
+	}
+	newest := -1
+	for _, b := range boxes {
+		if k, err := strconv.Atoi(strings.TrimPrefix(b.Mailbox, s.Newsgroup+".")); err == nil && k > newest {
+			newest = k
+		}
+	}
+	if newest < 0 {
+		return 0, fmt.Errorf("no mailbox %s.N on the server", s.Newsgroup)
+	}
+	return newest, nil
+}
+
+// Read implements Source.
+func (s *IMAP) Read(ctx context.Context, after string, yield func(Item) error) (string, error) {
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var cp imapCheckpoint
+	started := after != ""
+	if started {
+		var err error
+		if cp, err = parseIMAPCheckpoint(after); err != nil {
+			return "", err
+		}
+	}
+	c, err := s.dial(ctx, nil)
+	if err != nil {
+		return "", &SourceError{Source: s.Key(), Err: err}
+	}
+	defer c.Close()
+	if !started {
+		if cp.Slice, err = s.newestSlice(c); err != nil {
+			return "", &SourceError{Source: s.Key(), Err: err}
+		}
+	}
+	for {
+		next, err := s.readSlice(ctx, c, cp, yield)
+		if err != nil {
+			return "", err
+		}
+		cp = next
+		// The next slice exists once this one is full.
+		if cp.UID < imap.UID((cp.Slice+1)*IMAPSlice) {
+			break
+		}
+		if _, err := c.Status(s.mailbox(cp.Slice+1), &imap.StatusOptions{UIDValidity: true}).Wait(); err != nil {
+			break // not created yet
+		}
+		cp = imapCheckpoint{Slice: cp.Slice + 1}
+	}
+	if cp.Validity == 0 {
+		return after, nil // nothing read at all
+	}
+	c.Logout().Wait()
+	return cp.String(), nil
+}
+
+// readSlice delivers the slice's messages after cp.UID.
+func (s *IMAP) readSlice(ctx context.Context, c *imapclient.Client, cp imapCheckpoint, yield func(Item) error) (imapCheckpoint, error) {
+	box := s.mailbox(cp.Slice)
+	sel, err := c.Select(box, &imap.SelectOptions{ReadOnly: true}).Wait()
+	if err != nil {
+		return cp, &SourceError{Source: s.Key(), Err: fmt.Errorf("select %s: %w", box, err)}
+	}
+	if cp.Validity != 0 && cp.Validity != sel.UIDValidity {
+		s.log().Warn("feed: IMAP UIDVALIDITY changed, the archive was renumbered; reading the slice again",
+			"source", s.Key(), "mailbox", box, "old", cp.Validity, "new", sel.UIDValidity)
+		cp.UID = 0
+	}
+	cp.Validity = sel.UIDValidity
+	if sel.NumMessages == 0 || (sel.UIDNext != 0 && sel.UIDNext <= cp.UID+1) {
+		return cp, nil
+	}
+	var want imap.UIDSet
+	want.AddRange(cp.UID+1, 0) // n:* also matches the last message when n is past it
+	found, err := c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{want}}, nil).Wait()
+	if err != nil {
+		return cp, &SourceError{Source: s.Key(), Err: fmt.Errorf("search %s: %w", box, err)}
+	}
+	var uids []imap.UID
+	for _, u := range found.AllUIDs() {
+		if u > cp.UID {
+			uids = append(uids, u)
+		}
+	}
+	const batch = 256 // bounds memory: a batch is buffered whole
+	for len(uids) > 0 {
+		n := min(batch, len(uids))
+		msgs, err := c.Fetch(imap.UIDSetNum(uids[:n]...), &imap.FetchOptions{
+			UID:          true,
+			InternalDate: true,
+			BodySection:  []*imap.FetchItemBodySection{{Peek: true}},
+		}).Collect()
+		if err != nil {
+			return cp, &SourceError{Source: s.Key(), Err: fmt.Errorf("fetch from %s: %w", box, err)}
+		}
+		byUID := make(map[imap.UID]*imapclient.FetchMessageBuffer, len(msgs))
+		for _, m := range msgs {
+			byUID[m.UID] = m
+		}
+		for _, uid := range uids[:n] {
+			m := byUID[uid]
+			next := imapCheckpoint{Slice: cp.Slice, Validity: cp.Validity, UID: uid}
+			if m == nil || len(m.BodySection) == 0 {
+				// Gone between SEARCH and FETCH: nothing to deliver.
+				s.log().Warn("feed: IMAP message vanished before it was fetched", "source", s.Key(), "mailbox", box, "uid", uid)
+				cp = next
+				continue
+			}
+			err := yield(Item{
+				List:       s.List,
+				Raw:        m.BodySection[0].Bytes,
+				Received:   m.InternalDate,
+				Pos:        fmt.Sprintf("%s/%d", box, uid),
+				Checkpoint: next.String(),
+			})
+			if err != nil {
+				return cp, err
+			}
+			cp = next
+		}
+		uids = uids[n:]
+	}
+	return cp, nil
+}
+
+// ErrNoIdle means the server cannot push: poll instead.
+var ErrNoIdle = errors.New("server does not support IDLE")
+
+// Wait implements Notifier: it IDLEs on the checkpoint's slice (the newest
+// one without a checkpoint) and returns nil as soon as the server reports
+// more messages than there were at the start, or ctx's error when ctx ends
+// first. It returns ErrNoIdle when the server lacks IDLE.
+func (s *IMAP) Wait(ctx context.Context, after string) error {
+	notify := make(chan struct{}, 1)
+	opts := &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
+		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
+			if d.NumMessages != nil {
+				select {
+				case notify <- struct{}{}:
+				default:
+				}
+			}
+		},
+	}}
+	c, err := s.dial(ctx, opts)
+	if err != nil {
+		return &SourceError{Source: s.Key(), Err: err}
+	}
+	defer c.Close()
+	if !c.Caps().Has(imap.CapIdle) {
+		return ErrNoIdle
+	}
+	k, last := -1, imap.UID(0)
+	if after != "" {
+		if cp, err := parseIMAPCheckpoint(after); err == nil {
+			k, last = cp.Slice, cp.UID
+		}
+	}
+	if k < 0 {
+		if k, err = s.newestSlice(c); err != nil {
+			return &SourceError{Source: s.Key(), Err: err}
+		}
+	}
+	sel, err := c.Select(s.mailbox(k), &imap.SelectOptions{ReadOnly: true}).Wait()
+	if err != nil {
+		return &SourceError{Source: s.Key(), Err: err}
+	}
+	if sel.NumMessages >= IMAPSlice || (last > 0 && sel.UIDNext > last+1) {
+		return nil // mail is waiting already, or the slice is full
+	}
+	// The SELECT itself reported EXISTS; drop that news.
+	select {
+	case <-notify:
+	default:
+	}
+	idle, err := c.Idle()
+	if err != nil {
+		return &SourceError{Source: s.Key(), Err: fmt.Errorf("idle: %w", err)}
+	}
+	select {
+	case <-notify:
+		idle.Close()
+		idle.Wait()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.Closed():
+		return &SourceError{Source: s.Key(), Err: errors.New("connection closed while idling")}
+	}
+}

@@ -1,0 +1,363 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/pitest"
+)
+
+// peerMails are the fixture mails in arrival order; late is injected
+// while a reader runs.
+func peerMails(t *testing.T) (mails [][]byte, late []byte) {
+	t.Helper()
+	names, err := filepath.Glob("testdata/peer/0*.eml")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("fixtures: %v", err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mails = append(mails, b)
+	}
+	late, err = os.ReadFile("testdata/peer/late-patch.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mails, late
+}
+
+var peerSubjects = []string{
+	"[PATCH v2 0/2] svcrdma: tidy the send path",
+	"[PATCH v2 1/2] svcrdma: drop an unused argument",
+	"[PATCH v2 2/2] svcrdma: fold two",
+	"Re: [PATCH v2 0/2] svcrdma: tidy the send path",
+	"RE: rxe: question about soft-RoCE MTU",
+}
+
+const lateSubject = "[PATCH] RDMA/core: fix a typo in a comment"
+
+func startPeer(t *testing.T) (*pitest.Server, []byte) {
+	mails, late := peerMails(t)
+	return pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: mails}), late
+}
+
+// syncCollector is a collector for a consumer running in a Watcher.
+type syncCollector struct {
+	mu    sync.Mutex
+	got   []string
+	items []Item
+	seen  chan struct{}
+}
+
+func newSyncCollector() *syncCollector { return &syncCollector{seen: make(chan struct{}, 100)} }
+
+func (c *syncCollector) consume(_ context.Context, it Item) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := subjectOf(it.Raw)
+	if it.Deleted {
+		s = "deleted " + s
+	}
+	c.got = append(c.got, s)
+	c.items = append(c.items, it)
+	c.seen <- struct{}{}
+	return nil
+}
+
+func (c *syncCollector) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.got
+	c.got = nil
+	return g
+}
+
+func (c *syncCollector) waitFor(t *testing.T, n int, within time.Duration) []string {
+	t.Helper()
+	deadline := time.After(within)
+	for i := 0; i < n; i++ {
+		select {
+		case <-c.seen:
+		case <-deadline:
+			t.Fatalf("saw %d of %d messages within %v: %q", i, n, within, c.take())
+		}
+	}
+	return c.take()
+}
+
+func same(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("%s:\n got %q\nwant %q", what, got, want)
+	}
+}
+
+func TestIMAPPeer(t *testing.T) {
+	srv, late := startPeer(t)
+	src := &IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}
+	cpPath := filepath.Join(t.TempDir(), "cp.json")
+	cps, err := OpenFileCheckpoints(cpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{failAt: peerSubjects[3]}
+	if err := pumpAll(t, src, cps, c); err == nil {
+		t.Fatal("consumer error not returned")
+	}
+	same(t, "first read", c.got, peerSubjects[:3])
+	c.got = nil
+
+	cps, err = OpenFileCheckpoints(cpPath) // a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []Item
+	_, err = Pump(context.Background(), src, cps, PumpOptions{}, func(ctx context.Context, it Item) error {
+		items = append(items, it)
+		return c.consume(ctx, it)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "after restart", c.got, peerSubjects[3:])
+	c.got = nil
+	if it := items[0]; it.List != "linux-rdma" || it.Received.IsZero() || it.Pos != "org.kernel.vger.linux-rdma.0/4" ||
+		!bytes.Contains(it.Raw, []byte("Acked-by: Björn Reviewer")) {
+		t.Fatalf("item %+v", it)
+	}
+
+	srv.Add(t, "linux-rdma", late)
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "after Add", c.got, []string{lateSubject})
+	c.got = nil
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "nothing new", c.got, nil)
+}
+
+func TestIMAPPeerIdleWakesWatcher(t *testing.T) {
+	srv, late := startPeer(t)
+	clock := newFakeClock()
+	passes := make(chan time.Time, 10)
+	w := &Watcher{
+		Sources:     []Source{&IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}},
+		Checkpoints: &MemCheckpoints{},
+		Interval:    time.Hour,
+		Clock:       clock,
+		Passes:      passes,
+	}
+	c := newSyncCollector()
+	done := runWatcher(t, w, c)
+	same(t, "first pass", c.waitFor(t, 5, time.Minute), peerSubjects)
+	<-passes
+	// The clock stands still: only IDLE can bring the new message in.
+	clock.waitForWaiters(t, 1)
+	time.Sleep(200 * time.Millisecond) // let the IDLE command reach the server
+	srv.Add(t, "linux-rdma", late)
+	same(t, "after Add", c.waitFor(t, 1, time.Minute), []string{lateSubject})
+	done()
+}
+
+func TestGitPeerOverHTTP(t *testing.T) {
+	srv, late := startPeer(t)
+	src := &Git{List: "linux-rdma", Dir: filepath.Join(t.TempDir(), "mirror"), URL: srv.InboxURL("linux-rdma")}
+	cps := &MemCheckpoints{}
+	c := &collector{}
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "mirror", c.got, peerSubjects)
+	c.got = nil
+	srv.Add(t, "linux-rdma", late)
+	srv.Remove(t, "linux-rdma", mustRead(t, "testdata/peer/05-other.eml"))
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "fetch", c.got, []string{lateSubject, "deleted " + peerSubjects[4]})
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The watcher reads the inbox directory itself (as a bot next to its
+// own public-inbox would); a message injected while it runs is delivered
+// in the next poll, and a restart neither loses nor repeats anything.
+func TestWatcherPeerInjectionAndRestart(t *testing.T) {
+	srv, late := startPeer(t)
+	cpPath := filepath.Join(t.TempDir(), "cp.json")
+	newWatcher := func(clock Clock, passes chan time.Time) *Watcher {
+		cps, err := OpenFileCheckpoints(cpPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Watcher{
+			Sources:     []Source{&Git{List: "linux-rdma", Dir: srv.InboxDir("linux-rdma")}},
+			Checkpoints: cps,
+			Interval:    2 * time.Minute,
+			Clock:       clock,
+			Passes:      passes,
+		}
+	}
+	clock := newFakeClock()
+	passes := make(chan time.Time, 10)
+	c := newSyncCollector()
+	done := runWatcher(t, newWatcher(clock, passes), c)
+	same(t, "first pass", c.waitFor(t, 5, time.Minute), peerSubjects)
+	<-passes
+	srv.Add(t, "linux-rdma", late)
+	clock.waitForWaiters(t, 1)
+	clock.Advance(2 * time.Minute)
+	<-passes
+	same(t, "one poll later", c.take(), []string{lateSubject})
+	done()
+
+	// Stopped; one more message arrives; a new watcher starts.
+	srv.Remove(t, "linux-rdma", late)
+	clock2 := newFakeClock()
+	passes2 := make(chan time.Time, 10)
+	done = runWatcher(t, newWatcher(clock2, passes2), c)
+	<-passes2
+	same(t, "after restart", c.take(), []string{"deleted " + lateSubject})
+	done()
+}
+
+func TestFetchThreadPeer(t *testing.T) {
+	srv, _ := startPeer(t)
+	hc := &HTTPClient{}
+	items, err := hc.FetchThread(context.Background(), srv.InboxURL("linux-rdma"), "linux-rdma", "<20240102090002.2.ada@example.org>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range items {
+		got = append(got, subjectOf(it.Raw))
+		if it.List != "linux-rdma" {
+			t.Fatalf("list %q", it.List)
+		}
+	}
+	same(t, "thread", got, peerSubjects[:4])
+	// mboxrd unquoting gives back the archived bytes, >From lines too.
+	archived := mustRead(t, "testdata/peer/03-patch2.eml")
+	if !bytes.Equal(items[2].Raw, archived) {
+		t.Fatalf("patch 2 over HTTP differs from the fixture:\n%s\n---\n%s", items[2].Raw, archived)
+	}
+
+	_, err = hc.FetchThread(context.Background(), srv.InboxURL("linux-rdma"), "linux-rdma", "<nope@example.org>")
+	var he *HTTPError
+	if !errors.As(err, &he) || he.Status != 404 {
+		t.Fatalf("missing thread: %v", err)
+	}
+	epochs, err := hc.Epochs(context.Background(), srv.InboxURL("linux-rdma"))
+	if err != nil || len(epochs) != 1 || epochs[0] != 0 {
+		t.Fatalf("epochs %v %v", epochs, err)
+	}
+}
+
+// runWatcher runs w in the background; the returned func stops it and
+// checks that Run returned nil.
+func runWatcher(t *testing.T, w *Watcher, c *syncCollector) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx, c.consume) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("watcher did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// fakeClock moves only when told to.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2024, 1, 5, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeWaiter{c.now.Add(d), ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(c.now) {
+			w.ch <- c.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
+func (c *fakeClock) waitForWaiters(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		c.mu.Lock()
+		k := len(c.waiters)
+		c.mu.Unlock()
+		if k >= n {
+			return
+		}
+	}
+	t.Fatalf("nobody waits on the clock")
+}
