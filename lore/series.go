@@ -231,6 +231,30 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 	return true
 }
 
+// AddRaw parses raw mail and adds it (see Add). Bad mail gives a
+// *MalformedError and changes nothing; the bot's own mail and a repeated
+// Message-ID are ignored without error.
+func (a *Assembler) AddRaw(raw []byte, arrived time.Time) error {
+	m, err := ParseMessage(raw)
+	if err != nil {
+		return err
+	}
+	a.Add(m, arrived)
+	return nil
+}
+
+// ForgetRaw removes the message a public-inbox deletion carries.
+func (a *Assembler) ForgetRaw(raw []byte) error {
+	m, err := ParseMessage(raw)
+	if err != nil {
+		return err
+	}
+	for _, id := range m.MessageIDs {
+		a.Remove(id)
+	}
+	return nil
+}
+
 // Remove forgets a message (a public-inbox deletion). It reports
 // whether the message was held.
 func (a *Assembler) Remove(messageID string) bool {

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/feed"
+)
+
+const loreUsage = "rdmabot lore scan (--git DIR | --mbox FILE | --eml-dir DIR | --imap URL) [--list NAME] [--json] [--relevant] [-config FILE]"
+
+// runLore is "rdmabot lore scan": read one source from its beginning,
+// assemble every series and print what the bot would see.
+func runLore(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "scan" {
+		return fmt.Errorf("%w: %s", errUsage, loreUsage)
+	}
+	fs := newFlags(e, "lore scan")
+	gitDir := fs.String("git", "", "public-inbox archive: inbox dir or bare epoch repository")
+	mbox := fs.String("mbox", "", "mbox (mboxrd) file")
+	emlDir := fs.String("eml-dir", "", "directory of .eml files (searched recursively)")
+	imapURL := fs.String("imap", "", "imap://host:port/mailbox of a public-inbox-imapd")
+	list := fs.String("list", "", "list name the mail came from (default: guessed from the source)")
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	relevant := fs.Bool("relevant", false, "print only series touching lore.paths")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		cfg = c
+	}
+	src, err := scanSource(*gitDir, *mbox, *emlDir, *imapURL, *list, e)
+	if err != nil {
+		return err
+	}
+	asm, err := lore.NewAssembler(cfg.Lore.Assembler(nil))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	st, err := feed.Pump(ctx, src, &feed.MemCheckpoints{}, feed.PumpOptions{Log: e.log}, func(_ context.Context, it feed.Item) error {
+		var err error
+		if it.Deleted {
+			err = asm.ForgetRaw(it.Raw)
+		} else {
+			err = asm.AddRaw(it.Raw, it.Received)
+		}
+		if err != nil {
+			return feed.Skip(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	result := asm.Assemble()
+	elapsed := time.Since(start)
+	complete, rel, total := 0, 0, len(result.Series)
+	for _, s := range result.Series {
+		if s.Complete {
+			complete++
+		}
+		if s.Relevant() {
+			rel++
+		}
+	}
+	if *relevant {
+		kept := result.Series[:0]
+		for _, s := range result.Series {
+			if s.Relevant() {
+				kept = append(kept, s)
+			}
+		}
+		result.Series = kept
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(result)
+	}
+	for _, s := range result.Series {
+		printSeries(e.stdout, s)
+	}
+	for _, c := range result.Commands {
+		state := c.Verb + " " + strings.TrimSpace(c.Tree+" "+c.Branch)
+		if c.Err != "" {
+			state = "invalid: " + c.Err
+		}
+		fmt.Fprintf(e.stdout, "command from %s in <%s> (series %s): %s\n", c.From, c.MessageID, orDash(c.SeriesID), state)
+	}
+	fmt.Fprintf(e.stdout, "%d messages read, %d skipped; %d series (%d complete, %d touching lore.paths) in %s\n",
+		st.Delivered, st.Skipped, total, complete, rel, elapsed.Round(time.Millisecond))
+	return nil
+}
+
+// scanSource builds the one source the flags name.
+func scanSource(gitDir, mbox, emlDir, imapURL, list string, e *env) (feed.Source, error) {
+	n := 0
+	for _, v := range []string{gitDir, mbox, emlDir, imapURL} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("%w: give exactly one source: %s", errUsage, loreUsage)
+	}
+	if list == "" {
+		list = "scan"
+	}
+	switch {
+	case gitDir != "":
+		return &feed.Git{List: list, Dir: gitDir, Log: e.log}, nil
+	}
+	return nil, errors.New("this source is not available yet: lore/feed has no reader for it")
+}
+
+func printSeries(w io.Writer, s *lore.Series) {
+	state := "complete"
+	if !s.Complete {
+		state = fmt.Sprintf("missing %s", joinInts(s.Missing))
+		if s.Incomplete != "" {
+			state = "INCOMPLETE: " + s.Incomplete
+		}
+	}
+	tags := ""
+	if s.RFC {
+		tags += " RFC"
+	}
+	if s.Resend {
+		tags += " RESEND"
+	}
+	if s.TreeTag != "" {
+		tags += " " + s.TreeTag
+	}
+	fmt.Fprintf(w, "%s v%d%s %d/%d %s: %s\n", s.ID, s.Version, tags, len(s.Patches), s.Total, state, s.Subject)
+	fmt.Fprintf(w, "  author %s, %s, lists %s, root <%s>\n", s.Author, s.Date.UTC().Format("2006-01-02 15:04Z"), orDash(strings.Join(s.Lists, " ")), s.RootMessageID)
+	if len(s.MatchedPaths) > 0 {
+		fmt.Fprintf(w, "  matched %s\n", strings.Join(s.MatchedPaths, " "))
+	}
+	base := "base: not given"
+	if s.BaseCommit != "" {
+		base = "base-commit " + s.BaseCommit
+	}
+	if s.ChangeID != "" {
+		base += ", change-id " + s.ChangeID
+	}
+	fmt.Fprintf(w, "  %s\n", base)
+	if len(s.Versions) > 0 {
+		fmt.Fprintf(w, "  other versions %s\n", strings.Join(s.Versions, " "))
+	}
+	for _, t := range s.Trailers {
+		fmt.Fprintf(w, "  all patches: %s\n", t)
+	}
+	for _, p := range s.Patches {
+		for _, t := range p.Trailers {
+			fmt.Fprintf(w, "  patch %d: %s\n", p.Index, t)
+		}
+	}
+	for _, a := range s.Applied {
+		fmt.Fprintf(w, "  applied by %s <%s> %s\n", a.By, a.MessageID, strings.Join(a.Commits, " "))
+	}
+	if len(s.Duplicates) > 0 {
+		fmt.Fprintf(w, "  duplicates ignored: %s\n", strings.Join(s.Duplicates, " "))
+	}
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
