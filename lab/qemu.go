@@ -316,6 +316,14 @@ func (r *run) loop(ctx context.Context) {
 		if r.pair.idle && r.has("server", "IDLE") && r.has("client", "IDLE") {
 			return
 		}
+		// A guest gone without saying POWEROFF (killed, crashed, reset)
+		// leaves its peer waiting for nothing: end the run, unless a
+		// crash report is still being printed.
+		for role, g := range r.guests {
+			if g.done && !r.has(role, "POWEROFF") && r.fatalAt.IsZero() {
+				return
+			}
+		}
 		if !r.fatalAt.IsZero() {
 			pending := r.mon["server"].Pending() || r.mon["client"].Pending()
 			if !pending || time.Since(r.fatalAt) > r.pair.cfg.CrashGrace.Duration {

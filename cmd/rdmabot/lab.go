@@ -15,6 +15,7 @@ import (
 )
 
 const labUsage = `rdmabot lab image [-config FILE]
+rdmabot lab bench -kernel BZIMAGE [-boots 10] [-config FILE]
 rdmabot lab run -kernel BZIMAGE [-test transfer|fio] [-size 32M] [-iters 3] [-rdma rxe|siw]
                 [-transport rdma|tcp] [-vers auto|3|4.2] [-quiet=true] [-json FILE] [-config FILE]`
 
@@ -27,6 +28,8 @@ func runLab(ctx context.Context, e *env, args []string) error {
 		return runLabImage(ctx, e, args[1:])
 	case "run":
 		return runLabRun(ctx, e, args[1:])
+	case "bench":
+		return runLabBench(ctx, e, args[1:])
 	}
 	return fmt.Errorf("%w: %s", errUsage, labUsage)
 }
@@ -162,4 +165,29 @@ func printResult(e *env, r *lab.Result) {
 		verdict = "FAILED: " + r.Failure
 	}
 	fmt.Fprintln(e.stdout, verdict)
+}
+
+func runLabBench(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "lab bench")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	kernel := fs.String("kernel", "", "bzImage to boot")
+	boots := fs.Int("boots", 10, "boots per mode for the spread")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kernel == "" {
+		return fmt.Errorf("%w: -kernel is required\n%s", errUsage, labUsage)
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	img, err := lab.EnsureImage(ctx, labImageDir(c), lab.DefaultRecipe(), e.log)
+	if err != nil {
+		return err
+	}
+	return lab.Bench(ctx, lab.BenchOptions{
+		Kernel: lab.Kernel{BzImage: *kernel}, Image: img.Path, QEMU: c.Lab.QEMU, Boots: *boots,
+		NoiseDir: filepath.Join(c.CacheDir, "lab", "noise"), Out: e.stdout, Log: e.log,
+	})
 }

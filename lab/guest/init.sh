@@ -31,10 +31,17 @@ mark BOOTED "role=$ROLE kernel=$(uname -r) build_id=$(build_id)"
 # rb.crash= makes the kernel fail on purpose, to check the host's crash
 # detection: panic (sysrq-c right after boot) or hang (see labtest.sh).
 RB_CRASH=$(param crash none)
-if [ "$RB_CRASH" = panic ]; then
+case $RB_CRASH in
+panic)
 	echo 1 >/proc/sys/kernel/sysrq
 	echo c >/proc/sysrq-trigger
-fi
+	;;
+warn | oops | bug)
+	# Test kernels with the self-test patch only; a child process does
+	# the write, so an oops kills it and not PID 1.
+	sh -c "echo $RB_CRASH >/proc/rdmabot_selftest" || mark SELFTEST_MISSING
+	;;
+esac
 
 ip link set lo up
 ip link set eth0 up
@@ -63,7 +70,10 @@ server)
 	rdma_up && server_up && server_wait && status=ok
 	# "poweroff" from the client is the hang check: vanish like a server
 	# losing power, with the client's writes outstanding.
-	[ "$msg" = poweroff ] && poweroff -f
+	if [ "$msg" = poweroff ]; then
+		mark POWEROFF status=vanished
+		poweroff -f
+	fi
 	server_down
 	;;
 client)
