@@ -144,19 +144,34 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// listening reports whether something LISTENs on 127.0.0.1:port, from
-// /proc/net/tcp. Connecting to find out is not an option: QEMU's socket
-// netdev would take the probe for its peer.
-func listening(port int) (bool, error) {
+// listeningBy reports whether process pid LISTENs on 127.0.0.1:port,
+// from /proc/net/tcp and the process's descriptors. Connecting to find
+// out is not an option: QEMU's socket netdev would take the probe for its
+// peer. Checking the owner matters when someone else holds the port.
+func listeningBy(pid, port int) (bool, error) {
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		return false, err
 	}
 	want := fmt.Sprintf("0100007F:%04X", port)
+	inodes := map[string]bool{}
 	for _, l := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(l)
-		// sl local_address rem_address st ...; st 0A is LISTEN.
-		if len(f) > 3 && f[1] == want && f[3] == "0A" {
+		// sl local_address rem_address st ... uid timeout inode; st 0A is LISTEN.
+		if len(f) > 9 && f[1] == want && f[3] == "0A" {
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return false, nil
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false, nil // exited; its exit event follows
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && inodes[link] {
 			return true, nil
 		}
 	}
@@ -165,12 +180,12 @@ func listening(port int) (bool, error) {
 
 // waitListening polls until the port listens, the guest exits (its exit
 // event is returned, for the caller to handle) or the timeout passes.
-func waitListening(ctx context.Context, port int, events <-chan consoleEvent, early *[]consoleEvent, timeout time.Duration) (exited *consoleEvent, err error) {
+func waitListening(ctx context.Context, pid, port int, events <-chan consoleEvent, early *[]consoleEvent, timeout time.Duration) (exited *consoleEvent, err error) {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		ok, err := listening(port)
+		ok, err := listeningBy(pid, port)
 		if err != nil {
 			return nil, err
 		}

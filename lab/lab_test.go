@@ -172,3 +172,28 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("incomplete host accepted: %v", err)
 	}
 }
+
+// A listening port counts only when the given process holds it.
+func TestListeningBy(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	if ok, err := listeningBy(os.Getpid(), port); !ok || err != nil {
+		t.Fatalf("own listener not found: %v %v", ok, err)
+	}
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if ok, _ := listeningBy(cmd.Process.Pid, port); ok {
+		t.Error("a process not holding the port is said to listen")
+	}
+	l.Close()
+	if ok, _ := listeningBy(os.Getpid(), port); ok {
+		t.Error("closed listener still found")
+	}
+}

@@ -174,7 +174,7 @@ func (r *run) launch(ctx context.Context) error {
 		r.guests["server"] = srv
 		r.started("server", srv)
 		var early []consoleEvent
-		exited, err := waitListening(ctx, port, r.events, &early, 15*time.Second)
+		exited, err := waitListening(ctx, srv.cmd.Process.Pid, port, r.events, &early, 15*time.Second)
 		if exited == nil && err == nil {
 			r.pair.log.Debug("lab: server listening", "port", port)
 			for _, ev := range early {

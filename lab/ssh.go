@@ -187,6 +187,7 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 	}
 	start := time.Now()
 	good := map[string]string{}
+	var goodMu sync.Mutex
 	err = p.both(hosts, func(h *sshHost) error {
 		if err := p.reach(ctx, h); err != nil {
 			return err
@@ -195,7 +196,9 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 		if err != nil {
 			return &InfraError{Host: h.role, Op: "ssh", Err: err}
 		}
+		goodMu.Lock()
 		good[h.role] = strings.TrimSpace(rel)
+		goodMu.Unlock()
 		path := "/boot/rdmabot/vmlinuz-" + k.Release
 		if err := h.put(ctx, path, image, 0o644); err != nil {
 			return &InfraError{Host: h.role, Op: "copy kernel", Err: err}
@@ -212,8 +215,13 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 	})
 	// Whatever happened, both hosts go back to their known-good kernel.
 	defer func() {
+		t := time.Now()
 		if rerr := p.restore(ctx, hosts, good); rerr != nil && err == nil {
 			err = rerr
+		}
+		if res != nil {
+			res.Phases.Shutdown = time.Since(t).Seconds()
+			res.Phases.Total = time.Since(start).Seconds()
 		}
 	}()
 	if err != nil {
@@ -223,7 +231,6 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 	res, err = p.test(ctx, hosts, k, t)
 	if res != nil {
 		res.Phases.Boot = booted.Sub(start).Seconds()
-		res.Phases.Total = time.Since(start).Seconds()
 	}
 	return res, err
 }
@@ -426,21 +433,22 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
 		}
 	}
-	step := func(h *sshHost, peer SSHHostConfig, fns string) (time.Time, error) {
-		out, err := h.run(ctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t), remoteScript, fns), nil)
+	// Each step has a deadline: a hung NFS mount must not hold the pair.
+	step := func(h *sshHost, peer SSHHostConfig, fns string, limit time.Duration) (time.Time, error) {
+		sctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		out, err := h.run(sctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t), remoteScript, fns), nil)
 		h.out.WriteString(out)
 		return time.Now(), err
 	}
 	t0 := time.Now()
-	var tRDMA, tMounted time.Time
-	_, serr := step(srv, cli.cfg, "rdma_up && server_up")
+	tServer, serr := step(srv, cli.cfg, "rdma_up && server_up", 5*time.Minute)
 	if serr != nil {
 		return nil, &BootError{Host: "server", Phase: "rdma", Err: serr, Console: tail(srv.out.String(), 40)}
 	}
-	tRDMA, cerr := step(cli, srv.cfg, "rdma_up && client_run")
-	tMounted = tRDMA
-	_, _ = step(srv, cli.cfg, "server_down")
-	tEnd := time.Now()
+	testLimit := 5*time.Minute + time.Duration(t.Iterations)*(time.Minute+time.Duration(t.SizeMiB)*time.Second)
+	tClient, cerr := step(cli, srv.cfg, "rdma_up && client_run", testLimit)
+	step(srv, cli.cfg, "server_down", time.Minute)
 
 	res := &Result{Pair: p.cfg.Name, Mode: "ssh", Kernel: k, Test: t}
 	for _, h := range []*sshHost{srv, cli} {
@@ -473,7 +481,8 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 			return res, &BootError{Host: "client", Phase: "rdma", Err: fmt.Errorf("%v", m.Args), Console: tail(res.Client.Console, 40)}
 		}
 	}
-	res.Phases = Phases{RDMAUp: tRDMA.Sub(t0).Seconds(), Test: tEnd.Sub(tMounted).Seconds()}
+	// Over SSH the client's RDMA bring-up and mount are part of its step.
+	res.Phases = Phases{RDMAUp: tServer.Sub(t0).Seconds(), Test: tClient.Sub(tServer).Seconds()}
 	switch c := res.Crash(); {
 	case c != nil && c.Fatal:
 		res.Failure = c.Title
