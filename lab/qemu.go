@@ -27,6 +27,12 @@ type QEMUPair struct {
 	// idle boots both guests and leaves them to an outside driver.
 	idle  bool
 	hooks testHooks
+
+	// SelfTest makes the kernel fail on purpose, to check crash
+	// detection end to end: "panic" (sysrq-c), "hang" (the server
+	// vanishes under the client's writeback), or "warn", "oops", "bug"
+	// (kernels with lab/console/testdata/selftest-crash.patch only).
+	SelfTest string
 }
 
 // testHooks let tests reach into a run: inject faults, watch processes.
@@ -69,6 +75,9 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 		role, ip, peer, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs)
 	if sshd {
 		c += " rb.sshd=1"
+	}
+	if p.SelfTest != "" {
+		c += " rb.crash=" + p.SelfTest
 	}
 	if p.hooks.cmdline != "" {
 		c += " " + p.hooks.cmdline

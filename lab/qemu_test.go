@@ -148,7 +148,7 @@ func TestPairFio(t *testing.T) {
 // carries the crash and the console.
 func TestPairPanicIsBootError(t *testing.T) {
 	p, pids := testPair(t)
-	p.hooks.cmdline = "rb.crash=panic"
+	p.SelfTest = "panic"
 	res, err := p.Run(context.Background(), testKernel(t), DefaultTest())
 	noSurvivors(t, *pids)
 	var be *BootError
@@ -168,7 +168,7 @@ func TestPairPanicIsBootError(t *testing.T) {
 // stops once its trace is complete.
 func TestPairHungTask(t *testing.T) {
 	p, pids := testPair(t)
-	p.hooks.cmdline = "rb.crash=hang"
+	p.SelfTest = "hang"
 	test := DefaultTest()
 	test.SizeMiB, test.Iterations, test.HungTaskSecs = 4, 1, 10
 	start := time.Now()

@@ -17,7 +17,7 @@ import (
 const labUsage = `rdmabot lab image [-config FILE]
 rdmabot lab bench -kernel BZIMAGE [-boots 10] [-config FILE]
 rdmabot lab run -kernel BZIMAGE [-test transfer|fio] [-size 32M] [-iters 3] [-rdma rxe|siw]
-                [-transport rdma|tcp] [-vers auto|3|4.2] [-quiet=true] [-json FILE] [-config FILE]`
+                [-transport rdma|tcp] [-vers auto|3|4.2] [-quiet=true] [-json FILE] [-selftest KIND] [-config FILE]`
 
 func runLab(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
@@ -94,6 +94,7 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	vers := fs.String("vers", def.NFSVersion, "NFS version: auto, 3, 4.0, 4.1, 4.2")
 	quiet := fs.Bool("quiet", true, "instruction counting (-icount) for low-noise timings")
 	jsonOut := fs.String("json", "", "also write the result as JSON to this file")
+	selftest := fs.String("selftest", "", "crash on purpose to check detection: panic, hang, or warn|oops|bug (self-test kernels)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +122,10 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 		qc.Icount = ""
 	}
 	pair := lab.NewQEMUPair(qc, img.Path, e.log)
+	pair.SelfTest = *selftest
+	if *selftest == "hang" && test.HungTaskSecs == 0 {
+		test.HungTaskSecs = 10
+	}
 	res, err := pair.Run(ctx, lab.Kernel{BzImage: *kernel}, test)
 	if res != nil {
 		printResult(e, res)
