@@ -279,9 +279,9 @@ func (a *Assembler) Prune(before time.Time) int {
 // Assembly is the result of Assemble.
 type Assembly struct {
 	// Series ordered by date, then ID.
-	Series []*Series
+	Series []*Series `json:"series"`
 	// Commands found in replies, ordered by date, then Message-ID.
-	Commands []Command
+	Commands []Command `json:"commands"`
 }
 
 // seriesKey is what the messages of one posting share.
@@ -443,52 +443,61 @@ func (a *Assembler) Assemble() *Assembly {
 // without any threading must be to be taken as one series.
 const unthreadedWindow = time.Hour
 
-// mergeUnthreaded joins groups of patches sent without In-Reply-To
-// (each patch its own root) by the same author with the same version,
-// count and tags within an hour, as long as their indexes do not clash.
+// mergeUnthreaded joins patches sent without In-Reply-To (each its own
+// root) to the series they belong to: same author, version, count and
+// tags, first message within an hour, no index present twice. They join
+// a threaded series or a cover first (a patch re-sent alone after a
+// bounce, a cover and patches that were all sent unthreaded), then each
+// other.
 func (a *Assembler) mergeUnthreaded(order []*group, memberOf map[*entry]*group) []*group {
-	type cand struct {
-		g     *group
-		first *entry
-	}
-	var cands []cand
-	for _, g := range order {
+	rootless := func(g *group) bool {
 		first := g.members[0]
-		if first.subj.Total > 1 && first.kind == kindPatch && first.parent == "" && g.root == first.msg.MessageID {
-			cands = append(cands, cand{g, first})
-		}
-	}
-	if len(cands) < 2 {
-		return order
+		return first.subj.Total > 1 && first.kind == kindPatch && first.parent == "" && g.root == first.msg.MessageID
 	}
 	dropped := map[*group]bool{}
-	for i, c := range cands {
-		if dropped[c.g] {
-			continue
+	merge := func(into, from *group) {
+		for _, m := range from.members {
+			memberOf[m] = into
 		}
-		tags := strings.Join(c.first.subj.Tags, " ")
+		into.members = append(into.members, from.members...)
+		sort.SliceStable(into.members, func(i, j int) bool { return entryBefore(into.members[i], into.members[j]) })
+		dropped[from] = true
+	}
+	fits := func(into, from *group) bool {
+		fi, ff := into.members[0], from.members[0]
+		if into == from || dropped[into] || into.key != from.key ||
+			strings.Join(fi.subj.Tags, " ") != strings.Join(ff.subj.Tags, " ") {
+			return false
+		}
+		if d := ff.date.Sub(fi.date); d > unthreadedWindow || d < -unthreadedWindow {
+			return false
+		}
 		have := map[int]bool{}
-		for _, m := range c.g.members {
+		for _, m := range into.members {
 			have[m.index()] = true
 		}
-		for _, d := range cands[i+1:] {
-			if dropped[d.g] || d.g.key != c.g.key || strings.Join(d.first.subj.Tags, " ") != tags ||
-				d.first.date.Sub(c.first.date) > unthreadedWindow {
+		for _, m := range from.members {
+			if m.kind == kindPatch && have[m.index()] {
+				return false
+			}
+		}
+		return true
+	}
+	for _, threaded := range []bool{true, false} {
+		for _, c := range order {
+			if dropped[c] || !rootless(c) {
 				continue
 			}
-			clash := false
-			for _, m := range d.g.members {
-				clash = clash || have[m.index()]
+			for _, t := range order {
+				if rootless(t) == threaded || !fits(t, c) {
+					continue
+				}
+				if !threaded && entryBefore(c.members[0], t.members[0]) {
+					continue // the earliest rootless group collects the rest
+				}
+				merge(t, c)
+				break
 			}
-			if clash {
-				continue
-			}
-			for _, m := range d.g.members {
-				have[m.index()] = true
-				memberOf[m] = c.g
-			}
-			c.g.members = append(c.g.members, d.g.members...)
-			dropped[d.g] = true
 		}
 	}
 	out := order[:0]
@@ -498,6 +507,14 @@ func (a *Assembler) mergeUnthreaded(order []*group, memberOf map[*entry]*group) 
 		}
 	}
 	return out
+}
+
+// entryBefore orders messages by clamped date, then Message-ID.
+func entryBefore(x, y *entry) bool {
+	if !x.date.Equal(y.date) {
+		return x.date.Before(y.date)
+	}
+	return x.msg.MessageID < y.msg.MessageID
 }
 
 func (a *Assembler) buildSeries(g *group) *Series {

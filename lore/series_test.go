@@ -182,6 +182,17 @@ func TestAssembleScenarios(t *testing.T) {
 		}, []string{
 			`v1 "a" cover=- patches=[1 2] missing=[] complete=true`,
 			`v1 "b" cover=- patches=[2] missing=[1] complete=false`}},
+		{"unthreaded cover and patches, one patch re-sent alone", []tmail{
+			{id: "x0", subject: "[PATCH 0/3] Driver", body: "cover\n", date: at(0)},
+			{id: "x1", subject: "[PATCH 1/3] d: one", body: diffBody(core), date: at(1)},
+			{id: "x3", subject: "[PATCH 3/3] d: three", body: diffBody(core), date: at(2)},
+			{id: "t0", subject: "[PATCH 0/3] Other", body: "cover\n", date: at(3)},
+			{id: "t1", subject: "[PATCH 1/3] o: one", irt: "t0", refs: "<t0>", body: diffBody(core), date: at(4)},
+			{id: "t3", subject: "[PATCH 3/3] o: three", irt: "t0", refs: "<t0>", body: diffBody(core), date: at(5)},
+			{id: "x2", subject: "[PATCH 2/3] d: two", body: diffBody(core), date: at(30)},
+		}, []string{
+			`v1 "Driver" cover=x0 patches=[1 2 3] missing=[] complete=true`,
+			`v1 "Other" cover=t0 patches=[1 3] missing=[2] complete=false`}},
 		{"loop in References", []tmail{
 			{id: "l1", subject: "[PATCH 1/2] a", irt: "l2", refs: "<l2>", body: diffBody(core), date: at(0)},
 			{id: "l2", subject: "[PATCH 2/2] b", irt: "l1", refs: "<l1>", body: diffBody(core), date: at(1)},
