@@ -3,7 +3,16 @@
 // lab -> reports, survive crashes, and bisect mainline regressions.
 package bot
 
-import "fmt"
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+)
 
 // Config is the [bot] section of config.toml.
 type Config struct {
@@ -12,11 +21,82 @@ type Config struct {
 	DBURL string `toml:"db_url"`
 	// Listen is the dashboard and webhook address.
 	Listen string `toml:"listen"`
+	// URL is how others reach this process: links in replies, and other
+	// workers pulling the artifacts it built.
+	URL string `toml:"url"`
+	// Artifacts is where built kernels are kept; empty means
+	// <cache_dir>/artifacts. Workers on other machines pull from URL.
+	Artifacts string `toml:"artifacts"`
+	// Runs is how many base and candidate runs a lab round makes.
+	Runs int `toml:"runs"`
+	// MaxRounds bounds how often the statistics may ask for more runs.
+	MaxRounds int `toml:"max_rounds"`
+	// BaseMaxAge is how long measured base results are reused.
+	BaseMaxAge cfgtype.Duration `toml:"base_max_age"`
+	// LeaseTTL is how long a lab pair stays leased to a job whose
+	// process stopped renewing it (it died).
+	LeaseTTL cfgtype.Duration `toml:"lease_ttl"`
+	// MaxAttempts bounds retries of a job failing on infrastructure.
+	MaxAttempts int `toml:"max_attempts"`
+	// RescueAfter is when a job still marked running is taken to belong
+	// to a dead process and retried. Longer than any build or lab round.
+	RescueAfter cfgtype.Duration `toml:"rescue_after"`
+	// IngestInterval is how often the lists are polled.
+	IngestInterval cfgtype.Duration `toml:"ingest_interval"`
+
+	Mainline MainlineConfig `toml:"mainline"`
+	GitHub   GitHubConfig   `toml:"github"`
+}
+
+// MainlineConfig schedules runs of the configured trees' branch heads.
+type MainlineConfig struct {
+	// Schedules are cron specs (5 fields, CRON_TZ= allowed, @daily).
+	Schedules []string `toml:"schedules"`
+	// Trees are builder tree names whose branches are tested.
+	Trees []string `toml:"trees"`
+	// Metric is the figure whose regression starts a bisection.
+	Metric string `toml:"metric"`
+}
+
+// GitHubConfig turns issue comments into commands. Off when Repo is "".
+type GitHubConfig struct {
+	// Repo is owner/name of the repository whose issues are watched.
+	Repo string `toml:"repo"`
+	// API is the REST base URL; empty means api.github.com.
+	API string `toml:"api"`
+	// TokenFile holds the token used to comment and label.
+	TokenFile string `toml:"token_file"`
+	// SecretFile holds the webhook secret; empty disables the webhook.
+	SecretFile string `toml:"secret_file"`
+	// PollInterval polls comments with ETags; 0 disables polling.
+	PollInterval cfgtype.Duration `toml:"poll_interval"`
+	// Allow are logins always allowed to command the bot.
+	Allow []string `toml:"allow"`
+	// Org is the organization whose members may command the bot.
+	Org string `toml:"org"`
 }
 
 // DefaultConfig is one machine, SQLite, dashboard on loopback.
 func DefaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8480"}
+	return Config{
+		Listen:         "127.0.0.1:8480",
+		URL:            "http://127.0.0.1:8480",
+		Runs:           5,
+		MaxRounds:      3,
+		BaseMaxAge:     cfgtype.D(7 * 24 * time.Hour),
+		LeaseTTL:       cfgtype.D(2 * time.Minute),
+		MaxAttempts:    8,
+		RescueAfter:    cfgtype.D(4 * time.Hour),
+		IngestInterval: cfgtype.D(2 * time.Minute),
+		Mainline: MainlineConfig{
+			Schedules: []string{"CRON_TZ=UTC 0 */6 * * *"},
+			Trees:     []string{"mainline"},
+			Metric:    "write_MBps",
+		},
+		GitHub: GitHubConfig{
+			PollInterval: cfgtype.D(time.Minute),
+		},
+	}
 }
 
 // Validate reports the first setting that cannot work.
@@ -24,5 +104,37 @@ func (c *Config) Validate() error {
 	if c.Listen == "" {
 		return fmt.Errorf("bot.listen is empty")
 	}
+	if c.DBURL != "" && !isPostgresURL(c.DBURL) {
+		return fmt.Errorf("bot.db_url must be empty (SQLite) or postgres://..., got %q", c.DBURL)
+	}
+	if _, err := url.Parse(c.URL); err != nil || c.URL == "" {
+		return fmt.Errorf("bot.url %q is not a URL", c.URL)
+	}
+	if c.Runs < 1 || c.MaxRounds < 1 || c.MaxAttempts < 1 {
+		return fmt.Errorf("bot.runs, bot.max_rounds and bot.max_attempts must be at least 1")
+	}
+	if c.LeaseTTL.Duration < time.Second || c.RescueAfter.Duration < time.Second || c.IngestInterval.Duration <= 0 {
+		return fmt.Errorf("bot.lease_ttl, bot.rescue_after, bot.ingest_interval must be positive")
+	}
+	for _, s := range c.Mainline.Schedules {
+		if _, err := cron.ParseStandard(s); err != nil {
+			return fmt.Errorf("bot.mainline.schedules: %q: %w", s, err)
+		}
+	}
+	if len(c.Mainline.Schedules) > 0 && c.Mainline.Metric == "" {
+		return fmt.Errorf("bot.mainline.metric is empty")
+	}
+	if c.GitHub.Repo != "" {
+		if o, n, ok := strings.Cut(c.GitHub.Repo, "/"); !ok || o == "" || n == "" {
+			return fmt.Errorf("bot.github.repo must be owner/name, got %q", c.GitHub.Repo)
+		}
+		if c.GitHub.PollInterval.Duration < 0 {
+			return fmt.Errorf("bot.github.poll_interval must not be negative")
+		}
+	}
 	return nil
+}
+
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }

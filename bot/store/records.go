@@ -1,0 +1,428 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Querier is *sql.DB or *sql.Tx: every method takes one so that a job can
+// change our tables and complete itself in one transaction.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ErrNotFound is returned when a looked-up row does not exist.
+var ErrNotFound = errors.New("not found")
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// Time converts a stored millisecond timestamp.
+func Time(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// Sample is one lab measurement: metrics, or the crash that ended it.
+type Sample struct {
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Crash   string             `json:"crash,omitempty"`
+	Log     string             `json:"log,omitempty"`
+}
+
+// SeriesRow is an ingested series; Data is the bot's JSON of its patches.
+type SeriesRow struct {
+	ID        int64
+	MsgID     string
+	Version   int
+	Tree      string
+	Subject   string
+	Author    string
+	Link      string
+	Data      []byte
+	CreatedAt time.Time
+}
+
+// AddSeries stores a series once per (msgid, version, tree) and returns its id.
+func (s *Store) AddSeries(ctx context.Context, q Querier, r SeriesRow) (int64, error) {
+	_, err := q.ExecContext(ctx, `INSERT INTO series (msgid, version, tree, subject, author, link, data, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (msgid, version, tree) DO NOTHING`,
+		r.MsgID, r.Version, r.Tree, r.Subject, r.Author, r.Link, r.Data, ms(s.now()))
+	if err != nil {
+		return 0, fmt.Errorf("store: add series: %w", err)
+	}
+	var id int64
+	err = q.QueryRowContext(ctx, `SELECT id FROM series WHERE msgid = $1 AND version = $2 AND tree = $3`, r.MsgID, r.Version, r.Tree).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("store: add series: %w", err)
+	}
+	return id, nil
+}
+
+// Series reads one series.
+func (s *Store) Series(ctx context.Context, q Querier, id int64) (SeriesRow, error) {
+	var r SeriesRow
+	var at int64
+	err := q.QueryRowContext(ctx, `SELECT id, msgid, version, tree, subject, author, link, data, created_at FROM series WHERE id = $1`, id).
+		Scan(&r.ID, &r.MsgID, &r.Version, &r.Tree, &r.Subject, &r.Author, &r.Link, &r.Data, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("series %d: %w", id, ErrNotFound)
+	}
+	r.CreatedAt = Time(at)
+	return r, err
+}
+
+// Test kinds and states.
+const (
+	KindSeries   = "series"   // a series from the lists or a GitHub command
+	KindRef      = "ref"      // a tree ref, no patches
+	KindMainline = "mainline" // a scheduled branch head against the last good one
+
+	StateQueued   = "queued"
+	StateBuilding = "building"
+	StateTesting  = "testing"
+	StateDone     = "done"
+	StateCanceled = "canceled"
+	StateFailed   = "failed" // infrastructure gave up: no verdict on the patch
+)
+
+// Test is one comparison of a candidate against its base.
+type Test struct {
+	ID           int64
+	Key          string // unique: what makes a test the same test
+	Kind         string
+	SeriesID     int64
+	Tree         string
+	Ref          string // branch or ref for KindRef/KindMainline
+	Base         string // base commit
+	Candidate    string // candidate commit (after apply)
+	Lab          string
+	Params       string
+	Origin       string // JSON: where the request came from, where the reply goes
+	State        string
+	Verdict      string
+	Summary      string
+	Rounds       int
+	BaseArtifact string
+	CandArtifact string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// AddTest creates a test unless one with its key exists; it returns the
+// id and whether this call created it.
+func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, error) {
+	now := ms(s.now())
+	res, err := q.ExecContext(ctx, `INSERT INTO tests (key, kind, series_id, tree, ref, base, candidate, lab, params, origin, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17) ON CONFLICT (key) DO NOTHING`,
+		t.Key, t.Kind, t.SeriesID, t.Tree, t.Ref, t.Base, t.Candidate, t.Lab, t.Params, t.Origin, StateQueued, "", "", 0, "", "", now)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: add test: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	var id int64
+	if err := q.QueryRowContext(ctx, `SELECT id FROM tests WHERE key = $1`, t.Key).Scan(&id); err != nil {
+		return 0, false, fmt.Errorf("store: add test: %w", err)
+	}
+	return id, n == 1, nil
+}
+
+const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at`
+
+func scanTest(sc interface{ Scan(...any) error }) (Test, error) {
+	var t Test
+	var c, u int64
+	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin,
+		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u)
+	t.CreatedAt, t.UpdatedAt = Time(c), Time(u)
+	return t, err
+}
+
+// Test reads one test.
+func (s *Store) Test(ctx context.Context, q Querier, id int64) (Test, error) {
+	t, err := scanTest(q.QueryRowContext(ctx, `SELECT `+testCols+` FROM tests WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("test %d: %w", id, ErrNotFound)
+	}
+	return t, err
+}
+
+// TestByKey reads the test with a key.
+func (s *Store) TestByKey(ctx context.Context, q Querier, key string) (Test, error) {
+	t, err := scanTest(q.QueryRowContext(ctx, `SELECT `+testCols+` FROM tests WHERE key = $1`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("test %q: %w", key, ErrNotFound)
+	}
+	return t, err
+}
+
+// UpdateTest writes a test's mutable fields.
+func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
+	_, err := q.ExecContext(ctx, `UPDATE tests SET base = $2, candidate = $3, state = $4, verdict = $5, summary = $6, rounds = $7,
+		base_artifact = $8, cand_artifact = $9, updated_at = $10 WHERE id = $1`,
+		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()))
+	if err != nil {
+		return fmt.Errorf("store: update test %d: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Tests lists the newest tests first.
+func (s *Store) Tests(ctx context.Context, q Querier, limit int) ([]Test, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+testCols+` FROM tests ORDER BY id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: tests: %w", err)
+	}
+	defer rows.Close()
+	var out []Test
+	for rows.Next() {
+		t, err := scanTest(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Run is one lab invocation for one side of a test.
+type Run struct {
+	ID         int64
+	TestID     int64
+	JobID      int64
+	Round      int
+	Role       string // "base" or "candidate"
+	Commit     string
+	Lab        string
+	Samples    []Sample
+	Error      string
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// SaveRun records a run, replacing a crashed attempt of the same round.
+func (s *Store) SaveRun(ctx context.Context, q Querier, r Run) error {
+	b, err := json.Marshal(r.Samples)
+	if err != nil {
+		return err
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO runs (test_id, job_id, round, role, commit_sha, lab, samples, error, started_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (test_id, round, role) DO UPDATE SET job_id = excluded.job_id, commit_sha = excluded.commit_sha, lab = excluded.lab,
+		samples = excluded.samples, error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at`,
+		r.TestID, r.JobID, r.Round, r.Role, r.Commit, r.Lab, string(b), r.Error, ms(r.StartedAt), ms(r.FinishedAt))
+	if err != nil {
+		return fmt.Errorf("store: save run: %w", err)
+	}
+	return nil
+}
+
+// Runs lists a test's runs in round order.
+func (s *Store) Runs(ctx context.Context, q Querier, testID int64) ([]Run, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, test_id, job_id, round, role, commit_sha, lab, samples, error, started_at, finished_at
+		FROM runs WHERE test_id = $1 ORDER BY round, role`, testID)
+	if err != nil {
+		return nil, fmt.Errorf("store: runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		var r Run
+		var samples string
+		var st, fin int64
+		if err := rows.Scan(&r.ID, &r.TestID, &r.JobID, &r.Round, &r.Role, &r.Commit, &r.Lab, &samples, &r.Error, &st, &fin); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(samples), &r.Samples); err != nil {
+			return nil, fmt.Errorf("store: run %d samples: %w", r.ID, err)
+		}
+		r.StartedAt, r.FinishedAt = Time(st), Time(fin)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// BaseKey is what a cached base result is valid for.
+type BaseKey struct{ Tree, Commit, Lab, Params string }
+
+// BaseResults returns the cached base samples measured within maxAge.
+func (s *Store) BaseResults(ctx context.Context, q Querier, k BaseKey, maxAge time.Duration) ([]Sample, bool, error) {
+	var samples string
+	var at int64
+	err := q.QueryRowContext(ctx, `SELECT samples, measured_at FROM base_results WHERE tree = $1 AND commit_sha = $2 AND lab = $3 AND params = $4`,
+		k.Tree, k.Commit, k.Lab, k.Params).Scan(&samples, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: base results: %w", err)
+	}
+	if s.now().Sub(Time(at)) > maxAge {
+		return nil, false, nil
+	}
+	var out []Sample
+	if err := json.Unmarshal([]byte(samples), &out); err != nil {
+		return nil, false, fmt.Errorf("store: base results: %w", err)
+	}
+	return out, true, nil
+}
+
+// PutBaseResults caches base samples, replacing stale ones.
+func (s *Store) PutBaseResults(ctx context.Context, q Querier, k BaseKey, samples []Sample) error {
+	b, err := json.Marshal(samples)
+	if err != nil {
+		return err
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO base_results (tree, commit_sha, lab, params, samples, measured_at) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (tree, commit_sha, lab, params) DO UPDATE SET samples = excluded.samples, measured_at = excluded.measured_at`,
+		k.Tree, k.Commit, k.Lab, k.Params, string(b), ms(s.now()))
+	if err != nil {
+		return fmt.Errorf("store: put base results: %w", err)
+	}
+	return nil
+}
+
+// TraceLine is one line of a job's trace.
+type TraceLine struct {
+	At   time.Time
+	Line string
+}
+
+// AppendTrace adds lines to a job's trace, after any earlier attempt's.
+func (s *Store) AppendTrace(ctx context.Context, jobID int64, lines ...string) error {
+	tx, err := s.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var seq int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM job_traces WHERE job_id = $1`, jobID).Scan(&seq); err != nil {
+		return err
+	}
+	now := ms(s.now())
+	for _, l := range lines {
+		seq++
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_traces (job_id, seq, at, line) VALUES ($1, $2, $3, $4)`, jobID, seq, now, l); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Trace reads a job's trace.
+func (s *Store) Trace(ctx context.Context, jobID int64) ([]TraceLine, error) {
+	rows, err := s.DB.QueryContext(ctx, `SELECT at, line FROM job_traces WHERE job_id = $1 ORDER BY seq`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TraceLine
+	for rows.Next() {
+		var at int64
+		var l TraceLine
+		if err := rows.Scan(&at, &l.Line); err != nil {
+			return nil, err
+		}
+		l.At = Time(at)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// RecordJob adds one finished job attempt to the duration statistics.
+func (s *Store) RecordJob(ctx context.Context, kind, outcome string, d time.Duration) error {
+	_, err := s.DB.ExecContext(ctx, `INSERT INTO job_stats (kind, outcome, count, total_ms) VALUES ($1, $2, 1, $3)
+		ON CONFLICT (kind, outcome) DO UPDATE SET count = job_stats.count + 1, total_ms = job_stats.total_ms + excluded.total_ms`,
+		kind, outcome, d.Milliseconds())
+	return err
+}
+
+// JobStat is the count and total duration of job attempts by outcome.
+type JobStat struct {
+	Kind, Outcome string
+	Count         int64
+	Total         time.Duration
+}
+
+// JobStats lists the duration statistics.
+func (s *Store) JobStats(ctx context.Context) ([]JobStat, error) {
+	rows, err := s.DB.QueryContext(ctx, `SELECT kind, outcome, count, total_ms FROM job_stats ORDER BY kind, outcome`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []JobStat
+	for rows.Next() {
+		var j JobStat
+		var total int64
+		if err := rows.Scan(&j.Kind, &j.Outcome, &j.Count, &total); err != nil {
+			return nil, err
+		}
+		j.Total = time.Duration(total) * time.Millisecond
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// Checkpoint reads where a mail source stopped ("" when never read).
+func (s *Store) Checkpoint(ctx context.Context, q Querier, source string) (string, error) {
+	var v string
+	err := q.QueryRowContext(ctx, `SELECT value FROM checkpoints WHERE source = $1`, source).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
+// SetCheckpoint records where a mail source stopped.
+func (s *Store) SetCheckpoint(ctx context.Context, q Querier, source, value string) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO checkpoints (source, value, updated_at) VALUES ($1, $2, $3)
+		ON CONFLICT (source) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, source, value, ms(s.now()))
+	return err
+}
+
+// PutArtifact records which worker holds an artifact.
+func (s *Store) PutArtifact(ctx context.Context, key, workerURL string) error {
+	_, err := s.DB.ExecContext(ctx, `INSERT INTO artifacts (key, worker_url, created_at) VALUES ($1, $2, $3)
+		ON CONFLICT (key) DO UPDATE SET worker_url = excluded.worker_url, created_at = excluded.created_at`, key, workerURL, ms(s.now()))
+	return err
+}
+
+// ArtifactWorker says which worker holds an artifact.
+func (s *Store) ArtifactWorker(ctx context.Context, key string) (string, error) {
+	var u string
+	err := s.DB.QueryRowContext(ctx, `SELECT worker_url FROM artifacts WHERE key = $1`, key).Scan(&u)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("artifact %s: %w", key, ErrNotFound)
+	}
+	return u, err
+}
+
+// FirstSeen records key and reports whether this is its first sighting:
+// a webhook delivery and a poll seeing the same comment act once.
+func (s *Store) FirstSeen(ctx context.Context, key string) (bool, error) {
+	res, err := s.DB.ExecContext(ctx, `INSERT INTO github_seen (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, ms(s.now()))
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// State reads a small persistent value (ETags, poll cursors).
+func (s *Store) State(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.DB.QueryRowContext(ctx, `SELECT value FROM github_state WHERE key = $1`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
+// SetState writes a small persistent value.
+func (s *Store) SetState(ctx context.Context, key, value string) error {
+	_, err := s.DB.ExecContext(ctx, `INSERT INTO github_state (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
+}

@@ -1,0 +1,292 @@
+// Package store is the bot's database: River's job tables plus our own
+// (series, tests, runs, results, the base-result cache, lab leases, job
+// traces, mainline history, bisections), on embedded SQLite for one
+// machine or PostgreSQL for several, with the same SQL for both.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite", no cgo
+)
+
+// Dialect names the database behind a Store.
+type Dialect string
+
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// Store is the open database. Its SQL uses $N placeholders, which both
+// modernc.org/sqlite and pgx accept.
+type Store struct {
+	DB      *sql.DB
+	Dialect Dialect
+	now     func() time.Time
+}
+
+// Open opens dbURL (a postgres:// URL) or, when it is empty, the SQLite
+// file rdmabot.db in dataDir, and migrates River's tables and ours.
+func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
+	var s *Store
+	if dbURL == "" {
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		path := filepath.Join(dataDir, "rdmabot.db")
+		// WAL lets readers run beside the one writer; busy_timeout rides
+		// out a second process (rdmabot status) touching the file.
+		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+		// One connection: SQLite has one writer, and River's SQLite driver
+		// returns SQLITE_BUSY under concurrent connections.
+		db.SetMaxOpenConns(1)
+		s = &Store{DB: db, Dialect: SQLite}
+	} else {
+		db, err := sql.Open("pgx", dbURL)
+		if err != nil {
+			return nil, fmt.Errorf("store: open postgres: %w", err)
+		}
+		db.SetMaxOpenConns(16)
+		s = &Store{DB: db, Dialect: Postgres}
+	}
+	s.now = time.Now
+	if err := s.DB.PingContext(ctx); err != nil {
+		s.DB.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.DB.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetClock injects the clock used for leases, caches and timestamps.
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.DB.Close() }
+
+// Driver is River's driver for this database; both are over *sql.Tx.
+func (s *Store) Driver() riverdriver.Driver[*sql.Tx] {
+	if s.Dialect == SQLite {
+		return riversqlite.New(s.DB)
+	}
+	return riverdatabasesql.New(s.DB)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	m, err := rivermigrate.New(s.Driver(), nil)
+	if err != nil {
+		return fmt.Errorf("store: river migrator: %w", err)
+	}
+	if s.Dialect == Postgres {
+		// Several processes may start at once: serialize migrations.
+		if _, err := s.DB.ExecContext(ctx, "SELECT pg_advisory_lock(4845)"); err != nil {
+			return fmt.Errorf("store: migration lock: %w", err)
+		}
+		defer s.DB.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(4845)")
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("store: river migrations: %w", err)
+	}
+	if _, err := s.DB.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS rdmabot_migration (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	var have int
+	if err := s.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM rdmabot_migration`).Scan(&have); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	for i := have; i < len(migrations); i++ {
+		tx, err := s.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		for _, stmt := range strings.Split(s.dialectSQL(migrations[i]), ";\n") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("store: migration %d: %w\n%s", i+1, err, stmt)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rdmabot_migration (version, applied_at) VALUES ($1, $2)`, i+1, s.now().Unix()); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: migration %d: %w", i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("store: migration %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// dialectSQL fills the two spots where SQLite and PostgreSQL DDL differ.
+func (s *Store) dialectSQL(q string) string {
+	if s.Dialect == SQLite {
+		return strings.NewReplacer("{{pk}}", "INTEGER PRIMARY KEY AUTOINCREMENT", "{{blob}}", "BLOB").Replace(q)
+	}
+	return strings.NewReplacer("{{pk}}", "BIGSERIAL PRIMARY KEY", "{{blob}}", "BYTEA").Replace(q)
+}
+
+// migrations are append-only; each runs once in its own transaction.
+// Times are Unix milliseconds in BIGINT so both databases agree.
+var migrations = []string{`
+CREATE TABLE series (
+	id {{pk}},
+	msgid TEXT NOT NULL,
+	version INTEGER NOT NULL,
+	tree TEXT NOT NULL,
+	subject TEXT NOT NULL,
+	author TEXT NOT NULL,
+	link TEXT NOT NULL,
+	data {{blob}} NOT NULL,
+	created_at BIGINT NOT NULL,
+	UNIQUE (msgid, version, tree)
+);
+CREATE TABLE tests (
+	id {{pk}},
+	key TEXT NOT NULL UNIQUE,
+	kind TEXT NOT NULL,
+	series_id BIGINT,
+	tree TEXT NOT NULL,
+	ref TEXT NOT NULL,
+	base TEXT NOT NULL,
+	candidate TEXT NOT NULL,
+	lab TEXT NOT NULL,
+	params TEXT NOT NULL,
+	origin TEXT NOT NULL,
+	state TEXT NOT NULL,
+	verdict TEXT NOT NULL,
+	summary TEXT NOT NULL,
+	rounds INTEGER NOT NULL,
+	base_artifact TEXT NOT NULL,
+	cand_artifact TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	updated_at BIGINT NOT NULL
+);
+CREATE TABLE runs (
+	id {{pk}},
+	test_id BIGINT NOT NULL,
+	job_id BIGINT NOT NULL,
+	round INTEGER NOT NULL,
+	role TEXT NOT NULL,
+	commit_sha TEXT NOT NULL,
+	lab TEXT NOT NULL,
+	samples TEXT NOT NULL,
+	error TEXT NOT NULL,
+	started_at BIGINT NOT NULL,
+	finished_at BIGINT NOT NULL,
+	UNIQUE (test_id, round, role)
+);
+CREATE TABLE base_results (
+	tree TEXT NOT NULL,
+	commit_sha TEXT NOT NULL,
+	lab TEXT NOT NULL,
+	params TEXT NOT NULL,
+	samples TEXT NOT NULL,
+	measured_at BIGINT NOT NULL,
+	PRIMARY KEY (tree, commit_sha, lab, params)
+);
+CREATE TABLE lab_leases (
+	pair TEXT PRIMARY KEY,
+	holder TEXT NOT NULL,
+	job_id BIGINT NOT NULL,
+	acquired_at BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL
+);
+CREATE TABLE lab_usage (
+	pair TEXT PRIMARY KEY,
+	busy_ms BIGINT NOT NULL,
+	runs BIGINT NOT NULL
+);
+CREATE TABLE job_traces (
+	job_id BIGINT NOT NULL,
+	seq INTEGER NOT NULL,
+	at BIGINT NOT NULL,
+	line TEXT NOT NULL,
+	PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE job_stats (
+	kind TEXT NOT NULL,
+	outcome TEXT NOT NULL,
+	count BIGINT NOT NULL,
+	total_ms BIGINT NOT NULL,
+	PRIMARY KEY (kind, outcome)
+);
+CREATE TABLE mainline_runs (
+	id {{pk}},
+	tree TEXT NOT NULL,
+	branch TEXT NOT NULL,
+	commit_sha TEXT NOT NULL,
+	test_id BIGINT NOT NULL,
+	state TEXT NOT NULL,
+	metrics TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	UNIQUE (tree, branch, commit_sha)
+);
+CREATE TABLE bisections (
+	id {{pk}},
+	key TEXT NOT NULL UNIQUE,
+	tree TEXT NOT NULL,
+	good TEXT NOT NULL,
+	bad TEXT NOT NULL,
+	lab TEXT NOT NULL,
+	metric TEXT NOT NULL,
+	origin TEXT NOT NULL,
+	state TEXT NOT NULL,
+	culprit TEXT NOT NULL,
+	summary TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	updated_at BIGINT NOT NULL
+);
+CREATE TABLE bisect_steps (
+	bisection_id BIGINT NOT NULL,
+	n INTEGER NOT NULL,
+	phase TEXT NOT NULL,
+	commit_sha TEXT NOT NULL,
+	outcome TEXT NOT NULL,
+	detail TEXT NOT NULL,
+	job_id BIGINT NOT NULL,
+	at BIGINT NOT NULL,
+	PRIMARY KEY (bisection_id, n)
+);
+CREATE TABLE checkpoints (
+	source TEXT PRIMARY KEY,
+	value TEXT NOT NULL,
+	updated_at BIGINT NOT NULL
+);
+CREATE TABLE artifacts (
+	key TEXT PRIMARY KEY,
+	worker_url TEXT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE github_seen (
+	key TEXT PRIMARY KEY,
+	at BIGINT NOT NULL
+);
+CREATE TABLE github_state (
+	key TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+)`,
+}

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot/internal/pgtest"
+)
+
+// Both databases run the same checks: the SQL is shared.
+func forEachDB(t *testing.T, f func(t *testing.T, s *Store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := Open(context.Background(), "", t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		f(t, s)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("-short: no PostgreSQL")
+		}
+		url := pgtest.Start(t)
+		s, err := Open(context.Background(), url, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		f(t, s)
+	})
+}
+
+func TestStore(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+		s.SetClock(func() time.Time { return now })
+
+		// Migrations are idempotent: a second open is a no-op.
+		if err := s.migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		id1, err := s.AddSeries(ctx, s.DB, SeriesRow{MsgID: "a@b", Version: 2, Tree: "nfsd", Subject: "s", Data: []byte("{}")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id2, err := s.AddSeries(ctx, s.DB, SeriesRow{MsgID: "a@b", Version: 2, Tree: "nfsd", Subject: "s", Data: []byte("{}")})
+		if err != nil || id1 != id2 {
+			t.Fatalf("same series twice: %d %d %v", id1, id2, err)
+		}
+
+		tid, created, err := s.AddTest(ctx, s.DB, Test{Key: "k", Kind: KindSeries, SeriesID: id1, Tree: "nfsd", Lab: "qemu"})
+		if err != nil || !created {
+			t.Fatalf("add test: %v %v", created, err)
+		}
+		if _, created, _ := s.AddTest(ctx, s.DB, Test{Key: "k"}); created {
+			t.Fatal("test created twice")
+		}
+		tt, _ := s.Test(ctx, s.DB, tid)
+		tt.Verdict, tt.State = "PASS", StateDone
+		if err := s.UpdateTest(ctx, s.DB, tt); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.TestByKey(ctx, s.DB, "k"); got.Verdict != "PASS" {
+			t.Fatalf("update lost: %+v", got)
+		}
+
+		// Base cache: fresh, then stale.
+		k := BaseKey{"nfsd", "abc", "qemu", "p"}
+		if err := s.PutBaseResults(ctx, s.DB, k, []Sample{{Metrics: map[string]float64{"write_MBps": 100}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := s.BaseResults(ctx, s.DB, k, time.Hour); err != nil || !ok || got[0].Metrics["write_MBps"] != 100 {
+			t.Fatalf("base cache: %v %v %v", got, ok, err)
+		}
+		now = now.Add(2 * time.Hour)
+		if _, ok, _ := s.BaseResults(ctx, s.DB, k, time.Hour); ok {
+			t.Fatal("stale base result served")
+		}
+
+		// Leases: one holder at a time; expiry frees the pair.
+		if ok, _ := s.AcquireLease(ctx, "qemu", "w1", 1, time.Minute); !ok {
+			t.Fatal("free pair not acquired")
+		}
+		if ok, _ := s.AcquireLease(ctx, "qemu", "w2", 2, time.Minute); ok {
+			t.Fatal("held pair acquired by another")
+		}
+		now = now.Add(2 * time.Minute)
+		if ok, _ := s.AcquireLease(ctx, "qemu", "w2", 2, time.Minute); !ok {
+			t.Fatal("expired lease not retaken")
+		}
+		if ok, _ := s.RenewLease(ctx, "qemu", "w1", time.Minute); ok {
+			t.Fatal("lost lease renewed")
+		}
+		now = now.Add(30 * time.Second)
+		if err := s.ReleaseLease(ctx, "qemu", "w2"); err != nil {
+			t.Fatal(err)
+		}
+		u, _ := s.LabUsages(ctx)
+		if len(u) != 1 || u[0].Busy != 30*time.Second {
+			t.Fatalf("usage %+v", u)
+		}
+
+		if err := s.AppendTrace(ctx, 7, "one", "two"); err != nil {
+			t.Fatal(err)
+		}
+		s.AppendTrace(ctx, 7, "three")
+		tr, _ := s.Trace(ctx, 7)
+		if len(tr) != 3 || tr[2].Line != "three" {
+			t.Fatalf("trace %+v", tr)
+		}
+
+		if first, _ := s.FirstSeen(ctx, "c1"); !first {
+			t.Fatal("first sighting")
+		}
+		if first, _ := s.FirstSeen(ctx, "c1"); first {
+			t.Fatal("second sighting")
+		}
+	})
+}
+
+// Many goroutines race for one pair: exactly one wins.
+func TestLeaseRace(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok, err := s.AcquireLease(ctx, "pair", string(rune('a'+i)), int64(i), time.Minute)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d holders of one pair", wins)
+		}
+	})
+}
