@@ -183,3 +183,9 @@ func classify(c Comparison, minEffect float64) Change {
 	}
 	return Open
 }
+
+// DefaultPolicy is what config.toml ships: 5 % at alpha 0.01, looks at
+// 10, 20 and 30 runs per kernel, 2000 bootstrap resamples.
+func DefaultPolicy() Policy {
+	return Policy{MinEffect: 0.05, Alpha: 0.01, Runs: 10, RunsStep: 10, MaxRuns: 30, Resamples: 2000}
+}

@@ -1,0 +1,83 @@
+package stats
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+)
+
+var (
+	noiseDir  = flag.String("noise", "/var/cache/rdmabot/lab/noise", "per-run JSON of one fixed kernel saved by the lab")
+	simTrials = flag.Int("trials", 2000, "simulated comparisons per scenario")
+	simSeed   = flag.Uint64("seed", 1, "simulation seed")
+	simPlain  = flag.Bool("plain-tcg", false, "also prove the policy on plain-TCG noise (slow: hundreds of runs)")
+)
+
+// BenchmarkVerdictPolicy proves the default policy on the lab's noise:
+// it prints the false alarm rate (no change) and the power to catch a
+// 5 % drop of each metric, and the budget needed when the default does
+// not reach 1 % and 95 %. Run it under the heavy lock:
+//
+//	flock /var/cache/rdmabot/heavy.lock go test ./reports/stats -run '^$' -bench VerdictPolicy -benchtime 1x
+func BenchmarkVerdictPolicy(b *testing.B) {
+	model, err := LoadNoiseDir(*noiseDir)
+	if err != nil {
+		fmt.Printf("noise model: %v; using the documented starting model\n", err)
+		model = ReferenceNoise()
+	}
+	targets := Targets{Effect: 0.05, MaxFalseAlarm: 0.01, MinPower: 0.95}
+	for b.Loop() {
+		prove(b, model, targets)
+		if *simPlain {
+			prove(b, PlainTCGNoise(), targets)
+		}
+	}
+}
+
+func prove(b *testing.B, model NoiseModel, t Targets) {
+	ctx := context.Background()
+	p := DefaultPolicy()
+	fmt.Printf("\nnoise model: %s\n", model.Source)
+	for _, m := range model.Metrics {
+		fmt.Printf("  %-10s mean %8.2f %-4s run CV %5.2f %%  iteration CV %5.2f %%  (%d iterations, %d runs fitted)\n",
+			m.Name, m.Mean, m.Unit, 100*m.RunSigma, 100*m.IterSigma, m.Iterations, m.Runs)
+	}
+	r, err := Simulate(ctx, p, model, t.Effect, *simTrials, *simSeed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	report(os.Stdout, "default", p, model, r, t)
+	b.ReportMetric(100*r.FalseAlarm, "false-alarm-%")
+	b.ReportMetric(100*r.MinPower, "power-%")
+	if t.Meets(r) {
+		return
+	}
+	q, rq, ok, err := BudgetFor(ctx, p, model, t, *simTrials, *simSeed, 600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if ok {
+		report(os.Stdout, "needed", q, model, rq, t)
+	} else {
+		fmt.Printf("  not reached within %d runs per kernel (last tried: false alarm %.2f %%, power %.1f %%)\n",
+			q.MaxRuns, 100*rq.FalseAlarm, 100*rq.MinPower)
+	}
+}
+
+func report(w *os.File, label string, p Policy, m NoiseModel, r SimResult, t Targets) {
+	fmt.Fprintf(w, "  %s budget: %d runs per kernel first, +%d per look, at most %d (%d looks; alpha %.3g, per test %.2g; min effect %.0f %%)\n",
+		label, p.Runs, p.RunsStep, p.MaxRuns, p.Looks(), p.Alpha, p.TestAlpha(len(m.Metrics)), 100*p.MinEffect)
+	fmt.Fprintf(w, "    false alarm rate: %.2f %% (95 %% upper bound %.2f %%; target <= %.0f %%), %d trials; inconclusive %.1f %%, mean runs %.1f\n",
+		100*r.FalseAlarm, 100*r.FalseAlarmHi, 100*t.MaxFalseAlarm, r.Trials, 100*r.InconclusiveNull, r.MeanRunsNull)
+	for i, mn := range m.Metrics {
+		fmt.Fprintf(w, "    power, %.0f %% worse %-6s %.1f %%\n", 100*t.Effect, mn.Name+":", 100*r.Power[i])
+	}
+	verdict := "meets"
+	if !t.Meets(r) {
+		verdict = "MISSES"
+	}
+	fmt.Fprintf(w, "    power (smallest): %.1f %% (95 %% lower bound %.1f %%; target >= %.0f %%): %s the targets\n",
+		100*r.MinPower, 100*r.MinPowerLo, 100*t.MinPower, verdict)
+}
