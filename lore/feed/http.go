@@ -182,7 +182,7 @@ func (h *HTTPClient) FetchThread(ctx context.Context, inboxURL, list, msgID stri
 		return nil, err
 	}
 	var items []Item
-	err = splitMbox(bytes.NewReader(b), 0, func(_, _ int64, raw []byte) error {
+	err = splitMbox(bytes.NewReader(b), 0, func(_, _ int64, _, raw []byte) error {
 		items = append(items, Item{List: list, Raw: raw, Pos: fmt.Sprintf("%s#%d", u, len(items)+1)})
 		return nil
 	})

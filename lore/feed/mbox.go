@@ -17,12 +17,13 @@ var mboxQuotedFromRe = regexp.MustCompile(`^>+From `)
 
 // splitMbox reads an mboxrd stream whose first byte is at offset base and
 // calls fn for each message with the offsets of its From line and of the
-// byte after it, and the message with the From line dropped, one `>`
+// byte after it, the From line, and the message with the From line dropped, one `>`
 // removed from quoted From lines and the separating blank line removed.
 // Text before the first From line is not a message and is ignored.
-func splitMbox(r io.Reader, base int64, fn func(start, end int64, raw []byte) error) error {
+func splitMbox(r io.Reader, base int64, fn func(start, end int64, from, raw []byte) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var msg bytes.Buffer
+	var from []byte
 	start, off := int64(-1), base
 	flush := func(end int64) error {
 		if start < 0 {
@@ -40,7 +41,7 @@ func splitMbox(r io.Reader, base int64, fn func(start, end int64, raw []byte) er
 		if len(bytes.TrimSpace(raw)) == 0 {
 			return nil
 		}
-		return fn(start, end, raw)
+		return fn(start, end, from, raw)
 	}
 	for {
 		line, err := br.ReadBytes('\n')
@@ -49,7 +50,7 @@ func splitMbox(r io.Reader, base int64, fn func(start, end int64, raw []byte) er
 				if ferr := flush(off); ferr != nil {
 					return ferr
 				}
-				start = off
+				start, from = off, bytes.Clone(line)
 			} else if start >= 0 {
 				if mboxQuotedFromRe.Match(line) {
 					line = line[1:]

@@ -1,0 +1,171 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// mboxrdQuote writes msg as one mboxrd entry, as public-inbox does.
+func mboxrdQuote(from, msg string) string {
+	var b bytes.Buffer
+	b.WriteString(from + "\n")
+	for _, l := range bytes.SplitAfter([]byte(msg), []byte("\n")) {
+		if bytes.HasPrefix(bytes.TrimLeft(l, ">"), []byte("From ")) {
+			b.WriteByte('>')
+		}
+		b.Write(l)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func readAll(t *testing.T, src Source, after string) ([]Item, string) {
+	t.Helper()
+	var items []Item
+	cp, err := src.Read(context.Background(), after, func(it Item) error {
+		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items, cp
+}
+
+func TestMbox(t *testing.T) {
+	msgs := []string{
+		"Subject: one\nMessage-ID: <1@x>\n\nFrom the start\n>From quoted once\n>>From twice\n",
+		"Subject: two\r\nMessage-ID: <2@x>\r\n\r\nCRLF body\r\nFrom me\r\n",
+		"Subject: three\n\nno final newline",
+	}
+	p := filepath.Join(t.TempDir(), "a.mbox")
+	content := "junk before the first From line\n" +
+		mboxrdQuote("From mboxrd@z Thu Jan  1 00:00:00 1970", msgs[0]) +
+		mboxrdQuote("From ann@example.org Tue Jan  2 09:00:00 2024", msgs[1])
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := &Mbox{List: "l", Path: p}
+	items, cp := readAll(t, src, "")
+	if len(items) != 2 {
+		t.Fatalf("%d items", len(items))
+	}
+	for i, it := range items {
+		if string(it.Raw) != msgs[i] {
+			t.Errorf("message %d:\n got %q\nwant %q", i, it.Raw, msgs[i])
+		}
+	}
+	fi, _ := os.Stat(p)
+	if !items[0].Received.Equal(fi.ModTime()) || !items[1].Received.Equal(time.Date(2024, 1, 2, 9, 0, 0, 0, time.UTC)) {
+		t.Errorf("received %v %v", items[0].Received, items[1].Received)
+	}
+
+	// Appending is read incrementally.
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("From x Wed Jan  3 10:00:00 2024\n" + msgs[2])
+	f.Close()
+	items, cp2 := readAll(t, src, cp)
+	if len(items) != 1 || string(items[0].Raw) != msgs[2] {
+		t.Fatalf("appended: %q", subjects(items))
+	}
+	if items, _ := readAll(t, src, cp2); len(items) != 0 {
+		t.Fatalf("repeated %d", len(items))
+	}
+
+	// A replaced, shorter file is read from its start.
+	os.WriteFile(p, []byte(mboxrdQuote("From mboxrd@z Thu Jan  1 00:00:00 1970", msgs[2])), 0o644)
+	if items, _ := readAll(t, src, cp2); len(items) != 1 {
+		t.Fatalf("replaced file: %d items", len(items))
+	}
+	if _, err := src.Read(context.Background(), "nonsense", func(Item) error { return nil }); err == nil {
+		t.Fatal("bad checkpoint accepted")
+	}
+}
+
+func writeAged(t *testing.T, p, body string, mtime time.Time) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func subjects(items []Item) []string {
+	var s []string
+	for _, it := range items {
+		s = append(s, subjectOf(it.Raw))
+	}
+	return s
+}
+
+func TestEMLDir(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	writeAged(t, filepath.Join(dir, "b.eml"), "Subject: b\n\n", t0)
+	writeAged(t, filepath.Join(dir, "a.eml"), "Subject: a\n\n", t0)
+	writeAged(t, filepath.Join(dir, "sub", "c.eml"), "Subject: c\n\n", t0.Add(time.Second))
+	writeAged(t, filepath.Join(dir, "notes.txt"), "Subject: not mail\n\n", t0)
+	src := &EMLDir{List: "l", Dir: dir, Now: func() time.Time { return now }}
+	items, cp := readAll(t, src, "")
+	same(t, "first", subjects(items), []string{"a", "b", "c"})
+	if items[2].Pos != filepath.Join(dir, "sub", "c.eml") || !items[2].Received.Equal(t0.Add(time.Second)) {
+		t.Fatalf("item %+v", items[2])
+	}
+
+	// A file written this instant waits until it has settled.
+	writeAged(t, filepath.Join(dir, "0-new.eml"), "Subject: new\n\n", now)
+	items, cp = readAll(t, src, cp)
+	same(t, "unsettled", subjects(items), nil)
+	now = now.Add(settle)
+	items, cp = readAll(t, src, cp)
+	same(t, "settled", subjects(items), []string{"new"})
+	items, _ = readAll(t, src, cp)
+	same(t, "again", subjects(items), nil)
+}
+
+func TestMaildir(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"new", "cur", "tmp"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	writeAged(t, filepath.Join(dir, "cur", "1704067200.M1.host:2,S"), "Subject: seen\n\n", t0)
+	writeAged(t, filepath.Join(dir, "new", "1704067201.M2.host"), "Subject: fresh\n\n", t0.Add(time.Second))
+	writeAged(t, filepath.Join(dir, "tmp", "1704067202.M3.host"), "Subject: half written\n\n", t0)
+	cps := &MemCheckpoints{}
+	src := &Maildir{List: "l", Dir: dir, Now: func() time.Time { return now }}
+	c := &collector{}
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, "seen", "fresh")
+
+	// A mail reader moves the new message to cur/ (rename keeps mtime),
+	// and one more arrives.
+	if err := os.Rename(filepath.Join(dir, "new", "1704067201.M2.host"), filepath.Join(dir, "cur", "1704067201.M2.host:2,S")); err != nil {
+		t.Fatal(err)
+	}
+	writeAged(t, filepath.Join(dir, "new", "1704067300.M4.host"), "Subject: later\n\n", t0.Add(time.Minute))
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, "later")
+
+	if _, err := (&Maildir{Dir: t.TempDir()}).Read(context.Background(), "", func(Item) error { return nil }); err == nil {
+		t.Fatal("a directory without new/ and cur/ was taken for a Maildir")
+	}
+}
