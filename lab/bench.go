@@ -21,7 +21,7 @@ const ReferenceSecs = 24.0
 // BenchOptions says what the lab benchmark measures.
 type BenchOptions struct {
 	Kernel Kernel
-	Image  string
+	Image  Image
 	QEMU   QEMUConfig // its Icount is the quiet mode measured
 	// Boots per mode for the spread (plain TCG and quiet).
 	Boots int

@@ -34,8 +34,13 @@ func LabtestScript() []byte { return bytes.Clone(labtestScript) }
 // Recipe says how the guest root image is made. Its hash names the cached
 // image, so any change to the packages or the scripts rebuilds it.
 type Recipe struct {
-	// Packages are installed with their Depends closure.
+	// Packages are the base image, installed with their Depends closure.
 	Packages []string
+	// Layers are optional extras, each its own archive of what its
+	// packages add to the base; a run appends the ones it needs (the
+	// kernel unpacks concatenated archives in order). fio alone brings
+	// ~60 MB of libraries, which would slow every boot under TCG.
+	Layers map[string][]string
 	// Skip are packages of the closure never run in the guest (their
 	// maintainer scripts would need them; we never run those).
 	Skip []string
@@ -48,7 +53,10 @@ func DefaultRecipe() Recipe {
 		Packages: []string{
 			"nfs-kernel-server", "nfs-common", "rpcbind", "iproute2", "kmod",
 			"rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1",
-			"fio", "openssh-server",
+		},
+		Layers: map[string][]string{
+			"fio": {"fio"},
+			"ssh": {"openssh-server"},
 		},
 		Skip: []string{
 			"perl", "perl-base", "perl-modules-5.36", "libperl5.36", "python3", "python3-minimal",
@@ -64,13 +72,27 @@ func DefaultRecipe() Recipe {
 }
 
 // recipeVersion changes when the build steps below change meaning.
-const recipeVersion = "rdmabot-guest-image/1"
+const recipeVersion = "rdmabot-guest-image/2"
+
+func (r Recipe) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\npackages: %s\n", recipeVersion, strings.Join(sorted(r.Packages), " "))
+	names := make([]string, 0, len(r.Layers))
+	for n := range r.Layers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "layer %s: %s\n", n, strings.Join(sorted(r.Layers[n]), " "))
+	}
+	fmt.Fprintf(&b, "skip: %s\n", strings.Join(sorted(r.Skip), " "))
+	return b.String()
+}
 
 // Hash identifies the image the recipe builds.
 func (r Recipe) Hash() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\npackages %s\nskip %s\n", recipeVersion,
-		strings.Join(sorted(r.Packages), " "), strings.Join(sorted(r.Skip), " "))
+	io.WriteString(h, r.String())
 	h.Write(initScript)
 	h.Write(labtestScript)
 	return hex.EncodeToString(h.Sum(nil))[:16]
@@ -82,12 +104,62 @@ func sorted(s []string) []string {
 	return c
 }
 
-// Image is a built guest root: one gzip'ed newc cpio for -initrd.
+// Image is a built guest root: gzip'ed newc cpio archives for -initrd.
 type Image struct {
-	Path  string
+	Dir   string
+	Path  string // the base archive
 	Hash  string
 	Built bool // built now rather than found in the cache
 	Bytes int64
+}
+
+// ImageAt is the image whose base archive is at path (as `rdmabot lab
+// image` prints it); its layers sit next to it.
+func ImageAt(path string) Image {
+	return Image{Dir: filepath.Dir(path), Path: path}
+}
+
+// WithLayers returns an initrd of the base plus the named layers, made
+// once and kept next to the image.
+func (im Image) WithLayers(layers ...string) (string, error) {
+	if len(layers) == 0 {
+		return im.Path, nil
+	}
+	sort.Strings(layers)
+	out := filepath.Join(im.Dir, "rootfs+"+strings.Join(layers, "+")+".cpio.gz")
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	tmp, err := os.CreateTemp(im.Dir, ".compose-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	for _, p := range append([]string{im.Path}, layerPaths(im.Dir, layers)...) {
+		f, err := os.Open(p)
+		if err != nil {
+			tmp.Close()
+			return "", fmt.Errorf("image layer: %w", err)
+		}
+		_, err = io.Copy(tmp, f)
+		f.Close()
+		if err != nil {
+			tmp.Close()
+			return "", err
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	return out, os.Rename(tmp.Name(), out)
+}
+
+func layerPaths(dir string, layers []string) []string {
+	var p []string
+	for _, l := range layers {
+		p = append(p, filepath.Join(dir, "layer-"+l+".cpio.gz"))
+	}
+	return p
 }
 
 // EnsureImage returns the cached image for the recipe, building it when
@@ -95,9 +167,10 @@ type Image struct {
 // serialize on a lock file and the second finds the first one's image.
 func EnsureImage(ctx context.Context, dir string, r Recipe, log *slog.Logger) (Image, error) {
 	hash := r.Hash()
-	final := filepath.Join(dir, hash, "rootfs.cpio.gz")
-	if fi, err := os.Stat(final); err == nil {
-		return Image{Path: final, Hash: hash, Bytes: fi.Size()}, nil
+	img := Image{Dir: filepath.Join(dir, hash), Path: filepath.Join(dir, hash, "rootfs.cpio.gz"), Hash: hash}
+	if fi, err := os.Stat(img.Path); err == nil {
+		img.Bytes = fi.Size()
+		return img, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Image{}, &InfraError{Op: "image", Err: err}
@@ -110,8 +183,9 @@ func EnsureImage(ctx context.Context, dir string, r Recipe, log *slog.Logger) (I
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return Image{}, &InfraError{Op: "image lock", Err: err}
 	}
-	if fi, err := os.Stat(final); err == nil {
-		return Image{Path: final, Hash: hash, Bytes: fi.Size()}, nil
+	if fi, err := os.Stat(img.Path); err == nil {
+		img.Bytes = fi.Size()
+		return img, nil
 	}
 	start := time.Now()
 	work, err := os.MkdirTemp(dir, "build-")
@@ -119,29 +193,28 @@ func EnsureImage(ctx context.Context, dir string, r Recipe, log *slog.Logger) (I
 		return Image{}, &InfraError{Op: "image", Err: err}
 	}
 	defer os.RemoveAll(work)
-	if err := buildRoot(ctx, work, r, log); err != nil {
+	if err := buildImage(ctx, work, r, log); err != nil {
 		return Image{}, &InfraError{Op: "image build", Err: err}
 	}
-	out := filepath.Join(work, "rootfs.cpio.gz")
-	if err := packRoot(filepath.Join(work, "root"), out); err != nil {
-		return Image{}, &InfraError{Op: "image pack", Err: err}
-	}
-	recipe := fmt.Sprintf("%s\npackages: %s\nskip: %s\n", recipeVersion,
-		strings.Join(sorted(r.Packages), " "), strings.Join(sorted(r.Skip), " "))
-	if err := os.WriteFile(filepath.Join(work, "recipe.txt"), []byte(recipe), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(work, "recipe.txt"), []byte(r.String()), 0o644); err != nil {
 		return Image{}, &InfraError{Op: "image", Err: err}
 	}
-	os.RemoveAll(filepath.Join(work, "root"))
-	os.RemoveAll(filepath.Join(work, "debs"))
-	if err := os.Rename(work, filepath.Join(dir, hash)); err != nil {
+	for _, d := range []string{"root", "debs"} {
+		os.RemoveAll(filepath.Join(work, d))
+	}
+	if err := os.Chmod(work, 0o755); err != nil {
 		return Image{}, &InfraError{Op: "image", Err: err}
 	}
-	fi, err := os.Stat(final)
+	if err := os.Rename(work, img.Dir); err != nil {
+		return Image{}, &InfraError{Op: "image", Err: err}
+	}
+	fi, err := os.Stat(img.Path)
 	if err != nil {
 		return Image{}, &InfraError{Op: "image", Err: err}
 	}
-	log.Info("guest image built", "path", final, "bytes", fi.Size(), "took", time.Since(start).Round(time.Millisecond))
-	return Image{Path: final, Hash: hash, Built: true, Bytes: fi.Size()}, nil
+	img.Bytes, img.Built = fi.Size(), true
+	log.Info("guest image built", "path", img.Path, "bytes", fi.Size(), "took", time.Since(start).Round(time.Millisecond))
+	return img, nil
 }
 
 func runCmd(ctx context.Context, dir string, name string, args ...string) ([]byte, error) {
@@ -166,10 +239,10 @@ func lastLines(s string, n int) string {
 
 // closure is the recipe's packages with their Depends and PreDepends,
 // recursively, as apt resolves them on this host, minus the skipped ones.
-func closure(ctx context.Context, r Recipe) ([]string, error) {
+func closure(ctx context.Context, r Recipe, pkgs []string) ([]string, error) {
 	args := []string{"depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
 		"--no-breaks", "--no-replaces", "--no-enhances"}
-	out, err := runCmd(ctx, "", "apt-cache", append(args, r.Packages...)...)
+	out, err := runCmd(ctx, "", "apt-cache", append(args, pkgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +251,7 @@ func closure(ctx context.Context, r Recipe) ([]string, error) {
 		skip[s] = true
 	}
 	seen := map[string]bool{}
-	var pkgs []string
+	var names []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		l := sc.Text()
@@ -191,25 +264,21 @@ func closure(ctx context.Context, r Recipe) ([]string, error) {
 			continue
 		}
 		seen[name] = true
-		pkgs = append(pkgs, name)
+		names = append(names, name)
 	}
-	sort.Strings(pkgs)
-	return pkgs, sc.Err()
+	sort.Strings(names)
+	return names, sc.Err()
 }
 
-func buildRoot(ctx context.Context, work string, r Recipe, log *slog.Logger) error {
-	pkgs, err := closure(ctx, r)
+// unpack downloads packages and unpacks them into root. Maintainer
+// scripts are never run (they need a live system); the init script does
+// the little setup the daemons need.
+func unpack(ctx context.Context, work, root string, pkgs []string) error {
+	debs, err := os.MkdirTemp(work, "debs-")
 	if err != nil {
 		return err
 	}
-	debs := filepath.Join(work, "debs")
-	root := filepath.Join(work, "root")
-	for _, d := range []string{debs, root} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	log.Info("guest image: downloading", "packages", len(pkgs))
+	defer os.RemoveAll(debs)
 	if _, err := runCmd(ctx, debs, "apt-get", append([]string{"download", "-q"}, pkgs...)...); err != nil {
 		return err
 	}
@@ -220,20 +289,37 @@ func buildRoot(ctx context.Context, work string, r Recipe, log *slog.Logger) err
 	if len(files) != len(pkgs) {
 		return fmt.Errorf("apt-get download fetched %d of %d packages", len(files), len(pkgs))
 	}
-	// Unpack only: maintainer scripts are never run (they need a live
-	// system); the init script does the little setup the daemons need.
 	for _, f := range files {
 		if _, err := runCmd(ctx, "", "dpkg-deb", "-x", f, root); err != nil {
 			return err
 		}
 	}
-	if err := addBusybox(ctx, root); err != nil {
-		return err
-	}
 	for _, d := range []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale",
 		"usr/share/lintian", "usr/share/bug", "usr/share/zoneinfo", "etc/init.d", "lib/systemd", "usr/lib/systemd",
 		"usr/lib/x86_64-linux-gnu/gconv"} {
 		os.RemoveAll(filepath.Join(root, d))
+	}
+	return nil
+}
+
+// buildImage makes rootfs.cpio.gz and one layer-NAME.cpio.gz per layer in
+// work. A layer holds only what its packages add to the base; its
+// libraries are found on the loader's default multiarch path.
+func buildImage(ctx context.Context, work string, r Recipe, log *slog.Logger) error {
+	base, err := closure(ctx, r, r.Packages)
+	if err != nil {
+		return err
+	}
+	root := filepath.Join(work, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	log.Info("guest image: base", "packages", len(base))
+	if err := unpack(ctx, work, root, base); err != nil {
+		return err
+	}
+	if err := addBusybox(ctx, root); err != nil {
+		return err
 	}
 	if err := addEtc(root); err != nil {
 		return err
@@ -248,7 +334,41 @@ func buildRoot(ctx context.Context, work string, r Recipe, log *slog.Logger) err
 	if err := os.MkdirAll(lib, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(lib, "labtest.sh"), labtestScript, 0o644)
+	if err := os.WriteFile(filepath.Join(lib, "labtest.sh"), labtestScript, 0o644); err != nil {
+		return err
+	}
+	if err := packRoot(root, filepath.Join(work, "rootfs.cpio.gz"), true); err != nil {
+		return err
+	}
+	inBase := map[string]bool{}
+	for _, p := range base {
+		inBase[p] = true
+	}
+	for name, pkgs := range r.Layers {
+		all, err := closure(ctx, r, pkgs)
+		if err != nil {
+			return err
+		}
+		var extra []string
+		for _, p := range all {
+			if !inBase[p] {
+				extra = append(extra, p)
+			}
+		}
+		lroot := filepath.Join(work, "layer-"+name)
+		if err := os.MkdirAll(lroot, 0o755); err != nil {
+			return err
+		}
+		log.Info("guest image: layer", "layer", name, "packages", len(extra))
+		if err := unpack(ctx, work, lroot, extra); err != nil {
+			return fmt.Errorf("layer %s: %w", name, err)
+		}
+		if err := packRoot(lroot, filepath.Join(work, "layer-"+name+".cpio.gz"), false); err != nil {
+			return err
+		}
+		os.RemoveAll(lroot)
+	}
+	return nil
 }
 
 // addBusybox links busybox's applets where no package put a real tool.
@@ -340,7 +460,7 @@ func addEtc(root string) error {
 // packRoot writes root as a gzip'ed newc cpio. Devices the kernel needs
 // before devtmpfs is mounted are added as entries, so no mknod (and no
 // root privilege) is needed.
-func packRoot(root, out string) error {
+func packRoot(root, out string, devices bool) error {
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -365,8 +485,11 @@ func packRoot(root, out string) error {
 		}
 		return cw.addPath(rel, path, fi)
 	})
+	if err == nil && devices {
+		err = errors.Join(cw.device("dev/console", 0o600, 5, 1), cw.device("dev/null", 0o666, 1, 3))
+	}
 	if err == nil {
-		err = errors.Join(cw.device("dev/console", 0o600, 5, 1), cw.device("dev/null", 0o666, 1, 3), cw.close())
+		err = cw.close()
 	}
 	if err == nil {
 		err = zw.Close()

@@ -73,7 +73,7 @@ func TestCpioRoundTrip(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "a/b/f"), []byte("hello\n"), 0o640)
 	os.Symlink("b/f", filepath.Join(src, "a/l"))
 	out := filepath.Join(t.TempDir(), "x.cpio.gz")
-	if err := packRoot(src, out); err != nil {
+	if err := packRoot(src, out, true); err != nil {
 		t.Fatal(err)
 	}
 	list, err := exec.Command("sh", "-c", "zcat "+out+" | cpio -itv --quiet").CombinedOutput()

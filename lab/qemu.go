@@ -17,13 +17,14 @@ import (
 // so several pairs can run at once. There is no user-mode network.
 type QEMUPair struct {
 	cfg   QEMUConfig
-	image string
+	image Image
 	log   *slog.Logger
 	// extraArgs adds QEMU arguments per role (the SSH driver's tests use
 	// it for a restricted forward to sshd); extraInitrd replaces the
 	// image per role.
 	extraArgs   map[string][]string
 	extraInitrd map[string]string
+	extraLayers []string
 	// idle boots both guests and leaves them to an outside driver.
 	idle  bool
 	hooks testHooks
@@ -44,7 +45,7 @@ type testHooks struct {
 }
 
 // NewQEMUPair returns the pair for a guest image from EnsureImage.
-func NewQEMUPair(cfg QEMUConfig, image string, log *slog.Logger) *QEMUPair {
+func NewQEMUPair(cfg QEMUConfig, image Image, log *slog.Logger) *QEMUPair {
 	return &QEMUPair{cfg: cfg, image: image, log: log}
 }
 
@@ -96,7 +97,8 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 	if _, err := os.Stat(k.BzImage); err != nil {
 		return nil, &InfraError{Op: "kernel artifact", Err: err}
 	}
-	if _, err := os.Stat(p.image); err != nil {
+	initrd, err := p.initrd(t)
+	if err != nil {
 		return nil, &InfraError{Op: "guest image", Err: err}
 	}
 	release, err := lockHeavy(ctx, p.cfg.HeavyLock)
@@ -104,7 +106,7 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 		return nil, &InfraError{Op: "heavy lock", Err: err}
 	}
 	defer release()
-	r := &run{pair: p, test: t, kernel: k, events: make(chan consoleEvent, 1024)}
+	r := &run{pair: p, test: t, kernel: k, initrd: initrd, events: make(chan consoleEvent, 1024)}
 	r.init()
 	defer r.stop()
 	if err := r.launch(ctx); err != nil {
@@ -115,11 +117,28 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 	return r.result(ctx)
 }
 
+// initrd is the image with the layers the test needs.
+func (p *QEMUPair) initrd(t Test) (string, error) {
+	layers := append([]string(nil), p.extraLayers...)
+	if t.Kind == "fio" {
+		layers = append(layers, "fio")
+	}
+	path, err := p.image.WithLayers(layers...)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 // run is the state of one pair run; only Run's goroutine touches it.
 type run struct {
 	pair   *QEMUPair
 	test   Test
 	kernel Kernel
+	initrd string
 	events chan consoleEvent
 	guests map[string]*guest
 	start  time.Time
@@ -151,7 +170,7 @@ func (r *run) init() {
 
 func (r *run) spec(role, netdev, mac string) guestSpec {
 	p := r.pair
-	initrd := p.image
+	initrd := r.initrd
 	if x := p.extraInitrd[role]; x != "" {
 		initrd = x
 	}
@@ -563,7 +582,11 @@ type idlePair struct {
 // startIdle boots both guests in idle mode and returns once both are up.
 func (p *QEMUPair) startIdle(ctx context.Context, k Kernel) (*idlePair, error) {
 	p.idle = true
-	r := &run{pair: p, test: DefaultTest(), kernel: k, events: make(chan consoleEvent, 1024)}
+	initrd, err := p.initrd(DefaultTest())
+	if err != nil {
+		return nil, err
+	}
+	r := &run{pair: p, test: DefaultTest(), kernel: k, initrd: initrd, events: make(chan consoleEvent, 1024)}
 	r.init()
 	if err := r.launch(ctx); err != nil {
 		r.stop()

@@ -45,7 +45,7 @@ func testPair(t *testing.T) (*QEMUPair, *[]int) {
 	if _, err := os.Stat(cfg.HeavyLock); err != nil {
 		cfg.HeavyLock = ""
 	}
-	p := NewQEMUPair(cfg, image, testLogger(t))
+	p := NewQEMUPair(cfg, ImageAt(image), testLogger(t))
 	var mu sync.Mutex
 	pids := &[]int{}
 	p.hooks.started = func(role string, pid int) {

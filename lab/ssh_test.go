@@ -92,6 +92,10 @@ func sshLab(t *testing.T) (SSHPairConfig, *idlePair) {
 	cfg := SSHPairConfig{Name: "qemu-ssh", Lease: cfgtype.D(30 * time.Minute), RDMA: "hw"}
 	p.extraArgs = map[string][]string{}
 	p.extraInitrd = map[string]string{}
+	withSSH, err := p.image.WithLayers("ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, role := range []string{"server", "client"} {
 		_, hostKey, hostPub := newKey(t)
 		port, err := freePort()
@@ -103,7 +107,7 @@ func sshLab(t *testing.T) (SSHPairConfig, *idlePair) {
 			"-netdev", fmt.Sprintf("user,id=m0,restrict=on,hostfwd=tcp:127.0.0.1:%d-10.0.2.15:22", port),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=m0,mac=52:54:00:00:01:0%d", i+1),
 		}
-		p.extraInitrd[role] = overlay(t, p.image, map[string][]byte{
+		p.extraInitrd[role] = overlay(t, withSSH, map[string][]byte{
 			"root/.ssh/authorized_keys":     ssh.MarshalAuthorizedKey(clientPub),
 			"etc/ssh/ssh_host_ed25519_key":  hostKey,
 			"etc/ssh/ssh_host_ed25519_.pub": ssh.MarshalAuthorizedKey(hostPub),

@@ -121,7 +121,7 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	if !*quiet {
 		qc.Icount = ""
 	}
-	pair := lab.NewQEMUPair(qc, img.Path, e.log)
+	pair := lab.NewQEMUPair(qc, img, e.log)
 	pair.SelfTest = *selftest
 	if *selftest == "hang" && test.HungTaskSecs == 0 {
 		test.HungTaskSecs = 10
@@ -192,7 +192,7 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return lab.Bench(ctx, lab.BenchOptions{
-		Kernel: lab.Kernel{BzImage: *kernel}, Image: img.Path, QEMU: c.Lab.QEMU, Boots: *boots,
+		Kernel: lab.Kernel{BzImage: *kernel}, Image: img, QEMU: c.Lab.QEMU, Boots: *boots,
 		NoiseDir: filepath.Join(c.CacheDir, "lab", "noise"), Out: e.stdout, Log: e.log,
 	})
 }
