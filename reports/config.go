@@ -1,30 +1,127 @@
 // Package reports compares patched against base runs with sound
 // statistics, decides the verdict and writes and delivers the reply:
-// an in-thread email, a GitHub comment, the outbox, the dashboard page.
+// an in-thread email, a GitHub comment, the outbox, the run page.
 package reports
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+	"github.com/rdmabot/rdmabot/reports/stats"
+	"time"
+)
 
 // Config is the [reports] section of config.toml.
 type Config struct {
 	// MinEffect is the smallest relative change reported (0.05 = 5 %).
 	MinEffect float64 `toml:"min_effect"`
-	// Alpha is the significance level of the rank test.
+	// Alpha is the false alarm rate of one whole comparison, split over
+	// metrics and looks.
 	Alpha float64 `toml:"alpha"`
+	// Runs per kernel before the first look, RunsStep more per further
+	// look, MaxRuns the budget.
+	Runs     int `toml:"runs"`
+	RunsStep int `toml:"runs_step"`
+	MaxRuns  int `toml:"max_runs"`
+	// Resamples per bootstrap interval.
+	Resamples int `toml:"resamples"`
+
+	// From is the bot's mailbox; its domain makes Message-IDs.
+	From string `toml:"from"`
+	// ArchiveList is Cc'd on every reply so each has a lore URL for
+	// Closes:; ArchiveURL is that list on lore ("" = lore's /r/).
+	ArchiveList string `toml:"archive_list"`
+	ArchiveURL  string `toml:"archive_url"`
+	// DocsURL is linked from every signature.
+	DocsURL string `toml:"docs_url"`
+	// TestedBy offers a Tested-by tag on a pass.
+	TestedBy bool `toml:"tested_by"`
+
+	// Mail enables sending; off, replies stay in the outbox.
+	Mail bool `toml:"mail"`
+	// Moderate holds every reply until `rdmabot outbox approve`.
+	Moderate bool `toml:"moderate"`
+	// DailyLimit caps replies sent per 24 hours.
+	DailyLimit int `toml:"daily_limit"`
+	// OptOut lists addresses (or @domains) never replied to.
+	OptOut []string `toml:"opt_out"`
+	// Outbox is the Maildir of replies; "" is <data_dir>/outbox.
+	Outbox string `toml:"outbox"`
+
+	SMTP SMTPConfig `toml:"smtp"`
 }
 
-// DefaultConfig asks for a 5 % effect at alpha 0.01.
+// SMTPConfig is the mail submission server.
+type SMTPConfig struct {
+	// Addr is host:port of the submission server.
+	Addr string `toml:"addr"`
+	// StartTLS is required unless the server is on loopback.
+	StartTLS bool   `toml:"starttls"`
+	User     string `toml:"user"`
+	// PasswordFile holds the password (never in config.toml).
+	PasswordFile string           `toml:"password_file"`
+	Timeout      cfgtype.Duration `toml:"timeout"`
+}
+
+// DefaultConfig asks for a 5 % effect at alpha 0.01 with at most 30 runs
+// per kernel, and sends nothing until an operator enables mail.
 func DefaultConfig() Config {
-	return Config{MinEffect: 0.05, Alpha: 0.01}
+	p := stats.DefaultPolicy()
+	return Config{
+		MinEffect: p.MinEffect, Alpha: p.Alpha,
+		Runs: p.Runs, RunsStep: p.RunsStep, MaxRuns: p.MaxRuns, Resamples: p.Resamples,
+		From:       "rdmabot <rdmabot@rdmabot.invalid>",
+		DocsURL:    "https://github.com/rdmabot/rdmabot",
+		TestedBy:   true,
+		Moderate:   true,
+		DailyLimit: 20,
+		OptOut:     []string{},
+		SMTP:       SMTPConfig{StartTLS: true, Timeout: cfgtype.D(30 * time.Second)},
+	}
 }
 
-// Validate reports the first setting that cannot work.
+// Policy is the statistics part of the configuration.
+func (c *Config) Policy() stats.Policy {
+	return stats.Policy{MinEffect: c.MinEffect, Alpha: c.Alpha, Runs: c.Runs,
+		RunsStep: c.RunsStep, MaxRuns: c.MaxRuns, Resamples: c.Resamples}
+}
+
+// Validate reports every setting that cannot work.
 func (c *Config) Validate() error {
+	var errs []error
 	if c.MinEffect <= 0 || c.MinEffect >= 1 {
-		return fmt.Errorf("reports.min_effect must be in (0, 1), got %v", c.MinEffect)
+		errs = append(errs, fmt.Errorf("reports.min_effect must be in (0, 1), got %v", c.MinEffect))
 	}
 	if c.Alpha <= 0 || c.Alpha >= 0.5 {
-		return fmt.Errorf("reports.alpha must be in (0, 0.5), got %v", c.Alpha)
+		errs = append(errs, fmt.Errorf("reports.alpha must be in (0, 0.5), got %v", c.Alpha))
 	}
-	return nil
+	if err := c.Policy().Validate(); err != nil && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("reports: %w", err))
+	}
+	if _, err := mail.ParseAddress(c.From); err != nil {
+		errs = append(errs, fmt.Errorf("reports.from %q: %w", c.From, err))
+	}
+	if c.ArchiveList != "" {
+		if _, err := mail.ParseAddress(c.ArchiveList); err != nil {
+			errs = append(errs, fmt.Errorf("reports.archive_list %q: %w", c.ArchiveList, err))
+		}
+	}
+	if c.DailyLimit < 0 {
+		errs = append(errs, fmt.Errorf("reports.daily_limit must not be negative"))
+	}
+	for _, a := range c.OptOut {
+		if !strings.Contains(a, "@") {
+			errs = append(errs, fmt.Errorf("reports.opt_out %q is neither an address nor @domain", a))
+		}
+	}
+	if c.Mail && c.SMTP.Addr == "" {
+		errs = append(errs, fmt.Errorf("reports.mail is on but reports.smtp.addr is empty"))
+	}
+	if c.SMTP.Timeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("reports.smtp.timeout must be positive"))
+	}
+	return errors.Join(errs...)
 }

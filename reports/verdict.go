@@ -1,0 +1,284 @@
+package reports
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+
+	"github.com/rdmabot/rdmabot/reports/stats"
+)
+
+// Input is everything reports needs to judge one series version and to
+// answer it. The bot fills it from lore, builder and lab; reports knows
+// none of those packages.
+type Input struct {
+	Thread Thread
+	Base   Base
+	Build  BuildInfo
+	Test   TestInfo
+
+	// Metrics hold per-run, per-iteration samples of base and candidate.
+	Metrics []stats.Metric
+
+	// At most one failure of the pipeline, in pipeline order: a set
+	// field wins over everything after it.
+	Infra      *InfraFailure
+	Apply      *ApplyFailure
+	BuildFail  *BuildFailure
+	Boot       *BootFailure
+	Corruption *Corruption
+	// Crashes seen on the consoles of base and candidate runs.
+	BaseCrashes, CandCrashes []Crash
+}
+
+// Thread is the posting being answered.
+type Thread struct {
+	// Subject of the cover letter, or of the patch for a single patch.
+	Subject string
+	// MessageID of the cover letter or single patch, without <>.
+	MessageID string
+	// References is that message's own References header (its
+	// ancestors), oldest first, so our reply keeps the whole chain.
+	References []string
+	// PatchIDs are the Message-IDs of the patches, in series order.
+	PatchIDs []string
+	Author   Address
+	// Lists are the addresses the series was posted or Cc'd to.
+	Lists   []string
+	Version int
+	// LoreURL links the cover letter or single patch on lore.
+	LoreURL string
+}
+
+// Address is a mailbox.
+type Address struct{ Name, Email string }
+
+// Base is the tree the series was tested on and why that one.
+type Base struct {
+	Tree, Branch, SHA string
+	// Reason says how the base was chosen ("base-commit trailer",
+	// "index blobs", "subject tag [PATCH rdma-next]").
+	Reason string
+	// URL of the tree (git remote).
+	URL string
+}
+
+// BuildInfo says how both kernels were built.
+type BuildInfo struct {
+	// SeriesURL is a branch or link with the series applied.
+	SeriesURL string
+	Config    string
+	Compiler  string
+}
+
+// TestInfo says where and how the kernels were tested.
+type TestInfo struct {
+	Lab, Name, Params, Reproduce string
+	// RunURL links the run page with the charts and logs.
+	RunURL string
+}
+
+// ApplyFailure is a patch that does not apply to the base.
+type ApplyFailure struct {
+	// Patch is the subject of the patch that failed, Index its
+	// position (1-based) in the series.
+	Patch string
+	Index int
+	File  string
+	// Hunk is the failing hunk header ("@@ -120,7 +120,8 @@").
+	Hunk   string
+	Output string
+}
+
+// BuildFailure lists the errors of the patched build; only New ones are
+// the series' fault.
+type BuildFailure struct {
+	New []string
+	// Old counts errors that the base build has too.
+	Old int
+	Log string
+}
+
+// BootFailure is a kernel that did not come up on the lab pair.
+type BootFailure struct {
+	// Base is set when the base kernel failed: not the series' fault.
+	Base    bool
+	Title   string
+	Console string
+}
+
+// Corruption is data that did not survive the round trip (cmp).
+type Corruption struct {
+	Base   bool
+	Detail string
+}
+
+// Crash is a console signature (oops, panic, hung task, warning).
+type Crash struct {
+	Title   string
+	Console string
+}
+
+// InfraFailure is the lab's or the infrastructure's fault: retried,
+// never mailed.
+type InfraFailure struct{ Reason string }
+
+// Outcome is the kind of verdict.
+type Outcome int
+
+const (
+	Pass Outcome = iota
+	Regression
+	Improvement
+	Inconclusive
+	ApplyFailed
+	BuildFailed
+	BootFailed
+	CrashFound
+	DataCorruption
+	Infra
+)
+
+var outcomeNames = [...]string{"PASS", "REGRESSION", "IMPROVEMENT", "INCONCLUSIVE", "APPLY_FAILED",
+	"BUILD_FAILED", "BOOT_FAILED", "CRASH", "DATA_CORRUPTION", "INFRA"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// ParseOutcome is the inverse of String.
+func ParseOutcome(s string) (Outcome, error) {
+	for i, n := range outcomeNames {
+		if n == s {
+			return Outcome(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown outcome %q", s)
+}
+
+// Mailed reports whether the outcome is ever answered: inconclusive
+// comparisons and our own failures are not.
+func (o Outcome) Mailed() bool { return o != Inconclusive && o != Infra }
+
+// Blames reports whether the outcome is a problem the series brings in,
+// for which a fix would credit the bot with Reported-by and Closes.
+func (o Outcome) Blames() bool {
+	switch o {
+	case Regression, BuildFailed, BootFailed, CrashFound, DataCorruption:
+		return true
+	}
+	return false
+}
+
+// Verdict is the judgement of one series version.
+type Verdict struct {
+	Outcome Outcome
+	In      *Input
+	// Decision holds the metric comparisons (empty before the lab ran).
+	Decision stats.Decision
+	// Crash is the candidate crash that the base does not show.
+	Crash *Crash
+	// Reason explains Infra and Inconclusive outcomes for the log.
+	Reason string
+}
+
+// NeedMore is how many more runs per kernel the comparison wants before
+// it can decide; 0 when the verdict is final.
+func (v Verdict) NeedMore() int { return v.Decision.More }
+
+// Judge decides the verdict of one series version. Failures decide in
+// pipeline order; a failure that the base shares is not the series'
+// doing and becomes Infra. Otherwise the metrics decide, and may ask for
+// more runs (NeedMore); the bot then adds runs and calls Judge again.
+func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
+	v := Verdict{In: in}
+	switch {
+	case in.Infra != nil:
+		return v.as(Infra, in.Infra.Reason)
+	case in.Apply != nil:
+		return v.as(ApplyFailed, "")
+	case in.BuildFail != nil:
+		if len(in.BuildFail.New) == 0 {
+			return v.as(Infra, fmt.Sprintf("build failed with %d errors that the base has too", in.BuildFail.Old))
+		}
+		return v.as(BuildFailed, "")
+	case in.Boot != nil:
+		if in.Boot.Base {
+			return v.as(Infra, "base kernel does not boot: "+in.Boot.Title)
+		}
+		return v.as(BootFailed, "")
+	}
+	if c := newCrash(in.BaseCrashes, in.CandCrashes); c != nil {
+		v.Crash = c
+		return v.as(CrashFound, "")
+	}
+	if len(in.BaseCrashes) > 0 {
+		return v.as(Infra, "base kernel crashes: "+in.BaseCrashes[0].Title)
+	}
+	if in.Corruption != nil {
+		if in.Corruption.Base {
+			return v.as(Infra, "base kernel corrupts data: "+in.Corruption.Detail)
+		}
+		return v.as(DataCorruption, "")
+	}
+	if len(in.Metrics) == 0 {
+		return v.as(Infra, "no metrics measured")
+	}
+	v.Decision = stats.Decide(rng, p, in.Metrics)
+	if !v.Decision.Final() {
+		return v.as(Inconclusive, fmt.Sprintf("needs %d more runs per kernel", v.Decision.More))
+	}
+	worse, better, open := false, false, false
+	for _, c := range v.Decision.Comparisons {
+		switch c.Change {
+		case stats.Worse:
+			worse = true
+		case stats.Better:
+			better = true
+		case stats.Open:
+			open = true
+		}
+	}
+	switch {
+	case worse:
+		return v.as(Regression, "")
+	case open:
+		return v.as(Inconclusive, fmt.Sprintf("undecided after %d runs per kernel (the budget)", v.Decision.Runs))
+	case better:
+		return v.as(Improvement, "")
+	}
+	return v.as(Pass, "")
+}
+
+func (v Verdict) as(o Outcome, reason string) Verdict {
+	v.Outcome, v.Reason = o, reason
+	return v
+}
+
+// newCrash returns the first candidate crash whose signature no base run
+// shows.
+func newCrash(base, cand []Crash) *Crash {
+	seen := map[string]bool{}
+	for _, c := range base {
+		seen[Signature(c.Title)] = true
+	}
+	for i := range cand {
+		if !seen[Signature(cand[i].Title)] {
+			return &cand[i]
+		}
+	}
+	return nil
+}
+
+var (
+	hexRe   = regexp.MustCompile(`0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b`)
+	digitRe = regexp.MustCompile(`[0-9]+`)
+)
+
+// Signature normalises a crash title so that the same crash matches
+// across runs: addresses, PIDs, CPU numbers and timings vary.
+// "INFO: task dd:174 blocked for more than 122 seconds" and the same with
+// task dd:180 are one signature.
+func Signature(title string) string {
+	s := hexRe.ReplaceAllString(strings.TrimSpace(title), "X")
+	return digitRe.ReplaceAllString(s, "N")
+}
