@@ -1,0 +1,235 @@
+// Package artifact keeps built kernels where lab workers can get them.
+//
+// Every worker has a local directory store. On one machine that is all:
+// the lab job finds the build job's directory. With several machines the
+// build worker records in the database which worker holds an artifact
+// (its advertised URL), and serves it at GET /artifacts/<key>.tar; a lab
+// worker missing an artifact pulls that tar once into its own store. No
+// shared filesystem or bucket is needed, and a pulled artifact is cached.
+package artifact
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// validKey keeps keys to one path element.
+var validKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
+
+// Dir is a local artifact store: one directory per key.
+type Dir struct{ Root string }
+
+// Path is where key lives, whether or not it is there.
+func (d Dir) Path(key string) string { return filepath.Join(d.Root, key) }
+
+// Has reports whether key is stored.
+func (d Dir) Has(key string) bool {
+	st, err := os.Stat(d.Path(key))
+	return err == nil && st.IsDir()
+}
+
+// Put stores a copy of src under key (hard links when possible). The
+// copy appears atomically: a crash leaves no half artifact under key.
+func (d Dir) Put(key, src string) error {
+	if !validKey.MatchString(key) {
+		return fmt.Errorf("artifact: bad key %q", key)
+	}
+	if d.Has(key) {
+		return nil
+	}
+	tmp, err := d.temp(key)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	err = filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		dst := filepath.Join(tmp, rel)
+		switch {
+		case e.IsDir():
+			return os.MkdirAll(dst, 0o755)
+		case e.Type().IsRegular():
+			if os.Link(p, dst) == nil {
+				return nil
+			}
+			return copyFile(p, dst)
+		}
+		return nil // sockets, symlinks: not part of a kernel artifact
+	})
+	if err != nil {
+		return fmt.Errorf("artifact: put %s: %w", key, err)
+	}
+	return d.commit(tmp, key)
+}
+
+func (d Dir) temp(key string) (string, error) {
+	if err := os.MkdirAll(d.Root, 0o755); err != nil {
+		return "", fmt.Errorf("artifact: %w", err)
+	}
+	tmp, err := os.MkdirTemp(d.Root, ".tmp-"+key+"-")
+	if err != nil {
+		return "", fmt.Errorf("artifact: %w", err)
+	}
+	return tmp, nil
+}
+
+func (d Dir) commit(tmp, key string) error {
+	if err := os.Rename(tmp, d.Path(key)); err != nil {
+		if d.Has(key) { // another job stored it first
+			return nil
+		}
+		return fmt.Errorf("artifact: %w", err)
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, st.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// ServeHTTP answers GET /artifacts/<key>.tar with the artifact as a tar.
+func (d Dir) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimSuffix(filepath.Base(r.URL.Path), ".tar")
+	if !validKey.MatchString(key) || !d.Has(key) {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	tw := tar.NewWriter(w)
+	root := d.Path(key)
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if !e.IsDir() && !e.Type().IsRegular() {
+			return nil
+		}
+		h, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if e.IsDir() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		// Headers are gone; a truncated tar fails the puller's checks.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// Pull fetches key from the worker at baseURL into the store, unless it
+// is already here, and returns its local path.
+func (d Dir) Pull(ctx context.Context, client *http.Client, baseURL, key string) (string, error) {
+	if d.Has(key) {
+		return d.Path(key), nil
+	}
+	if !validKey.MatchString(key) {
+		return "", fmt.Errorf("artifact: bad key %q", key)
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(baseURL, "/")+"/artifacts/"+key+".tar", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("artifact: pull %s: %w", key, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("artifact: pull %s from %s: %s", key, baseURL, resp.Status)
+	}
+	tmp, err := d.temp(key)
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	tr := tar.NewReader(resp.Body)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("artifact: pull %s: %w", key, err)
+		}
+		name := filepath.FromSlash(h.Name)
+		if !filepath.IsLocal(name) {
+			return "", fmt.Errorf("artifact: pull %s: bad entry %q", key, h.Name)
+		}
+		dst := filepath.Join(tmp, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return "", err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return "", err
+			}
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, fs.FileMode(h.Mode).Perm())
+			if err != nil {
+				return "", err
+			}
+			n, err := io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil || n != h.Size {
+				return "", fmt.Errorf("artifact: pull %s: %s truncated: %v", key, h.Name, err)
+			}
+		}
+	}
+	if err := d.commit(tmp, key); err != nil {
+		return "", err
+	}
+	return d.Path(key), nil
+}

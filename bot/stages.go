@@ -1,0 +1,172 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// The bot drives the other stages through these small interfaces, declared
+// here where they are used; adapters in cmd/rdmabot wire the real stages.
+
+// Series is a patch series as the bot carries it between stages.
+type Series struct {
+	MsgID   string   `json:"msgid"` // cover letter, or first patch when there is none
+	Version int      `json:"version"`
+	Subject string   `json:"subject"`
+	Author  string   `json:"author"`
+	Link    string   `json:"link"`
+	List    string   `json:"list,omitempty"` // list address the reply goes to
+	Tree    string   `json:"tree,omitempty"` // the tree the series names, if any
+	Patches [][]byte `json:"patches"`        // raw messages in order
+	// Raw is what the lore stage needs to re-read the series (e.g. its
+	// own JSON); the bot stores and hands it back untouched.
+	Raw []byte `json:"raw,omitempty"`
+}
+
+// Checkpoints remembers where each mail source stopped. The bot writes
+// them in the same transaction as the series they led to, so a crash
+// neither loses nor repeats a series.
+type Checkpoints interface {
+	Checkpoint(ctx context.Context, source string) (string, error)
+	SetCheckpoint(ctx context.Context, source, value string) error
+}
+
+// Ingester finds new, complete, relevant series since the checkpoints.
+type Ingester interface {
+	Poll(ctx context.Context, cp Checkpoints) ([]Series, error)
+}
+
+// SeriesFetcher fetches one thread by Message-ID or lore URL.
+type SeriesFetcher interface {
+	Fetch(ctx context.Context, ref string) (Series, error)
+}
+
+// MboxReader assembles the series in an mbox file.
+type MboxReader interface {
+	ReadMbox(ctx context.Context, mbox []byte) (Series, error)
+}
+
+// Base is the commit a series is tested on.
+type Base struct {
+	Tree   string `json:"tree"`
+	Commit string `json:"commit"`
+}
+
+// Builder applies and builds. Apply and Build errors that are not infra
+// errors are the patch's fault: "does not apply", BUILD_FAILED.
+type Builder interface {
+	SelectBase(ctx context.Context, s Series) (Base, error)
+	Apply(ctx context.Context, base Base, s Series, trace io.Writer) (commit string, err error)
+	// Build builds tree at commit (incrementally) and returns a directory
+	// holding the kernel the lab boots.
+	Build(ctx context.Context, tree, commit string, trace io.Writer) (dir string, err error)
+}
+
+// Trees fetches branches, reverts commits and locates repositories.
+type Trees interface {
+	Head(ctx context.Context, tree, ref string) (commit string, err error)
+	Revert(ctx context.Context, tree, onto, commit string) (string, error)
+	GitDir(tree string) (string, error)
+}
+
+// Lab runs the transfer test n times on a leased pair with the kernel in
+// dir. A crash during a run is a sample with Crash set; an error that is
+// not an infra error means the kernel did not boot (the kernel's fault).
+type Lab interface {
+	Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error)
+}
+
+// Decision is the statistics' answer for one comparison.
+type Decision struct {
+	Verdict  string  // PASS, REGRESSION, IMPROVEMENT, CRASH
+	NeedMore int     // > 0: measure this many more runs of each side first
+	Summary  string  // one paragraph: metric, change, confidence
+	Metric   string  // the metric that decided a REGRESSION
+	Change   float64 // its relative change (-0.48 = -48 %)
+}
+
+// Decider compares candidate samples against base samples.
+type Decider interface {
+	Decide(base, cand []store.Sample) Decision
+}
+
+// Report is everything a reply needs.
+type Report struct {
+	Key       string  `json:"key"`  // delivery happens once per key
+	Kind      string  `json:"kind"` // series, ref, mainline, bisect
+	Title     string  `json:"title,omitempty"`
+	Verdict   string  `json:"verdict"`
+	Summary   string  `json:"summary"`
+	Series    *Series `json:"series,omitempty"`
+	Tree      string  `json:"tree"`
+	Base      string  `json:"base"`
+	Candidate string  `json:"candidate"`
+	Log       string  `json:"log,omitempty"` // the build or apply error, the crash
+	URL       string  `json:"url"`           // the dashboard page
+	TraceURL  string  `json:"trace_url"`
+	Origin    Origin  `json:"origin"`
+	Bisect    *BisectReport `json:"bisect,omitempty"`
+}
+
+// BisectReport is the outcome of a bisection with its confirmations.
+type BisectReport struct {
+	Good, Bad string
+	Culprit   string
+	Metric    string
+	Change    float64
+	Steps     []store.BisectStep
+	Confirmed bool
+}
+
+// Reporter renders and delivers a reply exactly once per Report.Key.
+type Reporter interface {
+	Deliver(ctx context.Context, r Report) error
+}
+
+// Origin is where a request came from and where its answer goes.
+type Origin struct {
+	Kind    string `json:"kind"` // mail, github, cli, mainline
+	Repo    string `json:"repo,omitempty"`
+	Issue   int    `json:"issue,omitempty"`
+	Comment int64  `json:"comment,omitempty"`
+	User    string `json:"user,omitempty"`
+}
+
+// Stages are the other packages as the bot uses them.
+type Stages struct {
+	Ingest   Ingester
+	Fetch    SeriesFetcher
+	Mbox     MboxReader
+	Build    Builder
+	Trees    Trees
+	Lab      Lab
+	Decide   Decider
+	Report   Reporter // mail replies and new threads
+	Comments Reporter // GitHub comments; nil when GitHub is off
+}
+
+// IsInfra says whether err is the infrastructure's fault: a stage's typed
+// error implementing Infra() bool, anywhere in the chain. Only those are
+// retried; any other stage error is a verdict on the patch.
+func IsInfra(err error) bool {
+	var ie interface{ Infra() bool }
+	return errors.As(err, &ie) && ie.Infra()
+}
+
+// InfraError marks the bot's own failures (database, artifact store) as
+// infrastructure, so they are retried like a lab outage.
+type InfraError struct{ Err error }
+
+func (e *InfraError) Error() string { return e.Err.Error() }
+func (e *InfraError) Unwrap() error { return e.Err }
+func (e *InfraError) Infra() bool   { return true }
+
+func infra(err error) error {
+	if err == nil || IsInfra(err) {
+		return err
+	}
+	return &InfraError{err}
+}
