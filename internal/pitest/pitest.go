@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,15 @@ type Inbox struct {
 	Newsgroup string
 	// Messages are imported, in this order, before the daemons start.
 	Messages [][]byte
+	// SkipArtnum reserves the first article numbers (public-inbox-init
+	// --skip-artnum): the first message gets SkipArtnum+1. IMAP slices
+	// hold 50,000 numbers each, so 49,999 puts the second message in
+	// <newsgroup>.1 without importing 50,000 messages.
+	SkipArtnum int
+	// RotateBytes, when set, makes public-inbox start a new git epoch once
+	// the current one holds about this many bytes (its default is ~2.5
+	// GB of mail), to test epoch rollover with a few messages.
+	RotateBytes int
 }
 
 func (in *Inbox) fill() {
@@ -97,7 +107,11 @@ func Start(t testing.TB, inboxes ...Inbox) *Server {
 		"HOME="+filepath.Join(s.Dir, "home"),
 		"PI_CONFIG="+filepath.Join(s.Dir, "config"),
 		"PI_EMERGENCY="+filepath.Join(s.Dir, "emergency"),
-		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		// Keep fast-import's packs (git explodes small ones into loose
+		// objects): public-inbox rotates epochs by packed size, and lore
+		// serves packed repositories anyway.
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=fastimport.unpackLimit", "GIT_CONFIG_VALUE_0=0")
 	for _, d := range []string{"home", "emergency", "run", "spool"} {
 		if err := os.MkdirAll(filepath.Join(s.Dir, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -121,9 +135,12 @@ func Start(t testing.TB, inboxes ...Inbox) *Server {
 			t.Fatalf("pitest.Start: inbox %s twice", in.Name)
 		}
 		s.inboxes[in.Name] = in
-		if err := s.run("public-inbox-init", "-V2", "--ng", in.Newsgroup,
-			"-c", "listid="+strings.Replace(in.Address, "@", ".", 1),
-			in.Name, s.InboxDir(in.Name), s.InboxURL(in.Name), in.Address); err != nil {
+		args := []string{"-V2", "--ng", in.Newsgroup, "-c", "listid=" + strings.Replace(in.Address, "@", ".", 1)}
+		if in.SkipArtnum > 0 {
+			args = append(args, "--skip-artnum="+strconv.Itoa(in.SkipArtnum))
+		}
+		args = append(args, in.Name, s.InboxDir(in.Name), s.InboxURL(in.Name), in.Address)
+		if err := s.run("public-inbox-init", args...); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.importMessages(in.Name, "add", in.Messages); err != nil {
@@ -184,9 +201,11 @@ func (s *Server) Remove(t testing.TB, name string, raw []byte) {
 const importScript = `
 use strict; use warnings;
 use PublicInbox::Config; use PublicInbox::InboxWritable; use PublicInbox::Eml;
-my ($name, $op) = (shift @ARGV, shift @ARGV);
+my ($name, $op, $rotate) = (shift @ARGV, shift @ARGV, shift @ARGV);
 my $ibx = PublicInbox::Config->new->lookup_name($name) or die "no inbox $name\n";
 my $im = PublicInbox::InboxWritable->new($ibx)->importer(0);
+# V2Writable's epoch size (internal, as public-inbox's own tests set it)
+$im->{rotate_bytes} = $rotate if $rotate > 0;
 my $bad = 0;
 for my $f (@ARGV) {
 	open(my $fh, '<', $f) or die "$f: $!\n";
@@ -213,7 +232,7 @@ func (s *Server) importMessages(name, op string, msgs [][]byte) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	args := []string{"-e", importScript, name, op}
+	args := []string{"-e", importScript, name, op, strconv.Itoa(s.inboxes[name].RotateBytes)}
 	for i, m := range msgs {
 		p := filepath.Join(dir, fmt.Sprintf("%06d.eml", i))
 		if err := os.WriteFile(p, m, 0o644); err != nil {
@@ -232,7 +251,7 @@ func (s *Server) run(name string, args ...string) error {
 	cmd.Dir = s.Dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		if len(args) > 3 && name == "perl" {
+		if name == "perl" {
 			args = args[2:] // not the script
 		}
 		return fmt.Errorf("pitest: %s %s: %v\n%s", name, strings.Join(args, " "), err, out)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -123,22 +124,35 @@ func (s *IMAP) dial(ctx context.Context, opts *imapclient.Options) (*imapclient.
 	return c, nil
 }
 
-// newestSlice lists the newsgroup's slices and returns the highest.
+// newestSlice returns the highest slice holding mail (0 if none does).
+// public-inbox-imapd lists slice K+1 as soon as the highest UID is
+// (K+1)*50000, before anything is in it, so the listing alone would skip
+// the end of slice K.
 func (s *IMAP) newestSlice(c *imapclient.Client) (int, error) {
 	boxes, err := c.List("", s.Newsgroup+".%", nil).Collect()
 	if err != nil {
 		return 0, fmt.Errorf("list: %w", err)
 	}
-	newest := -1
+	var slices []int
 	for _, b := range boxes {
-		if k, err := strconv.Atoi(strings.TrimPrefix(b.Mailbox, s.Newsgroup+".")); err == nil && k > newest {
-			newest = k
+		if k, err := strconv.Atoi(strings.TrimPrefix(b.Mailbox, s.Newsgroup+".")); err == nil && k >= 0 {
+			slices = append(slices, k)
 		}
 	}
-	if newest < 0 {
+	if len(slices) == 0 {
 		return 0, fmt.Errorf("no mailbox %s.N on the server", s.Newsgroup)
 	}
-	return newest, nil
+	sort.Sort(sort.Reverse(sort.IntSlice(slices)))
+	for _, k := range slices {
+		st, err := c.Status(s.mailbox(k), &imap.StatusOptions{NumMessages: true}).Wait()
+		if err != nil {
+			return 0, fmt.Errorf("status %s: %w", s.mailbox(k), err)
+		}
+		if st.NumMessages != nil && *st.NumMessages > 0 {
+			return k, nil
+		}
+	}
+	return slices[len(slices)-1], nil
 }
 
 // Read implements Source.
@@ -296,12 +310,22 @@ func (s *IMAP) Wait(ctx context.Context, after string) error {
 			return &SourceError{Source: s.Key(), Err: err}
 		}
 	}
+	if last >= imap.UID((k+1)*IMAPSlice) {
+		// Slice k is complete; new mail goes to k+1, which Read found
+		// missing. Nothing to IDLE on: leave it to the poll.
+		k++
+		if _, err := c.Status(s.mailbox(k), &imap.StatusOptions{UIDValidity: true}).Wait(); err != nil {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil // it exists now
+	}
 	sel, err := c.Select(s.mailbox(k), &imap.SelectOptions{ReadOnly: true}).Wait()
 	if err != nil {
 		return &SourceError{Source: s.Key(), Err: err}
 	}
-	if sel.NumMessages >= IMAPSlice || (last > 0 && sel.UIDNext > last+1) {
-		return nil // mail is waiting already, or the slice is full
+	if last > 0 && sel.UIDNext > last+1 {
+		return nil // mail is waiting already
 	}
 	// The SELECT itself reported EXISTS; drop that news.
 	select {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -360,4 +361,81 @@ func (c *fakeClock) waitForWaiters(t *testing.T, n int) {
 		}
 	}
 	t.Fatalf("nobody waits on the clock")
+}
+
+// public-inbox-imapd splits a newsgroup into mailboxes of 50,000 UIDs;
+// numbering the archive from 49,999 puts the third message in .1.
+func TestIMAPPeerFollowsSlices(t *testing.T) {
+	mails, late := peerMails(t)
+	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: mails[:2], SkipArtnum: 49998})
+	src := &IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}
+	cps := &MemCheckpoints{}
+	var pos []string
+	consume := func(_ context.Context, it Item) error {
+		pos = append(pos, it.Pos+" "+subjectOf(it.Raw))
+		return nil
+	}
+	if _, err := Pump(context.Background(), src, cps, PumpOptions{}, consume); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range append(mails[2:], late) {
+		srv.Add(t, "linux-rdma", m)
+	}
+	if _, err := Pump(context.Background(), src, cps, PumpOptions{}, consume); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "positions", pos, []string{
+		"org.kernel.vger.linux-rdma.0/49999 " + peerSubjects[0],
+		"org.kernel.vger.linux-rdma.0/50000 " + peerSubjects[1],
+		"org.kernel.vger.linux-rdma.1/50001 " + peerSubjects[2],
+		"org.kernel.vger.linux-rdma.1/50002 " + peerSubjects[3],
+		"org.kernel.vger.linux-rdma.1/50003 " + peerSubjects[4],
+		"org.kernel.vger.linux-rdma.1/50004 " + lateSubject,
+	})
+	// Without a checkpoint a reader starts at the newest slice.
+	pos = nil
+	if _, err := Pump(context.Background(), src, &MemCheckpoints{}, PumpOptions{}, consume); err != nil {
+		t.Fatal(err)
+	}
+	if len(pos) != 4 {
+		t.Fatalf("fresh reader read %q", pos)
+	}
+}
+
+// A real public-inbox epoch rollover (epochs made tiny), followed both in
+// a go-git mirror over HTTP and in the inbox directory itself.
+func TestGitPeerEpochRollover(t *testing.T) {
+	mails, late := peerMails(t)
+	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: mails[:1], RotateBytes: 3000})
+	mirror := &Git{List: "linux-rdma", Dir: filepath.Join(t.TempDir(), "mirror"), URL: srv.InboxURL("linux-rdma")}
+	local := &Git{List: "linux-rdma", Dir: srv.InboxDir("linux-rdma")}
+	mc, lc := &collector{}, &collector{}
+	mcp, lcp := &MemCheckpoints{}, &MemCheckpoints{}
+	for _, step := range []func(){
+		func() {},
+		func() {
+			for _, m := range append(mails[1:], late) {
+				srv.Add(t, "linux-rdma", m)
+			}
+		},
+	} {
+		step()
+		if err := pumpAll(t, mirror, mcp, mc); err != nil {
+			t.Fatal(err)
+		}
+		if err := pumpAll(t, local, lcp, lc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	epochs, _ := filepath.Glob(filepath.Join(srv.InboxDir("linux-rdma"), "git", "*.git"))
+	if len(epochs) < 3 {
+		t.Fatalf("public-inbox made %d epochs; the test needs a rollover", len(epochs))
+	}
+	want := append(append([]string{}, peerSubjects...), lateSubject)
+	same(t, "mirror", mc.got, want)
+	same(t, "local", lc.got, want)
+	cp, _ := mcp.Load(context.Background(), mirror.Key())
+	if !strings.HasPrefix(cp, fmt.Sprintf("git1 %d ", len(epochs)-1)) {
+		t.Fatalf("checkpoint %q is not in the newest of %d epochs", cp, len(epochs))
+	}
 }
