@@ -1,0 +1,321 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"mime"
+	"net/mail"
+	"strings"
+	"time"
+)
+
+// Mail is one rendered reply.
+type Mail struct {
+	MessageID  string // without <>
+	From       string
+	To, Cc     []string
+	Subject    string
+	InReplyTo  string
+	References []string
+	Date       time.Time
+	Outcome    Outcome
+	Body       string
+}
+
+// NewMessageID makes a Message-ID on the bot's domain before anything is
+// rendered, so the reply can cite its own lore URL in Closes:. The
+// time part sorts; the random part makes it unique.
+func NewMessageID(now time.Time, rng *rand.Rand, from string) (string, error) {
+	a, err := mail.ParseAddress(from)
+	if err != nil {
+		return "", fmt.Errorf("bot address %q: %w", from, err)
+	}
+	at := strings.LastIndexByte(a.Address, '@')
+	var r [6]byte
+	for i := range r {
+		r[i] = byte(rng.Uint32())
+	}
+	return fmt.Sprintf("%s.%s-rdmabot@%s", now.UTC().Format("20060102150405"), hex.EncodeToString(r[:]), a.Address[at+1:]), nil
+}
+
+// ErrNotMailed is returned for outcomes that are never mailed.
+var ErrNotMailed = fmt.Errorf("outcome is never mailed")
+
+// RenderEmail writes the in-thread reply for a verdict.
+func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, error) {
+	if !v.Outcome.Mailed() {
+		return nil, fmt.Errorf("%v: %w", v.Outcome, ErrNotMailed)
+	}
+	t := v.In.Thread
+	if t.MessageID == "" || t.Author.Email == "" {
+		return nil, fmt.Errorf("thread has no Message-ID or author to answer")
+	}
+	m := &Mail{
+		MessageID: msgID,
+		From:      c.From,
+		To:        []string{(&mail.Address{Name: t.Author.Name, Address: t.Author.Email}).String()},
+		Subject:   replySubject(t.Subject),
+		InReplyTo: t.MessageID,
+		Date:      now,
+		Outcome:   v.Outcome,
+	}
+	m.References = append(append([]string{}, t.References...), t.MessageID)
+	seen := map[string]bool{strings.ToLower(t.Author.Email): true}
+	for _, l := range append(append([]string{}, t.Lists...), c.ArchiveList) {
+		if l == "" {
+			continue
+		}
+		a, err := mail.ParseAddress(l)
+		if err != nil {
+			return nil, fmt.Errorf("list address %q: %w", l, err)
+		}
+		if !seen[strings.ToLower(a.Address)] {
+			seen[strings.ToLower(a.Address)] = true
+			m.Cc = append(m.Cc, a.String())
+		}
+	}
+	m.Body = emailBody(c, v, msgID)
+	return m, nil
+}
+
+func replySubject(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) >= 3 && strings.EqualFold(s[:3], "re:") {
+		return s
+	}
+	return "Re: " + s
+}
+
+// CloseURL is where the reply will be on lore.
+func (c *Config) CloseURL(msgID string) string {
+	if c.ArchiveURL != "" {
+		return strings.TrimRight(c.ArchiveURL, "/") + "/" + msgID + "/"
+	}
+	return "https://lore.kernel.org/r/" + msgID + "/"
+}
+
+func botName(c *Config) string {
+	if a, err := mail.ParseAddress(c.From); err == nil && a.Name != "" {
+		return a.Name
+	}
+	return "rdmabot"
+}
+
+// Sentence is the one-sentence verdict every rendering leads with.
+func Sentence(c *Config, v *Verdict) string {
+	bot := botName(c)
+	in := v.In
+	switch v.Outcome {
+	case Pass:
+		return fmt.Sprintf("%s tested this series on the %s test and found no change of %.0f%% or more in any metric.", bot, testName(in), 100*c.MinEffect)
+	case Regression, Improvement:
+		h := headline(v)
+		kind := "regression"
+		if v.Outcome == Improvement {
+			kind = "improvement"
+		}
+		return fmt.Sprintf("%s noticed a %.1f%% %s of %s with this series (p %s, %.0f%% interval %s to %s) on the %s test.",
+			bot, 100*abs1(h.CI.Ratio), kind, sentenceLabel(*h), pRelation(h.Test.P), 100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi), testName(in))
+	case ApplyFailed:
+		return fmt.Sprintf("%s could not apply this series to %s.", bot, baseName(in.Base))
+	case BuildFailed:
+		return fmt.Sprintf("%s noticed the following build errors with this series:", bot)
+	case BootFailed:
+		return fmt.Sprintf("%s noticed that the kernel with this series does not boot on the lab pair: %s", bot, in.Boot.Title)
+	case CrashFound:
+		return fmt.Sprintf("%s noticed a crash with this series: %s", bot, v.Crash.Title)
+	case DataCorruption:
+		return fmt.Sprintf("%s noticed data corruption with this series: data written over NFS/RDMA came back different.", bot)
+	}
+	return v.Outcome.String()
+}
+
+func abs1(r float64) float64 {
+	if r < 1 {
+		return 1 - r
+	}
+	return r - 1
+}
+
+func testName(in *Input) string {
+	if in.Test.Name != "" {
+		return in.Test.Name
+	}
+	return "NFS/RDMA transfer"
+}
+
+func baseName(b Base) string {
+	s := b.Tree
+	if b.Branch != "" {
+		s += "/" + b.Branch
+	}
+	return strings.TrimSpace(s + " " + short(b.SHA))
+}
+
+// provenance is the bracketed line saying what was tested where.
+func provenance(b Base) string {
+	reason := b.Reason
+	if reason == "" {
+		reason = "default"
+	}
+	return fmt.Sprintf("[tested on %s, base chosen by %s]", baseName(b), reason)
+}
+
+func infoBlock(v *Verdict) string {
+	in := v.In
+	base := in.Base.URL
+	if base != "" {
+		base += " " + in.Base.Branch
+	} else {
+		base = in.Base.Tree + "/" + in.Base.Branch
+	}
+	base = strings.TrimSpace(base + " " + in.Base.SHA)
+	version := ""
+	if in.Thread.Version > 1 {
+		version = fmt.Sprintf("v%d", in.Thread.Version)
+	}
+	return keyValues([][2]string{
+		{"url", in.Build.SeriesURL},
+		{"base", base},
+		{"patch link", in.Thread.LoreURL},
+		{"patch subject", in.Thread.Subject},
+		{"version", version},
+		{"config", in.Build.Config},
+		{"compiler", in.Build.Compiler},
+		{"lab", in.Test.Lab},
+		{"test", in.Test.Name},
+		{"parameters", in.Test.Params},
+		{"reproduce", in.Test.Reproduce},
+		{"details", in.Test.RunURL},
+	})
+}
+
+func emailBody(c *Config, v *Verdict, msgID string) string {
+	var b strings.Builder
+	para := func(s string) { b.WriteString(wrap(s, 72) + "\n\n") }
+	raw := func(s string) { b.WriteString(strings.TrimRight(s, "\n") + "\n\n") }
+	in := v.In
+	if n := firstName(in.Thread.Author); n != "" {
+		raw("Hi " + n + ",")
+	} else {
+		raw("Hello,")
+	}
+	para(Sentence(c, v))
+	raw(provenance(in.Base)) // one line, as the 0-day tags are: greppable
+	if v.Outcome == ApplyFailed {
+		para("If the series is meant for another tree or base, please say so with base-commit: (git format-patch --base) in the next version.")
+	}
+	raw(infoBlock(v))
+	if v.Outcome.Blames() {
+		para("If you fix the issue in a separate patch/commit (i.e. not just a new version of the same patch/commit), kindly add the following tags:")
+		raw(fmt.Sprintf("| Reported-by: %s\n| Closes: %s", c.From, c.CloseURL(msgID)))
+	}
+	switch v.Outcome {
+	case Pass, Regression, Improvement:
+		raw(table(metricRows(v.Decision), ""))
+		note := fmt.Sprintf("Base and patched kernels ran interleaved on the same pair. Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
+		for _, cmp := range v.Decision.Comparisons {
+			if cmp.Warmup {
+				note += " The first iteration of each run was dropped as a warm-up."
+				break
+			}
+		}
+		para(note)
+	case ApplyFailed:
+		a := in.Apply
+		para(fmt.Sprintf("Patch %d (%q) does not apply: %s, hunk %s.", a.Index, a.Patch, a.File, a.Hunk))
+		if a.Output != "" {
+			raw(indent(excerpt(a.Output, 30)))
+		}
+	case BuildFailed:
+		var lines []string
+		for _, e := range in.BuildFail.New {
+			lines = append(lines, ">> "+e)
+		}
+		raw(strings.Join(lines, "\n"))
+		if in.BuildFail.Old > 0 {
+			para(fmt.Sprintf("(%d errors that the base build shows too are left out.)", in.BuildFail.Old))
+		}
+	case BootFailed:
+		raw("Console:\n\n" + indent(excerpt(in.Boot.Console, 40)))
+	case CrashFound:
+		para(fmt.Sprintf("The crash showed on the console of the patched kernel and on none of the %d base runs.", baseRuns(in)))
+		raw(v.Crash.Title + "\n\n" + indent(excerpt(v.Crash.Console, 50)))
+	case DataCorruption:
+		raw("cmp:\n\n" + indent(excerpt(in.Corruption.Detail, 20)))
+	}
+	if v.Outcome == Pass && c.TestedBy {
+		para("If you wish, you may add the following tag to the series:")
+		raw("| Tested-by: " + c.From)
+	}
+	b.WriteString("-- \n")
+	b.WriteString(botName(c) + ", a test bot for NFS/RDMA and RDMA core patches.\n")
+	b.WriteString("This report is generated by a bot. It may contain errors.\n")
+	b.WriteString("How it works, and how to opt out:\n" + c.DocsURL + "\n")
+	return b.String()
+}
+
+func baseRuns(in *Input) int {
+	n := 0
+	for _, m := range in.Metrics {
+		n = max(n, len(m.Base))
+	}
+	return n
+}
+
+func indent(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = "  " + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Bytes is the message as it goes on the wire and into the outbox (LF
+// line ends; SMTP turns them into CRLF).
+func (m *Mail) Bytes() []byte {
+	var b bytes.Buffer
+	h := func(k, v string) { b.WriteString(k + ": " + v + "\n") }
+	h("From", m.From)
+	h("To", foldList(m.To))
+	if len(m.Cc) > 0 {
+		h("Cc", foldList(m.Cc))
+	}
+	h("Subject", mime.QEncoding.Encode("utf-8", m.Subject))
+	h("Date", m.Date.Format(time.RFC1123Z))
+	h("Message-ID", "<"+m.MessageID+">")
+	h("In-Reply-To", "<"+m.InReplyTo+">")
+	refs := make([]string, len(m.References))
+	for i, r := range m.References {
+		refs[i] = "<" + r + ">"
+	}
+	h("References", strings.Join(refs, "\n "))
+	h("MIME-Version", "1.0")
+	h("Content-Type", "text/plain; charset=utf-8")
+	h("Content-Transfer-Encoding", "8bit")
+	h("Content-Disposition", "inline")
+	h("Auto-Submitted", "auto-generated")
+	h("X-Rdmabot-Outcome", m.Outcome.String())
+	b.WriteString("\n")
+	b.WriteString(m.Body)
+	return b.Bytes()
+}
+
+// Recipients are the envelope addresses.
+func (m *Mail) Recipients() ([]string, error) {
+	var out []string
+	for _, s := range append(append([]string{}, m.To...), m.Cc...) {
+		a, err := mail.ParseAddress(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a.Address)
+	}
+	return out, nil
+}
+
+func foldList(l []string) string { return strings.Join(l, ",\n    ") }

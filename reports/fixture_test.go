@@ -1,0 +1,162 @@
+package reports
+
+import (
+	"flag"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/reports/stats"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if string(want) != string(got) {
+		t.Errorf("%s differs from the golden file (run with -update if intended):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+var testNow = time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.From = "rdmabot <rdmabot@rdmabot.example.org>"
+	c.ArchiveList = "rdmabot-reports@lists.example.org"
+	c.ArchiveURL = "https://lore.kernel.org/rdmabot-reports"
+	return c
+}
+
+// series is Chuck Lever's svcrdma series v2 (../shared/corpus/threads).
+func series() Thread {
+	return Thread{
+		Subject:   "[PATCH v2 00/12] NFSD RDMA transport improvements",
+		MessageID: "170708844422.28128.2979813721958631192.stgit@bazille.1015granger.net",
+		PatchIDs:  []string{"170708852086.28128.9047591474467399587.stgit@bazille.1015granger.net"},
+		Author:    Address{Name: "Chuck Lever", Email: "cel@kernel.org"},
+		Lists:     []string{"linux-nfs@vger.kernel.org", "linux-rdma@vger.kernel.org"},
+		Version:   2,
+		LoreURL:   "https://lore.kernel.org/r/170708844422.28128.2979813721958631192.stgit@bazille.1015granger.net",
+	}
+}
+
+func runs(rng *rand.Rand, n, iters int, mean, cv float64) [][]float64 {
+	out := make([][]float64, n)
+	for i := range out {
+		level := mean * math.Exp(cv*rng.NormFloat64())
+		for range iters {
+			out[i] = append(out[i], level*math.Exp(cv/3*rng.NormFloat64()))
+		}
+	}
+	return out
+}
+
+// metrics makes 10 runs of 4 iterations per kernel; the factors scale
+// the candidate's write, read and loop means.
+func metrics(seed uint64, write, read, loop float64) []stats.Metric {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	return []stats.Metric{
+		{Name: "write", Unit: "MB/s", HigherIsBetter: true, Base: runs(rng, 10, 4, 16.4, 0.01), Cand: runs(rng, 10, 4, 16.4*write, 0.01)},
+		{Name: "read", Unit: "MB/s", HigherIsBetter: true, Base: runs(rng, 10, 4, 14.8, 0.01), Cand: runs(rng, 10, 4, 14.8*read, 0.01)},
+		{Name: "loop", Unit: "s", Base: runs(rng, 10, 4, 50.3, 0.01), Cand: runs(rng, 10, 4, 50.3*loop, 0.01)},
+	}
+}
+
+func input() *Input {
+	return &Input{
+		Thread: series(),
+		Base: Base{Tree: "nfsd", Branch: "nfsd-next", SHA: "5d5bd0ab7e3e4c2f6b1a7d9e0c8f1a2b3c4d5e6f",
+			Reason: "base-commit trailer", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git"},
+		Build: BuildInfo{
+			SeriesURL: "https://git.example.org/rdmabot/linux/log/?h=cel/NFSD-RDMA-transport-improvements/20240204-231631",
+			Config:    "x86_64 lab-6.12 (https://rdmabot.example.org/runs/42/config)",
+			Compiler:  "gcc (Debian 12.2.0-14+deb12u1) 12.2.0",
+		},
+		Test: TestInfo{
+			Lab:       "qemu pair, soft-RoCE (rxe), 2 x 1 vCPU, -icount shift=2",
+			Name:      "nfs-rdma-transfer",
+			Params:    "NFSv3 over RDMA, 32 MiB x 4 iterations, runs interleaved A B A B",
+			Reproduce: "rdmabot reproduce https://rdmabot.example.org/runs/42",
+			RunURL:    "https://rdmabot.example.org/runs/42",
+		},
+		Metrics: metrics(1, 1, 1, 1),
+	}
+}
+
+// verdicts builds one verdict per outcome, through Judge.
+func verdicts(t *testing.T) map[Outcome]Verdict {
+	t.Helper()
+	c := testConfig()
+	judge := func(in *Input) Verdict {
+		return Judge(rand.New(rand.NewPCG(7, 7)), c.Policy(), in)
+	}
+	out := map[Outcome]Verdict{}
+	add := func(want Outcome, mod func(*Input)) {
+		in := input()
+		mod(in)
+		v := judge(in)
+		if v.Outcome != want {
+			t.Fatalf("fixture for %v judged %v (%s)", want, v.Outcome, v.Reason)
+		}
+		out[want] = v
+	}
+	add(Pass, func(in *Input) {})
+	add(Regression, func(in *Input) { in.Metrics = metrics(2, 0.92, 1, 1.07) })
+	add(Improvement, func(in *Input) { in.Metrics = metrics(3, 1, 1.09, 1) })
+	add(Inconclusive, func(in *Input) {
+		rng := rand.New(rand.NewPCG(4, 4))
+		in.Metrics = []stats.Metric{{Name: "write", Unit: "MB/s", HigherIsBetter: true,
+			Base: runs(rng, 30, 4, 16, 0.2), Cand: runs(rng, 30, 4, 16, 0.2)}}
+	})
+	add(ApplyFailed, func(in *Input) {
+		in.Metrics = nil
+		in.Apply = &ApplyFailure{Patch: "svcrdma: Post Send WR chain", Index: 8,
+			File: "net/sunrpc/xprtrdma/svc_rdma_sendto.c", Hunk: "@@ -327,20 +327,42 @@",
+			Output: "error: patch failed: net/sunrpc/xprtrdma/svc_rdma_sendto.c:327\nerror: net/sunrpc/xprtrdma/svc_rdma_sendto.c: patch does not apply"}
+	})
+	add(BuildFailed, func(in *Input) {
+		in.Metrics = nil
+		in.BuildFail = &BuildFailure{Old: 1, New: []string{
+			"net/sunrpc/xprtrdma/svc_rdma_sendto.c:342:9: error: implicit declaration of function 'svc_rdma_post_chain' [-Werror=implicit-function-declaration]",
+			"net/sunrpc/xprtrdma/svc_rdma_sendto.c:351:1: error: control reaches end of non-void function [-Werror=return-type]",
+		}}
+	})
+	add(BootFailed, func(in *Input) {
+		in.Metrics = nil
+		in.Boot = &BootFailure{Title: "no @@LAB READY within 120s", Console: "[    1.912345] rdma_rxe: loaded\n[    2.004321] svcrdma: svc_rdma_create_xprt failed\n[  120.000000] lab: timeout waiting for nfsd"}
+	})
+	add(CrashFound, func(in *Input) {
+		in.BaseCrashes = []Crash{{Title: "WARNING in rxe_qp_do_cleanup"}}
+		in.CandCrashes = []Crash{{Title: "WARNING in rxe_qp_do_cleanup"}, {
+			Title: "BUG: KASAN: slab-use-after-free in svc_rdma_send",
+			Console: "==================================================================\n" +
+				"BUG: KASAN: slab-use-after-free in svc_rdma_send+0x3a1/0x5c0\n" +
+				"Read of size 8 at addr ffff888004a3c1d8 by task nfsd/212\n" +
+				"Call Trace:\n <TASK>\n dump_stack_lvl+0x4b/0x70\n svc_rdma_send+0x3a1/0x5c0\n svc_rdma_sendto+0x2f7/0x8b0\n svc_send+0x6e/0x1c0\n nfsd+0x1b1/0x2a0\n kthread+0xe8/0x120\n </TASK>",
+		}}
+	})
+	add(DataCorruption, func(in *Input) {
+		in.Corruption = &Corruption{Detail: "/dev/shm/src /dev/shm/back differ: byte 16777217, line 65281 (run 3, iteration 2)"}
+	})
+	add(Infra, func(in *Input) { in.Infra = &InfraFailure{Reason: "client guest did not reach @@LAB READY (host overloaded)"} })
+	return out
+}

@@ -1,0 +1,192 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rdmabot/rdmabot/reports/stats"
+)
+
+// wrap fills prose to width columns; words longer than width (URLs)
+// stand alone on their line rather than being broken.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	for pi, para := range strings.Split(text, "\n") {
+		if pi > 0 {
+			b.WriteByte('\n')
+		}
+		col := 0
+		for _, w := range strings.Fields(para) {
+			n := utf8.RuneCountInString(w)
+			switch {
+			case col == 0:
+			case col+1+n > width:
+				b.WriteByte('\n')
+				col = 0
+			default:
+				b.WriteByte(' ')
+				col++
+			}
+			b.WriteString(w)
+			col += n
+		}
+	}
+	return b.String()
+}
+
+// keyValues renders an aligned "key: value" block, skipping empty values.
+func keyValues(kv [][2]string) string {
+	width := 0
+	for _, p := range kv {
+		if p[1] != "" {
+			width = max(width, len(p[0])+1)
+		}
+	}
+	var b strings.Builder
+	for _, p := range kv {
+		if p[1] == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "%-*s %s\n", width, p[0]+":", p[1])
+	}
+	return b.String()
+}
+
+// table renders rows with columns padded to their widest cell; the
+// first column is left-aligned, the others right-aligned.
+func table(rows [][]string, indent string) string {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		line := indent
+		for i, c := range r {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i == 0 {
+				line += c + pad
+			} else {
+				line += "  " + pad + c
+			}
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	return b.String()
+}
+
+// metricLabel is "write MB/s".
+func metricLabel(c stats.Comparison) string {
+	if c.Unit == "" {
+		return c.Name
+	}
+	return c.Name + " " + c.Unit
+}
+
+// sentenceLabel is "write (MB/s)" for prose.
+func sentenceLabel(c stats.Comparison) string {
+	if c.Unit == "" {
+		return c.Name
+	}
+	return c.Name + " (" + c.Unit + ")"
+}
+
+// pRelation is "= 0.0012" or "< 0.0001".
+func pRelation(p float64) string {
+	if p < 0.0001 {
+		return "< 0.0001"
+	}
+	return "= " + fmtP(p)
+}
+
+func pct(r float64) string {
+	if math.IsNaN(r) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(r-1))
+}
+
+func fmtP(p float64) string {
+	if p < 0.0001 {
+		return "<0.0001"
+	}
+	return fmt.Sprintf("%.4f", p)
+}
+
+func meanStd(v []float64) string {
+	m, s := stats.MeanStd(v)
+	return fmt.Sprintf("%.2f ± %.2f", m, s)
+}
+
+// metricRows is the metrics table shared by every rendering.
+func metricRows(d stats.Decision) [][]string {
+	level := 0.99
+	if len(d.Comparisons) > 0 {
+		level = d.Comparisons[0].Level
+	}
+	rows := [][]string{{"metric", "base", "change", fmt.Sprintf("%.0f%% interval", 100*level), "patched", "p", "runs", "verdict"}}
+	for _, c := range d.Comparisons {
+		rows = append(rows, []string{
+			metricLabel(c), meanStd(c.Base), pct(c.CI.Ratio),
+			pct(c.CI.Lo) + ".." + pct(c.CI.Hi), meanStd(c.Cand), fmtP(c.Test.P),
+			fmt.Sprintf("%d/%d", len(c.Base), len(c.Cand)), c.Change.String(),
+		})
+	}
+	return rows
+}
+
+// headline picks the comparison that decided the verdict: the largest
+// change in the verdict's direction.
+func headline(v *Verdict) *stats.Comparison {
+	want := stats.Worse
+	if v.Outcome == Improvement {
+		want = stats.Better
+	}
+	var best *stats.Comparison
+	for i := range v.Decision.Comparisons {
+		c := &v.Decision.Comparisons[i]
+		if c.Change != want {
+			continue
+		}
+		if best == nil || math.Abs(c.CI.Ratio-1) > math.Abs(best.CI.Ratio-1) {
+			best = c
+		}
+	}
+	return best
+}
+
+// firstName greets the author the way people on the lists do.
+func firstName(a Address) string {
+	name := strings.TrimSpace(strings.Trim(a.Name, `"`))
+	if name == "" || strings.Contains(name, "@") {
+		return ""
+	}
+	if i := strings.Index(name, ","); i > 0 { // "Lever, Chuck"
+		if f := strings.Fields(name[i+1:]); len(f) > 0 {
+			return f[0]
+		}
+	}
+	return strings.Fields(name)[0]
+}
+
+func excerpt(s string, maxLines int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > maxLines {
+		lines = append(lines[:maxLines], fmt.Sprintf("[... %d more lines]", len(lines)-maxLines))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
