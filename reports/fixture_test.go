@@ -157,6 +157,8 @@ func verdicts(t *testing.T) map[Outcome]Verdict {
 	add(DataCorruption, func(in *Input) {
 		in.Corruption = &Corruption{Detail: "/dev/shm/src /dev/shm/back differ: byte 16777217, line 65281 (run 3, iteration 2)"}
 	})
-	add(Infra, func(in *Input) { in.Infra = &InfraFailure{Reason: "client guest did not reach @@LAB READY (host overloaded)"} })
+	add(Infra, func(in *Input) {
+		in.Infra = &InfraFailure{Reason: "client guest did not reach @@LAB READY (host overloaded)"}
+	})
 	return out
 }
