@@ -155,4 +155,3 @@ func iabs(a int) int {
 	}
 	return a
 }
-
