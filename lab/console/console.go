@@ -26,8 +26,10 @@ const (
 	Panic      Kind = "panic"
 	SoftLockup Kind = "soft-lockup"
 	RCUStall   Kind = "rcu-stall"
-	KASAN      Kind = "kasan"
+	KASAN      Kind = "kasan" // also KMSAN and KFENCE reports
 	UBSAN      Kind = "ubsan"
+	Lockdep    Kind = "lockdep" // "possible deadlock in f"
+	ODEBUG     Kind = "odebug"  // "WARNING: ODEBUG bug in f"
 )
 
 // Crash is one report found on a console.
@@ -72,6 +74,23 @@ type header struct {
 	end func(line string, c *Crash) bool
 }
 
+// absorbs says which later headers continue an open report instead of
+// starting one: an oops or panic after a BUG, the WARNING that an ODEBUG
+// or lockdep line introduces.
+func absorbs(open *Crash, next Kind) bool {
+	// Symbolized reports repeat a header for an inlined frame first.
+	if next == open.Kind && len(open.lines) <= 2 {
+		return true
+	}
+	switch next {
+	case Oops, Panic:
+		return true
+	case Warning:
+		return open.Kind == ODEBUG || open.Kind == Lockdep
+	}
+	return false
+}
+
 func endTrace(line string, _ *Crash) bool {
 	return strings.Contains(line, "---[ end trace") || strings.Contains(line, "---[ end Kernel panic")
 }
@@ -96,12 +115,14 @@ var headers = []header{
 	{Hang, regexp.MustCompile(`INFO: task (\S+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`), true, endTask},
 	{SoftLockup, regexp.MustCompile(`BUG: soft lockup - CPU#\d+ stuck for`), true, endTask},
 	{RCUStall, regexp.MustCompile(`rcu: INFO: rcu_\w+ (?:detected stalls?|self-detected stall)`), true, endTask},
-	{KASAN, regexp.MustCompile(`BUG: KASAN: ([a-z0-9\-]+) in ([A-Za-z0-9_.]+)`), true, endKASAN},
+	{KASAN, regexp.MustCompile(`BUG: (KASAN|KMSAN|KFENCE): ([a-z0-9\- ]+?) in ([A-Za-z0-9_.]+)`), true, endKASAN},
 	{UBSAN, regexp.MustCompile(`UBSAN: ([a-z0-9\-]+) in (\S+)`), true, endTrace},
 	{GPF, regexp.MustCompile(`general protection fault`), true, endTrace},
+	{Lockdep, regexp.MustCompile(`WARNING: possible (?:circular locking dependency|recursive locking) detected`), false, endTask},
+	{ODEBUG, regexp.MustCompile(`ODEBUG: \w+ not available|ODEBUG: \w+ active|ODEBUG: `), false, endTrace},
 	{Bug, regexp.MustCompile(`kernel BUG at (\S+)`), true, endTrace},
 	{Bug, regexp.MustCompile(`BUG: (.+)`), true, endTrace},
-	{Warning, regexp.MustCompile(`WARNING: CPU: \d+ PID: \d+ at \S+ ([A-Za-z0-9_.]+)\+0x`), false, endTrace},
+	{Warning, regexp.MustCompile(`WARNING: CPU: \d+ PID: \d+ at \S+ ([A-Za-z0-9_.]+)`), false, endTrace},
 	{Warning, regexp.MustCompile(`WARNING: (.+)`), false, endTrace},
 	{Oops, regexp.MustCompile(`Oops: `), true, endTrace},
 	{Panic, regexp.MustCompile(`Kernel panic - not syncing: (.*)`), true, endPanic},
@@ -113,26 +134,26 @@ var (
 	ripRe      = regexp.MustCompile(`RIP: [0-9a-f]{4}:(?:\[<[0-9a-f]+>\] )?([A-Za-z0-9_.]+)\+0x`)
 	accessRe   = regexp.MustCompile(`^(Read|Write) of size`)
 	suffixRe   = regexp.MustCompile(`(\.(cold|isra|constprop|part|llvm)(\.\d+)?)+$`)
-	// uninteresting are frames that say how a task waits or how a report
-	// is printed, never what it was doing: the title names the first frame
-	// after them.
-	uninteresting = regexp.MustCompile(`^(` + strings.Join([]string{
-		`__pfx_.*`,
-		`_*schedule(_timeout|_preempt_disabled|_idle|_hrtimeout.*|_timeout_.*)?`,
-		`io_schedule.*`,
-		`_*wait_for_common.*`, `_*wait_for_completion.*`, `_*wait_on_.*`, `out_of_line_wait_on_bit.*`,
-		`bit_wait.*`, `_*wait_event.*`, `_*wait_var_event.*`, `_*folio_wait.*`, `_*folio_lock.*`,
-		`_*lock_page.*`, `_*filemap_fdatawait.*`, `filemap_write_and_wait.*`, `file_write_and_wait.*`,
-		`_*mutex_lock.*`, `_*down(_read|_write)?(_common|_killable|_interruptible|_slowpath)?`,
-		`rwsem_down.*`, `_*rt_mutex.*`, `_*percpu_down.*`, `_*flush_work.*`, `_*flush_workqueue`,
-		`synchronize_rcu.*`, `_*synchronize_srcu`, `rcu_barrier`,
-		`_*raw_spin_lock.*`, `_*spin_lock.*`, `.*queued_spin_lock_slowpath`,
-		`dump_stack.*`, `show_stack`, `_*warn.*`, `report_bug`, `handle_bug`, `exc_.*`, `asm_exc_.*`,
-		`_*kasan_.*`, `print_report`, `print_address_description.*`, `check_memory_region`, `_*asan_.*`,
-		`_*ubsan_.*`, `panic`, `nmi_.*`, `_*sysvec_.*`, `asm_sysvec_.*`, `_*irq_exit.*`,
-		`rcu_.*`, `print_cpu_stall.*`, `update_process_times`, `tick_.*`, `_*hrtimer_.*`,
-		`watchdog_timer_fn`, `_*run_hrtimer`,
-	}, "|") + `)$`)
+	// uninteresting frames print reports, check memory, copy, format or
+	// take locks: the title names the first frame after them.
+	uninteresting = regexp.MustCompile(strings.Join([]string{
+		`__pfx_`, `__sanitizer`, `__asan`, `kasan`, `kmsan`, `kcsan`, `kfence`, `ubsan`, `check_memory_region`,
+		`instrument_`, `memcpy`, `memmove`, `memset`, `memcmp`, `^str`, `string`, `vsnprintf`, `snprintf`,
+		`sprintf`, `add_uevent_var`, `copy_to_user`, `copy_from_user`, `put_user`, `get_user`, `might_`,
+		`list_add`, `list_del`, `list_replace`, `list_move`, `list_splice`, `hlist_`, `kref_`,
+		`refcount_`, `debug_object`, `debug_print_object`, `dump_stack`, `show_stack`, `show_regs`,
+		`print_address_description`, `print_report`, `warn_slowpath`, `__warn`, `report_bug`, `handle_bug`,
+		`exc_invalid_op`, `asm_exc_`, `srcu`, `lock_acquire`, `lock_release`, `lockdep`, `panic`, `nmi_`,
+		`_raw_spin`, `_raw_read`, `_raw_write`, `queued_spin`, `do_raw_spin`, `^rcu_`, `print_cpu_stall`,
+		`sysvec_`, `irq_exit`, `__irq_`, `hrtimer`, `^tick_`, `update_process_times`, `watchdog`,
+		`kmalloc`, `kfree`, `kmem_cache`, `^slab_`, `kzalloc`, `kvmalloc`, `krealloc`, `kvfree`, `fortify`,
+	}, "|"))
+	// waiting frames say how a blocked task sleeps (hung tasks only).
+	waiting = regexp.MustCompile(strings.Join([]string{
+		`sched`, `_lock`, `down`, `rwsem`, `completion`, `wait`, `synchronize`, `context_switch`,
+		`__switch_to`, `cancel_delayed_work`, `rcu_barrier`, `kthread`, `flush_work`, `flush_workqueue`,
+		`folio_`, `_page`,
+	}, "|"))
 )
 
 // stripTime removes the printk timestamp and caller id.
@@ -166,8 +187,7 @@ func (m *Monitor) Line(raw string) *Crash {
 	h, match := findHeader(text)
 
 	if m.open != nil {
-		// An oops or panic inside an open report is its continuation.
-		if h == nil || h.kind == Oops || h.kind == Panic {
+		if h == nil || absorbs(m.open, h.kind) {
 			m.open.add(raw, m.line)
 			if h != nil && h.kind == Panic {
 				m.open.Fatal = true

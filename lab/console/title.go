@@ -36,7 +36,19 @@ func title(c *Crash) string {
 				break
 			}
 		}
-		return "KASAN: " + h[1] + access + " in " + cleanFunc(h[2])
+		return h[1] + ": " + h[2] + access + " in " + or(stackFunc(c.lines, false), cleanFunc(h[3]))
+	case Lockdep:
+		return "possible deadlock in " + or(lockdepFunc(c.lines), stackFunc(c.lines, false), "unknown")
+	case ODEBUG:
+		// The object's user, not the timer or work helpers that checked it.
+		fn := ""
+		for _, f := range frames(c.lines) {
+			if !skipped(f, false) && !odebugHelpers.MatchString(f) {
+				fn = f
+				break
+			}
+		}
+		return "WARNING: ODEBUG bug in " + or(fn, "unknown")
 	case UBSAN:
 		return "UBSAN: " + h[1] + " in " + or(stackFunc(c.lines, false), h[2])
 	case GPF:
@@ -53,7 +65,13 @@ func title(c *Crash) string {
 		return "BUG: " + desc
 	case Warning:
 		if len(h) > 1 && strings.HasPrefix(h[0], "WARNING: CPU:") {
-			return "WARNING in " + cleanFunc(h[1])
+			// The WARN's own function unless it is a helper (srcu,
+			// refcount, list debugging...): then who called it.
+			fn := ripFunc(c.lines)
+			if fn == "" || skipped(fn, false) {
+				fn = stackFunc(c.lines, false)
+			}
+			return "WARNING in " + or(fn, cleanFunc(h[1]))
 		}
 		desc := strings.TrimSpace(spaceRunRe.ReplaceAllString(h[1], " "))
 		if fn := stackFunc(c.lines, false); fn != "" {
@@ -100,7 +118,8 @@ func stackFunc(lines []string, afterIRQ bool) string {
 		}
 	}
 	if start < 0 {
-		return ""
+		// KMSAN and KFENCE print their stack right under the header.
+		start = 0
 	}
 	if afterIRQ {
 		for i := start; i < len(lines); i++ {
@@ -110,14 +129,59 @@ func stackFunc(lines []string, afterIRQ bool) string {
 			}
 		}
 	}
+	hang := strings.Contains(lines[0], "blocked")
 	for _, l := range lines[start:] {
 		m := frameRe.FindStringSubmatch(stripTime(l))
 		if m == nil || m[1] != "" {
 			continue
 		}
 		fn := cleanFunc(m[2])
-		if !uninteresting.MatchString(fn) {
+		if !skipped(fn, hang) {
 			return fn
+		}
+	}
+	return ""
+}
+
+var odebugHelpers = regexp.MustCompile(`timer|grab_pending|debug_`)
+
+// frames are the reliable frames of the first call trace.
+func frames(lines []string) []string {
+	var out []string
+	in := false
+	for _, l := range lines {
+		if callTraceRe.MatchString(l) {
+			in = true
+		}
+		if !in {
+			continue
+		}
+		if m := frameRe.FindStringSubmatch(stripTime(l)); m != nil && m[1] == "" {
+			out = append(out, cleanFunc(m[2]))
+		}
+	}
+	return out
+}
+
+// skipped: frames that say how a report was printed or how a task waits,
+// never what went wrong. Like syzkaller's, these match anywhere in the
+// name, so titles agree with syzbot's.
+func skipped(fn string, hang bool) bool {
+	return uninteresting.MatchString(fn) || (hang && waiting.MatchString(fn))
+}
+
+var lockdepAcquire = regexp.MustCompile(`, at: ([A-Za-z0-9_.]+)\+0x`)
+
+// lockdepFunc is where the task tried to take the lock that closes the
+// cycle: the ", at:" of the line after "is trying to acquire".
+func lockdepFunc(lines []string) string {
+	for i, l := range lines {
+		if strings.Contains(l, "is trying to acquire") {
+			for _, n := range lines[i+1 : min(i+3, len(lines))] {
+				if m := lockdepAcquire.FindStringSubmatch(n); m != nil {
+					return cleanFunc(m[1])
+				}
+			}
 		}
 	}
 	return ""
@@ -126,5 +190,8 @@ func stackFunc(lines []string, afterIRQ bool) string {
 // cleanFunc drops compiler clone suffixes (.isra.0, .cold) so the title is
 // stable across builds.
 func cleanFunc(fn string) string {
-	return suffixRe.ReplaceAllString(fn, "")
+	return syscallRe.ReplaceAllString(suffixRe.ReplaceAllString(fn, ""), "sys_")
 }
+
+// syscallRe: the wrappers SYSCALL_DEFINE makes all name the syscall.
+var syscallRe = regexp.MustCompile(`^(__se_|__do_|__x64_|__ia32_)sys_`)
