@@ -1,0 +1,198 @@
+// Package outbox delivers replies exactly once. Every reply is recorded
+// in a ledger table (and, for mail, a Maildir an operator can read)
+// before anything is sent; sending marks the row first, so a crash
+// between marking and sending is seen on restart and the reply is resent
+// once, with the same Message-ID, which list archives deduplicate on.
+//
+// Policy lives here too, at the last point before the wire: a daily
+// limit, moderation (replies wait for `rdmabot outbox approve`), an
+// opt-out list, never a reply to our own mail, never a second verdict
+// for the same series version.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// State of a reply in the ledger.
+type State string
+
+const (
+	// Held waits for an operator's approval (moderation).
+	Held State = "held"
+	// Ready is approved and waits for the sender (or for mail to be
+	// enabled, or for the daily limit).
+	Ready State = "ready"
+	// Sending was handed to the wire; it stays so if we crash.
+	Sending State = "sending"
+	// Sent is done.
+	Sent State = "sent"
+	// Failed needs an operator: rejected, or unknown after a resend.
+	Failed State = "failed"
+	// Suppressed is recorded but never sent (opt-out).
+	Suppressed State = "suppressed"
+)
+
+// Entry is one row of the ledger.
+type Entry struct {
+	MessageID string
+	// Key identifies the verdict: one per channel and series version.
+	Key       string
+	Channel   string
+	Outcome   string
+	Recipient string // the person answered
+	// Envelope holds the SMTP recipients.
+	Envelope []string
+	State    State
+	Reason   string
+	Attempts int
+	Created  time.Time
+	SentAt   time.Time
+	Raw      []byte
+}
+
+// schema is plain SQL both SQLite and PostgreSQL accept: TEXT, BIGINT
+// and INTEGER columns, times as Unix seconds, $N placeholders below.
+const schema = `CREATE TABLE IF NOT EXISTS rdmabot_replies (
+	message_id TEXT PRIMARY KEY,
+	verdict_key TEXT NOT NULL UNIQUE,
+	channel TEXT NOT NULL,
+	outcome TEXT NOT NULL,
+	recipient TEXT NOT NULL,
+	envelope TEXT NOT NULL,
+	state TEXT NOT NULL,
+	reason TEXT NOT NULL,
+	attempts INTEGER NOT NULL,
+	created BIGINT NOT NULL,
+	sent BIGINT NOT NULL,
+	raw TEXT NOT NULL
+)`
+
+// Ledger is the table of replies.
+type Ledger struct{ db *sql.DB }
+
+// OpenLedger creates the table when missing.
+func OpenLedger(ctx context.Context, db *sql.DB) (*Ledger, error) {
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return nil, fmt.Errorf("outbox: create ledger: %w", err)
+	}
+	return &Ledger{db: db}, nil
+}
+
+// ErrDuplicate says this series version already has a verdict on this
+// channel (or the Message-ID is taken).
+var ErrDuplicate = errors.New("a verdict for this series version was already recorded")
+
+// ErrNotFound is an unknown Message-ID.
+var ErrNotFound = errors.New("no such reply")
+
+const cols = `message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, sent, raw`
+
+func (l *Ledger) insert(ctx context.Context, e *Entry) error {
+	res, err := l.db.ExecContext(ctx, `INSERT INTO rdmabot_replies (`+cols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING`,
+		e.MessageID, e.Key, e.Channel, e.Outcome, e.Recipient, strings.Join(e.Envelope, ","),
+		string(e.State), e.Reason, e.Attempts, e.Created.Unix(), unix(e.SentAt), string(e.Raw))
+	if err != nil {
+		return fmt.Errorf("outbox: record %s: %w", e.MessageID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return fmt.Errorf("%s (%s): %w", e.Key, e.MessageID, ErrDuplicate)
+	}
+	return nil
+}
+
+func unix(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+// transition moves a reply from one state to another only if it is
+// still in the first: the compare-and-set keeps two bot processes from
+// both sending one reply.
+func (l *Ledger) transition(ctx context.Context, id string, from, to State, reason string, attemptDelta int, sentAt time.Time) (bool, error) {
+	res, err := l.db.ExecContext(ctx, `UPDATE rdmabot_replies SET state = $1, reason = $2,
+		attempts = attempts + $3, sent = $4 WHERE message_id = $5 AND state = $6`,
+		string(to), reason, attemptDelta, unix(sentAt), id, string(from))
+	if err != nil {
+		return false, fmt.Errorf("outbox: %s %s -> %s: %w", id, from, to, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// Get reads one reply.
+func (l *Ledger) Get(ctx context.Context, id string) (*Entry, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT `+cols+` FROM rdmabot_replies WHERE message_id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	es, err := scan(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 {
+		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
+	}
+	return es[0], nil
+}
+
+// List returns replies in the given states (all when none), oldest first.
+func (l *Ledger) List(ctx context.Context, states ...State) ([]*Entry, error) {
+	q := `SELECT ` + cols + ` FROM rdmabot_replies`
+	var args []any
+	if len(states) > 0 {
+		ph := make([]string, len(states))
+		for i, s := range states {
+			ph[i] = fmt.Sprintf("$%d", i+1)
+			args = append(args, string(s))
+		}
+		q += ` WHERE state IN (` + strings.Join(ph, ", ") + `)`
+	}
+	rows, err := l.db.QueryContext(ctx, q+` ORDER BY created, message_id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scan(rows)
+}
+
+// SentSince counts replies sent, or possibly sent, since t.
+func (l *Ledger) SentSince(ctx context.Context, t time.Time) (int, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM rdmabot_replies
+		WHERE (state = $1 AND sent >= $2) OR state = $3`, string(Sent), t.Unix(), string(Sending)).Scan(&n)
+	return n, err
+}
+
+func scan(rows *sql.Rows) ([]*Entry, error) {
+	defer rows.Close()
+	var out []*Entry
+	for rows.Next() {
+		var e Entry
+		var env, state, raw string
+		var created, sent int64
+		if err := rows.Scan(&e.MessageID, &e.Key, &e.Channel, &e.Outcome, &e.Recipient, &env,
+			&state, &e.Reason, &e.Attempts, &created, &sent, &raw); err != nil {
+			return nil, err
+		}
+		if env != "" {
+			e.Envelope = strings.Split(env, ",")
+		}
+		e.State, e.Raw = State(state), []byte(raw)
+		e.Created = time.Unix(created, 0).UTC()
+		if sent != 0 {
+			e.SentAt = time.Unix(sent, 0).UTC()
+		}
+		out = append(out, &e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,301 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rdmabot/rdmabot/reports"
+)
+
+// Policy is what may leave the machine, and when.
+type Policy struct {
+	// Send enables sending at all; off, replies wait in the outbox.
+	Send bool
+	// Moderate records new replies as Held until approved.
+	Moderate bool
+	// DailyLimit caps replies sent in any 24 hours (0: none at all).
+	DailyLimit int
+	// OptOut holds addresses and @domains never answered.
+	OptOut []string
+	// Self is the bot's own address: its mail is never answered.
+	Self string
+}
+
+// Reply is what the bot asks to deliver.
+type Reply struct {
+	MessageID string
+	// Key is the verdict's identity: see Key.
+	Key     string
+	Channel string
+	Outcome string
+	// Recipient is the person answered (the series author).
+	Recipient string
+	// InReplyTo is the Message-ID answered, to spot our own mail.
+	InReplyTo string
+	Envelope  []string
+	Raw       []byte
+}
+
+// Key is the identity of one verdict: a channel ("email",
+// "github:owner/repo#12") and a series version (the cover letter's or
+// single patch's Message-ID and the version number).
+func Key(channel, threadID string, version int) string {
+	return fmt.Sprintf("%s|%s|v%d", channel, threadID, version)
+}
+
+// FromMail wraps a rendered email reply.
+func FromMail(m *reports.Mail, t reports.Thread) (Reply, error) {
+	env, err := m.Recipients()
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{
+		MessageID: m.MessageID, Key: Key("email", t.MessageID, t.Version), Channel: "email",
+		Outcome: m.Outcome.String(), Recipient: t.Author.Email, InReplyTo: t.MessageID,
+		Envelope: env, Raw: m.Bytes(),
+	}, nil
+}
+
+// Sender puts one reply on the wire. Errors that prove the peer did not
+// take the reply wrap ErrNotDelivered; a *Rejected is final; any other
+// error leaves the reply's fate unknown.
+type Sender interface {
+	Send(ctx context.Context, e *Entry) error
+}
+
+// ErrNotDelivered marks a send that certainly did not reach the peer.
+var ErrNotDelivered = errors.New("not delivered")
+
+// Rejected is a permanent refusal by the peer.
+type Rejected struct{ Err error }
+
+func (r *Rejected) Error() string { return "rejected: " + r.Err.Error() }
+func (r *Rejected) Unwrap() error { return r.Err }
+
+// ErrOwnMail refuses to answer the bot's own mail.
+var ErrOwnMail = errors.New("refusing to answer our own mail")
+
+// Outbox records and delivers replies.
+type Outbox struct {
+	ledger  *Ledger
+	maildir string
+	policy  Policy
+	senders map[string]Sender // by channel kind: "email", "github"
+	now     func() time.Time
+	log     *slog.Logger
+	selfDom string
+}
+
+// New makes an outbox over a ledger and a Maildir directory. senders
+// maps channel kinds to senders; a channel without one waits.
+func New(l *Ledger, maildir string, p Policy, senders map[string]Sender, now func() time.Time, log *slog.Logger) (*Outbox, error) {
+	for _, d := range []string{"tmp", "new", "cur"} {
+		if err := os.MkdirAll(filepath.Join(maildir, d), 0o750); err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
+		}
+	}
+	o := &Outbox{ledger: l, maildir: maildir, policy: p, senders: senders, now: now, log: log}
+	if a, err := mail.ParseAddress(p.Self); err == nil {
+		o.policy.Self = strings.ToLower(a.Address)
+		o.selfDom = o.policy.Self[strings.LastIndexByte(o.policy.Self, '@')+1:]
+	} else if p.Self != "" {
+		return nil, fmt.Errorf("outbox: bot address %q: %w", p.Self, err)
+	}
+	return o, nil
+}
+
+// Ledger is the outbox's table, for listing.
+func (o *Outbox) Ledger() *Ledger { return o.ledger }
+
+// Enqueue records a reply before anything is sent. It refuses our own
+// mail, records opted-out replies as Suppressed, and returns
+// ErrDuplicate for a second verdict on the same series version.
+func (o *Outbox) Enqueue(ctx context.Context, r Reply) (*Entry, error) {
+	if o.isOwn(r) {
+		return nil, fmt.Errorf("%s: %w", r.InReplyTo, ErrOwnMail)
+	}
+	e := &Entry{
+		MessageID: r.MessageID, Key: r.Key, Channel: r.Channel, Outcome: r.Outcome,
+		Recipient: r.Recipient, Envelope: r.Envelope, State: Ready, Created: o.now(), Raw: r.Raw,
+	}
+	switch {
+	case o.optedOut(r.Recipient):
+		e.State, e.Reason = Suppressed, "recipient opted out"
+	case o.policy.Moderate:
+		e.State, e.Reason = Held, "waiting for approval"
+	}
+	if err := o.ledger.insert(ctx, e); err != nil {
+		return nil, err
+	}
+	if channelKind(r.Channel) == "email" {
+		if err := o.writeMaildir(e); err != nil {
+			return e, err
+		}
+	}
+	o.log.Info("reply recorded", "message_id", e.MessageID, "key", e.Key, "state", e.State)
+	return e, nil
+}
+
+func (o *Outbox) isOwn(r Reply) bool {
+	if o.policy.Self == "" {
+		return false
+	}
+	if strings.EqualFold(r.Recipient, o.policy.Self) {
+		return true
+	}
+	return strings.HasSuffix(strings.ToLower(r.InReplyTo), "-rdmabot@"+o.selfDom)
+}
+
+func (o *Outbox) optedOut(addr string) bool {
+	addr = strings.ToLower(addr)
+	for _, x := range o.policy.OptOut {
+		x = strings.ToLower(x)
+		if addr == x || (strings.HasPrefix(x, "@") && strings.HasSuffix(addr, x)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Approve releases held replies for sending.
+func (o *Outbox) Approve(ctx context.Context, id string) error {
+	ok, err := o.ledger.transition(ctx, id, Held, Ready, "approved", 0, time.Time{})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		e, err := o.ledger.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s is %s, not held", id, e.State)
+	}
+	return nil
+}
+
+// Deliver sends what may be sent now: first it settles replies a crash
+// left in Sending (resent once with the same Message-ID, or Failed after
+// that), then ready replies, oldest first, within the daily limit. It
+// returns how many were sent.
+func (o *Outbox) Deliver(ctx context.Context) (int, error) {
+	if !o.policy.Send {
+		return 0, nil
+	}
+	inflight, err := o.ledger.List(ctx, Sending)
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	var errs []error
+	for _, e := range inflight {
+		if e.Attempts >= 2 {
+			reason := "fate unknown after a resend: check the archive, then approve again or drop"
+			if _, err := o.ledger.transition(ctx, e.MessageID, Sending, Failed, reason, 0, time.Time{}); err != nil {
+				errs = append(errs, err)
+			}
+			o.log.Error("reply failed", "message_id", e.MessageID, "reason", reason)
+			continue
+		}
+		ok, err := o.send(ctx, e, Sending)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			sent++
+		}
+	}
+	ready, err := o.ledger.List(ctx, Ready)
+	if err != nil {
+		return sent, errors.Join(append(errs, err)...)
+	}
+	for _, e := range ready {
+		if o.senders[channelKind(e.Channel)] == nil {
+			continue
+		}
+		n, err := o.ledger.SentSince(ctx, o.now().Add(-24*time.Hour))
+		if err != nil {
+			return sent, errors.Join(append(errs, err)...)
+		}
+		if n >= o.policy.DailyLimit {
+			o.log.Warn("daily limit reached; replies wait", "limit", o.policy.DailyLimit, "waiting", len(ready))
+			break
+		}
+		ok, err := o.send(ctx, e, Ready)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			sent++
+		}
+	}
+	return sent, errors.Join(errs...)
+}
+
+// send marks the reply Sending (one more attempt) before the wire, then
+// records what the wire said.
+func (o *Outbox) send(ctx context.Context, e *Entry, from State) (bool, error) {
+	s := o.senders[channelKind(e.Channel)]
+	if s == nil {
+		return false, nil
+	}
+	ok, err := o.ledger.transition(ctx, e.MessageID, from, Sending, "", 1, time.Time{})
+	if err != nil || !ok {
+		return false, err // another process took it
+	}
+	e.Attempts++
+	serr := s.Send(ctx, e)
+	var rej *Rejected
+	switch {
+	case serr == nil:
+		_, err = o.ledger.transition(ctx, e.MessageID, Sending, Sent, "", 0, o.now())
+		if err == nil && channelKind(e.Channel) == "email" {
+			o.markSeen(e)
+		}
+		o.log.Info("reply sent", "message_id", e.MessageID, "channel", e.Channel, "attempt", e.Attempts)
+		return err == nil, err
+	case errors.As(serr, &rej):
+		_, err = o.ledger.transition(ctx, e.MessageID, Sending, Failed, serr.Error(), 0, time.Time{})
+	case errors.Is(serr, ErrNotDelivered):
+		_, err = o.ledger.transition(ctx, e.MessageID, Sending, Ready, serr.Error(), -1, time.Time{})
+	default:
+		// Unknown: stays Sending, so the next Deliver resends it once.
+		o.log.Warn("reply may or may not have been sent", "message_id", e.MessageID, "err", serr)
+	}
+	return false, errors.Join(fmt.Errorf("send %s: %w", e.MessageID, serr), err)
+}
+
+func channelKind(ch string) string {
+	kind, _, _ := strings.Cut(ch, ":")
+	return kind
+}
+
+// maildirName is stable per Message-ID, so the file is found again.
+func maildirName(id string) string {
+	return strings.NewReplacer("/", "_", ":", "_", "<", "", ">", "").Replace(id) + ".eml"
+}
+
+func (o *Outbox) writeMaildir(e *Entry) error {
+	name := maildirName(e.MessageID)
+	tmp := filepath.Join(o.maildir, "tmp", name)
+	if err := os.WriteFile(tmp, e.Raw, 0o640); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(o.maildir, "new", name))
+}
+
+// markSeen moves a sent reply to cur/ with the Seen flag, as a mail
+// client would; a missing file (removed by an operator) is no error.
+func (o *Outbox) markSeen(e *Entry) {
+	name := maildirName(e.MessageID)
+	err := os.Rename(filepath.Join(o.maildir, "new", name), filepath.Join(o.maildir, "cur", name+":2,S"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		o.log.Warn("outbox maildir", "err", err)
+	}
+}

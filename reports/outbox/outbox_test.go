@@ -1,0 +1,287 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+)
+
+// databases yields the dialects the ledger must work on: SQLite always,
+// PostgreSQL when RDMABOT_TEST_PG_URL names a database we may write.
+func databases(t *testing.T) map[string]func(t *testing.T) *sql.DB {
+	dbs := map[string]func(t *testing.T) *sql.DB{
+		"sqlite": func(t *testing.T) *sql.DB {
+			db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "ledger.db")+"?_pragma=busy_timeout(5000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxOpenConns(1)
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+	}
+	dbs["postgres"] = func(t *testing.T) *sql.DB {
+		url := os.Getenv("RDMABOT_TEST_PG_URL")
+		if url == "" {
+			t.Skip("RDMABOT_TEST_PG_URL unset: no PostgreSQL to test the ledger on")
+		}
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			db.Exec("DROP TABLE IF EXISTS rdmabot_replies")
+			db.Close()
+		})
+		if _, err := db.Exec("DROP TABLE IF EXISTS rdmabot_replies"); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	return dbs
+}
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// recorder is a Sender that keeps what it was given; fail scripts the
+// next results.
+type recorder struct {
+	mu   sync.Mutex
+	got  []string // Message-IDs, in order
+	fail []error
+}
+
+func (r *recorder) Send(ctx context.Context, e *Entry) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.fail) > 0 {
+		err := r.fail[0]
+		r.fail = r.fail[1:]
+		if err != nil && !errors.Is(err, ErrNotDelivered) {
+			var rej *Rejected
+			if !errors.As(err, &rej) {
+				r.got = append(r.got, e.MessageID) // reached the peer, answer lost
+			}
+		}
+		return err
+	}
+	r.got = append(r.got, e.MessageID)
+	return nil
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func reply(id, thread string, version int) Reply {
+	return Reply{MessageID: id, Key: Key("email", thread, version), Channel: "email", Outcome: "REGRESSION",
+		Recipient: "cel@kernel.org", InReplyTo: thread, Envelope: []string{"cel@kernel.org", "linux-rdma@vger.kernel.org"},
+		Raw: []byte("Message-ID: <" + id + ">\n\nbody\n")}
+}
+
+func newOutbox(t *testing.T, db *sql.DB, dir string, p Policy, s Sender, c *clock) *Outbox {
+	t.Helper()
+	l, err := OpenLedger(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := New(l, dir, p, map[string]Sender{"email": s}, c.Now, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestOutbox(t *testing.T) {
+	for name, open := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Run("ExactlyOnce", func(t *testing.T) { testExactlyOnce(t, open(t)) })
+			t.Run("Policy", func(t *testing.T) { testPolicy(t, open(t)) })
+		})
+	}
+}
+
+func testExactlyOnce(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	c := &clock{t: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)}
+	rec := &recorder{}
+	dir := t.TempDir()
+	p := Policy{Send: true, DailyLimit: 100, Self: "rdmabot <rdmabot@rdmabot.example.org>"}
+	o := newOutbox(t, db, dir, p, rec, c)
+
+	// Recorded before sent; a second verdict for the version is refused.
+	if _, err := o.Enqueue(ctx, reply("a-rdmabot@rdmabot.example.org", "series-1@x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Enqueue(ctx, reply("b-rdmabot@rdmabot.example.org", "series-1@x", 1)); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("second verdict for v1: want ErrDuplicate, got %v", err)
+	}
+	if _, err := o.Enqueue(ctx, reply("c-rdmabot@rdmabot.example.org", "series-1@x", 2)); err != nil {
+		t.Fatalf("v2 is a new verdict: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new", "a-rdmabot@rdmabot.example.org.eml")); err != nil {
+		t.Fatalf("the reply must be in the Maildir before it is sent: %v", err)
+	}
+	if n, err := o.Deliver(ctx); err != nil || n != 2 {
+		t.Fatalf("deliver: %d %v", n, err)
+	}
+	if n, err := o.Deliver(ctx); err != nil || n != 0 {
+		t.Fatalf("second deliver must send nothing: %d %v", n, err)
+	}
+	if strings.Join(rec.got, " ") != "a-rdmabot@rdmabot.example.org c-rdmabot@rdmabot.example.org" {
+		t.Fatalf("sent %v", rec.got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cur", "a-rdmabot@rdmabot.example.org.eml:2,S")); err != nil {
+		t.Errorf("a sent reply moves to cur/ flagged Seen: %v", err)
+	}
+
+	// A crash after marking Sending and before the send: the restarted
+	// outbox resends once, with the same Message-ID.
+	if _, err := o.Enqueue(ctx, reply("d-rdmabot@rdmabot.example.org", "series-2@x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := o.ledger.transition(ctx, "d-rdmabot@rdmabot.example.org", Ready, Sending, "", 1, time.Time{}); !ok || err != nil {
+		t.Fatalf("simulated crash: %v %v", ok, err)
+	}
+	rec.got = nil
+	restarted := newOutbox(t, db, dir, p, rec, c)
+	if n, err := restarted.Deliver(ctx); err != nil || n != 1 || len(rec.got) != 1 || rec.got[0] != "d-rdmabot@rdmabot.example.org" {
+		t.Fatalf("resend after crash: n=%d err=%v sent=%v", n, err, rec.got)
+	}
+	e, _ := restarted.ledger.Get(ctx, "d-rdmabot@rdmabot.example.org")
+	if e.State != Sent || e.Attempts != 2 {
+		t.Errorf("after the resend: %s, %d attempts", e.State, e.Attempts)
+	}
+
+	// The answer is lost twice: sent once, resent once, then Failed,
+	// never a third copy.
+	if _, err := o.Enqueue(ctx, reply("e-rdmabot@rdmabot.example.org", "series-3@x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rec.got = nil
+	lost := errors.New("connection reset after DATA")
+	rec.fail = []error{lost, lost}
+	for range 4 {
+		o.Deliver(ctx)
+	}
+	if len(rec.got) != 2 {
+		t.Errorf("lost answers: sent %d times, want 2 (once and one resend)", len(rec.got))
+	}
+	if e, _ := o.ledger.Get(ctx, "e-rdmabot@rdmabot.example.org"); e.State != Failed {
+		t.Errorf("after two unknown sends: %s, want failed", e.State)
+	}
+
+	// Provably undelivered: back to Ready, attempt not counted.
+	if _, err := o.Enqueue(ctx, reply("f-rdmabot@rdmabot.example.org", "series-4@x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rec.fail = []error{ErrNotDelivered, ErrNotDelivered, ErrNotDelivered}
+	for range 3 {
+		o.Deliver(ctx)
+	}
+	if e, _ := o.ledger.Get(ctx, "f-rdmabot@rdmabot.example.org"); e.State != Ready || e.Attempts != 0 {
+		t.Errorf("undelivered: %s after %d attempts, want ready/0", e.State, e.Attempts)
+	}
+	o.Deliver(ctx)
+	if e, _ := o.ledger.Get(ctx, "f-rdmabot@rdmabot.example.org"); e.State != Sent {
+		t.Errorf("undelivered then delivered: %s", e.State)
+	}
+	// Rejected: Failed at once.
+	if _, err := o.Enqueue(ctx, reply("g-rdmabot@rdmabot.example.org", "series-5@x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rec.fail = []error{&Rejected{Err: errors.New("550 no such user")}}
+	o.Deliver(ctx)
+	if e, _ := o.ledger.Get(ctx, "g-rdmabot@rdmabot.example.org"); e.State != Failed || !strings.Contains(e.Reason, "550") {
+		t.Errorf("rejected: %s %q", e.State, e.Reason)
+	}
+}
+
+func testPolicy(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	c := &clock{t: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)}
+	rec := &recorder{}
+	dir := t.TempDir()
+	p := Policy{Send: false, Moderate: true, DailyLimit: 2, OptOut: []string{"@opted.example", "someone@else.example"},
+		Self: "rdmabot <rdmabot@rdmabot.example.org>"}
+	o := newOutbox(t, db, dir, p, rec, c)
+
+	// Our own mail: never answered, by address or by our Message-IDs.
+	own := reply("x-rdmabot@rdmabot.example.org", "s@x", 1)
+	own.Recipient = "RDMABOT@rdmabot.example.org"
+	if _, err := o.Enqueue(ctx, own); !errors.Is(err, ErrOwnMail) {
+		t.Errorf("own address: %v", err)
+	}
+	own = reply("y-rdmabot@rdmabot.example.org", "20261130.abc-rdmabot@rdmabot.example.org", 1)
+	if _, err := o.Enqueue(ctx, own); !errors.Is(err, ErrOwnMail) {
+		t.Errorf("own Message-ID: %v", err)
+	}
+	// Opt-out: recorded, never sent.
+	opt := reply("o-rdmabot@rdmabot.example.org", "s2@x", 1)
+	opt.Recipient = "dev@opted.example"
+	if e, err := o.Enqueue(ctx, opt); err != nil || e.State != Suppressed {
+		t.Errorf("opt-out: %v %v", e, err)
+	}
+	// Moderation: held until approved; mail off: nothing leaves.
+	for _, id := range []string{"m1", "m2", "m3"} {
+		if e, err := o.Enqueue(ctx, reply(id+"-rdmabot@rdmabot.example.org", id+"@x", 1)); err != nil || e.State != Held {
+			t.Fatalf("moderated: %v %v", e, err)
+		}
+	}
+	if err := o.Approve(ctx, "m1-rdmabot@rdmabot.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Approve(ctx, "m1-rdmabot@rdmabot.example.org"); err == nil {
+		t.Error("approving twice must fail")
+	}
+	if n, _ := o.Deliver(ctx); n != 0 || len(rec.got) != 0 {
+		t.Fatalf("mail disabled: sent %d", n)
+	}
+	// Mail on: only the approved reply goes.
+	o.policy.Send = true
+	if n, err := o.Deliver(ctx); n != 1 || err != nil {
+		t.Fatalf("approved: sent %d %v", n, err)
+	}
+	// Daily limit 2: after approving both, one more today, the third
+	// waits a day.
+	o.Approve(ctx, "m2-rdmabot@rdmabot.example.org")
+	o.Approve(ctx, "m3-rdmabot@rdmabot.example.org")
+	if n, _ := o.Deliver(ctx); n != 1 {
+		t.Fatalf("limit: sent %d, want 1", n)
+	}
+	c.Advance(23 * time.Hour)
+	if n, _ := o.Deliver(ctx); n != 0 {
+		t.Fatalf("limit within 24h: sent %d", n)
+	}
+	c.Advance(2 * time.Hour)
+	if n, _ := o.Deliver(ctx); n != 1 {
+		t.Fatalf("next day: sent %d, want 1", n)
+	}
+	held, _ := o.ledger.List(ctx, Held, Ready)
+	if len(held) != 0 {
+		t.Errorf("left waiting: %d", len(held))
+	}
+	if strings.Join(rec.got, " ") != "m1-rdmabot@rdmabot.example.org m2-rdmabot@rdmabot.example.org m3-rdmabot@rdmabot.example.org" {
+		t.Errorf("sent %v", rec.got)
+	}
+}
