@@ -108,4 +108,3 @@ func loopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
-
