@@ -112,24 +112,32 @@ func endKASAN(line string, c *Crash) bool {
 // headers are tried in order; the first match wins, so the specific forms
 // (KASAN's "BUG: KASAN:", "watchdog: BUG: soft lockup") precede "BUG: ".
 var headers = []header{
-	{Hang, regexp.MustCompile(`INFO: task (\S+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`), true, endTask},
-	{SoftLockup, regexp.MustCompile(`BUG: soft lockup - CPU#\d+ stuck for`), true, endTask},
-	{RCUStall, regexp.MustCompile(`rcu: INFO: rcu_\w+ (?:detected stalls?|self-detected stall)`), true, endTask},
-	{KASAN, regexp.MustCompile(`BUG: (KASAN|KMSAN|KFENCE): ([a-z0-9\- ]+?) in ([A-Za-z0-9_.]+)`), true, endKASAN},
-	{UBSAN, regexp.MustCompile(`UBSAN: ([a-z0-9\-]+) in (\S+)`), true, endTrace},
-	{GPF, regexp.MustCompile(`general protection fault`), true, endTrace},
-	{Lockdep, regexp.MustCompile(`WARNING: possible (?:circular locking dependency|recursive locking) detected`), false, endTask},
-	{ODEBUG, regexp.MustCompile(`ODEBUG: \w+ not available|ODEBUG: \w+ active|ODEBUG: `), false, endTrace},
-	{Bug, regexp.MustCompile(`kernel BUG at (\S+)`), true, endTrace},
-	{Bug, regexp.MustCompile(`BUG: (.+)`), true, endTrace},
-	{Warning, regexp.MustCompile(`WARNING: CPU: \d+ PID: \d+ at \S+ ([A-Za-z0-9_.]+)`), false, endTrace},
-	{Warning, regexp.MustCompile(`WARNING: (.+)`), false, endTrace},
-	{Oops, regexp.MustCompile(`Oops: `), true, endTrace},
-	{Panic, regexp.MustCompile(`Kernel panic - not syncing: (.*)`), true, endPanic},
+	{Hang, hdr(`INFO: task (\S+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`), true, endTask},
+	{SoftLockup, hdr(`(?:watchdog: )?BUG: soft lockup - CPU#\d+ stuck for`), true, endTask},
+	{RCUStall, hdr(`(?:rcu: )?INFO: rcu_\w+ (?:detected stalls?|self-detected stall)`), true, endTask},
+	{KASAN, hdr(`BUG: (KASAN|KMSAN|KFENCE): ([a-z0-9\- ]+?) in ([A-Za-z0-9_.]+)`), true, endKASAN},
+	{UBSAN, hdr(`UBSAN: ([a-z0-9\-]+) in (\S+)`), true, endTrace},
+	{GPF, hdr(`(?:Oops: )?general protection fault`), true, endTrace},
+	{Lockdep, hdr(`WARNING: possible (?:circular locking dependency|recursive locking) detected`), false, endTask},
+	{ODEBUG, hdr(`ODEBUG: `), false, endTrace},
+	{Bug, hdr(`kernel BUG at (\S+)`), true, endTrace},
+	{Bug, hdr(`BUG: (.+)`), true, endTrace},
+	{Warning, hdr(`WARNING: CPU: \d+ PID: \d+ at \S+ ([A-Za-z0-9_.]+)`), false, endTrace},
+	{Warning, hdr(`WARNING: (.+)`), false, endTrace},
+	{Oops, hdr(`Oops: `), true, endTrace},
+	{Panic, hdr(`Kernel panic - not syncing: (.*)`), true, endPanic},
+}
+
+// hdr anchors a header at the start of a kernel message: the line's
+// start, or right after a printk timestamp when other output shares the
+// line. Prose that merely mentions "a general protection fault" is not
+// a crash.
+func hdr(re string) *regexp.Regexp {
+	return regexp.MustCompile(`(?:^\s*|\]\s+)` + re)
 }
 
 var (
-	timePrefix = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?(?:\[\s*[TC]\d+\]\s?)?`)
+	timePrefix = regexp.MustCompile(`^\s*\[\s*\d+\.\d+\]\s?(?:\[\s*[TC]\d+\]\s?)?`)
 	frameRe    = regexp.MustCompile(`^\s*(\? )?([A-Za-z0-9_.$]+)\+0x[0-9a-f]+/0x[0-9a-f]+`)
 	ripRe      = regexp.MustCompile(`RIP: [0-9a-f]{4}:(?:\[<[0-9a-f]+>\] )?([A-Za-z0-9_.]+)\+0x`)
 	accessRe   = regexp.MustCompile(`^(Read|Write) of size`)

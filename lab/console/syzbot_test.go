@@ -84,3 +84,54 @@ func TestSyzbotTitles(t *testing.T) {
 	}
 	t.Logf("%d syzbot reports titled as syzbot did", n)
 }
+
+// Crashes users quoted in their mail (hangs, oopses, soft lockups, RCU
+// stalls, UBSAN, panics), titled into a golden file.
+func TestCorpusReports(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	list, err := os.ReadFile("testdata/console/corpus-reports.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gits := map[string]func(...string) []byte{}
+	var got bytes.Buffer
+	for _, l := range strings.Split(string(list), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		if gits[f[0]] == nil {
+			gits[f[0]] = corpusGit(t, f[0])
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(gits[f[0]]("show", f[1]+":m")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body io.Reader = msg.Body
+		if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+			body = quotedprintable.NewReader(body)
+		}
+		crashes, err := Scan(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.WriteString("== " + f[0] + " " + f[1][:12] + "\n")
+		got.Write(render(crashes))
+	}
+	golden := "testdata/console/corpus-reports.golden"
+	if *update {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("titles differ from %s:\n--- got\n%s", golden, got.Bytes())
+	}
+}

@@ -25,7 +25,7 @@ func title(c *Crash) string {
 	case Hang:
 		return "INFO: task hung in " + or(stackFunc(c.lines, false), "unknown")
 	case SoftLockup:
-		return "BUG: soft lockup in " + or(ripFunc(c.lines), stackFunc(c.lines, true), "unknown")
+		return "BUG: soft lockup in " + or(guilty(c.lines), "unknown")
 	case RCUStall:
 		return "INFO: rcu detected stall in " + or(stackFunc(c.lines, true), ripFunc(c.lines), "unknown")
 	case KASAN:
@@ -52,14 +52,14 @@ func title(c *Crash) string {
 	case UBSAN:
 		return "UBSAN: " + h[1] + " in " + or(stackFunc(c.lines, false), h[2])
 	case GPF:
-		return "general protection fault in " + or(ripFunc(c.lines), stackFunc(c.lines, false), "unknown")
+		return "general protection fault in " + or(guilty(c.lines), "unknown")
 	case Bug:
 		if strings.HasPrefix(h[0], "kernel BUG at") {
-			return "kernel BUG in " + or(ripFunc(c.lines), stackFunc(c.lines, false), h[1])
+			return "kernel BUG in " + or(guilty(c.lines), h[1])
 		}
 		desc := strings.TrimSpace(bugDescEnd.ReplaceAllString(h[1], ""))
 		desc = strings.TrimSpace(hexWord.ReplaceAllString(desc, ""))
-		if fn := or(ripFunc(c.lines), stackFunc(c.lines, false)); fn != "" {
+		if fn := guilty(c.lines); fn != "" {
 			return "BUG: " + desc + " in " + fn
 		}
 		return "BUG: " + desc
@@ -67,11 +67,7 @@ func title(c *Crash) string {
 		if len(h) > 1 && strings.HasPrefix(h[0], "WARNING: CPU:") {
 			// The WARN's own function unless it is a helper (srcu,
 			// refcount, list debugging...): then who called it.
-			fn := ripFunc(c.lines)
-			if fn == "" || skipped(fn, false) {
-				fn = stackFunc(c.lines, false)
-			}
-			return "WARNING in " + or(fn, cleanFunc(h[1]))
+			return "WARNING in " + or(guilty(c.lines), cleanFunc(h[1]))
 		}
 		desc := strings.TrimSpace(spaceRunRe.ReplaceAllString(h[1], " "))
 		if fn := stackFunc(c.lines, false); fn != "" {
@@ -79,7 +75,7 @@ func title(c *Crash) string {
 		}
 		return "WARNING: " + desc
 	case Oops:
-		return "Oops in " + or(ripFunc(c.lines), stackFunc(c.lines, false), "unknown")
+		return "Oops in " + or(guilty(c.lines), "unknown")
 	case Panic:
 		msg := panicTrailRe.ReplaceAllString(strings.TrimSpace(h[1]), "")
 		return "kernel panic: " + hexWord.ReplaceAllString(msg, "ADDR")
@@ -94,6 +90,15 @@ func or(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// guilty is the faulting function (the RIP) unless it is a helper such
+// as a lock, a copy or a list check; then the first interesting caller.
+func guilty(lines []string) string {
+	if fn := ripFunc(lines); fn != "" && !skipped(fn, false) {
+		return fn
+	}
+	return stackFunc(lines, false)
 }
 
 // ripFunc is the function of the first kernel RIP in the report.
