@@ -47,6 +47,7 @@ func ReadBuildID(bzImage string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	zr.Multistream(false)
 	vmlinux, err := io.ReadAll(zr)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return "", fmt.Errorf("%s: %w", bzImage, err)

@@ -197,3 +197,18 @@ func TestListeningBy(t *testing.T) {
 		t.Error("closed listener still found")
 	}
 }
+
+func TestReadKernelIdentity(t *testing.T) {
+	k, _ := testArtifacts(t)
+	rel, err := ReadRelease(k)
+	if err != nil || !strings.HasPrefix(rel, "6.") {
+		t.Errorf("release %q: %v", rel, err)
+	}
+	id, err := ReadBuildID(k)
+	if err != nil || len(id) != 40 {
+		t.Errorf("build id %q: %v", id, err)
+	}
+	if _, err := ReadBuildID("lab_test.go"); err == nil {
+		t.Error("a Go file passed for a bzImage")
+	}
+}
