@@ -32,6 +32,9 @@ func (s *SMTP) Send(ctx context.Context, e *Entry) error {
 	if len(e.Envelope) == 0 {
 		return &Rejected{Err: errors.New("no recipients")}
 	}
+	if !s.StartTLS && !loopback(s.Addr) {
+		return &Rejected{Err: fmt.Errorf("refusing plaintext SMTP to %s (not loopback)", s.Addr)}
+	}
 	d := net.Dialer{Timeout: s.Timeout}
 	conn, err := d.DialContext(ctx, "tcp", s.Addr)
 	if err != nil {
@@ -58,10 +61,6 @@ func (s *SMTP) Send(ctx context.Context, e *Entry) error {
 			return before("starttls", err)
 		}
 	} else {
-		if !loopback(s.Addr) {
-			conn.Close()
-			return &Rejected{Err: fmt.Errorf("refusing plaintext SMTP to %s (not loopback)", s.Addr)}
-		}
 		c = smtp.NewClient(conn)
 	}
 	defer c.Close()

@@ -1,0 +1,303 @@
+package outbox
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"database/sql"
+	"errors"
+	"io"
+	"math/big"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/rdmabot/rdmabot/internal/pitest"
+	"github.com/rdmabot/rdmabot/reports"
+	"github.com/rdmabot/rdmabot/reports/stats"
+)
+
+// mailServer is a real SMTP server on 127.0.0.1 (go-smtp's): STARTTLS
+// with a certificate made here, AUTH PLAIN only over TLS.
+type mailServer struct {
+	addr   string
+	client *tls.Config
+	mu     sync.Mutex
+	got    []received
+}
+
+type received struct {
+	from string
+	to   []string
+	tls  bool
+	data []byte
+}
+
+type session struct {
+	srv    *mailServer
+	conn   *smtp.Conn
+	authed bool
+	cur    received
+}
+
+func (s *session) AuthMechanisms() []string { return []string{sasl.Plain} }
+func (s *session) Auth(string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(identity, user, pass string) error {
+		if user != "rdmabot" || pass != "s3cret" {
+			// What real servers answer (RFC 4954): permanent.
+			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "Authentication credentials invalid"}
+		}
+		s.authed = true
+		return nil
+	}), nil
+}
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if !s.authed {
+		return smtp.ErrAuthRequired
+	}
+	s.cur = received{from: from}
+	return nil
+}
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.cur.to = append(s.cur.to, to)
+	return nil
+}
+func (s *session) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	_, s.cur.tls = s.conn.TLSConnectionState()
+	s.cur.data = b
+	s.srv.mu.Lock()
+	s.srv.got = append(s.srv.got, s.cur)
+	s.srv.mu.Unlock()
+	return nil
+}
+func (s *session) Reset()        {}
+func (s *session) Logout() error { return nil }
+
+func startMailServer(t *testing.T) *mailServer {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	ms := &mailServer{client: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}
+	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		return &session{srv: ms, conn: c}, nil
+	}))
+	s.Domain = "127.0.0.1"
+	s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms.addr = ln.Addr().String()
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return ms
+}
+
+func TestSMTPTimeoutAndRefusals(t *testing.T) {
+	// A server that accepts and never greets.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	e := &Entry{MessageID: "t@x", Envelope: []string{"a@b"}, Raw: []byte("x\n")}
+	s := &SMTP{Addr: ln.Addr().String(), StartTLS: true, Timeout: 300 * time.Millisecond}
+	start := time.Now()
+	err = s.Send(context.Background(), e)
+	if !errors.Is(err, ErrNotDelivered) || time.Since(start) > 5*time.Second {
+		t.Errorf("silent server: %v after %v, want ErrNotDelivered soon after the timeout", err, time.Since(start))
+	}
+	var rej *Rejected
+	s = &SMTP{Addr: "192.0.2.1:25", Timeout: time.Second} // never dialled
+	if err := s.Send(context.Background(), e); !errors.As(err, &rej) {
+		t.Errorf("plaintext to a remote server must be refused: %v", err)
+	}
+	ms := startMailServer(t)
+	s = &SMTP{Addr: ms.addr, StartTLS: true, TLSConfig: ms.client, User: "rdmabot", Password: "wrong", From: "r@x", Timeout: 5 * time.Second}
+	if err := s.Send(context.Background(), e); !errors.As(err, &rej) {
+		t.Errorf("bad password: want a rejection, got %v", err)
+	}
+}
+
+// loadSeries reads the real svcrdma v2 thread from ../shared.
+func loadSeries(t *testing.T) [][]byte {
+	t.Helper()
+	dir := filepath.Join("..", "..", "..", "shared", "corpus", "threads", "svcrdma-v2")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
+	if len(files) == 0 {
+		t.Skip("../shared absent: no svcrdma-v2 thread to answer")
+	}
+	sort.Strings(files)
+	var out [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func threadOf(t *testing.T, cover []byte) reports.Thread {
+	m, err := mail.ReadMessage(bytes.NewReader(cover))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, _ := mail.ParseAddress(m.Header.Get("From"))
+	id := strings.Trim(strings.TrimSpace(m.Header.Get("Message-Id")), "<>")
+	var lists []string
+	for _, h := range []string{"To", "Cc"} {
+		as, _ := m.Header.AddressList(h)
+		for _, a := range as {
+			lists = append(lists, a.Address)
+		}
+	}
+	return reports.Thread{Subject: m.Header.Get("Subject"), MessageID: id, Author: reports.Address{Name: from.Name, Email: from.Address},
+		Lists: lists, Version: 2, LoreURL: "https://lore.kernel.org/r/" + id}
+}
+
+// TestReplyReachesListThreaded sends a regression reply through the
+// outbox and a real SMTP server (STARTTLS, AUTH), imports what the
+// server received into a real public-inbox next to the series, and
+// checks that the archive threads it under the cover letter.
+func TestReplyReachesListThreaded(t *testing.T) {
+	series := loadSeries(t)
+	thread := threadOf(t, series[0])
+	ms := startMailServer(t)
+
+	cfg := reports.DefaultConfig()
+	cfg.From = "rdmabot <rdmabot@rdmabot.example.org>"
+	cfg.ArchiveList = "rdmabot-reports@lists.example.org"
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	base, cand := make([][]float64, 10), make([][]float64, 10)
+	for i := range base {
+		base[i] = []float64{16.4 + 0.1*rng.NormFloat64()}
+		cand[i] = []float64{15.0 + 0.1*rng.NormFloat64()}
+	}
+	in := &reports.Input{Thread: thread, Base: reports.Base{Tree: "nfsd", Branch: "nfsd-next", SHA: "5d5bd0ab7e3e4c2f", Reason: "subject tag"},
+		Metrics: []stats.Metric{{Name: "write", Unit: "MB/s", HigherIsBetter: true, Base: base, Cand: cand}}}
+	v := reports.Judge(rng, cfg.Policy(), in)
+	if v.Outcome != reports.Regression {
+		t.Fatalf("fixture judged %v", v.Outcome)
+	}
+	now := time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
+	id, _ := reports.NewMessageID(now, rng, cfg.From)
+	m, err := reports.RenderEmail(&cfg, &v, id, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := FromMail(m, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	sender := &SMTP{Addr: ms.addr, StartTLS: true, TLSConfig: ms.client, User: "rdmabot", Password: "s3cret",
+		From: "rdmabot@rdmabot.example.org", Timeout: 10 * time.Second}
+	o := newOutbox(t, db, t.TempDir(), Policy{Send: true, DailyLimit: 10, Self: cfg.From}, sender, &clock{t: now})
+	ctx := context.Background()
+	if _, err := o.Enqueue(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := o.Deliver(ctx); n != 1 || err != nil {
+		t.Fatalf("deliver: %d %v", n, err)
+	}
+	if n, _ := o.Deliver(ctx); n != 0 {
+		t.Fatal("sent twice")
+	}
+	ms.mu.Lock()
+	got := ms.got
+	ms.mu.Unlock()
+	if len(got) != 1 || !got[0].tls || got[0].from != "rdmabot@rdmabot.example.org" {
+		t.Fatalf("server received %d messages (tls=%v)", len(got), len(got) > 0 && got[0].tls)
+	}
+	want := []string{"cel@kernel.org", "linux-nfs@vger.kernel.org", "linux-rdma@vger.kernel.org", "rdmabot-reports@lists.example.org"}
+	if strings.Join(got[0].to, ",") != strings.Join(want, ",") {
+		t.Errorf("envelope %v, want %v", got[0].to, want)
+	}
+	rcvd := bytes.ReplaceAll(got[0].data, []byte("\r\n"), []byte("\n"))
+
+	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: series})
+	srv.Add(t, "linux-rdma", rcvd)
+	resp, err := http.Get(srv.InboxURL("linux-rdma") + "/" + thread.MessageID + "/t.mbox.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("thread mbox: %s", resp.Status)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbox, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(mbox, []byte("Message-ID: <"+id+">")) {
+		t.Fatalf("the reply is not in the series' thread on the archive (%d bytes of thread)", len(mbox))
+	}
+	// The thread overview nests the reply under the cover letter.
+	page, err := http.Get(srv.InboxURL("linux-rdma") + "/" + id + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Body.Close()
+	html, _ := io.ReadAll(page.Body)
+	if page.StatusCode != 200 || !bytes.Contains(html, []byte(thread.MessageID)) {
+		t.Errorf("the reply's page does not link its parent (%s)", page.Status)
+	}
+}
