@@ -1,0 +1,112 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// feed plays console lines through a run's bookkeeping, as the event
+// loop would, one second of host time apart.
+func feed(t *testing.T, test Test, script string) *run {
+	t.Helper()
+	p := NewQEMUPair(DefaultConfig().QEMU, Image{}, testLogger(t))
+	r := &run{pair: p, test: test, kernel: Kernel{BzImage: "bzImage"}, events: make(chan consoleEvent, 16)}
+	r.init()
+	r.start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, role := range []string{"server", "client"} {
+		r.guests[role] = &guest{role: role, cmd: &exec.Cmd{}, stderr: &tailBuffer{max: 100}}
+	}
+	at := r.start
+	for _, l := range strings.Split(strings.TrimSpace(script), "\n") {
+		role, text, _ := strings.Cut(strings.TrimSpace(l), " ")
+		at = at.Add(time.Second)
+		if text == "EXIT" {
+			r.handle(consoleEvent{role: role, at: at, exited: true})
+			continue
+		}
+		r.handle(consoleEvent{role: role, text: text, at: at})
+		if strings.Contains(text, "@@RB RESULT") {
+			r.lastProgress = at
+		}
+	}
+	r.end = at
+	return r
+}
+
+const goodRun = `
+server [    0.000000] Linux version 6.12.117 (lab@lab) #1 SMP
+server @@RB BOOTED role=server kernel=6.12.117 build_id=ab t=1.5
+client @@RB BOOTED role=client kernel=6.12.117 build_id=ab t=1.6
+server @@RB RDMA_UP dev=rxe0 t=1.8
+client @@RB RDMA_UP dev=rxe0 t=1.9
+server @@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0
+client @@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0
+client @@RB TRANSPORT xprt=rdma t=5.1
+client @@RB RESULT iter=1 mb=32 gen_s=0.5 write_s=1.60 write_MBps=20.00 read_s=1.45 read_MBps=22.07 cmp=ok t=9
+client @@RB RESULT iter=2 mb=32 gen_s=0.5 write_s=1.70 write_MBps=18.82 read_s=1.50 read_MBps=21.33 cmp=ok t=13
+client @@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2
+client @@RB POWEROFF status=ok t=13.5
+client EXIT
+server @@RB CLIENT_DONE msg=ok t=13.4
+server @@RB POWEROFF status=ok t=13.6
+server EXIT
+`
+
+func TestRunResultPassed(t *testing.T) {
+	test := DefaultTest()
+	test.Iterations = 2
+	r := feed(t, test, goodRun)
+	res, err := r.result(context.Background())
+	if err != nil || !res.Passed {
+		t.Fatalf("err %v res %+v", err, res)
+	}
+	if res.Transport != "rdma" || res.LoopSecs != 8.1 || len(res.Iterations) != 2 || res.Iterations[1].WriteMBps != 18.82 {
+		t.Errorf("%+v", res)
+	}
+	// BOOTED both at +3 s, RDMA_UP at +5, MOUNTED +7, SUMMARY +11, end +16.
+	want := Phases{Boot: 3, RDMAUp: 2, Mount: 2, Test: 4, Shutdown: 5, Total: 16}
+	if res.Phases != want {
+		t.Errorf("phases %+v, want %+v", res.Phases, want)
+	}
+	if res.Server.Dmesg != "[    0.000000] Linux version 6.12.117 (lab@lab) #1 SMP\n" || res.Client.Release != "6.12.117" {
+		t.Errorf("server dmesg %q client release %q", res.Server.Dmesg, res.Client.Release)
+	}
+}
+
+func TestRunResultFailures(t *testing.T) {
+	test := DefaultTest()
+	test.Iterations = 2
+	for name, c := range map[string]struct {
+		script string
+		want   string
+	}{
+		"mismatch":  {strings.Replace(goodRun, "read_MBps=21.33 cmp=ok", "read_MBps=21.33 cmp=mismatch", 1), "iteration 2: data mismatch"},
+		"tcp":       {strings.Replace(goodRun, "xprt=rdma", "xprt=tcp", 1), `transport is "tcp", not "rdma"`},
+		"short":     {strings.Replace(goodRun, "client @@RB RESULT iter=2", "client x", 1), "1 of 2 iterations ran"},
+		"not-mount": {strings.Replace(goodRun, "@@RB MOUNTED", "@@RB MOUNT_FAIL", 1), "mount failed"},
+	} {
+		res, err := feed(t, test, c.script).result(context.Background())
+		if err != nil || res.Passed || res.Failure != c.want {
+			t.Errorf("%s: err %v failure %q, want %q", name, err, res.Failure, c.want)
+		}
+	}
+}
+
+// No RDMA device: the kernel's fault, a BootError naming the phase.
+func TestRunBootError(t *testing.T) {
+	script := `
+server @@RB BOOTED role=server kernel=6.12.117 t=1.5
+client @@RB BOOTED role=client kernel=6.12.117 t=1.6
+server @@RB RDMA_FAIL dev=rxe0 t=1.8
+server EXIT
+`
+	_, err := feed(t, DefaultTest(), script).result(context.Background())
+	var be *BootError
+	if !errors.As(err, &be) || be.Host != "server" || be.Phase != "rdma" || IsInfra(err) {
+		t.Fatalf("want BootError on server in phase rdma, got %v", err)
+	}
+}
