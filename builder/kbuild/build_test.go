@@ -167,6 +167,33 @@ func TestBuildStoresReusesAndStaysIncremental(t *testing.T) {
 	}
 }
 
+// A second slot has another checkout path and another output directory;
+// inside the sandbox both look the same, so ccache hits across slots.
+func TestBuildCCacheHitsAcrossSlots(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	head := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	ctx := context.Background()
+	first, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Slot: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Slot: "two", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.CCache.Misses != 1 || second.CCache.Hits != 1 || second.CCache.Misses != 0 {
+		t.Errorf("ccache: slot one %+v, slot two %+v; want a miss then a hit", first.CCache, second.CCache)
+	}
+	if second.Reused || second.Key != first.Key {
+		t.Errorf("forced rebuild: reused=%v key %s vs %s", second.Reused, second.Key, first.Key)
+	}
+	if _, err := os.Stat(second.Path("bzImage")); err != nil {
+		t.Errorf("forced rebuild lost the artifact: %v", err)
+	}
+}
+
 func TestBuildReportsLostConfigOptions(t *testing.T) {
 	lab := toyLab(t)
 	r := newToyRepo(t, lab)

@@ -29,6 +29,8 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	slot := fs.String("slot", "default", "build slot (persistent checkout) to use")
 	jobs := fs.Int("jobs", 0, "make -j (default: builder.jobs from the config)")
 	timeout := fs.Duration("timeout", time.Hour, "give up on the build after this long")
+	configOnly := fs.Bool("config-only", false, "only make and verify the lab's .config (no make)")
+	force := fs.Bool("force", false, "build even when the artifact store has this kernel")
 	lock := fs.String("lock", "", "flock this file around configure and make (e.g. /var/cache/rdmabot/heavy.lock)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,21 +88,20 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := b.Build(ctx, kbuild.Request{Objects: repo.Storer, Tree: commit.TreeHash, Lab: lab, Slot: *slot})
-	if err != nil {
-		var be *kbuild.BuildError
-		var ce *kbuild.ConfigError
-		switch {
-		case errors.As(err, &be):
-			fmt.Fprintf(e.stdout, "build failed: %s (log %s)\n", be.Target, be.Log)
-			for _, d := range be.Diagnostics {
-				fmt.Fprintf(e.stdout, "  %s\n", d)
-			}
-		case errors.As(err, &ce):
-			for _, l := range ce.Lost {
-				fmt.Fprintf(e.stdout, "config lost: %s\n", l)
-			}
+	req := kbuild.Request{Objects: repo.Storer, Tree: commit.TreeHash, Lab: lab, Slot: *slot, Force: *force}
+	if *configOnly {
+		c, err := b.Configure(ctx, req)
+		if err != nil {
+			printBuildFailure(e, err)
+			return err
 		}
+		fmt.Fprintf(e.stdout, "config     %s\nmodules    %v\nmade       %v\nsync       %v\ntotal      %v\n",
+			c.Config, c.Modules, c.Made, c.Sync.Duration.Round(time.Millisecond), c.Took.Round(time.Millisecond))
+		return nil
+	}
+	res, err := b.Build(ctx, req)
+	if err != nil {
+		printBuildFailure(e, err)
 		return err
 	}
 
@@ -141,6 +142,23 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "copied to  %s\n", *out)
 	}
 	return nil
+}
+
+// printBuildFailure shows what a report would say about a failed build.
+func printBuildFailure(e *env, err error) {
+	var be *kbuild.BuildError
+	var ce *kbuild.ConfigError
+	switch {
+	case errors.As(err, &be):
+		fmt.Fprintf(e.stdout, "build failed: %s (log %s)\n", be.Target, be.Log)
+		for _, d := range be.Diagnostics {
+			fmt.Fprintf(e.stdout, "  %s\n", d)
+		}
+	case errors.As(err, &ce):
+		for _, l := range ce.Lost {
+			fmt.Fprintf(e.stdout, "config lost: %s\n", l)
+		}
+	}
 }
 
 // copyArtifact copies a stored file, or a directory tree (modules), to dst.
