@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,12 @@ type BenchOptions struct {
 	QEMU   QEMUConfig // its Icount is the quiet mode measured
 	// Boots per mode for the spread (plain TCG and quiet).
 	Boots int
+	// SpreadOnly skips the full run and the two-pairs measurement;
+	// QuietOnly measures the spread of the quiet mode alone (to compare
+	// icount settings).
+	SpreadOnly, QuietOnly bool
+	// Test is what each boot runs; zero means 32 MiB x 3 as the reference.
+	Test Test
 	// NoiseDir receives every run's Result as JSON, for the reports
 	// package's noise model.
 	NoiseDir string
@@ -76,6 +83,10 @@ func Bench(ctx context.Context, o BenchOptions) error {
 		quietCfg.Icount = DefaultConfig().QEMU.Icount
 	}
 	ref := DefaultTest() // 32 MiB x 3, rxe, the reference mount
+	spreadTest := ref
+	if o.Test.Kind != "" {
+		spreadTest = o.Test
+	}
 	stamp := time.Now().UTC().Format("20060102T150405Z")
 	if err := os.MkdirAll(o.NoiseDir, 0o755); err != nil {
 		return err
@@ -90,48 +101,25 @@ func Bench(ctx context.Context, o BenchOptions) error {
 		return res, wall, err
 	}
 
-	// 1. One full run, as the reference ran it (plain TCG).
-	_, single, err := one(plainCfg, ref)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Out, "full pair run, 32 MiB x 3, plain TCG: %.1f s (reference %.0f s: %.2fx)\n", single, ReferenceSecs, single/ReferenceSecs)
-	_, quietWall, err := one(quietCfg, ref)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Out, "full pair run, 32 MiB x 3, quiet (icount %s): %.1f s (%.2fx plain)\n", quietCfg.Icount, quietWall, quietWall/single)
-
-	// 2. Two pairs at once on this machine.
-	var wg sync.WaitGroup
-	walls := make([]float64, 2)
-	errs := make([]error, 2)
-	start := time.Now()
-	for i := range walls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, walls[i], errs[i] = one(plainCfg, ref)
-		}()
-	}
-	wg.Wait()
-	both := time.Since(start).Seconds()
-	for _, e := range errs {
-		if e != nil {
-			return fmt.Errorf("two pairs at once: %w", e)
+	var full fullFigures
+	if !o.SpreadOnly {
+		if full, err = fullRuns(o, one, plainCfg, quietCfg, ref); err != nil {
+			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "two pairs at once: %.1f s and %.1f s, both done in %.1f s: slowdown %.2fx per run, throughput %.2fx of serial\n",
-		walls[0], walls[1], both, (walls[0]+walls[1])/2/single, 2*single/both)
 
 	// 3. The spread, interleaving the modes so drift hits both alike.
+	modes := []struct {
+		name string
+		cfg  QEMUConfig
+	}{{"quiet", quietCfg}, {"plain", plainCfg}}
+	if o.QuietOnly {
+		modes = modes[:1]
+	}
 	runs := map[string][]*Result{}
 	for i := 0; i < o.Boots; i++ {
-		for _, m := range []struct {
-			name string
-			cfg  QEMUConfig
-		}{{"quiet", quietCfg}, {"plain", plainCfg}} {
-			res, wall, err := one(m.cfg, ref)
+		for _, m := range modes {
+			res, wall, err := one(m.cfg, spreadTest)
 			if err != nil {
 				return fmt.Errorf("%s boot %d: %w", m.name, i+1, err)
 			}
@@ -146,10 +134,12 @@ func Bench(ctx context.Context, o BenchOptions) error {
 				"read", fmt.Sprintf("%.2f", res.Mean(func(it Iteration) float64 { return it.ReadMBps })), "loop_s", res.LoopSecs)
 		}
 	}
-	fmt.Fprintf(o.Out, "spread over %d boots of one kernel (CV = sd/mean), raw results in %s/%s-*.json:\n", o.Boots, o.NoiseDir, stamp)
+	fmt.Fprintf(o.Out, "spread over %d boots of one kernel (%s %d MiB x %d; CV = sd/mean), raw results in %s/%s-*.json:\n",
+		o.Boots, spreadTest.Kind, spreadTest.SizeMiB, spreadTest.Iterations, o.NoiseDir, stamp)
 	fmt.Fprintf(o.Out, "%-8s %-12s %10s %8s\n", "mode", "metric", "mean", "CV")
 	summary := map[string][]Spread{}
-	for _, mode := range []string{"quiet", "plain"} {
+	for _, m := range modes {
+		mode := m.name
 		metrics := map[string][]float64{}
 		for _, r := range runs[mode] {
 			metrics["write_MBps"] = append(metrics["write_MBps"], r.Mean(func(it Iteration) float64 { return it.WriteMBps }))
@@ -165,8 +155,51 @@ func Bench(ctx context.Context, o BenchOptions) error {
 		}
 	}
 	b, _ := json.MarshalIndent(map[string]any{
-		"kernel": o.Kernel, "boots": o.Boots, "quiet_icount": quietCfg.Icount, "spread": summary,
-		"single_plain_s": single, "single_quiet_s": quietWall, "two_pairs_s": walls, "two_pairs_both_s": both,
+		"kernel": o.Kernel, "boots": o.Boots, "quiet_icount": quietCfg.Icount, "test": spreadTest, "spread": summary,
+		"full": full,
 	}, "", "  ")
 	return os.WriteFile(filepath.Join(o.NoiseDir, stamp+"-summary.json"), b, 0o644)
+}
+
+// fullFigures are the full-run measurements.
+type fullFigures struct {
+	Single, Quiet float64    // one pair, plain TCG and quiet
+	Walls         [2]float64 // two pairs at once, each
+	Both          float64    // two pairs at once, until both are done
+}
+
+// fullRuns measures one full run against the reference figure and two
+// pairs at once against one.
+func fullRuns(o BenchOptions, one func(QEMUConfig, Test) (*Result, float64, error), plainCfg, quietCfg QEMUConfig, ref Test) (fullFigures, error) {
+	var f fullFigures
+	var err error
+	// 1. One full run, as the reference ran it (plain TCG).
+	if _, f.Single, err = one(plainCfg, ref); err != nil {
+		return f, err
+	}
+	fmt.Fprintf(o.Out, "full pair run, 32 MiB x 3, plain TCG: %.1f s (reference %.0f s: %.2fx)\n", f.Single, ReferenceSecs, f.Single/ReferenceSecs)
+	if _, f.Quiet, err = one(quietCfg, ref); err != nil {
+		return f, err
+	}
+	fmt.Fprintf(o.Out, "full pair run, 32 MiB x 3, quiet (icount %s): %.1f s (%.2fx plain)\n", quietCfg.Icount, f.Quiet, f.Quiet/f.Single)
+
+	// 2. Two pairs at once on this machine.
+	var wg sync.WaitGroup
+	var errs [2]error
+	start := time.Now()
+	for i := range f.Walls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, f.Walls[i], errs[i] = one(plainCfg, ref)
+		}()
+	}
+	wg.Wait()
+	f.Both = time.Since(start).Seconds()
+	if err := errors.Join(errs[:]...); err != nil {
+		return f, fmt.Errorf("two pairs at once: %w", err)
+	}
+	fmt.Fprintf(o.Out, "two pairs at once: %.1f s and %.1f s, both done in %.1f s: slowdown %.2fx per run, throughput %.2fx of serial\n",
+		f.Walls[0], f.Walls[1], f.Both, (f.Walls[0]+f.Walls[1])/2/f.Single, 2*f.Single/f.Both)
+	return f, nil
 }

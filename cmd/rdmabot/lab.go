@@ -15,7 +15,7 @@ import (
 )
 
 const labUsage = `rdmabot lab image [-config FILE]
-rdmabot lab bench -kernel BZIMAGE [-boots 10] [-config FILE]
+rdmabot lab bench -kernel BZIMAGE [-boots 10] [-icount shift=2,sleep=on] [-spread-only] [-quiet-only] [-size 32M] [-iters 3]
 rdmabot lab run -kernel BZIMAGE [-test transfer|fio] [-size 32M] [-iters 3] [-rdma rxe|siw]
                 [-transport rdma|tcp] [-vers auto|3|4.2] [-quiet=true] [-json FILE] [-selftest KIND] [-config FILE]`
 
@@ -177,9 +177,20 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
 	kernel := fs.String("kernel", "", "bzImage to boot")
 	boots := fs.Int("boots", 10, "boots per mode for the spread")
+	icount := fs.String("icount", "", "quiet mode's -icount (default: the config's)")
+	spreadOnly := fs.Bool("spread-only", false, "skip the full run and the two-pairs measurement")
+	quietOnly := fs.Bool("quiet-only", false, "measure the spread of the quiet mode only")
+	size := fs.String("size", "32M", "file size per iteration for the spread")
+	iters := fs.Int("iters", 3, "iterations per boot for the spread")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	mib, err := parseSize(*size)
+	if err != nil {
+		return err
+	}
+	test := lab.DefaultTest()
+	test.SizeMiB, test.Iterations = mib, *iters
 	if *kernel == "" {
 		return fmt.Errorf("%w: -kernel is required\n%s", errUsage, labUsage)
 	}
@@ -191,8 +202,13 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	qc := c.Lab.QEMU
+	if *icount != "" {
+		qc.Icount = *icount
+	}
 	return lab.Bench(ctx, lab.BenchOptions{
-		Kernel: lab.Kernel{BzImage: *kernel}, Image: img, QEMU: c.Lab.QEMU, Boots: *boots,
+		Kernel: lab.Kernel{BzImage: *kernel}, Image: img, QEMU: qc, Boots: *boots, Test: test,
+		SpreadOnly: *spreadOnly, QuietOnly: *quietOnly,
 		NoiseDir: filepath.Join(c.CacheDir, "lab", "noise"), Out: e.stdout, Log: e.log,
 	})
 }
