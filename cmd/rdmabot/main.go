@@ -39,6 +39,7 @@ func commands() map[string]command {
 		"apply":  {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
 		"lab":    {"guest image and pair runs: rdmabot lab image|run", runLab},
 		"lore":   {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
+		"outbox": {"replies waiting to be sent: rdmabot outbox list [-all] | show ID | approve ID... [-config FILE before IDs]", runOutbox},
 	}
 }
 
