@@ -3,7 +3,11 @@
 // builds the base and patched kernels for a lab, sandboxed and cached.
 package builder
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Config is the [builder] section of config.toml.
 type Config struct {
@@ -24,9 +28,15 @@ type Identity struct {
 
 // TreeConfig is one kernel tree.
 type TreeConfig struct {
-	Name     string   `toml:"name"`
-	URL      string   `toml:"url"`
+	Name string `toml:"name"`
+	// URL is fetched with git; empty for an imported tree.
+	URL string `toml:"url"`
+	// Branches are fetched to refs/trees/<name>/<branch>; the first
+	// tree's first branch is the base when nothing else names one.
 	Branches []string `toml:"branches"`
+	// Tags maps subject tags ("rdma-next" in "[PATCH rdma-next 1/3]")
+	// to the branch of this tree a series so tagged is based on.
+	Tags map[string]string `toml:"tags"`
 }
 
 // DefaultConfig knows mainline, the rdma tree and the nfsd tree.
@@ -34,8 +44,10 @@ func DefaultConfig() Config {
 	return Config{
 		Trees: []TreeConfig{
 			{Name: "mainline", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git", Branches: []string{"master"}},
-			{Name: "rdma", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git", Branches: []string{"for-next", "for-rc"}},
-			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git", Branches: []string{"nfsd-next"}},
+			{Name: "rdma", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git", Branches: []string{"for-next", "for-rc"},
+				Tags: map[string]string{"rdma-next": "for-next", "rdma-rc": "for-rc", "for-next": "for-next", "for-rc": "for-rc"}},
+			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git", Branches: []string{"nfsd-next"},
+				Tags: map[string]string{"nfsd": "nfsd-next", "nfsd-next": "nfsd-next"}},
 		},
 		Committer: Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
 	}
@@ -45,8 +57,21 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	seen := map[string]bool{}
 	for i, t := range c.Trees {
-		if t.Name == "" {
-			return fmt.Errorf("builder.trees[%d].name is empty", i)
+		if err := checkRefComponent(t.Name); err != nil {
+			return fmt.Errorf("builder.trees[%d].name: %w", i, err)
+		}
+		for _, b := range t.Branches {
+			if err := checkRefComponent(b); err != nil {
+				return fmt.Errorf("builder.trees[%d] %s: branch: %w", i, t.Name, err)
+			}
+		}
+		for tag, b := range t.Tags {
+			if !slices.Contains(t.Branches, b) {
+				return fmt.Errorf("builder.trees[%d] %s: tag %q names branch %q, not one of its branches", i, t.Name, tag, b)
+			}
+			if tag != strings.ToLower(tag) {
+				return fmt.Errorf("builder.trees[%d] %s: tag %q must be lower case", i, t.Name, tag)
+			}
 		}
 		if seen[t.Name] {
 			return fmt.Errorf("builder.trees: %q named twice", t.Name)

@@ -1,0 +1,282 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/bluekeyes/go-gitdiff/gitdiff"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/rdmabot/rdmabot/lore"
+)
+
+// BaseReason says how a base was chosen, in the order they are tried.
+type BaseReason string
+
+const (
+	// BaseFromTrailer: the series names its base in a base-commit: line
+	// and the store has that commit.
+	BaseFromTrailer BaseReason = "base-commit"
+	// BaseFromBlobs: the newest commit on a configured branch where every
+	// file the series changes has the blob its index lines name.
+	BaseFromBlobs BaseReason = "blobs"
+	// BaseFromTag: the subject's tree tag (rdma-next, nfsd ...) names a
+	// configured tree branch; its head.
+	BaseFromTag BaseReason = "tree-tag"
+	// BaseFromDefault: the head of the first configured tree's first
+	// branch (mainline).
+	BaseFromDefault BaseReason = "default"
+)
+
+// Base is a chosen base and why, for every report.
+type Base struct {
+	Commit plumbing.Hash
+	// Tree and Branch name where the base was found ("" for a
+	// base-commit found only by id).
+	Tree, Branch string
+	Reason       BaseReason
+	// Detail is one sentence for the report.
+	Detail string
+}
+
+// DefaultBaseSearchDepth bounds the blob search: commits per branch,
+// newest first. rdma's for-next moves by a few hundred commits a cycle.
+const DefaultBaseSearchDepth = 2000
+
+var baseCommitLine = regexp.MustCompile(`(?m)^base-commit: *([0-9a-f]{40})\s*$`)
+
+// SelectBase picks the base for a series (its mails, cover letter
+// included if any) among the trees of cfg that the store holds: a
+// base-commit line, else the blob ids of the patches' index lines, else
+// the subject's tree tag, else the first tree's first branch. depth
+// bounds the blob search per branch (0: DefaultBaseSearchDepth).
+func (s *Store) SelectBase(ctx context.Context, mails []*lore.Message, trees []TreeConfig, depth int) (*Base, error) {
+	if depth <= 0 {
+		depth = DefaultBaseSearchDepth
+	}
+	for _, m := range mails {
+		for _, sm := range baseCommitLine.FindAllStringSubmatch(m.Body, -1) {
+			id := plumbing.NewHash(sm[1])
+			if _, err := s.Repo.CommitObject(id); err == nil {
+				return &Base{Commit: id, Reason: BaseFromTrailer,
+					Detail: fmt.Sprintf("base-commit %s named by the series", id)}, nil
+			}
+		}
+	}
+
+	pre, err := preImages(mails)
+	if err != nil {
+		return nil, err
+	}
+	if len(pre) > 0 {
+		b, err := s.baseFromBlobs(ctx, pre, trees, depth)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			return b, nil
+		}
+	}
+
+	for _, m := range mails {
+		for _, tag := range lore.ParseSubject(m.Subject).Tags {
+			for _, t := range trees {
+				branch, ok := t.Tags[strings.ToLower(tag)]
+				if !ok {
+					continue
+				}
+				if ref, err := s.Repo.Reference(TreeRef(t.Name, branch), true); err == nil {
+					return &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromTag,
+						Detail: fmt.Sprintf("subject tag %q: head of %s/%s", tag, t.Name, branch)}, nil
+				}
+			}
+		}
+	}
+
+	for _, t := range trees {
+		for _, branch := range t.Branches {
+			ref, err := s.Repo.Reference(TreeRef(t.Name, branch), true)
+			if err != nil {
+				return nil, fmt.Errorf("no base: %s/%s is not in the store (rdmabot tree fetch)", t.Name, branch)
+			}
+			return &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromDefault,
+				Detail: fmt.Sprintf("nothing in the series names a base: head of %s/%s", t.Name, branch)}, nil
+		}
+	}
+	return nil, errors.New("no base: no trees configured")
+}
+
+// preImage is a file the series changes and the blob id prefix its
+// first patch expects.
+type preImage struct {
+	path   string
+	prefix string // abbreviated blob id; "" for a file the series creates
+}
+
+// preImages collects, for every path the series touches, the pre-image
+// of the first patch that touches it: later patches see the series' own
+// results. A file the series creates must be absent from the base.
+func preImages(mails []*lore.Message) ([]preImage, error) {
+	seen := map[string]bool{}
+	var out []preImage
+	for _, m := range mails {
+		mi := parseMailInfo(m, false)
+		if !strings.Contains(mi.patch, "diff --git ") {
+			continue
+		}
+		files, _, err := gitdiff.Parse(strings.NewReader(mi.patch))
+		if err != nil {
+			continue // a malformed patch fails later, with its own error
+		}
+		for _, f := range files {
+			name := f.OldName
+			if f.IsNew {
+				name = f.NewName
+			}
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			switch {
+			case f.IsNew:
+				out = append(out, preImage{path: name})
+			case len(f.OldOIDPrefix) >= 7 && strings.Trim(f.OldOIDPrefix, "0") != "":
+				out = append(out, preImage{path: name, prefix: f.OldOIDPrefix})
+			}
+		}
+	}
+	return out, nil
+}
+
+// baseFromBlobs walks each configured branch newest first, at most depth
+// commits, for the first commit whose files all have the expected blobs,
+// and returns the newest such commit across branches.
+func (s *Store) baseFromBlobs(ctx context.Context, pre []preImage, trees []TreeConfig, depth int) (*Base, error) {
+	lookup := newPathLookup(s)
+	var best *Base
+	var bestWhen int64
+	checked := map[plumbing.Hash]bool{}
+	for _, t := range trees {
+		for _, branch := range t.Branches {
+			ref, err := s.Repo.Reference(TreeRef(t.Name, branch), true)
+			if err != nil {
+				continue
+			}
+			c, err := s.Repo.CommitObject(ref.Hash())
+			if err != nil {
+				return nil, err
+			}
+			for n := 0; c != nil && n < depth; n++ {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				if checked[c.Hash] {
+					break // another branch walked this history already
+				}
+				checked[c.Hash] = true
+				ok, err := lookup.matches(c.TreeHash, pre)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					if when := c.Committer.When.Unix(); best == nil || when > bestWhen {
+						best = &Base{Commit: c.Hash, Tree: t.Name, Branch: branch, Reason: BaseFromBlobs,
+							Detail: fmt.Sprintf("the pre-image blobs of the %d changed file(s) match %s on %s/%s, %d commit(s) below its head",
+								len(pre), c.Hash, t.Name, branch, n)}
+						bestWhen = when
+					}
+					break
+				}
+				if len(c.ParentHashes) == 0 {
+					break
+				}
+				// First parents: the branch's own line of history.
+				if c, err = s.Repo.CommitObject(c.ParentHashes[0]); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return best, nil
+}
+
+// pathLookup finds blob ids by path, remembering decoded trees: commits
+// next to each other share almost all of them.
+type pathLookup struct {
+	s     *Store
+	trees map[plumbing.Hash]*object.Tree
+}
+
+func newPathLookup(s *Store) *pathLookup {
+	return &pathLookup{s: s, trees: map[plumbing.Hash]*object.Tree{}}
+}
+
+func (l *pathLookup) tree(id plumbing.Hash) (*object.Tree, error) {
+	if t, ok := l.trees[id]; ok {
+		return t, nil
+	}
+	t, err := object.GetTree(l.s.Repo.Storer, id)
+	if err != nil {
+		return nil, err
+	}
+	l.trees[id] = t
+	return t, nil
+}
+
+// blob returns the blob id at p in tree root, or zero when absent.
+func (l *pathLookup) blob(root plumbing.Hash, p string) (plumbing.Hash, error) {
+	id := root
+	parts := strings.Split(p, "/")
+	for i, name := range parts {
+		t, err := l.tree(id)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		var found *object.TreeEntry
+		for j := range t.Entries {
+			if t.Entries[j].Name == name {
+				found = &t.Entries[j]
+				break
+			}
+		}
+		if found == nil {
+			return plumbing.ZeroHash, nil
+		}
+		isDir := found.Mode == filemode.Dir
+		if i == len(parts)-1 {
+			if isDir {
+				return plumbing.ZeroHash, nil
+			}
+			return found.Hash, nil
+		}
+		if !isDir {
+			return plumbing.ZeroHash, nil
+		}
+		id = found.Hash
+	}
+	return plumbing.ZeroHash, nil
+}
+
+func (l *pathLookup) matches(root plumbing.Hash, pre []preImage) (bool, error) {
+	for _, p := range pre {
+		id, err := l.blob(root, p.path)
+		if err != nil {
+			return false, err
+		}
+		if p.prefix == "" {
+			if !id.IsZero() {
+				return false, nil
+			}
+			continue
+		}
+		if id.IsZero() || !strings.HasPrefix(id.String(), p.prefix) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
