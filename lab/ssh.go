@@ -186,19 +186,17 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 		defer h.close()
 	}
 	start := time.Now()
-	good := map[string]string{}
+	// The known-good identity of each host we changed, to return to.
+	good := map[string]identity{}
 	var goodMu sync.Mutex
 	err = p.both(hosts, func(h *sshHost) error {
 		if err := p.reach(ctx, h); err != nil {
 			return err
 		}
-		rel, err := h.run(ctx, "uname -r", nil)
+		id, err := h.identity(ctx)
 		if err != nil {
 			return &InfraError{Host: h.role, Op: "ssh", Err: err}
 		}
-		goodMu.Lock()
-		good[h.role] = strings.TrimSpace(rel)
-		goodMu.Unlock()
 		path := "/boot/rdmabot/vmlinuz-" + k.Release
 		if err := h.put(ctx, path, image, 0o644); err != nil {
 			return &InfraError{Host: h.role, Op: "copy kernel", Err: err}
@@ -208,6 +206,10 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 				return &InfraError{Host: h.role, Op: "copy modules", Err: err}
 			}
 		}
+		// From here on the host may run something else: restore it.
+		goodMu.Lock()
+		good[h.role] = id
+		goodMu.Unlock()
 		if err := p.boot(ctx, h, path, k.Release); err != nil {
 			return err
 		}
@@ -352,20 +354,30 @@ func (p *SSHPair) boot(ctx context.Context, h *sshHost, path, release string) er
 	return nil
 }
 
-// verify proves the host runs the artifact: release and build id.
-func (p *SSHPair) verify(ctx context.Context, h *sshHost, k Kernel) error {
+// identity is what a host runs: its release and its kernel's build id.
+type identity struct{ release, buildID string }
+
+func (h *sshHost) identity(ctx context.Context) (identity, error) {
 	out, err := h.run(ctx, "uname -r; cat /sys/kernel/notes 2>/dev/null | od -An -tx1 -v | tr -d ' \\n' | "+
 		`sed -n 's/.*040000001400000003000000474e5500\([0-9a-f]\{40\}\).*/\1/p'`, nil)
 	if err != nil {
-		return &InfraError{Host: h.role, Op: "verify", Err: err}
+		return identity{}, err
 	}
 	lines := strings.Split(strings.TrimSpace(out)+"\n", "\n")
-	rel, id := strings.TrimSpace(lines[0]), strings.TrimSpace(lines[1])
-	if rel != k.Release {
-		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs %q, not %q", rel, k.Release)}
+	return identity{strings.TrimSpace(lines[0]), strings.TrimSpace(lines[1])}, nil
+}
+
+// verify proves the host runs the artifact: release and build id.
+func (p *SSHPair) verify(ctx context.Context, h *sshHost, k Kernel) error {
+	id, err := h.identity(ctx)
+	if err != nil {
+		return &InfraError{Host: h.role, Op: "verify", Err: err}
 	}
-	if k.BuildID != "" && id != k.BuildID {
-		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs build id %q, not %q", id, k.BuildID)}
+	if id.release != k.Release {
+		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs %q, not %q", id.release, k.Release)}
+	}
+	if k.BuildID != "" && id.buildID != k.BuildID {
+		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs build id %q, not %q", id.buildID, k.BuildID)}
 	}
 	return nil
 }
@@ -381,21 +393,17 @@ func (p *SSHPair) putModules(ctx context.Context, h *sshHost, dir string) error 
 	return err
 }
 
-// restore reboots both hosts into their default kernel and checks it is
-// the known-good one they ran before.
-func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good map[string]string) error {
+// restore reboots each host we changed into its default kernel and checks
+// it is the known-good one it ran before (release and build id: a patched
+// kernel may well have the same release).
+func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good map[string]identity) error {
 	return p.both(hosts, func(h *sshHost) error {
-		want := good[h.role]
-		if want == "" {
-			return nil // never reached: nothing was changed
+		want, changed := good[h.role]
+		if !changed {
+			return nil
 		}
 		if h.client == nil {
 			h.dial(ctx)
-		}
-		if h.client != nil {
-			if rel, err := h.run(ctx, "uname -r", nil); err == nil && strings.TrimSpace(rel) == want {
-				return nil
-			}
 		}
 		old, _ := h.bootID(ctx)
 		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -410,9 +418,9 @@ func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good m
 				return &InfraError{Host: h.role, Op: "restore", Err: err}
 			}
 		}
-		rel, err := h.run(ctx, "uname -r", nil)
-		if err != nil || strings.TrimSpace(rel) != want {
-			return &InfraError{Host: h.role, Op: "restore", Err: fmt.Errorf("runs %q (%v), want known-good %q", strings.TrimSpace(rel), err, want)}
+		id, err := h.identity(ctx)
+		if err != nil || id != want {
+			return &InfraError{Host: h.role, Op: "restore", Err: fmt.Errorf("runs %+v (%v), want known-good %+v", id, err, want)}
 		}
 		return nil
 	})
