@@ -40,19 +40,23 @@ func MedianRatioCI(rng *rand.Rand, base, cand []float64, level float64, resample
 	if len(base) == 0 || len(cand) == 0 || resamples <= 0 {
 		return Interval{est, math.NaN(), math.NaN()}
 	}
+	// A resample's median only needs how often each observation was
+	// drawn: counting and one walk in sorted order is O(n) per resample,
+	// where sorting the resample would be O(n log n). The draws and the
+	// medians are exactly those of the plain method.
+	ob, oc := argsort(base), argsort(cand)
+	nb, nc := make([]int, len(base)), make([]int, len(cand))
 	ratios := make([]float64, resamples)
-	bs := make([]float64, len(base))
-	cs := make([]float64, len(cand))
 	for i := range ratios {
-		for j := range bs {
-			bs[j] = base[rng.IntN(len(base))]
+		clear(nb)
+		clear(nc)
+		for range base {
+			nb[rng.IntN(len(base))]++
 		}
-		for j := range cs {
-			cs[j] = cand[rng.IntN(len(cand))]
+		for range cand {
+			nc[rng.IntN(len(cand))]++
 		}
-		slices.Sort(bs)
-		slices.Sort(cs)
-		ratios[i] = medianSorted(cs) / medianSorted(bs)
+		ratios[i] = countedMedian(cand, oc, nc) / countedMedian(base, ob, nb)
 	}
 	slices.Sort(ratios)
 	tail := (1 - level) / 2
@@ -87,4 +91,48 @@ func MeanStd(v []float64) (mean, std float64) {
 		std += (x - mean) * (x - mean)
 	}
 	return mean, math.Sqrt(std / float64(len(v)-1))
+}
+
+// argsort returns the indices of v in ascending order of value.
+func argsort(v []float64) []int {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case v[a] < v[b]:
+			return -1
+		case v[a] > v[b]:
+			return 1
+		}
+		return 0
+	})
+	return idx
+}
+
+// countedMedian is the median of the multiset holding v[i] counts[i]
+// times, walking v in the order given by order.
+func countedMedian(v []float64, order, counts []int) float64 {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	lo, hi := (n-1)/2, n/2 // the middle positions (equal when n is odd)
+	var a float64
+	seen := 0
+	for _, i := range order {
+		c := counts[i]
+		if c == 0 {
+			continue
+		}
+		if seen <= lo && lo < seen+c {
+			a = v[i]
+		}
+		if seen <= hi && hi < seen+c {
+			return (a + v[i]) / 2
+		}
+		seen += c
+	}
+	return math.NaN()
 }

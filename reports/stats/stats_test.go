@@ -246,3 +246,37 @@ func TestDecide(t *testing.T) {
 		t.Errorf("budget spent: want final, got more=%d", d.More)
 	}
 }
+
+// The counting bootstrap must give exactly the medians of sorting each
+// resample.
+func TestCountedMedian(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for range 500 {
+		n := 1 + rng.IntN(12)
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(rng.IntN(6)) // ties
+		}
+		counts := make([]int, n)
+		var sample []float64
+		for range n {
+			i := rng.IntN(n)
+			counts[i]++
+			sample = append(sample, v[i])
+		}
+		if got, want := countedMedian(v, argsort(v), counts), Median(sample); got != want {
+			t.Fatalf("v=%v counts=%v: %v, want %v", v, counts, got, want)
+		}
+	}
+}
+
+func BenchmarkMedianRatioCI30(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	base, cand := make([]float64, 30), make([]float64, 30)
+	for i := range base {
+		base[i], cand[i] = rng.NormFloat64()+10, rng.NormFloat64()+10
+	}
+	for b.Loop() {
+		MedianRatioCI(rng, base, cand, 0.99, 2000)
+	}
+}
