@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // MetricNoise is a log-normal model of one metric of one fixed kernel:
@@ -111,69 +110,94 @@ func PlainTCGNoise() NoiseModel {
 	}
 }
 
-// LoadNoiseDir fits a model to the per-run JSON files the lab saves for
-// one fixed kernel (one file per boot). A file is a JSON object holding
-// either an "iterations" array of objects with numeric fields, or those
-// numeric fields at the top level (one iteration). Every numeric field
-// is a metric; names ending in "_s" or "seconds" are lower-is-better,
-// all others (MB/s, bandwidth) higher-is-better.
-func LoadNoiseDir(dir string) (NoiseModel, error) {
+// labRun is the part of the lab's per-boot result JSON (lab.Result) the
+// noise model reads: the lab mode, whether the run passed, the per
+// iteration throughputs and the whole loop's seconds.
+type labRun struct {
+	Mode       string  `json:"mode"`
+	Passed     bool    `json:"passed"`
+	LoopSecs   float64 `json:"loop_s"`
+	Iterations []struct {
+		WriteMBps float64 `json:"write_mbps"`
+		ReadMBps  float64 `json:"read_mbps"`
+	} `json:"iterations"`
+}
+
+// LoadNoiseDir fits one model per lab mode (plain TCG, icount, ...) to
+// the per-boot result files the lab bench saves for one fixed kernel
+// (rdmabot lab bench, NoiseDir). Failed runs are left out; a metric
+// absent from a mode (fio has no write) is left out of its model.
+func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		return NoiseModel{}, err
+		return nil, err
 	}
 	if len(files) == 0 {
-		return NoiseModel{}, fmt.Errorf("%s: no *.json runs", dir)
+		return nil, fmt.Errorf("%s: no *.json runs", dir)
 	}
 	sort.Strings(files)
-	runs := map[string][][]float64{}
+	type perMode struct{ write, read, loop [][]float64 }
+	modes := map[string]*perMode{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return NoiseModel{}, err
+			return nil, err
 		}
-		var doc map[string]json.RawMessage
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return NoiseModel{}, fmt.Errorf("%s: %w", f, err)
+		var r labRun
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		var iters []map[string]any
-		if raw, ok := doc["iterations"]; ok {
-			if err := json.Unmarshal(raw, &iters); err != nil {
-				return NoiseModel{}, fmt.Errorf("%s: iterations: %w", f, err)
+		if !r.Passed || len(r.Iterations) == 0 {
+			continue
+		}
+		m := modes[r.Mode]
+		if m == nil {
+			m = &perMode{}
+			modes[r.Mode] = m
+		}
+		var w, rd []float64
+		for _, it := range r.Iterations {
+			if it.WriteMBps > 0 {
+				w = append(w, it.WriteMBps)
 			}
-		} else {
-			var top map[string]any
-			_ = json.Unmarshal(b, &top) // already known to be an object
-			iters = []map[string]any{top}
-		}
-		perRun := map[string][]float64{}
-		for _, it := range iters {
-			for k, v := range it {
-				if x, ok := v.(float64); ok && x > 0 {
-					perRun[k] = append(perRun[k], x)
-				}
+			if it.ReadMBps > 0 {
+				rd = append(rd, it.ReadMBps)
 			}
 		}
-		for k, v := range perRun {
-			runs[k] = append(runs[k], v)
+		if len(w) > 0 {
+			m.write = append(m.write, w)
+		}
+		if len(rd) > 0 {
+			m.read = append(m.read, rd)
+		}
+		if r.LoopSecs > 0 {
+			m.loop = append(m.loop, []float64{r.LoopSecs})
 		}
 	}
-	names := make([]string, 0, len(runs))
-	for k := range runs {
+	names := make([]string, 0, len(modes))
+	for k := range modes {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	model := NoiseModel{Source: fmt.Sprintf("%s (%d runs)", dir, len(files))}
+	var out []NoiseModel
 	for _, k := range names {
-		lower := strings.HasSuffix(k, "_s") || strings.HasSuffix(k, "seconds")
-		unit := "MB/s"
-		if lower {
-			unit = "s"
+		m := modes[k]
+		model := NoiseModel{Source: fmt.Sprintf("%s, lab mode %q (%d passed runs)", dir, k, max(len(m.read), len(m.loop)))}
+		if len(m.write) >= 3 {
+			model.Metrics = append(model.Metrics, FitNoise("write", "MB/s", true, m.write))
 		}
-		model.Metrics = append(model.Metrics, FitNoise(k, unit, !lower, runs[k]))
+		if len(m.read) >= 3 {
+			model.Metrics = append(model.Metrics, FitNoise("read", "MB/s", true, m.read))
+		}
+		if len(m.loop) >= 3 {
+			model.Metrics = append(model.Metrics, FitNoise("loop", "s", false, m.loop))
+		}
+		if len(model.Metrics) > 0 {
+			out = append(out, model)
+		}
 	}
-	if len(model.Metrics) == 0 {
-		return NoiseModel{}, fmt.Errorf("%s: no numeric metrics in the runs", dir)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no mode with 3 or more passed runs", dir)
 	}
-	return model, nil
+	return out, nil
 }

@@ -1,8 +1,11 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -278,5 +281,38 @@ func BenchmarkMedianRatioCI30(b *testing.B) {
 	}
 	for b.Loop() {
 		MedianRatioCI(rng, base, cand, 0.99, 2000)
+	}
+}
+
+func TestLoadNoiseDir(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The shape of lab.Result, trimmed.
+	for i, v := range []float64{16.0, 16.5, 17.0, 16.2} {
+		write(fmt.Sprintf("s-quiet-%02d.json", i), fmt.Sprintf(`{"pair":"qemu","mode":"qemu-tcg-icount2","passed":true,"loop_s":%v,
+			"iterations":[{"n":1,"write_mbps":%v,"read_mbps":14.5,"write_s":2,"read_s":2.2,"cmp":"ok"},{"n":2,"write_mbps":%v,"read_mbps":14.9,"cmp":"ok"}]}`, 50+i, v, v+0.2))
+	}
+	write("s-plain-01.json", `{"mode":"qemu-tcg","passed":true,"loop_s":20,"iterations":[{"write_mbps":20,"read_mbps":19}]}`)
+	write("s-quiet-99.json", `{"mode":"qemu-tcg-icount2","passed":false,"loop_s":500,"iterations":[{"write_mbps":1,"read_mbps":1}]}`)
+	models, err := LoadNoiseDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(models) != 1 || len(models[0].Metrics) != 3 {
+		t.Fatalf("want one mode (plain has too few runs) with write, read, loop: %+v", models)
+	}
+	w := models[0].Metrics[0]
+	if w.Name != "write" || w.Runs != 4 || w.Iterations != 2 || w.IterSigma <= 0 || math.Abs(w.Mean-16.5) > 0.3 {
+		t.Errorf("write fit: %+v", w)
+	}
+	if l := models[0].Metrics[2]; l.HigherIsBetter || l.Runs != 4 {
+		t.Errorf("loop fit: %+v", l)
+	}
+	if _, err := LoadNoiseDir(t.TempDir()); err == nil {
+		t.Error("an empty directory is an error")
 	}
 }
