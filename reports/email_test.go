@@ -133,3 +133,37 @@ func TestSignature(t *testing.T) {
 		t.Error("different functions must differ")
 	}
 }
+
+// Judge is reproducible: the same series and runs give the same verdict
+// and interval, and a budget spent without an answer is Inconclusive.
+func TestJudgeReproducibleAndAdaptive(t *testing.T) {
+	c := testConfig()
+	in := input()
+	in.Metrics = metrics(2, 0.92, 1, 1.07)
+	a := Judge(Rand(in.Thread), c.Policy(), in)
+	b := Judge(Rand(in.Thread), c.Policy(), in)
+	if a.Outcome != Regression || a.Decision.Comparisons[0].CI != b.Decision.Comparisons[0].CI {
+		t.Errorf("not reproducible: %v %v vs %v", a.Outcome, a.Decision.Comparisons[0].CI, b.Decision.Comparisons[0].CI)
+	}
+	in.Metrics = metrics(5, 1, 1, 1)
+	for i := range in.Metrics {
+		in.Metrics[i].Base = in.Metrics[i].Base[:4]
+		in.Metrics[i].Cand = in.Metrics[i].Cand[:4]
+	}
+	v := Judge(Rand(in.Thread), c.Policy(), in)
+	if v.Outcome != Inconclusive || v.NeedMore() != 6 || v.Outcome.Mailed() {
+		t.Errorf("4 runs: want Inconclusive asking 6 more, got %v more=%d", v.Outcome, v.NeedMore())
+	}
+	// A base that crashes too is not the series' fault.
+	in = input()
+	in.BaseCrashes = []Crash{{Title: "INFO: task dd:174 blocked for more than 122 seconds."}}
+	in.CandCrashes = []Crash{{Title: "INFO: task dd:190 blocked for more than 122 seconds."}}
+	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != Infra {
+		t.Errorf("shared crash: %v, want INFRA", v.Outcome)
+	}
+	in = input()
+	in.BuildFail = &BuildFailure{Old: 3}
+	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != Infra {
+		t.Errorf("only old build errors: %v, want INFRA", v.Outcome)
+	}
+}

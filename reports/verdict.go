@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -184,6 +185,14 @@ type Verdict struct {
 // NeedMore is how many more runs per kernel the comparison wants before
 // it can decide; 0 when the verdict is final.
 func (v Verdict) NeedMore() int { return v.Decision.More }
+
+// Rand is the bootstrap's generator for one series version, seeded from
+// its identity: the same runs always give the same verdict and interval.
+func Rand(t Thread) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(t.MessageID))
+	return rand.New(rand.NewPCG(h.Sum64(), uint64(t.Version)))
+}
 
 // Judge decides the verdict of one series version. Failures decide in
 // pipeline order; a failure that the base shares is not the series'
