@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
+	"time"
 
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
 	"github.com/rdmabot/rdmabot/reports/stats"
-	"time"
 )
 
 // Config is the [reports] section of config.toml.
