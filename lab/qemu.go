@@ -91,6 +91,9 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	if k.Modules != "" {
+		return nil, fmt.Errorf("the QEMU pair boots kernels with everything built in; %s has modules", k.BzImage)
+	}
 	if t.RDMA != "rxe" && t.RDMA != "siw" {
 		return nil, fmt.Errorf("the QEMU pair has soft RDMA only (rxe, siw), not %q", t.RDMA)
 	}
