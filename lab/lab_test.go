@@ -212,3 +212,21 @@ func TestReadKernelIdentity(t *testing.T) {
 		t.Error("a Go file passed for a bzImage")
 	}
 }
+
+// The guests run under TCG, never KVM, and their only network is the
+// socket link on the loopback.
+func TestGuestArgs(t *testing.T) {
+	p := NewQEMUPair(DefaultConfig().QEMU, Image{}, testLogger(t))
+	r := &run{pair: p, test: DefaultTest(), kernel: Kernel{BzImage: "bz"}, initrd: "rd"}
+	args := strings.Join(r.spec("server", "socket,id=n0,listen=127.0.0.1:4000", "52:54:00:00:00:01").args(), " ")
+	for _, want := range []string{"-accel tcg", "-no-reboot", "-icount shift=2,sleep=on", "-netdev socket,id=n0,listen=127.0.0.1:4000", "rb.role=server"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args lack %q: %s", want, args)
+		}
+	}
+	for _, bad := range []string{"kvm", "user,", "tap", "bridge"} {
+		if strings.Contains(args, bad) {
+			t.Errorf("args contain %q: %s", bad, args)
+		}
+	}
+}
