@@ -78,15 +78,45 @@ func splitGitDiffLine(s string) (string, string) {
 	return s[2:i], s[i+3:]
 }
 
-// hasDiff matches b4's DIFF_RE: a unified diff, a git diff or a binary
-// patch.
-var hasDiffRe = regexp.MustCompile(`(?mi)^(---.*\n\+\+\+|GIT binary patch|diff --git \w/\S+ \w/\S+)`)
+// hasDiff is b4's DIFF_RE, (?mi)^(---.*\n\+\+\+|GIT binary patch|
+// diff --git \w/\S+ \w/\S+), as one pass over the lines (the regexp
+// was a third of the assembly time).
+func hasDiff(body string) bool {
+	prevDashes := false
+	found := false
+	bodyLines(body, func(line string) bool {
+		switch {
+		case prevDashes && strings.HasPrefix(line, "+++"):
+			found = true
+		case len(line) >= 16 && strings.EqualFold(line[:16], "GIT binary patch"):
+			found = true
+		case len(line) > 11 && strings.EqualFold(line[:11], "diff --git "):
+			found = gitDiffOperands(line[11:])
+		}
+		prevDashes = strings.HasPrefix(line, "---")
+		return !found
+	})
+	return found
+}
 
-func hasDiff(body string) bool { return hasDiffRe.MatchString(body) }
+// gitDiffOperands matches "\w/\S+ \w/\S+" at the start of s.
+func gitDiffOperands(s string) bool {
+	for range 2 {
+		if len(s) < 3 || !isWordByte(s[0]) || s[1] != '/' || s[2] == ' ' || s[2] == '\t' {
+			return false
+		}
+		i := strings.IndexAny(s, " \t")
+		if i < 0 {
+			return true
+		}
+		s = s[i+1:]
+	}
+	return true
+}
 
-// hasDiffstat matches b4's DIFFSTAT_RE (a cover letter's "N files
-// changed, X insertions").
-var hasDiffstatRe = regexp.MustCompile(`(?mi)^\s*\d+ file.*\d+ (insertion|deletion)`)
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
 
 // Glob is a compiled path pattern: '/'-separated segments where "**"
 // matches any number of segments (also none) and other segments use
@@ -176,16 +206,53 @@ func (t Trailer) person() bool {
 }
 
 var (
-	trailerLineRe = regexp.MustCompile(`^\s*(\w\S+):\s+(\S.*)`)
-	emailInRe     = regexp.MustCompile(`\S+@\S+\.\S+`)
-	urlRe         = regexp.MustCompile(`https?://`)
-	angleAddrRe   = regexp.MustCompile(`<([^>]+)>`)
-	// b4 rejoins "Fixes: sha (title" + "rest)" and "Name" + "<addr>"
-	// when a mailer wrapped them.
-	wrappedFixesRe = regexp.MustCompile(`(?m)^(\S+:\s+[\da-f]+\s+\([^)]+)\n([^\n]+\))`)
-	wrappedAddrRe  = regexp.MustCompile(`(?m)^(\S+:\s+[^<]+)\n(<[^>]+>)$`)
-	extInfoRe      = regexp.MustCompile(`(.*\S+)(\s+#[^#]+)$`)
+	emailInRe   = regexp.MustCompile(`\S+@\S+\.\S+`)
+	angleAddrRe = regexp.MustCompile(`<([^>]+)>`)
+	extInfoRe   = regexp.MustCompile(`(.*\S+)(\s+#[^#]+)$`)
+	hexRe       = regexp.MustCompile(`^[\da-f]+$`)
 )
+
+// splitTrailer reads "Name: value" as b4's ^\s*(\w\S+):\s+(\S.*) does,
+// without a regexp: the name is the first blank-free token ending in a
+// colon, then blanks, then a value.
+func splitTrailer(line string) (name, value string, ok bool) {
+	l := strings.TrimLeft(line, " \t")
+	sp := strings.IndexAny(l, " \t")
+	if sp < 3 || l[sp-1] != ':' || !isWordByte(l[0]) {
+		return "", "", false
+	}
+	value = strings.TrimLeft(l[sp:], " \t")
+	if value == "" {
+		return "", "", false
+	}
+	return l[:sp-1], value, true
+}
+
+// unwrapTrailers rejoins two wrappings b4 repairs: "Fixes: sha (title"
+// + "rest)" and "Name: Some Name" + "<addr>".
+func unwrapTrailers(lines []string) []string {
+	out := lines[:0:0]
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if i+1 < len(lines) {
+			if _, v, ok := splitTrailer(l); ok && !strings.ContainsAny(l[:1], " \t") {
+				next := lines[i+1]
+				sha, rest, _ := strings.Cut(v, " ")
+				fixes := hexRe.MatchString(sha) && strings.HasPrefix(strings.TrimLeft(rest, " \t"), "(") &&
+					!strings.Contains(rest, ")") && strings.Index(next, ")") > 0
+				addr := !strings.Contains(v, "<") && len(next) > 2 && next[0] == '<' && next[len(next)-1] == '>' &&
+					strings.Count(next, ">") == 1
+				if fixes || addr {
+					out = append(out, l+" "+next)
+					i++
+					continue
+				}
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
 
 // followupTrailers finds the trailers a reply gives, by b4 0.12's rules
 // (find_trailers with followup=True): unquoted "Name: value" lines above
@@ -195,58 +262,59 @@ func followupTrailers(body string) []Trailer {
 	if i := strings.Index(body, "\n-- \n"); i >= 0 {
 		body = body[:i]
 	}
-	body = strings.TrimSpace(body) + "\n"
-	if strings.Contains(body, ":") {
-		body = wrappedFixesRe.ReplaceAllString(body, "$1 $2")
-		body = wrappedAddrRe.ReplaceAllString(body, "$1 $2")
+	body = strings.TrimSpace(body)
+	if !strings.Contains(body, ": ") && !strings.Contains(body, ":\t") {
+		return nil
 	}
+	lines := unwrapTrailers(strings.Split(body, "\n"))
 	var out []Trailer
 	others, wasTrailer := false, false
-	bodyLines(body, func(line string) bool {
-		m := trailerLineRe.FindStringSubmatch(line)
-		if m == nil {
+	for _, line := range lines {
+		line = strings.TrimSuffix(line, "\r")
+		name, value, ok := splitTrailer(line)
+		if !ok {
 			// "[for the foo bits]" right after a trailer belongs to it.
 			if !(wasTrailer && isExtInfo(line)) {
 				others = true
 			}
 			wasTrailer = false
-			return true
+			continue
 		}
-		name, value := m[1], m[2]
 		lname := strings.ToLower(name)
 		switch lname {
 		case "phone", "email":
-			return true
+			continue
 		case "subject", "date", "from":
 			if others {
-				return true
+				continue
 			}
 		}
 		if !isASCII(lname) {
-			return true
+			continue
 		}
 		nonperson := false
 		switch lname {
 		case "fixes", "subject", "date", "link", "buglink", "obsoleted-by", "change-id", "base-commit":
 			nonperson = true
 		}
-		if !emailInRe.MatchString(value) && !nonperson {
-			return true
+		if !nonperson && !(strings.Contains(value, "@") && emailInRe.MatchString(value)) {
+			continue
 		}
-		if urlRe.MatchString(value) {
-			return true
+		if strings.Contains(value, "http://") || strings.Contains(value, "https://") {
+			continue
 		}
 		switch lname {
 		case "from", "author", "cc", "to":
-			return true
+			continue
 		}
-		if x := extInfoRe.FindStringSubmatch(value); x != nil {
-			value = x[1]
+		if strings.Contains(value, "#") {
+			if x := extInfoRe.FindStringSubmatch(value); x != nil {
+				value = x[1]
+			}
 		}
 		wasTrailer = true
 		out = append(out, Trailer{Name: name, Value: value})
-		return true
-	})
+	}
 	return out
 }
 
@@ -306,6 +374,10 @@ func firstSubmatch(re *regexp.Regexp, s string) string {
 // patches were applied ("Applied, thanks!", b4 ty's form, "Thanks,
 // applied to for-next") and returns any commit links it lists.
 func appliedNote(body string) (bool, []string) {
+	if !strings.Contains(body, "pplied") && !strings.Contains(body, "erged") && !strings.Contains(body, "ushed") &&
+		!strings.Contains(body, "PPLIED") && !strings.Contains(body, "ERGED") && !strings.Contains(body, "USHED") {
+		return false, nil
+	}
 	applied := false
 	bodyLines(body, func(line string) bool {
 		if strings.HasPrefix(line, ">") {

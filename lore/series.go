@@ -145,6 +145,8 @@ type entry struct {
 	author  string // lower-case From address
 	parent  string // In-Reply-To, or the last reference
 	files   []string
+	// b4's base-commit: and change-id: lines, if the body has them.
+	baseCommit, changeID string
 	// For replies (b4's "reply"): trailers, applied notes, commands.
 	reply    bool
 	trailers []Trailer
@@ -217,6 +219,14 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 		// A diff under a plain subject: b4 takes it as a patch too.
 		e.kind = kindPatch
 		e.files = diffFiles(m.Body)
+	}
+	if e.kind != kindOther {
+		if strings.Contains(m.Body, "base-commit:") {
+			e.baseCommit = firstSubmatch(baseCommitRe, m.Body)
+		}
+		if strings.Contains(m.Body, "change-id:") {
+			e.changeID = firstSubmatch(changeIDRe, m.Body)
+		}
 	}
 	if e.kind == kindOther {
 		e.trailers = followupTrailers(m.Body)
@@ -592,19 +602,19 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	}
 	s.Complete = len(s.Missing) == 0
 	// b4 writes base-commit/change-id into the cover, or the last patch.
-	var texts []string
+	var hints []*entry
 	if cover != nil {
-		texts = append(texts, cover.msg.Body)
+		hints = append(hints, cover)
 	}
 	for i := len(indexes) - 1; i >= 0; i-- {
-		texts = append(texts, byIndex[indexes[i]].msg.Body)
+		hints = append(hints, byIndex[indexes[i]])
 	}
-	for _, t := range texts {
+	for _, e := range hints {
 		if s.BaseCommit == "" {
-			s.BaseCommit = firstSubmatch(baseCommitRe, t)
+			s.BaseCommit = e.baseCommit
 		}
 		if s.ChangeID == "" {
-			s.ChangeID = firstSubmatch(changeIDRe, t)
+			s.ChangeID = e.changeID
 		}
 	}
 	s.Lists = a.listsOf(g.members)

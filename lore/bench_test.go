@@ -1,0 +1,242 @@
+package lore_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/feed"
+)
+
+// corpusDir returns ../shared/corpus/<name> or skips.
+func corpusDir(b *testing.B, name string) string {
+	b.Helper()
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			b.Skip("../shared absent: no module root found")
+		}
+		dir = filepath.Dir(dir)
+	}
+	p := filepath.Join(filepath.Dir(dir), "shared", "corpus", name)
+	if _, err := os.Stat(p); err != nil {
+		b.Skipf("../shared absent (%s): the 2024 archives are not on this machine", p)
+	}
+	return p
+}
+
+// cpuTime is the CPU time this process has used: on a machine shared
+// with builds, wall time says more about the neighbours than about us.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// readArchive reads every message of a public-inbox epoch with lore/feed.
+func readArchive(b *testing.B, list, dir string) ([]feed.Item, time.Duration) {
+	b.Helper()
+	t0 := cpuTime()
+	var items []feed.Item
+	src := &feed.Git{List: list, Dir: dir}
+	if _, err := src.Read(context.Background(), "", func(it feed.Item) error {
+		items = append(items, it)
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return items, cpuTime() - t0
+}
+
+func assembleItems(b *testing.B, items []feed.Item) *lore.Assembly {
+	cfg := lore.DefaultConfig()
+	a, err := lore.NewAssembler(cfg.Assembler(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, it := range items {
+		if it.Deleted {
+			_ = a.ForgetRaw(it.Raw)
+			continue
+		}
+		if err := a.AddRaw(it.Raw, it.Received); err != nil {
+			b.Logf("%s: %v", it.Pos, err)
+		}
+	}
+	return a.Assemble()
+}
+
+// BenchmarkArchive2024 reads and assembles the whole 2024 linux-rdma
+// archive (6,263 messages): the git read through lore/feed, then parsing
+// and assembly. In the same run it measures two peers: git cat-file
+// --batch reading the same blobs (the floor for the raw read), and b4 am
+// on one real thread against our parse+assemble of that thread. It then
+// counts the 2024 series of both lists that touch the default paths.
+// Run: go test ./lore -run '^$' -bench Archive2024 -benchtime 3x -cpu 1
+func BenchmarkArchive2024(b *testing.B) {
+	rdma := corpusDir(b, "linux-rdma-2024.git")
+	items, readDur := readArchive(b, "linux-rdma", rdma)
+	var asm *lore.Assembly
+	var work time.Duration
+	for b.Loop() {
+		t0 := cpuTime()
+		asm = assembleItems(b, items)
+		work += cpuTime() - t0
+	}
+	per := work / time.Duration(b.N)
+	n := float64(len(items))
+	total := readDur + per
+	b.ReportMetric(n/per.Seconds(), "msgs/cpu-s")
+	b.ReportMetric(total.Seconds(), "read+assemble-cpu-s")
+	b.ReportMetric(float64(len(asm.Series)), "series")
+	b.Logf("linux-rdma 2024, CPU time: %d messages, %d series; read (lore/feed, go-git) %s, parse+assemble %s (%.0f msgs/s), total %s (%.0f msgs/s; target < 2s)",
+		len(items), len(asm.Series), readDur.Round(time.Millisecond), per.Round(time.Millisecond), n/per.Seconds(), total.Round(time.Millisecond), n/total.Seconds())
+
+	if cat, ok := catFilePeer(b, rdma); ok {
+		b.Logf("peer git cat-file --batch, raw read of the same blobs: %s CPU; our read %.2fx, our read+parse+assemble %.2fx of it",
+			cat.Round(time.Millisecond), readDur.Seconds()/cat.Seconds(), total.Seconds()/cat.Seconds())
+	}
+	b4Peer(b)
+
+	nfsItems, _ := readArchive(b, "linux-nfs", corpusDir(b, "linux-nfs-2024.git"))
+	for _, l := range []struct {
+		name string
+		asm  *lore.Assembly
+		msgs int
+	}{{"linux-rdma", asm, len(items)}, {"linux-nfs", assembleItems(b, nfsItems), len(nfsItems)}} {
+		rel, relComplete := 0, 0
+		for _, s := range l.asm.Series {
+			if s.Relevant() {
+				rel++
+				if s.Complete {
+					relComplete++
+				}
+			}
+		}
+		b.Logf("%s 2024: %d messages, %d series, %d touch the default paths (%d complete)", l.name, l.msgs, len(l.asm.Series), rel, relComplete)
+	}
+}
+
+// catFilePeer times git cat-file --batch over "<commit>:m" for every
+// commit (rev-list outside the timing, which favours git).
+func catFilePeer(b *testing.B, corpus string) (time.Duration, bool) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Log("git not installed: no cat-file peer")
+		return 0, false
+	}
+	// The corpus copy has no refs/ directory, which git insists on:
+	// borrow its objects through alternates.
+	gitDir := b.TempDir()
+	if out, err := exec.Command("git", "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
+		b.Fatalf("git init: %v %s", err, out)
+	}
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(gitDir, "objects", "info", "alternates"), []byte(filepath.Join(corpus, "objects")+"\n"), 0o644))
+	packed, err := os.ReadFile(filepath.Join(corpus, "packed-refs"))
+	must(err)
+	must(os.WriteFile(filepath.Join(gitDir, "packed-refs"), packed, 0o644))
+	revs, err := exec.Command("git", "--git-dir", gitDir, "rev-list", "--all").Output()
+	must(err)
+	var specs strings.Builder
+	for _, c := range strings.Fields(string(revs)) {
+		specs.WriteString(c + ":m\n")
+	}
+	cmd := exec.Command("git", "--git-dir", gitDir, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(specs.String())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	must(cmd.Run())
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), true
+}
+
+// b4Peer times b4 am on the svcrdma v2 thread (13 messages) against our
+// parse and assembly of the same messages.
+func b4Peer(b *testing.B) {
+	b4, err := exec.LookPath("b4")
+	if err != nil {
+		b.Log("b4 not installed: no b4 peer")
+		return
+	}
+	threads := filepath.Join(filepath.Dir(corpusDir(b, "linux-rdma-2024.git")), "threads", "svcrdma-v2")
+	files, _ := filepath.Glob(filepath.Join(threads, "*.eml"))
+	if len(files) == 0 {
+		b.Log("no svcrdma-v2 thread: no b4 peer")
+		return
+	}
+	var raws [][]byte
+	var mbox bytes.Buffer
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raws = append(raws, raw)
+		mbox.WriteString("From mboxrd@z Thu Jan  1 00:00:00 1970\n")
+		mbox.Write(unfoldHeaders(raw))
+		mbox.WriteString("\n")
+	}
+	home, out := b.TempDir(), b.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = t\n\temail = t@example.invalid\n[b4]\n\tattestation-policy = off\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	mboxPath := filepath.Join(home, "t.mbox")
+	if err := os.WriteFile(mboxPath, mbox.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(b4, "--offline-mode", "am", "-m", mboxPath, "-o", out, "170708844422.28128.2979813721958631192.stgit@bazille.1015granger.net")
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+	if log, err := cmd.CombinedOutput(); err != nil {
+		b.Logf("b4 am failed, no b4 peer: %v\n%s", err, log)
+		return
+	}
+	b4Dur := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	const rounds = 100
+	t0 := cpuTime()
+	for range rounds {
+		a, _ := lore.NewAssembler(lore.AssemblerConfig{})
+		for _, raw := range raws {
+			if err := a.AddRaw(raw, time.Time{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a.Assemble()
+	}
+	ours := (cpuTime() - t0) / rounds
+	b.Logf("peer b4 am on the %d-message svcrdma v2 thread: %s CPU (process start included); our parse+assemble of it: %s CPU (%.0fx less)",
+		len(raws), b4Dur.Round(time.Millisecond), ours.Round(time.Microsecond), b4Dur.Seconds()/ours.Seconds())
+}
+
+// unfoldHeaders joins folded Subject lines, which b4 0.12 cannot read.
+func unfoldHeaders(raw []byte) []byte {
+	end := bytes.Index(raw, []byte("\n\n"))
+	if end < 0 {
+		return raw
+	}
+	var out []string
+	inSubject := false
+	for _, l := range strings.Split(string(raw[:end]), "\n") {
+		if inSubject && (strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")) {
+			out[len(out)-1] += " " + strings.TrimLeft(l, " \t")
+			continue
+		}
+		inSubject = strings.HasPrefix(strings.ToLower(l), "subject:")
+		out = append(out, l)
+	}
+	return append([]byte(strings.Join(out, "\n")), raw[end:]...)
+}

@@ -1,0 +1,72 @@
+package lore
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHasDiff(t *testing.T) {
+	tests := []struct {
+		body string
+		want bool
+	}{
+		{"text\n---\n+++ b/x\n", true},
+		{"diff --git a/x.c b/x.c\nindex 1..2\n", true},
+		{"DIFF --GIT a/x b/y\n", true},
+		{"GIT binary patch\nliteral 0\n", true},
+		{"> diff --git a/x b/x\n", false},
+		{"---\n 2 files changed, 3 insertions(+)\n", false},
+		{"diff --git nothing here\n", false},
+		{"", false},
+	}
+	for _, tc := range tests {
+		if got := hasDiff(tc.body); got != tc.want {
+			t.Errorf("hasDiff(%q) = %v", tc.body, got)
+		}
+	}
+}
+
+func TestDiffFiles(t *testing.T) {
+	body := "x\n---\n a | 1 +\n\ndiff --git a/net/sunrpc/xprtrdma/svc rdma.c b/net/sunrpc/xprtrdma/svc rdma.c\n" +
+		"--- a/net/sunrpc/xprtrdma/svc rdma.c\n+++ b/net/sunrpc/xprtrdma/svc rdma.c\n" +
+		"diff --git a/old.c b/new.c\nsimilarity index 90%\nrename from old.c\nrename to new.c\n" +
+		"diff --git a/gone.c b/gone.c\ndeleted file mode 100644\n--- a/gone.c\n+++ /dev/null\n" +
+		"--- a/plain.c\t2024-01-01\n+++ b/plain.c\t2024-01-02\n"
+	got := strings.Join(diffFiles(body), ",")
+	want := "net/sunrpc/xprtrdma/svc rdma.c,old.c,new.c,gone.c,plain.c"
+	if got != want {
+		t.Errorf("diffFiles = %s, want %s", got, want)
+	}
+}
+
+func TestFollowupTrailers(t *testing.T) {
+	body := "On Mon, X wrote:\n> Signed-off-by: Quoted <q@example.org>\n\nLooks good.\n\n" +
+		"Reviewed-by: Some One <one@example.org>\n" +
+		"Tested-by: Wrapped Name\n<wrapped@example.org>\n" +
+		"Fixes: 0123456789ab (\"svcrdma: a title that\nwraps\")\n" +
+		"Acked-by: Tagged <t@example.org> # for the rdma bits\n" +
+		"Link: https://lore.kernel.org/r/x@y\n" +
+		"Cc: stable@vger.kernel.org\n" +
+		"Thanks: not a person\n" +
+		"-- \nSignature-by: sig@example.org\n"
+	var got []string
+	for _, tr := range followupTrailers(body) {
+		got = append(got, tr.String())
+	}
+	want := []string{
+		"Reviewed-by: Some One <one@example.org>",
+		"Tested-by: Wrapped Name <wrapped@example.org>",
+		`Fixes: 0123456789ab ("svcrdma: a title that wraps")`,
+		"Acked-by: Tagged <t@example.org>",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	from := Address{Name: "Some One", Email: "ONE@example.org"}
+	if !trailerFrom(Trailer{Name: "Reviewed-by", Value: "Some One <one@example.org>"}, from) {
+		t.Error("same address, other case: not accepted")
+	}
+	if trailerFrom(Trailer{Name: "Acked-by", Value: "Else <else@example.org>"}, from) {
+		t.Error("someone else's Acked-by accepted")
+	}
+}
