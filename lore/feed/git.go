@@ -17,7 +17,6 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -222,7 +221,12 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield fu
 		return cp, &SourceError{Source: g.Key(), Err: err}
 	}
 	defer st.Close()
-	rd := &epochReader{g: g, r: r, n: e.n, yield: yield}
+	pr, err := openPackReader(e.path, r.Storer)
+	if err != nil {
+		return cp, &SourceError{Source: g.Key(), Err: err}
+	}
+	defer pr.close()
+	rd := &epochReader{g: g, pr: pr, n: e.n, yield: yield}
 	tip, err := tipOf(r)
 	if err != nil {
 		return cp, &SourceError{Source: g.Key(), Err: err}
@@ -260,7 +264,7 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield fu
 
 type epochReader struct {
 	g     *Git
-	r     *git.Repository
+	pr    *packReader
 	n     int
 	yield func(Item) error
 }
@@ -279,15 +283,15 @@ func (rd *epochReader) walkBack(ctx context.Context, tip, stop plumbing.Hash) ([
 				return nil, false, err
 			}
 		}
-		c, err := object.GetCommit(rd.r.Storer, h)
+		c, err := rd.commit(h)
 		if err != nil {
-			return nil, false, rd.sourceErr(fmt.Errorf("commit %s: %w", h, err))
+			return nil, false, err
 		}
 		out = append(out, h)
-		if len(c.ParentHashes) == 0 {
+		if c.parent.IsZero() {
 			return out, stop.IsZero(), nil
 		}
-		h = c.ParentHashes[0]
+		h = c.parent
 	}
 }
 
@@ -301,41 +305,43 @@ type entry struct {
 	blob plumbing.Hash
 }
 
-// entryOf returns the commit's single m or d blob; ok is false when the
-// commit holds neither (not an archive commit).
-func (rd *epochReader) entryOf(h plumbing.Hash) (*object.Commit, entry, bool, error) {
-	c, err := object.GetCommit(rd.r.Storer, h)
+// object reads an object that must have type want.
+func (rd *epochReader) object(h plumbing.Hash, want plumbing.ObjectType) ([]byte, error) {
+	t, b, err := rd.pr.read(h)
 	if err != nil {
-		return nil, entry{}, false, rd.sourceErr(fmt.Errorf("commit %s: %w", h, err))
+		return nil, rd.sourceErr(err)
 	}
-	t, err := object.GetTree(rd.r.Storer, c.TreeHash)
-	if err != nil {
-		return nil, entry{}, false, rd.sourceErr(fmt.Errorf("tree of %s: %w", h, err))
-	}
-	for _, te := range t.Entries {
-		if (te.Name == "m" || te.Name == "d") && te.Mode.IsFile() {
-			return c, entry{te.Name, te.Hash}, true, nil
-		}
-	}
-	return c, entry{}, false, nil
-}
-
-func (rd *epochReader) blob(h plumbing.Hash) ([]byte, error) {
-	o, err := rd.r.Storer.EncodedObject(plumbing.BlobObject, h)
-	if err != nil {
-		return nil, rd.sourceErr(fmt.Errorf("blob %s: %w", h, err))
-	}
-	rc, err := o.Reader()
-	if err != nil {
-		return nil, rd.sourceErr(fmt.Errorf("blob %s: %w", h, err))
-	}
-	defer rc.Close()
-	b := make([]byte, 0, o.Size())
-	b, err = readAllInto(b, rc)
-	if err != nil {
-		return nil, rd.sourceErr(fmt.Errorf("blob %s: %w", h, err))
+	if t != want {
+		return nil, rd.sourceErr(fmt.Errorf("object %s is a %s, not a %s", h, t, want))
 	}
 	return b, nil
+}
+
+func (rd *epochReader) commit(h plumbing.Hash) (rawCommit, error) {
+	b, err := rd.object(h, plumbing.CommitObject)
+	if err != nil {
+		return rawCommit{}, err
+	}
+	c, err := parseRawCommit(b)
+	if err != nil {
+		return c, rd.sourceErr(fmt.Errorf("commit %s: %w", h, err))
+	}
+	return c, nil
+}
+
+// entryOf returns the commit's single m or d blob; ok is false when the
+// commit holds neither (not an archive commit).
+func (rd *epochReader) entryOf(h plumbing.Hash) (rawCommit, entry, bool, error) {
+	c, err := rd.commit(h)
+	if err != nil {
+		return c, entry{}, false, err
+	}
+	t, err := rd.object(c.tree, plumbing.TreeObject)
+	if err != nil {
+		return c, entry{}, false, err
+	}
+	e, ok := treeEntry(t)
+	return c, e, ok, nil
 }
 
 func readAllInto(b []byte, r io.Reader) ([]byte, error) {
@@ -365,14 +371,14 @@ func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint)
 		rd.log().Warn("feed: commit holds no m or d blob, skipped", "source", rd.g.Key(), "epoch", rd.n, "commit", h)
 		return nil
 	}
-	raw, err := rd.blob(e.blob)
+	raw, err := rd.object(e.blob, plumbing.BlobObject)
 	if err != nil {
 		return err
 	}
 	return rd.yield(Item{
 		List:       rd.g.List,
 		Raw:        raw,
-		Received:   c.Committer.When,
+		Received:   c.committed,
 		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
 		Deleted:    purged || e.name == "d",
 		Checkpoint: next.String(),
@@ -413,7 +419,7 @@ func (rd *epochReader) rewritePlan(ctx context.Context, old, tip plumbing.Hash) 
 	for i, h := range newList {
 		inNew[h] = i
 	}
-	if _, err := rd.r.Storer.EncodedObject(plumbing.CommitObject, old); err != nil {
+	if _, _, err := rd.pr.read(old); err != nil {
 		return nil, rd.sourceErr(fmt.Errorf("%w: %s (history rewritten and old objects pruned)", ErrCheckpointLost, old))
 	}
 	var oldList []plumbing.Hash // newest first, down to the common commit
@@ -423,15 +429,15 @@ func (rd *epochReader) rewritePlan(ctx context.Context, old, tip plumbing.Hash) 
 			base = i
 			break
 		}
-		c, err := object.GetCommit(rd.r.Storer, h)
+		c, err := rd.commit(h)
 		if err != nil {
-			return nil, rd.sourceErr(fmt.Errorf("%w: %s: %v", ErrCheckpointLost, h, err))
+			return nil, fmt.Errorf("%w: %w", ErrCheckpointLost, err)
 		}
 		oldList = append(oldList, h)
-		if len(c.ParentHashes) == 0 {
+		if c.parent.IsZero() {
 			break
 		}
-		h = c.ParentHashes[0]
+		h = c.parent
 	}
 	oldSet := map[entry]bool{}
 	var oldEntries []rewriteStep

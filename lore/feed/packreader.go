@@ -1,0 +1,304 @@
+package feed
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// packReader reads objects straight out of a repository's pack files,
+// with go-git's index decoder and delta patcher. go-git's object layer is
+// correct but, for an archive read once from end to end, slow: it hashes
+// every object it caches with collision-detecting SHA-1 and decodes large
+// blobs twice; this reads each object once and caches only delta bases.
+// Objects outside the packs (loose, alternates) come from go-git.
+type packReader struct {
+	packs    []*pack
+	fallback storer.EncodedObjectStorer
+	bases    baseCache
+	br       *bufio.Reader
+	zr       io.ReadCloser
+}
+
+type pack struct {
+	f    *os.File
+	size int64
+	idx  *idxfile.MemoryIndex
+}
+
+func openPackReader(gitDir string, fallback storer.EncodedObjectStorer) (*packReader, error) {
+	pr := &packReader{fallback: fallback, bases: baseCache{max: 32 << 20, m: map[baseKey][]byte{}}}
+	idxs, err := filepath.Glob(filepath.Join(gitDir, "objects", "pack", "pack-*.idx"))
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range idxs {
+		pk, err := openPack(ip)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // repacked meanwhile: go-git finds the objects
+		}
+		if err != nil {
+			pr.close()
+			return nil, err
+		}
+		pr.packs = append(pr.packs, pk)
+	}
+	return pr, nil
+}
+
+func openPack(idxPath string) (*pack, error) {
+	b, err := os.ReadFile(idxPath)
+	if err != nil {
+		return nil, err
+	}
+	idx := idxfile.NewMemoryIndex()
+	if err := idxfile.NewDecoder(bytes.NewReader(b)).Decode(idx); err != nil {
+		return nil, fmt.Errorf("%s: %w", idxPath, err)
+	}
+	f, err := os.Open(idxPath[:len(idxPath)-len(".idx")] + ".pack")
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &pack{f: f, size: fi.Size(), idx: idx}, nil
+}
+
+func (pr *packReader) close() {
+	for _, pk := range pr.packs {
+		pk.f.Close()
+	}
+}
+
+// read returns the object's type and content; the bytes are the caller's.
+func (pr *packReader) read(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
+	for i, pk := range pr.packs {
+		off, err := pk.idx.FindOffset(h)
+		if err != nil {
+			continue
+		}
+		t, b, cached, err := pr.readAt(i, off)
+		if err != nil {
+			return 0, nil, fmt.Errorf("object %s: %w", h, err)
+		}
+		if cached {
+			b = bytes.Clone(b)
+		}
+		return t, b, nil
+	}
+	o, err := pr.fallback.EncodedObject(plumbing.AnyObject, h)
+	if err != nil {
+		return 0, nil, fmt.Errorf("object %s: %w", h, err)
+	}
+	rc, err := o.Reader()
+	if err != nil {
+		return 0, nil, fmt.Errorf("object %s: %w", h, err)
+	}
+	defer rc.Close()
+	b := make([]byte, 0, o.Size())
+	if b, err = readAllInto(b, rc); err != nil {
+		return 0, nil, fmt.Errorf("object %s: %w", h, err)
+	}
+	return o.Type(), b, nil
+}
+
+// readAt decodes the object at off in pack i, resolving deltas; cached
+// says the bytes belong to the base cache.
+func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, bool, error) {
+	key := baseKey{i, off}
+	if b, ok := pr.bases.m[key]; ok {
+		return pr.bases.typ[key], b, true, nil
+	}
+	pk := pr.packs[i]
+	sr := io.NewSectionReader(pk.f, off, pk.size-off)
+	if pr.br == nil {
+		pr.br = bufio.NewReaderSize(sr, 64<<10)
+	} else {
+		pr.br.Reset(sr)
+	}
+	c, err := pr.br.ReadByte()
+	if err != nil {
+		return 0, nil, false, err
+	}
+	typ := plumbing.ObjectType((c >> 4) & 7)
+	size := int64(c & 0x0f)
+	for shift := 4; c&0x80 != 0; shift += 7 {
+		if c, err = pr.br.ReadByte(); err != nil {
+			return 0, nil, false, err
+		}
+		size |= int64(c&0x7f) << shift
+	}
+	var baseOff int64
+	var baseHash plumbing.Hash
+	switch typ {
+	case plumbing.OFSDeltaObject:
+		if c, err = pr.br.ReadByte(); err != nil {
+			return 0, nil, false, err
+		}
+		rel := int64(c & 0x7f)
+		for c&0x80 != 0 {
+			if c, err = pr.br.ReadByte(); err != nil {
+				return 0, nil, false, err
+			}
+			rel = ((rel + 1) << 7) | int64(c&0x7f)
+		}
+		baseOff = off - rel
+	case plumbing.REFDeltaObject:
+		if _, err := io.ReadFull(pr.br, baseHash[:]); err != nil {
+			return 0, nil, false, err
+		}
+	case plumbing.CommitObject, plumbing.TreeObject, plumbing.BlobObject, plumbing.TagObject:
+	default:
+		return 0, nil, false, fmt.Errorf("pack offset %d: object type %d", off, typ)
+	}
+	if size > maxFileRead {
+		return 0, nil, false, fmt.Errorf("pack offset %d: object of %d bytes", off, size)
+	}
+	if pr.zr == nil {
+		if pr.zr, err = zlib.NewReader(pr.br); err != nil {
+			return 0, nil, false, err
+		}
+	} else if err := pr.zr.(zlib.Resetter).Reset(pr.br, nil); err != nil {
+		return 0, nil, false, err
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(pr.zr, data); err != nil {
+		return 0, nil, false, fmt.Errorf("pack offset %d: inflate: %w", off, err)
+	}
+	if typ != plumbing.OFSDeltaObject && typ != plumbing.REFDeltaObject {
+		return typ, data, false, nil
+	}
+	var base []byte
+	var baseType plumbing.ObjectType
+	if typ == plumbing.OFSDeltaObject {
+		baseType, base, _, err = pr.readAt(i, baseOff)
+		if err == nil {
+			pr.bases.put(baseKey{i, baseOff}, baseType, base)
+		}
+	} else {
+		baseType, base, err = pr.read(baseHash)
+	}
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("delta base of pack offset %d: %w", off, err)
+	}
+	out, err := packfile.PatchDelta(base, data)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("pack offset %d: %w", off, err)
+	}
+	return baseType, out, false, nil
+}
+
+type baseKey struct {
+	pack int
+	off  int64
+}
+
+// baseCache keeps recent delta bases, oldest evicted first, up to max
+// bytes: consecutive archive messages delta against each other.
+type baseCache struct {
+	max, size int
+	m         map[baseKey][]byte
+	typ       map[baseKey]plumbing.ObjectType
+	order     []baseKey
+}
+
+func (c *baseCache) put(k baseKey, t plumbing.ObjectType, b []byte) {
+	if _, ok := c.m[k]; ok || len(b) > c.max {
+		return
+	}
+	if c.typ == nil {
+		c.typ = map[baseKey]plumbing.ObjectType{}
+	}
+	for c.size+len(b) > c.max && len(c.order) > 0 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.size -= len(c.m[old])
+		delete(c.m, old)
+		delete(c.typ, old)
+	}
+	c.m[k], c.typ[k] = b, t
+	c.order = append(c.order, k)
+	c.size += len(b)
+}
+
+// rawCommit is what the archive reader needs of a commit.
+type rawCommit struct {
+	tree      plumbing.Hash
+	parent    plumbing.Hash // first parent; zero for a root
+	committed time.Time
+}
+
+func parseRawCommit(b []byte) (rawCommit, error) {
+	var c rawCommit
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			break // the message follows
+		}
+		k, v, _ := bytes.Cut(line, []byte(" "))
+		switch string(k) {
+		case "tree":
+			c.tree = plumbing.NewHash(string(v))
+		case "parent":
+			if c.parent.IsZero() {
+				c.parent = plumbing.NewHash(string(v))
+			}
+		case "committer":
+			// Name <email> 1704186000 +0100
+			if i := bytes.LastIndexByte(v, '>'); i >= 0 {
+				f := bytes.Fields(v[i+1:])
+				if len(f) == 2 {
+					sec, err := strconv.ParseInt(string(f[0]), 10, 64)
+					tz, err2 := strconv.Atoi(string(f[1]))
+					if err == nil && err2 == nil {
+						off := (tz/100*60 + tz%100) * 60
+						c.committed = time.Unix(sec, 0).In(time.FixedZone("", off))
+					}
+				}
+			}
+		}
+	}
+	if c.tree.IsZero() {
+		return c, errors.New("commit without a tree")
+	}
+	return c, nil
+}
+
+// treeEntry finds the first regular file named m or d in a raw tree.
+func treeEntry(b []byte) (entry, bool) {
+	for len(b) > 0 {
+		sp := bytes.IndexByte(b, ' ')
+		nul := bytes.IndexByte(b, 0)
+		if sp < 0 || nul < sp || nul+21 > len(b) {
+			return entry{}, false
+		}
+		mode, name := string(b[:sp]), string(b[sp+1:nul])
+		var h plumbing.Hash
+		copy(h[:], b[nul+1:nul+21])
+		b = b[nul+21:]
+		if (name == "m" || name == "d") && (mode == "100644" || mode == "100755") {
+			return entry{name, h}, true
+		}
+	}
+	return entry{}, false
+}
