@@ -1,0 +1,137 @@
+package builder
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/lore"
+)
+
+// heavyLock takes the machine's shared lock for heavy work, when the
+// machine has one, so timings are not noise from other jobs.
+func heavyLock(tb testing.TB) {
+	f, err := os.OpenFile("/var/cache/rdmabot/heavy.lock", os.O_RDONLY, 0)
+	if err != nil {
+		return
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+}
+
+// realChain picks, from the 2024 linux-rdma patches touching ib_core or
+// xprtrdma, those that apply one after the other on base, in list
+// order, at most max: no real 10+ patch series of the 2024 archive
+// applies to 6.12.117 as a whole (the others target later trees), so
+// the benchmark applies real patches chained instead.
+func realChain(tb testing.TB, ws *Store, base plumbing.Hash, max int) []*lore.Message {
+	tb.Helper()
+	msgs := corpusPatches(tb, filepath.Join(sharedDir(tb), "corpus", "linux-rdma-2024.git"),
+		"drivers/infiniband/core/", "net/sunrpc/xprtrdma/")
+	var chain []*lore.Message
+	head := base
+	for _, m := range msgs {
+		res, err := ws.Apply(context.Background(), head, []*lore.Message{m}, pinnedOptions())
+		if err != nil {
+			continue
+		}
+		chain = append(chain, m)
+		head = res.Commits[0]
+		if len(chain) == max {
+			break
+		}
+	}
+	return chain
+}
+
+// BenchmarkApplySeries applies a chain of 25 real patches to the imported
+// 6.12 tree with the builder (a fresh open of the repository each time,
+// as a new process would) and with git am on a full checkout of the base
+// (the checkout back to the base is not timed), checks both make the
+// same commits, and reports both times and their ratio.
+//
+//	RDMABOT_TEST_TREE=/var/cache/rdmabot/trees/kernel.git \
+//	  go test -run '^$' -bench ApplySeries -benchtime 5x ./builder
+func BenchmarkApplySeries(b *testing.B) {
+	st, baseRef := testTree(b)
+	heavyLock(b)
+	c, err := st.Resolve(baseRef)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wt := filepath.Join(b.TempDir(), "wt")
+	gitT(b, filepath.Dir(wt), "clone", "-q", "--no-checkout", "--no-tags", st.Dir, wt)
+	gitT(b, wt, "checkout", "-q", "--detach", c.Hash.String())
+	ws, err := OpenRepo(wt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chain := realChain(b, ws, c.Hash, 25)
+	if len(chain) < 10 {
+		b.Fatalf("only %d real patches apply in a chain", len(chain))
+	}
+	var mbox bytes.Buffer
+	for _, m := range chain {
+		mbox.WriteString("From rdmabot Mon Sep 17 00:00:00 2001\n")
+		mbox.Write(bytes.ReplaceAll(m.Raw, []byte("\r\n"), []byte("\n")))
+		mbox.WriteString("\n")
+	}
+	mboxFile := filepath.Join(b.TempDir(), "chain.mbox")
+	if err := os.WriteFile(mboxFile, mbox.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	base := c.Hash.String()
+	// Both write every object each time: the clone's own objects are in
+	// its pack, every loose one came from an apply.
+	dropLoose := func() {
+		loose, _ := filepath.Glob(filepath.Join(wt, ".git", "objects", "[0-9a-f][0-9a-f]"))
+		for _, d := range loose {
+			os.RemoveAll(d)
+		}
+	}
+	dropLoose()
+
+	var builderTime, amTime time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		w, err := OpenRepo(wt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := w.Apply(context.Background(), c.Hash, chain, pinnedOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		builderTime += time.Since(start)
+
+		start = time.Now()
+		out, err := gitEnv(wt, nil, "am", "-q", mboxFile)
+		amTime += time.Since(start)
+		if err != nil {
+			b.Fatalf("git am: %v\n%s", err, out)
+		}
+		b.StopTimer()
+		made := strings.Fields(gitT(b, wt, "rev-list", "--reverse", base+"..HEAD"))
+		if len(made) != len(res.Commits) || made[len(made)-1] != res.Commits[len(res.Commits)-1].String() {
+			b.Fatalf("git am made %v, the builder %v", made, res.Commits)
+		}
+		gitT(b, wt, "checkout", "-q", "--detach", base)
+		dropLoose()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(chain)), "patches")
+	b.ReportMetric(float64(builderTime.Milliseconds())/float64(b.N), "builder-ms/op")
+	b.ReportMetric(float64(amTime.Milliseconds())/float64(b.N), "git-am-ms/op")
+	b.ReportMetric(float64(amTime)/float64(builderTime), "x-faster")
+}
