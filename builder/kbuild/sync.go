@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -90,11 +91,15 @@ func (c *Checkout) Sync(ctx context.Context, objs storer.EncodedObjectStorer, to
 		return st, &InfraError{Op: "checkout", Err: err}
 	}
 	s := &syncer{ctx: ctx, objs: objs, root: c.dir, st: &st}
+	s.startWriters()
 	var err error
 	if known {
 		err = s.diff("", from, to)
 	} else {
 		err = s.compare("", to)
+	}
+	if werr := s.waitWriters(); err == nil {
+		err = werr
 	}
 	if err != nil {
 		st.Duration = time.Since(start)
@@ -184,6 +189,65 @@ type syncer struct {
 	root  string
 	st    *SyncStats
 	steps int
+
+	// Blobs are read here (go-git's store is not for concurrent use) and
+	// written by a few goroutines: on a full checkout the file system's
+	// open/write/close, not decompression, takes most of the time.
+	writes  chan fileWrite
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	werr    error
+}
+
+type fileWrite struct {
+	path string
+	data []byte
+	perm fs.FileMode
+}
+
+const fileWriters = 8
+
+func (s *syncer) startWriters() {
+	s.writes = make(chan fileWrite, 256)
+	for range fileWriters {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for w := range s.writes {
+				if err := writeNew(w); err != nil {
+					s.errOnce.Do(func() { s.werr = &InfraError{Op: "checkout", Err: err} })
+				}
+			}
+		}()
+	}
+}
+
+// waitWriters ends the writers and returns their first error.
+func (s *syncer) waitWriters() error {
+	close(s.writes)
+	s.wg.Wait()
+	return s.werr
+}
+
+// writeNew replaces w.path by a new file. The old name is unlinked and the
+// new file created with O_EXCL, so a symlink planted there is never
+// followed.
+func writeNew(w fileWrite) error {
+	if err := os.Remove(w.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, w.perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(w.data)
+	if err == nil {
+		err = f.Chmod(w.perm) // the umask must not decide the mode
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (s *syncer) abs(rel string) string { return filepath.Join(s.root, filepath.FromSlash(rel)) }
@@ -296,38 +360,19 @@ func (s *syncer) blob(h plumbing.Hash) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-// writeFile replaces rel by the blob. The old name is unlinked and the new
-// file created with O_EXCL, so a symlink planted at rel is never followed.
+// writeFile queues rel's new content for the writers.
 func (s *syncer) writeFile(rel string, e *object.TreeEntry) error {
-	b, err := object.GetBlob(s.objs, e.Hash)
+	data, err := s.blob(e.Hash)
 	if err != nil {
-		return fmt.Errorf("checkout: blob %s: %w", e.Hash, err)
-	}
-	r, err := b.Reader()
-	if err != nil {
-		return fmt.Errorf("checkout: blob %s: %w", e.Hash, err)
-	}
-	defer r.Close()
-	p := s.abs(rel)
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return &InfraError{Op: "checkout", Err: err}
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, osPerm(e.Mode))
-	if err != nil {
-		return &InfraError{Op: "checkout", Err: err}
+		return err
 	}
 	s.st.Written++
-	_, err = io.Copy(f, r)
-	if err == nil {
-		err = f.Chmod(osPerm(e.Mode)) // the umask must not decide the mode
+	select {
+	case s.writes <- fileWrite{path: s.abs(rel), data: data, perm: osPerm(e.Mode)}:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return &InfraError{Op: "checkout", Err: err}
-	}
-	return nil
 }
 
 // compare makes directory rel equal tree h, checking every file against
