@@ -128,6 +128,10 @@ func Sentence(c *Config, v *Verdict) string {
 		return fmt.Sprintf("%s noticed a crash with this series: %s", bot, v.Crash.Title)
 	case DataCorruption:
 		return fmt.Sprintf("%s noticed data corruption with this series: data written over NFS/RDMA came back different.", bot)
+	case Inconclusive:
+		return fmt.Sprintf("%s could not decide: %s.", bot, v.Reason)
+	case Infra:
+		return fmt.Sprintf("%s could not test this series because of its own infrastructure: %s.", bot, v.Reason)
 	}
 	return v.Outcome.String()
 }

@@ -40,7 +40,7 @@ func RenderHTML(c *Config, v *Verdict) ([]byte, error) {
 		"Bot": botName(c), "Outcome": v.Outcome.String(), "Sentence": Sentence(c, v),
 		"Provenance": provenance(v.In.Base), "Info": infoBlock(v), "Rows": rows,
 		"Charts": charts, "Crash": crash, "Console": console, "Subject": v.In.Thread.Subject,
-		"Reason": v.Reason, "Base": BaseColor, "Patched": PatchedColor,
+		"Base": BaseColor, "Patched": PatchedColor,
 	}
 	var b bytes.Buffer
 	if err := pageTmpl.Execute(&b, data); err != nil {
@@ -62,7 +62,6 @@ td:first-child,th:first-child{text-align:left}
 <h1>{{.Outcome}}</h1>
 <p><b>{{.Subject}}</b></p>
 <p class="v">{{.Sentence}}</p>
-{{if .Reason}}<p>{{.Reason}}</p>{{end}}
 <p><code>{{.Provenance}}</code></p>
 {{if .Rows}}<table>{{range $i, $r := .Rows}}<tr>{{range $r}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>{{end}}</table>{{end}}
 {{if .Charts}}<h2>Every iteration</h2>
