@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,44 +118,41 @@ type fileEntry struct {
 }
 
 // fileCheckpoint orders a directory's files by (mtime, id): new files
-// have newer mtimes, so they come after everything delivered.
+// have newer mtimes, so they come after everything delivered. Files
+// written in one clock tick share an mtime, and one may land after a read
+// in that tick with a smaller name: so the checkpoint lists every id
+// delivered at its mtime, rather than only the last.
 type fileCheckpoint struct {
-	mtime time.Time
-	id    string
+	MTime int64    `json:"mtime"` // Unix nanoseconds
+	IDs   []string `json:"ids"`
 }
 
 func (c fileCheckpoint) String() string {
-	return fmt.Sprintf("files1 %d %s", c.mtime.UnixNano(), c.id)
+	b, _ := json.Marshal(c)
+	return "files1 " + string(b)
 }
 
-func (c fileCheckpoint) before(e fileEntry) bool {
-	if !c.mtime.Equal(e.mtime) {
-		return c.mtime.Before(e.mtime)
+// delivered says whether e is at or before the checkpoint.
+func (c fileCheckpoint) delivered(e fileEntry) bool {
+	t := e.mtime.UnixNano()
+	if t != c.MTime {
+		return t < c.MTime
 	}
-	return c.id < e.id
+	return slices.Contains(c.IDs, e.id)
 }
 
 func parseFileCheckpoint(s string) (fileCheckpoint, error) {
-	f := strings.SplitN(s, " ", 3)
-	if len(f) != 3 || f[0] != "files1" {
-		return fileCheckpoint{}, fmt.Errorf("bad file checkpoint %q", s)
+	var c fileCheckpoint
+	js, ok := strings.CutPrefix(s, "files1 ")
+	if !ok || json.Unmarshal([]byte(js), &c) != nil {
+		return c, fmt.Errorf("bad file checkpoint %q", s)
 	}
-	ns, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return fileCheckpoint{}, fmt.Errorf("bad file checkpoint %q", s)
-	}
-	return fileCheckpoint{time.Unix(0, ns), f[2]}, nil
+	return c, nil
 }
 
-// settle is how old a file must be before it is read: files written in
-// the same clock tick share an mtime, and one that lands after a read in
-// that tick with a smaller name would otherwise sort before the
-// checkpoint and never be read.
-const settle = 2 * time.Second
-
 // readFiles delivers the entries after the checkpoint in (mtime, id)
-// order; files younger than settle wait for the next read.
-func readFiles(ctx context.Context, key, list, after string, now time.Time, entries []fileEntry, yield func(Item) error) (string, error) {
+// order.
+func readFiles(ctx context.Context, key, list, after string, entries []fileEntry, yield func(Item) error) (string, error) {
 	var cp fileCheckpoint
 	if after != "" {
 		var err error
@@ -169,11 +168,8 @@ func readFiles(ctx context.Context, key, list, after string, now time.Time, entr
 		return a.id < b.id
 	})
 	for _, e := range entries {
-		if after != "" && !cp.before(e) {
+		if after != "" && cp.delivered(e) {
 			continue
-		}
-		if now.Sub(e.mtime) < settle {
-			break
 		}
 		if err := ctx.Err(); err != nil {
 			return "", err
@@ -185,7 +181,10 @@ func readFiles(ctx context.Context, key, list, after string, now time.Time, entr
 		if err != nil {
 			return "", &SourceError{Source: key, Err: err}
 		}
-		next := fileCheckpoint{e.mtime, e.id}
+		next := fileCheckpoint{MTime: e.mtime.UnixNano(), IDs: []string{e.id}}
+		if next.MTime == cp.MTime {
+			next.IDs = append(slices.Clone(cp.IDs), e.id)
+		}
 		if err := yield(Item{List: list, Raw: raw, Received: e.mtime, Pos: e.path, Checkpoint: next.String()}); err != nil {
 			return "", err
 		}
@@ -205,12 +204,10 @@ func readCapped(path string) ([]byte, error) {
 
 // EMLDir reads every *.eml file under Dir (recursively), oldest mtime
 // first and by path among equal mtimes; files added later are read by the
-// next Read. A file younger than two seconds waits for the next Read.
+// next Read.
 type EMLDir struct {
 	List string
 	Dir  string
-	// Now is the clock for the settle delay; nil means time.Now.
-	Now func() time.Time
 }
 
 // Key implements Source.
@@ -237,7 +234,7 @@ func (d *EMLDir) Read(ctx context.Context, after string, yield func(Item) error)
 	if err != nil {
 		return "", &SourceError{Source: d.Key(), Err: err}
 	}
-	return readFiles(ctx, d.Key(), d.List, after, nowOf(d.Now), entries, yield)
+	return readFiles(ctx, d.Key(), d.List, after, entries, yield)
 }
 
 // Maildir reads a Maildir's new/ and cur/ without changing it (a mail
@@ -247,8 +244,6 @@ func (d *EMLDir) Read(ctx context.Context, after string, yield func(Item) error)
 type Maildir struct {
 	List string
 	Dir  string
-	// Now is the clock for the settle delay; nil means time.Now.
-	Now func() time.Time
 }
 
 // Key implements Source.
@@ -276,14 +271,7 @@ func (m *Maildir) Read(ctx context.Context, after string, yield func(Item) error
 			entries = append(entries, fileEntry{path: filepath.Join(m.Dir, sub, de.Name()), id: id, mtime: fi.ModTime()})
 		}
 	}
-	return readFiles(ctx, m.Key(), m.List, after, nowOf(m.Now), entries, yield)
-}
-
-func nowOf(f func() time.Time) time.Time {
-	if f != nil {
-		return f()
-	}
-	return time.Now()
+	return readFiles(ctx, m.Key(), m.List, after, entries, yield)
 }
 
 func logOrDiscard(l *slog.Logger) *slog.Logger {

@@ -113,25 +113,26 @@ func subjects(items []Item) []string {
 func TestEMLDir(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := t0.Add(time.Hour)
 	writeAged(t, filepath.Join(dir, "b.eml"), "Subject: b\n\n", t0)
 	writeAged(t, filepath.Join(dir, "a.eml"), "Subject: a\n\n", t0)
 	writeAged(t, filepath.Join(dir, "sub", "c.eml"), "Subject: c\n\n", t0.Add(time.Second))
 	writeAged(t, filepath.Join(dir, "notes.txt"), "Subject: not mail\n\n", t0)
-	src := &EMLDir{List: "l", Dir: dir, Now: func() time.Time { return now }}
+	src := &EMLDir{List: "l", Dir: dir}
 	items, cp := readAll(t, src, "")
 	same(t, "first", subjects(items), []string{"a", "b", "c"})
 	if items[2].Pos != filepath.Join(dir, "sub", "c.eml") || !items[2].Received.Equal(t0.Add(time.Second)) {
 		t.Fatalf("item %+v", items[2])
 	}
 
-	// A file written this instant waits until it has settled.
-	writeAged(t, filepath.Join(dir, "0-new.eml"), "Subject: new\n\n", now)
+	// Files that share the last delivered file's mtime (one clock tick)
+	// are read even when their names sort first; older ones are not.
+	writeAged(t, filepath.Join(dir, "0-same-tick.eml"), "Subject: same tick\n\n", t0.Add(time.Second))
+	writeAged(t, filepath.Join(dir, "d.eml"), "Subject: d\n\n", t0.Add(time.Minute))
 	items, cp = readAll(t, src, cp)
-	same(t, "unsettled", subjects(items), nil)
-	now = now.Add(settle)
+	same(t, "second", subjects(items), []string{"same tick", "d"})
+	writeAged(t, filepath.Join(dir, "e.eml"), "Subject: e\n\n", t0.Add(time.Minute))
 	items, cp = readAll(t, src, cp)
-	same(t, "settled", subjects(items), []string{"new"})
+	same(t, "third", subjects(items), []string{"e"})
 	items, _ = readAll(t, src, cp)
 	same(t, "again", subjects(items), nil)
 }
@@ -142,12 +143,11 @@ func TestMaildir(t *testing.T) {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := t0.Add(time.Hour)
 	writeAged(t, filepath.Join(dir, "cur", "1704067200.M1.host:2,S"), "Subject: seen\n\n", t0)
 	writeAged(t, filepath.Join(dir, "new", "1704067201.M2.host"), "Subject: fresh\n\n", t0.Add(time.Second))
 	writeAged(t, filepath.Join(dir, "tmp", "1704067202.M3.host"), "Subject: half written\n\n", t0)
 	cps := &MemCheckpoints{}
-	src := &Maildir{List: "l", Dir: dir, Now: func() time.Time { return now }}
+	src := &Maildir{List: "l", Dir: dir}
 	c := &collector{}
 	if err := pumpAll(t, src, cps, c); err != nil {
 		t.Fatal(err)

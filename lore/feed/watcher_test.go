@@ -47,7 +47,7 @@ func TestWatcherFailuresAndBadMail(t *testing.T) {
 	w := &Watcher{
 		Sources: []Source{
 			&Git{List: "linux-rdma", Dir: gitDir},
-			&EMLDir{List: "linux-nfs", Dir: emlDir, Now: func() time.Time { return t0.Add(time.Hour) }},
+			&EMLDir{List: "linux-nfs", Dir: emlDir},
 		},
 		Checkpoints: &MemCheckpoints{},
 		Interval:    time.Minute,
