@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,8 +124,43 @@ func scanSource(gitDir, mbox, emlDir, imapURL, list string, e *env) (feed.Source
 	switch {
 	case gitDir != "":
 		return &feed.Git{List: list, Dir: gitDir, Log: e.log}, nil
+	case mbox != "":
+		return &feed.Mbox{List: list, Path: mbox, Log: e.log}, nil
+	case emlDir != "":
+		return &feed.EMLDir{List: list, Dir: emlDir}, nil
 	}
-	return nil, errors.New("this source is not available yet: lore/feed has no reader for it")
+	return imapSource(imapURL, list, e)
+}
+
+// imapSource reads imap[s]://[user:pass@]host:port/<newsgroup>; a slice
+// suffix (.0, .1) is dropped, the source follows the slices itself.
+func imapSource(raw, list string, e *env) (feed.Source, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --imap %q: %v", errUsage, raw, err)
+	}
+	if u.Scheme != "imap" && u.Scheme != "imaps" {
+		return nil, fmt.Errorf("%w: --imap wants imap://host:port/newsgroup, got %q", errUsage, raw)
+	}
+	group := strings.Trim(u.Path, "/")
+	if i := strings.LastIndexByte(group, '.'); i > 0 {
+		if _, err := strconv.Atoi(group[i+1:]); err == nil {
+			group = group[:i]
+		}
+	}
+	if u.Host == "" || group == "" {
+		return nil, fmt.Errorf("%w: --imap wants imap://host:port/newsgroup, got %q", errUsage, raw)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host += map[string]string{"imap": ":143", "imaps": ":993"}[u.Scheme]
+	}
+	src := &feed.IMAP{List: list, Addr: host, TLS: u.Scheme == "imaps", Newsgroup: group, Log: e.log}
+	if u.User != nil {
+		src.User = u.User.Username()
+		src.Password, _ = u.User.Password()
+	}
+	return src, nil
 }
 
 func printSeries(w io.Writer, s *lore.Series) {
