@@ -11,16 +11,23 @@
 //     is mirrored with go-git (epochs found through manifest.js.gz).
 //   - IMAP: a public-inbox-imapd server (mailboxes <newsgroup>.<K>).
 //   - Mbox, EMLDir, Maildir: local files.
-//   - FetchThread: one thread by Message-ID over HTTP, for manual triggers
+//   - HTTPClient.FetchThread: one thread by Message-ID over HTTP, for manual triggers
 //     (not a Source: it has no position to resume from).
 //
 // Every Source resumes from an opaque checkpoint string. Pump drives one
 // source with a Checkpoints store: it saves an item's checkpoint only after
 // the consumer's callback returned nil for it, so a crash never loses a
-// message, and a restart never repeats one that was acknowledged. A
-// consumer that wants exactly-once across its own state should save the
-// checkpoint in the same transaction as its work (bot does, with a
-// database-backed Checkpoints).
+// message, and a restart never repeats one that was acknowledged. The
+// consumer must therefore return nil only once the item is durably its
+// own (stored, or reproducible); mail kept only in memory is gone after a
+// crash. A consumer that wants exactly-once across its own state saves the
+// checkpoint in the same transaction as its work (a database-backed
+// Checkpoints whose Save joins that transaction).
+//
+// Errors say whose fault a failure is: a *SourceError is the archive's or
+// the network's (retry later, nothing is lost); an error wrapped with Skip
+// is the message's (logged, acknowledged, never retried); ErrBotWall,
+// ErrCheckpointLost and ErrNoIdle name specific infrastructure states.
 //
 // A consumer (the lore assembler, the bot) typically builds its sources,
 // then either calls Pump once (a scan, a catch-up) or runs a Watcher, which
