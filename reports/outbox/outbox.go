@@ -135,8 +135,10 @@ func (o *Outbox) Enqueue(ctx context.Context, r Reply) (*Entry, error) {
 		return nil, err
 	}
 	if channelKind(r.Channel) == "email" {
+		// The ledger holds the message; the Maildir is the operator's
+		// view of it, so a failed write is logged, not fatal.
 		if err := o.writeMaildir(e); err != nil {
-			return e, err
+			o.log.Warn("outbox maildir", "message_id", e.MessageID, "err", err)
 		}
 	}
 	o.log.Info("reply recorded", "message_id", e.MessageID, "key", e.Key, "state", e.State)

@@ -125,6 +125,13 @@ func Decide(rng *rand.Rand, p Policy, metrics []Metric) Decision {
 		d.More = p.Runs - runs
 		return d
 	}
+	// Compare only at the points of the schedule: a look in between
+	// (the lab delivered fewer or more runs than asked) would spend alpha
+	// the Bonferroni split did not budget for.
+	if runs < p.MaxRuns && (runs-p.Runs)%p.RunsStep != 0 {
+		d.More = p.nextLook(runs) - runs
+		return d
+	}
 	alpha := p.TestAlpha(len(metrics))
 	level := 1 - p.Alpha
 	worse, open := false, false
@@ -139,11 +146,15 @@ func Decide(rng *rand.Rand, p Policy, metrics []Metric) Decision {
 		}
 	}
 	if !worse && open && runs < p.MaxRuns {
-		// Round up to the next point of the schedule.
-		next := p.Runs + ((runs-p.Runs)/p.RunsStep+1)*p.RunsStep
-		d.More = min(next, p.MaxRuns) - runs
+		d.More = p.nextLook(runs) - runs
 	}
 	return d
+}
+
+// nextLook is the first point of the schedule after runs.
+func (p Policy) nextLook(runs int) int {
+	next := p.Runs + ((runs-p.Runs)/p.RunsStep+1)*p.RunsStep
+	return min(next, p.MaxRuns)
 }
 
 func compare(rng *rand.Rand, p Policy, m Metric, alpha, level float64) Comparison {

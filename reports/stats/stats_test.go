@@ -241,8 +241,8 @@ func TestDecide(t *testing.T) {
 		t.Errorf("15%% noise at 10 runs: want 10 more, got more=%d %v", d.More, d.Comparisons[0].Change)
 	}
 	noisy[0].Base, noisy[0].Cand = runsOf(rng, 13, 15, 0.15), runsOf(rng, 14, 15, 0.15)
-	if d := Decide(rng, p, noisy); d.More != 7 || d.Runs != 13 {
-		t.Errorf("13 runs: want 7 more to reach 20, got %d (runs %d)", d.More, d.Runs)
+	if d := Decide(rng, p, noisy); d.More != 7 || d.Runs != 13 || len(d.Comparisons) != 0 {
+		t.Errorf("13 runs: want 7 more to reach 20 without a look, got %d (runs %d, %d comparisons)", d.More, d.Runs, len(d.Comparisons))
 	}
 	noisy[0].Base, noisy[0].Cand = runsOf(rng, 30, 15, 0.15), runsOf(rng, 30, 15, 0.15)
 	if d := Decide(rng, p, noisy); !d.Final() {
