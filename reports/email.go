@@ -116,7 +116,7 @@ func Sentence(c *Config, v *Verdict) string {
 		if v.Outcome == Improvement {
 			kind = "improvement"
 		}
-		return fmt.Sprintf("%s noticed a %.1f%% %s of %s with this series (p %s, %.0f%% interval %s to %s) on the %s test.",
+		return fmt.Sprintf("%s noticed a %.1f%% %s of %s with this series (p%s, %.0f%% interval %s to %s) on the %s test.",
 			bot, 100*abs1(h.CI.Ratio), kind, sentenceLabel(*h), pRelation(h.Test.P), 100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi), testName(in))
 	case ApplyFailed:
 		return fmt.Sprintf("%s could not apply this series to %s.", bot, baseName(in.Base))
@@ -240,7 +240,11 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		}
 		raw(strings.Join(lines, "\n"))
 		if in.BuildFail.Old > 0 {
-			para(fmt.Sprintf("(%d errors that the base build shows too are left out.)", in.BuildFail.Old))
+			if in.BuildFail.Old == 1 {
+				para("(1 error that the base build shows too is left out.)")
+			} else {
+				para(fmt.Sprintf("(%d errors that the base build shows too are left out.)", in.BuildFail.Old))
+			}
 		}
 	case BootFailed:
 		raw("Console:\n\n" + indent(excerpt(in.Boot.Console, 40)))

@@ -98,12 +98,13 @@ func sentenceLabel(c stats.Comparison) string {
 	return c.Name + " (" + c.Unit + ")"
 }
 
-// pRelation is "= 0.0012" or "< 0.0001".
+// pRelation is "=0.0012" or "<0.0001", written without spaces so that
+// wrapping never separates the relation from the number.
 func pRelation(p float64) string {
 	if p < 0.0001 {
-		return "< 0.0001"
+		return "<0.0001"
 	}
-	return "= " + fmtP(p)
+	return "=" + fmtP(p)
 }
 
 func pct(r float64) string {
