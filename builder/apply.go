@@ -100,11 +100,12 @@ func (s *Store) Apply(ctx context.Context, base plumbing.Hash, patches []*lore.M
 	if opts.Committer.Name == "" || opts.Committer.Email == "" {
 		return nil, errors.New("apply: committer identity unset")
 	}
-	baseCommit, err := s.Repo.CommitObject(base)
+	repo := s.Repository()
+	baseCommit, err := repo.CommitObject(base)
 	if err != nil {
 		return nil, fmt.Errorf("base %s: %w", base, err)
 	}
-	objs := newPendingObjects(s.Repo.Storer)
+	objs := newPendingObjects(repo.Storer)
 	tree := newEditTree(objs, baseCommit.TreeHash)
 	out := &Applied{Base: base}
 	parent := base
@@ -148,7 +149,7 @@ func (s *Store) Apply(ctx context.Context, base plumbing.Hash, patches []*lore.M
 		return nil, err
 	}
 	if opts.Ref != "" {
-		if err := s.Repo.Storer.SetReference(plumbing.NewHashReference(opts.Ref, parent)); err != nil {
+		if err := repo.Storer.SetReference(plumbing.NewHashReference(opts.Ref, parent)); err != nil {
 			return nil, err
 		}
 	}

@@ -416,7 +416,7 @@ func TestApplyRefusesHostilePatches(t *testing.T) {
 			if n := countLoose(t, st.Dir); n != loose {
 				t.Errorf("%d objects written", n-loose)
 			}
-			if _, err := st.Repo.Reference(opts.Ref, false); err == nil {
+			if _, err := st.Repository().Reference(opts.Ref, false); err == nil {
 				t.Error("ref written")
 			}
 		})
@@ -444,7 +444,7 @@ func TestApplyWritesSeriesRef(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := st.Repo.Reference(plumbing.ReferenceName("refs/rdmabot/corner/v2"), false)
+	ref, err := st.Repository().Reference(plumbing.ReferenceName("refs/rdmabot/corner/v2"), false)
 	if err != nil || ref.Hash() != got.Commits[len(got.Commits)-1] {
 		t.Errorf("refs/rdmabot/corner/v2 = %v, %v; want %s", ref, err, got.Commits[len(got.Commits)-1])
 	}

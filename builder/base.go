@@ -62,7 +62,7 @@ func (s *Store) SelectBase(ctx context.Context, mails []*lore.Message, trees []T
 	for _, m := range mails {
 		for _, sm := range baseCommitLine.FindAllStringSubmatch(m.Body, -1) {
 			id := plumbing.NewHash(sm[1])
-			if _, err := s.Repo.CommitObject(id); err == nil {
+			if _, err := s.Repository().CommitObject(id); err == nil {
 				return &Base{Commit: id, Reason: BaseFromTrailer,
 					Detail: fmt.Sprintf("base-commit %s named by the series", id)}, nil
 			}
@@ -90,7 +90,7 @@ func (s *Store) SelectBase(ctx context.Context, mails []*lore.Message, trees []T
 				if !ok {
 					continue
 				}
-				if ref, err := s.Repo.Reference(TreeRef(t.Name, branch), true); err == nil {
+				if ref, err := s.Repository().Reference(TreeRef(t.Name, branch), true); err == nil {
 					return &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromTag,
 						Detail: fmt.Sprintf("subject tag %q: head of %s/%s", tag, t.Name, branch)}, nil
 				}
@@ -100,7 +100,7 @@ func (s *Store) SelectBase(ctx context.Context, mails []*lore.Message, trees []T
 
 	for _, t := range trees {
 		for _, branch := range t.Branches {
-			ref, err := s.Repo.Reference(TreeRef(t.Name, branch), true)
+			ref, err := s.Repository().Reference(TreeRef(t.Name, branch), true)
 			if err != nil {
 				return nil, fmt.Errorf("no base: %s/%s is not in the store (rdmabot tree fetch)", t.Name, branch)
 			}
@@ -163,11 +163,11 @@ func (s *Store) baseFromBlobs(ctx context.Context, pre []preImage, trees []TreeC
 	checked := map[plumbing.Hash]bool{}
 	for _, t := range trees {
 		for _, branch := range t.Branches {
-			ref, err := s.Repo.Reference(TreeRef(t.Name, branch), true)
+			ref, err := s.Repository().Reference(TreeRef(t.Name, branch), true)
 			if err != nil {
 				continue
 			}
-			c, err := s.Repo.CommitObject(ref.Hash())
+			c, err := s.Repository().CommitObject(ref.Hash())
 			if err != nil {
 				return nil, err
 			}
@@ -196,7 +196,7 @@ func (s *Store) baseFromBlobs(ctx context.Context, pre []preImage, trees []TreeC
 					break
 				}
 				// First parents: the branch's own line of history.
-				if c, err = s.Repo.CommitObject(c.ParentHashes[0]); err != nil {
+				if c, err = s.Repository().CommitObject(c.ParentHashes[0]); err != nil {
 					return nil, err
 				}
 			}
@@ -220,7 +220,7 @@ func (l *pathLookup) tree(id plumbing.Hash) (*object.Tree, error) {
 	if t, ok := l.trees[id]; ok {
 		return t, nil
 	}
-	t, err := object.GetTree(l.s.Repo.Storer, id)
+	t, err := object.GetTree(l.s.Repository().Storer, id)
 	if err != nil {
 		return nil, err
 	}

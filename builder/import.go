@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -100,12 +101,12 @@ func (s *Store) ImportTarball(ctx context.Context, tarball, name string, id Iden
 		return nil, err
 	}
 	out := &Imported{Commit: commit, Tree: tree, Ref: TreeRef(name, ImportBranch), Version: version, Files: len(files)}
-	if err := s.Repo.Storer.SetReference(plumbing.NewHashReference(out.Ref, commit)); err != nil {
+	if err := s.Repository().Storer.SetReference(plumbing.NewHashReference(out.Ref, commit)); err != nil {
 		return nil, err
 	}
 	if version != "" {
 		out.Tag = plumbing.ReferenceName("refs/tags/" + name + "/v" + version)
-		if err := s.Repo.Storer.SetReference(plumbing.NewHashReference(out.Tag, commit)); err != nil {
+		if err := s.Repository().Storer.SetReference(plumbing.NewHashReference(out.Tag, commit)); err != nil {
 			return nil, err
 		}
 	}
@@ -366,10 +367,12 @@ func encodeCommit(c *object.Commit) ([]byte, error) {
 // reopen re-reads the repository so go-git sees packs written behind its
 // back.
 func (s *Store) reopen() error {
-	r, err := OpenStore(s.Dir)
+	r, err := git.PlainOpen(s.Dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("reopen %s: %w", s.Dir, err)
 	}
-	s.Repo = r.Repo
+	s.mu.Lock()
+	s.repo = r
+	s.mu.Unlock()
 	return nil
 }

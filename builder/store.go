@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -22,10 +23,24 @@ import (
 //	refs/trees/<tree>/import     an imported tarball (rdmabot tree import)
 //	refs/tags/<tree>/v<version>  the same imported commit, for humans
 //	refs/rdmabot/<series>/v<N>   an applied series (one commit per patch)
+//
+// A Store may be used from several goroutines: a fetch or an import
+// swaps in a freshly opened repository (go-git lists packs only when it
+// opens one) while applies keep the one they started with.
 type Store struct {
-	// Dir is the bare repository's directory.
-	Dir  string
-	Repo *git.Repository
+	// Dir is the repository's git directory.
+	Dir string
+
+	mu   sync.RWMutex
+	repo *git.Repository
+}
+
+// Repository is the go-git repository, current as of the last fetch or
+// import.
+func (s *Store) Repository() *git.Repository {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.repo
 }
 
 // StorePath is where the store lives under the bot's data directory.
@@ -55,7 +70,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tree store %s: %w", dir, err)
 	}
-	return &Store{Dir: dir, Repo: r}, nil
+	return &Store{Dir: dir, repo: r}, nil
 }
 
 // OpenRepo opens an existing repository, bare or not (Dir is then its
@@ -69,7 +84,7 @@ func OpenRepo(dir string) (*Store, error) {
 	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
 		gitDir = filepath.Join(dir, ".git")
 	}
-	return &Store{Dir: gitDir, Repo: r}, nil
+	return &Store{Dir: gitDir, repo: r}, nil
 }
 
 // Branch is one branch head of a tree in the store.
@@ -80,7 +95,7 @@ type Branch struct {
 
 // Branches lists every refs/trees/ head, in ref order.
 func (s *Store) Branches() ([]Branch, error) {
-	it, err := s.Repo.Storer.IterReferences()
+	it, err := s.Repository().Storer.IterReferences()
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +118,7 @@ func (s *Store) Branches() ([]Branch, error) {
 // Resolve turns a revision (a ref, a tree/branch pair as "tree/branch",
 // or a full or abbreviated commit id) into a commit.
 func (s *Store) Resolve(rev string) (*object.Commit, error) {
-	return resolveCommit(s.Repo, rev)
+	return resolveCommit(s.Repository(), rev)
 }
 
 func resolveCommit(r *git.Repository, rev string) (*object.Commit, error) {
