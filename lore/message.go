@@ -76,13 +76,16 @@ func (a Address) String() string {
 type Field struct {
 	// Name is the field name as written (Message-Id, Message-ID ...).
 	Name string
-	// Value is unfolded (line breaks removed, RFC 5322 §2.2.3) and
-	// trimmed; encoded words are left as they are.
-	Value string
 	// Raw is the value as on the wire after the colon, folding included,
-	// without the final line break.
+	// without the final line break (CRLF read as LF).
 	Raw string
 }
+
+// Value is the value unfolded (line breaks removed, RFC 5322 §2.2.3)
+// and trimmed; encoded words are left as they are. It is computed on
+// demand: list mail carries dozens of folded signature and routing
+// fields nobody reads.
+func (f Field) Value() string { return unfold(f.Raw) }
 
 // Header is the header of a message, fields in wire order.
 type Header []Field
@@ -92,7 +95,7 @@ type Header []Field
 func (h Header) Get(name string) string {
 	for _, f := range h {
 		if strings.EqualFold(f.Name, name) {
-			return f.Value
+			return f.Value()
 		}
 	}
 	return ""
@@ -103,7 +106,7 @@ func (h Header) Values(name string) []string {
 	var vs []string
 	for _, f := range h {
 		if strings.EqualFold(f.Name, name) {
-			vs = append(vs, f.Value)
+			vs = append(vs, f.Value())
 		}
 	}
 	return vs
@@ -157,7 +160,7 @@ func ParseMessageLimit(raw []byte, maxSize int) (*Message, error) {
 	}
 	if f, ok := hdr.field("Subject"); ok {
 		m.RawSubject = f.Raw
-		m.Subject = decodeWords(f.Value)
+		m.Subject = decodeWords(f.Value())
 	}
 	m.From = firstAddress(hdr.Get("From"))
 	if m.From.Email == "" {
@@ -255,7 +258,6 @@ func splitHeader(raw []byte) (Header, []byte, error) {
 				v = strings.ReplaceAll(v, "\r\n", "\n")
 			}
 			h[len(h)-1].Raw = v
-			h[len(h)-1].Value = unfold(v)
 		}
 	}
 	lineNo := 0
@@ -404,6 +406,19 @@ func parseAddressList(v string) []Address {
 	if v == "" {
 		return nil
 	}
+	if !strings.ContainsAny(v, "(\\:;") && !strings.Contains(v, "=?") {
+		// The usual "Name <addr>, addr" list: net/mail's full parser
+		// was a fifth of the parse time and adds nothing here.
+		var out []Address
+		for _, part := range splitAddresses(v) {
+			if a, ok := lenientAddress(part); ok {
+				out = append(out, a)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
 	p := mail.AddressParser{WordDecoder: wordDecoder}
 	if list, err := p.ParseList(v); err == nil {
 		out := make([]Address, 0, len(list))
@@ -492,18 +507,19 @@ func parseDate(v string) time.Time {
 	if v == "" {
 		return time.Time{}
 	}
-	// Nearly every mail uses this exact form; net/mail tries dozens of
-	// layouts before it gets there.
-	if t, err := time.Parse("Mon, 2 Jan 2006 15:04:05 -0700", v); err == nil {
+	// Nearly every mail uses this exact form, perhaps with a "(UTC)"
+	// comment; net/mail tries dozens of layouts before it gets there.
+	bare := v
+	if i := strings.IndexByte(v, '('); i > 0 {
+		bare = strings.TrimSpace(v[:i])
+	}
+	if t, err := time.Parse("Mon, 2 Jan 2006 15:04:05 -0700", bare); err == nil {
 		return t
 	}
 	if t, err := mail.ParseDate(v); err == nil {
 		return t
 	}
-	// Drop a trailing comment like "(PDT)" and squeeze spaces.
-	if i := strings.IndexByte(v, '('); i > 0 {
-		v = strings.TrimSpace(v[:i])
-	}
+	v = bare
 	v = strings.Join(strings.Fields(v), " ")
 	for _, l := range dateLayouts {
 		if t, err := time.Parse(l, v); err == nil {
