@@ -103,6 +103,18 @@ func botName(c *Config) string {
 	return "rdmabot"
 }
 
+// Title is the crash or boot failure a Sentence ending in a colon
+// announces, shown on a line of its own (never wrapped); "" otherwise.
+func Title(v *Verdict) string {
+	switch {
+	case v.Outcome == CrashFound && v.Crash != nil:
+		return v.Crash.Title
+	case v.Outcome == BootFailed && v.In.Boot != nil:
+		return v.In.Boot.Title
+	}
+	return ""
+}
+
 // Sentence is the one-sentence verdict every rendering leads with.
 func Sentence(c *Config, v *Verdict) string {
 	bot := botName(c)
@@ -123,9 +135,9 @@ func Sentence(c *Config, v *Verdict) string {
 	case BuildFailed:
 		return fmt.Sprintf("%s noticed the following build errors with this series:", bot)
 	case BootFailed:
-		return fmt.Sprintf("%s noticed that the kernel with this series does not boot on the lab pair: %s", bot, in.Boot.Title)
+		return fmt.Sprintf("%s noticed that the kernel with this series does not boot on the lab pair:", bot)
 	case CrashFound:
-		return fmt.Sprintf("%s noticed a crash with this series: %s", bot, v.Crash.Title)
+		return fmt.Sprintf("%s noticed a crash with this series:", bot)
 	case DataCorruption:
 		return fmt.Sprintf("%s noticed data corruption with this series: data written over NFS/RDMA came back different.", bot)
 	case Inconclusive:
@@ -207,6 +219,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		raw("Hello,")
 	}
 	para(Sentence(c, v))
+	if t := Title(v); t != "" {
+		raw("  " + t)
+	}
 	raw(provenance(in.Base)) // one line, as the 0-day tags are: greppable
 	if v.Outcome == ApplyFailed {
 		para("If the series is meant for another tree or base, please say so with base-commit: (git format-patch --base) in the next version.")
@@ -249,8 +264,12 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	case BootFailed:
 		raw("Console:\n\n" + indent(excerpt(in.Boot.Console, 40)))
 	case CrashFound:
-		para(fmt.Sprintf("The crash showed on the console of the patched kernel and on none of the %d base runs.", baseRuns(in)))
-		raw(v.Crash.Title + "\n\n" + indent(excerpt(v.Crash.Console, 50)))
+		if n := baseRuns(in); n > 0 {
+			para(fmt.Sprintf("The crash showed on the console of the patched kernel and on none of the %d base runs.", n))
+		} else {
+			para("The crash showed on the console of the patched kernel and not on the base kernel's.")
+		}
+		raw("Console:\n\n" + indent(excerpt(v.Crash.Console, 50)))
 	case DataCorruption:
 		raw("cmp:\n\n" + indent(excerpt(in.Corruption.Detail, 20)))
 	}

@@ -25,21 +25,21 @@ func RenderHTML(c *Config, v *Verdict) ([]byte, error) {
 	for _, m := range v.In.Metrics {
 		charts = append(charts, template.HTML(chartSVG(m)))
 	}
-	var crash, console string
+	var console string
 	switch {
 	case v.Crash != nil:
-		crash, console = v.Crash.Title, v.Crash.Console
+		console = v.Crash.Console
 	case v.In.Boot != nil:
-		crash, console = v.In.Boot.Title, v.In.Boot.Console
+		console = v.In.Boot.Console
 	}
 	var rows [][]string
 	if len(v.Decision.Comparisons) > 0 {
 		rows = metricRows(v.Decision)
 	}
 	data := map[string]any{
-		"Bot": botName(c), "Outcome": v.Outcome.String(), "Sentence": Sentence(c, v),
+		"Bot": botName(c), "Outcome": v.Outcome.String(), "Sentence": Sentence(c, v), "Title": Title(v),
 		"Provenance": provenance(v.In.Base), "Info": infoBlock(v), "Rows": rows,
-		"Charts": charts, "Crash": crash, "Console": console, "Subject": v.In.Thread.Subject,
+		"Charts": charts, "Console": console, "Subject": v.In.Thread.Subject,
 		"Base": BaseColor, "Patched": PatchedColor,
 	}
 	var b bytes.Buffer
@@ -62,12 +62,13 @@ td:first-child,th:first-child{text-align:left}
 <h1>{{.Outcome}}</h1>
 <p><b>{{.Subject}}</b></p>
 <p class="v">{{.Sentence}}</p>
+{{if .Title}}<pre>{{.Title}}</pre>{{end}}
 <p><code>{{.Provenance}}</code></p>
 {{if .Rows}}<table>{{range $i, $r := .Rows}}<tr>{{range $r}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>{{end}}</table>{{end}}
 {{if .Charts}}<h2>Every iteration</h2>
 <p class="key"><span style="background:{{.Base}}"></span>base <span style="background:{{.Patched}}"></span>patched</p>
 {{range .Charts}}{{.}}{{end}}{{end}}
-{{if .Crash}}<h2>{{.Crash}}</h2><pre>{{.Console}}</pre>{{end}}
+{{if .Console}}<h2>Console</h2><pre>{{.Console}}</pre>{{end}}
 <h2>How it was tested</h2>
 <pre>{{.Info}}</pre>
 </body></html>

@@ -19,6 +19,9 @@ func RenderMarkdown(c *Config, v *Verdict, msgID string) (string, error) {
 	in := v.In
 	fmt.Fprintf(&b, "### %s: %s\n\n", botName(c), v.Outcome)
 	b.WriteString(mdEscape(Sentence(c, v)) + "\n\n")
+	if t := Title(v); t != "" {
+		b.WriteString("    " + t + "\n\n")
+	}
 	b.WriteString("`" + provenance(in.Base) + "`\n\n")
 	if len(v.Decision.Comparisons) > 0 && (v.Outcome == Pass || v.Outcome == Regression || v.Outcome == Improvement) {
 		rows := metricRows(v.Decision)
