@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -12,6 +10,7 @@ import (
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
 // loadConfigOrDefault reads path, or returns the built-in defaults when
@@ -124,17 +123,20 @@ func runApply(ctx context.Context, e *env, args []string) error {
 		}
 		now = func() time.Time { return t }
 	}
-	raw, err := os.ReadFile(*mbox)
-	if err != nil {
+	var msgs []*lore.Message
+	src := &feed.Mbox{Path: *mbox, Log: e.log}
+	if _, err := src.Read(ctx, "", func(it feed.Item) error {
+		m, err := lore.ParseMessage(it.Raw)
+		if err != nil {
+			return fmt.Errorf("%s: message %d: %w", *mbox, len(msgs)+1, err)
+		}
+		msgs = append(msgs, m)
+		return nil
+	}); err != nil {
 		return err
 	}
-	var msgs []*lore.Message
-	for i, m := range splitMboxrd(raw) {
-		msg, err := lore.ParseMessage(m)
-		if err != nil {
-			return fmt.Errorf("%s: message %d: %w", *mbox, i+1, err)
-		}
-		msgs = append(msgs, msg)
+	if len(msgs) == 0 {
+		return fmt.Errorf("%s: no messages", *mbox)
 	}
 	st, err := builder.OpenRepo(*repo)
 	if err != nil {
@@ -160,43 +162,4 @@ func runApply(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "tree %s\n", res.Tree)
 	return nil
-}
-
-// splitMboxrd cuts an mbox (mboxrd or mboxo) into messages: a "From "
-// line at the start or after a blank line begins one, and one ">" is
-// taken off ">From " lines. lore/feed's reader is not exported yet; this
-// is the CLI's own minimal reader until it is.
-func splitMboxrd(b []byte) [][]byte {
-	var msgs [][]byte
-	var cur []byte
-	in := false
-	prevBlank := true
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		line := b
-		if i >= 0 {
-			line = b[:i+1]
-		}
-		b = b[len(line):]
-		if prevBlank && bytes.HasPrefix(line, []byte("From ")) {
-			if in {
-				msgs = append(msgs, cur)
-			}
-			cur, in = nil, true
-			prevBlank = false
-			continue
-		}
-		prevBlank = len(bytes.TrimRight(line, "\r\n")) == 0
-		if !in {
-			continue
-		}
-		if t := bytes.TrimLeft(line, ">"); len(t) < len(line) && bytes.HasPrefix(t, []byte("From ")) {
-			line = line[1:]
-		}
-		cur = append(cur, line...)
-	}
-	if in {
-		msgs = append(msgs, cur)
-	}
-	return msgs
 }
