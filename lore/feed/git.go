@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,6 +137,9 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 	}
 	if !started {
 		cp = gitCheckpoint{Epoch: epochs[len(epochs)-1].n}
+	} else if !slices.ContainsFunc(epochs, func(e epoch) bool { return e.n == cp.Epoch }) {
+		logOrDiscard(g.Log).Warn("feed: the checkpoint's epoch is missing; its unread mail cannot be read",
+			"source", g.Key(), "epoch", cp.Epoch, "dir", g.Dir)
 	}
 	for _, e := range epochs {
 		if e.n < cp.Epoch {

@@ -79,11 +79,11 @@ func (h *HTTPClient) get(ctx context.Context, u string, types ...string) ([]byte
 	defer resp.Body.Close()
 	ct := resp.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
-	if mt == "text/html" {
-		return nil, fmt.Errorf("GET %s: status %d: %w", u, resp.StatusCode, ErrBotWall)
-	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, &HTTPError{URL: u, Status: resp.StatusCode, ContentType: ct}
+	}
+	if mt == "text/html" {
+		return nil, fmt.Errorf("GET %s: %w", u, ErrBotWall)
 	}
 	ok := false
 	for _, t := range types {
