@@ -75,6 +75,10 @@ func runTree(ctx context.Context, e *env, args []string) error {
 			if *name != "" && t.Name != *name {
 				continue
 			}
+			if t.URL == "" {
+				e.log.Info("not fetched: no url (an imported tree)", "tree", t.Name)
+				continue
+			}
 			start := time.Now()
 			if err := st.Fetch(ctx, t); err != nil {
 				return err
