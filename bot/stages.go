@@ -95,19 +95,19 @@ type Decider interface {
 
 // Report is everything a reply needs.
 type Report struct {
-	Key       string  `json:"key"`  // delivery happens once per key
-	Kind      string  `json:"kind"` // series, ref, mainline, bisect
-	Title     string  `json:"title,omitempty"`
-	Verdict   string  `json:"verdict"`
-	Summary   string  `json:"summary"`
-	Series    *Series `json:"series,omitempty"`
-	Tree      string  `json:"tree"`
-	Base      string  `json:"base"`
-	Candidate string  `json:"candidate"`
-	Log       string  `json:"log,omitempty"` // the build or apply error, the crash
-	URL       string  `json:"url"`           // the dashboard page
-	TraceURL  string  `json:"trace_url"`
-	Origin    Origin  `json:"origin"`
+	Key       string        `json:"key"`  // delivery happens once per key
+	Kind      string        `json:"kind"` // series, ref, mainline, bisect
+	Title     string        `json:"title,omitempty"`
+	Verdict   string        `json:"verdict"`
+	Summary   string        `json:"summary"`
+	Series    *Series       `json:"series,omitempty"`
+	Tree      string        `json:"tree"`
+	Base      string        `json:"base"`
+	Candidate string        `json:"candidate"`
+	Log       string        `json:"log,omitempty"` // the build or apply error, the crash
+	URL       string        `json:"url"`           // the dashboard page
+	TraceURL  string        `json:"trace_url"`
+	Origin    Origin        `json:"origin"`
 	Bisect    *BisectReport `json:"bisect,omitempty"`
 }
 

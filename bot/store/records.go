@@ -101,6 +101,7 @@ type Test struct {
 	Lab          string
 	Params       string
 	Origin       string // JSON: where the request came from, where the reply goes
+	Thread       string // the conversation it belongs to (github:o/r#N, a Message-ID)
 	State        string
 	Verdict      string
 	Summary      string
@@ -115,9 +116,9 @@ type Test struct {
 // id and whether this call created it.
 func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, error) {
 	now := ms(s.now())
-	res, err := q.ExecContext(ctx, `INSERT INTO tests (key, kind, series_id, tree, ref, base, candidate, lab, params, origin, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17) ON CONFLICT (key) DO NOTHING`,
-		t.Key, t.Kind, t.SeriesID, t.Tree, t.Ref, t.Base, t.Candidate, t.Lab, t.Params, t.Origin, StateQueued, "", "", 0, "", "", now)
+	res, err := q.ExecContext(ctx, `INSERT INTO tests (key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, '', '', 0, '', '', $13, $13) ON CONFLICT (key) DO NOTHING`,
+		t.Key, t.Kind, t.SeriesID, t.Tree, t.Ref, t.Base, t.Candidate, t.Lab, t.Params, t.Origin, t.Thread, StateQueued, now)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: add test: %w", err)
 	}
@@ -129,12 +130,12 @@ func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, er
 	return id, n == 1, nil
 }
 
-const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at`
+const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at`
 
 func scanTest(sc interface{ Scan(...any) error }) (Test, error) {
 	var t Test
 	var c, u int64
-	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin,
+	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin, &t.Thread,
 		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u)
 	t.CreatedAt, t.UpdatedAt = Time(c), Time(u)
 	return t, err
@@ -158,11 +159,20 @@ func (s *Store) TestByKey(ctx context.Context, q Querier, key string) (Test, err
 	return t, err
 }
 
+// LatestInThread returns the newest test of a conversation.
+func (s *Store) LatestInThread(ctx context.Context, q Querier, thread string) (Test, error) {
+	t, err := scanTest(q.QueryRowContext(ctx, `SELECT `+testCols+` FROM tests WHERE thread = $1 ORDER BY id DESC LIMIT 1`, thread))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("no test in %s: %w", thread, ErrNotFound)
+	}
+	return t, err
+}
+
 // UpdateTest writes a test's mutable fields.
 func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
 	_, err := q.ExecContext(ctx, `UPDATE tests SET base = $2, candidate = $3, state = $4, verdict = $5, summary = $6, rounds = $7,
-		base_artifact = $8, cand_artifact = $9, updated_at = $10 WHERE id = $1`,
-		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()))
+		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11 WHERE id = $1`,
+		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree)
 	if err != nil {
 		return fmt.Errorf("store: update test %d: %w", t.ID, err)
 	}

@@ -176,6 +176,7 @@ CREATE TABLE tests (
 	lab TEXT NOT NULL,
 	params TEXT NOT NULL,
 	origin TEXT NOT NULL,
+	thread TEXT NOT NULL,
 	state TEXT NOT NULL,
 	verdict TEXT NOT NULL,
 	summary TEXT NOT NULL,
@@ -185,6 +186,7 @@ CREATE TABLE tests (
 	created_at BIGINT NOT NULL,
 	updated_at BIGINT NOT NULL
 );
+CREATE INDEX tests_thread ON tests (thread);
 CREATE TABLE runs (
 	id {{pk}},
 	test_id BIGINT NOT NULL,

@@ -1,0 +1,351 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/robfig/cron/v3"
+
+	"github.com/rdmabot/rdmabot/bot/artifact"
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// Roles split the work between machines sharing one PostgreSQL.
+const (
+	RoleAll    = "all"
+	RoleIngest = "ingest" // list polling, GitHub, replies
+	RoleBuild  = "build"  // base selection, apply, builds, mainline, bisection
+	RoleLab    = "lab"    // lab pairs
+)
+
+// Queues: each role works its own.
+const (
+	QueueIngest = "ingest"
+	QueueBuild  = "build"
+	QueueLab    = "lab"
+)
+
+// Options configure a Bot.
+type Options struct {
+	Config Config
+	// CacheDir holds the artifact store unless Config.Artifacts says otherwise.
+	CacheDir string
+	// Role is all, ingest, build or lab; "" makes an insert-only client
+	// (the CLI enqueueing work for a running server).
+	Role string
+	// Lab is the pair used when a request names none (lab.default).
+	Lab string
+	// Params identifies the test parameters: base results are cached per
+	// (tree, commit, lab, params).
+	Params string
+	// Branches are builder.trees' branches by tree name.
+	Branches map[string][]string
+	Stages   Stages
+	Log      *slog.Logger
+	// ID names this process in leases and job attempts. It must be unique
+	// and stable across restarts: jobs a dead incarnation left running are
+	// retried at once when it comes back. Default: hostname/role/listen.
+	ID string
+	// GitHub polls issue comments from a periodic job; nil: no polling.
+	GitHub Poller
+	// LeaseWait is how long a job waits before asking again for a busy
+	// lab pair; default 15s.
+	LeaseWait time.Duration
+	// PollInterval is how often idle workers look for jobs (River's
+	// FetchPollInterval); tests shorten it.
+	PollInterval time.Duration
+}
+
+// Bot is the pipeline on River.
+type Bot struct {
+	cfg    Config
+	opts   Options
+	st     *store.Store
+	river  *river.Client[*sql.Tx]
+	art    artifact.Dir
+	log    *slog.Logger
+	http   *http.Client
+	stages Stages
+}
+
+// New builds the River client over st with the workers, queues and
+// periodic jobs of the role.
+func New(st *store.Store, o Options) (*Bot, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		o.ID = host + "/" + o.Role + "/" + o.Config.Listen
+	}
+	if o.LeaseWait == 0 {
+		o.LeaseWait = 15 * time.Second
+	}
+	if o.Lab == "" {
+		o.Lab = "qemu"
+	}
+	root := o.Config.Artifacts
+	if root == "" {
+		root = filepath.Join(o.CacheDir, "artifacts")
+	}
+	b := &Bot{
+		cfg:    o.Config,
+		opts:   o,
+		st:     st,
+		art:    artifact.Dir{Root: root},
+		log:    o.Log,
+		http:   &http.Client{Timeout: 30 * time.Minute},
+		stages: o.Stages,
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &ingestWorker{b: b})
+	river.AddWorker(workers, &testWorker{b: b})
+	river.AddWorker(workers, &buildWorker{b: b})
+	river.AddWorker(workers, &labWorker{b: b})
+	river.AddWorker(workers, &reportWorker{b: b})
+	river.AddWorker(workers, &mainlineWorker{b: b})
+	river.AddWorker(workers, &bisectWorker{b: b})
+	river.AddWorker(workers, &githubPollWorker{b: b})
+
+	rc := &river.Config{
+		ID:                   sanitizeID(o.ID),
+		Logger:               o.Log.With("component", "river"),
+		Workers:              workers,
+		MaxAttempts:          o.Config.MaxAttempts,
+		JobTimeout:           -1, // each worker sets its own
+		RescueStuckJobsAfter: o.Config.RescueAfter.Duration,
+		FetchPollInterval:    o.PollInterval,
+		ErrorHandler:         &errorHandler{b: b},
+	}
+	if rc.FetchPollInterval == 0 {
+		rc.FetchPollInterval = time.Second
+	}
+	rc.FetchCooldown = min(rc.FetchPollInterval, river.FetchCooldownDefault)
+	queues := map[string]river.QueueConfig{}
+	switch o.Role {
+	case "":
+	case RoleAll:
+		queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
+		queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
+		queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
+	case RoleIngest:
+		queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
+	case RoleBuild:
+		queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
+	case RoleLab:
+		queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
+	default:
+		return nil, fmt.Errorf("bot: unknown role %q (all, ingest, build, lab)", o.Role)
+	}
+	if len(queues) > 0 {
+		rc.Queues = queues
+		pj, err := b.periodicJobs()
+		if err != nil {
+			return nil, err
+		}
+		rc.PeriodicJobs = pj
+	}
+	client, err := river.NewClient(st.Driver(), rc)
+	if err != nil {
+		return nil, fmt.Errorf("bot: %w", err)
+	}
+	b.river = client
+	return b, nil
+}
+
+func sanitizeID(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\n' {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// periodicJobs are the ingest tick, GitHub polling and the mainline cron.
+// River's leader inserts them, so with several processes each tick is
+// enqueued once; robfig/cron parses the specs.
+func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
+	var out []*river.PeriodicJob
+	if b.stages.Ingest != nil {
+		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.IngestInterval.Duration),
+			func() (river.JobArgs, *river.InsertOpts) { return IngestArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "ingest", RunOnStart: true}))
+	}
+	if b.opts.GitHub != nil && b.cfg.GitHub.PollInterval.Duration > 0 {
+		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.GitHub.PollInterval.Duration),
+			func() (river.JobArgs, *river.InsertOpts) { return GitHubPollArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "github-poll", RunOnStart: true}))
+	}
+	if b.stages.Trees == nil {
+		return out, nil
+	}
+	for i, spec := range b.cfg.Mainline.Schedules {
+		sched, err := cron.ParseStandard(spec)
+		if err != nil {
+			return nil, fmt.Errorf("bot.mainline.schedules: %q: %w", spec, err)
+		}
+		for _, tree := range b.cfg.Mainline.Trees {
+			for _, br := range b.opts.Branches[tree] {
+				args := MainlineArgs{Tree: tree, Branch: br}
+				out = append(out, river.NewPeriodicJob(sched,
+					func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+					&river.PeriodicJobOpts{ID: fmt.Sprintf("mainline-%d-%s-%s", i, tree, br)}))
+			}
+		}
+	}
+	return out, nil
+}
+
+// Start rescues the jobs this process's previous incarnation left
+// running (it was killed) and starts working.
+func (b *Bot) Start(ctx context.Context) error {
+	if err := b.rescueOwn(ctx); err != nil {
+		return err
+	}
+	if err := b.river.Start(ctx); err != nil {
+		return fmt.Errorf("bot: start: %w", err)
+	}
+	b.log.Info("bot started", "role", b.opts.Role, "id", b.opts.ID, "db", b.st.Dialect)
+	return nil
+}
+
+// Stop waits for running jobs to finish, up to ctx.
+func (b *Bot) Stop(ctx context.Context) error {
+	err := b.river.Stop(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return b.river.StopAndCancel(context.Background())
+	}
+	return err
+}
+
+// Store is the bot's database.
+func (b *Bot) Store() *store.Store { return b.st }
+
+// Artifacts is the local artifact store (served to other workers).
+func (b *Bot) Artifacts() artifact.Dir { return b.art }
+
+// River is the job client, for the dashboard's queue figures.
+func (b *Bot) River() *river.Client[*sql.Tx] { return b.river }
+
+// rescueOwn makes jobs attempted last by this process's ID, and still
+// marked running, available again: this process was killed while working
+// them. River's rescuer would do the same after rescue_after; doing it at
+// start means a restart resumes at once. The ID is unique per process, so
+// no live worker's job is touched.
+func (b *Bot) rescueOwn(ctx context.Context) error {
+	if b.opts.Role == "" {
+		return nil
+	}
+	res, err := b.river.JobList(ctx, river.NewJobListParams().States(rivertype.JobStateRunning).First(10000))
+	if err != nil {
+		return fmt.Errorf("bot: rescue: %w", err)
+	}
+	id := sanitizeID(b.opts.ID)
+	for _, j := range res.Jobs {
+		if n := len(j.AttemptedBy); n == 0 || j.AttemptedBy[n-1] != id {
+			continue
+		}
+		// River's own rescuer does exactly this update after rescue_after.
+		_, err := b.st.DB.ExecContext(ctx, `UPDATE river_job SET state = 'retryable', scheduled_at = $2 WHERE id = $1 AND state = 'running'`,
+			j.ID, b.st.Now().UTC())
+		if err != nil {
+			return fmt.Errorf("bot: rescue job %d: %w", j.ID, err)
+		}
+		b.log.Info("rescued job left running by a previous run", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt)
+	}
+	return nil
+}
+
+// errorHandler logs failed attempts; retry decisions are made in work.
+type errorHandler struct{ b *Bot }
+
+func (h *errorHandler) HandleError(ctx context.Context, job *rivertype.JobRow, err error) *river.ErrorHandlerResult {
+	h.b.log.Warn("job failed", "job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "err", err)
+	return nil
+}
+
+func (h *errorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, v any, trace string) *river.ErrorHandlerResult {
+	h.b.log.Error("job panicked", "job", job.ID, "kind", job.Kind, "panic", v, "trace", trace)
+	h.b.st.AppendTrace(context.WithoutCancel(ctx), job.ID, fmt.Sprintf("panic: %v", v), trace)
+	return &river.ErrorHandlerResult{SetCancelled: true}
+}
+
+// work runs one attempt of a job with its trace and classifies the
+// failure: infrastructure errors are retried with River's backoff; any
+// other error is final (the job is cancelled with it, never retried).
+func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace) error) error {
+	tr := b.newTrace(ctx, row.ID)
+	tr.Logf("%s job %d attempt %d on %s", row.Kind, row.ID, row.Attempt, b.opts.ID)
+	start := time.Now()
+	b.log.Info("job start", "job", row.ID, "kind", row.Kind, "attempt", row.Attempt)
+	err := f(tr)
+	tr.Close()
+	outcome := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, errSnoozed):
+		outcome = "snoozed"
+	case ctx.Err() != nil:
+		outcome = "interrupted"
+		tr.Logf("interrupted: %v", err)
+	case IsInfra(err):
+		outcome = "retry"
+		tr.Logf("infrastructure error, will retry: %v", err)
+	default:
+		outcome = "failed"
+		tr.Logf("failed: %v", err)
+	}
+	tr.Close()
+	if serr := b.st.RecordJob(context.WithoutCancel(ctx), row.Kind, outcome, time.Since(start)); serr != nil {
+		b.log.Warn("job stats", "err", serr)
+	}
+	switch outcome {
+	case "snoozed":
+		return river.JobSnooze(b.opts.LeaseWait)
+	case "failed":
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+var errSnoozed = errors.New("snoozed: lab pair busy")
+
+// complete runs f and marks job completed in one transaction: the next
+// job of the pipeline exists if and only if this one is done.
+func complete[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], f func(tx *sql.Tx) error) error {
+	tx, err := b.st.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return infra(err)
+	}
+	defer tx.Rollback()
+	if f != nil {
+		if err := f(tx); err != nil {
+			return infra(err)
+		}
+	}
+	if _, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job); err != nil {
+		return infra(fmt.Errorf("complete job %d: %w", job.ID, err))
+	}
+	return infra(tx.Commit())
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs are marshalled
+	}
+	return string(b)
+}

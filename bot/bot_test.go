@@ -1,0 +1,317 @@
+package bot_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+)
+
+type harness struct {
+	t      *testing.T
+	bot    *bot.Bot
+	st     *store.Store
+	calls  *fakestage.Calls
+	ingest *fakestage.Ingest
+	build  *fakestage.Builder
+	trees  *fakestage.Trees
+	lab    *fakestage.Lab
+	report *fakestage.Reporter
+}
+
+func testConfig() bot.Config {
+	c := bot.DefaultConfig()
+	c.Runs = 3
+	c.IngestInterval = cfgtype.D(time.Second)
+	c.Mainline.Schedules = nil
+	c.LeaseTTL = cfgtype.D(3 * time.Second)
+	return c
+}
+
+func newHarness(t *testing.T, cfg bot.Config, repo string) *harness {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &harness{t: t, st: st, calls: &fakestage.Calls{}}
+	h.ingest = &fakestage.Ingest{Calls: h.calls}
+	h.build = &fakestage.Builder{Dir: t.TempDir(), Repo: repo, Calls: h.calls}
+	h.trees = &fakestage.Trees{Repo: repo, Calls: h.calls}
+	h.lab = &fakestage.Lab{Calls: h.calls, Delay: 20 * time.Millisecond}
+	h.report = &fakestage.Reporter{Calls: h.calls}
+	level := slog.LevelWarn
+	if testing.Verbose() {
+		level = slog.LevelInfo
+	}
+	b, err := bot.New(st, bot.Options{
+		Config:   cfg,
+		CacheDir: t.TempDir(),
+		Role:     bot.RoleAll,
+		Lab:      "qemu",
+		Params:   "nfs-rdma-write-256M",
+		Branches: map[string][]string{"mainline": {"master"}},
+		Stages: bot.Stages{Ingest: h.ingest, Build: h.build, Trees: h.trees, Lab: h.lab,
+			Decide: fakestage.Decider{}, Report: h.report},
+		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		ID:           "test/" + t.Name(),
+		PollInterval: 50 * time.Millisecond,
+		LeaseWait:    100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b.Stop(ctx)
+	})
+	h.bot = b
+	return h
+}
+
+// wait polls cond until it holds or the deadline passes.
+func (h *harness) wait(what string, d time.Duration, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s; calls:\n%s", what, strings.Join(h.calls.List(), "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func series(id, subject string) bot.Series {
+	return bot.Series{MsgID: id, Version: 1, Subject: subject, Author: "Dev <dev@example.org>",
+		Patches: [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n")}}
+}
+
+// Series from the lists go through every stage and get one reply each,
+// with the verdict their change deserves; the base is measured once and
+// then served from the cache.
+func TestSeriesVerdicts(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	cases := map[string]string{
+		"<pass@x>":    "[PATCH] svcrdma: harmless",
+		"<slow@x>":    "[PATCH] svcrdma: slow send",
+		"<broken@x>":  "[PATCH] svcrdma: build-fails",
+		"<noapply@x>": "[PATCH] svcrdma: does-not-apply",
+		"<hang@x>":    "[PATCH] svcrdma: crash on teardown",
+	}
+	want := map[string]string{"<pass@x>": "PASS", "<slow@x>": "REGRESSION", "<broken@x>": "BUILD_FAILED",
+		"<noapply@x>": "NOT_APPLIED", "<hang@x>": "CRASH"}
+	for id, subj := range cases {
+		h.ingest.Add(series(id, subj))
+	}
+	h.wait("five replies", 60*time.Second, func() bool { return h.report.Count() == 5 })
+	for id, v := range want {
+		r, ok := h.report.Get("series:" + id + ":v1:")
+		if !ok || r.Verdict != v {
+			t.Errorf("%s: got %+v, want %s", id, r.Verdict, v)
+		}
+		if !strings.HasPrefix(r.URL, "http://127.0.0.1:8480/tests/") {
+			t.Errorf("%s: reply links %q", id, r.URL)
+		}
+	}
+	if r, _ := h.report.Get("series:<broken@x>:v1:"); !strings.Contains(r.Log, "expected ';'") {
+		t.Errorf("build failure reply lacks the compiler error: %q", r.Log)
+	}
+	// The base was built once, and measured once for all four tests that
+	// reached the lab.
+	if n := h.calls.Count("build mainline " + strings.Repeat("b", 40)); n != 1 {
+		t.Errorf("base built %d times", n)
+	}
+	baseRuns := 0
+	for _, c := range h.calls.List() {
+		if strings.HasPrefix(c, "run qemu mainline-bbbb") {
+			baseRuns++
+		}
+	}
+	if baseRuns != 1 {
+		t.Errorf("base measured %d times, want once (cached)", baseRuns)
+	}
+	if h.lab.Overlap != 0 {
+		t.Errorf("%d overlapping runs on one pair", h.lab.Overlap)
+	}
+	// The same series again, from the lists or a command, is not retested.
+	h.ingest.Add(series("<pass@x>", cases["<pass@x>"]))
+	id, created, err := h.bot.SubmitSeries(context.Background(), series("<pass@x>", cases["<pass@x>"]), bot.Origin{Kind: "cli"})
+	if err != nil || created {
+		t.Fatalf("duplicate series queued again: %d %v %v", id, created, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := h.calls.Count("apply <pass@x>"); n != 1 {
+		t.Errorf("series applied %d times", n)
+	}
+	// Every job left a trace.
+	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<slow@x>:v1:")
+	jobs, _ := h.bot.JobsOfTest(context.Background(), tt.ID)
+	if len(jobs) < 4 {
+		t.Fatalf("slow series ran %d jobs", len(jobs))
+	}
+	for _, j := range jobs {
+		tr, _ := h.st.Trace(context.Background(), j.ID)
+		if len(tr) == 0 {
+			t.Errorf("job %d (%s) has no trace", j.ID, j.Kind)
+		}
+	}
+}
+
+// A lab fault is retried with backoff and no reply blames the series;
+// builds failing on infrastructure are retried too.
+func TestInfraFaultsRetried(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.lab.FailRuns = 1
+	h.build.FailBuilds = 1
+	h.ingest.Add(series("<p@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	r, _ := h.report.Get("series:<p@x>:v1:")
+	if r.Verdict != "PASS" {
+		t.Fatalf("verdict %s after a lab fault, want PASS", r.Verdict)
+	}
+	if h.report.Attempts != 1 {
+		t.Fatalf("%d delivery attempts", h.report.Attempts)
+	}
+}
+
+// A lab pair is leased: two tests at once never overlap on it.
+func TestLeaseSerializesPair(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.lab.Delay = 200 * time.Millisecond
+	for i := range 4 {
+		h.ingest.Add(series(fmt.Sprintf("<s%d@x>", i), "[PATCH] svcrdma: harmless"))
+	}
+	h.wait("four replies", 90*time.Second, func() bool { return h.report.Count() == 4 })
+	if h.lab.Overlap != 0 {
+		t.Fatalf("%d overlapping runs", h.lab.Overlap)
+	}
+}
+
+// Cancel stops a test before its lab runs.
+func TestCancel(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.build.Delay = time.Second
+	id, _, err := h.bot.SubmitSeries(context.Background(), series("<c@x>", "[PATCH] svcrdma: harmless"), bot.Origin{Kind: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait("build start", 10*time.Second, func() bool { return h.calls.Count("build") > 0 })
+	if err := h.bot.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if n := h.calls.Count("run "); n != 0 {
+		t.Fatalf("%d lab runs after cancel", n)
+	}
+	if h.report.Count() != 0 {
+		t.Fatal("canceled test replied")
+	}
+	tt, _ := h.st.Test(context.Background(), h.st.DB, id)
+	if tt.State != store.StateCanceled {
+		t.Fatalf("state %s", tt.State)
+	}
+}
+
+// gitRepo makes a history of n commits on master; commit number slowAt
+// adds SLOW (every later commit inherits it), nobuild commits fail to
+// build. It returns the repository and its commits, oldest first.
+func gitRepo(t *testing.T, n, slowAt int, nobuild map[int]bool) (string, []string) {
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x",
+			"GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("init", "-q", "-b", "master")
+	var commits []string
+	for i := range n {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d", i)), []byte("x"), 0o644)
+		if i == slowAt {
+			os.WriteFile(filepath.Join(dir, "SLOW"), []byte("delay each Send"), 0o644)
+		}
+		msg := fmt.Sprintf("commit %d", i)
+		if nobuild[i] {
+			msg += " nobuild"
+		}
+		run("add", "-A")
+		run("commit", "-q", "-m", msg)
+		commits = append(commits, run("rev-parse", "HEAD"))
+	}
+	return dir, commits
+}
+
+// The motivating regression: a scheduled run measures the good head,
+// a later one finds the new head slower, bisects on its own (skipping a
+// commit that does not build), confirms, and reports a new thread.
+func TestMainlineRegressionBisected(t *testing.T) {
+	repo, commits := gitRepo(t, 24, 13, map[int]bool{7: true})
+	// Start with master at the good commit.
+	exec.Command("git", "-C", repo, "branch", "-f", "good", commits[0]).Run()
+	exec.Command("git", "-C", repo, "update-ref", "refs/heads/master", commits[0]).Run()
+	h := newHarness(t, testConfig(), repo)
+	ctx := context.Background()
+	insertMainline := func() {
+		if _, err := h.bot.River().Insert(ctx, bot.MainlineArgs{Tree: "mainline", Branch: "master"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertMainline()
+	h.wait("first head measured", 30*time.Second, func() bool {
+		hist, _ := h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
+		return len(hist) == 1 && hist[0].State == "good"
+	})
+	exec.Command("git", "-C", repo, "update-ref", "refs/heads/master", commits[len(commits)-1]).Run()
+	insertMainline()
+	h.wait("bisection report", 120*time.Second, func() bool { return h.report.Count() == 1 })
+	hist, _ := h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
+	if len(hist) != 2 || hist[1].State != "bad" {
+		t.Fatalf("history %+v", hist)
+	}
+	var r bot.Report
+	for _, v := range h.report.Delivered {
+		r = v
+	}
+	if r.Bisect == nil || r.Bisect.Culprit != commits[13] || !r.Bisect.Confirmed {
+		t.Fatalf("bisect report %+v, want culprit %s confirmed", r.Bisect, commits[13])
+	}
+	wantTitle := fmt.Sprintf("[mainline] %s: nfs-rdma write_MBps -48%% regression", commits[13][:12])
+	if r.Title != wantTitle {
+		t.Fatalf("title %q, want %q", r.Title, wantTitle)
+	}
+	phases := map[string]int{}
+	for _, s := range r.Bisect.Steps {
+		phases[s.Phase+":"+s.Outcome]++
+	}
+	if phases["confirm-culprit:bad"] != 3 || phases["confirm-parent:good"] != 3 || phases["confirm-revert:good"] != 1 {
+		t.Fatalf("confirmations %v", phases)
+	}
+	t.Logf("bisection steps: %d (%v)", len(r.Bisect.Steps), phases)
+	// Asking for the same head again does nothing.
+	insertMainline()
+	time.Sleep(500 * time.Millisecond)
+	if n := len(h.report.Delivered); n != 1 {
+		t.Fatalf("%d reports", n)
+	}
+}

@@ -1,0 +1,406 @@
+// Package fakestage stands in for lore, builder, lab and reports in the
+// bot's tests, where the real stages would take minutes: each fake
+// records its calls and behaves by rules the test sets. Kernels are real
+// directories, git trees are real repositories, and the lab notices two
+// runs overlapping on one pair.
+package fakestage
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// InfraError is a lab or build outage: retried, never blamed on a patch.
+type InfraError struct{ Msg string }
+
+func (e *InfraError) Error() string { return e.Msg }
+func (e *InfraError) Infra() bool   { return true }
+
+// Calls is a concurrency-safe call log ("build mainline abc", ...),
+// optionally mirrored to a file so a killed process's calls survive.
+type Calls struct {
+	mu   sync.Mutex
+	list []string
+	File string
+}
+
+// Add records a call.
+func (c *Calls) Add(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := fmt.Sprintf(format, args...)
+	c.list = append(c.list, s)
+	if c.File != "" {
+		f, err := os.OpenFile(c.File, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintln(f, s)
+			f.Sync()
+			f.Close()
+		}
+	}
+}
+
+// List returns the calls so far.
+func (c *Calls) List() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.list...)
+}
+
+// Count counts calls starting with prefix.
+func (c *Calls) Count(prefix string) int {
+	n := 0
+	for _, s := range c.List() {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// Ingest hands out Series one poll at a time, remembering its place in
+// the checkpoint "fake" as the real sources do.
+type Ingest struct {
+	mu     sync.Mutex
+	Series []bot.Series
+	Calls  *Calls
+}
+
+func (f *Ingest) Add(s bot.Series) {
+	f.mu.Lock()
+	f.Series = append(f.Series, s)
+	f.mu.Unlock()
+}
+
+func (f *Ingest) Poll(ctx context.Context, cp bot.Checkpoints) ([]bot.Series, error) {
+	v, err := cp.Checkpoint(ctx, "fake")
+	if err != nil {
+		return nil, err
+	}
+	var done int
+	fmt.Sscan(v, &done)
+	f.mu.Lock()
+	out := append([]bot.Series(nil), f.Series[min(done, len(f.Series)):]...)
+	n := len(f.Series)
+	f.mu.Unlock()
+	f.Calls.Add("poll %d", len(out))
+	return out, cp.SetCheckpoint(ctx, "fake", fmt.Sprint(n))
+}
+
+// Builder applies by hashing and builds by writing a kernel directory
+// whose "kernel" file says how fast the kernel is. A series' subject
+// steers it: "does-not-apply", "build-fails", "slow", "crash".
+// Commits of Repo (a real git repository) are judged by their trees: a
+// SLOW file makes them slow, a NOBUILD file (in that commit's own
+// change) makes them fail to build.
+type Builder struct {
+	Dir   string // where kernels are written
+	Repo  string // a git repository for tree commits, optional
+	Calls *Calls
+	Delay time.Duration
+	// FailBuilds makes this many builds fail with an infra error first.
+	FailBuilds int
+
+	mu      sync.Mutex
+	applied map[string]string // candidate commit -> subject
+}
+
+func (f *Builder) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) {
+	f.Calls.Add("base %s", s.MsgID)
+	return bot.Base{Tree: "mainline", Commit: strings.Repeat("b", 40)}, nil
+}
+
+func (f *Builder) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io.Writer) (string, error) {
+	f.Calls.Add("apply %s", s.MsgID)
+	if strings.Contains(s.Subject, "does-not-apply") {
+		return "", fmt.Errorf("patch 1/1 %q does not apply to %s", s.Subject, base.Commit[:12])
+	}
+	h := sha1.Sum([]byte(base.Commit + s.MsgID + fmt.Sprint(s.Version)))
+	c := hex.EncodeToString(h[:])
+	f.mu.Lock()
+	if f.applied == nil {
+		f.applied = map[string]string{}
+	}
+	f.applied[c] = s.Subject
+	f.mu.Unlock()
+	return c, nil
+}
+
+func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Writer) (string, error) {
+	f.Calls.Add("build %s %s", tree, commit)
+	fmt.Fprintf(trace, "make -j2 bzImage (fake) for %s\n", commit)
+	select {
+	case <-time.After(f.Delay):
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	f.mu.Lock()
+	if f.FailBuilds > 0 {
+		f.FailBuilds--
+		f.mu.Unlock()
+		return "", &InfraError{"builder: disk full"}
+	}
+	subject := f.applied[commit]
+	f.mu.Unlock()
+	speed := "fast"
+	switch {
+	case strings.Contains(subject, "build-fails"):
+		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token")
+	case strings.Contains(subject, "slow"):
+		speed = "slow"
+	case strings.Contains(subject, "crash"):
+		speed = "crash"
+	case f.Repo != "" && subject == "" && commit != strings.Repeat("b", 40):
+		var err error
+		if speed, err = f.judgeCommit(commit); err != nil {
+			return "", err
+		}
+	}
+	dir := filepath.Join(f.Dir, commit)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "kernel"), []byte(speed), 0o644)
+}
+
+func (f *Builder) judgeCommit(commit string) (string, error) {
+	repo, err := git.PlainOpen(f.Repo)
+	if err != nil {
+		return "", &InfraError{err.Error()}
+	}
+	c, err := repo.CommitObject(plumbing.NewHash(commit))
+	if err != nil {
+		return "", fmt.Errorf("no commit %s: %w", commit, err)
+	}
+	if strings.Contains(c.Message, "nobuild") {
+		return "", errors.New("drivers/infiniband/core/cma.c:1:1: error: nobuild")
+	}
+	if _, err := c.File("SLOW"); err == nil {
+		return "slow", nil
+	}
+	return "fast", nil
+}
+
+// Trees resolves refs of Repo with git and reverts in a worktree.
+type Trees struct {
+	Repo  string
+	Calls *Calls
+}
+
+func (f *Trees) Head(ctx context.Context, tree, ref string) (string, error) {
+	f.Calls.Add("head %s %s", tree, ref)
+	out, err := exec.CommandContext(ctx, "git", "-C", f.Repo, "rev-parse", ref+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("no ref %s: %w", ref, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (f *Trees) Revert(ctx context.Context, tree, onto, commit string) (string, error) {
+	f.Calls.Add("revert %s on %s", commit, onto)
+	wt, err := os.MkdirTemp("", "revert-")
+	if err != nil {
+		return "", err
+	}
+	os.Remove(wt)
+	defer func() {
+		exec.Command("git", "-C", f.Repo, "worktree", "remove", "--force", wt).Run()
+		os.RemoveAll(wt)
+	}()
+	run := func(dir string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=rdmabot", "GIT_AUTHOR_EMAIL=bot@example.org",
+			"GIT_COMMITTER_NAME=rdmabot", "GIT_COMMITTER_EMAIL=bot@example.org")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	if _, err := run(f.Repo, "worktree", "add", "--detach", wt, onto); err != nil {
+		return "", err
+	}
+	if _, err := run(wt, "revert", "--no-edit", commit); err != nil {
+		return "", err
+	}
+	return run(wt, "rev-parse", "HEAD")
+}
+
+func (f *Trees) GitDir(tree string) (string, error) { return f.Repo, nil }
+
+// Lab measures write_MBps from the kernel's speed: fast ~100, slow ~52,
+// crash ends every run in a crash. Two runs on one pair at once is an
+// error the test sees.
+type Lab struct {
+	Calls *Calls
+	Delay time.Duration
+	// FailRuns makes this many runs fail with an infra error first.
+	FailRuns int
+
+	mu      sync.Mutex
+	busy    map[string]bool
+	Overlap int
+	seq     int
+}
+
+func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error) {
+	f.mu.Lock()
+	if f.busy == nil {
+		f.busy = map[string]bool{}
+	}
+	if f.busy[pair] {
+		f.Overlap++
+	}
+	f.busy[pair] = true
+	fail := f.FailRuns > 0
+	if fail {
+		f.FailRuns--
+	}
+	f.seq++
+	seq := f.seq
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.busy[pair] = false
+		f.mu.Unlock()
+	}()
+	speed, err := os.ReadFile(filepath.Join(dir, "kernel"))
+	if err != nil {
+		return nil, &InfraError{"lab: cannot read kernel: " + err.Error()}
+	}
+	f.Calls.Add("run %s %s %d", pair, filepath.Base(dir), n)
+	select {
+	case <-time.After(f.Delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if fail {
+		return nil, &InfraError{"lab: guest 2 died (qemu exited with signal 9)"}
+	}
+	var out []store.Sample
+	for i := range n {
+		noise := float64((seq*7+i*13)%5) - 2 // -2..2, deterministic
+		switch string(speed) {
+		case "crash":
+			out = append(out, store.Sample{Crash: "INFO: task hung in svc_rdma_drain"})
+		case "slow":
+			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 52 + noise, "read_MBps": 200 + noise}})
+		default:
+			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 100 + noise, "read_MBps": 200 + noise}})
+		}
+	}
+	fmt.Fprintf(trace, "lab: %d runs of %s done\n", n, speed)
+	return out, nil
+}
+
+// Decider calls a regression when write_MBps drops more than 10 % and
+// asks for one more round when it has fewer than 6 candidate samples of a
+// borderline change.
+type Decider struct{}
+
+func (Decider) Decide(base, cand []store.Sample) bot.Decision {
+	for _, s := range cand {
+		if s.Crash != "" {
+			return bot.Decision{Verdict: "CRASH", Summary: s.Crash}
+		}
+	}
+	b, c := median(base), median(cand)
+	if b == 0 {
+		return bot.Decision{Verdict: "PASS", Summary: "no base"}
+	}
+	change := c/b - 1
+	summary := fmt.Sprintf("write_MBps %.1f -> %.1f (%+.0f%%)", b, c, change*100)
+	if change < -0.10 {
+		return bot.Decision{Verdict: "REGRESSION", Summary: summary, Metric: "write_MBps", Change: change}
+	}
+	if change < -0.02 && len(cand) < 6 {
+		return bot.Decision{NeedMore: 3, Summary: summary}
+	}
+	return bot.Decision{Verdict: "PASS", Summary: summary}
+}
+
+func median(samples []store.Sample) float64 {
+	var v []float64
+	for _, s := range samples {
+		if x, ok := s.Metrics["write_MBps"]; ok {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// Reporter delivers once per key: into memory, and into Dir as one file
+// per key when Dir is set (an outbox that survives the process).
+type Reporter struct {
+	Dir   string
+	Calls *Calls
+
+	mu        sync.Mutex
+	Delivered map[string]bot.Report
+	Attempts  int
+}
+
+func (f *Reporter) Deliver(ctx context.Context, r bot.Report) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Attempts++
+	f.Calls.Add("deliver %s %s", r.Key, r.Verdict)
+	if f.Delivered == nil {
+		f.Delivered = map[string]bot.Report{}
+	}
+	if _, ok := f.Delivered[r.Key]; ok {
+		return nil
+	}
+	f.Delivered[r.Key] = r
+	if f.Dir == "" {
+		return nil
+	}
+	name := filepath.Join(f.Dir, hex.EncodeToString([]byte(r.Key)))
+	if _, err := os.Stat(name); err == nil {
+		return nil // sent by an earlier incarnation
+	}
+	b, _ := json.Marshal(r)
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
+}
+
+// Get returns the report delivered under key.
+func (f *Reporter) Get(key string) (bot.Report, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.Delivered[key]
+	return r, ok
+}
+
+// Count is the number of distinct replies.
+func (f *Reporter) Count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.Delivered)
+}

@@ -1,0 +1,893 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// The job kinds. Each job does one stage and, in the transaction that
+// completes it, inserts the next: ingest -> test -> build -> lab ->
+// report (-> lab for more runs); mainline -> test ...; bisect -> bisect.
+// Args carry ids only; the state is in our tables.
+
+// pending are the states in which a second insert is a duplicate for
+// jobs that may legitimately run again later (ticks).
+var pending = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
+
+// IngestArgs polls the lists.
+type IngestArgs struct{}
+
+func (IngestArgs) Kind() string { return "ingest" }
+func (IngestArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueIngest, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}}
+}
+
+// TestArgs starts a test: base selection.
+type TestArgs struct {
+	TestID int64 `json:"test_id"`
+}
+
+func (TestArgs) Kind() string { return "test" }
+func (TestArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueBuild, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// BuildArgs applies and builds a test's kernels.
+type BuildArgs struct {
+	TestID int64 `json:"test_id"`
+}
+
+func (BuildArgs) Kind() string { return "build" }
+func (BuildArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueBuild, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// LabArgs runs one round of a test on its lab pair.
+type LabArgs struct {
+	TestID int64 `json:"test_id"`
+	Round  int   `json:"round"`
+	Runs   int   `json:"runs"`
+}
+
+func (LabArgs) Kind() string { return "lab" }
+func (LabArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueLab, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// ReportArgs decides and replies, for a test or a bisection.
+type ReportArgs struct {
+	TestID      int64 `json:"test_id,omitempty"`
+	Round       int   `json:"round,omitempty"`
+	BisectionID int64 `json:"bisection_id,omitempty"`
+}
+
+func (ReportArgs) Kind() string { return "report" }
+func (ReportArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueIngest, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// MainlineArgs tests a branch head if it is new.
+type MainlineArgs struct {
+	Tree   string `json:"tree"`
+	Branch string `json:"branch"`
+}
+
+func (MainlineArgs) Kind() string { return "mainline" }
+func (MainlineArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueBuild, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}}
+}
+
+// BisectArgs is one step of a bisection.
+type BisectArgs struct {
+	BisectionID int64 `json:"bisection_id"`
+	Step        int   `json:"step"`
+}
+
+func (BisectArgs) Kind() string { return "bisect" }
+func (BisectArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueBuild, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// GitHubPollArgs polls issue comments.
+type GitHubPollArgs struct{}
+
+func (GitHubPollArgs) Kind() string { return "github_poll" }
+func (GitHubPollArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueIngest, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}}
+}
+
+// Verdicts the bot decides itself; the statistics decide the others.
+const (
+	VerdictNotApplied  = "NOT_APPLIED"
+	VerdictBuildFailed = "BUILD_FAILED"
+	VerdictCrash       = "CRASH"
+	VerdictMeasured    = "MEASURED" // a first mainline head: nothing to compare with
+	VerdictPass        = "PASS"
+	VerdictRegression  = "REGRESSION"
+)
+
+// --- ingest
+
+type ingestWorker struct {
+	river.WorkerDefaults[IngestArgs]
+	b *Bot
+}
+
+func (w *ingestWorker) Timeout(*river.Job[IngestArgs]) time.Duration { return 30 * time.Minute }
+
+func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		cp := &pendingCheckpoints{st: b.st, set: map[string]string{}}
+		series, err := b.stages.Ingest.Poll(ctx, cp)
+		if err != nil {
+			return infra(fmt.Errorf("ingest: %w", err))
+		}
+		tr.Logf("%d new series", len(series))
+		// Nothing inside the transaction may write the trace: on SQLite
+		// the transaction holds the one connection.
+		var queued []string
+		err = complete(ctx, b, job, func(tx *sql.Tx) error {
+			queued = queued[:0]
+			for _, s := range series {
+				id, created, err := b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0)
+				if err != nil {
+					return err
+				}
+				queued = append(queued, fmt.Sprintf("series %s v%d %q: test %d (new: %v)", s.MsgID, s.Version, s.Subject, id, created))
+			}
+			// Checkpoints move with the series they led to.
+			for src, v := range cp.set {
+				if err := b.st.SetCheckpoint(ctx, tx, src, v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, l := range queued {
+			tr.Logf("%s", l)
+		}
+		return err
+	})
+}
+
+// pendingCheckpoints reads the stored checkpoints and holds new ones
+// until the ingest job commits them with the series.
+type pendingCheckpoints struct {
+	st  *store.Store
+	set map[string]string
+}
+
+func (c *pendingCheckpoints) Checkpoint(ctx context.Context, source string) (string, error) {
+	if v, ok := c.set[source]; ok {
+		return v, nil
+	}
+	return c.st.Checkpoint(ctx, c.st.DB, source)
+}
+
+func (c *pendingCheckpoints) SetCheckpoint(ctx context.Context, source, value string) error {
+	c.set[source] = value
+	return nil
+}
+
+// enqueueSeries records a series and its test once per (Message-ID,
+// version, tree, retest number).
+func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin, retest int) (int64, bool, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return 0, false, err
+	}
+	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: s.Tree,
+		Subject: s.Subject, Author: s.Author, Link: s.Link, Data: data})
+	if err != nil {
+		return 0, false, err
+	}
+	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, s.Tree)
+	if retest > 0 {
+		key += fmt.Sprintf(":retest%d", retest)
+	}
+	return b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree}, o)
+}
+
+func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (int64, bool, error) {
+	if t.Lab == "" {
+		t.Lab = b.opts.Lab
+	}
+	t.Params = b.opts.Params
+	t.Origin = mustJSON(o)
+	if t.Thread == "" {
+		t.Thread = threadOf(o)
+	}
+	id, created, err := b.st.AddTest(ctx, tx, t)
+	if err != nil || !created {
+		return id, created, err
+	}
+	_, err = b.river.InsertTx(ctx, tx, TestArgs{TestID: id}, nil)
+	return id, true, err
+}
+
+func threadOf(o Origin) string {
+	if o.Kind == "github" {
+		return fmt.Sprintf("github:%s#%d", o.Repo, o.Issue)
+	}
+	return ""
+}
+
+// --- test: choose the base
+
+type testWorker struct {
+	river.WorkerDefaults[TestArgs]
+	b *Bot
+}
+
+func (w *testWorker) Timeout(*river.Job[TestArgs]) time.Duration { return time.Hour }
+
+func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			tr.Logf("test %d was canceled", t.ID)
+			return complete(ctx, b, job, nil)
+		}
+		switch t.Kind {
+		case store.KindSeries:
+			s, err := b.series(ctx, t.SeriesID)
+			if err != nil {
+				return err
+			}
+			base, err := b.stages.Build.SelectBase(ctx, s)
+			if err != nil {
+				if IsInfra(err) || ctx.Err() != nil {
+					return err
+				}
+				tr.Logf("no base: %v", err)
+				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("No base found for the series: %v", err))
+			}
+			t.Tree, t.Base = base.Tree, base.Commit
+			tr.Logf("base %s %s", t.Tree, t.Base)
+		case store.KindRef:
+			cand, err := b.stages.Trees.Head(ctx, t.Tree, t.Ref)
+			if err != nil {
+				if IsInfra(err) || ctx.Err() != nil {
+					return err
+				}
+				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
+			}
+			t.Candidate = cand
+			if br := b.opts.Branches[t.Tree]; len(br) > 0 {
+				base, err := b.stages.Trees.Head(ctx, t.Tree, br[0])
+				if err != nil {
+					return infra(err)
+				}
+				if base != cand {
+					t.Base = base
+				}
+			}
+			tr.Logf("%s %s is %s, base %s", t.Tree, t.Ref, t.Candidate, t.Base)
+		case store.KindMainline:
+			tr.Logf("%s %s head %s against last good %s", t.Tree, t.Ref, t.Candidate, t.Base)
+		}
+		t.State = store.StateBuilding
+		return complete(ctx, b, job, func(tx *sql.Tx) error {
+			if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+				return err
+			}
+			_, err := b.river.InsertTx(ctx, tx, BuildArgs{TestID: t.ID}, nil)
+			return err
+		})
+	})
+}
+
+func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
+	row, err := b.st.Series(ctx, b.st.DB, id)
+	if err != nil {
+		return Series{}, infra(err)
+	}
+	var s Series
+	if err := json.Unmarshal(row.Data, &s); err != nil {
+		return Series{}, fmt.Errorf("series %d: %w", id, err)
+	}
+	return s, nil
+}
+
+// finishWithVerdict ends a test early (does not apply, build failed,
+// crash) and queues its report.
+func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, verdict, summary string) error {
+	t.State, t.Verdict, t.Summary = store.StateDone, verdict, summary
+	if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+		return err
+	}
+	_, err := b.river.InsertTx(ctx, tx, ReportArgs{TestID: t.ID, Round: t.Rounds}, nil)
+	return err
+}
+
+func (b *Bot) finishWithVerdict(ctx context.Context, job *river.Job[TestArgs], t store.Test, verdict, summary string) error {
+	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, verdict, summary) })
+}
+
+// --- build: apply, build base (unless its results are cached) and candidate
+
+type buildWorker struct {
+	river.WorkerDefaults[BuildArgs]
+	b *Bot
+}
+
+func (w *buildWorker) Timeout(*river.Job[BuildArgs]) time.Duration { return 3 * time.Hour }
+
+func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			return complete(ctx, b, job, nil)
+		}
+		verdict := func(v, summary string) error {
+			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, summary) })
+		}
+		if t.Kind == store.KindSeries {
+			s, err := b.series(ctx, t.SeriesID)
+			if err != nil {
+				return err
+			}
+			cand, err := b.stages.Build.Apply(ctx, Base{Tree: t.Tree, Commit: t.Base}, s, tr)
+			if err != nil {
+				if IsInfra(err) || ctx.Err() != nil {
+					return err
+				}
+				tr.Logf("does not apply: %v", err)
+				return verdict(VerdictNotApplied, err.Error())
+			}
+			t.Candidate = cand
+			tr.Logf("applied: %s", cand)
+		}
+		if t.Base != "" {
+			_, fresh, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(t.Tree, t.Base, t.Lab), b.cfg.BaseMaxAge.Duration)
+			if err != nil {
+				return infra(err)
+			}
+			if fresh {
+				tr.Logf("base %s: results cached, not rebuilt", short(t.Base))
+			} else {
+				key, err := b.buildKernel(ctx, t.Tree, t.Base, tr)
+				if err != nil {
+					if IsInfra(err) || ctx.Err() != nil {
+						return err
+					}
+					// Not the patch's fault: no verdict, no reply blaming it.
+					tr.Logf("base does not build: %v", err)
+					t.State, t.Summary = store.StateFailed, "base does not build: "+err.Error()
+					return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+				}
+				t.BaseArtifact = key
+			}
+		}
+		key, err := b.buildKernel(ctx, t.Tree, t.Candidate, tr)
+		if err != nil {
+			if IsInfra(err) || ctx.Err() != nil {
+				return err
+			}
+			tr.Logf("build failed: %v", err)
+			return verdict(VerdictBuildFailed, err.Error())
+		}
+		t.CandArtifact = key
+		t.State = store.StateTesting
+		return complete(ctx, b, job, func(tx *sql.Tx) error {
+			if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+				return err
+			}
+			_, err := b.river.InsertTx(ctx, tx, LabArgs{TestID: t.ID, Round: 1, Runs: b.cfg.Runs}, nil)
+			return err
+		})
+	})
+}
+
+// buildKernel builds tree at commit and files the kernel in the artifact
+// store, recording which worker holds it.
+func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (string, error) {
+	key := artifactKey(tree, commit)
+	if b.art.Has(key) {
+		tr.Logf("kernel %s already built", key)
+		return key, nil
+	}
+	tr.Logf("building %s %s", tree, short(commit))
+	start := time.Now()
+	dir, err := b.stages.Build.Build(ctx, tree, commit, tr)
+	if err != nil {
+		return "", err
+	}
+	if err := b.art.Put(key, dir); err != nil {
+		return "", infra(err)
+	}
+	if err := b.st.PutArtifact(ctx, key, b.cfg.URL); err != nil {
+		return "", infra(err)
+	}
+	tr.Logf("built %s in %s", key, time.Since(start).Round(time.Second))
+	return key, nil
+}
+
+func artifactKey(tree, commit string) string {
+	return fmt.Sprintf("%s-%s", tree, commit)
+}
+
+// fetchArtifact returns a local directory holding key, pulling it from
+// the worker that built it when that is another machine.
+func (b *Bot) fetchArtifact(ctx context.Context, key string, tr *Trace) (string, error) {
+	if b.art.Has(key) {
+		return b.art.Path(key), nil
+	}
+	url, err := b.st.ArtifactWorker(ctx, key)
+	if err != nil {
+		return "", infra(err)
+	}
+	tr.Logf("pulling %s from %s", key, url)
+	p, err := b.art.Pull(ctx, b.http, url, key)
+	return p, infra(err)
+}
+
+func (b *Bot) baseKey(tree, commit, lab string) store.BaseKey {
+	return store.BaseKey{Tree: tree, Commit: commit, Lab: lab, Params: b.opts.Params}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// --- lab: one round on a leased pair
+
+type labWorker struct {
+	river.WorkerDefaults[LabArgs]
+	b *Bot
+}
+
+func (w *labWorker) Timeout(*river.Job[LabArgs]) time.Duration { return 3 * time.Hour }
+
+func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			return complete(ctx, b, job, nil)
+		}
+		var basePath, candPath string
+		bk := b.baseKey(t.Tree, t.Base, t.Lab)
+		cached, fresh := []store.Sample(nil), false
+		if t.Base != "" {
+			if cached, fresh, err = b.st.BaseResults(ctx, b.st.DB, bk, b.cfg.BaseMaxAge.Duration); err != nil {
+				return infra(err)
+			}
+			if !fresh || job.Args.Round > 1 {
+				if t.BaseArtifact == "" {
+					// Cached when the build ran, stale now: build it again.
+					return complete(ctx, b, job, func(tx *sql.Tx) error {
+						t.State = store.StateBuilding
+						if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+							return err
+						}
+						_, err := b.river.InsertTx(ctx, tx, BuildArgs{TestID: t.ID}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}})
+						return err
+					})
+				}
+				if basePath, err = b.fetchArtifact(ctx, t.BaseArtifact, tr); err != nil {
+					return err
+				}
+			}
+		}
+		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
+			return err
+		}
+		return b.withLease(ctx, t.Lab, job.ID, tr, func(ctx context.Context) error {
+			n := job.Args.Runs
+			start := time.Now()
+			var baseSamples []store.Sample
+			if basePath != "" {
+				tr.Logf("round %d: %d base runs of %s on %s", job.Args.Round, n, short(t.Base), t.Lab)
+				baseSamples, err = b.stages.Lab.Run(ctx, t.Lab, basePath, n, tr)
+				if err != nil {
+					if IsInfra(err) || ctx.Err() != nil {
+						return err
+					}
+					tr.Logf("base kernel failed in the lab: %v", err)
+					t.State, t.Summary = store.StateFailed, "base kernel failed in the lab: "+err.Error()
+					return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+				}
+			}
+			tr.Logf("round %d: %d candidate runs of %s on %s", job.Args.Round, n, short(t.Candidate), t.Lab)
+			candSamples, err := b.stages.Lab.Run(ctx, t.Lab, candPath, n, tr)
+			if err != nil {
+				if IsInfra(err) || ctx.Err() != nil {
+					return err
+				}
+				tr.Logf("candidate kernel failed: %v", err)
+				return complete(ctx, b, job, func(tx *sql.Tx) error {
+					return finishWithVerdictTx(ctx, b, tx, t, VerdictCrash, err.Error())
+				})
+			}
+			fin := time.Now()
+			return complete(ctx, b, job, func(tx *sql.Tx) error {
+				if basePath != "" {
+					if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "base", Commit: t.Base,
+						Lab: t.Lab, Samples: baseSamples, StartedAt: start, FinishedAt: fin}); err != nil {
+						return err
+					}
+					all := baseSamples
+					if job.Args.Round > 1 {
+						all = append(append([]store.Sample(nil), cached...), baseSamples...)
+					}
+					if err := b.st.PutBaseResults(ctx, tx, bk, all); err != nil {
+						return err
+					}
+				}
+				if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "candidate", Commit: t.Candidate,
+					Lab: t.Lab, Samples: candSamples, StartedAt: start, FinishedAt: fin}); err != nil {
+					return err
+				}
+				t.Rounds = job.Args.Round
+				if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+					return err
+				}
+				_, err := b.river.InsertTx(ctx, tx, ReportArgs{TestID: t.ID, Round: job.Args.Round}, nil)
+				return err
+			})
+		})
+	})
+}
+
+// withLease runs f holding the lab pair's lease, renewing it while f
+// runs. A busy pair snoozes the job; a lost lease cancels f.
+func (b *Bot) withLease(ctx context.Context, pair string, jobID int64, tr *Trace, f func(ctx context.Context) error) error {
+	ttl := b.cfg.LeaseTTL.Duration
+	holder := fmt.Sprintf("%s#%d", sanitizeID(b.opts.ID), jobID)
+	ok, err := b.st.AcquireLease(ctx, pair, holder, jobID, ttl)
+	if err != nil {
+		return infra(err)
+	}
+	if !ok {
+		tr.Logf("lab pair %s is busy; waiting", pair)
+		return errSnoozed
+	}
+	defer func() {
+		if err := b.st.ReleaseLease(context.WithoutCancel(ctx), pair, holder); err != nil {
+			b.log.Warn("lease release", "pair", pair, "err", err)
+		}
+	}()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if ok, err := b.st.RenewLease(ctx, pair, holder, ttl); err == nil && !ok {
+					cancel(&InfraError{fmt.Errorf("lease on %s lost", pair)})
+					return
+				}
+			}
+		}
+	}()
+	err = f(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil && IsInfra(cause) {
+		return cause
+	}
+	return err
+}
+
+// --- report: decide, ask for more runs, reply
+
+type reportWorker struct {
+	river.WorkerDefaults[ReportArgs]
+	b *Bot
+}
+
+func (w *reportWorker) Timeout(*river.Job[ReportArgs]) time.Duration { return 30 * time.Minute }
+
+func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		if job.Args.BisectionID != 0 {
+			return b.reportBisection(ctx, job, tr)
+		}
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			return complete(ctx, b, job, nil)
+		}
+		var d Decision
+		if t.Verdict == "" {
+			base, cand, err := b.samples(ctx, t)
+			if err != nil {
+				return err
+			}
+			if t.Base == "" {
+				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
+			} else {
+				d = b.stages.Decide.Decide(base, cand)
+			}
+			tr.Logf("decision after round %d: %s (need %d more) %s", job.Args.Round, d.Verdict, d.NeedMore, d.Summary)
+			if d.NeedMore > 0 && job.Args.Round < b.cfg.MaxRounds {
+				return complete(ctx, b, job, func(tx *sql.Tx) error {
+					_, err := b.river.InsertTx(ctx, tx, LabArgs{TestID: t.ID, Round: job.Args.Round + 1, Runs: d.NeedMore}, nil)
+					return err
+				})
+			}
+			t.Verdict, t.Summary = d.Verdict, d.Summary
+		}
+		var o Origin
+		json.Unmarshal([]byte(t.Origin), &o)
+		if t.Kind == store.KindMainline {
+			return b.mainlineOutcome(ctx, job, t, d, tr)
+		}
+		if err := b.deliver(ctx, t, o, tr); err != nil {
+			return err
+		}
+		t.State = store.StateDone
+		return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+	})
+}
+
+// samples are all base and candidate samples of a test; the base falls
+// back to the cache when this test did not measure it.
+func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sample, err error) {
+	runs, err := b.st.Runs(ctx, b.st.DB, t.ID)
+	if err != nil {
+		return nil, nil, infra(err)
+	}
+	for _, r := range runs {
+		if r.Role == "base" {
+			base = append(base, r.Samples...)
+		} else {
+			cand = append(cand, r.Samples...)
+		}
+	}
+	if len(base) == 0 && t.Base != "" {
+		// Stale is fine here: it was fresh when the lab round started.
+		base, _, err = b.st.BaseResults(ctx, b.st.DB, b.baseKey(t.Tree, t.Base, t.Lab), 100*365*24*time.Hour)
+		if err != nil {
+			return nil, nil, infra(err)
+		}
+	}
+	return base, cand, nil
+}
+
+// deliver sends a test's reply to where the request came from. Delivery
+// is idempotent by key, so a crash after sending and before this job
+// completes does not send it twice.
+func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) error {
+	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base,
+		Candidate: t.Candidate, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
+	if t.Verdict == VerdictBuildFailed || t.Verdict == VerdictNotApplied || t.Verdict == VerdictCrash {
+		r.Log = t.Summary
+	}
+	if t.SeriesID != 0 {
+		s, err := b.series(ctx, t.SeriesID)
+		if err != nil {
+			return err
+		}
+		r.Series = &s
+	}
+	rep := b.stages.Report
+	if o.Kind == "github" {
+		rep = b.stages.Comments
+	}
+	if rep == nil {
+		tr.Logf("no reporter for %s requests: verdict %s kept on the dashboard only", o.Kind, t.Verdict)
+		return nil
+	}
+	if err := rep.Deliver(ctx, r); err != nil {
+		return infra(fmt.Errorf("deliver: %w", err))
+	}
+	tr.Logf("delivered %s reply %s", t.Verdict, t.Key)
+	return nil
+}
+
+func (b *Bot) testURL(id int64) string { return fmt.Sprintf("%s/tests/%d", b.cfg.URL, id) }
+
+// --- mainline: test each new branch head
+
+type mainlineWorker struct {
+	river.WorkerDefaults[MainlineArgs]
+	b *Bot
+}
+
+func (w *mainlineWorker) Timeout(*river.Job[MainlineArgs]) time.Duration { return time.Hour }
+
+func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		a := job.Args
+		head, err := b.stages.Trees.Head(ctx, a.Tree, a.Branch)
+		if err != nil {
+			return infra(fmt.Errorf("fetch %s %s: %w", a.Tree, a.Branch, err))
+		}
+		hist, err := b.st.MainlineHistory(ctx, b.st.DB, a.Tree, a.Branch)
+		if err != nil {
+			return infra(err)
+		}
+		lastGood := ""
+		for _, r := range hist {
+			if r.Commit == head {
+				tr.Logf("%s %s head %s already tested (%s)", a.Tree, a.Branch, short(head), r.State)
+				return complete(ctx, b, job, nil)
+			}
+			if r.State == "good" {
+				lastGood = r.Commit
+			}
+		}
+		tr.Logf("%s %s: new head %s, last good %s", a.Tree, a.Branch, short(head), short(lastGood))
+		return complete(ctx, b, job, func(tx *sql.Tx) error {
+			id, _, err := b.enqueueTest(ctx, tx, store.Test{Key: fmt.Sprintf("mainline:%s:%s:%s", a.Tree, a.Branch, head), Kind: store.KindMainline,
+				Tree: a.Tree, Ref: a.Branch, Base: lastGood, Candidate: head}, Origin{Kind: "mainline"})
+			if err != nil {
+				return err
+			}
+			_, err = b.st.AddMainlineRun(ctx, tx, store.MainlineRun{Tree: a.Tree, Branch: a.Branch, Commit: head, TestID: id, State: "testing", Metrics: "{}"})
+			return err
+		})
+	})
+}
+
+// mainlineOutcome records a head's result in the history and, when it
+// regressed against the last good head, starts a bisection.
+func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d Decision, tr *Trace) error {
+	_, cand, err := b.samples(ctx, t)
+	if err != nil {
+		return err
+	}
+	state := "good"
+	switch t.Verdict {
+	case VerdictRegression, VerdictCrash, VerdictBuildFailed:
+		state = "bad"
+	case VerdictPass, VerdictMeasured, "IMPROVEMENT":
+	default:
+		state = "failed"
+	}
+	metric := b.cfg.Mainline.Metric
+	bisect := state == "bad" && t.Verdict == VerdictRegression && t.Base != ""
+	tr.Logf("mainline %s %s %s: %s", t.Tree, t.Ref, short(t.Candidate), t.Verdict)
+	return complete(ctx, b, job, func(tx *sql.Tx) error {
+		t.State = store.StateDone
+		if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+			return err
+		}
+		// A head's own results are the base for the next head.
+		if len(cand) > 0 {
+			if err := b.st.PutBaseResults(ctx, tx, b.baseKey(t.Tree, t.Candidate, t.Lab), cand); err != nil {
+				return err
+			}
+		}
+		if err := b.st.SetMainlineResult(ctx, tx, t.ID, state, mustJSON(medians(cand))); err != nil {
+			return err
+		}
+		if !bisect {
+			return nil
+		}
+		if d.Metric != "" {
+			metric = d.Metric
+		}
+		_, err := b.startBisection(ctx, tx, store.Bisection{Key: "mainline:" + t.Tree + ":" + t.Base + ".." + t.Candidate, Tree: t.Tree,
+			Good: t.Base, Bad: t.Candidate, Lab: t.Lab, Metric: metric, Origin: mustJSON(Origin{Kind: "mainline"})})
+		return err
+	})
+}
+
+func (b *Bot) startBisection(ctx context.Context, tx *sql.Tx, bis store.Bisection) (int64, error) {
+	if bis.Lab == "" {
+		bis.Lab = b.opts.Lab
+	}
+	id, created, err := b.st.AddBisection(ctx, tx, bis)
+	if err != nil || !created {
+		return id, err
+	}
+	_, err = b.river.InsertTx(ctx, tx, BisectArgs{BisectionID: id, Step: 1}, nil)
+	return id, err
+}
+
+// medians are each metric's median over samples without a crash.
+func medians(samples []store.Sample) map[string]float64 {
+	vals := map[string][]float64{}
+	for _, s := range samples {
+		if s.Crash != "" {
+			continue
+		}
+		for k, v := range s.Metrics {
+			vals[k] = append(vals[k], v)
+		}
+	}
+	out := map[string]float64{}
+	for k, v := range vals {
+		sort.Float64s(v)
+		if len(v)%2 == 1 {
+			out[k] = v[len(v)/2]
+		} else {
+			out[k] = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+	}
+	return out
+}
+
+// --- cancellation
+
+// Cancel stops a test: its state says canceled (so queued jobs end at
+// once) and its running jobs are cancelled through River.
+func (b *Bot) Cancel(ctx context.Context, testID int64) error {
+	t, err := b.st.Test(ctx, b.st.DB, testID)
+	if err != nil {
+		return err
+	}
+	if t.State == store.StateDone || t.State == store.StateCanceled {
+		return fmt.Errorf("test %d is already %s", testID, t.State)
+	}
+	t.State = store.StateCanceled
+	if err := b.st.UpdateTest(ctx, b.st.DB, t); err != nil {
+		return err
+	}
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("test", "build", "lab", "report").
+		States(pending...).First(1000))
+	if err != nil {
+		return err
+	}
+	for _, j := range res.Jobs {
+		var a struct {
+			TestID int64 `json:"test_id"`
+		}
+		if json.Unmarshal(j.EncodedArgs, &a) == nil && a.TestID == testID {
+			if _, err := b.river.JobCancel(ctx, j.ID); err != nil && !errors.Is(err, river.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// JobsOfTest lists the River jobs that worked on a test, for its page.
+func (b *Bot) JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error) {
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("test", "build", "lab", "report").
+		States(append(pending, rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded)...).First(10000))
+	if err != nil {
+		return nil, err
+	}
+	var out []*rivertype.JobRow
+	for _, j := range res.Jobs {
+		var a struct {
+			TestID int64 `json:"test_id"`
+		}
+		if json.Unmarshal(j.EncodedArgs, &a) == nil && a.TestID == testID {
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+var _ = strings.TrimSpace
