@@ -195,6 +195,11 @@ func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin,
 		return 0, false, err
 	}
 	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, s.Tree)
+	if o.Kind == "github" {
+		// Asked for in an issue: tested (and answered) there, even when
+		// the list already had its reply.
+		key += ":" + threadOf(o)
+	}
 	if retest > 0 {
 		key += fmt.Sprintf(":retest%d", retest)
 	}

@@ -38,6 +38,20 @@ func (b *Bot) SubmitSeries(ctx context.Context, s Series, o Origin) (id int64, c
 	return id, created, err
 }
 
+// SubmitThread fetches a thread from lore (a Message-ID or a lore URL)
+// and queues its series.
+func (b *Bot) SubmitThread(ctx context.Context, ref string, o Origin) (int64, error) {
+	if b.stages.Fetch == nil {
+		return 0, fmt.Errorf("no lore fetcher configured")
+	}
+	s, err := b.stages.Fetch.Fetch(ctx, ref)
+	if err != nil {
+		return 0, fmt.Errorf("fetch %s: %w", ref, err)
+	}
+	id, _, err := b.SubmitSeries(ctx, s, o)
+	return id, err
+}
+
 // SubmitRef queues a test of a tree's ref against the tree's first branch.
 func (b *Bot) SubmitRef(ctx context.Context, tree, ref string, o Origin) (id int64, err error) {
 	if _, ok := b.opts.Branches[tree]; !ok {

@@ -1,0 +1,390 @@
+// Package ghbot takes /rdmabot commands from GitHub issues and comments,
+// by webhook (signature checked) or by polling with ETags, checks who may
+// give them, queues the work and answers in the issue: an acknowledgement
+// at once, the result when it is ready, a label with the verdict.
+package ghbot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/rdmabot/rdmabot/bot"
+)
+
+// Commands is what the bot does for a command.
+type Commands interface {
+	SubmitThread(ctx context.Context, ref string, o bot.Origin) (int64, error)
+	SubmitRef(ctx context.Context, tree, ref string, o bot.Origin) (int64, error)
+	SubmitBisect(ctx context.Context, tree, good, bad string, o bot.Origin) (int64, error)
+	Retest(ctx context.Context, thread string, o bot.Origin) (int64, error)
+	CancelThread(ctx context.Context, thread string) (int64, error)
+}
+
+// Memory remembers what was handled and where polling stopped.
+type Memory interface {
+	FirstSeen(ctx context.Context, key string) (bool, error)
+	State(ctx context.Context, key string) (string, error)
+	SetState(ctx context.Context, key, value string) error
+}
+
+// Bot answers one repository's issues.
+type Bot struct {
+	Client      *github.Client
+	Owner, Repo string
+	Secret      []byte   // webhook secret; nil refuses every delivery
+	Allow       []string // logins always allowed
+	Org         string   // members may command
+	Tree        string   // tree for /rdmabot bisect
+	URL         string   // dashboard base URL
+	Cmds        Commands
+	Mem         Memory
+	Log         *slog.Logger
+}
+
+// Command is one parsed /rdmabot line.
+type Command struct {
+	Verb string
+	Args []string
+	Line string
+}
+
+// cmdRe is anchored at the start of a line, so quoted ("> /rdmabot")
+// and indented lines never trigger.
+var cmdRe = regexp.MustCompile(`(?m)^/rdmabot[ \t]+(\S+)([^\n]*)$`)
+
+// Parse finds the commands in a comment body, ignoring fenced code.
+func Parse(body string) []Command {
+	var kept []string
+	fence := false
+	for _, l := range strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			fence = !fence
+			continue
+		}
+		if !fence {
+			kept = append(kept, l)
+		}
+	}
+	var out []Command
+	for _, m := range cmdRe.FindAllStringSubmatch(strings.Join(kept, "\n"), -1) {
+		out = append(out, Command{Verb: m[1], Args: strings.Fields(m[2]), Line: strings.TrimSpace(m[0])})
+	}
+	return out
+}
+
+// event is a comment or an issue body, whichever carried the commands.
+type event struct {
+	key         string // dedup: the same comment by webhook and poll acts once
+	issue       int
+	commentID   int64
+	user        string
+	association string
+	body        string
+	url         string
+}
+
+// ServeHTTP is the webhook: it checks X-Hub-Signature-256 and handles
+// issue_comment (created) and issues (opened) events.
+func (g *Bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(g.Secret) == 0 {
+		http.Error(w, "webhook disabled: no secret configured", http.StatusForbidden)
+		return
+	}
+	payload, err := github.ValidatePayload(r, g.Secret)
+	if err != nil {
+		http.Error(w, "bad signature or payload: "+err.Error(), http.StatusUnauthorized)
+		return
+	}
+	ev, err := github.ParseWebHook(github.WebHookType(r), payload)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var e *event
+	switch ev := ev.(type) {
+	case *github.IssueCommentEvent:
+		if ev.GetAction() == "created" && g.ours(ev.GetRepo().GetFullName()) {
+			c := ev.GetComment()
+			e = &event{key: fmt.Sprintf("comment:%d", c.GetID()), issue: ev.GetIssue().GetNumber(), commentID: c.GetID(),
+				user: c.GetUser().GetLogin(), association: c.GetAuthorAssociation(), body: c.GetBody(), url: c.GetHTMLURL()}
+		}
+	case *github.IssuesEvent:
+		if ev.GetAction() == "opened" && g.ours(ev.GetRepo().GetFullName()) {
+			is := ev.GetIssue()
+			e = &event{key: fmt.Sprintf("issue:%d", is.GetID()), issue: is.GetNumber(), user: is.GetUser().GetLogin(),
+				association: is.GetAuthorAssociation(), body: is.GetBody(), url: is.GetHTMLURL()}
+		}
+	}
+	if e != nil {
+		if err := g.handle(r.Context(), e); err != nil {
+			g.Log.Warn("github command", "issue", e.issue, "err", err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (g *Bot) ours(fullName string) bool {
+	return strings.EqualFold(fullName, g.Owner+"/"+g.Repo)
+}
+
+// Poll reads the repository's comments updated since the last poll. The
+// ETag makes an unchanged list cost a 304 and no rate limit.
+func (g *Bot) Poll(ctx context.Context) error {
+	etag, _ := g.Mem.State(ctx, "github:etag")
+	since, _ := g.Mem.State(ctx, "github:since")
+	u := fmt.Sprintf("repos/%s/%s/issues/comments?sort=updated&direction=asc&per_page=100", g.Owner, g.Repo)
+	if since != "" {
+		u += "&since=" + since
+	}
+	req, err := g.Client.NewRequest("GET", u, nil)
+	if err != nil {
+		return err
+	}
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	var comments []*github.IssueComment
+	resp, err := g.Client.Do(ctx, req, &comments)
+	if resp != nil && resp.StatusCode == http.StatusNotModified {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("github poll: %w", err)
+	}
+	last := since
+	for _, c := range comments {
+		n, err := issueNumber(c.GetIssueURL())
+		if err != nil {
+			g.Log.Warn("github poll: comment without issue", "comment", c.GetID(), "err", err)
+			continue
+		}
+		e := &event{key: fmt.Sprintf("comment:%d", c.GetID()), issue: n, commentID: c.GetID(), user: c.GetUser().GetLogin(),
+			association: c.GetAuthorAssociation(), body: c.GetBody(), url: c.GetHTMLURL()}
+		if err := g.handle(ctx, e); err != nil {
+			return err // the cursor stays: the comment is read again
+		}
+		if t := c.GetUpdatedAt().Time; !t.IsZero() {
+			last = t.UTC().Format(time.RFC3339)
+		}
+	}
+	if err := g.Mem.SetState(ctx, "github:since", last); err != nil {
+		return err
+	}
+	return g.Mem.SetState(ctx, "github:etag", resp.Header.Get("ETag"))
+}
+
+func issueNumber(issueURL string) (int, error) {
+	i := strings.LastIndexByte(issueURL, '/')
+	return strconv.Atoi(issueURL[i+1:])
+}
+
+func (g *Bot) handle(ctx context.Context, e *event) error {
+	cmds := Parse(e.body)
+	if len(cmds) == 0 {
+		return nil
+	}
+	first, err := g.Mem.FirstSeen(ctx, e.key)
+	if err != nil || !first {
+		return err
+	}
+	if ok, why, err := g.authorized(ctx, e.user, e.association); err != nil {
+		return err
+	} else if !ok {
+		return g.comment(ctx, e.issue, quote(e, cmds[0].Line)+"Sorry @"+e.user+", "+why)
+	}
+	o := bot.Origin{Kind: "github", Repo: g.Owner + "/" + g.Repo, Issue: e.issue, Comment: e.commentID, User: e.user}
+	thread := fmt.Sprintf("github:%s/%s#%d", g.Owner, g.Repo, e.issue)
+	for _, c := range cmds {
+		reply, label := g.run(ctx, c, o, thread)
+		if err := g.comment(ctx, e.issue, quote(e, c.Line)+reply); err != nil {
+			return err
+		}
+		if label != "" {
+			g.label(ctx, e.issue, label)
+		}
+	}
+	return nil
+}
+
+func quote(e *event, line string) string {
+	return fmt.Sprintf("> %s\n\n", line)
+}
+
+// run executes one command and says what happened.
+func (g *Bot) run(ctx context.Context, c Command, o bot.Origin, thread string) (reply, label string) {
+	var id int64
+	var err error
+	what := "test"
+	switch {
+	case c.Verb == "test" && len(c.Args) == 1:
+		id, err = g.Cmds.SubmitThread(ctx, c.Args[0], o)
+	case c.Verb == "test" && len(c.Args) == 2:
+		id, err = g.Cmds.SubmitRef(ctx, c.Args[0], c.Args[1], o)
+	case c.Verb == "bisect" && len(c.Args) == 2:
+		what = "bisection"
+		id, err = g.Cmds.SubmitBisect(ctx, g.Tree, c.Args[0], c.Args[1], o)
+	case c.Verb == "retest" && len(c.Args) == 0:
+		id, err = g.Cmds.Retest(ctx, thread, o)
+	case c.Verb == "cancel" && len(c.Args) == 0:
+		id, err = g.Cmds.CancelThread(ctx, thread)
+		if err == nil {
+			return fmt.Sprintf("Canceled test %d.", id), "rdmabot: canceled"
+		}
+	default:
+		return "Unknown command. Usage:\n\n" + usage, ""
+	}
+	if err != nil {
+		return "Could not do that: " + err.Error(), ""
+	}
+	page := "tests"
+	if what == "bisection" {
+		page = "bisect"
+	}
+	return fmt.Sprintf("Queued %s %d: %s/%s/%d\nI will post the result here.", what, id, g.URL, page, id), "rdmabot: queued"
+}
+
+const usage = "```\n/rdmabot test <lore URL or Message-ID>\n/rdmabot test <tree> <ref>\n/rdmabot bisect <good> <bad>\n/rdmabot retest\n/rdmabot cancel\n```"
+
+// authorized climbs the ladder: allowlist, the author association GitHub
+// reports, org membership, collaborator; the refusal says why.
+func (g *Bot) authorized(ctx context.Context, user, association string) (bool, string, error) {
+	for _, a := range g.Allow {
+		if strings.EqualFold(a, user) {
+			return true, "", nil
+		}
+	}
+	switch association {
+	case "OWNER", "MEMBER", "COLLABORATOR":
+		return true, "", nil
+	}
+	if g.Org != "" {
+		ok, _, err := g.Client.Organizations.IsMember(ctx, g.Org, user)
+		if err != nil {
+			return false, "", fmt.Errorf("github: is %s a member of %s: %w", user, g.Org, err)
+		}
+		if ok {
+			return true, "", nil
+		}
+	}
+	ok, _, err := g.Client.Repositories.IsCollaborator(ctx, g.Owner, g.Repo, user)
+	if err != nil {
+		return false, "", fmt.Errorf("github: is %s a collaborator: %w", user, err)
+	}
+	if ok {
+		return true, "", nil
+	}
+	why := "you may not run rdmabot commands: you are not in its allowlist"
+	if g.Org != "" {
+		why += ", not a member of " + g.Org
+	}
+	return false, why + ", and not a collaborator of " + g.Owner + "/" + g.Repo + ".", nil
+}
+
+func (g *Bot) comment(ctx context.Context, issue int, body string) error {
+	_, _, err := g.Client.Issues.CreateComment(ctx, g.Owner, g.Repo, issue, &github.IssueComment{Body: github.String(body)})
+	if err != nil {
+		return fmt.Errorf("github: comment on #%d: %w", issue, err)
+	}
+	return nil
+}
+
+// label replaces the bot's previous label; labels are a convenience, so
+// failures are logged only.
+func (g *Bot) label(ctx context.Context, issue int, label string) {
+	for _, old := range []string{"rdmabot: queued"} {
+		if old != label {
+			if _, err := g.Client.Issues.RemoveLabelForIssue(ctx, g.Owner, g.Repo, issue, old); err != nil && !isNotFound(err) {
+				g.Log.Warn("github label", "issue", issue, "err", err)
+			}
+		}
+	}
+	if _, _, err := g.Client.Issues.AddLabelsToIssue(ctx, g.Owner, g.Repo, issue, []string{label}); err != nil {
+		g.Log.Warn("github label", "issue", issue, "err", err)
+	}
+}
+
+func isNotFound(err error) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound
+}
+
+// Deliver posts a result once per key: the comment carries the key in a
+// hidden marker, and an earlier comment with it means it was posted
+// (GitHub itself is the ledger, so a crash between posting and recording
+// cannot post twice).
+func (g *Bot) Deliver(ctx context.Context, r bot.Report) error {
+	o := r.Origin
+	if o.Issue == 0 {
+		return fmt.Errorf("github: report %s has no issue", r.Key)
+	}
+	marker := "<!-- rdmabot:" + r.Key + " -->"
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		cs, resp, err := g.Client.Issues.ListComments(ctx, g.Owner, g.Repo, o.Issue, opts)
+		if err != nil {
+			return fmt.Errorf("github: list comments of #%d: %w", o.Issue, err)
+		}
+		for _, c := range cs {
+			if strings.Contains(c.GetBody(), marker) {
+				return nil
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	if err := g.comment(ctx, o.Issue, render(r)+"\n"+marker); err != nil {
+		return err
+	}
+	g.label(ctx, o.Issue, "rdmabot: "+strings.ToLower(r.Verdict))
+	return nil
+}
+
+func render(r bot.Report) string {
+	var b strings.Builder
+	if r.Origin.User != "" {
+		fmt.Fprintf(&b, "@%s ", r.Origin.User)
+	}
+	if r.Bisect != nil {
+		fmt.Fprintf(&b, "**%s**\n\n", r.Title)
+		if r.Bisect.Confirmed {
+			fmt.Fprintf(&b, "First bad commit: `%s` (confirmed: fails 3 times, its parent passes 3 times, the revert on `%s` passes).\n", r.Bisect.Culprit, short(r.Bisect.Bad))
+		} else {
+			fmt.Fprintf(&b, "No confirmed culprit between `%s` and `%s`: %s\n", short(r.Bisect.Good), short(r.Bisect.Bad), r.Summary)
+		}
+		b.WriteString("\n| step | phase | commit | outcome | detail |\n|---|---|---|---|---|\n")
+		for _, s := range r.Bisect.Steps {
+			fmt.Fprintf(&b, "| %d | %s | `%s` | %s | %s |\n", s.N, s.Phase, short(s.Commit), s.Outcome, s.Detail)
+		}
+	} else {
+		fmt.Fprintf(&b, "**%s**", r.Verdict)
+		if r.Series != nil {
+			fmt.Fprintf(&b, " for %q", r.Series.Subject)
+		}
+		fmt.Fprintf(&b, " on %s `%s`\n\n%s\n", r.Tree, short(r.Base), r.Summary)
+		if r.Log != "" {
+			fmt.Fprintf(&b, "\n```\n%s\n```\n", r.Log)
+		}
+	}
+	fmt.Fprintf(&b, "\nDetails: %s · trace: %s\n", r.URL, r.TraceURL)
+	return b.String()
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

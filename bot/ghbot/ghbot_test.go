@@ -1,0 +1,365 @@
+package ghbot
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/rdmabot/rdmabot/bot"
+)
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want []string
+	}{
+		{"/rdmabot test <20240101.abc@oracle.com>", []string{"test <20240101.abc@oracle.com>"}},
+		{"please\n/rdmabot test rdma for-next\r\nthanks", []string{"test rdma for-next"}},
+		{"/rdmabot bisect v6.12 HEAD\n/rdmabot retest", []string{"bisect v6.12 HEAD", "retest"}},
+		{"> /rdmabot cancel", nil},                                         // a quote
+		{"    /rdmabot cancel", nil},                                       // indented code
+		{"```\n/rdmabot cancel\n```\n/rdmabot retest", []string{"retest"}}, // fenced code
+		{"see /rdmabot test x", nil},                                       // not at the start of a line
+		{"/rdmabotx test", nil},
+	} {
+		var got []string
+		for _, c := range Parse(tc.body) {
+			got = append(got, strings.TrimSpace(c.Verb+" "+strings.Join(c.Args, " ")))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%q: got %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// fakeGitHub answers the REST calls the bot makes, with GitHub's JSON.
+type fakeGitHub struct {
+	mu       sync.Mutex
+	comments map[int][]map[string]any // issue -> comments
+	labels   []string                 // "#n:+label" / "#n:-label"
+	members  map[string]bool
+	collabs  map[string]bool
+	etag     string
+	polls    int
+	notMod   int
+	nextID   int64
+}
+
+func (f *fakeGitHub) handler(t *testing.T) http.Handler {
+	mux := http.NewServeMux()
+	comment := func(id int64, issue int, login, assoc, body string) map[string]any {
+		return map[string]any{
+			"id": id, "node_id": "IC_kwDO" + fmt.Sprint(id),
+			"url":                fmt.Sprintf("https://api.github.com/repos/o/r/issues/comments/%d", id),
+			"html_url":           fmt.Sprintf("https://github.com/o/r/issues/%d#issuecomment-%d", issue, id),
+			"issue_url":          fmt.Sprintf("https://api.github.com/repos/o/r/issues/%d", issue),
+			"body":               body,
+			"user":               map[string]any{"login": login, "id": 1, "type": "User"},
+			"created_at":         fmt.Sprintf("2026-11-30T03:%02d:00Z", id%60),
+			"updated_at":         fmt.Sprintf("2026-11-30T03:%02d:00Z", id%60),
+			"author_association": assoc,
+		}
+	}
+	mux.HandleFunc("POST /repos/o/r/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ Body string }
+		json.NewDecoder(r.Body).Decode(&in)
+		n := atoi(r.PathValue("n"))
+		f.mu.Lock()
+		f.nextID++
+		c := comment(1000+f.nextID, n, "rdmabot", "NONE", in.Body)
+		f.comments[n] = append(f.comments[n], c)
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(c)
+	})
+	mux.HandleFunc("GET /repos/o/r/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		json.NewEncoder(w).Encode(f.comments[atoi(r.PathValue("n"))])
+	})
+	mux.HandleFunc("GET /repos/o/r/issues/comments", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.polls++
+		if r.Header.Get("If-None-Match") == f.etag {
+			f.notMod++
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		if r.URL.Query().Get("sort") != "updated" {
+			t.Errorf("poll without sort=updated: %s", r.URL)
+		}
+		var all []map[string]any
+		for _, cs := range f.comments {
+			all = append(all, cs...)
+		}
+		w.Header().Set("ETag", f.etag)
+		json.NewEncoder(w).Encode(all)
+	})
+	mux.HandleFunc("POST /repos/o/r/issues/{n}/labels", func(w http.ResponseWriter, r *http.Request) {
+		var in []string
+		json.NewDecoder(r.Body).Decode(&in)
+		f.mu.Lock()
+		for _, l := range in {
+			f.labels = append(f.labels, "#"+r.PathValue("n")+":+"+l)
+		}
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode([]map[string]any{{"id": 1, "name": in[0], "color": "ededed"}})
+	})
+	mux.HandleFunc("DELETE /repos/o/r/issues/{n}/labels/{label}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"message":"Label does not exist","documentation_url":"https://docs.github.com/rest"}`)
+	})
+	mux.HandleFunc("GET /orgs/linux-rdma/members/{user}", func(w http.ResponseWriter, r *http.Request) {
+		if f.members[r.PathValue("user")] {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	})
+	mux.HandleFunc("GET /repos/o/r/collaborators/{user}", func(w http.ResponseWriter, r *http.Request) {
+		if f.collabs[r.PathValue("user")] {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("unexpected GitHub call %s %s", r.Method, r.URL)
+		http.NotFound(w, r)
+	})
+	return mux
+}
+
+func atoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+func (f *fakeGitHub) bodies(issue int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.comments[issue] {
+		out = append(out, c["body"].(string))
+	}
+	return out
+}
+
+type fakeCmds struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeCmds) add(s string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+	return int64(len(f.calls))
+}
+func (f *fakeCmds) SubmitThread(ctx context.Context, ref string, o bot.Origin) (int64, error) {
+	return f.add(fmt.Sprintf("thread %s #%d by %s", ref, o.Issue, o.User)), nil
+}
+func (f *fakeCmds) SubmitRef(ctx context.Context, tree, ref string, o bot.Origin) (int64, error) {
+	if tree == "nope" {
+		return 0, fmt.Errorf("unknown tree %q", tree)
+	}
+	return f.add("ref " + tree + " " + ref), nil
+}
+func (f *fakeCmds) SubmitBisect(ctx context.Context, tree, good, bad string, o bot.Origin) (int64, error) {
+	return f.add("bisect " + tree + " " + good + " " + bad), nil
+}
+func (f *fakeCmds) Retest(ctx context.Context, thread string, o bot.Origin) (int64, error) {
+	return f.add("retest " + thread), nil
+}
+func (f *fakeCmds) CancelThread(ctx context.Context, thread string) (int64, error) {
+	return f.add("cancel " + thread), nil
+}
+
+type memory struct {
+	mu    sync.Mutex
+	seen  map[string]bool
+	state map[string]string
+}
+
+func (m *memory) FirstSeen(ctx context.Context, key string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen[key] {
+		return false, nil
+	}
+	m.seen[key] = true
+	return true, nil
+}
+func (m *memory) State(ctx context.Context, key string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state[key], nil
+}
+func (m *memory) SetState(ctx context.Context, key, v string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.state[key] = v
+	return nil
+}
+
+func setup(t *testing.T) (*Bot, *fakeGitHub, *fakeCmds) {
+	fg := &fakeGitHub{comments: map[int][]map[string]any{}, members: map[string]bool{"chuck": true},
+		collabs: map[string]bool{"leon": true}, etag: `W/"abc"`}
+	srv := httptest.NewServer(fg.handler(t))
+	t.Cleanup(srv.Close)
+	c := github.NewClient(nil)
+	u, _ := url.Parse(srv.URL + "/")
+	c.BaseURL, c.UploadURL = u, u
+	cmds := &fakeCmds{}
+	g := &Bot{Client: c, Owner: "o", Repo: "r", Secret: []byte("s3cret"), Allow: []string{"tester"}, Org: "linux-rdma",
+		Tree: "mainline", URL: "http://127.0.0.1:8480", Cmds: cmds,
+		Mem: &memory{seen: map[string]bool{}, state: map[string]string{}}, Log: slog.New(slog.DiscardHandler)}
+	return g, fg, cmds
+}
+
+// issueCommentPayload is an issue_comment webhook body in GitHub's shape.
+func issueCommentPayload(id int64, issue int, login, assoc, body string) []byte {
+	p := map[string]any{
+		"action": "created",
+		"issue": map[string]any{
+			"url": fmt.Sprintf("https://api.github.com/repos/o/r/issues/%d", issue), "id": 9000 + issue, "number": issue,
+			"title": "svcrdma regression?", "state": "open", "user": map[string]any{"login": "reporter", "id": 2, "type": "User"},
+			"labels": []any{}, "comments": 1, "author_association": "NONE", "body": "",
+		},
+		"comment": map[string]any{
+			"id": id, "node_id": "IC_x", "url": fmt.Sprintf("https://api.github.com/repos/o/r/issues/comments/%d", id),
+			"html_url":   fmt.Sprintf("https://github.com/o/r/issues/%d#issuecomment-%d", issue, id),
+			"issue_url":  fmt.Sprintf("https://api.github.com/repos/o/r/issues/%d", issue),
+			"user":       map[string]any{"login": login, "id": 3, "type": "User"},
+			"created_at": "2026-11-30T03:10:00Z", "updated_at": "2026-11-30T03:10:00Z",
+			"author_association": assoc, "body": body,
+		},
+		"repository": map[string]any{"id": 77, "name": "r", "full_name": "o/r", "owner": map[string]any{"login": "o", "id": 4, "type": "Organization"}, "private": false},
+		"sender":     map[string]any{"login": login, "id": 3, "type": "User"},
+	}
+	b, _ := json.Marshal(p)
+	return b
+}
+
+func deliver(t *testing.T, g *Bot, secret string, payload []byte) int {
+	req := httptest.NewRequest("POST", "/github", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "issue_comment")
+	req.Header.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(payload)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, req)
+	return w.Code
+}
+
+func TestWebhook(t *testing.T) {
+	g, fg, cmds := setup(t)
+	ctx := context.Background()
+	_ = ctx
+	// A forged signature is refused and does nothing.
+	if code := deliver(t, g, "wrong", issueCommentPayload(1, 5, "chuck", "NONE", "/rdmabot retest")); code != http.StatusUnauthorized {
+		t.Fatalf("forged delivery: %d", code)
+	}
+	// An org member asks for a thread test: queued, acknowledged, labelled.
+	if code := deliver(t, g, "s3cret", issueCommentPayload(2, 5, "chuck", "CONTRIBUTOR",
+		"Could you test this?\n/rdmabot test https://lore.kernel.org/linux-nfs/20240101.abc@oracle.com/\n")); code != http.StatusNoContent {
+		t.Fatalf("delivery: %d", code)
+	}
+	// The same comment again (a redelivery) does nothing.
+	deliver(t, g, "s3cret", issueCommentPayload(2, 5, "chuck", "CONTRIBUTOR", "/rdmabot test x"))
+	// A stranger is refused with the reason.
+	deliver(t, g, "s3cret", issueCommentPayload(3, 5, "mallory", "NONE", "/rdmabot bisect v6.11 v6.12"))
+	// A collaborator (checked through the API) and an owner (by association).
+	deliver(t, g, "s3cret", issueCommentPayload(4, 5, "leon", "NONE", "/rdmabot test rdma for-next"))
+	deliver(t, g, "s3cret", issueCommentPayload(5, 5, "jgg", "OWNER", "> /rdmabot cancel\nquoted, not a command\n/rdmabot cancel"))
+	deliver(t, g, "s3cret", issueCommentPayload(6, 5, "tester", "NONE", "/rdmabot frobnicate"))
+
+	want := []string{
+		"thread https://lore.kernel.org/linux-nfs/20240101.abc@oracle.com/ #5 by chuck",
+		"ref rdma for-next",
+		"cancel github:o/r#5",
+	}
+	if fmt.Sprint(cmds.calls) != fmt.Sprint(want) {
+		t.Fatalf("commands %q, want %q", cmds.calls, want)
+	}
+	bodies := fg.bodies(5)
+	if len(bodies) != 5 {
+		t.Fatalf("%d replies: %q", len(bodies), bodies)
+	}
+	if !strings.Contains(bodies[0], "Queued test 1: http://127.0.0.1:8480/tests/1") {
+		t.Errorf("ack: %q", bodies[0])
+	}
+	if !strings.Contains(bodies[1], "Sorry @mallory") || !strings.Contains(bodies[1], "not a member of linux-rdma") {
+		t.Errorf("refusal: %q", bodies[1])
+	}
+	if !strings.Contains(bodies[4], "Unknown command") {
+		t.Errorf("unknown command reply: %q", bodies[4])
+	}
+	if fg.labels[0] != "#5:+rdmabot: queued" {
+		t.Errorf("labels %q", fg.labels)
+	}
+}
+
+// Polling reads new comments, and an unchanged list costs a 304.
+func TestPoll(t *testing.T) {
+	g, fg, cmds := setup(t)
+	ctx := context.Background()
+	fg.comments[7] = []map[string]any{{
+		"id": 70, "issue_url": "https://api.github.com/repos/o/r/issues/7", "body": "/rdmabot retest",
+		"user": map[string]any{"login": "tester", "id": 1, "type": "User"}, "author_association": "NONE",
+		"created_at": "2026-11-30T03:00:00Z", "updated_at": "2026-11-30T03:00:00Z",
+	}}
+	if err := g.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds.calls) != 1 || cmds.calls[0] != "retest github:o/r#7" {
+		t.Fatalf("calls %q", cmds.calls)
+	}
+	if err := g.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fg.notMod != 1 {
+		t.Fatalf("second poll not answered by 304 (%d polls, %d 304s)", fg.polls, fg.notMod)
+	}
+	if len(cmds.calls) != 1 {
+		t.Fatalf("comment handled twice: %q", cmds.calls)
+	}
+}
+
+// The result is posted once, even when delivery is retried after a crash.
+func TestDeliverOnce(t *testing.T) {
+	g, fg, _ := setup(t)
+	r := bot.Report{Key: "series:<a@b>:v1::github:o/r#9", Verdict: "REGRESSION", Summary: "write_MBps -48% (p=0.001)",
+		Tree: "nfsd", Base: strings.Repeat("a", 40), URL: "http://127.0.0.1:8480/tests/3", TraceURL: "http://127.0.0.1:8480/tests/3#traces",
+		Origin: bot.Origin{Kind: "github", Repo: "o/r", Issue: 9, User: "chuck"}}
+	for range 3 {
+		if err := g.Deliver(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bodies := fg.bodies(9)
+	if len(bodies) != 1 || !strings.Contains(bodies[0], "**REGRESSION**") || !strings.Contains(bodies[0], "@chuck") {
+		t.Fatalf("replies %q", bodies)
+	}
+	if fg.labels[len(fg.labels)-1] != "#9:+rdmabot: regression" {
+		t.Fatalf("labels %q", fg.labels)
+	}
+}
