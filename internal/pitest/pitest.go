@@ -83,11 +83,13 @@ type Server struct {
 	// LOGIN is accepted).
 	IMAPAddr string
 
-	inboxes map[string]Inbox
-	env     []string
-	mu      sync.Mutex // serialises imports
-	daemons []*daemon
-	stopped bool
+	inboxes  map[string]Inbox
+	env      []string
+	mu       sync.Mutex // guards daemons; serialises imports
+	daemons  []*daemon
+	stopped  bool
+	httpSock *os.File
+	imapSock *os.File
 }
 
 // Start builds the inboxes and starts both daemons; it fails t on error.
@@ -152,14 +154,16 @@ func Start(t testing.TB, inboxes ...Inbox) *Server {
 		t.Fatal(err)
 	}
 
-	err = s.startDaemon("httpd", "http://"+httpLn.Addr().String(), httpLn)
+	// The server keeps the listening sockets open (as files handed to
+	// each daemon it starts), so Restart reuses the ports.
+	s.httpSock, err = httpLn.(*net.TCPListener).File()
 	if err == nil {
-		err = s.startDaemon("imapd", "imap://"+imapLn.Addr().String(), imapLn)
+		s.imapSock, err = imapLn.(*net.TCPListener).File()
 	}
-	httpLn.Close() // the daemons hold their own copies
+	httpLn.Close()
 	imapLn.Close()
 	if err == nil {
-		err = s.waitReady()
+		err = s.startDaemons()
 	}
 	if err != nil {
 		s.Stop()
@@ -259,16 +263,22 @@ func (s *Server) run(name string, args ...string) error {
 	return nil
 }
 
+// startDaemons starts httpd and imapd and waits until both answer.
+func (s *Server) startDaemons() error {
+	if err := s.startDaemon("httpd", s.HTTPURL, s.httpSock); err != nil {
+		return err
+	}
+	if err := s.startDaemon("imapd", "imap://"+s.IMAPAddr, s.imapSock); err != nil {
+		return err
+	}
+	return s.waitReady()
+}
+
 // startDaemon runs one public-inbox daemon on an inherited listener.
 // LISTEN_PID must be the daemon's own pid: sh sets it to $$ and then
 // execs the daemon, which keeps that pid.
-func (s *Server) startDaemon(name, listen string, ln net.Listener) error {
-	f, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	logf, err := os.Create(filepath.Join(s.Dir, "run", name+".log"))
+func (s *Server) startDaemon(name, listen string, f *os.File) error {
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "run", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -378,8 +388,38 @@ func (s *Server) Stop() {
 		return
 	}
 	s.stopped = true
+	s.terminate(syscall.SIGTERM)
+	for _, f := range []*os.File{s.httpSock, s.imapSock} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Restart kills both daemons, as a crash would, which drops every client
+// connection (an IMAP IDLE included), and starts them again on the same
+// ports. New connections made meanwhile wait in the socket's backlog.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		t.Fatal("pitest: Restart after Stop")
+	}
+	s.terminate(syscall.SIGKILL)
+	s.daemons = nil
+	s.mu.Unlock()
+	if err := s.startDaemons(); err != nil {
+		t.Fatalf("pitest: restart: %v\n%s", err, s.logs())
+	}
+}
+
+// terminate signals the running daemons and waits for them, killing
+// those still there after 10 s (a graceful imapd waits for its IDLE
+// clients); s.mu is held.
+func (s *Server) terminate(sig syscall.Signal) {
 	for _, d := range s.daemons {
-		d.cmd.Process.Signal(syscall.SIGTERM)
+		d.cmd.Process.Signal(sig)
 	}
 	for _, d := range s.daemons {
 		select {

@@ -92,6 +92,12 @@ func TestServer(t *testing.T) {
 		t.Fatalf("thread mbox %q", mb)
 	}
 
+	// A restart keeps the ports and the mail.
+	srv.Restart(t)
+	if got := imapCount(t, srv.IMAPAddr, srv.Mailbox("linux-rdma")); !strings.Contains(got, "MESSAGES 3") {
+		t.Fatalf("imap after Restart: %s", got)
+	}
+
 	// The git archive: 3 commits with m, then a removal with d.
 	srv.Remove(t, "linux-rdma", mail(1))
 	out, err := exec.Command("git", "--git-dir", srv.InboxDir("linux-rdma")+"/git/0.git",

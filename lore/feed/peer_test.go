@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -438,4 +439,36 @@ func TestGitPeerEpochRollover(t *testing.T) {
 	if !strings.HasPrefix(cp, fmt.Sprintf("git1 %d ", len(epochs)-1)) {
 		t.Fatalf("checkpoint %q is not in the newest of %d epochs", cp, len(epochs))
 	}
+}
+
+// The server goes away under an IDLE: the watcher reconnects (after its
+// one-second backoff) and IDLE brings the next message in.
+func TestIMAPPeerIdleReconnects(t *testing.T) {
+	srv, late := startPeer(t)
+	clock := newFakeClock()
+	passes := make(chan time.Time, 10)
+	var logs syncBuffer
+	w := &Watcher{
+		Sources:     []Source{&IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}},
+		Checkpoints: &MemCheckpoints{},
+		Interval:    time.Hour,
+		Clock:       clock,
+		Passes:      passes,
+		Log:         slog.New(slog.NewTextHandler(&logs, nil)),
+	}
+	c := newSyncCollector()
+	done := runWatcher(t, w, c)
+	same(t, "first pass", c.waitFor(t, 5, time.Minute), peerSubjects)
+	<-passes
+	clock.waitForWaiters(t, 1)
+	time.Sleep(300 * time.Millisecond) // IDLE is set up
+	srv.Restart(t)
+	clock.waitForWaiters(t, 2) // the interval, and the reconnect backoff
+	if !strings.Contains(logs.String(), "reconnecting") {
+		t.Fatalf("no reconnect logged:\n%s", logs.String())
+	}
+	clock.Advance(time.Second)
+	srv.Add(t, "linux-rdma", late)
+	same(t, "after restart", c.waitFor(t, 1, time.Minute), []string{lateSubject})
+	done()
 }
