@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +213,113 @@ func sortedCopy(v []string) []string {
 	c := append([]string(nil), v...)
 	sort.Strings(c)
 	return c
+}
+
+// TestAgreementWithB4Archive compares a sample of the complete series of
+// the 2024 linux-rdma archive with b4 am. It takes about 3 s per series,
+// so it runs only when RDMABOT_TEST_B4_SAMPLE says how many.
+func TestAgreementWithB4Archive(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("RDMABOT_TEST_B4_SAMPLE"))
+	if n <= 0 {
+		t.Skip("set RDMABOT_TEST_B4_SAMPLE=N to compare N series of the 2024 linux-rdma archive with b4 am (about 3 s each)")
+	}
+	b4, err := exec.LookPath("b4")
+	if err != nil {
+		t.Skip("b4 not installed (apt-get install b4): cannot compare with it")
+	}
+	raws := readArchiveWithGit(t, filepath.Join(sharedDir(t), "corpus", "linux-rdma-2024.git"))
+	a := newTestAssembler(t)
+	msgs := map[string]*Message{}
+	for _, raw := range raws {
+		m, err := ParseMessage(raw)
+		if err != nil {
+			continue
+		}
+		if a.Add(m, time.Time{}) {
+			msgs[m.MessageID] = m
+		}
+	}
+	var complete []*Series
+	for _, s := range a.Assemble().Series {
+		if s.Complete && len(s.Patches) > 0 {
+			complete = append(complete, s)
+		}
+	}
+	sort.Slice(complete, func(i, j int) bool { return complete[i].ID < complete[j].ID })
+	step := max(1, len(complete)/n)
+	home := t.TempDir()
+	gitconfig := "[user]\n\tname = rdmabot test\n\temail = test@example.invalid\n[b4]\n\tattestation-policy = off\n"
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(gitconfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(complete) && i/step < n; i += step {
+		s := complete[i]
+		t.Run(s.ID, func(t *testing.T) {
+			// b4 cuts the thread out of the mbox itself: give it the
+			// mail of the weeks around the series.
+			var mbox bytes.Buffer
+			for _, m := range msgs {
+				if m.Date.After(s.Date.Add(-24*time.Hour)) && m.Date.Before(s.Date.Add(45*24*time.Hour)) {
+					writeMboxrd(&mbox, unfoldSubject(m.Raw))
+				}
+			}
+			path := filepath.Join(t.TempDir(), "window.mbox")
+			if err := os.WriteFile(path, mbox.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s v%d %q (%d patches)", s.ID, s.Version, s.Subject, len(s.Patches))
+			compareWithB4(t, s, runB4(t, b4, home, path, s))
+		})
+	}
+}
+
+// readArchiveWithGit reads blob m of every commit with git cat-file, a
+// reader independent of lore/feed.
+func readArchiveWithGit(t *testing.T, corpus string) [][]byte {
+	t.Helper()
+	gitDir := t.TempDir()
+	// The corpus copy has no refs/ directory, which git insists on.
+	if out, err := exec.Command("git", "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "objects", "info", "alternates"), []byte(filepath.Join(corpus, "objects")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	packed, err := os.ReadFile(filepath.Join(corpus, "packed-refs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "packed-refs"), packed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	revs, err := exec.Command("git", "--git-dir", gitDir, "rev-list", "--all").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs strings.Builder
+	for _, c := range strings.Fields(string(revs)) {
+		specs.WriteString(c + ":m\n")
+	}
+	cmd := exec.Command("git", "--git-dir", gitDir, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(specs.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raws [][]byte
+	for len(out) > 0 {
+		nl := bytes.IndexByte(out, '\n')
+		if nl < 0 {
+			break
+		}
+		f := strings.Fields(string(out[:nl]))
+		out = out[nl+1:]
+		if len(f) != 3 {
+			continue // "<spec> missing"
+		}
+		size, _ := strconv.Atoi(f[2])
+		raws = append(raws, out[:size])
+		out = out[size+1:]
+	}
+	return raws
 }
