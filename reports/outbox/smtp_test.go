@@ -42,6 +42,8 @@ type mailServer struct {
 	client *tls.Config
 	mu     sync.Mutex
 	got    []received
+	// dataErr, when set, answers the end of DATA with it.
+	dataErr error
 }
 
 type received struct {
@@ -88,8 +90,11 @@ func (s *session) Data(r io.Reader) error {
 	_, s.cur.tls = s.conn.TLSConnectionState()
 	s.cur.data = b
 	s.srv.mu.Lock()
+	defer s.srv.mu.Unlock()
+	if s.srv.dataErr != nil {
+		return s.srv.dataErr
+	}
 	s.srv.got = append(s.srv.got, s.cur)
-	s.srv.mu.Unlock()
 	return nil
 }
 func (s *session) Reset()        {}
@@ -163,6 +168,20 @@ func TestSMTPTimeoutAndRefusals(t *testing.T) {
 	s = &SMTP{Addr: ms.addr, StartTLS: true, TLSConfig: ms.client, User: "rdmabot", Password: "wrong", From: "r@x", Timeout: 5 * time.Second}
 	if err := s.Send(context.Background(), e); !errors.As(err, &rej) {
 		t.Errorf("bad password: want a rejection, got %v", err)
+	}
+	// The end of DATA answered: 4xx is "try again", 5xx is final.
+	s.Password = "s3cret"
+	ms.mu.Lock()
+	ms.dataErr = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}
+	ms.mu.Unlock()
+	if err := s.Send(context.Background(), e); !errors.Is(err, ErrNotDelivered) {
+		t.Errorf("451 after DATA: want ErrNotDelivered, got %v", err)
+	}
+	ms.mu.Lock()
+	ms.dataErr = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "content rejected"}
+	ms.mu.Unlock()
+	if err := s.Send(context.Background(), e); !errors.As(err, &rej) {
+		t.Errorf("554 after DATA: want a rejection, got %v", err)
 	}
 }
 
