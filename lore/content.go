@@ -360,7 +360,12 @@ var (
 	changeIDRe   = regexp.MustCompile(`(?m)^change-id:[ \t]*(\S+)[ \t]*$`)
 	loreLinkRe   = regexp.MustCompile(`https?://lore\.kernel\.org/(?:[\w.-]+/)?(?:r/)?([^/\s<>]+@[^/\s<>]+?)/?(?:[\s>)\]]|$)`)
 	gitCommitRe  = regexp.MustCompile(`https?://git\.kernel\.org/\S+/c/[0-9a-f]{7,40}|\bcommit:?\s+[0-9a-f]{12,40}\b`)
-	appliedRe    = regexp.MustCompile(`(?i)^(thanks[,!.]?\s+)?(applied|merged|pushed)\b`)
+	// "Applied, thanks!", "Thanks, applied.", "Applied to for-next":
+	// a maintainer's note. "Applied this and it crashes" is a tester's
+	// report, and "Applied to which tree?" a question.
+	appliedRe     = regexp.MustCompile(`(?i)^(thanks[,!.]?\s+)?(applied|merged|pushed)\b`)
+	appliedToRe   = regexp.MustCompile(`(?i)^(applied|merged|pushed)(\s+(to|into|in)\s+\S+|\b.*\bwith\b)`)
+	appliedThanks = regexp.MustCompile(`(?i)^thanks|thank`)
 )
 
 func firstSubmatch(re *regexp.Regexp, s string) string {
@@ -386,7 +391,9 @@ func appliedNote(body string) (bool, []string) {
 		if line == "-- " {
 			return false
 		}
-		if appliedRe.MatchString(strings.TrimSpace(line)) {
+		l := strings.TrimSpace(line)
+		if appliedRe.MatchString(l) && !strings.Contains(l, "?") &&
+			(appliedThanks.MatchString(l) || appliedToRe.MatchString(l)) {
 			applied = true
 			return false
 		}

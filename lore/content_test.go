@@ -70,3 +70,30 @@ func TestFollowupTrailers(t *testing.T) {
 		t.Error("someone else's Acked-by accepted")
 	}
 }
+
+func TestAppliedNote(t *testing.T) {
+	tests := []struct {
+		body string
+		want bool
+	}{
+		{"On Mon, X wrote:\n> text\n\nApplied, thanks!\n\n[1/2] a\n      https://git.kernel.org/rdma/rdma/c/0123456789ab\n", true},
+		{"Thanks, applied.\n", true},
+		{"Applied to for-next, with the extra comment, thanks\n", true},
+		{"applied to rdma-next\n", true},
+		{"Applied this series on v6.9 and it crashes.\n", false},
+		{"Applied the patch with the following change:\n", true},
+		{"Applied and tested the s390 AP bus part of the patch.\n", false},
+		{"Applied to which tree?\n", false},
+		{"> Applied, thanks!\n", false},
+		{"text\n-- \nApplied, thanks!\n", false},
+	}
+	for _, tc := range tests {
+		got, commits := appliedNote(tc.body)
+		if got != tc.want {
+			t.Errorf("appliedNote(%q) = %v", tc.body, got)
+		}
+		if got && strings.Contains(tc.body, "git.kernel.org") && len(commits) != 1 {
+			t.Errorf("commits %v", commits)
+		}
+	}
+}
