@@ -1,10 +1,12 @@
 package lore
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func FuzzParseMessage(f *testing.F) {
@@ -38,5 +40,37 @@ func FuzzParseMessage(f *testing.F) {
 			}
 		}
 		_ = ParseSubject(m.Subject)
+	})
+}
+
+// FuzzAssemble feeds up to eight messages cut from the input (separated
+// by NUL bytes) to an Assembler: whatever the threading (loops, self
+// references, clashing indexes), assembly must not panic and must keep
+// its invariants.
+func FuzzAssemble(f *testing.F) {
+	f.Add([]byte("Message-ID: <a>\nSubject: [PATCH 1/2] x\nIn-Reply-To: <b>\n\ndiff --git a/x b/x\n+++ b/x\n" +
+		"\x00Message-ID: <b>\nSubject: [PATCH 2/2] y\nIn-Reply-To: <a>\nReferences: <a> <b>\n\ndiff --git a/y b/y\n" +
+		"\x00Message-ID: <c>\nSubject: Re: [PATCH 2/2] y\nIn-Reply-To: <c>\n\nAcked-by: Me <me@example.org>\n#rdmabot test x y\n"))
+	f.Add([]byte("Message-ID: <c0>\nSubject: [PATCH v2 0/3] z\n\ncover\x00Message-ID: <p>\nSubject: [PATCH v2 3/3] z\nReferences: <c0>\n\n---\n+++ b/f\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a, err := NewAssembler(AssemblerConfig{Paths: []string{"**"}, GracePeriod: time.Hour, Now: func() time.Time { return time.Unix(2e9, 0) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, raw := range bytes.SplitN(in, []byte{0}, 8) {
+			_ = a.AddRaw(raw, time.Unix(int64(1e9+i), 0))
+		}
+		for _, s := range a.Assemble().Series {
+			last := -1
+			for _, p := range s.Patches {
+				if p.Index <= last {
+					t.Fatalf("patch indexes not strictly increasing in %+v", s)
+				}
+				last = p.Index
+			}
+			if s.Complete != (len(s.Missing) == 0) || s.Total < 1 {
+				t.Fatalf("inconsistent series %+v", s)
+			}
+		}
 	})
 }

@@ -125,6 +125,10 @@ func parseVersion(up string) (int, bool) {
 	return v, true
 }
 
+// maxSeriesLength bounds m in "n/m"; the longest real series are a few
+// hundred patches.
+const maxSeriesLength = 999
+
 // parseIndex reads "n/m", zero padded or not.
 func parseIndex(tok string) (int, int, bool) {
 	a, b, ok := strings.Cut(tok, "/")
@@ -133,6 +137,9 @@ func parseIndex(tok string) (int, int, bool) {
 	}
 	n, _ := strconv.Atoi(a)
 	m, _ := strconv.Atoi(b)
+	if m > maxSeriesLength {
+		return 0, 0, false // a date or a ratio, not a patch count
+	}
 	return n, m, true
 }
 
