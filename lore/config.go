@@ -1,7 +1,3 @@
-// Package lore watches the linux-rdma and linux-nfs archives, parses the
-// mail, assembles patch series and keeps those that touch the paths the
-// bot tests. It is the first stage of the pipeline: bot asks it for new
-// series and hands them to builder.
 package lore
 
 import (
