@@ -2,8 +2,13 @@ package bot_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
@@ -308,10 +314,91 @@ func TestMainlineRegressionBisected(t *testing.T) {
 		t.Fatalf("confirmations %v", phases)
 	}
 	t.Logf("bisection steps: %d (%v)", len(r.Bisect.Steps), phases)
+	mux := http.NewServeMux()
+	dashboard.New(h.st, h.bot, slog.New(slog.DiscardHandler)).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	if page := get(t, srv, "/mainline"); !strings.Contains(page, "<svg") || !strings.Contains(page, "write_MBps") {
+		t.Fatalf("mainline page lacks the chart:\n%s", page)
+	}
+	if page := get(t, srv, "/bisect/1"); !strings.Contains(page, commits[13][:12]) {
+		t.Fatalf("bisection page lacks the culprit")
+	}
 	// Asking for the same head again does nothing.
 	insertMainline()
 	time.Sleep(500 * time.Millisecond)
 	if n := len(h.report.Delivered); n != 1 {
 		t.Fatalf("%d reports", n)
+	}
+}
+
+func get(t *testing.T, srv *httptest.Server, path string) string {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+var metricLine = regexp.MustCompile(`^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? [-+0-9.eE]+$`)
+
+// The dashboard shows tests with verdicts and traces, the JSON API says
+// the same, and /metrics is valid exposition format.
+func TestDashboard(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.ingest.Add(series("<slow@x>", "[PATCH] svcrdma: slow send"))
+	h.wait("test done", 60*time.Second, func() bool {
+		tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<slow@x>:v1:")
+		return tt.State == store.StateDone
+	})
+	mux := http.NewServeMux()
+	dashboard.New(h.st, h.bot, slog.New(slog.DiscardHandler)).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	index := get(t, srv, "/")
+	if !strings.Contains(index, "svcrdma: slow send") || !strings.Contains(index, "REGRESSION") {
+		t.Fatalf("index lacks the test:\n%s", index)
+	}
+	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<slow@x>:v1:")
+	page := get(t, srv, fmt.Sprintf("/tests/%d", tt.ID))
+	for _, want := range []string{"applied: ", "write_MBps", "-48", "lab: 3 runs of slow done"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("test page lacks %q", want)
+		}
+	}
+	var api struct {
+		Verdict string `json:"Verdict"`
+		Jobs    []struct {
+			ID       int64  `json:"id"`
+			TraceURL string `json:"trace_url"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(get(t, srv, fmt.Sprintf("/api/tests/%d", tt.ID))), &api); err != nil {
+		t.Fatal(err)
+	}
+	if api.Verdict != "REGRESSION" || len(api.Jobs) < 4 {
+		t.Fatalf("API: %+v", api)
+	}
+	if tr := get(t, srv, api.Jobs[0].TraceURL); !strings.Contains(tr, "test job") {
+		t.Fatalf("trace: %q", tr)
+	}
+	metrics := get(t, srv, "/metrics")
+	for _, l := range strings.Split(strings.TrimSpace(metrics), "\n") {
+		if !strings.HasPrefix(l, "#") && !metricLine.MatchString(l) {
+			t.Errorf("bad metric line %q", l)
+		}
+	}
+	for _, want := range []string{`rdmabot_jobs{queue="lab",state="completed"} 1`, `rdmabot_lab_busy_seconds_total{pair="qemu"}`,
+		`rdmabot_job_duration_seconds_count{kind="build",outcome="ok"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q:\n%s", want, metrics)
+		}
 	}
 }

@@ -1,0 +1,431 @@
+// Package dashboard serves the bot's state to people and programs: HTML
+// pages (tests with verdicts, runs with their traces, bisections,
+// mainline history as inline SVG charts), the same as JSON under /api/,
+// and Prometheus text metrics at /metrics. No JavaScript.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// Jobs lists the River jobs of a test.
+type Jobs interface {
+	JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error)
+}
+
+// Server is the dashboard.
+type Server struct {
+	st   *store.Store
+	jobs Jobs
+	log  *slog.Logger
+	tmpl *template.Template
+}
+
+// New makes a dashboard over the store.
+func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
+	funcs := template.FuncMap{
+		"short": func(s string) string {
+			if len(s) > 12 {
+				return s[:12]
+			}
+			return s
+		},
+		"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+		"lower": strings.ToLower,
+		"mulf":  func(x float64) float64 { return x * 100 },
+	}
+	return &Server{st: st, jobs: jobs, log: log,
+		tmpl: template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))}
+}
+
+// Register adds the dashboard's routes to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", s.index)
+	mux.HandleFunc("GET /tests/{id}", s.test)
+	mux.HandleFunc("GET /jobs/{id}/trace", s.trace)
+	mux.HandleFunc("GET /bisect/{id}", s.bisection)
+	mux.HandleFunc("GET /mainline", s.mainline)
+	mux.HandleFunc("GET /api/tests", s.apiTests)
+	mux.HandleFunc("GET /api/tests/{id}", s.apiTest)
+	mux.HandleFunc("GET /api/bisect/{id}", s.apiBisection)
+	mux.HandleFunc("GET /api/mainline", s.apiMainline)
+	mux.HandleFunc("GET /metrics", s.metrics)
+}
+
+func (s *Server) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := s.tmpl.ExecuteTemplate(w, name, data); err != nil {
+		s.log.Warn("dashboard template", "page", name, "err", err)
+	}
+}
+
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	if strings.Contains(err.Error(), store.ErrNotFound.Error()) {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	s.log.Warn("dashboard", "err", err)
+	http.Error(w, err.Error(), http.StatusInternalServerError)
+}
+
+func pathID(r *http.Request) (int64, error) {
+	return strconv.ParseInt(r.PathValue("id"), 10, 64)
+}
+
+// TestView is a test as pages and the API show it.
+type TestView struct {
+	store.Test
+	Subject string         `json:"subject"`
+	Runs    []store.Run    `json:"runs,omitempty"`
+	Jobs    []JobView      `json:"jobs,omitempty"`
+	Medians []MetricMedian `json:"medians,omitempty"`
+}
+
+// JobView is one job of a test, with its trace.
+type JobView struct {
+	ID       int64             `json:"id"`
+	Kind     string            `json:"kind"`
+	State    string            `json:"state"`
+	Attempt  int               `json:"attempt"`
+	Errors   []string          `json:"errors,omitempty"`
+	Trace    []store.TraceLine `json:"-"`
+	TraceURL string            `json:"trace_url"`
+}
+
+// MetricMedian compares a metric's medians.
+type MetricMedian struct {
+	Metric    string  `json:"metric"`
+	Base      float64 `json:"base"`
+	Candidate float64 `json:"candidate"`
+	Change    float64 `json:"change"`
+}
+
+func (s *Server) tests(ctx context.Context) ([]TestView, error) {
+	ts, err := s.st.Tests(ctx, s.st.DB, 200)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TestView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, TestView{Test: t, Subject: s.subject(ctx, t)})
+	}
+	return out, nil
+}
+
+func (s *Server) subject(ctx context.Context, t store.Test) string {
+	if t.SeriesID != 0 {
+		if sr, err := s.st.Series(ctx, s.st.DB, t.SeriesID); err == nil {
+			return sr.Subject
+		}
+	}
+	if t.Ref != "" {
+		return t.Tree + " " + t.Ref
+	}
+	return t.Tree
+}
+
+func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
+	t, err := s.st.Test(ctx, s.st.DB, id)
+	if err != nil {
+		return TestView{}, err
+	}
+	v := TestView{Test: t, Subject: s.subject(ctx, t)}
+	if v.Runs, err = s.st.Runs(ctx, s.st.DB, id); err != nil {
+		return v, err
+	}
+	base, cand := map[string][]float64{}, map[string][]float64{}
+	for _, r := range v.Runs {
+		dst := cand
+		if r.Role == "base" {
+			dst = base
+		}
+		for _, smp := range r.Samples {
+			for k, x := range smp.Metrics {
+				dst[k] = append(dst[k], x)
+			}
+		}
+	}
+	for k, c := range cand {
+		m := MetricMedian{Metric: k, Base: median(base[k]), Candidate: median(c)}
+		if m.Base != 0 {
+			m.Change = m.Candidate/m.Base - 1
+		}
+		v.Medians = append(v.Medians, m)
+	}
+	sort.Slice(v.Medians, func(i, j int) bool { return v.Medians[i].Metric < v.Medians[j].Metric })
+	jobs, err := s.jobs.JobsOfTest(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	for _, j := range jobs {
+		jv := JobView{ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, TraceURL: fmt.Sprintf("/jobs/%d/trace", j.ID)}
+		for _, e := range j.Errors {
+			jv.Errors = append(jv.Errors, fmt.Sprintf("attempt %d: %s", e.Attempt, e.Error))
+		}
+		if jv.Trace, err = s.st.Trace(ctx, j.ID); err != nil {
+			return v, err
+		}
+		v.Jobs = append(v.Jobs, jv)
+	}
+	return v, nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = append([]float64(nil), v...)
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.tests(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	bs, err := s.st.Bisections(r.Context(), 50)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs})
+}
+
+func (s *Server) test(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	v, err := s.testView(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, "test.html", v)
+}
+
+func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	lines, err := s.st.Trace(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if len(lines) == 0 {
+		http.Error(w, "no trace for this job", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	for _, l := range lines {
+		fmt.Fprintf(w, "%s %s\n", l.At.Format("15:04:05.000"), l.Line)
+	}
+}
+
+// BisectView is a bisection with its progress.
+type BisectView struct {
+	store.Bisection
+	Steps []store.BisectStep `json:"steps"`
+}
+
+func (s *Server) bisectView(ctx context.Context, id int64) (BisectView, error) {
+	b, err := s.st.Bisection(ctx, s.st.DB, id)
+	if err != nil {
+		return BisectView{}, err
+	}
+	steps, err := s.st.BisectSteps(ctx, s.st.DB, id)
+	return BisectView{Bisection: b, Steps: steps}, err
+}
+
+func (s *Server) bisection(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	v, err := s.bisectView(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, "bisect.html", v)
+}
+
+// Chart is one metric's history on one branch, drawn as inline SVG.
+type Chart struct {
+	Tree, Branch, Metric string
+	SVG                  template.HTML
+	Points               []ChartPoint
+}
+
+// ChartPoint is one tested head.
+type ChartPoint struct {
+	Commit string    `json:"commit"`
+	State  string    `json:"state"`
+	Value  float64   `json:"value"`
+	At     time.Time `json:"at"`
+}
+
+func (s *Server) charts(ctx context.Context) ([]Chart, error) {
+	hist, err := s.st.MainlineHistory(ctx, s.st.DB, "", "")
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[[3]string][]ChartPoint{}
+	var keys [][3]string
+	for _, h := range hist {
+		var m map[string]float64
+		json.Unmarshal([]byte(h.Metrics), &m)
+		for metric, v := range m {
+			k := [3]string{h.Tree, h.Branch, metric}
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], ChartPoint{Commit: h.Commit, State: h.State, Value: v, At: h.CreatedAt})
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return strings.Join(keys[i][:], "\x00") < strings.Join(keys[j][:], "\x00") })
+	var out []Chart
+	for _, k := range keys {
+		pts := byKey[k]
+		out = append(out, Chart{Tree: k[0], Branch: k[1], Metric: k[2], Points: pts, SVG: svgChart(k[2], pts)})
+	}
+	return out, nil
+}
+
+// svgChart draws values left to right; bad heads are red dots.
+func svgChart(metric string, pts []ChartPoint) template.HTML {
+	const w, h, pad = 640.0, 200.0, 30.0
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range pts {
+		lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
+	}
+	if hi == lo {
+		lo, hi = lo-1, hi+1
+	}
+	x := func(i int) float64 {
+		if len(pts) == 1 {
+			return w / 2
+		}
+		return pad + float64(i)*(w-2*pad)/float64(len(pts)-1)
+	}
+	y := func(v float64) float64 { return h - pad - (v-lo)/(hi-lo)*(h-2*pad) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(metric))
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="#fff" stroke="#ccc"/>`, w, h)
+	fmt.Fprintf(&b, `<text x="4" y="%.0f" font-size="11">%.1f</text><text x="4" y="%.0f" font-size="11">%.1f</text>`, y(hi)+4, hi, y(lo)+4, lo)
+	var poly []string
+	for i, p := range pts {
+		poly = append(poly, fmt.Sprintf("%.1f,%.1f", x(i), y(p.Value)))
+	}
+	fmt.Fprintf(&b, `<polyline fill="none" stroke="#36c" stroke-width="2" points="%s"/>`, strings.Join(poly, " "))
+	for i, p := range pts {
+		color := "#36c"
+		if p.State == "bad" {
+			color = "#c33"
+		}
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s %s %.2f (%s)</title></circle>`,
+			x(i), y(p.Value), color, template.HTMLEscapeString(p.Commit[:min(12, len(p.Commit))]), template.HTMLEscapeString(metric), p.Value, p.State)
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+func (s *Server) mainline(w http.ResponseWriter, r *http.Request) {
+	charts, err := s.charts(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, "mainline.html", charts)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func (s *Server) apiTests(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.tests(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, ts)
+}
+
+func (s *Server) apiTest(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	v, err := s.testView(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, v)
+}
+
+func (s *Server) apiBisection(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	v, err := s.bisectView(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, v)
+}
+
+func (s *Server) apiMainline(w http.ResponseWriter, r *http.Request) {
+	charts, err := s.charts(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	type series struct {
+		Tree   string       `json:"tree"`
+		Branch string       `json:"branch"`
+		Metric string       `json:"metric"`
+		Points []ChartPoint `json:"points"`
+	}
+	out := []series{}
+	for _, c := range charts {
+		out = append(out, series{c.Tree, c.Branch, c.Metric, c.Points})
+	}
+	writeJSON(w, out)
+}
