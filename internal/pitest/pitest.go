@@ -26,6 +26,7 @@ package pitest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -200,6 +201,21 @@ func (s *Server) Remove(t testing.TB, name string, raw []byte) {
 	}
 }
 
+// Purge erases a message from the inbox and its git history with
+// public-inbox-purge: every later commit of the epoch is rewritten, so
+// mirrors see a non-fast-forward history, as lore's do after a purge.
+func (s *Server) Purge(t testing.TB, name string, raw []byte) {
+	t.Helper()
+	if _, ok := s.inboxes[name]; !ok {
+		t.Fatalf("%v: %q", ErrNoInbox, name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.runInput(raw, "public-inbox-purge", s.InboxDir(name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // importScript adds or removes the files given as arguments, in order,
 // in one transaction of the inbox's V2Writable.
 const importScript = `
@@ -248,9 +264,14 @@ func (s *Server) importMessages(name, op string, msgs [][]byte) error {
 }
 
 func (s *Server) run(name string, args ...string) error {
+	return s.runInput(nil, name, args...)
+}
+
+func (s *Server) runInput(stdin []byte, name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Env = s.env
 	cmd.Dir = s.Dir
 	out, err := cmd.CombinedOutput()

@@ -62,26 +62,49 @@ var ErrCheckpointLost = errors.New("checkpoint commit is gone from the archive")
 func (g *Git) Key() string { return "git " + g.List }
 
 // gitCheckpoint is where a Git read stands: in epoch Epoch, everything up
-// to Commit is delivered. While a rewrite is being delivered, Tip is the
-// new history's tip and Done how many of the rewrite's steps are done.
+// to Commit is delivered; Recent are the blobs of the last messages
+// delivered (oldest first), anchors to find the place again in a history
+// that was rewritten and pruned. While a rewrite is being delivered, Tip
+// is the new history's tip and Done how many of the rewrite's steps are
+// done.
 type gitCheckpoint struct {
 	Epoch  int
 	Commit plumbing.Hash
+	Recent []plumbing.Hash
 	Tip    plumbing.Hash
 	Done   int
 }
 
+// recentBlobs is how many anchors a checkpoint keeps: a purge of up to
+// this many of the newest messages still finds the place.
+const recentBlobs = 8
+
 func (c gitCheckpoint) String() string {
-	if c.Tip.IsZero() {
-		return fmt.Sprintf("git1 %d %s", c.Epoch, c.Commit)
+	recent := "-"
+	if len(c.Recent) > 0 {
+		hs := make([]string, len(c.Recent))
+		for i, h := range c.Recent {
+			hs[i] = h.String()
+		}
+		recent = strings.Join(hs, ",")
 	}
-	return fmt.Sprintf("git1 %d %s %s %d", c.Epoch, c.Commit, c.Tip, c.Done)
+	if c.Tip.IsZero() {
+		return fmt.Sprintf("git1 %d %s %s", c.Epoch, c.Commit, recent)
+	}
+	return fmt.Sprintf("git1 %d %s %s %s %d", c.Epoch, c.Commit, recent, c.Tip, c.Done)
+}
+
+// withDelivered returns c with blob added to Recent.
+func (c gitCheckpoint) withDelivered(blob plumbing.Hash) gitCheckpoint {
+	r := append(slices.Clone(c.Recent), blob)
+	c.Recent = r[max(0, len(r)-recentBlobs):]
+	return c
 }
 
 func parseGitCheckpoint(s string) (gitCheckpoint, error) {
 	var c gitCheckpoint
 	f := strings.Fields(s)
-	if (len(f) != 3 && len(f) != 5) || f[0] != "git1" {
+	if (len(f) != 4 && len(f) != 6) || f[0] != "git1" {
 		return c, fmt.Errorf("bad git checkpoint %q", s)
 	}
 	var err error
@@ -91,11 +114,20 @@ func parseGitCheckpoint(s string) (gitCheckpoint, error) {
 	if c.Commit, err = parseHash(f[2]); err != nil {
 		return c, fmt.Errorf("bad git checkpoint %q: %w", s, err)
 	}
-	if len(f) == 5 {
-		if c.Tip, err = parseHash(f[3]); err != nil {
+	if f[3] != "-" {
+		for _, h := range strings.Split(f[3], ",") {
+			b, err := parseHash(h)
+			if err != nil {
+				return c, fmt.Errorf("bad git checkpoint %q: %w", s, err)
+			}
+			c.Recent = append(c.Recent, b)
+		}
+	}
+	if len(f) == 6 {
+		if c.Tip, err = parseHash(f[4]); err != nil {
 			return c, fmt.Errorf("bad git checkpoint %q: %w", s, err)
 		}
-		if c.Done, err = strconv.Atoi(f[4]); err != nil || c.Done < 0 {
+		if c.Done, err = strconv.Atoi(f[5]); err != nil || c.Done < 0 {
 			return c, fmt.Errorf("bad git checkpoint %q: count", s)
 		}
 	}
@@ -238,6 +270,11 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield fu
 	if tip.IsZero() {
 		return cp, nil
 	}
+	if !cp.Commit.IsZero() {
+		if _, _, err := rd.pr.read(cp.Commit); err != nil {
+			return rd.resumeByBlobs(ctx, cp, tip)
+		}
+	}
 	if !cp.Tip.IsZero() {
 		// A rewrite was being delivered when we stopped: finish it.
 		cp, err = rd.finishRewrite(ctx, cp, tip)
@@ -257,8 +294,58 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield fu
 	}
 	for i := len(newer) - 1; i >= 0; i-- {
 		c := newer[i]
-		next := gitCheckpoint{Epoch: e.n, Commit: c}
-		if err := rd.deliver(c, false, next); err != nil {
+		next, err := rd.deliver(c, false, gitCheckpoint{Epoch: e.n, Commit: c, Recent: cp.Recent})
+		if err != nil {
+			return cp, err
+		}
+		cp = next
+	}
+	return cp, nil
+}
+
+// resumeByBlobs finds the place in a history whose checkpoint commit is
+// gone (rewritten, then pruned, as public-inbox-purge does to its own
+// repositories): the newest commit holding one of the recently delivered
+// blobs is the anchor, and the commits after it whose blobs were not
+// delivered follow. The purged messages themselves cannot be named.
+func (rd *epochReader) resumeByBlobs(ctx context.Context, cp gitCheckpoint, tip plumbing.Hash) (gitCheckpoint, error) {
+	all, _, err := rd.walkBack(ctx, tip, plumbing.ZeroHash)
+	if err != nil {
+		return cp, err
+	}
+	recent := map[plumbing.Hash]bool{}
+	for _, b := range cp.Recent {
+		recent[b] = true
+	}
+	anchor := -1
+	for i, h := range all {
+		_, e, ok, err := rd.entryOf(h)
+		if err != nil {
+			return cp, err
+		}
+		if ok && recent[e.blob] {
+			anchor = i
+			break
+		}
+	}
+	if anchor < 0 {
+		return cp, rd.sourceErr(fmt.Errorf("%w: %s, and none of the last %d delivered messages is in the new history",
+			ErrCheckpointLost, cp.Commit, len(cp.Recent)))
+	}
+	rd.log().Warn("feed: archive history was rewritten and the old commits pruned; resuming after the last delivered message still there (purged messages cannot be reported)",
+		"source", rd.g.Key(), "epoch", rd.n, "old", cp.Commit, "anchor", all[anchor])
+	cp = gitCheckpoint{Epoch: rd.n, Commit: all[anchor], Recent: cp.Recent}
+	for i := anchor - 1; i >= 0; i-- {
+		_, e, ok, err := rd.entryOf(all[i])
+		if err != nil {
+			return cp, err
+		}
+		if ok && recent[e.blob] {
+			cp.Commit = all[i] // delivered before the rewrite
+			continue
+		}
+		next, err := rd.deliver(all[i], false, gitCheckpoint{Epoch: rd.n, Commit: all[i], Recent: cp.Recent})
+		if err != nil {
 			return cp, err
 		}
 		cp = next
@@ -333,8 +420,12 @@ func (rd *epochReader) commit(h plumbing.Hash) (rawCommit, error) {
 	return c, nil
 }
 
+// emptyBlob is what public-inbox-purge leaves in place of a purged
+// message (commit "purged <blob>").
+var emptyBlob = plumbing.NewHash("e69de29bb2d1d6434b8b29ae775ad8c2e48c5391")
+
 // entryOf returns the commit's single m or d blob; ok is false when the
-// commit holds neither (not an archive commit).
+// commit holds neither (not an archive commit) or an empty one (a purge).
 func (rd *epochReader) entryOf(h plumbing.Hash) (rawCommit, entry, bool, error) {
 	c, err := rd.commit(h)
 	if err != nil {
@@ -345,7 +436,7 @@ func (rd *epochReader) entryOf(h plumbing.Hash) (rawCommit, entry, bool, error) 
 		return c, entry{}, false, err
 	}
 	e, ok := treeEntry(t)
-	return c, e, ok, nil
+	return c, e, ok && e.blob != emptyBlob, nil
 }
 
 func readAllInto(b []byte, r io.Reader) ([]byte, error) {
@@ -364,22 +455,26 @@ func readAllInto(b []byte, r io.Reader) ([]byte, error) {
 	}
 }
 
-// deliver yields commit h's message. purged turns an `m` into a
-// deletion: the message vanished from a rewritten history.
-func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint) error {
+// deliver yields commit h's message with the checkpoint next (plus the
+// blob among the recent ones) and returns that checkpoint. purged turns
+// an `m` into a deletion: the message vanished from a rewritten history.
+func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint) (gitCheckpoint, error) {
 	c, e, ok, err := rd.entryOf(h)
 	if err != nil {
-		return err
+		return next, err
 	}
 	if !ok {
-		rd.log().Warn("feed: commit holds no m or d blob, skipped", "source", rd.g.Key(), "epoch", rd.n, "commit", h)
-		return nil
+		rd.log().Warn("feed: commit holds no message (no m or d blob, or a purged empty one), skipped", "source", rd.g.Key(), "epoch", rd.n, "commit", h)
+		return next, nil
 	}
 	raw, err := rd.object(e.blob, plumbing.BlobObject)
 	if err != nil {
-		return err
+		return next, err
 	}
-	return rd.yield(Item{
+	if !purged && e.name == "m" {
+		next = next.withDelivered(e.blob)
+	}
+	return next, rd.yield(Item{
 		List:       rd.g.List,
 		Raw:        raw,
 		Received:   c.committed,
@@ -497,20 +592,23 @@ func (rd *epochReader) rewrite(ctx context.Context, cp gitCheckpoint, tip plumbi
 	if cp.Tip == tip {
 		start = cp.Done
 	}
+	recent := cp.Recent
 	for i := start; i < len(plan); i++ {
 		s := plan[i]
-		next := gitCheckpoint{Epoch: rd.n, Commit: cp.Commit, Tip: tip, Done: i + 1}
+		next := gitCheckpoint{Epoch: rd.n, Commit: cp.Commit, Recent: recent, Tip: tip, Done: i + 1}
 		if i == len(plan)-1 {
-			next = gitCheckpoint{Epoch: rd.n, Commit: tip}
+			next = gitCheckpoint{Epoch: rd.n, Commit: tip, Recent: recent}
 		}
 		if done[stepKey{s.purged, s.entry}] {
 			continue
 		}
-		if err := rd.deliver(s.commit, s.purged, next); err != nil {
-			return gitCheckpoint{Epoch: rd.n, Commit: cp.Commit, Tip: tip, Done: i}, err
+		next, err := rd.deliver(s.commit, s.purged, next)
+		if err != nil {
+			return gitCheckpoint{Epoch: rd.n, Commit: cp.Commit, Recent: recent, Tip: tip, Done: i}, err
 		}
+		recent = next.Recent
 	}
-	return gitCheckpoint{Epoch: rd.n, Commit: tip}, nil
+	return gitCheckpoint{Epoch: rd.n, Commit: tip, Recent: recent}, nil
 }
 
 // finishRewrite resumes an interrupted rewrite delivery. If the archive
@@ -536,5 +634,5 @@ func (rd *epochReader) finishRewrite(ctx context.Context, cp gitCheckpoint, tip 
 	for _, s := range old[:min(cp.Done, len(old))] {
 		done[stepKey{s.purged, s.entry}] = true
 	}
-	return rd.rewrite(ctx, gitCheckpoint{Epoch: cp.Epoch, Commit: cp.Commit}, tip, done)
+	return rd.rewrite(ctx, gitCheckpoint{Epoch: cp.Epoch, Commit: cp.Commit, Recent: cp.Recent}, tip, done)
 }

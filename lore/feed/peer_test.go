@@ -472,3 +472,34 @@ func TestIMAPPeerIdleReconnects(t *testing.T) {
 	same(t, "after restart", c.waitFor(t, 1, time.Minute), []string{lateSubject})
 	done()
 }
+
+// public-inbox-purge rewrites the epoch's history (the purged message's
+// commit keeps an empty blob) and prunes the inbox: readers of a go-git
+// mirror and of the inbox itself read on without repeating anything.
+func TestGitPeerPurgeRewrite(t *testing.T) {
+	srv, late := startPeer(t)
+	mirror := &Git{List: "linux-rdma", Dir: filepath.Join(t.TempDir(), "mirror"), URL: srv.InboxURL("linux-rdma")}
+	local := &Git{List: "linux-rdma", Dir: srv.InboxDir("linux-rdma")}
+	mc, lc := &collector{}, &collector{}
+	mcp, lcp := &MemCheckpoints{}, &MemCheckpoints{}
+	for _, step := range []func(){
+		func() {},
+		func() {
+			srv.Purge(t, "linux-rdma", mustRead(t, "testdata/peer/02-patch1.eml"))
+			srv.Add(t, "linux-rdma", late)
+		},
+	} {
+		step()
+		if err := pumpAll(t, mirror, mcp, mc); err != nil {
+			t.Fatal(err)
+		}
+		if err := pumpAll(t, local, lcp, lc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The mirror still holds the old history and names the purged
+	// message; purge pruned the inbox's own, so its reader can only go on
+	// after the last message it delivered (and logs that).
+	same(t, "mirror", mc.got, append(append([]string{}, peerSubjects...), "deleted "+peerSubjects[1], lateSubject))
+	same(t, "local", lc.got, append(append([]string{}, peerSubjects...), lateSubject))
+}
