@@ -37,9 +37,12 @@ import (
 // rewrite (public-inbox-purge/-edit force-push a new history): the
 // messages of the rewritten range are compared by blob with what was
 // already delivered, new ones are delivered, purged ones are delivered as
-// deletions, and none is repeated. That needs the old commits, which a
-// go-git mirror never prunes; a local archive that was rewritten and
-// garbage-collected gives ErrCheckpointLost.
+// deletions, and none is repeated. Naming the purged ones needs the old
+// commits, which a go-git mirror keeps; public-inbox-purge prunes the
+// inbox's own repositories, so a reader of those finds its place again by
+// the blobs of the last messages it delivered (kept in the checkpoint),
+// reads on, and logs that purged mail could not be reported. Only when
+// none of those is left does Read fail with ErrCheckpointLost.
 type Git struct {
 	// List names the list; it is copied into every Item and the Key.
 	List string
