@@ -33,16 +33,16 @@ import (
 // <URL>/manifest.js.gz); the first Read mirrors only the newest.
 //
 // Without a checkpoint, Read starts at the first commit of the newest
-// epoch. Reads follow rollover into the next epoch, and survive a history
-// rewrite (public-inbox-purge/-edit force-push a new history): the
-// messages of the rewritten range are compared by blob with what was
-// already delivered, new ones are delivered, purged ones are delivered as
-// deletions, and none is repeated. Naming the purged ones needs the old
-// commits, which a go-git mirror keeps; public-inbox-purge prunes the
-// inbox's own repositories, so a reader of those finds its place again by
-// the blobs of the last messages it delivered (kept in the checkpoint),
-// reads on, and logs that purged mail could not be reported. Only when
-// none of those is left does Read fail with ErrCheckpointLost.
+// epoch that has one. Reads follow rollover into the next epoch, and
+// survive a history rewrite (public-inbox-purge/-edit force-push a new
+// history): the messages of the rewritten range are compared by blob with
+// what was already delivered, new ones are delivered, purged ones are
+// delivered as deletions, and none is repeated. Naming the purged ones
+// needs the old commits, which a go-git mirror keeps; public-inbox-purge
+// prunes the inbox's own repositories, so a reader of those finds its
+// place again by the blobs of the last messages it delivered (kept in the
+// checkpoint), reads on, and logs that purged mail could not be reported.
+// Only when none of those is left does Read fail with ErrCheckpointLost.
 type Git struct {
 	// List names the list; it is copied into every Item and the Key.
 	List string
@@ -171,7 +171,18 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 		return after, nil
 	}
 	if !started {
+		// The newest epoch with mail: one just created may be empty.
 		cp = gitCheckpoint{Epoch: epochs[len(epochs)-1].n}
+		for i := len(epochs) - 1; i > 0; i-- {
+			has, err := hasCommits(epochs[i].path)
+			if err != nil {
+				return "", &SourceError{Source: g.Key(), Err: err}
+			}
+			if has {
+				break
+			}
+			cp.Epoch = epochs[i-1].n
+		}
 	} else if !slices.ContainsFunc(epochs, func(e epoch) bool { return e.n == cp.Epoch }) {
 		logOrDiscard(g.Log).Warn("feed: the checkpoint's epoch is missing; its unread mail cannot be read",
 			"source", g.Key(), "epoch", cp.Epoch, "dir", g.Dir)
@@ -180,12 +191,18 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 		if e.n < cp.Epoch {
 			continue
 		}
+		start := cp
 		if e.n > cp.Epoch {
-			cp = gitCheckpoint{Epoch: e.n}
+			start = gitCheckpoint{Epoch: e.n}
 		}
-		cp, err = g.readEpoch(ctx, e, cp, yield)
+		next, err := g.readEpoch(ctx, e, start, yield)
 		if err != nil {
 			return "", err
+		}
+		// An epoch without commits yet (just created) is no place to
+		// resume from: the checkpoint stays in the previous one.
+		if !next.Commit.IsZero() {
+			cp = next
 		}
 	}
 	if cp.Commit.IsZero() {
@@ -238,6 +255,16 @@ func openRepo(path string) (*git.Repository, *filesystem.Storage, error) {
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return r, st, nil
+}
+
+func hasCommits(path string) (bool, error) {
+	r, st, err := openRepo(path)
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	tip, err := tipOf(r)
+	return !tip.IsZero(), err
 }
 
 func tipOf(r *git.Repository) (plumbing.Hash, error) {

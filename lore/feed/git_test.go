@@ -207,12 +207,25 @@ func TestGitEpochRollover(t *testing.T) {
 	}
 	wantGot(t, c, "message 5")
 
+	// A new, still empty epoch does not move the checkpoint back or
+	// forward: the next message of epoch 1 is read exactly once.
+	newArchive(t, filepath.Join(inbox, "git", "2.git"))
+	e1.add(6)
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, "message 6")
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c)
+
 	// Without a checkpoint a reader starts at the newest epoch.
 	c2 := &collector{}
 	if err := pumpAll(t, src, &MemCheckpoints{}, c2); err != nil {
 		t.Fatal(err)
 	}
-	wantGot(t, c2, "message 4", "message 5")
+	wantGot(t, c2, "message 4", "message 5", "message 6")
 }
 
 func TestGitHistoryRewrite(t *testing.T) {
