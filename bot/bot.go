@@ -134,20 +134,23 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	}
 	rc.FetchCooldown = min(rc.FetchPollInterval, river.FetchCooldownDefault)
 	queues := map[string]river.QueueConfig{}
-	switch o.Role {
-	case "":
-	case RoleAll:
-		queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
-		queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
-		queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
-	case RoleIngest:
-		queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
-	case RoleBuild:
-		queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
-	case RoleLab:
-		queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
-	default:
-		return nil, fmt.Errorf("bot: unknown role %q (all, ingest, build, lab)", o.Role)
+	// Role is one of all, ingest, build, lab, or several joined by commas.
+	for _, role := range strings.Split(o.Role, ",") {
+		switch strings.TrimSpace(role) {
+		case "":
+		case RoleAll:
+			queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
+			queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
+			queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
+		case RoleIngest:
+			queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
+		case RoleBuild:
+			queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
+		case RoleLab:
+			queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
+		default:
+			return nil, fmt.Errorf("bot: unknown role %q (all, ingest, build, lab, or a comma-separated list)", role)
+		}
 	}
 	if len(queues) > 0 {
 		rc.Queues = queues

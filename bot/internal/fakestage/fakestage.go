@@ -82,6 +82,7 @@ type Ingest struct {
 	mu     sync.Mutex
 	Series []bot.Series
 	Calls  *Calls
+	File   string // when set, Series are read from this JSON file
 }
 
 func (f *Ingest) Add(s bot.Series) {
@@ -94,6 +95,22 @@ func (f *Ingest) Poll(ctx context.Context, cp bot.Checkpoints) ([]bot.Series, er
 	v, err := cp.Checkpoint(ctx, "fake")
 	if err != nil {
 		return nil, err
+	}
+	if f.File != "" {
+		// Another process (the test) appends series to the file.
+		b, err := os.ReadFile(f.File)
+		if err != nil && !os.IsNotExist(err) {
+			return nil, &InfraError{err.Error()}
+		}
+		var list []bot.Series
+		if len(b) > 0 {
+			if err := json.Unmarshal(b, &list); err != nil {
+				return nil, &InfraError{err.Error()}
+			}
+		}
+		f.mu.Lock()
+		f.Series = list
+		f.mu.Unlock()
 	}
 	var done int
 	fmt.Sscan(v, &done)
