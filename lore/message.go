@@ -5,10 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"mime"
 	"net/mail"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // DefaultMaxMessageSize is the largest raw message ParseMessage accepts.
@@ -207,7 +211,7 @@ func ParseMessageLimit(raw []byte, maxSize int) (*Message, error) {
 	}
 	m.Body = b
 	if len(m.MessageIDs) == 0 {
-		m.MessageIDs = []string{deriveID(m)}
+		m.MessageIDs = []string{deriveID(m, body)}
 		m.DerivedID = true
 	}
 	m.MessageID = m.MessageIDs[0]
@@ -529,20 +533,22 @@ func parseDate(v string) time.Time {
 	return time.Time{}
 }
 
-// deriveID makes a Message-ID for a mail without one, in public-inbox's
-// form "<UTC date stamp>.<base64url SHA-256 of the content>@z" over the
-// same inputs (references, From, Subject, Date, To, Cc, body), so a mail
-// read twice gets the same id. The body digest is simpler than
-// public-inbox's per-part walk, so the id can differ from lore's for
-// multipart mail.
-func deriveID(m *Message) string {
+// deriveID makes a Message-ID for a mail without one the way
+// public-inbox does (Import::digest2mid over ContentHash::content_digest):
+// "<UTC date stamp>.<base64url SHA-256 of the content>@z", the content
+// being the references, From, Subject, Date, To, Cc and every MIME leaf
+// with its position, file name, description and text. The same mail
+// read twice, here or by public-inbox, gets the same id (mail whose text
+// has 8-bit bytes but no charset can differ: public-inbox re-encodes
+// those).
+func deriveID(m *Message, body []byte) string {
 	d := sha256.New()
 	for _, r := range m.References {
 		fmt.Fprintf(d, "ref\x00%s\x00", r)
 	}
 	h := m.Header
 	for _, name := range []string{"From", "Sender"} {
-		vs := h.Values(name)
+		vs := piValues(h, name)
 		for _, v := range vs {
 			fmt.Fprintf(d, "%s\x00%s\x00", name, digestAddr(v))
 		}
@@ -551,17 +557,19 @@ func deriveID(m *Message) string {
 		}
 	}
 	for _, name := range []string{"Subject", "Date"} {
-		for _, v := range h.Values(name) {
+		for _, v := range piValues(h, name) {
 			fmt.Fprintf(d, "%s\x00%s\x00", name, decodeWords(v))
 		}
 	}
 	for _, name := range []string{"To", "Cc"} {
-		for _, v := range h.Values(name) {
+		for _, v := range piValues(h, name) {
 			fmt.Fprintf(d, "%s\x00%s\x00", name, digestAddr(v))
 		}
 	}
-	d.Write([]byte("\x000:\x00b\x00"))
-	d.Write([]byte(strings.TrimRight(m.Body, " \t\r\n")))
+	if bytes.IndexByte(body, '\r') >= 0 {
+		body = bytes.ReplaceAll(body, []byte("\r\n"), []byte("\n"))
+	}
+	digestParts(d, h, body, 0, "1", 0)
 	sum := base64.RawURLEncoding.EncodeToString(d.Sum(nil))
 	t := m.Date
 	if t.IsZero() {
@@ -570,9 +578,100 @@ func deriveID(m *Message) string {
 	return t.UTC().Format("20060102150405") + "." + sum + "@z"
 }
 
+// piValues is public-inbox's header_raw: trimmed, each line break with
+// the blanks after it turned into one space.
+func piValues(h Header, name string) []string {
+	var vs []string
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			vs = append(vs, strings.TrimSpace(piUnfoldRe.ReplaceAllString(f.Raw, " ")))
+		}
+	}
+	return vs
+}
+
+var (
+	piUnfoldRe         = regexp.MustCompile(`\r?\n[ \t]*`)
+	piUpperDomRe       = regexp.MustCompile(`@[a-z0-9_.\-()]*[A-Z]\S*`)
+	qpTrailingBlanksRe = regexp.MustCompile(`[ \t]+\n`)
+)
+
+// digestParts feeds every MIME leaf to the digest as public-inbox's
+// content_dig_i does: "\0depth:index\0", file name, descriptions,
+// "b\0", then the text with CRLF as LF and trailing blanks removed
+// (HTML and non-text parts: the transfer-decoded bytes).
+func digestParts(d io.Writer, h Header, body []byte, depth int, idx string, nest int) {
+	mediaType, params := contentType(h.Get("Content-Type"))
+	if strings.HasPrefix(mediaType, "multipart/") && params["boundary"] != "" && nest < maxMIMEDepth {
+		if parts, err := splitMultipart(body, params["boundary"]); err == nil {
+			for i, p := range parts {
+				ph, pb, err := splitPart(p)
+				if err != nil {
+					continue
+				}
+				child := strconv.Itoa(i + 1)
+				if depth > 0 {
+					child = idx + "." + child
+				}
+				digestParts(d, ph, pb, depth+1, child, nest+1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(d, "\x00%d:%s\x00", depth, idx)
+	if fn := partFilename(h); fn != "" {
+		fmt.Fprintf(d, "fn\x00%s\x00", fn)
+	}
+	for _, desc := range h.Values("Content-Description") {
+		fmt.Fprintf(d, "d\x00%s\x00", decodeWords(desc))
+	}
+	d.Write([]byte("b\x00"))
+	cte := h.Get("Content-Transfer-Encoding")
+	if strings.EqualFold(strings.TrimSpace(cte), "quoted-printable") {
+		// Perl's decode_qp drops blanks at line ends (RFC 2045 §6.7);
+		// git mailinfo keeps them, so only the digest does this.
+		body = qpTrailingBlanksRe.ReplaceAll(body, []byte("\n"))
+	}
+	raw, err := decodeTransfer(cte, body)
+	if err != nil {
+		raw = body
+	}
+	if strings.HasPrefix(mediaType, "text/") && !strings.Contains(mediaType, "html") {
+		s := strings.ReplaceAll(toUTF8(raw, params["charset"]), "\r\n", "\n")
+		d.Write([]byte(strings.TrimRightFunc(s, unicode.IsSpace)))
+		return
+	}
+	d.Write(raw)
+}
+
+// partFilename is Content-Disposition's filename, else Content-Type's
+// name.
+func partFilename(h Header) string {
+	if _, p, err := mime.ParseMediaType(h.Get("Content-Disposition")); err == nil && p["filename"] != "" {
+		return decodeWords(p["filename"])
+	}
+	_, p := contentType(h.Get("Content-Type"))
+	return decodeWords(p["name"])
+}
+
 // digestAddr normalises an address field as public-inbox's content hash
-// does: no quotes, whitespace squeezed.
+// does: no quotes, runs of blanks squeezed, domains with capitals
+// lower-cased.
 func digestAddr(v string) string {
 	v = strings.ReplaceAll(decodeWords(v), `"`, "")
-	return strings.Join(strings.Fields(v), " ")
+	var b strings.Builder
+	blank := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			if !blank {
+				b.WriteByte(' ')
+			}
+			blank = true
+			continue
+		}
+		blank = false
+		b.WriteByte(c)
+	}
+	return piUpperDomRe.ReplaceAllStringFunc(b.String(), strings.ToLower)
 }
