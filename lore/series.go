@@ -50,7 +50,9 @@ type Series struct {
 	// "change-id:" lines.
 	BaseCommit string `json:"base_commit,omitempty"`
 	ChangeID   string `json:"change_id,omitempty"`
-	// Tags are the subject's tree tags, TreeTag the first one.
+	// Tags are the subject's other bracket words; TreeTag is the first
+	// that names a tree or branch (rdma-next, for-rc, net, nfsd, 6.9),
+	// not a remark (FYI, WIP, AUTOSEL, RFT).
 	Tags    []string `json:"tags,omitempty"`
 	TreeTag string   `json:"tree_tag,omitempty"`
 	// Lists are the configured list names it was posted to, then other
@@ -562,9 +564,7 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	s.Version, s.RFC, s.Resend = first.subj.Version, first.subj.RFC, first.subj.Resend
 	s.Author = first.msg.From
 	s.Tags = first.subj.Tags
-	if len(s.Tags) > 0 {
-		s.TreeTag = s.Tags[0]
-	}
+	s.TreeTag = treeTag(s.Tags)
 	s.Total = first.subj.Total
 	if s.Total == 0 {
 		s.Total = 1
@@ -881,4 +881,23 @@ func incompleteReason(s *Series, grace time.Duration) string {
 		noun = "patches"
 	}
 	return fmt.Sprintf("%s %s of %d missing %s after the last one arrived", noun, strings.Join(miss, ", "), s.Total, grace)
+}
+
+// notTrees are bracket words that say something about a posting, not
+// where it goes.
+var notTrees = map[string]bool{
+	"fyi": true, "git": true, "pull": true, "bug": true, "rft": true, "dnm": true, "wip": true,
+	"poc": true, "test": true, "autosel": true, "do": true, "not": true, "merge": true,
+	"draft": true, "review": true, "repost": true, "new": true, "proposal": true, "question": true,
+}
+
+// treeTag picks the first tag that can name a tree or branch.
+func treeTag(tags []string) string {
+	for _, t := range tags {
+		if notTrees[strings.ToLower(t)] || allDigits(t) {
+			continue
+		}
+		return t
+	}
+	return ""
 }

@@ -336,3 +336,18 @@ func TestGlob(t *testing.T) {
 		t.Error("a/[x compiled")
 	}
 }
+
+func TestTreeTag(t *testing.T) {
+	for in, want := range map[string]string{
+		"[PATCH FYI 1/1] x":           "",
+		"[PATCH AUTOSEL 6.9 02/88] x": "6.9",
+		"[PATCH RFC net-next v2] x":   "net-next",
+		"[PATCH v2 rdma-rc] x":        "rdma-rc",
+		"[GIT PULL] x":                "",
+		"[PATCH vhost 1/7] x":         "vhost",
+	} {
+		if got := treeTag(ParseSubject(in).Tags); got != want {
+			t.Errorf("treeTag(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
