@@ -845,12 +845,21 @@ func linkVersions(all []*Series) {
 	}
 }
 
+// versionWindow is how far apart two versions linked by their titles
+// alone may be.
+const versionWindow = 180 * 24 * time.Hour
+
 func sameWork(x, y *Series) bool {
 	if x.Version == y.Version {
 		return false
 	}
 	if x.ChangeID != "" && x.ChangeID == y.ChangeID {
 		return true
+	}
+	// Titles repeat over the years ("mlx5 fixes"); a re-roll comes
+	// within months.
+	if d := x.Date.Sub(y.Date); d > versionWindow || d < -versionWindow {
+		return false
 	}
 	if x.Cover != nil && y.Cover != nil && strings.EqualFold(x.Subject, y.Subject) {
 		return true
