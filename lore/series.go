@@ -127,6 +127,9 @@ type Assembler struct {
 	globs []Glob
 	bots  map[string]bool
 	byID  map[string]*entry
+	// alias maps a message's second and later Message-IDs to its first,
+	// so replies referencing any of them find it.
+	alias map[string]string
 }
 
 type kind int
@@ -159,7 +162,7 @@ type entry struct {
 
 // NewAssembler checks the globs once.
 func NewAssembler(cfg AssemblerConfig) (*Assembler, error) {
-	a := &Assembler{cfg: cfg, bots: map[string]bool{}, byID: map[string]*entry{}}
+	a := &Assembler{cfg: cfg, bots: map[string]bool{}, byID: map[string]*entry{}, alias: map[string]string{}}
 	for _, p := range cfg.Paths {
 		g, err := CompileGlob(p)
 		if err != nil {
@@ -188,7 +191,7 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 	if a.bots[strings.ToLower(m.From.Email)] {
 		return false
 	}
-	if _, dup := a.byID[m.MessageID]; dup {
+	if a.lookup(m.MessageID) != nil {
 		return false
 	}
 	if arrived.IsZero() {
@@ -240,7 +243,33 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 		e.commands = parseCommands(m.Body)
 	}
 	a.byID[m.MessageID] = e
+	for _, id := range m.MessageIDs[1:] {
+		if a.lookup(id) == nil {
+			a.alias[id] = m.MessageID
+		}
+	}
 	return true
+}
+
+// lookup finds a held message by any of its Message-IDs.
+func (a *Assembler) lookup(id string) *entry {
+	if e, ok := a.byID[id]; ok {
+		return e
+	}
+	if p, ok := a.alias[id]; ok {
+		return a.byID[p]
+	}
+	return nil
+}
+
+// forget drops a held message and its aliases.
+func (a *Assembler) forget(e *entry) {
+	delete(a.byID, e.msg.MessageID)
+	for _, id := range e.msg.MessageIDs[1:] {
+		if a.alias[id] == e.msg.MessageID {
+			delete(a.alias, id)
+		}
+	}
 }
 
 // AddRaw parses raw mail and adds it (see Add). Bad mail gives a
@@ -270,18 +299,20 @@ func (a *Assembler) ForgetRaw(raw []byte) error {
 // Remove forgets a message (a public-inbox deletion). It reports
 // whether the message was held.
 func (a *Assembler) Remove(messageID string) bool {
-	_, ok := a.byID[messageID]
-	delete(a.byID, messageID)
-	return ok
+	e := a.lookup(messageID)
+	if e != nil {
+		a.forget(e)
+	}
+	return e != nil
 }
 
 // Prune forgets messages that arrived before the cutoff and returns how
 // many; a watcher keeps a window of recent mail this way.
 func (a *Assembler) Prune(before time.Time) int {
 	n := 0
-	for id, e := range a.byID {
+	for _, e := range a.byID {
 		if e.arrived.Before(before) {
-			delete(a.byID, id)
+			a.forget(e)
 			n++
 		}
 	}
@@ -315,19 +346,19 @@ func (e *entry) index() int {
 	return e.subj.Index
 }
 
-// lookupParent returns the nearest held ancestor id: the parent if held,
-// else the newest held reference. "" when none is held.
-func (a *Assembler) heldParent(e *entry) string {
-	if _, ok := a.byID[e.parent]; ok {
-		return e.parent
+// heldParent returns the nearest held ancestor: the parent if held,
+// else the newest held reference; nil when none is held.
+func (a *Assembler) heldParent(e *entry) *entry {
+	if p := a.lookup(e.parent); p != nil {
+		return p
 	}
 	refs := e.msg.References
 	for i := len(refs) - 1; i >= 0; i-- {
-		if _, ok := a.byID[refs[i]]; ok {
-			return refs[i]
+		if p := a.lookup(refs[i]); p != nil {
+			return p
 		}
 	}
-	return ""
+	return nil
 }
 
 // rootOf returns the id a patch or cover hangs from: the cover, the
@@ -348,18 +379,13 @@ func (a *Assembler) rootOf(e *entry) string {
 		if cur.parent == "" {
 			return cur.msg.MessageID
 		}
-		p, held := a.byID[cur.parent]
-		if !held {
+		p := a.lookup(cur.parent)
+		if p == nil {
 			// Try an older reference: a missing middle patch must not
 			// split a chained series, but only if it is the same work.
-			if id := a.heldParent(cur); id != "" {
-				q := a.byID[id]
-				if !seen[q] && q.kind != kindOther && !q.reply && q.seriesKey() == key {
-					p = q
-					held = true
-				}
-			}
-			if !held {
+			if q := a.heldParent(cur); q != nil && !seen[q] && q.kind != kindOther && !q.reply && q.seriesKey() == key {
+				p = q
+			} else {
 				return cur.parent
 			}
 		}
@@ -373,9 +399,9 @@ func (a *Assembler) rootOf(e *entry) string {
 			return low
 		}
 		if p.kind == kindOther || p.reply || p.seriesKey() != key {
-			// New version posted into an old thread, or a loop: the
-			// series hangs from here, keyed apart from the old one.
-			return cur.parent
+			// New version posted into an old thread: the series hangs
+			// from here, keyed apart from the old one.
+			return p.msg.MessageID
 		}
 		if p.kind == kindCover {
 			return p.msg.MessageID
@@ -692,12 +718,8 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 		)
 		seen := map[*entry]bool{f: true}
 		for cur := f; ; {
-			pid := a.heldParent(cur)
-			if pid == "" {
-				break
-			}
-			p := a.byID[pid]
-			if seen[p] {
+			p := a.heldParent(cur)
+			if p == nil || seen[p] {
 				break
 			}
 			seen[p] = true

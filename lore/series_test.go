@@ -351,3 +351,23 @@ func TestTreeTag(t *testing.T) {
 		}
 	}
 }
+
+func TestAssembleSecondMessageID(t *testing.T) {
+	a := newTestAssembler(t)
+	patch := "From: Dev One <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <first@example.org>\nMessage-ID: <second@example.org>\n" +
+		"Date: Sat, 1 Jun 2024 12:00:00 +0000\n\n" + diffBody("include/rdma/ib_verbs.h")
+	reply := "From: Rev <rev@example.org>\nSubject: Re: [PATCH] x\nMessage-ID: <r@example.org>\nIn-Reply-To: <second@example.org>\n" +
+		"Date: Sat, 1 Jun 2024 13:00:00 +0000\n\nReviewed-by: Rev <rev@example.org>\n"
+	for _, raw := range []string{reply, patch} {
+		if err := a.AddRaw([]byte(raw), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := a.Assemble().Series
+	if len(s) != 1 || trailerLines(s[0].Patches[0].Trailers) != "Reviewed-by: Rev <rev@example.org>" {
+		t.Fatalf("the reply to the second Message-ID was not attached: %+v", s)
+	}
+	if !a.Remove("second@example.org") || a.Len() != 1 {
+		t.Errorf("Remove by the second id: %d left", a.Len())
+	}
+}
