@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmabot/rdmabot/internal/pitest"
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
@@ -108,5 +109,44 @@ func TestIMAPSourceURL(t *testing.T) {
 	}
 	if s := src.(*feed.IMAP); s.Addr != "lore.example:993" || !s.TLS {
 		t.Errorf("%+v", s)
+	}
+}
+
+// TestLoreScanPublicInbox serves the real threads from a real
+// public-inbox (git epochs and imapd) and scans it over IMAP and as a
+// git archive: both must see what the .eml files show.
+func TestLoreScanPublicInbox(t *testing.T) {
+	dir := threadsDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.eml"))
+	var mails [][]byte
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mails = append(mails, raw)
+	}
+	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: mails})
+
+	summary := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append([]string{"lore", "scan"}, args...), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		last := lines[len(lines)-1]
+		// Drop the timing: "... in 71ms".
+		return last[:strings.LastIndex(last, " in ")]
+	}
+	want := "80 messages read, 0 skipped; 7 series (7 complete, 5 touching lore.paths)"
+	if got := summary("--eml-dir", dir); got != want {
+		t.Fatalf("eml-dir: %q, want %q", got, want)
+	}
+	if got := summary("--imap", "imap://"+srv.IMAPAddr+"/"+srv.Mailbox("linux-rdma")); got != want {
+		t.Errorf("imap: %q, want %q", got, want)
+	}
+	if got := summary("--git", srv.InboxDir("linux-rdma")); got != want {
+		t.Errorf("git: %q, want %q", got, want)
 	}
 }
