@@ -33,6 +33,8 @@ type Series struct {
 	LastArrival time.Time `json:"last_arrival"`
 	// Cover is the 0/N letter, nil when the series has none.
 	Cover *Message `json:"-"`
+	// CoverMessageID is Cover's Message-ID, "" without a cover.
+	CoverMessageID string `json:"cover_message_id,omitempty"`
 	// Patches are ordered by index; Missing lists absent indexes.
 	Patches []*Patch `json:"patches"`
 	Missing []int    `json:"missing,omitempty"`
@@ -74,13 +76,27 @@ type Series struct {
 	Replies int `json:"replies"`
 }
 
+// ReplyTo is the message a reply about the whole series answers: the
+// cover, else the first patch present (nil for a series with neither,
+// which Assemble never returns).
+func (s *Series) ReplyTo() *Message {
+	if s.Cover != nil {
+		return s.Cover
+	}
+	if len(s.Patches) > 0 {
+		return s.Patches[0].Message
+	}
+	return nil
+}
+
 // Relevant reports whether any patch touches a configured path.
 func (s *Series) Relevant() bool { return len(s.MatchedPaths) > 0 }
 
 // Patch is one patch of a series.
 type Patch struct {
-	Index   int      `json:"index"`
-	Message *Message `json:"-"`
+	Index     int      `json:"index"`
+	Message   *Message `json:"-"`
+	MessageID string   `json:"message_id"`
 	// Title is the subject git am will commit.
 	Title string `json:"title"`
 	// Files are every path the diff touches; MatchedPaths those that
@@ -597,7 +613,7 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	}
 	s.Date = first.date
 	if cover != nil {
-		s.Cover = cover.msg
+		s.Cover, s.CoverMessageID = cover.msg, cover.msg.MessageID
 		s.Subject = cover.subj.Title
 	} else {
 		s.Subject = byIndex[indexes[0]].subj.Title
@@ -610,7 +626,7 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	var matched []string
 	for _, i := range indexes {
 		e := byIndex[i]
-		p := &Patch{Index: i, Message: e.msg, Title: e.subj.Title, Files: e.files}
+		p := &Patch{Index: i, Message: e.msg, MessageID: e.msg.MessageID, Title: e.subj.Title, Files: e.files}
 		for _, f := range e.files {
 			if a.matches(f) {
 				p.MatchedPaths = append(p.MatchedPaths, f)
