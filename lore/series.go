@@ -233,11 +233,8 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 	case s.Index == 0 && s.Total > 0:
 		// b4: counter 0 is a cover even when it quotes a range-diff.
 		e.kind = kindCover
-	case diff && (s.Patch || s.RFC || s.Total > 0):
-		e.kind = kindPatch
-		e.files = diffFiles(m.Body)
 	case diff:
-		// A diff under a plain subject: b4 takes it as a patch too.
+		// With or without [PATCH]: b4 takes any non-reply diff as one.
 		e.kind = kindPatch
 		e.files = diffFiles(m.Body)
 	}
@@ -341,6 +338,22 @@ type Assembly struct {
 	Series []*Series `json:"series"`
 	// Commands found in replies, ordered by date, then Message-ID.
 	Commands []Command `json:"commands"`
+}
+
+// Containing returns the series whose cover, root or patch has the
+// Message-ID, or nil.
+func (asm *Assembly) Containing(messageID string) *Series {
+	for _, s := range asm.Series {
+		if s.RootMessageID == messageID || s.CoverMessageID == messageID {
+			return s
+		}
+		for _, p := range s.Patches {
+			if p.MessageID == messageID {
+				return s
+			}
+		}
+	}
+	return nil
 }
 
 // seriesKey is what the messages of one posting share.

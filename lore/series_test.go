@@ -371,3 +371,17 @@ func TestAssembleSecondMessageID(t *testing.T) {
 		t.Errorf("Remove by the second id: %d left", a.Len())
 	}
 }
+
+func TestAssemblyContaining(t *testing.T) {
+	asm := assemble(t,
+		tmail{id: "c", subject: "[PATCH 0/1] W", body: "cover\n"},
+		tmail{id: "p", subject: "[PATCH 1/1] a", irt: "c", refs: "<c>", body: diffBody("x.c")})
+	for _, id := range []string{"c", "p"} {
+		if s := asm.Containing(id); s == nil || s.CoverMessageID != "c" {
+			t.Errorf("Containing(%q) = %v", id, s)
+		}
+	}
+	if asm.Containing("nope") != nil {
+		t.Error("found a series for an unknown id")
+	}
+}
