@@ -121,7 +121,7 @@ func TestSeriesVerdicts(t *testing.T) {
 		"<hang@x>":    "[PATCH] svcrdma: crash on teardown",
 	}
 	want := map[string]string{"<pass@x>": "PASS", "<slow@x>": "REGRESSION", "<broken@x>": "BUILD_FAILED",
-		"<noapply@x>": "NOT_APPLIED", "<hang@x>": "CRASH"}
+		"<noapply@x>": "APPLY_FAILED", "<hang@x>": "CRASH"}
 	for id, subj := range cases {
 		h.ingest.Add(series(id, subj))
 	}

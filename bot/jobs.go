@@ -110,8 +110,9 @@ func (GitHubPollArgs) InsertOpts() river.InsertOpts {
 
 // Verdicts the bot decides itself; the statistics decide the others.
 const (
-	VerdictNotApplied  = "NOT_APPLIED"
+	VerdictNotApplied  = "APPLY_FAILED"
 	VerdictBuildFailed = "BUILD_FAILED"
+	VerdictBootFailed  = "BOOT_FAILED" // the candidate kernel did not come up
 	VerdictCrash       = "CRASH"
 	VerdictMeasured    = "MEASURED" // a first mainline head: nothing to compare with
 	VerdictPass        = "PASS"
@@ -529,7 +530,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				}
 				tr.Logf("candidate kernel failed: %v", err)
 				return complete(ctx, b, job, func(tx *sql.Tx) error {
-					return finishWithVerdictTx(ctx, b, tx, t, VerdictCrash, err.Error())
+					return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
 				})
 			}
 			fin := time.Now()
@@ -691,9 +692,14 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) error {
 	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base,
 		Candidate: t.Candidate, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
-	if t.Verdict == VerdictBuildFailed || t.Verdict == VerdictNotApplied || t.Verdict == VerdictCrash {
+	if t.Verdict == VerdictBuildFailed || t.Verdict == VerdictNotApplied || t.Verdict == VerdictBootFailed {
 		r.Log = t.Summary
 	}
+	base, cand, err := b.samples(ctx, t)
+	if err != nil {
+		return err
+	}
+	r.BaseSamples, r.CandSamples = base, cand
 	if t.SeriesID != 0 {
 		s, err := b.series(ctx, t.SeriesID)
 		if err != nil {
@@ -771,7 +777,7 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	}
 	state := "good"
 	switch t.Verdict {
-	case VerdictRegression, VerdictCrash, VerdictBuildFailed:
+	case VerdictRegression, VerdictCrash, VerdictBuildFailed, VerdictBootFailed:
 		state = "bad"
 	case VerdictPass, VerdictMeasured, "IMPROVEMENT":
 	default:

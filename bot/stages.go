@@ -18,9 +18,10 @@ type Series struct {
 	Subject string   `json:"subject"`
 	Author  string   `json:"author"`
 	Link    string   `json:"link"`
-	List    string   `json:"list,omitempty"` // list address the reply goes to
-	Tree    string   `json:"tree,omitempty"` // the tree the series names, if any
-	Patches [][]byte `json:"patches"`        // raw messages in order
+	List    string   `json:"list,omitempty"`  // list address the reply goes to
+	Tree    string   `json:"tree,omitempty"`  // the tree the series names, if any
+	Patches [][]byte `json:"patches"`         // raw messages in order
+	Cover   []byte   `json:"cover,omitempty"` // raw cover letter, if any
 	// Raw is what the lore stage needs to re-read the series (e.g. its
 	// own JSON); the bot stores and hands it back untouched.
 	Raw []byte `json:"raw,omitempty"`
@@ -81,7 +82,7 @@ type Lab interface {
 
 // Decision is the statistics' answer for one comparison.
 type Decision struct {
-	Verdict  string  // PASS, REGRESSION, IMPROVEMENT, CRASH
+	Verdict  string  // reports' outcome names: PASS, REGRESSION, IMPROVEMENT, INCONCLUSIVE, CRASH ...
 	NeedMore int     // > 0: measure this many more runs of each side first
 	Summary  string  // one paragraph: metric, change, confidence
 	Metric   string  // the metric that decided a REGRESSION
@@ -109,6 +110,9 @@ type Report struct {
 	TraceURL  string        `json:"trace_url"`
 	Origin    Origin        `json:"origin"`
 	Bisect    *BisectReport `json:"bisect,omitempty"`
+	// The samples the verdict was decided on.
+	BaseSamples []store.Sample `json:"base_samples,omitempty"`
+	CandSamples []store.Sample `json:"cand_samples,omitempty"`
 }
 
 // BisectReport is the outcome of a bisection with its confirmations.

@@ -27,9 +27,11 @@ func Time(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
 // Sample is one lab measurement: metrics, or the crash that ended it.
 type Sample struct {
-	Metrics map[string]float64 `json:"metrics,omitempty"`
-	Crash   string             `json:"crash,omitempty"`
-	Log     string             `json:"log,omitempty"`
+	// Metrics are the run's means; Iterations the per-iteration values.
+	Metrics    map[string]float64   `json:"metrics,omitempty"`
+	Iterations map[string][]float64 `json:"iterations,omitempty"`
+	Crash      string               `json:"crash,omitempty"`
+	Log        string               `json:"log,omitempty"`
 }
 
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.
@@ -435,4 +437,49 @@ func (s *Store) State(ctx context.Context, key string) (string, error) {
 func (s *Store) SetState(ctx context.Context, key, value string) error {
 	_, err := s.DB.ExecContext(ctx, `INSERT INTO github_state (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	return err
+}
+
+// Mail is one archived message kept for series assembly.
+type Mail struct {
+	List     string
+	Pos      string
+	Deleted  bool
+	Received time.Time
+	Raw      []byte
+}
+
+// AddMail keeps a message durably (once per list, position and kind), so
+// the mail source's checkpoint may move past it.
+func (s *Store) AddMail(ctx context.Context, m Mail) error {
+	del := 0
+	if m.Deleted {
+		del = 1
+	}
+	_, err := s.DB.ExecContext(ctx, `INSERT INTO lore_mail (list, pos, deleted, received, raw) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (list, pos, deleted) DO NOTHING`, m.List, m.Pos, del, ms(m.Received), m.Raw)
+	if err != nil {
+		return fmt.Errorf("store: add mail: %w", err)
+	}
+	return nil
+}
+
+// MailSince lists the messages received since t, in arrival order.
+func (s *Store) MailSince(ctx context.Context, t time.Time) ([]Mail, error) {
+	rows, err := s.DB.QueryContext(ctx, `SELECT list, pos, deleted, received, raw FROM lore_mail WHERE received >= $1 ORDER BY id`, ms(t))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Mail
+	for rows.Next() {
+		var m Mail
+		var del int
+		var at int64
+		if err := rows.Scan(&m.List, &m.Pos, &del, &at, &m.Raw); err != nil {
+			return nil, err
+		}
+		m.Deleted, m.Received = del == 1, Time(at)
+		out = append(out, m)
+	}
+	return out, rows.Err()
 }

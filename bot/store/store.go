@@ -291,4 +291,15 @@ CREATE TABLE github_state (
 	key TEXT PRIMARY KEY,
 	value TEXT NOT NULL
 )`,
+	`
+CREATE TABLE lore_mail (
+	id {{pk}},
+	list TEXT NOT NULL,
+	pos TEXT NOT NULL,
+	deleted INTEGER NOT NULL,
+	received BIGINT NOT NULL,
+	raw {{blob}} NOT NULL,
+	UNIQUE (list, pos, deleted)
+);
+CREATE INDEX lore_mail_received ON lore_mail (received)`,
 }

@@ -40,6 +40,10 @@ func commands() map[string]command {
 		"lab":    {"guest image, pair runs, benchmark: rdmabot lab image|run|bench", runLab},
 		"lore":   {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
 		"outbox": {"replies waiting to be sent: rdmabot outbox list [-all] | show ID | approve ID... [-config FILE before IDs]", runOutbox},
+		"serve":  {"run the pipeline, dashboard and webhook: rdmabot serve [-config FILE] [-role all|ingest|build|lab]", runServe},
+		"test":   {"queue a series for a running server: rdmabot test --mbox FILE | --msgid ID [--wait]", runTest},
+		"bisect": {"queue a bisection: rdmabot bisect --tree T --good G --bad B", runBisect},
+		"status": {"tests, bisections, queues and leases: rdmabot status [-n 20]", runStatus},
 	}
 }
 

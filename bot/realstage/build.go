@@ -1,0 +1,167 @@
+package realstage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/lore"
+)
+
+// Build is builder and kbuild behind bot.Builder and bot.Trees.
+type Build struct {
+	Store   *builder.Store // the trees (builder.OpenStore(builder.StorePath(dataDir)))
+	RepoDir string         // its repository, for git revert and bisection
+	Cfg     builder.Config
+	Kbuild  *kbuild.Builder
+	Lab     string // kbuild lab configuration name (qemu)
+	Now     func() time.Time
+}
+
+func parseMails(s bot.Series) ([]*lore.Message, []*lore.Message, error) {
+	var all, patches []*lore.Message
+	if len(s.Cover) > 0 {
+		m, err := lore.ParseMessage(s.Cover)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, m)
+	}
+	for _, raw := range s.Patches {
+		m, err := lore.ParseMessage(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, m)
+		patches = append(patches, m)
+	}
+	return all, patches, nil
+}
+
+// SelectBase picks the base among the configured trees.
+func (b *Build) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) {
+	all, _, err := parseMails(s)
+	if err != nil {
+		return bot.Base{}, err
+	}
+	base, err := b.Store.SelectBase(ctx, all, b.Cfg.Trees, 0)
+	if err != nil {
+		return bot.Base{}, err
+	}
+	tree := base.Tree
+	if tree == "" && len(b.Cfg.Trees) > 0 {
+		tree = b.Cfg.Trees[0].Name
+	}
+	return bot.Base{Tree: tree, Commit: base.Commit.String()}, nil
+}
+
+// Apply commits the series on base as git am would; *ApplyError and
+// *UnsafeError are the series' fault, anything else the store's.
+func (b *Build) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io.Writer) (string, error) {
+	_, patches, err := parseMails(s)
+	if err != nil {
+		return "", err
+	}
+	res, err := b.Store.Apply(ctx, plumbing.NewHash(base.Commit), patches, builder.ApplyOptions{
+		Committer: b.Cfg.Committer, Now: b.Now, Ref: builder.SeriesRef(s.MsgID, s.Version)})
+	if err != nil {
+		var ae *builder.ApplyError
+		var ue *builder.UnsafeError
+		if errors.As(err, &ae) || errors.As(err, &ue) {
+			return "", err
+		}
+		return "", infra(err)
+	}
+	if len(res.Commits) == 0 {
+		return "", fmt.Errorf("the series has no patches")
+	}
+	fmt.Fprintf(trace, "applied %d patches on %s\n", len(res.Commits), base.Commit)
+	return res.Commits[len(res.Commits)-1].String(), nil
+}
+
+// Build builds the kernel of a commit with kbuild; *BuildError is the
+// source's fault, everything else the machine's.
+func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer) (string, error) {
+	c, err := b.Store.Resolve(commit)
+	if err != nil {
+		return "", infra(err)
+	}
+	labCfg, err := kbuild.LookupLab(b.Lab)
+	if err != nil {
+		return "", infra(err)
+	}
+	res, err := b.Kbuild.Build(ctx, kbuild.Request{Objects: b.Store.Repository().Storer, Tree: c.TreeHash, Lab: labCfg, Slot: tree})
+	if err != nil {
+		var be *kbuild.BuildError
+		if errors.As(err, &be) {
+			return "", err
+		}
+		return "", infra(err)
+	}
+	fmt.Fprintf(trace, "kernel %s (reused %v, synced %+v, timings %+v)\n", res.Key, res.Reused, res.Sync, res.Timings)
+	return res.Dir, nil
+}
+
+// Head fetches a tree's branch (when it has a URL) and resolves ref.
+func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {
+	for _, t := range b.Cfg.Trees {
+		if t.Name == tree && t.URL != "" {
+			if err := b.Store.Fetch(ctx, t); err != nil {
+				return "", infra(err)
+			}
+		}
+	}
+	c, err := b.Store.Resolve(tree + "/" + ref)
+	if err != nil {
+		if c, err2 := b.Store.Resolve(ref); err2 == nil {
+			return c.Hash.String(), nil
+		}
+		return "", err
+	}
+	return c.Hash.String(), nil
+}
+
+// Revert makes "onto with commit reverted" with git revert in a
+// temporary worktree sharing the store's objects (go-git cannot revert).
+func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, error) {
+	wt, err := os.MkdirTemp("", "rdmabot-revert-")
+	if err != nil {
+		return "", infra(err)
+	}
+	os.Remove(wt)
+	git := func(dir string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME="+b.Cfg.Committer.Name, "GIT_AUTHOR_EMAIL="+b.Cfg.Committer.Email,
+			"GIT_COMMITTER_NAME="+b.Cfg.Committer.Name, "GIT_COMMITTER_EMAIL="+b.Cfg.Committer.Email)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	defer func() {
+		git(b.RepoDir, "worktree", "remove", "--force", wt)
+		os.RemoveAll(wt)
+	}()
+	if _, err := git(b.RepoDir, "worktree", "add", "--detach", wt, onto); err != nil {
+		return "", infra(err)
+	}
+	if _, err := git(wt, "revert", "--no-edit", commit); err != nil {
+		return "", err // a revert that does not apply: the confirmation fails
+	}
+	return git(wt, "rev-parse", "HEAD")
+}
+
+// GitDir is the store's repository: it holds every tree.
+func (b *Build) GitDir(tree string) (string, error) { return b.RepoDir, nil }

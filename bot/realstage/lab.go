@@ -1,0 +1,92 @@
+package realstage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lab"
+)
+
+// Lab runs lab pairs: n boots of the kernel, one sample per boot with the
+// per-iteration figures kept for the statistics.
+type Lab struct {
+	Cfg  lab.Config
+	Dirs lab.Dirs
+	Test lab.Test
+	Log  *slog.Logger
+
+	mu    sync.Mutex
+	pairs map[string]lab.Pair
+}
+
+func (l *Lab) pair(ctx context.Context, name string) (lab.Pair, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.pairs[name]; ok {
+		return p, nil
+	}
+	p, err := lab.NewPair(ctx, l.Cfg, l.Dirs, name, l.Log)
+	if err != nil {
+		return nil, err
+	}
+	if l.pairs == nil {
+		l.pairs = map[string]lab.Pair{}
+	}
+	l.pairs[name] = p
+	return p, nil
+}
+
+// Run boots the kernel in dir n times. A *BootError is returned as it is
+// (the kernel's fault); every other error is the lab's.
+func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Writer) ([]store.Sample, error) {
+	p, err := l.pair(ctx, pairName)
+	if err != nil {
+		return nil, infra(err)
+	}
+	k := lab.Kernel{BzImage: filepath.Join(dir, "bzImage")}
+	if st, err := os.Stat(filepath.Join(dir, "modules")); err == nil && st.IsDir() {
+		k.Modules = filepath.Join(dir, "modules")
+	}
+	var out []store.Sample
+	for i := range n {
+		res, err := p.Run(ctx, k, l.Test)
+		if err != nil {
+			var be *lab.BootError
+			if errors.As(err, &be) && !lab.IsInfra(err) {
+				return nil, err
+			}
+			return nil, infra(err)
+		}
+		s := store.Sample{Metrics: map[string]float64{}, Iterations: map[string][]float64{}}
+		for _, it := range res.Iterations {
+			if it.WriteMBps > 0 {
+				s.Iterations["write_MBps"] = append(s.Iterations["write_MBps"], it.WriteMBps)
+			}
+			s.Iterations["read_MBps"] = append(s.Iterations["read_MBps"], it.ReadMBps)
+		}
+		for k, v := range s.Iterations {
+			sum := 0.0
+			for _, x := range v {
+				sum += x
+			}
+			s.Metrics[k] = sum / float64(len(v))
+		}
+		if c := res.Crash(); c != nil {
+			s.Crash = c.Title
+			s.Log = c.Report
+		} else if !res.Passed {
+			s.Crash = res.Failure
+		}
+		fmt.Fprintf(trace, "boot %d/%d on %s (%s): write %.1f MB/s, read %.1f MB/s %s\n", i+1, n, res.Pair, res.Mode,
+			s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Crash)
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,255 @@
+// Package realstage wires the real stages (lore, builder, kbuild, lab,
+// reports) behind the bot's interfaces. It is the only bot package that
+// knows them; each adapter converts types and sorts the stage's typed
+// errors into the bot's two kinds: infrastructure (retried) or the
+// patch's fault (a verdict).
+package realstage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/feed"
+)
+
+// Lore reads the lists into the bot's database and assembles series from
+// the mail of a recent window. Mail is stored before the source's
+// checkpoint moves, so a crash loses none; the series are recomputed from
+// the stored mail, so a restart finds the same ones.
+type Lore struct {
+	St      *store.Store
+	Cfg     lore.Config
+	DataDir string
+	Log     *slog.Logger
+	Now     func() time.Time
+	// Window is how far back mail is assembled into series.
+	Window time.Duration
+	HTTP   *feed.HTTPClient
+}
+
+// sources are one public-inbox reader per list: a local inbox when the
+// URL is a path, else a go-git mirror of the remote inbox.
+func (l *Lore) sources() []feed.Source {
+	var out []feed.Source
+	for _, li := range l.Cfg.Lists {
+		if dir, ok := localPath(li.URL); ok {
+			out = append(out, &feed.Git{List: li.Name, Dir: dir, Log: l.Log})
+			continue
+		}
+		out = append(out, &feed.Git{List: li.Name, Dir: filepath.Join(l.DataDir, "lore", li.Name), URL: li.URL, HTTP: l.HTTP, Log: l.Log})
+	}
+	return out
+}
+
+func localPath(u string) (string, bool) {
+	if strings.HasPrefix(u, "/") {
+		return u, true
+	}
+	if p, ok := strings.CutPrefix(u, "file://"); ok {
+		return p, true
+	}
+	return "", false
+}
+
+// checkpoints are lore/feed's Checkpoints over the bot's table.
+type checkpoints struct{ cp bot.Checkpoints }
+
+func (c checkpoints) Load(ctx context.Context, key string) (string, error) {
+	return c.cp.Checkpoint(ctx, key)
+}
+
+// Save writes at once: the item is already stored in lore_mail.
+func (c checkpoints) Save(ctx context.Context, key, v string) error {
+	return c.cp.SetCheckpoint(ctx, key, v)
+}
+
+// directCheckpoints writes checkpoints straight to the database.
+type directCheckpoints struct{ st *store.Store }
+
+func (d directCheckpoints) Checkpoint(ctx context.Context, source string) (string, error) {
+	return d.st.Checkpoint(ctx, d.st.DB, source)
+}
+func (d directCheckpoints) SetCheckpoint(ctx context.Context, source, v string) error {
+	return d.st.SetCheckpoint(ctx, d.st.DB, source, v)
+}
+
+// Poll reads every list and returns the complete, relevant series of the
+// window. Series already tested are filtered by the bot's unique keys.
+func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error) {
+	// The mail itself is the durable state, so checkpoints are saved as
+	// lore/feed saves them, not held for the ingest transaction.
+	cps := checkpoints{directCheckpoints{l.St}}
+	for _, src := range l.sources() {
+		_, err := feed.Pump(ctx, src, cps, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
+			return l.St.AddMail(ctx, store.Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Raw: it.Raw})
+		})
+		if err != nil {
+			return nil, infra(fmt.Errorf("lore: %w", err))
+		}
+	}
+	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
+	if err != nil {
+		return nil, infra(err)
+	}
+	a, err := lore.NewAssembler(l.Cfg.Assembler(l.Now))
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range mail {
+		var err error
+		if m.Deleted {
+			err = a.ForgetRaw(m.Raw)
+		} else {
+			err = a.AddRaw(m.Raw, m.Received)
+		}
+		if err != nil {
+			l.Log.Debug("lore: bad mail", "pos", m.Pos, "err", err)
+		}
+	}
+	var out []bot.Series
+	for _, s := range a.Assemble().Series {
+		if s.Relevant() && s.Complete && len(s.Applied) == 0 {
+			out = append(out, convert(s, l.Cfg))
+		}
+	}
+	return out, nil
+}
+
+// convert carries a lore series as the bot does.
+func convert(s *lore.Series, cfg lore.Config) bot.Series {
+	out := bot.Series{MsgID: s.ID, Version: s.Version, Subject: s.Subject, Author: s.Author.String(), Tree: ""}
+	if s.RootMessageID != "" {
+		for _, li := range cfg.Lists {
+			if len(s.Lists) > 0 && li.Name == s.Lists[0] {
+				out.Link = strings.TrimSuffix(li.URL, "/") + "/" + url.PathEscape(s.RootMessageID) + "/"
+				out.List = li.Address
+			}
+		}
+	}
+	if s.Cover != nil {
+		out.Cover = s.Cover.Raw
+	}
+	for _, p := range s.Patches {
+		out.Patches = append(out.Patches, p.Message.Raw)
+	}
+	return out
+}
+
+// Fetch fetches one thread over HTTP from the inbox the reference names
+// (a lore URL) or from each configured list (a bare Message-ID).
+func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
+	inboxes, msgID := l.Cfg.Lists, strings.Trim(ref, "<> ")
+	if u, err := url.Parse(ref); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+		if len(parts) < 2 {
+			return bot.Series{}, fmt.Errorf("%s is not a lore message URL (https://lore.kernel.org/<list>/<message-id>/)", ref)
+		}
+		id, err := url.PathUnescape(parts[len(parts)-1])
+		if err != nil {
+			return bot.Series{}, err
+		}
+		msgID = id
+		base := u.Scheme + "://" + u.Host + "/" + strings.Join(parts[:len(parts)-1], "/")
+		inboxes = []lore.ListConfig{{Name: parts[len(parts)-2], URL: base}}
+	}
+	var lastErr error
+	for _, li := range inboxes {
+		if _, local := localPath(li.URL); local {
+			continue
+		}
+		items, err := l.HTTP.FetchThread(ctx, li.URL, li.Name, msgID)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		s, err := l.assembleOne(items, msgID)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no remote list configured to fetch from")
+	}
+	return bot.Series{}, fmt.Errorf("thread %s: %w", msgID, lastErr)
+}
+
+// ReadMbox assembles the series in an mbox file's bytes.
+func (l *Lore) ReadMbox(ctx context.Context, mbox []byte) (bot.Series, error) {
+	f, err := os.CreateTemp("", "rdmabot-mbox-")
+	if err != nil {
+		return bot.Series{}, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(mbox); err != nil {
+		f.Close()
+		return bot.Series{}, err
+	}
+	f.Close()
+	var items []feed.Item
+	_, err = (&feed.Mbox{List: "mbox", Path: f.Name(), Log: l.Log}).Read(ctx, "", func(it feed.Item) error {
+		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		return bot.Series{}, err
+	}
+	return l.assembleOne(items, "")
+}
+
+// assembleOne returns the series holding msgID, or the only complete one.
+func (l *Lore) assembleOne(items []feed.Item, msgID string) (bot.Series, error) {
+	a, err := lore.NewAssembler(l.Cfg.Assembler(l.Now))
+	if err != nil {
+		return bot.Series{}, err
+	}
+	for _, it := range items {
+		if !it.Deleted {
+			a.AddRaw(it.Raw, it.Received)
+		}
+	}
+	var found []*lore.Series
+	for _, s := range a.Assemble().Series {
+		if msgID == "" && s.Complete {
+			found = append(found, s)
+			continue
+		}
+		if s.RootMessageID == msgID {
+			found = append(found, s)
+			continue
+		}
+		for _, p := range s.Patches {
+			if p.Message.MessageID == msgID {
+				found = append(found, s)
+				break
+			}
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return bot.Series{}, fmt.Errorf("no patch series found")
+	case len(found) > 1 && msgID == "":
+		return bot.Series{}, fmt.Errorf("%d series found; give one", len(found))
+	case !found[0].Complete:
+		return bot.Series{}, fmt.Errorf("series %q is incomplete: missing %v", found[0].Subject, found[0].Missing)
+	}
+	return convert(found[0], l.Cfg), nil
+}
+
+// infra marks an error as the infrastructure's fault.
+func infra(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &bot.InfraError{Err: err}
+}

@@ -1,0 +1,225 @@
+package realstage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/reports"
+	"github.com/rdmabot/rdmabot/reports/outbox"
+	"github.com/rdmabot/rdmabot/reports/stats"
+)
+
+// units of the metrics the lab measures; both are better higher.
+var units = map[string]string{"write_MBps": "MB/s", "read_MBps": "MB/s"}
+
+// metrics turns samples (one per boot) into reports' per-run,
+// per-iteration series.
+func metrics(base, cand []store.Sample) []stats.Metric {
+	names := map[string]bool{}
+	for _, s := range append(append([]store.Sample(nil), base...), cand...) {
+		for k := range s.Metrics {
+			names[k] = true
+		}
+	}
+	var sorted []string
+	for k := range names {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	runs := func(samples []store.Sample, k string) [][]float64 {
+		var out [][]float64
+		for _, s := range samples {
+			if s.Crash != "" {
+				continue
+			}
+			if it := s.Iterations[k]; len(it) > 0 {
+				out = append(out, it)
+			} else if v, ok := s.Metrics[k]; ok {
+				out = append(out, []float64{v})
+			}
+		}
+		return out
+	}
+	var out []stats.Metric
+	for _, k := range sorted {
+		out = append(out, stats.Metric{Name: k, Unit: units[k], HigherIsBetter: true, Base: runs(base, k), Cand: runs(cand, k)})
+	}
+	return out
+}
+
+func crashes(samples []store.Sample) []reports.Crash {
+	var out []reports.Crash
+	for _, s := range samples {
+		if s.Crash != "" {
+			out = append(out, reports.Crash{Title: s.Crash, Console: s.Log})
+		}
+	}
+	return out
+}
+
+// Reports is the reports package behind bot.Decider and bot.Reporter.
+type Reports struct {
+	Cfg    reports.Config
+	Outbox *outbox.Outbox
+	Lists  []lore.ListConfig
+	Lab    string
+	Params string
+	Now    func() time.Time
+}
+
+// Decide judges candidate against base samples with reports' statistics.
+func (r *Reports) Decide(base, cand []store.Sample) bot.Decision {
+	in := &reports.Input{Metrics: metrics(base, cand), BaseCrashes: crashes(base), CandCrashes: crashes(cand)}
+	v := reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
+	d := bot.Decision{Verdict: v.Outcome.String(), NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
+	return d
+}
+
+// thread describes the posting a series reply answers.
+func (r *Reports) thread(s *bot.Series) (reports.Thread, error) {
+	raw := s.Cover
+	if len(raw) == 0 && len(s.Patches) > 0 {
+		raw = s.Patches[0]
+	}
+	root, err := lore.ParseMessage(raw)
+	if err != nil {
+		return reports.Thread{}, err
+	}
+	t := reports.Thread{Subject: root.Subject, MessageID: root.MessageID, References: root.References,
+		Author: reports.Address{Name: root.From.Name, Email: root.From.Email}, Version: s.Version, LoreURL: s.Link}
+	if t.Version == 0 {
+		t.Version = 1
+	}
+	for _, p := range s.Patches {
+		if m, err := lore.ParseMessage(p); err == nil {
+			t.PatchIDs = append(t.PatchIDs, m.MessageID)
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range append(append([]lore.Address(nil), root.To...), root.Cc...) {
+		for _, l := range r.Lists {
+			if strings.EqualFold(a.Email, l.Address) && !seen[l.Address] {
+				t.Lists = append(t.Lists, l.Address)
+				seen[l.Address] = true
+			}
+		}
+	}
+	return t, nil
+}
+
+// Deliver renders the reply and hands it to the outbox, whose ledger
+// records it once per series version before anything is sent.
+func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
+	if rep.Bisect != nil {
+		return r.deliverBisection(ctx, rep)
+	}
+	if rep.Series == nil {
+		return nil // a tree ref tested from the CLI: the dashboard has it
+	}
+	th, err := r.thread(rep.Series)
+	if err != nil {
+		return err
+	}
+	in := &reports.Input{
+		Thread:  th,
+		Base:    reports.Base{Tree: rep.Tree, SHA: rep.Base},
+		Test:    reports.TestInfo{Lab: r.Lab, Params: r.Params, RunURL: rep.URL},
+		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
+	}
+	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
+	switch rep.Verdict {
+	case bot.VerdictNotApplied:
+		in.Apply = &reports.ApplyFailure{Output: rep.Log}
+	case bot.VerdictBuildFailed:
+		in.BuildFail = &reports.BuildFailure{New: []string{firstLine(rep.Log)}, Log: rep.Log}
+	case bot.VerdictBootFailed:
+		in.Boot = &reports.BootFailure{Title: firstLine(rep.Log), Console: rep.Log}
+	}
+	v := reports.Judge(reports.Rand(th), r.Cfg.Policy(), in)
+	if !v.Outcome.Mailed() {
+		return nil
+	}
+	now := r.Now()
+	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
+	if err != nil {
+		return err
+	}
+	m, err := reports.RenderEmail(&r.Cfg, &v, id, now)
+	if err != nil {
+		return err
+	}
+	reply, err := outbox.FromMail(m, th)
+	if err != nil {
+		return err
+	}
+	return r.enqueue(ctx, reply)
+}
+
+func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
+	if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
+		return infra(err)
+	}
+	if _, err := r.Outbox.Deliver(ctx); err != nil {
+		return infra(err)
+	}
+	return nil
+}
+
+// deliverBisection starts a new thread on the lists with the culprit, the
+// good and bad heads and every step and confirmation.
+func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
+	now := r.Now()
+	th := reports.Thread{MessageID: rep.Key, Version: 1}
+	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
+	if err != nil {
+		return err
+	}
+	var to []string
+	for _, l := range r.Lists {
+		if l.Address != "" {
+			to = append(to, l.Address)
+		}
+	}
+	if len(to) == 0 {
+		return fmt.Errorf("no list address to report %s to", rep.Title)
+	}
+	b := rep.Bisect
+	var body bytes.Buffer
+	if b.Confirmed {
+		fmt.Fprintf(&body, "A scheduled run found %s on %s %+.0f%% at %s compared with %s.\n\n", b.Metric, rep.Tree, b.Change*100, short(b.Bad), short(b.Good))
+		fmt.Fprintf(&body, "The first bad commit is %s.\nConfirmed: it fails 3 times, its parent passes 3 times, and %s with it reverted passes.\n\n", b.Culprit, short(b.Bad))
+	} else {
+		fmt.Fprintf(&body, "A scheduled run found %s on %s %+.0f%% at %s compared with %s, but no culprit was confirmed:\n%s\n\n", b.Metric, rep.Tree, b.Change*100, short(b.Bad), short(b.Good), rep.Summary)
+	}
+	fmt.Fprintf(&body, "good: %s\nbad:  %s\n\nsteps:\n", b.Good, b.Bad)
+	for _, s := range b.Steps {
+		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, short(s.Commit), s.Outcome, s.Detail)
+	}
+	fmt.Fprintf(&body, "\nDetails and traces: %s\n\n-- \nrdmabot %s\n", rep.URL, r.Cfg.DocsURL)
+	var raw bytes.Buffer
+	fmt.Fprintf(&raw, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <%s>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n",
+		r.Cfg.From, strings.Join(to, ", "), rep.Title, now.Format(time.RFC1123Z), id)
+	raw.WriteString(strings.ReplaceAll(body.String(), "\n", "\r\n"))
+	return r.enqueue(ctx, outbox.Reply{MessageID: id, Key: outbox.Key("email", rep.Key, 1), Channel: "email",
+		Outcome: bot.VerdictRegression, Recipient: to[0], Envelope: to, Raw: raw.Bytes()})
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

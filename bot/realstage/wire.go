@@ -1,0 +1,81 @@
+package realstage
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lore/feed"
+	"github.com/rdmabot/rdmabot/reports/outbox"
+)
+
+// HeavyLock is the machine-wide lock that kernel builds and lab runs take
+// turns on, when it exists.
+const HeavyLock = "/var/cache/rdmabot/heavy.lock"
+
+// NewLore reads the lists configured in cfg into st.
+func NewLore(cfg config.Config, st *store.Store, log *slog.Logger) *Lore {
+	window := 30 * 24 * time.Hour
+	if g := 4 * cfg.Lore.GracePeriod.Duration; g > window {
+		window = g
+	}
+	return &Lore{St: st, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{}}
+}
+
+// Branches are the configured trees' branches by tree name.
+func Branches(cfg config.Config) map[string][]string {
+	out := map[string][]string{}
+	for _, t := range cfg.Builder.Trees {
+		out[t.Name] = append([]string(nil), t.Branches...)
+	}
+	return out
+}
+
+// New wires every real stage. The lab pair and its guest image are made
+// on first use, so a machine with the build role never touches QEMU.
+func New(ctx context.Context, cfg config.Config, st *store.Store, log *slog.Logger) (bot.Stages, error) {
+	lo := NewLore(cfg, st, log)
+	bs, err := builder.OpenStore(builder.StorePath(cfg.DataDir))
+	if err != nil {
+		return bot.Stages{}, fmt.Errorf("builder store: %w", err)
+	}
+	lock := ""
+	if _, err := os.Stat(HeavyLock); err == nil {
+		lock = HeavyLock
+	}
+	kb, err := kbuild.New(ctx, kbuild.Options{
+		Dir:       filepath.Join(cfg.CacheDir, "kbuild"),
+		CCacheDir: filepath.Join(cfg.CacheDir, "ccache"),
+		Jobs:      cfg.Builder.Jobs,
+		HeavyLock: lock,
+		Log:       log,
+	})
+	if err != nil {
+		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
+	}
+	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: cfg.Lab.Default, Now: time.Now}
+	l := &Lab{Cfg: cfg.Lab, Dirs: lab.Dirs{Cache: filepath.Join(cfg.CacheDir, "lab"), Leases: filepath.Join(cfg.DataDir, "lab-leases")},
+		Test: lab.DefaultTest(), Log: log}
+	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, nil, time.Now, log)
+	if err != nil {
+		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
+	}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(), Now: time.Now}
+	return bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Build: b, Trees: b, Lab: l, Decide: r, Report: r}, nil
+}
+
+// Params names the test the lab runs, for the base-result cache: a
+// change of test gives new base measurements.
+func Params() string {
+	t := lab.DefaultTest()
+	return fmt.Sprintf("%s-%dMiB-x%d-nfs%s-%s-%s", t.Kind, t.SizeMiB, t.Iterations, t.NFSVersion, t.Transport, t.RDMA)
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/dashboard"
+	"github.com/rdmabot/rdmabot/bot/ghbot"
+	"github.com/rdmabot/rdmabot/bot/realstage"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/internal/config"
+)
+
+// runServe runs the pipeline: the jobs of its role, the dashboard, the
+// webhook and the artifact server, until SIGINT or SIGTERM.
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "serve")
+	path := fs.String("config", "config.toml", "config file")
+	role := fs.String("role", bot.RoleAll, "work to do: all, ingest, build, lab, or several joined by commas")
+	id := fs.String("id", "", "this process's stable name (default hostname/role/listen)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	stages, err := realstage.New(ctx, cfg, st, e.log)
+	if err != nil {
+		return err
+	}
+	opts := bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(),
+		Branches: realstage.Branches(cfg), Stages: stages, Log: e.log, ID: *id}
+	var gh *ghbot.Bot
+	if cfg.Bot.GitHub.Repo != "" {
+		if gh, err = newGitHub(cfg); err != nil {
+			return err
+		}
+		opts.Stages.Comments = gh
+		opts.GitHub = gh
+	}
+	b, err := bot.New(st, opts)
+	if err != nil {
+		return err
+	}
+	if gh != nil {
+		gh.Cmds, gh.Mem, gh.Log = b, st, e.log
+	}
+	mux := http.NewServeMux()
+	dashboard.New(st, b, e.log).Register(mux)
+	mux.Handle("GET /artifacts/", http.StripPrefix("/artifacts/", b.Artifacts()))
+	if gh != nil {
+		mux.Handle("POST /github", gh)
+	}
+	ln, err := net.Listen("tcp", cfg.Bot.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	e.log.Info("serving", "dashboard", cfg.Bot.URL, "listen", cfg.Bot.Listen, "role", *role)
+	<-ctx.Done()
+	stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv.Shutdown(stop)
+	return b.Stop(stop)
+}
+
+func newGitHub(cfg config.Config) (*ghbot.Bot, error) {
+	g := cfg.Bot.GitHub
+	owner, repo, _ := strings.Cut(g.Repo, "/")
+	c := github.NewClient(nil)
+	if g.TokenFile != "" {
+		tok, err := os.ReadFile(g.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		c = c.WithAuthToken(strings.TrimSpace(string(tok)))
+	}
+	if g.API != "" {
+		u, err := url.Parse(strings.TrimSuffix(g.API, "/") + "/")
+		if err != nil {
+			return nil, err
+		}
+		c.BaseURL, c.UploadURL = u, u
+	}
+	var secret []byte
+	if g.SecretFile != "" {
+		s, err := os.ReadFile(g.SecretFile)
+		if err != nil {
+			return nil, err
+		}
+		secret = []byte(strings.TrimSpace(string(s)))
+	}
+	tree := ""
+	if len(cfg.Bot.Mainline.Trees) > 0 {
+		tree = cfg.Bot.Mainline.Trees[0]
+	}
+	return &ghbot.Bot{Client: c, Owner: owner, Repo: repo, Secret: secret, Allow: g.Allow, Org: g.Org, Tree: tree, URL: cfg.Bot.URL}, nil
+}
+
+// client opens the database and an insert-only bot: the CLI queues work
+// for a running `rdmabot serve`.
+func client(ctx context.Context, e *env, path string, withLore bool) (*bot.Bot, *store.Store, config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, cfg, err
+	}
+	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	if err != nil {
+		return nil, nil, cfg, err
+	}
+	var stages bot.Stages
+	if withLore {
+		lo := realstage.NewLore(cfg, st, e.log)
+		stages = bot.Stages{Fetch: lo, Mbox: lo}
+	}
+	b, err := bot.New(st, bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Lab: cfg.Lab.Default, Params: realstage.Params(),
+		Branches: realstage.Branches(cfg), Stages: stages, Log: e.log})
+	if err != nil {
+		st.Close()
+		return nil, nil, cfg, err
+	}
+	return b, st, cfg, nil
+}
+
+// runTest queues a series from an mbox or fetched by Message-ID.
+func runTest(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "test")
+	path := fs.String("config", "config.toml", "config file")
+	mbox := fs.String("mbox", "", "mbox file holding the series")
+	msgid := fs.String("msgid", "", "Message-ID or lore URL of the series to fetch")
+	wait := fs.Bool("wait", false, "wait for the verdict")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (*mbox == "") == (*msgid == "") {
+		return fmt.Errorf("%w: rdmabot test --mbox FILE | --msgid ID [--wait]", errUsage)
+	}
+	b, st, cfg, err := client(ctx, e, *path, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var id int64
+	o := bot.Origin{Kind: "cli"}
+	if *mbox != "" {
+		data, err := os.ReadFile(*mbox)
+		if err != nil {
+			return err
+		}
+		s, err := realstage.NewLore(cfg, st, e.log).ReadMbox(ctx, data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *mbox, err)
+		}
+		var created bool
+		if id, created, err = b.SubmitSeries(ctx, s, o); err != nil {
+			return err
+		}
+		if !created {
+			fmt.Fprintf(e.stdout, "already queued or tested: ")
+		}
+	} else if id, err = b.SubmitThread(ctx, *msgid, o); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "test %d: %s/tests/%d\n", id, cfg.Bot.URL, id)
+	if !*wait {
+		return nil
+	}
+	for {
+		t, err := st.Test(ctx, st.DB, id)
+		if err != nil {
+			return err
+		}
+		if t.State == store.StateDone || t.State == store.StateFailed || t.State == store.StateCanceled {
+			fmt.Fprintf(e.stdout, "%s %s\n%s\n", t.State, t.Verdict, t.Summary)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// runBisect queues a bisection.
+func runBisect(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bisect")
+	path := fs.String("config", "config.toml", "config file")
+	tree := fs.String("tree", "", "tree name from builder.trees")
+	good := fs.String("good", "", "a good commit")
+	bad := fs.String("bad", "", "a bad commit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *tree == "" || *good == "" || *bad == "" {
+		return fmt.Errorf("%w: rdmabot bisect --tree T --good G --bad B", errUsage)
+	}
+	b, st, cfg, err := client(ctx, e, *path, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id, err := b.SubmitBisect(ctx, *tree, *good, *bad, bot.Origin{Kind: "cli"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "bisection %d: %s/bisect/%d\n", id, cfg.Bot.URL, id)
+	return nil
+}
+
+// runStatus prints recent tests, bisections, queues and leases.
+func runStatus(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "status")
+	path := fs.String("config", "config.toml", "config file")
+	n := fs.Int("n", 20, "tests to list")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tests, err := st.Tests(ctx, st.DB, *n)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TEST\tKIND\tTREE\tBASE\tSTATE\tVERDICT\tUPDATED")
+	for _, t := range tests {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict, t.UpdatedAt.Format("2006-01-02 15:04"))
+	}
+	bs, err := st.Bisections(ctx, 5)
+	if err != nil {
+		return err
+	}
+	if len(bs) > 0 {
+		fmt.Fprintln(w, "\nBISECTION\tTREE\tGOOD\tBAD\tSTATE\tCULPRIT\t")
+		for _, b := range bs {
+			fmt.Fprintf(w, "%d\t%s\t%.12s\t%.12s\t%s\t%.12s\t\n", b.ID, b.Tree, b.Good, b.Bad, b.State, b.Culprit)
+		}
+	}
+	rows, err := st.DB.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM river_job WHERE state <> 'completed' GROUP BY queue, state ORDER BY queue, state`)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nQUEUE\tSTATE\tJOBS\t")
+	for rows.Next() {
+		var q, s string
+		var c int
+		if err := rows.Scan(&q, &s, &c); err != nil {
+			rows.Close()
+			return err
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t\n", q, s, c)
+	}
+	rows.Close()
+	leases, err := st.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		fmt.Fprintf(w, "\nlab %s leased by %s until %s\n", l.Pair, l.Holder, l.Expires.Format(time.TimeOnly))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	return nil
+}
