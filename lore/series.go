@@ -756,6 +756,11 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 				target = p
 				break
 			}
+			if !p.reply {
+				// A message that starts a discussion of its own (a bug
+				// report, a pull request): b4 stops climbing there too.
+				break
+			}
 			through = append(through, p)
 			cur = p
 		}
