@@ -145,6 +145,11 @@ func TestParseMessageBodies(t *testing.T) {
 			"Subject: x\nContent-Type: multipart/mixed; boundary=o\n\n--o\nContent-Type: multipart/alternative; boundary=i\n\n--i\n" +
 				"Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\nna=C3=AFve\n--i\nContent-Type: text/html\n\n<b>x</b>\n--i--\n--o--\n",
 			"naïve"},
+		{"patch attached as octet-stream",
+			"Subject: x\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nsee attached\n--b\n" +
+				"Content-Type: application/octet-stream; name=\"0001-fix.patch\"\nContent-Transfer-Encoding: base64\n\nZGlmZiAtLWdpdAo=\n" +
+				"--b\nContent-Type: application/octet-stream; name=\"blob.bin\"\n\nxx\n--b--\n",
+			"see attached\ndiff --git\n"},
 		{"no body", "Subject: x\n", ""},
 		{"CRLF to LF", "Subject: x\r\n\r\nline1\r\nline2\r\n", "line1\nline2\n"},
 	}

@@ -43,7 +43,7 @@ func decodeBody(h Header, body []byte, depth int) (string, error) {
 				return "", fmt.Errorf("MIME part: %w", err)
 			}
 			pt, _ := contentType(ph.Get("Content-Type"))
-			if !strings.HasPrefix(pt, "multipart/") && !textPart(pt) {
+			if !strings.HasPrefix(pt, "multipart/") && !textPart(pt) && !patchFile(partFilename(ph)) {
 				continue
 			}
 			s, err := decodeBody(ph, pb, depth+1)
@@ -71,6 +71,13 @@ func textPart(mediaType string) bool {
 		return false
 	}
 	return strings.HasPrefix(mediaType, "text/") || mediaType == "application/x-patch" || mediaType == "application/x-diff"
+}
+
+// patchFile says whether an attachment's name marks a patch, whatever
+// type the mailer gave it (application/octet-stream is common).
+func patchFile(name string) bool {
+	name = strings.ToLower(name)
+	return strings.HasSuffix(name, ".patch") || strings.HasSuffix(name, ".diff")
 }
 
 // contentType parses a Content-Type leniently: text/plain when absent,
