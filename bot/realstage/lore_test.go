@@ -1,0 +1,128 @@
+package realstage
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/internal/config"
+)
+
+// shared finds ../shared from the project root, or skips.
+func shared(t *testing.T) string {
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("no go.mod above the test")
+		}
+		dir = parent
+	}
+	s := filepath.Join(dir, "..", "shared")
+	if _, err := os.Stat(s); err != nil {
+		t.Skip("../shared absent: the real threads and archives live there")
+	}
+	return s
+}
+
+func mboxOf(t *testing.T, dir string) []byte {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
+	sort.Strings(files)
+	var b bytes.Buffer
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("From rdmabot@example Mon Jan  1 00:00:00 2024\n")
+		for _, l := range strings.SplitAfter(string(raw), "\n") {
+			if strings.HasPrefix(strings.TrimLeft(l, ">"), "From ") {
+				b.WriteString(">")
+			}
+			b.WriteString(l)
+		}
+		if !bytes.HasSuffix(b.Bytes(), []byte("\n")) {
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	return b.Bytes()
+}
+
+// A real series (Chuck Lever's svcrdma v2, 12 patches and a cover) read
+// from an mbox as `rdmabot test --mbox` does.
+func TestReadMboxRealSeries(t *testing.T) {
+	sh := shared(t)
+	cfg := config.Default()
+	st, err := store.Open(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	s, err := l.ReadMbox(context.Background(), mboxOf(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Version != 2 || len(s.Patches) < 2 || len(s.Cover) == 0 || s.MsgID == "" {
+		t.Fatalf("series: v%d, %d patches, cover %d bytes, id %q", s.Version, len(s.Patches), len(s.Cover), s.MsgID)
+	}
+	t.Logf("%q v%d: %d patches", s.Subject, s.Version, len(s.Patches))
+}
+
+// Polling the real 2024 linux-rdma archive stores every message, finds
+// the relevant complete series of the window, and a second poll finds
+// the same ones without reading the archive again.
+func TestPollRealArchive(t *testing.T) {
+	sh := shared(t)
+	if testing.Short() {
+		t.Skip("-short: reads a year of linux-rdma")
+	}
+	cfg := config.Default()
+	cfg.Lore.Lists = cfg.Lore.Lists[:1]
+	cfg.Lore.Lists[0].URL = filepath.Join(sh, "corpus", "linux-rdma-2024.git")
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	l.Now = func() time.Time { return time.Date(2024, 12, 31, 0, 0, 0, 0, time.UTC) }
+	l.Window = 21 * 24 * time.Hour
+	start := time.Now()
+	first, err := l.Poll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	mail, _ := st.MailSince(ctx, time.Time{})
+	if len(mail) < 6000 {
+		t.Fatalf("%d messages stored, want the whole archive", len(mail))
+	}
+	if len(first) == 0 {
+		t.Fatal("no relevant series in the last three weeks of 2024")
+	}
+	second, err := l.Poll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second) != len(first) {
+		t.Fatalf("second poll found %d series, first %d", len(second), len(first))
+	}
+	again, _ := st.MailSince(ctx, time.Time{})
+	if len(again) != len(mail) {
+		t.Fatalf("second poll stored %d more messages", len(again)-len(mail))
+	}
+	t.Logf("%d messages in %v; %d relevant complete series in the window, e.g. %q", len(mail), took.Round(time.Millisecond), len(first), first[0].Subject)
+}

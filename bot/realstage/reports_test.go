@@ -1,0 +1,86 @@
+package realstage
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/reports/outbox"
+)
+
+func samples(n int, write float64, spread float64) []store.Sample {
+	var out []store.Sample
+	for i := range n {
+		var it []float64
+		for j := range 4 {
+			it = append(it, write+spread*float64((i*5+j*3)%7-3)/3)
+		}
+		out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": write}, Iterations: map[string][]float64{"write_MBps": it}})
+	}
+	return out
+}
+
+// The statistics of reports decide through the adapter: a 48 % drop is a
+// regression, equal samples pass, a crash in the candidate is a crash.
+func TestDecideWithReports(t *testing.T) {
+	cfg := config.Default()
+	r := &Reports{Cfg: cfg.Reports}
+	runs := cfg.Reports.Runs
+	if d := r.Decide(samples(runs, 100, 2), samples(runs, 52, 2)); d.Verdict != "REGRESSION" {
+		t.Errorf("48%% slower: %+v", d)
+	}
+	d := r.Decide(samples(runs, 100, 2), samples(runs, 100, 2))
+	if d.Verdict != "PASS" && d.NeedMore == 0 {
+		t.Errorf("equal: %+v", d)
+	}
+	crashed := samples(runs, 100, 2)
+	crashed[1] = store.Sample{Crash: "INFO: task hung in svc_rdma_drain"}
+	if d := r.Decide(samples(runs, 100, 2), crashed); d.Verdict != "CRASH" {
+		t.Errorf("crash: %+v", d)
+	}
+}
+
+// A reply goes into reports' outbox ledger once, however often the report
+// job delivers it.
+func TestDeliverThroughOutbox(t *testing.T) {
+	sh := shared(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := config.Default()
+	cfg.DataDir = dir
+	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, dir, nil, time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	s, err := l.ReadMbox(ctx, mboxOf(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: "qemu", Params: Params(), Now: time.Now}
+	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: "REGRESSION", Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
+		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: samples(cfg.Reports.Runs, 100, 2), CandSamples: samples(cfg.Reports.Runs, 52, 2)}
+	for range 3 {
+		if err := r.Deliver(ctx, rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, err := ob.Ledger().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].Outcome != "REGRESSION" {
+		t.Fatalf("ledger: %+v", es)
+	}
+	t.Logf("reply %s to %s: %s", es[0].MessageID, es[0].Recipient, es[0].State)
+}
