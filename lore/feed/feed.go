@@ -87,8 +87,8 @@ type Source interface {
 	// Read calls yield for every item after the checkpoint `after` ("" is
 	// the source's beginning), in archive order. It stops at the first
 	// error yield returns and returns it. On success it returns the
-	// checkpoint after everything it read, which may be past the last
-	// item (when it passed over something that was not mail).
+	// checkpoint after everything it read: never behind the last item's,
+	// possibly past it (when it passed over something that was not mail).
 	Read(ctx context.Context, after string, yield func(Item) error) (string, error)
 }
 
