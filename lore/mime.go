@@ -22,8 +22,15 @@ const maxMIMEDepth = 16
 // part, the whole part decoded; for a multipart, every text part except
 // HTML, in order (git mailinfo reads attached .patch files as well as
 // the inline text). CRLF line ends become LF first, as git mailsplit
-// does before mailinfo decodes.
+// does before mailinfo decodes. Like mailinfo, only the text before the
+// patch is converted to UTF-8: the patch keeps the bytes of the files it
+// changes.
 func decodeBody(h Header, body []byte, depth int) (string, error) {
+	inPatch := false
+	return decodePart(h, body, depth, &inPatch)
+}
+
+func decodePart(h Header, body []byte, depth int, inPatch *bool) (string, error) {
 	if depth > maxMIMEDepth {
 		return "", fmt.Errorf("multipart nested deeper than %d", maxMIMEDepth)
 	}
@@ -46,7 +53,7 @@ func decodeBody(h Header, body []byte, depth int) (string, error) {
 			if !strings.HasPrefix(pt, "multipart/") && !textPart(pt) && !patchFile(partFilename(ph)) {
 				continue
 			}
-			s, err := decodeBody(ph, pb, depth+1)
+			s, err := decodePart(ph, pb, depth+1, inPatch)
 			if err != nil {
 				return "", err
 			}
@@ -61,7 +68,49 @@ func decodeBody(h Header, body []byte, depth int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return toUTF8(b, params["charset"]), nil
+	if *inPatch {
+		return string(b), nil
+	}
+	cut := patchBreak(b)
+	if cut < 0 {
+		return toUTF8(b, params["charset"]), nil
+	}
+	*inPatch = true
+	return toUTF8(b[:cut], params["charset"]) + string(b[cut:]), nil
+}
+
+// patchBreak returns where git mailinfo starts the patch in b (its
+// patchbreak(): a "diff -" or "Index: " line, "--- name", or a "---"
+// line of only blanks), or -1.
+func patchBreak(b []byte) int {
+	for off := 0; off < len(b); {
+		line := b[off:]
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i+1]
+		}
+		if bytes.HasPrefix(line, []byte("diff -")) || bytes.HasPrefix(line, []byte("Index: ")) {
+			return off
+		}
+		if len(line) >= 4 && bytes.HasPrefix(line, []byte("---")) {
+			if line[3] == ' ' && !isBlank(line[4]) {
+				return off
+			}
+			rest := bytes.TrimLeft(line[3:], " \t\v\f\r")
+			if len(rest) > 0 && rest[0] == '\n' {
+				return off
+			}
+		}
+		off += len(line)
+	}
+	return -1
+}
+
+func isBlank(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\v', '\f', '\r':
+		return true
+	}
+	return false
 }
 
 // textPart says whether a MIME part carries text a patch reader wants.
