@@ -51,10 +51,12 @@ type Message struct {
 	RawSubject string
 	// ListIDs are the List-Id values without the angle brackets.
 	ListIDs []string
-	// Body is the decoded text the patch tools see: the text parts of the
-	// mail after transfer decoding and conversion to UTF-8, with CRLF
-	// line ends turned into LF the way git mailsplit does. Nothing else
-	// is normalised.
+	// Body is the decoded text the patch tools see, as git mailinfo sees
+	// it: the text parts of the mail (and attached .patch files) after
+	// transfer decoding, CRLF line ends turned into LF as git mailsplit
+	// does, the text before the patch converted from its charset to
+	// UTF-8 and the patch itself left in the bytes of the files it
+	// changes. Nothing else is normalised.
 	Body string
 	// Header is every header field in order, for anything not above.
 	Header Header
