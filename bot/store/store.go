@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -35,6 +36,7 @@ type Store struct {
 	DB      *sql.DB
 	Dialect Dialect
 	now     func() time.Time
+	path    string // the SQLite file
 }
 
 // Open opens dbURL (a postgres:// URL) or, when it is empty, the SQLite
@@ -56,7 +58,7 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 		// One connection: SQLite has one writer, and River's SQLite driver
 		// returns SQLITE_BUSY under concurrent connections.
 		db.SetMaxOpenConns(1)
-		s = &Store{DB: db, Dialect: SQLite}
+		s = &Store{DB: db, Dialect: SQLite, path: path}
 	} else {
 		db, err := sql.Open("pgx", dbURL)
 		if err != nil {
@@ -105,6 +107,18 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("store: migration lock: %w", err)
 		}
 		defer s.DB.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(4845)")
+	}
+	if s.Dialect == SQLite {
+		// The server and a CLI command may open a new database at once.
+		f, err := os.OpenFile(s.path+".migrate-lock", os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return fmt.Errorf("store: migration lock: %w", err)
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			return fmt.Errorf("store: migration lock: %w", err)
+		}
+		defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("store: river migrations: %w", err)

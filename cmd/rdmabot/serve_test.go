@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The real binary: `rdmabot serve` on SQLite, `rdmabot test --mbox`
+// queueing a real series from another process, kill -9 of the server
+// and a restart; the series is answered once (here: no tree is imported,
+// so no base is found and the reply says so), and `rdmabot status` and
+// the dashboard show it.
+func TestServeKillRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds and runs the binary")
+	}
+	threads := filepath.Join("..", "..", "..", "shared", "corpus", "threads", "svcrdma-v2")
+	emls, _ := filepath.Glob(filepath.Join(threads, "*.eml"))
+	if len(emls) == 0 {
+		t.Skip("../shared absent: the svcrdma v2 thread lives there")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "rdmabot")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// An mbox of the thread.
+	sort.Strings(emls)
+	var mbox strings.Builder
+	for _, f := range emls {
+		b, _ := os.ReadFile(f)
+		mbox.WriteString("From rdmabot@example Mon Jan  1 00:00:00 2024\n")
+		for _, l := range strings.SplitAfter(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimLeft(l, ">"), "From ") {
+				mbox.WriteString(">")
+			}
+			mbox.WriteString(l)
+		}
+		mbox.WriteString("\n")
+	}
+	os.WriteFile(filepath.Join(dir, "series.mbox"), []byte(mbox.String()), 0o644)
+
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	cfg, err := os.ReadFile(filepath.Join("..", "..", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := strings.NewReplacer(
+		`data_dir = "/var/lib/rdmabot"`, fmt.Sprintf("data_dir = %q", filepath.Join(dir, "data")),
+		`cache_dir = "/var/cache/rdmabot"`, fmt.Sprintf("cache_dir = %q", filepath.Join(dir, "cache")),
+		`listen = "127.0.0.1:8480"`, fmt.Sprintf("listen = %q", addr),
+		`url = "http://127.0.0.1:8480"`, fmt.Sprintf("url = %q", "http://"+addr),
+		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", filepath.Join(dir, "no-inbox")),
+		`url = "https://lore.kernel.org/linux-nfs"`, fmt.Sprintf("url = %q", filepath.Join(dir, "no-inbox")),
+	).Replace(string(cfg))
+	config := filepath.Join(dir, "config.toml")
+	os.WriteFile(config, []byte(c), 0o644)
+
+	var serve *exec.Cmd
+	start := func() {
+		serve = exec.Command(bin, "serve", "-config", config, "-id", "test-server")
+		logf, _ := os.OpenFile(filepath.Join(dir, "serve.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		serve.Stdout, serve.Stderr = logf, logf
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		logf.Close()
+	}
+	kill := func() {
+		serve.Process.Signal(syscall.SIGKILL)
+		serve.Wait()
+	}
+	rdmabot := func(args ...string) string {
+		// Flags follow the subcommand (and the outbox verb).
+		n := 1
+		if args[0] == "outbox" {
+			n = 2
+		}
+		full := append(append(append([]string{}, args[:n]...), "-config", config), args[n:]...)
+		out, err := exec.Command(bin, full...).CombinedOutput()
+		if err != nil {
+			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
+			t.Fatalf("rdmabot %v: %v\n%s\nserve.log:\n%s", args, err, out, b)
+		}
+		return string(out)
+	}
+	start()
+	defer func() { kill() }()
+	if out := rdmabot("test", "--mbox", filepath.Join(dir, "series.mbox")); !strings.Contains(out, "test 1: http://"+addr+"/tests/1") {
+		t.Fatalf("test: %s", out)
+	}
+	kill()
+	start()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(rdmabot("status"), "APPLY_FAILED") {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
+			t.Fatalf("no verdict\n%s", b)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	kill()
+	start()
+	// Queued again: the same series is not tested twice.
+	if out := rdmabot("test", "--mbox", filepath.Join(dir, "series.mbox")); !strings.Contains(out, "already queued or tested: test 1") {
+		t.Fatalf("second test: %s", out)
+	}
+	out := rdmabot("outbox", "list")
+	if n := strings.Count(out, "APPLY_FAILED"); n != 1 {
+		t.Fatalf("%d replies in the outbox:\n%s", n, out)
+	}
+	var resp *http.Response
+	for range 50 {
+		if resp, err = http.Get("http://" + addr + "/tests/1"); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("dashboard: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
