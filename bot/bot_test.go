@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,15 +25,18 @@ import (
 )
 
 type harness struct {
-	t      *testing.T
-	bot    *bot.Bot
-	st     *store.Store
-	calls  *fakestage.Calls
-	ingest *fakestage.Ingest
-	build  *fakestage.Builder
-	trees  *fakestage.Trees
-	lab    *fakestage.Lab
-	report *fakestage.Reporter
+	t        *testing.T
+	bot      *bot.Bot
+	st       *store.Store
+	calls    *fakestage.Calls
+	ingest   *fakestage.Ingest
+	build    *fakestage.Builder
+	trees    *fakestage.Trees
+	lab      *fakestage.Lab
+	report   *fakestage.Reporter
+	comments *fakestage.Reporter
+	// skew moves the store's clock forward (base-result staleness).
+	skew atomic.Int64
 }
 
 func testConfig() bot.Config {
@@ -58,6 +62,8 @@ func newHarness(t *testing.T, cfg bot.Config, repo string) *harness {
 	h.trees = &fakestage.Trees{Repo: repo, Calls: h.calls}
 	h.lab = &fakestage.Lab{Calls: h.calls, Delay: 20 * time.Millisecond}
 	h.report = &fakestage.Reporter{Calls: h.calls}
+	h.comments = &fakestage.Reporter{Calls: h.calls}
+	st.SetClock(func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) })
 	level := slog.LevelWarn
 	if testing.Verbose() {
 		level = slog.LevelInfo
@@ -70,7 +76,7 @@ func newHarness(t *testing.T, cfg bot.Config, repo string) *harness {
 		Params:   "nfs-rdma-write-256M",
 		Branches: map[string][]string{"mainline": {"master"}},
 		Stages: bot.Stages{Ingest: h.ingest, Build: h.build, Trees: h.trees, Lab: h.lab,
-			Decide: fakestage.Decider{}, Report: h.report},
+			Decide: fakestage.Decider{}, Report: h.report, Comments: h.comments},
 		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		ID:           "test/" + t.Name(),
 		PollInterval: 50 * time.Millisecond,
@@ -401,4 +407,92 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, metrics)
 		}
 	}
+}
+
+// Base results are reused while fresh and measured again once stale.
+func TestBaseResultsGoStale(t *testing.T) {
+	cfg := testConfig()
+	h := newHarness(t, cfg, "")
+	baseRuns := func() int {
+		n := 0
+		for _, c := range h.calls.List() {
+			if strings.HasPrefix(c, "run qemu mainline-bbbb") {
+				n++
+			}
+		}
+		return n
+	}
+	h.ingest.Add(series("<a@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("first reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	h.ingest.Add(series("<b@x>", "[PATCH] svcrdma: harmless too"))
+	h.wait("second reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
+	if n := baseRuns(); n != 1 {
+		t.Fatalf("fresh base measured %d times", n)
+	}
+	h.skew.Store(int64(cfg.BaseMaxAge.Duration + time.Hour))
+	h.ingest.Add(series("<c@x>", "[PATCH] svcrdma: harmless three"))
+	h.wait("third reply", 60*time.Second, func() bool { return h.report.Count() == 3 })
+	if n := baseRuns(); n != 2 {
+		t.Fatalf("stale base measured %d times in all, want 2", n)
+	}
+}
+
+// Mainline runs come from cron specs through River's periodic jobs.
+func TestCronSchedulesMainline(t *testing.T) {
+	repo, _ := gitRepo(t, 3, 99, nil)
+	cfg := testConfig()
+	cfg.Mainline.Schedules = []string{"@every 1s"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.Mainline.Schedules = []string{"CRON_TZ=Europe/Berlin 0 3 * *"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("a four-field spec was accepted")
+	}
+	bad.Mainline.Schedules = []string{"CRON_TZ=Europe/Berlin 0 3 * * *"}
+	if err := bad.Validate(); err != nil {
+		t.Fatalf("CRON_TZ spec refused: %v", err)
+	}
+	h := newHarness(t, cfg, repo)
+	h.wait("a scheduled head measured", 30*time.Second, func() bool {
+		hist, _ := h.st.MainlineHistory(context.Background(), h.st.DB, "mainline", "master")
+		return len(hist) == 1 && hist[0].State == "good"
+	})
+	// Later ticks find the same head and test nothing more.
+	time.Sleep(2500 * time.Millisecond)
+	if n := h.calls.Count("build "); n != 1 {
+		t.Fatalf("%d builds for one head", n)
+	}
+	if h.calls.Count("head mainline master") < 2 {
+		t.Fatal("the schedule ticked once only")
+	}
+}
+
+// A request from a GitHub issue is answered there, not on the list.
+func TestGitHubOriginAnsweredInIssue(t *testing.T) {
+	repo, commits := gitRepo(t, 3, 99, nil)
+	h := newHarness(t, testConfig(), repo)
+	o := bot.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 99, User: "chuck"}
+	id, err := h.bot.SubmitRef(context.Background(), "mainline", "master", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait("comment", 30*time.Second, func() bool { return h.comments.Count() == 1 })
+	if h.report.Count() != 0 {
+		t.Fatal("a GitHub request was answered by mail")
+	}
+	tt, _ := h.st.Test(context.Background(), h.st.DB, id)
+	if tt.Candidate != commits[2] || tt.Thread != "github:o/r#12" {
+		t.Fatalf("test %+v", tt)
+	}
+	if _, err := h.bot.SubmitRef(context.Background(), "nope", "master", o); err == nil {
+		t.Fatal("unknown tree accepted")
+	}
+	// /rdmabot retest in the same issue makes a new test of the same thing.
+	id2, err := h.bot.Retest(context.Background(), "github:o/r#12", bot.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 100})
+	if err != nil || id2 == id {
+		t.Fatalf("retest: %d %v", id2, err)
+	}
+	h.wait("second comment", 30*time.Second, func() bool { return h.comments.Count() == 2 })
 }
