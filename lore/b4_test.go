@@ -47,7 +47,7 @@ func TestAgreementWithB4(t *testing.T) {
 			if err := a.AddRaw(raw, time.Time{}); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			writeMboxrd(&mbox, unfoldSubject(raw))
+			writeMboxrd(&mbox, forB4(raw))
 		}
 		mboxPath := filepath.Join(t.TempDir(), "thread.mbox")
 		if err := os.WriteFile(mboxPath, mbox.Bytes(), 0o644); err != nil {
@@ -70,23 +70,34 @@ func TestAgreementWithB4(t *testing.T) {
 	}
 }
 
-// unfoldSubject joins a folded Subject: b4 0.12 on Python 3.11 crashes
-// on one ("Header values may not contain linefeed").
-func unfoldSubject(raw []byte) []byte {
+// forB4 works around two b4 0.12 bugs without changing what the mail
+// says: it crashes on a folded Subject ("Header values may not contain
+// linefeed", Python 3.11), and it loses a reply whose In-Reply-To
+// carries a Gnus-style comment with an encoded word after the id
+// ('<id> ("Thomas =?utf-8?Q?...?= message of ...")'), dropping the
+// trailers in it. Subject is unfolded and In-Reply-To cut to its id.
+func forB4(raw []byte) []byte {
 	end := bytes.Index(raw, []byte("\n\n"))
 	if end < 0 {
 		return raw
 	}
 	lines := strings.Split(string(raw[:end]), "\n")
 	var out []string
-	inSubject := false
+	cur := ""
 	for _, l := range lines {
-		if inSubject && (strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")) {
+		if (cur == "subject" || cur == "in-reply-to") && (strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")) {
 			out[len(out)-1] += " " + strings.TrimLeft(l, " \t")
 			continue
 		}
-		inSubject = strings.HasPrefix(strings.ToLower(l), "subject:")
+		cur = strings.ToLower(strings.SplitN(l, ":", 2)[0])
 		out = append(out, l)
+	}
+	for i, l := range out {
+		if strings.HasPrefix(strings.ToLower(l), "in-reply-to:") {
+			if ids := extractIDs(l[len("in-reply-to:"):], false); len(ids) > 0 {
+				out[i] = l[:len("in-reply-to:")] + " <" + ids[0] + ">"
+			}
+		}
 	}
 	return append([]byte(strings.Join(out, "\n")), raw[end:]...)
 }
@@ -260,7 +271,7 @@ func TestAgreementWithB4Archive(t *testing.T) {
 			var mbox bytes.Buffer
 			for _, m := range msgs {
 				if m.Date.After(s.Date.Add(-24*time.Hour)) && m.Date.Before(s.Date.Add(45*24*time.Hour)) {
-					writeMboxrd(&mbox, unfoldSubject(m.Raw))
+					writeMboxrd(&mbox, forB4(m.Raw))
 				}
 			}
 			path := filepath.Join(t.TempDir(), "window.mbox")

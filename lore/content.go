@@ -186,14 +186,17 @@ func matchSegs(pat, p []string) bool {
 type Trailer struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
+	// Comment is a "# for the foo bits" remark after the value, with
+	// the blanks before it, kept as b4 keeps it.
+	Comment string `json:"comment,omitempty"`
 	// From is who wrote the reply carrying it.
 	From Address `json:"from"`
 	// MessageID is the reply it came from.
 	MessageID string `json:"message_id"`
 }
 
-// String is the trailer line as git wants it.
-func (t Trailer) String() string { return t.Name + ": " + t.Value }
+// String is the trailer line as b4 writes it into the patch.
+func (t Trailer) String() string { return t.Name + ": " + t.Value + t.Comment }
 
 // person reports whether b4 would treat the trailer as naming a person
 // (whose address must then match the reply's sender).
@@ -307,13 +310,14 @@ func followupTrailers(body string) []Trailer {
 		case "from", "author", "cc", "to":
 			continue
 		}
+		comment := ""
 		if strings.Contains(value, "#") {
 			if x := extInfoRe.FindStringSubmatch(value); x != nil {
-				value = x[1]
+				value, comment = x[1], x[2]
 			}
 		}
 		wasTrailer = true
-		out = append(out, Trailer{Name: name, Value: value})
+		out = append(out, Trailer{Name: name, Value: value, Comment: comment})
 	}
 	return out
 }

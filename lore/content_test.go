@@ -57,10 +57,13 @@ func TestFollowupTrailers(t *testing.T) {
 		"Reviewed-by: Some One <one@example.org>",
 		"Tested-by: Wrapped Name <wrapped@example.org>",
 		`Fixes: 0123456789ab ("svcrdma: a title that wraps")`,
-		"Acked-by: Tagged <t@example.org>",
+		"Acked-by: Tagged <t@example.org> # for the rdma bits",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if tr := followupTrailers(body)[3]; tr.Value != "Tagged <t@example.org>" || tr.Comment != " # for the rdma bits" {
+		t.Errorf("comment not split off: %+v", tr)
 	}
 	from := Address{Name: "Some One", Email: "ONE@example.org"}
 	if !trailerFrom(Trailer{Name: "Reviewed-by", Value: "Some One <one@example.org>"}, from) {
