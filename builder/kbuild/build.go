@@ -621,26 +621,28 @@ func (s CCacheStats) since(before CCacheStats) CCacheStats {
 	return CCacheStats{Hits: s.Hits - before.Hits, Misses: s.Misses - before.Misses}
 }
 
-// flock takes an exclusive lock on path, waiting while ctx allows.
+// flock takes an exclusive lock on path, waiting while ctx allows. The
+// wait is a blocking flock (so the kernel queues us with the other
+// waiters) in a goroutine that gives the lock back if ctx ended first.
 func flock(ctx context.Context, path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, &InfraError{Op: "lock", Err: err}
 	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+	got := make(chan error, 1)
+	go func() { got <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
+	select {
+	case err := <-got:
+		if err != nil {
 			f.Close()
 			return nil, &InfraError{Op: "lock", Err: err}
 		}
-		select {
-		case <-ctx.Done():
+		return func() { f.Close() }, nil
+	case <-ctx.Done():
+		go func() {
+			<-got
 			f.Close()
-			return nil, &InfraError{Op: "lock", Err: fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))}
-		case <-time.After(200 * time.Millisecond):
-		}
+		}()
+		return nil, &InfraError{Op: "lock", Err: fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))}
 	}
 }

@@ -297,3 +297,25 @@ func TestStorePutIsAtomicAndLookupValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestFlockWaitsAndGivesUpWithContext(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "heavy.lock")
+	unlock, err := flock(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := flock(ctx, p); err == nil {
+		t.Fatal("took a held lock")
+	}
+	unlock()
+	// The abandoned waiter must not keep the lock once it gets it.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	unlock2, err := flock(ctx2, p)
+	if err != nil {
+		t.Fatalf("lock not free after release: %v", err)
+	}
+	unlock2()
+}

@@ -150,19 +150,15 @@ func appendText(s string) func([]byte) []byte {
 	return func(b []byte) []byte { return append(append([]byte(nil), b...), s...) }
 }
 
-// holdHeavyLock serialises with other kernel builds and lab runs on this
-// machine, when the shared lock exists.
-func holdHeavyLock(tb testing.TB) {
+// heavyLock is the machine's lock for kernel builds and lab runs, when it
+// exists: the builder holds it around configure and make (not around the
+// checkout sync, which is file-system work).
+func heavyLock() string {
 	const lock = "/var/cache/rdmabot/heavy.lock"
 	if _, err := os.Stat(lock); err != nil {
-		return
+		return ""
 	}
-	tb.Logf("waiting for %s", lock)
-	unlock, err := flock(context.Background(), lock)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(unlock)
+	return lock
 }
 
 // testCCacheDir is kept between runs so CI's later runs are warm:
@@ -183,8 +179,7 @@ func testCCacheDir(tb testing.TB) string {
 // configures the Omni-Path kernel on the same checkout.
 func TestBuildLabKernel(t *testing.T) {
 	rt := openRealTree(t)
-	holdHeavyLock(t)
-	b := newToyBuilder(t, Options{CCacheDir: testCCacheDir(t), Timeout: 75 * time.Minute})
+	b := newToyBuilder(t, Options{CCacheDir: testCCacheDir(t), Timeout: 75 * time.Minute, HeavyLock: heavyLock()})
 	ctx := context.Background()
 	lab := toyLab(t)
 	objs := newOverlay(rt.repo.Storer)
@@ -341,12 +336,11 @@ func BenchmarkSyncOneFileChange(b *testing.B) {
 // Run: go test -run '^$' -bench LabKernelBuild -benchtime 1x -timeout 90m.
 func BenchmarkLabKernelBuild(b *testing.B) {
 	rt := openRealTree(b)
-	holdHeavyLock(b)
 	ccache := b.TempDir()
 	if d := os.Getenv("RDMABOT_BENCH_CCACHE"); d != "" {
 		ccache = d // to reuse a warm cache and skip the cold step's cost
 	}
-	bld := newToyBuilder(b, Options{CCacheDir: ccache, CCacheDepend: os.Getenv("RDMABOT_BENCH_CCACHE_DEPEND") != ""})
+	bld := newToyBuilder(b, Options{CCacheDir: ccache, CCacheDepend: os.Getenv("RDMABOT_BENCH_CCACHE_DEPEND") != "", HeavyLock: heavyLock()})
 	ctx := context.Background()
 	lab := toyLab(b)
 	objs := newOverlay(rt.repo.Storer)
