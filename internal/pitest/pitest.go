@@ -180,7 +180,8 @@ func (s *Server) InboxURL(name string) string { return s.HTTPURL + "/" + name }
 // public-inbox archive in exactly lore's layout.
 func (s *Server) InboxDir(name string) string { return filepath.Join(s.Dir, "inboxes", name) }
 
-// Mailbox is the IMAP mailbox holding the inbox's first 50,000 messages.
+// Mailbox is the inbox's first IMAP mailbox, <newsgroup>.0 (UIDs 1 to
+// 50,000; <newsgroup>.K holds the K-th next 50,000).
 func (s *Server) Mailbox(name string) string { return s.inboxes[name].Newsgroup + ".0" }
 
 // Add imports one more message into a running inbox; it is visible over
