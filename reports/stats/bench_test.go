@@ -33,13 +33,17 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 	}
 	targets := Targets{Effect: 0.05, MaxFalseAlarm: 0.01, MinPower: 0.95}
 	for b.Loop() {
-		for _, m := range models {
-			prove(b, m, targets)
+		for i, m := range models {
+			r := prove(b, m, targets)
+			if i == 0 { // the lab's own mode (or the documented model) is the headline
+				b.ReportMetric(100*r.FalseAlarm, "false-alarm-%")
+				b.ReportMetric(100*r.MinPower, "power-%")
+			}
 		}
 	}
 }
 
-func prove(b *testing.B, model NoiseModel, t Targets) {
+func prove(b *testing.B, model NoiseModel, t Targets) SimResult {
 	ctx := context.Background()
 	p := DefaultPolicy()
 	fmt.Printf("\nnoise model: %s\n", model.Source)
@@ -52,10 +56,8 @@ func prove(b *testing.B, model NoiseModel, t Targets) {
 		b.Fatal(err)
 	}
 	report(os.Stdout, "default", p, model, r, t)
-	b.ReportMetric(100*r.FalseAlarm, "false-alarm-%")
-	b.ReportMetric(100*r.MinPower, "power-%")
 	if t.Meets(r) {
-		return
+		return r
 	}
 	q, rq, ok, err := BudgetFor(ctx, p, model, t, *simSearch, *simSeed, 600)
 	if err != nil {
@@ -67,6 +69,7 @@ func prove(b *testing.B, model NoiseModel, t Targets) {
 		fmt.Printf("  not reached within %d runs per kernel (last tried: false alarm %.2f %%, power %.1f %%)\n",
 			q.MaxRuns, 100*rq.FalseAlarm, 100*rq.MinPower)
 	}
+	return r
 }
 
 func report(w *os.File, label string, p Policy, m NoiseModel, r SimResult, t Targets) {
