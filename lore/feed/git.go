@@ -53,6 +53,9 @@ type Git struct {
 	URL string
 	// HTTP fetches the manifest; nil means a client with UserAgent.
 	HTTP *HTTPClient
+	// AllEpochs makes a reader without a checkpoint start at the oldest
+	// epoch instead of the newest: a scan of the whole archive.
+	AllEpochs bool
 	// Log receives what is skipped; nil discards.
 	Log *slog.Logger
 }
@@ -158,6 +161,8 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 		first := -1
 		if started {
 			first = cp.Epoch
+		} else if g.AllEpochs {
+			first = 0
 		}
 		if err := g.mirror(ctx, first); err != nil {
 			return "", &SourceError{Source: g.Key(), Err: err}
@@ -170,7 +175,9 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 	if len(epochs) == 0 {
 		return after, nil
 	}
-	if !started {
+	if !started && g.AllEpochs {
+		cp = gitCheckpoint{Epoch: epochs[0].n}
+	} else if !started {
 		// The newest epoch with mail: one just created may be empty.
 		cp = gitCheckpoint{Epoch: epochs[len(epochs)-1].n}
 		for i := len(epochs) - 1; i > 0; i-- {

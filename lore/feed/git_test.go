@@ -226,6 +226,14 @@ func TestGitEpochRollover(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantGot(t, c2, "message 4", "message 5", "message 6")
+
+	// A scan reads every epoch.
+	c3 := &collector{}
+	all := &Git{List: "linux-rdma", Dir: inbox, AllEpochs: true}
+	if err := pumpAll(t, all, &MemCheckpoints{}, c3); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c3, "message 1", "message 2", "message 3", "message 4", "message 5", "message 6")
 }
 
 func TestGitHistoryRewrite(t *testing.T) {

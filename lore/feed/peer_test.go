@@ -439,6 +439,14 @@ func TestGitPeerEpochRollover(t *testing.T) {
 	if !strings.HasPrefix(cp, fmt.Sprintf("git1 %d ", len(epochs)-1)) {
 		t.Fatalf("checkpoint %q is not in the newest of %d epochs", cp, len(epochs))
 	}
+
+	// A fresh mirror of every epoch reads the whole archive.
+	scan := &Git{List: "linux-rdma", Dir: filepath.Join(t.TempDir(), "scan"), URL: srv.InboxURL("linux-rdma"), AllEpochs: true}
+	sc := &collector{}
+	if err := pumpAll(t, scan, &MemCheckpoints{}, sc); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "scan", sc.got, want)
 }
 
 // The server goes away under an IDLE: the watcher reconnects (after its
