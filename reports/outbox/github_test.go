@@ -149,6 +149,7 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	if n, _ := o.Deliver(ctx); n != 0 {
 		t.Fatal("a lost answer is not a success")
 	}
+	c.Advance(DefaultStaleAfter)
 	if n, err := o.Deliver(ctx); n != 1 || err != nil {
 		t.Fatalf("resend: %d %v", n, err)
 	}

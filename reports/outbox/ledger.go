@@ -52,8 +52,10 @@ type Entry struct {
 	Reason   string
 	Attempts int
 	Created  time.Time
-	SentAt   time.Time
-	Raw      []byte
+	// Attempted is when the last send began.
+	Attempted time.Time
+	SentAt    time.Time
+	Raw       []byte
 }
 
 // schema is plain SQL both SQLite and PostgreSQL accept: TEXT, BIGINT
@@ -69,6 +71,7 @@ const schema = `CREATE TABLE IF NOT EXISTS rdmabot_replies (
 	reason TEXT NOT NULL,
 	attempts INTEGER NOT NULL,
 	created BIGINT NOT NULL,
+	attempted BIGINT NOT NULL,
 	sent BIGINT NOT NULL,
 	raw TEXT NOT NULL
 )`
@@ -91,13 +94,13 @@ var ErrDuplicate = errors.New("a verdict for this series version was already rec
 // ErrNotFound is an unknown Message-ID.
 var ErrNotFound = errors.New("no such reply")
 
-const cols = `message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, sent, raw`
+const cols = `message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, attempted, sent, raw`
 
 func (l *Ledger) insert(ctx context.Context, e *Entry) error {
 	res, err := l.db.ExecContext(ctx, `INSERT INTO rdmabot_replies (`+cols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`,
 		e.MessageID, e.Key, e.Channel, e.Outcome, e.Recipient, strings.Join(e.Envelope, ","),
-		string(e.State), e.Reason, e.Attempts, e.Created.Unix(), unix(e.SentAt), string(e.Raw))
+		string(e.State), e.Reason, e.Attempts, e.Created.Unix(), unix(e.Attempted), unix(e.SentAt), string(e.Raw))
 	if err != nil {
 		return fmt.Errorf("outbox: record %s: %w", e.MessageID, err)
 	}
@@ -118,16 +121,27 @@ func unix(t time.Time) int64 {
 
 // transition moves a reply from one state to another only if it is
 // still in the first: the compare-and-set keeps two bot processes from
-// both sending one reply.
-func (l *Ledger) transition(ctx context.Context, id string, from, to State, reason string, attemptDelta int, sentAt time.Time) (bool, error) {
-	res, err := l.db.ExecContext(ctx, `UPDATE rdmabot_replies SET state = $1, reason = $2,
-		attempts = attempts + $3, sent = $4 WHERE message_id = $5 AND state = $6`,
-		string(to), reason, attemptDelta, unix(sentAt), id, string(from))
+// both sending one reply. at stamps the move into Sending (attempted)
+// or Sent (sent).
+func (l *Ledger) transition(ctx context.Context, id string, from, to State, reason string, attemptDelta int, at time.Time) (bool, error) {
+	q := `UPDATE rdmabot_replies SET state = $1, reason = $2, attempts = attempts + $3`
+	args := []any{string(to), reason, attemptDelta}
+	switch to {
+	case Sending:
+		q += `, attempted = $4`
+		args = append(args, unix(at))
+	case Sent:
+		q += `, sent = $4`
+		args = append(args, unix(at))
+	}
+	n := len(args)
+	q += fmt.Sprintf(` WHERE message_id = $%d AND state = $%d`, n+1, n+2)
+	res, err := l.db.ExecContext(ctx, q, append(args, id, string(from))...)
 	if err != nil {
 		return false, fmt.Errorf("outbox: %s %s -> %s: %w", id, from, to, err)
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	rows, err := res.RowsAffected()
+	return rows == 1, err
 }
 
 // Get reads one reply.
@@ -179,9 +193,9 @@ func scan(rows *sql.Rows) ([]*Entry, error) {
 	for rows.Next() {
 		var e Entry
 		var env, state, raw string
-		var created, sent int64
+		var created, attempted, sent int64
 		if err := rows.Scan(&e.MessageID, &e.Key, &e.Channel, &e.Outcome, &e.Recipient, &env,
-			&state, &e.Reason, &e.Attempts, &created, &sent, &raw); err != nil {
+			&state, &e.Reason, &e.Attempts, &created, &attempted, &sent, &raw); err != nil {
 			return nil, err
 		}
 		if env != "" {
@@ -189,6 +203,9 @@ func scan(rows *sql.Rows) ([]*Entry, error) {
 		}
 		e.State, e.Raw = State(state), []byte(raw)
 		e.Created = time.Unix(created, 0).UTC()
+		if attempted != 0 {
+			e.Attempted = time.Unix(attempted, 0).UTC()
+		}
 		if sent != 0 {
 			e.SentAt = time.Unix(sent, 0).UTC()
 		}

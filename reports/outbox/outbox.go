@@ -26,7 +26,15 @@ type Policy struct {
 	OptOut []string
 	// Self is the bot's own address: its mail is never answered.
 	Self string
+	// StaleAfter is how long a send may be in flight before it is taken
+	// for one a crash interrupted (another process may still be on it
+	// until then); zero means DefaultStaleAfter.
+	StaleAfter time.Duration
 }
+
+// DefaultStaleAfter outlasts any SMTP or GitHub exchange with its
+// timeouts.
+const DefaultStaleAfter = 15 * time.Minute
 
 // Reply is what the bot asks to deliver.
 type Reply struct {
@@ -100,6 +108,9 @@ func New(l *Ledger, maildir string, p Policy, senders map[string]Sender, now fun
 		if err := os.MkdirAll(filepath.Join(maildir, d), 0o750); err != nil {
 			return nil, fmt.Errorf("outbox: %w", err)
 		}
+	}
+	if p.StaleAfter == 0 {
+		p.StaleAfter = DefaultStaleAfter
 	}
 	o := &Outbox{ledger: l, maildir: maildir, policy: p, senders: senders, now: now, log: log}
 	if a, err := mail.ParseAddress(p.Self); err == nil {
@@ -183,9 +194,9 @@ func (o *Outbox) Approve(ctx context.Context, id string) error {
 }
 
 // Deliver sends what may be sent now: first it settles replies a crash
-// left in Sending (resent once with the same Message-ID, or Failed after
-// that), then ready replies, oldest first, within the daily limit. It
-// returns how many were sent.
+// left in Sending for longer than StaleAfter (resent once with the same
+// Message-ID, or Failed after that), then ready replies, oldest first,
+// within the daily limit. It returns how many were sent.
 func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 	if !o.policy.Send {
 		return 0, nil
@@ -197,6 +208,9 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 	sent := 0
 	var errs []error
 	for _, e := range inflight {
+		if o.now().Sub(e.Attempted) < o.policy.StaleAfter {
+			continue // maybe still on the wire in another process
+		}
 		if e.Attempts >= 2 {
 			reason := "fate unknown after a resend: check the archive, then approve again or drop"
 			if _, err := o.ledger.transition(ctx, e.MessageID, Sending, Failed, reason, 0, time.Time{}); err != nil {
@@ -247,7 +261,7 @@ func (o *Outbox) send(ctx context.Context, e *Entry, from State) (bool, error) {
 	if s == nil {
 		return false, nil
 	}
-	ok, err := o.ledger.transition(ctx, e.MessageID, from, Sending, "", 1, time.Time{})
+	ok, err := o.ledger.transition(ctx, e.MessageID, from, Sending, "", 1, o.now())
 	if err != nil || !ok {
 		return false, err // another process took it
 	}

@@ -160,11 +160,17 @@ func testExactlyOnce(t *testing.T, db *sql.DB) {
 	if _, err := o.Enqueue(ctx, reply("d-rdmabot@rdmabot.example.org", "series-2@x", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := o.ledger.transition(ctx, "d-rdmabot@rdmabot.example.org", Ready, Sending, "", 1, time.Time{}); !ok || err != nil {
+	if ok, err := o.ledger.transition(ctx, "d-rdmabot@rdmabot.example.org", Ready, Sending, "", 1, c.Now()); !ok || err != nil {
 		t.Fatalf("simulated crash: %v %v", ok, err)
 	}
 	rec.got = nil
 	restarted := newOutbox(t, db, dir, p, rec, c)
+	// Until StaleAfter has passed, another process may still be sending.
+	c.Advance(DefaultStaleAfter - time.Minute)
+	if n, _ := restarted.Deliver(ctx); n != 0 || len(rec.got) != 0 {
+		t.Fatalf("resent a reply that may still be in flight")
+	}
+	c.Advance(2 * time.Minute)
 	if n, err := restarted.Deliver(ctx); err != nil || n != 1 || len(rec.got) != 1 || rec.got[0] != "d-rdmabot@rdmabot.example.org" {
 		t.Fatalf("resend after crash: n=%d err=%v sent=%v", n, err, rec.got)
 	}
@@ -183,6 +189,7 @@ func testExactlyOnce(t *testing.T, db *sql.DB) {
 	rec.fail = []error{lost, lost}
 	for range 4 {
 		o.Deliver(ctx)
+		c.Advance(DefaultStaleAfter)
 	}
 	if len(rec.got) != 2 {
 		t.Errorf("lost answers: sent %d times, want 2 (once and one resend)", len(rec.got))
