@@ -13,6 +13,7 @@ var (
 	simTrials = flag.Int("trials", 2000, "simulated comparisons per scenario")
 	simSeed   = flag.Uint64("seed", 1, "simulation seed")
 	simPlain  = flag.Bool("plain-tcg", false, "without lab runs, also prove the policy on REPORT.md's plain-TCG noise")
+	simScale  = flag.Float64("noise-scale", 1, "multiply the fitted noise (sensitivity: how much worse may the lab get)")
 	simSearch = flag.Int("search-trials", 500, "simulated comparisons per scenario while searching for the budget needed")
 )
 
@@ -29,6 +30,11 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 		models = []NoiseModel{ReferenceNoise()}
 		if *simPlain {
 			models = append(models, PlainTCGNoise())
+		}
+	}
+	if *simScale != 1 {
+		for i := range models {
+			models[i] = models[i].Scaled(*simScale)
 		}
 	}
 	targets := Targets{Effect: 0.05, MaxFalseAlarm: 0.01, MinPower: 0.95}

@@ -28,6 +28,18 @@ type NoiseModel struct {
 	Metrics []MetricNoise
 }
 
+// Scaled is the model with every sigma multiplied by k: what if the lab
+// were k times noisier.
+func (m NoiseModel) Scaled(k float64) NoiseModel {
+	out := NoiseModel{Source: fmt.Sprintf("%s, noise x%g", m.Source, k)}
+	for _, x := range m.Metrics {
+		x.RunSigma *= k
+		x.IterSigma *= k
+		out.Metrics = append(out.Metrics, x)
+	}
+	return out
+}
+
 // FitNoise fits MetricNoise to runs of one kernel (per run, per
 // iteration). The run-level variance is what is left of the variance of
 // the run means once the iteration noise averaged within a run is taken
