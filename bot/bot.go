@@ -90,6 +90,9 @@ func New(st *store.Store, o Options) (*Bot, error) {
 		host, _ := os.Hostname()
 		o.ID = host + "/" + o.Role + "/" + o.Config.Listen
 	}
+	if o.Config.Runs < 1 && o.Role != "" {
+		return nil, fmt.Errorf("bot: runs per lab round not set (bot.runs, or reports.runs when it is 0)")
+	}
 	if o.LeaseWait == 0 {
 		o.LeaseWait = 15 * time.Second
 	}

@@ -27,7 +27,9 @@ type Config struct {
 	// Artifacts is where built kernels are kept; empty means
 	// <cache_dir>/artifacts. Workers on other machines pull from URL.
 	Artifacts string `toml:"artifacts"`
-	// Runs is how many base and candidate runs a lab round makes.
+	// Runs is how many base and candidate runs the first lab round
+	// makes; 0 follows the statistics' schedule (reports.runs), which
+	// also says how many more each further round adds.
 	Runs int `toml:"runs"`
 	// MaxRounds bounds how often the statistics may ask for more runs.
 	MaxRounds int `toml:"max_rounds"`
@@ -81,8 +83,8 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:         "127.0.0.1:8480",
 		URL:            "http://127.0.0.1:8480",
-		Runs:           5,
-		MaxRounds:      3,
+		Runs:           0,
+		MaxRounds:      5,
 		BaseMaxAge:     cfgtype.D(7 * 24 * time.Hour),
 		LeaseTTL:       cfgtype.D(2 * time.Minute),
 		MaxAttempts:    8,
@@ -95,6 +97,7 @@ func DefaultConfig() Config {
 		},
 		GitHub: GitHubConfig{
 			PollInterval: cfgtype.D(time.Minute),
+			Allow:        []string{},
 		},
 	}
 }
@@ -110,8 +113,8 @@ func (c *Config) Validate() error {
 	if _, err := url.Parse(c.URL); err != nil || c.URL == "" {
 		return fmt.Errorf("bot.url %q is not a URL", c.URL)
 	}
-	if c.Runs < 1 || c.MaxRounds < 1 || c.MaxAttempts < 1 {
-		return fmt.Errorf("bot.runs, bot.max_rounds and bot.max_attempts must be at least 1")
+	if c.Runs < 0 || c.MaxRounds < 1 || c.MaxAttempts < 1 {
+		return fmt.Errorf("bot.runs must not be negative, bot.max_rounds and bot.max_attempts must be at least 1")
 	}
 	if c.LeaseTTL.Duration < time.Second || c.RescueAfter.Duration < time.Second || c.IngestInterval.Duration <= 0 {
 		return fmt.Errorf("bot.lease_ttl, bot.rescue_after, bot.ingest_interval must be positive")

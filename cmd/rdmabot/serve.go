@@ -45,6 +45,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Bot.Runs == 0 {
+		// The statistics' schedule: its first look needs this many runs.
+		cfg.Bot.Runs = cfg.Reports.Runs
+	}
 	opts := bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(),
 		Branches: realstage.Branches(cfg), Stages: stages, Log: e.log, ID: *id}
 	var gh *ghbot.Bot
