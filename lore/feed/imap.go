@@ -182,13 +182,17 @@ func (s *IMAP) Read(ctx context.Context, after string, yield func(Item) error) (
 		}
 	}
 	for {
-		next, err := s.readSlice(ctx, c, cp, yield)
+		next, uidNext, err := s.readSlice(ctx, c, cp, yield)
 		if err != nil {
 			return "", err
 		}
 		cp = next
-		// The next slice exists once this one is full.
-		if cp.UID < imap.UID((cp.Slice+1)*IMAPSlice) {
+		// Mail goes on in the next slice once this one is full. UIDNEXT
+		// is the archive's (public-inbox reports its highest number + 1
+		// in every slice), so it also tells when the last UID of this
+		// slice was removed and will never be read.
+		end := imap.UID((cp.Slice + 1) * IMAPSlice)
+		if cp.UID < end && uidNext <= end+1 {
 			break
 		}
 		if _, err := c.Status(s.mailbox(cp.Slice+1), &imap.StatusOptions{UIDValidity: true}).Wait(); err != nil {
@@ -203,13 +207,19 @@ func (s *IMAP) Read(ctx context.Context, after string, yield func(Item) error) (
 	return cp.String(), nil
 }
 
-// readSlice delivers the slice's messages after cp.UID.
-func (s *IMAP) readSlice(ctx context.Context, c *imapclient.Client, cp imapCheckpoint, yield func(Item) error) (imapCheckpoint, error) {
+// readSlice delivers the slice's messages after cp.UID and returns the
+// new checkpoint and the mailbox's UIDNEXT.
+func (s *IMAP) readSlice(ctx context.Context, c *imapclient.Client, cp imapCheckpoint, yield func(Item) error) (imapCheckpoint, imap.UID, error) {
 	box := s.mailbox(cp.Slice)
 	sel, err := c.Select(box, &imap.SelectOptions{ReadOnly: true}).Wait()
 	if err != nil {
-		return cp, &SourceError{Source: s.Key(), Err: fmt.Errorf("select %s: %w", box, err)}
+		return cp, 0, &SourceError{Source: s.Key(), Err: fmt.Errorf("select %s: %w", box, err)}
 	}
+	cp, err = s.fetchNew(c, box, sel, cp, yield)
+	return cp, sel.UIDNext, err
+}
+
+func (s *IMAP) fetchNew(c *imapclient.Client, box string, sel *imap.SelectData, cp imapCheckpoint, yield func(Item) error) (imapCheckpoint, error) {
 	if cp.Validity != 0 && cp.Validity != sel.UIDValidity {
 		s.log().Warn("feed: IMAP UIDVALIDITY changed, the archive was renumbered; reading the slice again",
 			"source", s.Key(), "mailbox", box, "old", cp.Validity, "new", sel.UIDValidity)

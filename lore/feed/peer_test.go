@@ -511,3 +511,26 @@ func TestGitPeerPurgeRewrite(t *testing.T) {
 	same(t, "mirror", mc.got, append(append([]string{}, peerSubjects...), "deleted "+peerSubjects[1], lateSubject))
 	same(t, "local", lc.got, append(append([]string{}, peerSubjects...), lateSubject))
 }
+
+// The last UID of a slice removed before anyone read it: the reader
+// still moves on to the next slice when mail arrives there.
+func TestIMAPPeerSliceGap(t *testing.T) {
+	mails, late := peerMails(t)
+	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: mails[:2], SkipArtnum: 49998})
+	srv.Remove(t, "linux-rdma", mails[1]) // UID 50000
+	src := &IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}
+	cps := &MemCheckpoints{}
+	c := &collector{}
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, peerSubjects[0])
+	srv.Add(t, "linux-rdma", late)
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, lateSubject)
+	if cp, _ := cps.Load(context.Background(), src.Key()); !strings.HasPrefix(cp, "imap1 1 ") {
+		t.Fatalf("checkpoint %q is not in slice 1", cp)
+	}
+}
