@@ -264,9 +264,9 @@ func (b *Bot) rescueOwn(ctx context.Context) error {
 		if n := len(j.AttemptedBy); n == 0 || j.AttemptedBy[n-1] != id {
 			continue
 		}
-		// River's own rescuer does exactly this update after rescue_after.
-		_, err := b.st.DB.ExecContext(ctx, `UPDATE river_job SET state = 'retryable', scheduled_at = $2 WHERE id = $1 AND state = 'running'`,
-			j.ID, b.st.Now().UTC())
+		// River's own rescuer makes the same change after rescue_after;
+		// the job's scheduled_at is in the past, so it is due at once.
+		_, err := b.st.DB.ExecContext(ctx, `UPDATE river_job SET state = 'retryable' WHERE id = $1 AND state = 'running'`, j.ID)
 		if err != nil {
 			return fmt.Errorf("bot: rescue job %d: %w", j.ID, err)
 		}

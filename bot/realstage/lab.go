@@ -22,24 +22,25 @@ type Lab struct {
 	Test lab.Test
 	Log  *slog.Logger
 
-	mu    sync.Mutex
-	pairs map[string]lab.Pair
+	mu sync.Mutex
+	// Pairs are made on first use (lab.NewPair); a test may preset one.
+	Pairs map[string]lab.Pair
 }
 
 func (l *Lab) pair(ctx context.Context, name string) (lab.Pair, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p, ok := l.pairs[name]; ok {
+	if p, ok := l.Pairs[name]; ok {
 		return p, nil
 	}
 	p, err := lab.NewPair(ctx, l.Cfg, l.Dirs, name, l.Log)
 	if err != nil {
 		return nil, err
 	}
-	if l.pairs == nil {
-		l.pairs = map[string]lab.Pair{}
+	if l.Pairs == nil {
+		l.Pairs = map[string]lab.Pair{}
 	}
-	l.pairs[name] = p
+	l.Pairs[name] = p
 	return p, nil
 }
 
