@@ -103,8 +103,9 @@ func Bench(ctx context.Context, o BenchOptions) error {
 
 	var full fullFigures
 	if !o.SpreadOnly {
+		// A failed full run is reported; the spread is still measured.
 		if full, err = fullRuns(o, one, plainCfg, quietCfg, ref); err != nil {
-			return err
+			fmt.Fprintf(o.Out, "full runs: %v\n", err)
 		}
 	}
 
@@ -117,11 +118,15 @@ func Bench(ctx context.Context, o BenchOptions) error {
 		modes = modes[:1]
 	}
 	runs := map[string][]*Result{}
+	failed := map[string]int{}
 	for i := 0; i < o.Boots; i++ {
 		for _, m := range modes {
 			res, wall, err := one(m.cfg, spreadTest)
 			if err != nil {
-				return fmt.Errorf("%s boot %d: %w", m.name, i+1, err)
+				// Counted, not fatal: one bad boot must not lose the others.
+				failed[m.name]++
+				fmt.Fprintf(o.Out, "%s boot %d failed: %v\n", m.name, i+1, err)
+				continue
 			}
 			runs[m.name] = append(runs[m.name], res)
 			b, _ := json.MarshalIndent(res, "", "  ")
@@ -156,7 +161,7 @@ func Bench(ctx context.Context, o BenchOptions) error {
 	}
 	b, _ := json.MarshalIndent(map[string]any{
 		"kernel": o.Kernel, "boots": o.Boots, "quiet_icount": quietCfg.Icount, "test": spreadTest, "spread": summary,
-		"full": full,
+		"full": full, "failed_boots": failed,
 	}, "", "  ")
 	return os.WriteFile(filepath.Join(o.NoiseDir, stamp+"-summary.json"), b, 0o644)
 }
