@@ -7,7 +7,6 @@ package realstage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -178,8 +177,19 @@ func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
 		}
 		lastErr = err
 	}
-	if lastErr == nil {
-		lastErr = errors.New("no remote list configured to fetch from")
+	// Offline, or not on the server: the mail already read from the lists.
+	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
+	if err != nil {
+		return bot.Series{}, infra(err)
+	}
+	items := make([]feed.Item, 0, len(mail))
+	for _, m := range mail {
+		items = append(items, feed.Item{List: m.List, Raw: m.Raw, Received: m.Received, Deleted: m.Deleted})
+	}
+	if s, err := l.assembleOne(items, msgID); err == nil {
+		return s, nil
+	} else if lastErr == nil {
+		lastErr = err
 	}
 	return bot.Series{}, fmt.Errorf("thread %s: %w", msgID, lastErr)
 }

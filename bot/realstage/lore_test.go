@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/lore"
 )
 
 // shared finds ../shared from the project root, or skips.
@@ -125,4 +127,25 @@ func TestPollRealArchive(t *testing.T) {
 		t.Fatalf("second poll stored %d more messages", len(again)-len(mail))
 	}
 	t.Logf("%d messages in %v; %d relevant complete series in the window, e.g. %q", len(mail), took.Round(time.Millisecond), len(first), first[0].Subject)
+	// A command naming one of them finds it in the stored mail (the list
+	// is a local archive: nothing to fetch over HTTP).
+	got, err := l.Fetch(ctx, "<"+first[0].MsgID+">")
+	if err != nil {
+		got, err = l.Fetch(ctx, rootOf(t, first[0]))
+	}
+	if err != nil || got.Subject != first[0].Subject || len(got.Patches) != len(first[0].Patches) {
+		t.Fatalf("fetch from stored mail: %q %v", got.Subject, err)
+	}
+}
+
+func rootOf(t *testing.T, s bot.Series) string {
+	raw := s.Cover
+	if len(raw) == 0 {
+		raw = s.Patches[0]
+	}
+	m, err := lore.ParseMessage(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.MessageID
 }
