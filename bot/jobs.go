@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -900,5 +899,3 @@ func (b *Bot) JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
-
-var _ = strings.TrimSpace

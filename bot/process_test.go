@@ -3,8 +3,6 @@ package bot_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -311,6 +309,4 @@ func TestTwoMachinesOnPostgres(t *testing.T) {
 			t.Errorf("%s: not built by the build machine: %v", p, err)
 		}
 	}
-	_ = errors.New
-	_ = fmt.Sprint
 }
