@@ -334,7 +334,8 @@ func (p *SSHPair) boot(ctx context.Context, h *sshHost, path, release string) er
 	// The connection drops as the host goes down: no error is final here;
 	// the boot id says whether it rebooted.
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	h.run(bctx, "nohup sh -c '"+strings.ReplaceAll(cmd, "'", `'\''`)+"' >/dev/null 2>&1 &", nil)
+	// Detached and a second late, so the session ends cleanly first.
+	h.run(bctx, "nohup sh -c 'sleep 1; "+strings.ReplaceAll(cmd, "'", `'\''`)+"' >/dev/null 2>&1 &", nil)
 	cancel()
 	h.close()
 	if _, err := p.waitUp(ctx, h, old); err != nil {
@@ -407,7 +408,7 @@ func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good m
 		}
 		old, _ := h.bootID(ctx)
 		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		h.run(bctx, "nohup sh -c 'systemctl reboot 2>/dev/null || reboot -f' >/dev/null 2>&1 &", nil)
+		h.run(bctx, "nohup sh -c 'sleep 1; systemctl reboot 2>/dev/null || reboot -f' >/dev/null 2>&1 &", nil)
 		cancel()
 		h.close()
 		if _, err := p.waitUp(ctx, h, old); err != nil {
