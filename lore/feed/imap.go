@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -47,6 +48,11 @@ type IMAP struct {
 	Timeout time.Duration
 	// Log receives warnings; nil discards.
 	Log *slog.Logger
+
+	// seenNext is the UIDNEXT the last Read saw: Wait returns at once
+	// only when it grew, not merely because the newest UIDs were
+	// removed and can never be read (that would spin the watcher).
+	seenNext atomic.Uint32
 }
 
 // Key implements Source.
@@ -216,6 +222,9 @@ func (s *IMAP) readSlice(ctx context.Context, c *imapclient.Client, cp imapCheck
 		return cp, 0, &SourceError{Source: s.Key(), Err: fmt.Errorf("select %s: %w", box, err)}
 	}
 	cp, err = s.fetchNew(c, box, sel, cp, yield)
+	if err == nil {
+		s.seenNext.Store(uint32(sel.UIDNext))
+	}
 	return cp, sel.UIDNext, err
 }
 
@@ -334,8 +343,8 @@ func (s *IMAP) Wait(ctx context.Context, after string) error {
 	if err != nil {
 		return &SourceError{Source: s.Key(), Err: err}
 	}
-	if last > 0 && sel.UIDNext > last+1 {
-		return nil // mail is waiting already
+	if last > 0 && sel.UIDNext > last+1 && uint32(sel.UIDNext) > s.seenNext.Load() {
+		return nil // mail arrived since the last Read
 	}
 	// The SELECT itself reported EXISTS; drop that news.
 	select {

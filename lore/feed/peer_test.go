@@ -534,3 +534,31 @@ func TestIMAPPeerSliceGap(t *testing.T) {
 		t.Fatalf("checkpoint %q is not in slice 1", cp)
 	}
 }
+
+// The newest message removed: IMAP's UIDNEXT stays past the last UID a
+// reader can see. The watcher must IDLE then, not spin.
+func TestIMAPPeerRemovedTailDoesNotSpin(t *testing.T) {
+	srv, late := startPeer(t)
+	mails, _ := peerMails(t)
+	srv.Remove(t, "linux-rdma", mails[4])
+	clock := newFakeClock()
+	passes := make(chan time.Time, 100)
+	w := &Watcher{
+		Sources:     []Source{&IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}},
+		Checkpoints: &MemCheckpoints{},
+		Interval:    time.Hour,
+		Clock:       clock,
+		Passes:      passes,
+	}
+	c := newSyncCollector()
+	done := runWatcher(t, w, c)
+	same(t, "first pass", c.waitFor(t, 4, time.Minute), peerSubjects[:4])
+	<-passes
+	time.Sleep(2 * time.Second)
+	if n := len(passes); n != 0 {
+		t.Fatalf("%d more passes without new mail or time", n)
+	}
+	srv.Add(t, "linux-rdma", late)
+	same(t, "after Add", c.waitFor(t, 1, time.Minute), []string{lateSubject})
+	done()
+}
