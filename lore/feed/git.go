@@ -56,6 +56,10 @@ type Git struct {
 	// AllEpochs makes a reader without a checkpoint start at the oldest
 	// epoch instead of the newest: a scan of the whole archive.
 	AllEpochs bool
+	// FromTip makes a reader without a checkpoint start after the
+	// newest epoch's current tip: only mail that arrives later is read
+	// (a bot's first start on a lore epoch that holds years of mail).
+	FromTip bool
 	// Log receives what is skipped; nil discards.
 	Log *slog.Logger
 }
@@ -194,6 +198,9 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 		logOrDiscard(g.Log).Warn("feed: the checkpoint's epoch is missing; its unread mail cannot be read",
 			"source", g.Key(), "epoch", cp.Epoch, "dir", g.Dir)
 	}
+	if !started && g.FromTip && !g.AllEpochs {
+		return g.tipCheckpoint(epochs[len(epochs)-1])
+	}
 	for _, e := range epochs {
 		if e.n < cp.Epoch {
 			continue
@@ -262,6 +269,23 @@ func openRepo(path string) (*git.Repository, *filesystem.Storage, error) {
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return r, st, nil
+}
+
+// tipCheckpoint is the checkpoint of e's current tip ("" while empty).
+func (g *Git) tipCheckpoint(e epoch) (string, error) {
+	r, st, err := openRepo(e.path)
+	if err != nil {
+		return "", &SourceError{Source: g.Key(), Err: err}
+	}
+	defer st.Close()
+	tip, err := tipOf(r)
+	if err != nil {
+		return "", &SourceError{Source: g.Key(), Err: err}
+	}
+	if tip.IsZero() {
+		return "", nil
+	}
+	return gitCheckpoint{Epoch: e.n, Commit: tip}.String(), nil
 }
 
 func hasCommits(path string) (bool, error) {

@@ -159,6 +159,24 @@ func TestGitIncrementalAndRestart(t *testing.T) {
 	wantGot(t, c)
 }
 
+func TestGitFromTip(t *testing.T) {
+	a := newArchive(t, filepath.Join(t.TempDir(), "0.git"))
+	a.add(1)
+	a.add(2)
+	src := &Git{List: "linux-rdma", Dir: a.dir, FromTip: true}
+	cps := &MemCheckpoints{}
+	c := &collector{}
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c)
+	a.add(3)
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, "message 3")
+}
+
 func TestGitItemFields(t *testing.T) {
 	a := newArchive(t, filepath.Join(t.TempDir(), "0.git"))
 	c1 := a.add(1)
