@@ -496,3 +496,19 @@ func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	}
 	h.wait("second comment", 30*time.Second, func() bool { return h.comments.Count() == 2 })
 }
+
+// A borderline change makes the statistics ask for more runs: a second
+// lab round measures base and candidate again before the verdict.
+func TestMoreRuns(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.ingest.Add(series("<m@x>", "[PATCH] svcrdma: slightly-slow"))
+	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	r, _ := h.report.Get("series:<m@x>:v1:")
+	if r.Verdict != "PASS" || len(r.CandSamples) != 6 || len(r.BaseSamples) != 6 {
+		t.Fatalf("verdict %s on %d base and %d candidate samples, want PASS on 6 and 6", r.Verdict, len(r.BaseSamples), len(r.CandSamples))
+	}
+	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<m@x>:v1:")
+	if tt.Rounds != 2 {
+		t.Fatalf("%d rounds", tt.Rounds)
+	}
+}

@@ -62,7 +62,9 @@ type LabArgs struct {
 
 func (LabArgs) Kind() string { return "lab" }
 func (LabArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueLab, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	// Unique while pending only: a retest after stale base results may
+	// run round 1 of the same test again.
+	return river.InsertOpts{Queue: QueueLab, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}}
 }
 
 // ReportArgs decides and replies, for a test or a bisection.
@@ -311,8 +313,8 @@ func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
 	return s, nil
 }
 
-// finishWithVerdict ends a test early (does not apply, build failed,
-// crash) and queues its report.
+// finishWithVerdictTx ends a test early (does not apply, build failed,
+// boot failed) and queues its report.
 func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, verdict, summary string) error {
 	t.State, t.Verdict, t.Summary = store.StateDone, verdict, summary
 	if err := b.st.UpdateTest(ctx, tx, t); err != nil {
@@ -365,25 +367,20 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			tr.Logf("applied: %s", cand)
 		}
 		if t.Base != "" {
-			_, fresh, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(t.Tree, t.Base, t.Lab), b.cfg.BaseMaxAge.Duration)
+			// Built even when its results are cached: they may be stale by
+			// the time the lab runs, or the statistics may ask for more
+			// runs. A kernel is never built twice (artifact store, kbuild).
+			key, err := b.buildKernel(ctx, t.Tree, t.Base, tr)
 			if err != nil {
-				return infra(err)
-			}
-			if fresh {
-				tr.Logf("base %s: results cached, not rebuilt", short(t.Base))
-			} else {
-				key, err := b.buildKernel(ctx, t.Tree, t.Base, tr)
-				if err != nil {
-					if IsInfra(err) || ctx.Err() != nil {
-						return err
-					}
-					// Not the patch's fault: no verdict, no reply blaming it.
-					tr.Logf("base does not build: %v", err)
-					t.State, t.Summary = store.StateFailed, "base does not build: "+err.Error()
-					return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+				if IsInfra(err) || ctx.Err() != nil {
+					return err
 				}
-				t.BaseArtifact = key
+				// Not the patch's fault: no verdict, no reply blaming it.
+				tr.Logf("base does not build: %v", err)
+				t.State, t.Summary = store.StateFailed, "base does not build: "+err.Error()
+				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
 			}
+			t.BaseArtifact = key
 		}
 		key, err := b.buildKernel(ctx, t.Tree, t.Candidate, tr)
 		if err != nil {
@@ -486,20 +483,11 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				return infra(err)
 			}
 			if !fresh || job.Args.Round > 1 {
-				if t.BaseArtifact == "" {
-					// Cached when the build ran, stale now: build it again.
-					return complete(ctx, b, job, func(tx *sql.Tx) error {
-						t.State = store.StateBuilding
-						if err := b.st.UpdateTest(ctx, tx, t); err != nil {
-							return err
-						}
-						_, err := b.river.InsertTx(ctx, tx, BuildArgs{TestID: t.ID}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}})
-						return err
-					})
-				}
 				if basePath, err = b.fetchArtifact(ctx, t.BaseArtifact, tr); err != nil {
 					return err
 				}
+			} else {
+				tr.Logf("base %s: %d cached samples", short(t.Base), len(cached))
 			}
 		}
 		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
@@ -661,26 +649,31 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 	})
 }
 
-// samples are all base and candidate samples of a test; the base falls
-// back to the cache when this test did not measure it.
+// samples are a test's candidate samples and its base's samples. The
+// base's come from the cache, which holds every run of that base kernel
+// (this test's rounds appended to what an earlier test measured).
 func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sample, err error) {
 	runs, err := b.st.Runs(ctx, b.st.DB, t.ID)
 	if err != nil {
 		return nil, nil, infra(err)
 	}
+	var own []store.Sample
 	for _, r := range runs {
 		if r.Role == "base" {
-			base = append(base, r.Samples...)
+			own = append(own, r.Samples...)
 		} else {
 			cand = append(cand, r.Samples...)
 		}
 	}
-	if len(base) == 0 && t.Base != "" {
-		// Stale is fine here: it was fresh when the lab round started.
+	if t.Base != "" {
+		// Any age: it was fresh when the lab round started.
 		base, _, err = b.st.BaseResults(ctx, b.st.DB, b.baseKey(t.Tree, t.Base, t.Lab), 100*365*24*time.Hour)
 		if err != nil {
 			return nil, nil, infra(err)
 		}
+	}
+	if len(base) == 0 {
+		base = own
 	}
 	return base, cand, nil
 }

@@ -124,7 +124,8 @@ func (f *Ingest) Poll(ctx context.Context, cp bot.Checkpoints) ([]bot.Series, er
 
 // Builder applies by hashing and builds by writing a kernel directory
 // whose "kernel" file says how fast the kernel is. A series' subject
-// steers it: "does-not-apply", "build-fails", "slow", "crash".
+// steers it: "does-not-apply", "build-fails", "slow", "slightly-slow",
+// "crash".
 // Commits of Repo (a real git repository) are judged by their trees: a
 // SLOW file makes them slow, a NOBUILD file (in that commit's own
 // change) makes them fail to build.
@@ -181,6 +182,8 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 	switch {
 	case strings.Contains(subject, "build-fails"):
 		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token")
+	case strings.Contains(subject, "slightly-slow"):
+		speed = "slightly"
 	case strings.Contains(subject, "slow"):
 		speed = "slow"
 	case strings.Contains(subject, "crash"):
@@ -321,6 +324,8 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 			out = append(out, store.Sample{Crash: "INFO: task hung in svc_rdma_drain"})
 		case "slow":
 			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 52 + noise, "read_MBps": 200 + noise}})
+		case "slightly":
+			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 96 + noise, "read_MBps": 200 + noise}})
 		default:
 			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 100 + noise, "read_MBps": 200 + noise}})
 		}
