@@ -133,7 +133,9 @@ func TestCorpusPatchesLikeGitAm(t *testing.T) {
 		t.Fatal(err)
 	}
 	mbox := filepath.Join(t.TempDir(), "one.mbox")
-	applied, agreedFail := 0, 0
+	applied, agreedFail, byBlobs := 0, 0, 0
+	gitT(t, wt, "update-ref", TreeRef("local", ImportBranch).String(), c.Hash.String())
+	local := []TreeConfig{{Name: "local", Branches: []string{ImportBranch}}}
 	start := time.Now()
 	for i, m := range msgs {
 		if i%25 == 0 {
@@ -143,6 +145,18 @@ func TestCorpusPatchesLikeGitAm(t *testing.T) {
 		var ae *ApplyError
 		if err != nil && !errors.As(err, &ae) {
 			t.Fatalf("patch %d %q: %v", i, m.Subject, err)
+		}
+		// Base selection on the same tree: a patch whose pre-image blobs
+		// are all in 6.12.117 must apply there.
+		b, err := ws.SelectBase(context.Background(), []*lore.Message{m}, local, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Reason == BaseFromBlobs {
+			byBlobs++
+			if ae != nil {
+				t.Errorf("%q: its blobs match 6.12.117 but it does not apply: %v", m.Subject, ae)
+			}
 		}
 		if err := os.WriteFile(mbox, m.Raw, 0o644); err != nil {
 			t.Fatal(err)
@@ -162,7 +176,8 @@ func TestCorpusPatchesLikeGitAm(t *testing.T) {
 			applied++
 		}
 	}
-	t.Logf("%d patches: %d applied with identical commits, %d refused by both", len(msgs), applied, agreedFail)
+	t.Logf("%d patches: %d applied with identical commits, %d refused by both; %d based on 6.12.117 by their blobs",
+		len(msgs), applied, agreedFail, byBlobs)
 	if applied < 40 {
 		t.Errorf("only %d patches applied identically; 46 apply to 6.12.117", applied)
 	}
