@@ -100,6 +100,11 @@ func (s *Store) Apply(ctx context.Context, base plumbing.Hash, patches []*lore.M
 	if opts.Committer.Name == "" || opts.Committer.Email == "" {
 		return nil, errors.New("apply: committer identity unset")
 	}
+	if opts.Ref != "" {
+		if err := checkRef(opts.Ref); err != nil {
+			return nil, fmt.Errorf("apply: %w", err)
+		}
+	}
 	repo := s.Repository()
 	baseCommit, err := repo.CommitObject(base)
 	if err != nil {

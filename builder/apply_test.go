@@ -447,3 +447,36 @@ func TestApplyWritesSeriesRef(t *testing.T) {
 		t.Errorf("refs/rdmabot/corner/v2 = %v, %v; want %s", ref, err, got.Commits[len(got.Commits)-1])
 	}
 }
+
+// TestSeriesRefIsSafe: a series is named by its Message-ID, which the
+// sender writes; its ref must stay a single safe component.
+func TestSeriesRefIsSafe(t *testing.T) {
+	for _, id := range []string{
+		"20240102.1234-1-cel@kernel.org",
+		"../../../../etc/x@y",
+		"a/b@c",
+		"x.lock",
+		".hidden@x",
+		"a@{b}",
+		"<space in id@x>",
+		strings.Repeat("long", 60) + "@x",
+	} {
+		r := SeriesRef(id, 2)
+		if err := checkRef(r); err != nil {
+			t.Errorf("SeriesRef(%q) = %s: %v", id, r, err)
+		}
+		if strings.Count(string(r), "/") != 3 || !strings.HasSuffix(string(r), "/v2") {
+			t.Errorf("SeriesRef(%q) = %s: not refs/rdmabot/<one component>/v2", id, r)
+		}
+	}
+	if r := SeriesRef("20240102.1234-1-cel@kernel.org", 1); r != "refs/rdmabot/20240102.1234-1-cel@kernel.org/v1" {
+		t.Errorf("a plain Message-ID was changed: %s", r)
+	}
+	if SeriesRef("a/b@c", 1) == SeriesRef("a_b@c", 1) {
+		t.Error("two Message-IDs share a ref")
+	}
+	st, _ := OpenStore(filepath.Join(t.TempDir(), "s.git"))
+	if _, err := st.Apply(context.Background(), plumbing.ZeroHash, nil, ApplyOptions{Committer: testIdentity, Ref: "refs/rdmabot/../../x/v1"}); err == nil || !strings.Contains(err.Error(), "ref") {
+		t.Errorf("Apply accepted a ref with ..: %v", err)
+	}
+}

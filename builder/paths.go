@@ -35,12 +35,12 @@ func checkTreePath(p string) error {
 // checkRefComponent accepts a name usable as one ref component: tree
 // and series names end up in ref names.
 func checkRefComponent(s string) error {
-	if s == "" || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "-") ||
-		strings.HasSuffix(s, ".lock") || strings.Contains(s, "..") {
+	if s == "" || s == "@" || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "-") ||
+		strings.HasSuffix(s, ".lock") || strings.Contains(s, "..") || strings.HasSuffix(s, ".") {
 		return errors.New("bad name " + strconv.Quote(s))
 	}
 	for _, r := range s {
-		if r <= ' ' || r == 0x7f || strings.ContainsRune(`/\~^:?*[@{`, r) {
+		if r <= ' ' || r == 0x7f || strings.ContainsRune(`/\~^:?*[{`, r) {
 			return errors.New("bad name " + strconv.Quote(s))
 		}
 	}

@@ -2,6 +2,8 @@ package builder
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -56,9 +58,47 @@ func TreeRef(tree, branch string) plumbing.ReferenceName {
 	return plumbing.ReferenceName("refs/trees/" + tree + "/" + branch)
 }
 
-// SeriesRef names the applied version of a series.
+// SeriesRef names the applied version of a series. series is usually a
+// Message-ID, which the sender chooses: anything but letters, digits and
+// ".+-=_@" becomes "_", and a name so changed gets a hash of the original
+// so two series never share a ref.
 func SeriesRef(series string, version int) plumbing.ReferenceName {
-	return plumbing.ReferenceName(fmt.Sprintf("refs/rdmabot/%s/v%d", series, version))
+	safe := []byte(series)
+	changed := false
+	for i, c := range safe {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".+-=_@", c) >= 0) {
+			safe[i] = '_'
+			changed = true
+		}
+	}
+	name := string(safe)
+	if len(name) > 100 {
+		name, changed = name[:100], true
+	}
+	if checkRefComponent(name) != nil {
+		changed = true
+		name = "_" + strings.ReplaceAll(strings.TrimSuffix(name, ".lock"), "..", "__")
+	}
+	if changed {
+		sum := sha1.Sum([]byte(series))
+		name += "-" + hex.EncodeToString(sum[:6])
+	}
+	return plumbing.ReferenceName(fmt.Sprintf("refs/rdmabot/%s/v%d", name, version))
+}
+
+// checkRef accepts refs/... names whose every component is a valid ref
+// component, so a ref never becomes a path outside the repository.
+func checkRef(r plumbing.ReferenceName) error {
+	rest, ok := strings.CutPrefix(string(r), "refs/")
+	if !ok {
+		return fmt.Errorf("ref %q is not under refs/", r)
+	}
+	for _, c := range strings.Split(rest, "/") {
+		if err := checkRefComponent(c); err != nil {
+			return fmt.Errorf("ref %q: %w", r, err)
+		}
+	}
+	return nil
 }
 
 // OpenStore opens the bare repository at dir, creating it when missing.
