@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Prepares what the lab needs, cached so later runs are warm: the Debian
+# 6.12 kernel source imported as tree "local" (in $DATA/trees), the lab
+# kernel built from it by rdmabot's own builder (artifacts and ccache in
+# $CACHE), and the guest image. Prints shell assignments for the paths:
+#   eval "$(bash scripts/prepare-lab.sh)"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+CACHE=${CACHE:-/var/cache/rdmabot}
+DATA=${DATA:-$CACHE}
+mkdir -p "$CACHE/bin" "$DATA"
+bin=$CACHE/bin/rdmabot
+go build -o "$bin" ./cmd/rdmabot
+
+repo=$DATA/trees/kernel.git
+ref=refs/trees/local/import
+if ! git --git-dir="$repo" rev-parse -q --verify "$ref" >/dev/null 2>&1; then
+  echo "prepare: importing /usr/src/linux-source-6.12.tar.xz as tree local into $DATA" >&2
+  "$bin" tree import --tarball /usr/src/linux-source-6.12.tar.xz --name local --data-dir "$DATA" >&2
+fi
+
+echo "prepare: lab kernel (artifact store and ccache under $CACHE)" >&2
+"$bin" build --repo "$repo" --rev "$ref" --lab qemu --cache-dir "$CACHE" \
+  --lock "$CACHE/heavy.lock" --out "$CACHE/lab-kernel" >&2
+
+echo "prepare: guest image" >&2
+image=$("$bin" lab image | awk '{print $1}')
+
+echo "export RDMABOT_TEST_TREE=$repo"
+echo "export RDMABOT_TEST_TREE_REV=$ref"
+echo "export RDMABOT_TEST_KERNEL=$CACHE/lab-kernel/bzImage"
+echo "export RDMABOT_TEST_IMAGE=$image"
+echo "export RDMABOT_BIN=$bin"
