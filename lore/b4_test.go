@@ -132,12 +132,16 @@ func runB4(t *testing.T, b4, home, mbox string, s *Series) []b4Patch {
 	cmd := exec.CommandContext(ctx, b4, "--offline-mode", "am", "-m", mbox, "-o", out, "-n", "series", "-v", fmt.Sprint(s.Version), id)
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 	log, err := cmd.CombinedOutput()
-	if err != nil {
+	mbx, rerr := os.ReadFile(filepath.Join(out, "series.mbx"))
+	switch {
+	case err != nil && rerr == nil && bytes.Contains(log, []byte("thanks_record_am")):
+		// b4 0.12 crashes on some addresses while it records the
+		// series for "b4 ty", after it wrote the am-ready mbox.
+		t.Logf("b4 crashed after writing its mbox (thanks_record_am): %v", err)
+	case err != nil:
 		t.Fatalf("b4 am: %v\n%s", err, log)
-	}
-	mbx, err := os.ReadFile(filepath.Join(out, "series.mbx"))
-	if err != nil {
-		t.Fatalf("b4 wrote no mbox: %v\n%s", err, log)
+	case rerr != nil:
+		t.Fatalf("b4 wrote no mbox: %v\n%s", rerr, log)
 	}
 	var patches []b4Patch
 	for _, raw := range splitB4Mbox(mbx) {
@@ -250,8 +254,9 @@ func TestAgreementWithB4Archive(t *testing.T) {
 			msgs[m.MessageID] = m
 		}
 	}
+	all := a.Assemble().Series
 	var complete []*Series
-	for _, s := range a.Assemble().Series {
+	for _, s := range all {
 		if s.Complete && len(s.Patches) > 0 {
 			complete = append(complete, s)
 		}
@@ -266,6 +271,9 @@ func TestAgreementWithB4Archive(t *testing.T) {
 	for i := 0; i < len(complete) && i/step < n; i += step {
 		s := complete[i]
 		t.Run(s.ID, func(t *testing.T) {
+			if why := beyondB4(s, all); why != "" {
+				t.Skipf("b4 cannot express this series: %s", why)
+			}
 			// b4 cuts the thread out of the mbox itself: give it the
 			// mail of the weeks around the series.
 			var mbox bytes.Buffer
@@ -282,6 +290,38 @@ func TestAgreementWithB4Archive(t *testing.T) {
 			compareWithB4(t, s, runB4(t, b4, home, path, s))
 		})
 	}
+}
+
+// beyondB4 says why b4 am cannot give this series, or "": b4 only
+// follows threading (patches sent unthreaded are not one series to it),
+// and it keys a thread's series by version alone ("-v N" cannot tell a
+// posting from its RESEND in the same thread).
+func beyondB4(s *Series, all []*Series) string {
+	unthreaded := 0
+	if s.Cover != nil && s.Cover.InReplyTo == "" && len(s.Cover.References) == 0 {
+		unthreaded++
+	}
+	for _, p := range s.Patches {
+		if p.Message.InReplyTo == "" && len(p.Message.References) == 0 {
+			unthreaded++
+		}
+	}
+	if unthreaded > 1 {
+		return "its messages are not threaded together"
+	}
+	for _, o := range all {
+		if o == s || o.Version != s.Version || !strings.EqualFold(o.Author.Email, s.Author.Email) {
+			continue
+		}
+		for _, p := range o.Patches {
+			for _, q := range s.Patches {
+				if p.Title == q.Title && (p.Message.InReplyTo != "" || q.Message.InReplyTo != "") {
+					return "another posting with the same version (" + o.ID + ") shares its thread"
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // readArchiveWithGit reads blob m of every commit with git cat-file, a

@@ -1,6 +1,8 @@
 package lore
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"path"
 	"regexp"
 	"strconv"
@@ -76,6 +78,46 @@ func splitGitDiffLine(s string) (string, string) {
 		return "", ""
 	}
 	return s[2:i], s[i+3:]
+}
+
+var (
+	pwHunkRe     = regexp.MustCompile(`^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@`)
+	pwFilenameRe = regexp.MustCompile(`^(---|\+\+\+) (\S+)`)
+)
+
+// patchworkHash is b4's get_patchwork_hash over a patch body (patchwork's
+// hash_diff): file names without their first directory, hunk headers
+// without line numbers, and every line starting with '-', '+' or ' '.
+func patchworkHash(body string) string {
+	h := sha1.New()
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" {
+			continue
+		}
+		if m := pwFilenameRe.FindStringSubmatch(line); m != nil {
+			name := "b/"
+			if m[1] == "---" {
+				name = "a/"
+			}
+			if _, rest, ok := strings.Cut(m[2], "/"); ok {
+				name += rest
+			}
+			line = m[1] + " " + name
+		} else if m := pwHunkRe.FindStringSubmatch(line); m != nil {
+			n := [2]string{"1", "1"}
+			for i := range n {
+				if m[i+1] != "" {
+					v, _ := strconv.Atoi(m[i+1])
+					n[i] = strconv.Itoa(v)
+				}
+			}
+			line = "@@ -" + n[0] + " +" + n[1] + " @@"
+		} else if c := line[0]; c != '-' && c != '+' && c != ' ' {
+			continue
+		}
+		h.Write([]byte(line + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // hasDiff is b4's DIFF_RE, (?mi)^(---.*\n\+\+\+|GIT binary patch|
@@ -224,7 +266,7 @@ func splitTrailer(line string) (name, value string, ok bool) {
 	if sp < 3 || l[sp-1] != ':' || !isWordByte(l[0]) {
 		return "", "", false
 	}
-	value = strings.TrimLeft(l[sp:], " \t")
+	value = strings.TrimSpace(l[sp:])
 	if value == "" {
 		return "", "", false
 	}

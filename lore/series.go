@@ -104,8 +104,12 @@ type Patch struct {
 	Files        []string `json:"files"`
 	MatchedPaths []string `json:"matched_paths,omitempty"`
 	// Trailers were given in replies to this patch (b4's follow-up
-	// trailers), not the ones already in the patch.
+	// trailers), not the ones already in the patch. Like b4, they
+	// include those given to the same patch (same diff) in another
+	// version posted in the same thread.
 	Trailers []Trailer `json:"trailers,omitempty"`
+
+	entry *entry
 }
 
 // Applied is a maintainer's note that (part of) a series was applied.
@@ -166,6 +170,9 @@ type entry struct {
 	author  string // lower-case From address
 	parent  string // In-Reply-To, or the last reference
 	files   []string
+	// pwhash is b4's patchwork hash of the body, to carry trailers
+	// between versions of an unchanged patch.
+	pwhash string
 	// b4's base-commit: and change-id: lines, if the body has them.
 	baseCommit, changeID string
 	// For replies (b4's "reply"): trailers, applied notes, commands.
@@ -237,6 +244,7 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 		// With or without [PATCH]: b4 takes any non-reply diff as one.
 		e.kind = kindPatch
 		e.files = diffFiles(m.Body)
+		e.pwhash = patchworkHash(m.Body)
 	}
 	if e.kind != kindOther {
 		if strings.Contains(m.Body, "base-commit:") {
@@ -489,6 +497,7 @@ func (a *Assembler) Assemble() *Assembly {
 		asm.Series = append(asm.Series, s)
 	}
 	a.attachReplies(ids, memberOf, seriesOf, asm)
+	a.carryTrailers(order, seriesOf)
 	linkVersions(asm.Series)
 	now := a.cfg.Now()
 	for _, s := range asm.Series {
@@ -639,7 +648,7 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	var matched []string
 	for _, i := range indexes {
 		e := byIndex[i]
-		p := &Patch{Index: i, Message: e.msg, MessageID: e.msg.MessageID, Title: e.subj.Title, Files: e.files}
+		p := &Patch{Index: i, Message: e.msg, MessageID: e.msg.MessageID, Title: e.subj.Title, Files: e.files, entry: e}
 		for _, f := range e.files {
 			if a.matches(f) {
 				p.MatchedPaths = append(p.MatchedPaths, f)
@@ -773,26 +782,8 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 			index = target.index()
 			s.Replies++
 		}
-		if s != nil && len(f.trailers) > 0 {
-			var ts []Trailer
-			for _, t := range f.trailers {
-				if trailerFrom(t, f.msg.From) {
-					t.From, t.MessageID = f.msg.From, f.msg.MessageID
-					ts = append(ts, t)
-				}
-			}
-			// b4 also counts the trailers of replies it climbs through.
-			for _, mid := range through {
-				for _, t := range mid.trailers {
-					t.From, t.MessageID = mid.msg.From, mid.msg.MessageID
-					ts = append(ts, t)
-				}
-			}
-			if p := patchOf[target]; p != nil && target.kind == kindPatch {
-				p.Trailers = addTrailers(p.Trailers, ts)
-			} else if target.kind == kindCover {
-				s.Trailers = addTrailers(s.Trailers, ts)
-			}
+		if len(f.trailers) > 0 {
+			a.collectTrailers(f, memberOf, seriesOf, patchOf)
 		}
 		if s != nil && f.applied {
 			s.Applied = append(s.Applied, Applied{By: f.msg.From, MessageID: f.msg.MessageID, Date: f.date, PatchIndex: index, Commits: f.commits})
@@ -810,6 +801,102 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 			sortTrailers(p.Trailers)
 		}
 		sortTrailers(s.Trailers)
+	}
+}
+
+// collectTrailers gives a reply's trailers to the patch (or, from a
+// reply to the cover, the series) it answers, walking up exactly as b4
+// 0.12 does: the parent is In-Reply-To (only if held; without one, the
+// first held reference), climbing goes through replies by In-Reply-To
+// only and picks up their trailers too, and it stops at any message
+// that is not a reply. Person trailers must name the reply's sender.
+func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, seriesOf map[*group]*Series, patchOf map[*entry]*Patch) {
+	var p *entry
+	if f.msg.InReplyTo != "" {
+		p = a.lookup(f.msg.InReplyTo)
+	} else {
+		for _, r := range f.msg.References {
+			if p = a.lookup(r); p != nil && p != f {
+				break
+			}
+		}
+	}
+	var ts []Trailer
+	for _, t := range f.trailers {
+		if trailerFrom(t, f.msg.From) {
+			t.From, t.MessageID = f.msg.From, f.msg.MessageID
+			ts = append(ts, t)
+		}
+	}
+	seen := map[*entry]bool{f: true}
+	for p != nil && !seen[p] {
+		seen[p] = true
+		if g := memberOf[p]; g != nil {
+			if pt := patchOf[p]; pt != nil && p.kind == kindPatch {
+				pt.Trailers = addTrailers(pt.Trailers, ts)
+			} else if p.kind == kindCover {
+				s := seriesOf[g]
+				s.Trailers = addTrailers(s.Trailers, ts)
+			}
+			return
+		}
+		if !p.reply || p.msg.InReplyTo == "" {
+			return
+		}
+		for _, t := range p.trailers {
+			t.From, t.MessageID = p.msg.From, p.msg.MessageID
+			ts = append(ts, t)
+		}
+		p = a.lookup(p.msg.InReplyTo)
+	}
+}
+
+// carryTrailers gives a patch the follow-up trailers of the same patch
+// (same patchwork hash) in another version posted in the same thread, as
+// b4 does when a re-roll leaves a patch unchanged.
+func (a *Assembler) carryTrailers(order []*group, seriesOf map[*group]*Series) {
+	byThread := map[*entry][]*Series{}
+	for _, g := range order {
+		top := a.threadTop(g.members[0])
+		byThread[top] = append(byThread[top], seriesOf[g])
+	}
+	for _, list := range byThread {
+		if len(list) < 2 {
+			continue
+		}
+		own := map[*Patch][]Trailer{}
+		for _, s := range list {
+			for _, p := range s.Patches {
+				own[p] = p.Trailers
+			}
+		}
+		for _, s := range list {
+			for _, q := range s.Patches {
+				for _, o := range list {
+					if o.Version == s.Version {
+						continue
+					}
+					for _, p := range o.Patches {
+						if p.entry.pwhash != "" && p.entry.pwhash == q.entry.pwhash {
+							q.Trailers = addTrailers(q.Trailers, own[p])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// threadTop is the topmost held ancestor of a message.
+func (a *Assembler) threadTop(e *entry) *entry {
+	seen := map[*entry]bool{e: true}
+	for {
+		p := a.heldParent(e)
+		if p == nil || seen[p] {
+			return e
+		}
+		seen[p] = true
+		e = p
 	}
 }
 
