@@ -558,9 +558,11 @@ func (j *job) buildError(target string, ee *exec.ExitError) error {
 		tail = tail[len(tail)-4096:]
 	}
 	return &BuildError{
-		Tree:        j.req.Tree.String(),
-		Target:      target,
-		Diagnostics: ParseDiagnostics(bytes.NewReader(logText), sandboxSrc+"/"),
+		Tree:   j.req.Tree.String(),
+		Target: target,
+		// ccache's base_dir makes the compiler see the source relative to
+		// the output directory: ../src/...
+		Diagnostics: ParseDiagnostics(bytes.NewReader(logText), sandboxSrc+"/", "../src/"),
 		Tail:        string(tail),
 		Log:         j.logPath,
 	}

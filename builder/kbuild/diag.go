@@ -39,9 +39,11 @@ const maxDiagnostics = 20
 var (
 	// gcc/clang: path:line:col: error: message (also "fatal error").
 	ccErrorRE = regexp.MustCompile(`^(\S+?):(\d+):(?:(\d+):)? (?:fatal )?error: (.*)$`)
-	// ld: "obj: in function `f':" precedes "file:(.text+0x..): undefined reference to `x'".
-	ldRefRE = regexp.MustCompile(`^(?:\S*/)?ld(?:\.bfd)?: (\S+?):\(\S+\): (undefined reference to .*|multiple definition of .*)$`)
-	ldErrRE = regexp.MustCompile(`^(?:\S*/)?ld(?:\.bfd)?: (?:error: )?(.*(?:undefined reference|multiple definition|undefined symbol).*)$`)
+	// ld: "ld: obj: in function `f':" precedes
+	// "file.c:(.text+0x..): undefined reference to `x'".
+	ldFuncRE = regexp.MustCompile("^(?:\\S*/)?ld(?:\\.bfd)?: (\\S+): in function `([^']*)':$")
+	ldRefRE  = regexp.MustCompile(`^(?:(?:\S*/)?ld(?:\.bfd)?: )?(\S+?):\(\S+\): (undefined reference to .*|multiple definition of .*)$`)
+	ldErrRE  = regexp.MustCompile(`^(?:\S*/)?ld(?:\.bfd)?: (?:error: )?(.*(?:undefined reference|multiple definition|undefined symbol).*)$`)
 	// modpost: ERROR: modpost: "sym" [drivers/x.ko] undefined!
 	modpostRE = regexp.MustCompile(`^ERROR: modpost: (.*)$`)
 	// make: *** No rule to make target 'x', needed by 'y'.  Stop.
@@ -64,6 +66,7 @@ func ParseDiagnostics(r io.Reader, srcPrefixes ...string) []Diagnostic {
 		}
 		return strings.TrimPrefix(p, "./")
 	}
+	var ldObj, ldFunc string // from the last "in function" line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() && len(out) < maxDiagnostics {
@@ -74,8 +77,15 @@ func ParseDiagnostics(r io.Reader, srcPrefixes ...string) []Diagnostic {
 			d.Line, _ = strconv.Atoi(m[2])
 			d.Col, _ = strconv.Atoi(m[3])
 			d.Message = m[4]
+		} else if m := ldFuncRE.FindStringSubmatch(line); m != nil {
+			ldObj, ldFunc = rel(m[1]), m[2]
+			continue
 		} else if m := ldRefRE.FindStringSubmatch(line); m != nil {
 			d.File, d.Message = rel(m[1]), m[2]
+			if ldObj != "" {
+				d.File, d.Message = ldObj, m[2]+" (in "+ldFunc+")"
+				ldObj = ""
+			}
 		} else if m := ldErrRE.FindStringSubmatch(line); m != nil {
 			d.Message = "ld: " + m[1]
 		} else if m := modpostRE.FindStringSubmatch(line); m != nil {
