@@ -385,3 +385,30 @@ func TestAssemblyContaining(t *testing.T) {
 		t.Error("found a series for an unknown id")
 	}
 }
+
+func TestAssembleTrailersLikeB4(t *testing.T) {
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	core := "drivers/infiniband/core/cma.c"
+	asm := assemble(t,
+		tmail{id: "v1", subject: "[PATCH] cma: fix", body: diffBody(core), date: t0},
+		tmail{id: "ack", from: "Rev <rev@example.org>", subject: "Re: [PATCH] cma: fix", irt: "v1", refs: "<v1>",
+			body: "Acked-by: Rev <rev@example.org>\n", date: t0.Add(time.Hour)},
+		// v2 posted in the v1 thread with the same diff: the ack carries.
+		tmail{id: "v2", subject: "[PATCH v2] cma: fix it", irt: "v1", refs: "<v1>", body: "Reworded.\n\n" + diffBody(core)[len("Change.\n\n"):], date: t0.Add(2 * time.Hour)},
+		// A review answering a message that is not in the archive: b4
+		// drops it, even though an older reference is held.
+		tmail{id: "lost", from: "Other <o@example.org>", subject: "Re: [PATCH v2] cma: fix it", irt: "offlist", refs: "<v1> <v2> <offlist>",
+			body: "Reviewed-by: Other <o@example.org>\n", date: t0.Add(3 * time.Hour)},
+	)
+	if len(asm.Series) != 2 {
+		t.Fatalf("%d series", len(asm.Series))
+	}
+	for _, s := range asm.Series {
+		if got := trailerLines(s.Patches[0].Trailers); got != "Acked-by: Rev <rev@example.org>" {
+			t.Errorf("v%d trailers %q", s.Version, got)
+		}
+	}
+	if asm.Series[1].Replies != 1 {
+		t.Errorf("the off-list reply still belongs to v2's thread: replies %d", asm.Series[1].Replies)
+	}
+}
