@@ -323,6 +323,12 @@ func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace)
 		return river.JobSnooze(b.opts.LeaseWait)
 	case "failed":
 		return river.JobCancel(err)
+	case "interrupted":
+		if !errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely) && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			// Shutdown: run it again at the next start without spending
+			// an attempt (River's advice for interrupted work).
+			return river.JobSnooze(0)
+		}
 	}
 	return err
 }
