@@ -14,6 +14,7 @@ var (
 	simSeed   = flag.Uint64("seed", 1, "simulation seed")
 	simPlain  = flag.Bool("plain-tcg", false, "without lab runs, also prove the policy on REPORT.md's plain-TCG noise")
 	simScale  = flag.Float64("noise-scale", 1, "multiply the fitted noise (sensitivity: how much worse may the lab get)")
+	fitOnly   = flag.Bool("fit-only", false, "print the fitted noise model and stop (no simulation: cheap)")
 	simSearch = flag.Int("search-trials", 500, "simulated comparisons per scenario while searching for the budget needed")
 )
 
@@ -37,6 +38,12 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 			models[i] = models[i].Scaled(*simScale)
 		}
 	}
+	if *fitOnly {
+		for _, m := range models {
+			printModel(m)
+		}
+		b.Skip("fit only")
+	}
 	targets := Targets{Effect: 0.05, MaxFalseAlarm: 0.01, MinPower: 0.95}
 	for b.Loop() {
 		for i, m := range models {
@@ -52,11 +59,7 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 func prove(b *testing.B, model NoiseModel, t Targets) SimResult {
 	ctx := context.Background()
 	p := DefaultPolicy()
-	fmt.Printf("\nnoise model: %s\n", model.Source)
-	for _, m := range model.Metrics {
-		fmt.Printf("  %-10s mean %8.2f %-4s run CV %5.2f %%  iteration CV %5.2f %%  (%d iterations, %d runs fitted)\n",
-			m.Name, m.Mean, m.Unit, 100*m.RunSigma, 100*m.IterSigma, m.Iterations, m.Runs)
-	}
+	printModel(model)
 	r, err := Simulate(ctx, p, model, t.Effect, *simTrials, *simSeed)
 	if err != nil {
 		b.Fatal(err)
@@ -92,4 +95,12 @@ func report(w *os.File, label string, p Policy, m NoiseModel, r SimResult, t Tar
 	}
 	fmt.Fprintf(w, "    power (smallest): %.1f %% (95 %% lower bound %.1f %%; target >= %.0f %%): %s the targets\n",
 		100*r.MinPower, 100*r.MinPowerLo, 100*t.MinPower, verdict)
+}
+
+func printModel(model NoiseModel) {
+	fmt.Printf("\nnoise model: %s\n", model.Source)
+	for _, m := range model.Metrics {
+		fmt.Printf("  %-10s mean %8.2f %-4s run CV %5.2f %%  iteration CV %5.2f %%  (%d iterations, %d runs fitted)\n",
+			m.Name, m.Mean, m.Unit, 100*m.RunSigma, 100*m.IterSigma, m.Iterations, m.Runs)
+	}
 }
