@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // MetricNoise is a log-normal model of one metric of one fixed kernel:
@@ -151,6 +152,9 @@ func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 	type perMode struct{ write, read, loop [][]float64 }
 	modes := map[string]*perMode{}
 	for _, f := range files {
+		if strings.HasSuffix(f, "-summary.json") {
+			continue // the bench's own summary, not a run
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err

@@ -296,6 +296,7 @@ func TestLoadNoiseDir(t *testing.T) {
 		write(fmt.Sprintf("s-quiet-%02d.json", i), fmt.Sprintf(`{"pair":"qemu","mode":"qemu-tcg-icount2","passed":true,"loop_s":%v,
 			"iterations":[{"n":1,"write_mbps":%v,"read_mbps":14.5,"write_s":2,"read_s":2.2,"cmp":"ok"},{"n":2,"write_mbps":%v,"read_mbps":14.9,"cmp":"ok"}]}`, 50+i, v, v+0.2))
 	}
+	write("s-summary.json", `{"kernel":{"path":"bzImage"},"boots":4,"spread":{"quiet":[{"metric":"loop_s","values":[1,2],"mean":1.5,"cv":0.4}]}}`)
 	write("s-plain-01.json", `{"mode":"qemu-tcg","passed":true,"loop_s":20,"iterations":[{"write_mbps":20,"read_mbps":19}]}`)
 	write("s-quiet-99.json", `{"mode":"qemu-tcg-icount2","passed":false,"loop_s":500,"iterations":[{"write_mbps":1,"read_mbps":1}]}`)
 	models, err := LoadNoiseDir(dir)
