@@ -94,16 +94,12 @@ func patchworkHash(body string) string {
 		if line == "" {
 			continue
 		}
-		if m := pwFilenameRe.FindStringSubmatch(line); m != nil {
-			name := "b/"
-			if m[1] == "---" {
-				name = "a/"
+		switch c := line[0]; {
+		case c == '@':
+			m := pwHunkRe.FindStringSubmatch(line)
+			if m == nil {
+				continue
 			}
-			if _, rest, ok := strings.Cut(m[2], "/"); ok {
-				name += rest
-			}
-			line = m[1] + " " + name
-		} else if m := pwHunkRe.FindStringSubmatch(line); m != nil {
 			n := [2]string{"1", "1"}
 			for i := range n {
 				if m[i+1] != "" {
@@ -112,7 +108,18 @@ func patchworkHash(body string) string {
 				}
 			}
 			line = "@@ -" + n[0] + " +" + n[1] + " @@"
-		} else if c := line[0]; c != '-' && c != '+' && c != ' ' {
+		case strings.HasPrefix(line, "--- ") || strings.HasPrefix(line, "+++ "):
+			if m := pwFilenameRe.FindStringSubmatch(line); m != nil {
+				name := "b/"
+				if m[1] == "---" {
+					name = "a/"
+				}
+				if _, rest, ok := strings.Cut(m[2], "/"); ok {
+					name += rest
+				}
+				line = m[1] + " " + name
+			}
+		case c != '-' && c != '+' && c != ' ':
 			continue
 		}
 		h.Write([]byte(line + "\n"))

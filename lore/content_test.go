@@ -100,3 +100,16 @@ func TestAppliedNote(t *testing.T) {
 		}
 	}
 }
+
+func TestPatchworkHash(t *testing.T) {
+	a := "Title one.\n\nSigned-off-by: A <a@example.org>\n---\n x.c | 2 +-\n\ndiff --git a/x.c b/x.c\nindex 1..2 100644\n" +
+		"--- a/x.c\n+++ b/x.c\n@@ -10,3 +10,3 @@ int f(void)\n ctx\n-old\n+new\n"
+	// Another title, other blob ids and line numbers: same patch to b4.
+	b := strings.NewReplacer("Title one.", "Title two, reworded.", "index 1..2", "index 3..4", "@@ -10,3 +10,3 @@ int f(void)", "@@ -20,3 +21,3 @@").Replace(a)
+	if patchworkHash(a) != patchworkHash(b) {
+		t.Error("the same diff hashes differently")
+	}
+	if patchworkHash(a) == patchworkHash(strings.Replace(a, "+new", "+newer", 1)) {
+		t.Error("a changed line does not change the hash")
+	}
+}

@@ -171,7 +171,7 @@ type entry struct {
 	parent  string // In-Reply-To, or the last reference
 	files   []string
 	// pwhash is b4's patchwork hash of the body, to carry trailers
-	// between versions of an unchanged patch.
+	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
 	// b4's base-commit: and change-id: lines, if the body has them.
 	baseCommit, changeID string
@@ -244,7 +244,6 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 		// With or without [PATCH]: b4 takes any non-reply diff as one.
 		e.kind = kindPatch
 		e.files = diffFiles(m.Body)
-		e.pwhash = patchworkHash(m.Body)
 	}
 	if e.kind != kindOther {
 		if strings.Contains(m.Body, "base-commit:") {
@@ -877,7 +876,7 @@ func (a *Assembler) carryTrailers(order []*group, seriesOf map[*group]*Series) {
 						continue
 					}
 					for _, p := range o.Patches {
-						if p.entry.pwhash != "" && p.entry.pwhash == q.entry.pwhash {
+						if p.entry.patchworkHash() == q.entry.patchworkHash() {
 							q.Trailers = addTrailers(q.Trailers, own[p])
 						}
 					}
@@ -885,6 +884,14 @@ func (a *Assembler) carryTrailers(order []*group, seriesOf map[*group]*Series) {
 			}
 		}
 	}
+}
+
+// patchworkHash returns the entry's patchwork hash, computing it once.
+func (e *entry) patchworkHash() string {
+	if e.pwhash == "" {
+		e.pwhash = patchworkHash(e.msg.Body)
+	}
+	return e.pwhash
 }
 
 // threadTop is the topmost held ancestor of a message.
