@@ -170,10 +170,11 @@ func (s *Store) LatestInThread(ctx context.Context, q Querier, thread string) (T
 	return t, err
 }
 
-// UpdateTest writes a test's mutable fields.
+// UpdateTest writes a test's mutable fields, unless the test was
+// canceled meanwhile: a job finishing after a cancel must not revive it.
 func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
 	_, err := q.ExecContext(ctx, `UPDATE tests SET base = $2, candidate = $3, state = $4, verdict = $5, summary = $6, rounds = $7,
-		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11 WHERE id = $1`,
+		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11 WHERE id = $1 AND state <> 'canceled'`,
 		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree)
 	if err != nil {
 		return fmt.Errorf("store: update test %d: %w", t.ID, err)
