@@ -24,7 +24,7 @@ func runLore(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: %s", errUsage, loreUsage)
 	}
 	fs := newFlags(e, "lore scan")
-	gitDir := fs.String("git", "", "public-inbox archive: inbox dir or bare epoch repository")
+	gitDir := fs.String("git", "", "public-inbox archive: inbox dir (every epoch) or bare epoch repository")
 	mbox := fs.String("mbox", "", "mbox (mboxrd) file")
 	emlDir := fs.String("eml-dir", "", "directory of .eml files (searched recursively)")
 	imapURL := fs.String("imap", "", "imap://host:port/mailbox of a public-inbox-imapd")
@@ -123,7 +123,8 @@ func scanSource(gitDir, mbox, emlDir, imapURL, list string, e *env) (feed.Source
 	}
 	switch {
 	case gitDir != "":
-		return &feed.Git{List: list, Dir: gitDir, Log: e.log}, nil
+		// A scan reads the whole archive, every epoch.
+		return &feed.Git{List: list, Dir: gitDir, AllEpochs: true, Log: e.log}, nil
 	case mbox != "":
 		return &feed.Mbox{List: list, Path: mbox, Log: e.log}, nil
 	case emlDir != "":
