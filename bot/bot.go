@@ -182,21 +182,17 @@ func sanitizeID(s string) string {
 
 // periodicJobs are the ingest tick, GitHub polling and the mainline cron.
 // River's leader inserts them, so with several processes each tick is
-// enqueued once; robfig/cron parses the specs.
+// enqueued once; every process declares them all, whatever its role,
+// because any of them may be the leader. robfig/cron parses the specs.
 func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
 	var out []*river.PeriodicJob
-	if b.stages.Ingest != nil {
-		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.IngestInterval.Duration),
-			func() (river.JobArgs, *river.InsertOpts) { return IngestArgs{}, nil },
-			&river.PeriodicJobOpts{ID: "ingest", RunOnStart: true}))
-	}
+	out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.IngestInterval.Duration),
+		func() (river.JobArgs, *river.InsertOpts) { return IngestArgs{}, nil },
+		&river.PeriodicJobOpts{ID: "ingest", RunOnStart: true}))
 	if b.opts.GitHub != nil && b.cfg.GitHub.PollInterval.Duration > 0 {
 		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.GitHub.PollInterval.Duration),
 			func() (river.JobArgs, *river.InsertOpts) { return GitHubPollArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "github-poll", RunOnStart: true}))
-	}
-	if b.stages.Trees == nil {
-		return out, nil
 	}
 	for i, spec := range b.cfg.Mainline.Schedules {
 		sched, err := cron.ParseStandard(spec)

@@ -132,6 +132,10 @@ func (w *ingestWorker) Timeout(*river.Job[IngestArgs]) time.Duration { return 30
 func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) error {
 	b := w.b
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		if b.stages.Ingest == nil {
+			tr.Logf("no mail sources on this worker")
+			return complete(ctx, b, job, nil)
+		}
 		cp := &pendingCheckpoints{st: b.st, set: map[string]string{}}
 		series, err := b.stages.Ingest.Poll(ctx, cp)
 		if err != nil {
@@ -729,6 +733,9 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 	b := w.b
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
 		a := job.Args
+		if b.stages.Trees == nil {
+			return fmt.Errorf("this worker has the build queue but no trees")
+		}
 		head, err := b.stages.Trees.Head(ctx, a.Tree, a.Branch)
 		if err != nil {
 			return infra(fmt.Errorf("fetch %s %s: %w", a.Tree, a.Branch, err))

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
@@ -40,10 +42,25 @@ func Branches(cfg config.Config) map[string][]string {
 	return out
 }
 
-// New wires every real stage. The lab pair and its guest image are made
-// on first use, so a machine with the build role never touches QEMU.
-func New(ctx context.Context, cfg config.Config, st *store.Store, log *slog.Logger) (bot.Stages, error) {
+// New wires the real stages a role needs (all, ingest, build, lab, or
+// several joined by commas). The lab pair and its guest image are made on
+// first use; a lab-only machine needs no compiler and no trees.
+func New(ctx context.Context, cfg config.Config, st *store.Store, role string, log *slog.Logger) (bot.Stages, error) {
 	lo := NewLore(cfg, st, log)
+	l := &Lab{Cfg: cfg.Lab, Dirs: lab.Dirs{Cache: filepath.Join(cfg.CacheDir, "lab"), Leases: filepath.Join(cfg.DataDir, "lab-leases")},
+		Test: lab.DefaultTest(), Log: log}
+	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, nil, time.Now, log)
+	if err != nil {
+		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
+	}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(), Now: time.Now}
+	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
+	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
+		r = strings.TrimSpace(r)
+		return r == bot.RoleAll || r == bot.RoleBuild
+	}) {
+		return stages, nil
+	}
 	bs, err := builder.OpenStore(builder.StorePath(cfg.DataDir))
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("builder store: %w", err)
@@ -63,14 +80,8 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, log *slog.Logg
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
 	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: cfg.Lab.Default, Now: time.Now}
-	l := &Lab{Cfg: cfg.Lab, Dirs: lab.Dirs{Cache: filepath.Join(cfg.CacheDir, "lab"), Leases: filepath.Join(cfg.DataDir, "lab-leases")},
-		Test: lab.DefaultTest(), Log: log}
-	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, nil, time.Now, log)
-	if err != nil {
-		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
-	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(), Now: time.Now}
-	return bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Build: b, Trees: b, Lab: l, Decide: r, Report: r}, nil
+	stages.Build, stages.Trees = b, b
+	return stages, nil
 }
 
 // Params names the test the lab runs, for the base-result cache: a

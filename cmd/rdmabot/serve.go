@@ -41,7 +41,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	stages, err := realstage.New(ctx, cfg, st, e.log)
+	stages, err := realstage.New(ctx, cfg, st, *role, e.log)
 	if err != nil {
 		return err
 	}
