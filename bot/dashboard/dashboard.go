@@ -101,11 +101,13 @@ type TestView struct {
 
 // JobView is one job of a test, with its trace.
 type JobView struct {
-	ID       int64             `json:"id"`
-	Kind     string            `json:"kind"`
-	State    string            `json:"state"`
-	Attempt  int               `json:"attempt"`
-	Errors   []string          `json:"errors,omitempty"`
+	ID      int64    `json:"id"`
+	Kind    string   `json:"kind"`
+	State   string   `json:"state"`
+	Attempt int      `json:"attempt"`
+	Errors  []string `json:"errors,omitempty"`
+	// Took is the last attempt's wall time, for the per-stage breakdown.
+	Took     float64           `json:"took_s"`
 	Trace    []store.TraceLine `json:"-"`
 	TraceURL string            `json:"trace_url"`
 }
@@ -177,6 +179,9 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	}
 	for _, j := range jobs {
 		jv := JobView{ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, TraceURL: fmt.Sprintf("/jobs/%d/trace", j.ID)}
+		if j.AttemptedAt != nil && j.FinalizedAt != nil {
+			jv.Took = j.FinalizedAt.Sub(*j.AttemptedAt).Seconds()
+		}
 		for _, e := range j.Errors {
 			jv.Errors = append(jv.Errors, fmt.Sprintf("attempt %d: %s", e.Attempt, e.Error))
 		}
