@@ -25,7 +25,7 @@ import (
 )
 
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	bot      *bot.Bot
 	st       *store.Store
 	calls    *fakestage.Calls
@@ -48,10 +48,14 @@ func testConfig() bot.Config {
 	return c
 }
 
-func newHarness(t *testing.T, cfg bot.Config, repo string) *harness {
+func newHarness(t testing.TB, cfg bot.Config, repo string) *harness {
+	return newHarnessDB(t, cfg, repo, "")
+}
+
+func newHarnessDB(t testing.TB, cfg bot.Config, repo, dbURL string) *harness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
+	st, err := store.Open(ctx, dbURL, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
