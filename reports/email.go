@@ -227,7 +227,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		para("If the series is meant for another tree or base, please say so with base-commit: (git format-patch --base) in the next version.")
 	}
 	raw(infoBlock(v))
-	if v.Outcome.Blames() {
+	if v.Outcome.OffersTags() {
 		para("If you fix the issue in a separate patch/commit (i.e. not just a new version of the same patch/commit), kindly add the following tags:")
 		raw(fmt.Sprintf("| Reported-by: %s\n| Closes: %s", c.From, c.CloseURL(msgID)))
 	}

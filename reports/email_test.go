@@ -80,7 +80,7 @@ func checkMail(t *testing.T, v *Verdict, m *Mail, raw []byte) {
 		t.Error("no signature separator")
 	}
 	hasTags := strings.Contains(body, "| Reported-by: ")
-	if hasTags != v.Outcome.Blames() {
+	if hasTags != v.Outcome.OffersTags() {
 		t.Errorf("Reported-by block present=%v for %v", hasTags, v.Outcome)
 	}
 	if hasTags && !strings.Contains(body, "| Closes: https://lore.kernel.org/rdmabot-reports/"+m.MessageID+"/") {

@@ -50,7 +50,7 @@ func RenderMarkdown(c *Config, v *Verdict, msgID string) (string, error) {
 		details("cmp", in.Corruption.Detail)
 	}
 	details("how it was tested", infoBlock(v))
-	if v.Outcome.Blames() {
+	if v.Outcome.OffersTags() {
 		details("tags for a fix in a separate patch", fmt.Sprintf("Reported-by: %s\nCloses: %s", c.From, c.CloseURL(msgID)))
 	}
 	if in.Test.RunURL != "" {

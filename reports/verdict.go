@@ -160,15 +160,11 @@ func ParseOutcome(s string) (Outcome, error) {
 // comparisons and our own failures are not.
 func (o Outcome) Mailed() bool { return o != Inconclusive && o != Infra }
 
-// Blames reports whether the outcome is a problem the series brings in,
-// for which a fix would credit the bot with Reported-by and Closes.
-func (o Outcome) Blames() bool {
-	switch o {
-	case Regression, BuildFailed, BootFailed, CrashFound, DataCorruption:
-		return true
-	}
-	return false
-}
+// OffersTags reports whether the reply carries the Reported-by/Closes
+// block. Only a regression does: it is the finding a separate fix (often
+// after the series landed) would credit, while an apply, build, boot or
+// crash failure of a posted series is fixed in its next version.
+func (o Outcome) OffersTags() bool { return o == Regression }
 
 // Verdict is the judgement of one series version.
 type Verdict struct {
