@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -135,6 +136,10 @@ func (p *QEMUPair) initrd(t Test) (string, error) {
 	}
 	return path, nil
 }
+
+// ErrNoSysVIPC: fio keeps its job table in SysV shared memory, which the
+// kernel under test was built without (CONFIG_SYSVIPC=y is needed).
+var ErrNoSysVIPC = errors.New("fio: the kernel lacks SysV IPC (CONFIG_SYSVIPC=y)")
 
 // run is the state of one pair run; only Run's goroutine touches it.
 type run struct {
@@ -532,6 +537,8 @@ func (r *run) failure(res *Result) string {
 		return "deadline of phase " + r.timedOut + " passed"
 	case r.has("client", "MOUNT_FAIL"):
 		return "mount failed"
+	case r.has("client", "FIO_FAIL"):
+		return ErrNoSysVIPC.Error()
 	case !r.has("client", "MOUNTED"):
 		return "client never mounted"
 	case res.Transport != r.test.Transport:
