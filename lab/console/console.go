@@ -99,8 +99,11 @@ func endTask(line string, c *Crash) bool {
 	return strings.Contains(line, "</TASK>") || endTrace(line, c)
 }
 
+// endPanic: with panic=-1 the kernel reboots right after "Kernel Offset"
+// and never prints the closing "---[ end Kernel panic".
 func endPanic(line string, _ *Crash) bool {
-	return strings.Contains(line, "---[ end Kernel panic")
+	return strings.Contains(line, "---[ end Kernel panic") || strings.Contains(line, "Kernel Offset:") ||
+		strings.Contains(line, "Rebooting in")
 }
 
 // endKASAN: the report sits between two rules of '='; the header follows
