@@ -270,8 +270,8 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 				tr.Logf("no base: %v", err)
 				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("No base found for the series: %v", err))
 			}
-			t.Tree, t.Base = base.Tree, base.Commit
-			tr.Logf("base %s %s", t.Tree, t.Base)
+			t.Tree, t.Base, t.BaseReason = base.Tree, base.Commit, base.Reason
+			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)
 		case store.KindRef:
 			cand, err := b.stages.Trees.Head(ctx, t.Tree, t.Ref)
 			if err != nil {
@@ -287,11 +287,12 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 					return infra(err)
 				}
 				if base != cand {
-					t.Base = base
+					t.Base, t.BaseReason = base, "head of "+t.Tree+"/"+br[0]
 				}
 			}
 			tr.Logf("%s %s is %s, base %s", t.Tree, t.Ref, t.Candidate, t.Base)
 		case store.KindMainline:
+			t.BaseReason = "last good mainline run"
 			tr.Logf("%s %s head %s against last good %s", t.Tree, t.Ref, t.Candidate, t.Base)
 		}
 		t.State = store.StateBuilding
@@ -686,7 +687,7 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 // is idempotent by key, so a crash after sending and before this job
 // completes does not send it twice.
 func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) error {
-	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base,
+	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason,
 		Candidate: t.Candidate, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
 	if t.Verdict == VerdictBuildFailed || t.Verdict == VerdictNotApplied || t.Verdict == VerdictBootFailed {
 		r.Log = t.Summary

@@ -54,6 +54,8 @@ type MboxReader interface {
 type Base struct {
 	Tree   string `json:"tree"`
 	Commit string `json:"commit"`
+	// Reason says how the base was chosen; every report states it.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Builder applies and builds. Apply and Build errors that are not infra
@@ -96,20 +98,22 @@ type Decider interface {
 
 // Report is everything a reply needs.
 type Report struct {
-	Key       string        `json:"key"`  // delivery happens once per key
-	Kind      string        `json:"kind"` // series, ref, mainline, bisect
-	Title     string        `json:"title,omitempty"`
-	Verdict   string        `json:"verdict"`
-	Summary   string        `json:"summary"`
-	Series    *Series       `json:"series,omitempty"`
-	Tree      string        `json:"tree"`
-	Base      string        `json:"base"`
-	Candidate string        `json:"candidate"`
-	Log       string        `json:"log,omitempty"` // the build or apply error, the crash
-	URL       string        `json:"url"`           // the dashboard page
-	TraceURL  string        `json:"trace_url"`
-	Origin    Origin        `json:"origin"`
-	Bisect    *BisectReport `json:"bisect,omitempty"`
+	Key     string  `json:"key"`  // delivery happens once per key
+	Kind    string  `json:"kind"` // series, ref, mainline, bisect
+	Title   string  `json:"title,omitempty"`
+	Verdict string  `json:"verdict"`
+	Summary string  `json:"summary"`
+	Series  *Series `json:"series,omitempty"`
+	Tree    string  `json:"tree"`
+	Base    string  `json:"base"`
+	// BaseReason says how the base was chosen.
+	BaseReason string        `json:"base_reason,omitempty"`
+	Candidate  string        `json:"candidate"`
+	Log        string        `json:"log,omitempty"` // the build or apply error, the crash
+	URL        string        `json:"url"`           // the dashboard page
+	TraceURL   string        `json:"trace_url"`
+	Origin     Origin        `json:"origin"`
+	Bisect     *BisectReport `json:"bisect,omitempty"`
 	// The samples the verdict was decided on.
 	BaseSamples []store.Sample `json:"base_samples,omitempty"`
 	CandSamples []store.Sample `json:"cand_samples,omitempty"`

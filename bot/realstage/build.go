@@ -62,7 +62,7 @@ func (b *Build) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) 
 	if tree == "" && len(b.Cfg.Trees) > 0 {
 		tree = b.Cfg.Trees[0].Name
 	}
-	return bot.Base{Tree: tree, Commit: base.Commit.String()}, nil
+	return bot.Base{Tree: tree, Commit: base.Commit.String(), Reason: baseReasonPhrase(base.Reason)}, nil
 }
 
 // Apply commits the series on base as git am would; *ApplyError and
@@ -165,3 +165,18 @@ func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, 
 
 // GitDir is the store's repository: it holds every tree.
 func (b *Build) GitDir(tree string) (string, error) { return b.RepoDir, nil }
+
+// baseReasonPhrase completes a report's "base chosen by ..." line.
+func baseReasonPhrase(r builder.BaseReason) string {
+	switch r {
+	case builder.BaseFromTrailer:
+		return "base-commit trailer"
+	case builder.BaseFromBlobs:
+		return "pre-image blob ids"
+	case builder.BaseFromTag:
+		return "subject tree tag"
+	case builder.BaseFromDefault:
+		return "default branch"
+	}
+	return string(r)
+}

@@ -67,6 +67,10 @@ func TestBuildAdapter(t *testing.T) {
 	if sel.Tree != "mainline" || sel.Commit != base {
 		t.Fatalf("base %+v, want mainline %s", sel, base)
 	}
+	// The patch's index line names the base's blob: the report says so.
+	if sel.Reason != "pre-image blob ids" {
+		t.Fatalf("base reason %q, want the blob guess", sel.Reason)
+	}
 	var trace bytes.Buffer
 	cand, err := b.Apply(ctx, sel, s, &trace)
 	if err != nil {

@@ -130,7 +130,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	}
 	in := &reports.Input{
 		Thread:  th,
-		Base:    reports.Base{Tree: rep.Tree, SHA: rep.Base},
+		Base:    reports.Base{Tree: rep.Tree, SHA: rep.Base, Reason: rep.BaseReason},
 		Test:    reports.TestInfo{Lab: r.Lab, Params: r.Params, RunURL: rep.URL},
 		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
 	}

@@ -99,6 +99,7 @@ type Test struct {
 	Tree         string
 	Ref          string // branch or ref for KindRef/KindMainline
 	Base         string // base commit
+	BaseReason   string // how the base was chosen, for the report
 	Candidate    string // candidate commit (after apply)
 	Lab          string
 	Params       string
@@ -132,13 +133,13 @@ func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, er
 	return id, n == 1, nil
 }
 
-const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at`
+const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason`
 
 func scanTest(sc interface{ Scan(...any) error }) (Test, error) {
 	var t Test
 	var c, u int64
 	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin, &t.Thread,
-		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u)
+		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason)
 	t.CreatedAt, t.UpdatedAt = Time(c), Time(u)
 	return t, err
 }
@@ -174,8 +175,8 @@ func (s *Store) LatestInThread(ctx context.Context, q Querier, thread string) (T
 // canceled meanwhile: a job finishing after a cancel must not revive it.
 func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
 	_, err := q.ExecContext(ctx, `UPDATE tests SET base = $2, candidate = $3, state = $4, verdict = $5, summary = $6, rounds = $7,
-		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11 WHERE id = $1 AND state <> 'canceled'`,
-		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree)
+		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11, base_reason = $12 WHERE id = $1 AND state <> 'canceled'`,
+		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree, t.BaseReason)
 	if err != nil {
 		return fmt.Errorf("store: update test %d: %w", t.ID, err)
 	}

@@ -316,4 +316,6 @@ CREATE TABLE lore_mail (
 	UNIQUE (list, pos, deleted)
 );
 CREATE INDEX lore_mail_received ON lore_mail (received)`,
+	// How the base was chosen: every report states it.
+	`ALTER TABLE tests ADD COLUMN base_reason TEXT NOT NULL DEFAULT ''`,
 }
