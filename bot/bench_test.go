@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/internal/pgtest"
+	"github.com/rdmabot/rdmabot/internal/pgtest"
 )
 
 // The orchestration's own cost: series through every job (ingest, test,

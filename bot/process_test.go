@@ -17,9 +17,9 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
-	"github.com/rdmabot/rdmabot/bot/internal/pgtest"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
+	"github.com/rdmabot/rdmabot/internal/pgtest"
 )
 
 // The process tests run this test binary again as a bot server (a real,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/internal/pgtest"
+	"github.com/rdmabot/rdmabot/internal/pgtest"
 )
 
 // Both databases run the same checks: the SQL is shared.

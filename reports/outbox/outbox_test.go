@@ -15,10 +15,12 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
+
+	"github.com/rdmabot/rdmabot/internal/pgtest"
 )
 
 // databases yields the dialects the ledger must work on: SQLite always,
-// PostgreSQL when RDMABOT_TEST_PG_URL names a database we may write.
+// PostgreSQL: a throwaway server (or RDMABOT_TEST_PG_URL).
 func databases(t *testing.T) map[string]func(t *testing.T) *sql.DB {
 	dbs := map[string]func(t *testing.T) *sql.DB{
 		"sqlite": func(t *testing.T) *sql.DB {
@@ -32,11 +34,7 @@ func databases(t *testing.T) map[string]func(t *testing.T) *sql.DB {
 		},
 	}
 	dbs["postgres"] = func(t *testing.T) *sql.DB {
-		url := os.Getenv("RDMABOT_TEST_PG_URL")
-		if url == "" {
-			t.Skip("RDMABOT_TEST_PG_URL unset: no PostgreSQL to test the ledger on")
-		}
-		db, err := sql.Open("pgx", url)
+		db, err := sql.Open("pgx", pgtest.Start(t))
 		if err != nil {
 			t.Fatal(err)
 		}
