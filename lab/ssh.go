@@ -308,6 +308,14 @@ func (p *SSHPair) waitUp(ctx context.Context, h *sshHost, old string) (string, e
 	return "", fmt.Errorf("not back after %v: %w", p.BootWait, last)
 }
 
+// detached runs cmd in the background a second late, so the SSH session
+// ends cleanly first, immune to the hangup when it does. It ignores
+// SIGHUP itself rather than use nohup, which busybox builds (the QEMU
+// guests') may lack: a missing nohup fails silently into /dev/null.
+func detached(cmd string) string {
+	return "sh -c 'trap \"\" HUP; sleep 1; " + strings.ReplaceAll(cmd, "'", `'\''`) + "' </dev/null >/dev/null 2>&1 &"
+}
+
 // bootCommand starts the host on the kernel at path; the session drops.
 func bootCommand(method, path, release string) string {
 	switch method {
@@ -334,8 +342,7 @@ func (p *SSHPair) boot(ctx context.Context, h *sshHost, path, release string) er
 	// The connection drops as the host goes down: no error is final here;
 	// the boot id says whether it rebooted.
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	// Detached and a second late, so the session ends cleanly first.
-	h.run(bctx, "nohup sh -c 'sleep 1; "+strings.ReplaceAll(cmd, "'", `'\''`)+"' >/dev/null 2>&1 &", nil)
+	h.run(bctx, detached(cmd), nil)
 	cancel()
 	h.close()
 	if _, err := p.waitUp(ctx, h, old); err != nil {
@@ -408,7 +415,7 @@ func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good m
 		}
 		old, _ := h.bootID(ctx)
 		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		h.run(bctx, "nohup sh -c 'sleep 1; systemctl reboot 2>/dev/null || reboot -f' >/dev/null 2>&1 &", nil)
+		h.run(bctx, detached("systemctl reboot 2>/dev/null || reboot -f"), nil)
 		cancel()
 		h.close()
 		if _, err := p.waitUp(ctx, h, old); err != nil {

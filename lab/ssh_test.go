@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,13 +145,6 @@ func testSSHPair(cfg SSHPairConfig, t *testing.T) *SSHPair {
 // transfer test over NFS/RDMA between the hosts, collect dmesg, reboot
 // back to the known-good kernel, release.
 func TestSSHPairAgainstGuests(t *testing.T) {
-	// Known broken: after "reboot" into the copied kernel the guests do
-	// not come back with a new boot id within BootWait (seen at 05:20 on
-	// 2026-11-30; cause not found yet). Kept runnable for whoever fixes
-	// it, out of CI until then.
-	if os.Getenv("RDMABOT_TEST_SSH_REBOOT") == "" {
-		t.Skip("the SSH driver's reboot into a new kernel does not complete against QEMU guests yet; set RDMABOT_TEST_SSH_REBOOT=1 to run it")
-	}
 	cfg, ip := sshLab(t)
 	sp := testSSHPair(cfg, t)
 	test := DefaultTest()
@@ -193,5 +187,38 @@ func TestSSHPairUnknownHostKey(t *testing.T) {
 	var ke *knownhosts.KeyError
 	if !errors.As(err, &ie) || ie.Op != "ssh unreachable" || !errors.As(err, &ke) {
 		t.Fatalf("want InfraError from a host key mismatch, got %v", err)
+	}
+}
+
+// The boot command must run where nohup does not exist, as in the QEMU
+// guests (Debian's busybox-static has no nohup applet): before, the host
+// silently never rebooted.
+func TestDetachedNeedsNoNohup(t *testing.T) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("busybox not installed")
+	}
+	bin := t.TempDir()
+	for _, applet := range []string{"sh", "sleep", "echo"} {
+		if err := os.Symlink(bb, filepath.Join(bin, applet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(filepath.Join(bin, "sh"), "-c", detached("echo 'rebooting' > "+out))
+	cmd.Env = []string{"PATH=" + bin}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(out)
+		if err == nil && string(b) == "rebooting\n" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the detached command never ran: %v %q", err, b)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
