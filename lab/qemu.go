@@ -490,6 +490,14 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 			if err := r.exitErr[role]; err != nil && !g.killed && r.lines[role] == 0 {
 				return nil, &InfraError{Host: role, Op: "start qemu", Err: fmt.Errorf("%v: %s", err, g.stderr)}
 			}
+			// A peer that crashed is why this host was stopped short: the
+			// crash, not the stopped host, is what the report must name.
+			if _, ok := r.mon[role].Fatal(); !ok {
+				peer := map[string]string{"server": "client", "client": "server"}[role]
+				if _, ok := r.mon[peer].Fatal(); ok {
+					role, step.phase = peer, r.firstMissed(peer, step.phase)
+				}
+			}
 			h := res.Server
 			if role == "client" {
 				h = res.Client
@@ -522,6 +530,17 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
 	return res, nil
+}
+
+// firstMissed is the first boot milestone role did not reach, or
+// fallback when it reached them all before crashing.
+func (r *run) firstMissed(role, fallback string) string {
+	for _, step := range []struct{ event, phase string }{{"BOOTED", "boot"}, {"RDMA_UP", "rdma"}} {
+		if !r.has(role, step.event) {
+			return step.phase
+		}
+	}
+	return fallback
 }
 
 // failure is why a booted run did not pass, "" if it did.
