@@ -16,6 +16,8 @@ type Config struct {
 	QEMU QEMUConfig `toml:"qemu"`
 	// Pairs are real hosts driven over SSH.
 	Pairs []SSHPairConfig `toml:"pairs"`
+	// Test is what the bot runs on every kernel it measures.
+	Test Test `toml:"test"`
 }
 
 // QEMUConfig tunes the built-in pair.
@@ -92,6 +94,7 @@ func DefaultConfig() Config {
 			ShutdownTimeout:  cfgtype.D(60 * time.Second),
 			CrashGrace:       cfgtype.D(10 * time.Second),
 		},
+		Test: DefaultTest(),
 	}
 }
 
@@ -114,6 +117,9 @@ func (c *Config) Validate() error {
 		if d.Duration <= 0 {
 			return fmt.Errorf("lab.qemu.%s must be positive", name)
 		}
+	}
+	if err := c.Test.Validate(); err != nil {
+		return fmt.Errorf("lab.test: %w", err)
 	}
 	names := map[string]bool{"qemu": true}
 	for i, p := range c.Pairs {

@@ -95,28 +95,30 @@ func IsInfra(err error) bool {
 type Test struct {
 	// Kind is "transfer" (the bug report's cp/cp/cmp loop) or "fio"
 	// (sequential READ bandwidth).
-	Kind string `json:"kind"`
+	Kind string `json:"kind" toml:"kind"`
 	// SizeMiB is the file size of one iteration.
-	SizeMiB int `json:"size_mib"`
+	SizeMiB int `json:"size_mib" toml:"size_mib"`
 	// Iterations per boot.
-	Iterations int `json:"iterations"`
+	Iterations int `json:"iterations" toml:"iterations"`
 	// NFSVersion is "auto" (the reference mount, which negotiates v3 on
 	// an fsid=0 export), "3", "4.0", "4.1" or "4.2".
-	NFSVersion string `json:"nfs_version"`
+	NFSVersion string `json:"nfs_version" toml:"nfs_version"`
 	// Transport is "rdma" (port 20049) or "tcp" (2049).
-	Transport string `json:"transport"`
+	Transport string `json:"transport" toml:"transport"`
 	// RDMA is "rxe" or "siw" (soft devices on the test link), "hw" (use
 	// the host's active device) or "opa" (Omni-Path: IPoIB connected
 	// mode and opafm first). Soft devices only make sense in QEMU.
-	RDMA string `json:"rdma"`
+	RDMA string `json:"rdma" toml:"rdma"`
 	// HungTaskSecs lowers kernel.hung_task_timeout_secs; 0 keeps the
 	// kernel's default.
-	HungTaskSecs int `json:"hung_task_secs,omitempty"`
+	HungTaskSecs int `json:"hung_task_secs,omitempty" toml:"hung_task_secs"`
 }
 
 // DefaultTest is the transfer test at the size the reference lab timed.
 func DefaultTest() Test {
-	return Test{Kind: "transfer", SizeMiB: 32, Iterations: 3, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe"}
+	// A task blocked 20 s is a hang (the motivating report's teardown);
+	// a healthy iteration blocks for a few seconds at most.
+	return Test{Kind: "transfer", SizeMiB: 32, Iterations: 3, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe", HungTaskSecs: 20}
 }
 
 // Validate rejects a test that cannot run.

@@ -10,6 +10,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -67,7 +68,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: "qemu", Params: Params(), Now: time.Now}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: "qemu", Params: Params(lab.DefaultTest()), Now: time.Now}
 	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: "REGRESSION", Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
 		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: samples(cfg.Reports.Runs, 100, 2), CandSamples: samples(cfg.Reports.Runs, 52, 2)}
 	for range 3 {

@@ -48,12 +48,12 @@ func Branches(cfg config.Config) map[string][]string {
 func New(ctx context.Context, cfg config.Config, st *store.Store, role string, log *slog.Logger) (bot.Stages, error) {
 	lo := NewLore(cfg, st, log)
 	l := &Lab{Cfg: cfg.Lab, Dirs: lab.Dirs{Cache: filepath.Join(cfg.CacheDir, "lab"), Leases: filepath.Join(cfg.DataDir, "lab-leases")},
-		Test: lab.DefaultTest(), Log: log}
+		Test: cfg.Lab.Test, Log: log}
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, nil, time.Now, log)
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(), Now: time.Now}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(cfg.Lab.Test), Now: time.Now}
 	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
 	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
 		r = strings.TrimSpace(r)
@@ -86,7 +86,6 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 
 // Params names the test the lab runs, for the base-result cache: a
 // change of test gives new base measurements.
-func Params() string {
-	t := lab.DefaultTest()
+func Params(t lab.Test) string {
 	return fmt.Sprintf("%s-%dMiB-x%d-nfs%s-%s-%s", t.Kind, t.SizeMiB, t.Iterations, t.NFSVersion, t.Transport, t.RDMA)
 }
