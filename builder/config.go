@@ -19,6 +19,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
 )
 
 // Config is the [builder] section of config.toml.
@@ -30,6 +33,12 @@ type Config struct {
 	// Committer signs the commits the bot makes when it applies a series
 	// or imports a tarball.
 	Committer Identity `toml:"committer"`
+	// HeavyLock is flocked around every kernel build so that builds and
+	// lab runs on one machine take turns; "" = none.
+	HeavyLock string `toml:"heavy_lock"`
+	// BuildTimeout bounds one kernel build (configure and make); a build
+	// that takes longer is the machine's fault and is retried.
+	BuildTimeout cfgtype.Duration `toml:"build_timeout"`
 }
 
 // Identity is a git name and email.
@@ -61,7 +70,9 @@ func DefaultConfig() Config {
 			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git", Branches: []string{"nfsd-next"},
 				Tags: map[string]string{"nfsd": "nfsd-next", "nfsd-next": "nfsd-next"}},
 		},
-		Committer: Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
+		Committer:    Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
+		HeavyLock:    "/var/cache/rdmabot/heavy.lock",
+		BuildTimeout: cfgtype.D(time.Hour),
 	}
 }
 
@@ -92,6 +103,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Committer.Name == "" || c.Committer.Email == "" {
 		return fmt.Errorf("builder.committer needs a name and an email")
+	}
+	if c.BuildTimeout.Duration <= 0 {
+		return fmt.Errorf("builder.build_timeout must be positive")
 	}
 	if c.Jobs < 0 {
 		return fmt.Errorf("builder.jobs must not be negative")

@@ -20,10 +20,6 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-// HeavyLock is the machine-wide lock that kernel builds and lab runs take
-// turns on, when it exists.
-const HeavyLock = "/var/cache/rdmabot/heavy.lock"
-
 // NewLore reads the lists configured in cfg into st.
 func NewLore(cfg config.Config, st *store.Store, log *slog.Logger) *Lore {
 	window := 30 * 24 * time.Hour
@@ -65,14 +61,19 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("builder store: %w", err)
 	}
-	lock := ""
-	if _, err := os.Stat(HeavyLock); err == nil {
-		lock = HeavyLock
+	lock := cfg.Builder.HeavyLock
+	if lock != "" {
+		// The lock file is made by whoever sets up the machine; a missing
+		// directory must not stop builds.
+		if _, err := os.Stat(filepath.Dir(lock)); err != nil {
+			lock = ""
+		}
 	}
 	kb, err := kbuild.New(ctx, kbuild.Options{
 		Dir:       filepath.Join(cfg.CacheDir, "kbuild"),
 		CCacheDir: filepath.Join(cfg.CacheDir, "ccache"),
 		Jobs:      cfg.Builder.Jobs,
+		Timeout:   cfg.Builder.BuildTimeout.Duration,
 		HeavyLock: lock,
 		Log:       log,
 	})
