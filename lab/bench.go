@@ -82,8 +82,8 @@ func Bench(ctx context.Context, o BenchOptions) error {
 	if quietCfg.Icount == "" {
 		quietCfg.Icount = DefaultConfig().QEMU.Icount
 	}
-	ref := DefaultTest() // 32 MiB x 3, rxe, the reference mount
-	spreadTest := ref
+	ref := ReferenceTest()
+	spreadTest := DefaultTest()
 	if o.Test.Kind != "" {
 		spreadTest = o.Test
 	}

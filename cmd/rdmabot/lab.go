@@ -180,8 +180,8 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	icount := fs.String("icount", "", "quiet mode's -icount (default: the config's)")
 	spreadOnly := fs.Bool("spread-only", false, "skip the full run and the two-pairs measurement")
 	quietOnly := fs.Bool("quiet-only", false, "measure the spread of the quiet mode only")
-	size := fs.String("size", "32M", "file size per iteration for the spread")
-	iters := fs.Int("iters", 3, "iterations per boot for the spread")
+	size := fs.String("size", strconv.Itoa(lab.DefaultTest().SizeMiB)+"M", "file size per iteration for the spread")
+	iters := fs.Int("iters", lab.DefaultTest().Iterations, "iterations per boot for the spread")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
