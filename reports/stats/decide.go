@@ -65,7 +65,8 @@ type Change int
 const (
 	// Open: the data cannot yet tell; more runs may.
 	Open Change = iota
-	// Same: the interval rules out a change as large as MinEffect.
+	// Same: the interval rules out a loss as large as MinEffect (what a
+	// PASS promises); a gain that is not significant is still Same.
 	Same
 	// Worse: significant and possibly at least MinEffect in the bad direction.
 	Worse
@@ -175,8 +176,11 @@ func compare(rng *rand.Rand, p Policy, m Metric, alpha, level float64) Compariso
 //   - Worse: significant, estimate bad, and the interval reaches past
 //     -MinEffect: a change of the size we care about is plausible.
 //   - Better: the mirror image.
-//   - Same: the whole interval lies within ±MinEffect (a significant but
-//     smaller change is also Same: it is real but does not matter).
+//   - Same: the interval's bad end lies short of -MinEffect: a loss of
+//     the size we care about is ruled out (a significant but smaller
+//     change is also Same: it is real but does not matter). Only the bad
+//     end counts: a PASS promises "no regression", and asking the good
+//     end to be tight too would cost runs and tell nobody anything.
 //   - Open: anything else.
 func classify(c Comparison, minEffect float64) Change {
 	g, lo, hi := c.CI.Ratio-1, c.CI.Lo-1, c.CI.Hi-1
@@ -189,7 +193,7 @@ func classify(c Comparison, minEffect float64) Change {
 		return Worse
 	case sig && g > 0 && hi >= minEffect:
 		return Better
-	case lo > -minEffect && hi < minEffect:
+	case lo > -minEffect:
 		return Same
 	}
 	return Open

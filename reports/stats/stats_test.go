@@ -317,3 +317,29 @@ func TestLoadNoiseDir(t *testing.T) {
 		t.Error("an empty directory is an error")
 	}
 }
+
+// A PASS promises no loss of MinEffect or more: only the interval's bad
+// end decides Same; the good end may be wide.
+func TestClassifyOneSided(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		higher        bool
+		p             float64
+		ratio, lo, hi float64
+		want          Change
+	}{
+		{"tight around 1", true, 0.5, 1.0, 0.97, 1.03, Same},
+		{"wide on the good side only", true, 0.3, 1.06, 0.97, 1.20, Same},
+		{"wide on the bad side", true, 0.3, 0.99, 0.93, 1.02, Open},
+		{"significant loss past the effect", true, 0.001, 0.90, 0.85, 0.95, Worse},
+		{"significant small loss", true, 0.001, 0.98, 0.97, 0.99, Same},
+		{"significant gain", true, 0.001, 1.10, 1.05, 1.15, Better},
+		{"lower is better: slower is worse", false, 0.001, 1.10, 1.05, 1.15, Worse},
+		{"lower is better: wide on the good side", false, 0.3, 0.95, 0.80, 1.03, Same},
+	} {
+		cmp := Comparison{HigherIsBetter: c.higher, Test: RankTest{P: c.p}, TestAlpha: 0.0025, CI: Interval{c.ratio, c.lo, c.hi}}
+		if got := classify(cmp, 0.05); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
