@@ -17,15 +17,14 @@ import (
 )
 
 // Bisection phases, in order. Before blaming a commit the bot confirms:
-// the culprit fails three times, its parent passes three times, and the
-// bad head with the culprit reverted passes.
+// the culprit fails and its parent passes again (bot.confirm_runs times
+// each), and the bad head with the culprit reverted passes.
 const (
 	phaseReference = "reference" // measure the good commit when its results are gone
 	phaseBisect    = "bisect"
 	phaseCulprit   = "confirm-culprit"
 	phaseParent    = "confirm-parent"
 	phaseRevert    = "confirm-revert"
-	confirmRuns    = 3
 )
 
 type bisectWorker struct {
@@ -129,13 +128,13 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 			done[s.Phase]++
 		}
 		switch {
-		case done[phaseCulprit] < confirmRuns:
+		case done[phaseCulprit] < b.cfg.ConfirmRuns:
 			_, o, detail, err := b.measure(ctx, bis, bis.Culprit, ref, tr)
 			if err != nil {
 				return err
 			}
 			return record(phaseCulprit, bis.Culprit, o, detail)
-		case done[phaseParent] < confirmRuns:
+		case done[phaseParent] < b.cfg.ConfirmRuns:
 			c, err := repo.CommitObject(plumbing.NewHash(bis.Culprit))
 			if err != nil || c.NumParents() == 0 {
 				return b.endBisection(ctx, job, bis, "failed", bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))

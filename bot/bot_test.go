@@ -286,7 +286,9 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	// Start with master at the good commit.
 	exec.Command("git", "-C", repo, "branch", "-f", "good", commits[0]).Run()
 	exec.Command("git", "-C", repo, "update-ref", "refs/heads/master", commits[0]).Run()
-	h := newHarness(t, testConfig(), repo)
+	cfg := testConfig()
+	cfg.ConfirmRuns = 3 // the cautious setting: every repeat is recorded
+	h := newHarness(t, cfg, repo)
 	ctx := context.Background()
 	insertMainline := func() {
 		if _, err := h.bot.River().Insert(ctx, bot.MainlineArgs{Tree: "mainline", Branch: "master"}, nil); err != nil {

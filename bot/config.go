@@ -33,6 +33,10 @@ type Config struct {
 	Runs int `toml:"runs"`
 	// MaxRounds bounds how often the statistics may ask for more runs.
 	MaxRounds int `toml:"max_rounds"`
+	// ConfirmRuns is how many times a bisection measures the culprit and
+	// its parent again before blaming (each time a full comparison of
+	// Runs boots against the good commit), besides the revert.
+	ConfirmRuns int `toml:"confirm_runs"`
 	// BaseMaxAge is how long measured base results are reused.
 	BaseMaxAge cfgtype.Duration `toml:"base_max_age"`
 	// LeaseTTL is how long a lab pair stays leased to a job whose
@@ -85,6 +89,7 @@ func DefaultConfig() Config {
 		URL:            "http://127.0.0.1:8480",
 		Runs:           0,
 		MaxRounds:      5,
+		ConfirmRuns:    1,
 		BaseMaxAge:     cfgtype.D(7 * 24 * time.Hour),
 		LeaseTTL:       cfgtype.D(2 * time.Minute),
 		MaxAttempts:    8,
@@ -113,8 +118,8 @@ func (c *Config) Validate() error {
 	if _, err := url.Parse(c.URL); err != nil || c.URL == "" {
 		return fmt.Errorf("bot.url %q is not a URL", c.URL)
 	}
-	if c.Runs < 0 || c.MaxRounds < 1 || c.MaxAttempts < 1 {
-		return fmt.Errorf("bot.runs must not be negative, bot.max_rounds and bot.max_attempts must be at least 1")
+	if c.Runs < 0 || c.MaxRounds < 1 || c.MaxAttempts < 1 || c.ConfirmRuns < 1 {
+		return fmt.Errorf("bot.runs must not be negative, bot.max_rounds, bot.max_attempts and bot.confirm_runs must be at least 1")
 	}
 	if c.LeaseTTL.Duration < time.Second || c.RescueAfter.Duration < time.Second || c.IngestInterval.Duration <= 0 {
 		return fmt.Errorf("bot.lease_ttl, bot.rescue_after, bot.ingest_interval must be positive")
