@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+)
+
+// BenchmarkTimeToVerdict times one harmless series from its posting to
+// its reply in the outbox, on warm caches: a first series is answered
+// before the clock starts, so the ccache, the build slot, the base
+// kernel and the base's measurements are all warm, as they are on a bot
+// that has been running. It prints the time per stage.
+//
+//	eval "$(bash scripts/prepare-lab.sh)"
+//	go test ./e2e -run '^$' -bench TimeToVerdict -benchtime 1x -timeout 60m
+func BenchmarkTimeToVerdict(bm *testing.B) {
+	m := needMachine(bm)
+	for bm.Loop() {
+		a := newAuthor(bm, m)
+		warm, measured := a.fault(), a.harmless()
+		b := startBot(bm, m, quick)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+		b.post(warm.mails...)
+		b.waitReply(ctx, warm.root)
+
+		posted := time.Now()
+		b.post(measured.mails...)
+		r := b.waitReply(ctx, measured.root)
+		took := r.Arrived.Sub(posted)
+		cancel()
+		bm.ReportMetric(took.Seconds(), "s/verdict")
+		bm.ReportMetric(took.Seconds()/300, "x-target(5min)")
+		bm.Logf("%s: %s in %s (target 5m0s)", measured.name, r.Header.Get("X-Rdmabot-Outcome"), took.Round(time.Second))
+
+		// Per stage, from the dashboard's record of the test's jobs.
+		for _, tv := range b.tests(bm) {
+			if tv.Subject != subjectOf(measured.mails[0]) && "[PATCH] "+tv.Subject != subjectOf(measured.mails[0]) {
+				continue
+			}
+			bm.Logf("  %-8s %6.1f s  (posting to the test's creation: the poll)", "ingest", tv.CreatedAt.Sub(posted).Seconds())
+			jobs := tv.Jobs
+			sort.Slice(jobs, func(i, j int) bool { return jobs[i].ID < jobs[j].ID })
+			for _, j := range jobs {
+				bm.Logf("  %-8s %6.1f s  attempt %d", j.Kind, j.Took, j.Attempt)
+			}
+		}
+	}
+}

@@ -1,0 +1,296 @@
+// Package e2e runs the whole pipeline the way an operator does: the
+// rdmabot binary, `rdmabot serve`, watching a real local public-inbox,
+// testing on the local 6.12 tree with the real builder and the QEMU
+// soft-RoCE lab, and writing its replies to the outbox.
+//
+// It needs what scripts/prepare-lab.sh makes (the imported tree, a warm
+// ccache and the guest image): without RDMABOT_TEST_TREE it skips, saying
+// so.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/mail"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/internal/pitest"
+)
+
+// list is the one mailing list of the scenario.
+const list = "linux-rdma"
+
+// machine is what prepare-lab.sh leaves on the machine.
+type machine struct {
+	store string // the bare tree store holding the imported 6.12 tree
+	rev   string // its import ref
+	cache string // ccache, kbuild artifacts, guest images
+}
+
+func needMachine(t testing.TB) machine {
+	t.Helper()
+	m := machine{store: os.Getenv("RDMABOT_TEST_TREE"), rev: os.Getenv("RDMABOT_TEST_TREE_REV"), cache: os.Getenv("RDMABOT_TEST_CACHE")}
+	if m.store == "" || m.rev == "" {
+		t.Skip("RDMABOT_TEST_TREE/RDMABOT_TEST_TREE_REV unset: run `eval \"$(bash scripts/prepare-lab.sh)\"` first (imports the 6.12 tree, builds the lab kernel and guest image)")
+	}
+	if m.cache == "" {
+		m.cache = "/var/cache/rdmabot"
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skip("qemu-system-x86_64 missing: apt install qemu-system-x86")
+	}
+	return m
+}
+
+func root(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test")
+		}
+		dir = parent
+	}
+}
+
+// buildBinary builds the checkout's rdmabot, so the test runs this code.
+func buildBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rdmabot")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rdmabot")
+	cmd.Dir = root(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// bot is one `rdmabot serve` process and the peers it talks to.
+type bot struct {
+	t       testing.TB
+	m       machine
+	bin     string
+	dir     string // data_dir
+	cfg     config.Config
+	cfgPath string
+	pi      *pitest.Server
+	cmd     *exec.Cmd
+	log     string
+	done    chan error
+}
+
+// startBot writes a config for the local inbox and tree (adjust edits it
+// further) and starts `rdmabot serve`.
+func startBot(t testing.TB, m machine, adjust func(*config.Config)) *bot {
+	t.Helper()
+	b := &bot{t: t, m: m, bin: buildBinary(t), dir: t.TempDir()}
+	b.pi = pitest.Start(t, pitest.Inbox{Name: list})
+
+	// The bot's tree store is the machine's: the imported tree and the
+	// kernels built from it are what make the run warm.
+	if err := os.MkdirAll(filepath.Join(b.dir, "trees"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(m.store, filepath.Join(b.dir, "trees", "kernel.git")); err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default()
+	c.DataDir, c.CacheDir = b.dir, m.cache
+	c.Lore.PollInterval.Duration = 2 * time.Second
+	c.Lore.GracePeriod.Duration = 30 * time.Second
+	c.Lore.Lists = c.Lore.Lists[:1]
+	c.Lore.Lists[0].Name, c.Lore.Lists[0].URL = list, b.pi.InboxURL(list)
+	c.Lore.BotAddresses = []string{"rdmabot@rdmabot.invalid"}
+	branch := strings.TrimPrefix(m.rev, "refs/trees/local/")
+	c.Builder.Trees = c.Builder.Trees[:1]
+	c.Builder.Trees[0].Name, c.Builder.Trees[0].URL, c.Builder.Trees[0].Branches = "local", "", []string{branch}
+	c.Builder.Trees[0].Tags = nil
+	c.Reports.Moderate = false // nothing is mailed anyway: mail = false
+	addr := freeAddr(t)
+	c.Bot.Listen, c.Bot.URL = addr, "http://"+addr
+	c.Bot.IngestInterval.Duration = 2 * time.Second
+	c.Bot.Mainline.Trees = []string{"local"}
+	c.Bot.Mainline.Schedules = []string{}
+	if os.Getenv("RDMABOT_TEST_LOCKED") == "1" {
+		// The caller holds the heavy lock for the whole test.
+		c.Builder.HeavyLock, c.Lab.QEMU.HeavyLock = "", ""
+	}
+	if adjust != nil {
+		adjust(&c)
+	}
+	raw, err := toml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Parse(raw); err != nil {
+		t.Fatalf("the test's config does not load: %v\n%s", err, raw)
+	}
+	b.cfg, b.cfgPath = c, filepath.Join(b.dir, "config.toml")
+	if err := os.WriteFile(b.cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.log = filepath.Join(b.dir, "serve.log")
+	b.start()
+	t.Cleanup(func() {
+		b.stop()
+		if t.Failed() {
+			t.Logf("serve log (last 150 lines):\n%s", tailFile(b.log, 150))
+		}
+	})
+	return b
+}
+
+func (b *bot) start() {
+	f, err := os.OpenFile(b.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.cmd = exec.Command(b.bin, "serve", "-config", b.cfgPath)
+	b.cmd.Stdout, b.cmd.Stderr = f, f
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := b.cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	f.Close()
+	b.done = make(chan error, 1)
+	go func() { b.done <- b.cmd.Wait() }()
+}
+
+// stop ends serve as an operator does (SIGTERM), then makes sure nothing
+// of its process group (builds, guests) is left.
+func (b *bot) stop() {
+	if b.cmd == nil {
+		return
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(45 * time.Second):
+		b.t.Errorf("serve ignored SIGTERM for 45 s")
+	}
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	b.cmd = nil
+}
+
+// post puts mails on the list, in order, as lore would receive them.
+func (b *bot) post(mails ...[]byte) {
+	for _, m := range mails {
+		b.pi.Add(b.t, list, m)
+	}
+}
+
+// reply is one mail the bot wrote to its outbox.
+type reply struct {
+	File    string
+	Header  mail.Header
+	Body    string
+	Arrived time.Time
+}
+
+func (r reply) String() string {
+	var sb strings.Builder
+	for _, k := range []string{"Subject", "In-Reply-To", "To", "Cc", "X-Rdmabot-Outcome"} {
+		fmt.Fprintf(&sb, "%s: %s\n", k, r.Header.Get(k))
+	}
+	sb.WriteString("\n" + r.Body)
+	return sb.String()
+}
+
+// replies reads the outbox Maildir.
+func (b *bot) replies() []reply {
+	var out []reply
+	dir := b.cfg.Reports.Outbox
+	if dir == "" {
+		dir = filepath.Join(b.dir, "outbox")
+	}
+	for _, sub := range []string{"new", "cur"} {
+		ents, _ := os.ReadDir(filepath.Join(dir, sub))
+		for _, e := range ents {
+			p := filepath.Join(dir, sub, e.Name())
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			m, err := mail.ReadMessage(bytes.NewReader(raw))
+			if err != nil {
+				b.t.Errorf("outbox %s: %v", p, err)
+				continue
+			}
+			body := new(bytes.Buffer)
+			body.ReadFrom(m.Body)
+			info, _ := e.Info()
+			out = append(out, reply{File: p, Header: m.Header, Body: body.String(), Arrived: info.ModTime()})
+		}
+	}
+	return out
+}
+
+// waitReply waits for the reply In-Reply-To msgid (angle brackets
+// included) and fails if serve exits first.
+func (b *bot) waitReply(ctx context.Context, msgid string) reply {
+	b.t.Helper()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		for _, r := range b.replies() {
+			if r.Header.Get("In-Reply-To") == msgid {
+				return r
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b.t.Fatalf("no reply to %s: %v", msgid, ctx.Err())
+		case err := <-b.done:
+			b.cmd = nil
+			b.t.Fatalf("serve exited: %v", err)
+		case <-tick.C:
+		}
+	}
+}
+
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
