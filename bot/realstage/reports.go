@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/outbox"
@@ -129,15 +130,24 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 		return err
 	}
 	in := &reports.Input{
-		Thread:  th,
-		Base:    reports.Base{Tree: rep.Tree, SHA: rep.Base, Reason: rep.BaseReason},
-		Test:    reports.TestInfo{Lab: r.Lab, Params: r.Params, RunURL: rep.URL},
+		Thread: th,
+		Base:   reports.Base{Tree: rep.Tree, SHA: rep.Base, Reason: rep.BaseReason},
+		Test: reports.TestInfo{Lab: r.Lab, Params: r.Params, RunURL: rep.URL,
+			// The same series through the same stages on any rdmabot.
+			Reproduce: fmt.Sprintf("rdmabot test -config config.toml -msgid '%s' -wait", th.MessageID)},
 		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
 	}
 	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
 	switch rep.Verdict {
 	case bot.VerdictNotApplied:
 		in.Apply = &reports.ApplyFailure{Output: rep.Log}
+		if e, ok := builder.ParseApplyError(rep.Log); ok {
+			in.Apply.Index, in.Apply.Patch, in.Apply.File = e.Index, e.Subject, e.File
+			if e.Hunk > 0 {
+				in.Apply.Hunk = fmt.Sprintf("#%d %s", e.Hunk, e.HunkHeader)
+			}
+			in.Apply.Output = fmt.Sprintf("patch %d/%d: %s", e.Index, e.Total, e.Reason)
+		}
 	case bot.VerdictBuildFailed:
 		in.BuildFail = &reports.BuildFailure{New: []string{firstLine(rep.Log)}, Log: rep.Log}
 	case bot.VerdictBootFailed:
@@ -195,7 +205,12 @@ func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
 	var body bytes.Buffer
 	if b.Confirmed {
 		fmt.Fprintf(&body, "A scheduled run found %s on %s %+.0f%% at %s compared with %s.\n\n", b.Metric, rep.Tree, b.Change*100, short(b.Bad), short(b.Good))
-		fmt.Fprintf(&body, "The first bad commit is %s.\nConfirmed: it fails 3 times, its parent passes 3 times, and %s with it reverted passes.\n\n", b.Culprit, short(b.Bad))
+		n := map[string]int{}
+		for _, s := range b.Steps {
+			n[s.Phase]++
+		}
+		fmt.Fprintf(&body, "The first bad commit is %s.\nConfirmed: it fails again (%s), its parent passes again (%s), and %s with it reverted passes.\n\n",
+			b.Culprit, times(n["confirm-culprit"]), times(n["confirm-parent"]), short(b.Bad))
 	} else {
 		fmt.Fprintf(&body, "A scheduled run found %s on %s %+.0f%% at %s compared with %s, but no culprit was confirmed:\n%s\n\n", b.Metric, rep.Tree, b.Change*100, short(b.Bad), short(b.Good), rep.Summary)
 	}
@@ -210,6 +225,13 @@ func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
 	raw.WriteString(strings.ReplaceAll(body.String(), "\n", "\r\n"))
 	return r.enqueue(ctx, outbox.Reply{MessageID: id, Key: outbox.Key("email", rep.Key, 1), Channel: "email",
 		Outcome: bot.VerdictRegression, Recipient: to[0], Envelope: to, Raw: raw.Bytes()})
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 func firstLine(s string) string {
