@@ -45,6 +45,7 @@ func testConfig() bot.Config {
 	c.IngestInterval = cfgtype.D(time.Second)
 	c.Mainline.Schedules = nil
 	c.LeaseTTL = cfgtype.D(3 * time.Second)
+	c.Mainline.Metric = "write_MBps" // what the fake lab measures
 	return c
 }
 

@@ -98,7 +98,7 @@ func DefaultConfig() Config {
 		Mainline: MainlineConfig{
 			Schedules: []string{"CRON_TZ=UTC 0 */6 * * *"},
 			Trees:     []string{"mainline"},
-			Metric:    "write_MBps",
+			Metric:    "copy_MBps",
 		},
 		GitHub: GitHubConfig{
 			PollInterval: cfgtype.D(time.Minute),

@@ -14,14 +14,17 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-func samples(n int, write float64, spread float64) []store.Sample {
+// samples are n boots of the decided metrics: copy throughput around
+// copy (spread wide) and a loop time that follows it.
+func samples(n int, copy float64, spread float64) []store.Sample {
 	var out []store.Sample
 	for i := range n {
 		var it []float64
 		for j := range 4 {
-			it = append(it, write+spread*float64((i*5+j*3)%7-3)/3)
+			it = append(it, copy+spread*float64((i*5+j*3)%7-3)/3)
 		}
-		out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": write}, Iterations: map[string][]float64{"write_MBps": it}})
+		loop := 2000 / (copy + spread*float64(i%3-1)/3)
+		out = append(out, store.Sample{Metrics: map[string]float64{"copy_MBps": copy, "loop_s": loop}, Iterations: map[string][]float64{"copy_MBps": it}})
 	}
 	return out
 }

@@ -96,11 +96,20 @@ func ReferenceNoise() NoiseModel {
 	return NoiseModel{
 		Source: "lab REPORT.md §9 (-icount shift=2,sleep=on, 4 boots)",
 		Metrics: []MetricNoise{
-			FitNoise("write", "MB/s", true, one(15.9, 16.5, 17.1, 16.1)),
-			FitNoise("read", "MB/s", true, one(14.5, 14.8, 15.6, 14.4)),
+			FitNoise("copy", "MB/s", true, one(copyMBps([]float64{15.9, 16.5, 17.1, 16.1}, []float64{14.5, 14.8, 15.6, 14.4})...)),
 			FitNoise("loop", "s", false, one(50.67, 50.23, 49.53, 50.63)),
 		},
 	}
+}
+
+// copyMBps is both copies' throughput from write and read throughputs
+// of equal sizes: twice the size over the sum of the two times.
+func copyMBps(write, read []float64) []float64 {
+	out := make([]float64, len(write))
+	for i := range write {
+		out[i] = 2 / (1/write[i] + 1/read[i])
+	}
+	return out
 }
 
 // PlainTCGNoise is the same study without instruction counting (5 boots):
@@ -116,8 +125,7 @@ func PlainTCGNoise() NoiseModel {
 	return NoiseModel{
 		Source: "lab REPORT.md §9 (plain TCG, 5 boots)",
 		Metrics: []MetricNoise{
-			FitNoise("write", "MB/s", true, one(23.4, 15.6, 20.0, 18.7, 19.4)),
-			FitNoise("read", "MB/s", true, one(23.1, 16.2, 19.5, 17.9, 19.6)),
+			FitNoise("copy", "MB/s", true, one(copyMBps([]float64{23.4, 15.6, 20.0, 18.7, 19.4}, []float64{23.1, 16.2, 19.5, 17.9, 19.6})...)),
 			FitNoise("loop", "s", false, one(19.6, 26.6, 21.9, 22.7, 22.2)),
 		},
 	}
@@ -127,19 +135,25 @@ func PlainTCGNoise() NoiseModel {
 // noise model reads: the lab mode, whether the run passed, the per
 // iteration throughputs and the whole loop's seconds.
 type labRun struct {
-	Mode       string  `json:"mode"`
-	Passed     bool    `json:"passed"`
-	LoopSecs   float64 `json:"loop_s"`
+	Mode     string  `json:"mode"`
+	Passed   bool    `json:"passed"`
+	LoopSecs float64 `json:"loop_s"`
+	Test     struct {
+		SizeMiB int `json:"size_mib"`
+	} `json:"test"`
 	Iterations []struct {
-		WriteMBps float64 `json:"write_mbps"`
 		ReadMBps  float64 `json:"read_mbps"`
+		WriteSecs float64 `json:"write_s"`
+		ReadSecs  float64 `json:"read_s"`
 	} `json:"iterations"`
 }
 
 // LoadNoiseDir fits one model per lab mode (plain TCG, icount, ...) to
 // the per-boot result files the lab bench saves for one fixed kernel
-// (rdmabot lab bench, NoiseDir). Failed runs are left out; a metric
-// absent from a mode (fio has no write) is left out of its model.
+// (rdmabot lab bench, NoiseDir), over the metrics the bot decides on:
+// both copies' throughput per iteration (copy, MB/s) and the whole
+// loop's seconds; a fio run has read bandwidth instead of copy. Failed
+// runs are left out.
 func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
@@ -149,7 +163,7 @@ func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 		return nil, fmt.Errorf("%s: no *.json runs", dir)
 	}
 	sort.Strings(files)
-	type perMode struct{ write, read, loop [][]float64 }
+	type perMode struct{ copy, read, loop [][]float64 }
 	modes := map[string]*perMode{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "-summary.json") {
@@ -171,17 +185,16 @@ func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 			m = &perMode{}
 			modes[r.Mode] = m
 		}
-		var w, rd []float64
+		var c, rd []float64
 		for _, it := range r.Iterations {
-			if it.WriteMBps > 0 {
-				w = append(w, it.WriteMBps)
-			}
-			if it.ReadMBps > 0 {
+			if it.WriteSecs > 0 && it.ReadSecs > 0 && r.Test.SizeMiB > 0 {
+				c = append(c, 2*float64(r.Test.SizeMiB)/(it.WriteSecs+it.ReadSecs))
+			} else if it.ReadMBps > 0 {
 				rd = append(rd, it.ReadMBps)
 			}
 		}
-		if len(w) > 0 {
-			m.write = append(m.write, w)
+		if len(c) > 0 {
+			m.copy = append(m.copy, c)
 		}
 		if len(rd) > 0 {
 			m.read = append(m.read, rd)
@@ -198,11 +211,10 @@ func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 	var out []NoiseModel
 	for _, k := range names {
 		m := modes[k]
-		model := NoiseModel{Source: fmt.Sprintf("%s, lab mode %q (%d passed runs)", dir, k, max(len(m.read), len(m.loop)))}
-		if len(m.write) >= 3 {
-			model.Metrics = append(model.Metrics, FitNoise("write", "MB/s", true, m.write))
-		}
-		if len(m.read) >= 3 {
+		model := NoiseModel{Source: fmt.Sprintf("%s, lab mode %q (%d passed runs)", dir, k, max(len(m.copy), len(m.read), len(m.loop)))}
+		if len(m.copy) >= 3 {
+			model.Metrics = append(model.Metrics, FitNoise("copy", "MB/s", true, m.copy))
+		} else if len(m.read) >= 3 {
 			model.Metrics = append(model.Metrics, FitNoise("read", "MB/s", true, m.read))
 		}
 		if len(m.loop) >= 3 {

@@ -293,8 +293,9 @@ func TestLoadNoiseDir(t *testing.T) {
 	}
 	// The shape of lab.Result, trimmed.
 	for i, v := range []float64{16.0, 16.5, 17.0, 16.2} {
-		write(fmt.Sprintf("s-quiet-%02d.json", i), fmt.Sprintf(`{"pair":"qemu","mode":"qemu-tcg-icount2","passed":true,"loop_s":%v,
-			"iterations":[{"n":1,"write_mbps":%v,"read_mbps":14.5,"write_s":2,"read_s":2.2,"cmp":"ok"},{"n":2,"write_mbps":%v,"read_mbps":14.9,"cmp":"ok"}]}`, 50+i, v, v+0.2))
+		write(fmt.Sprintf("s-quiet-%02d.json", i), fmt.Sprintf(`{"pair":"qemu","mode":"qemu-tcg-icount2","passed":true,"loop_s":%v,"test":{"size_mib":8},
+			"iterations":[{"n":1,"write_mbps":%v,"read_mbps":14.5,"write_s":%v,"read_s":2.2,"cmp":"ok"},{"n":2,"write_mbps":%v,"read_mbps":14.9,"write_s":%v,"read_s":2.1,"cmp":"ok"}]}`,
+			50+i, v, 8/v, v+0.2, 8/(v+0.2)))
 	}
 	write("s-summary.json", `{"kernel":{"path":"bzImage"},"boots":4,"spread":{"quiet":[{"metric":"loop_s","values":[1,2],"mean":1.5,"cv":0.4}]}}`)
 	write("s-plain-01.json", `{"mode":"qemu-tcg","passed":true,"loop_s":20,"iterations":[{"write_mbps":20,"read_mbps":19}]}`)
@@ -303,14 +304,15 @@ func TestLoadNoiseDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(models) != 1 || len(models[0].Metrics) != 3 {
-		t.Fatalf("want one mode (plain has too few runs) with write, read, loop: %+v", models)
+	if len(models) != 1 || len(models[0].Metrics) != 2 {
+		t.Fatalf("want one mode (plain has too few runs) with copy and loop: %+v", models)
 	}
-	w := models[0].Metrics[0]
-	if w.Name != "write" || w.Runs != 4 || w.Iterations != 2 || w.IterSigma <= 0 || math.Abs(w.Mean-16.5) > 0.3 {
-		t.Errorf("write fit: %+v", w)
+	// copy = 2 x 8 MiB over write_s + read_s of each iteration: about 6.07.
+	c := models[0].Metrics[0]
+	if c.Name != "copy" || c.Runs != 4 || c.Iterations != 2 || c.IterSigma <= 0 || math.Abs(c.Mean-6.07) > 0.05 {
+		t.Errorf("copy fit: %+v", c)
 	}
-	if l := models[0].Metrics[2]; l.HigherIsBetter || l.Runs != 4 {
+	if l := models[0].Metrics[1]; l.HigherIsBetter || l.Runs != 4 {
 		t.Errorf("loop fit: %+v", l)
 	}
 	if _, err := LoadNoiseDir(t.TempDir()); err == nil {
