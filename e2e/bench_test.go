@@ -8,10 +8,11 @@ import (
 )
 
 // BenchmarkTimeToVerdict times one harmless series from its posting to
-// its reply in the outbox, on warm caches: a first series is answered
-// before the clock starts, so the ccache, the build slot, the base
-// kernel and the base's measurements are all warm, as they are on a bot
-// that has been running. It prints the time per stage.
+// its reply in the outbox with config.toml's statistics budget, on warm
+// caches: a first series is answered before the clock starts, so the
+// ccache, the build slot, the base kernel and the base's measurements are
+// all warm, as they are on a bot that has been running. It prints the
+// time per stage.
 //
 //	eval "$(bash scripts/prepare-lab.sh)"
 //	go test ./e2e -run '^$' -bench TimeToVerdict -benchtime 1x -timeout 60m
@@ -20,7 +21,7 @@ func BenchmarkTimeToVerdict(bm *testing.B) {
 	for bm.Loop() {
 		a := newAuthor(bm, m)
 		warm, measured := a.fault(), a.harmless()
-		b := startBot(bm, m, quick)
+		b := startBot(bm, m, nil) // config.toml's budget
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 		b.post(warm.mails...)
 		b.waitReply(ctx, warm.root)
