@@ -75,7 +75,7 @@ func (e *ApplyError) Error() string {
 
 // applyErrorText matches ApplyError.Error(); the message is all that
 // survives a durable job boundary, and the report wants its parts back.
-var applyErrorText = regexp.MustCompile(`^patch (\d+)/(\d+) ("(?:[^"\\]|\\.)*") does not apply to ([0-9a-f]{40})(?:: ([^:\s]+))?(?:: hunk #(\d+) (@@ [^@]* @@))?: (?s)(.*)$`)
+var applyErrorText = regexp.MustCompile(`^patch (\d+)/(\d+) ("(?:[^"\\]|\\.)*") does not apply to ([0-9a-f]{40})(?:: ([^:\s]+))?(?:: hunk #(\d+) (@@ [^@]* @@[^:]*))?: (?s)(.*)$`)
 
 // ParseApplyError reads back what ApplyError.Error wrote.
 func ParseApplyError(msg string) (*ApplyError, bool) {

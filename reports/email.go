@@ -184,8 +184,8 @@ func infoBlock(v *Verdict) string {
 	base := in.Base.URL
 	if base != "" {
 		base += " " + in.Base.Branch
-	} else {
-		base = in.Base.Tree + "/" + in.Base.Branch
+	} else if base = in.Base.Tree; in.Base.Branch != "" {
+		base += "/" + in.Base.Branch
 	}
 	base = strings.TrimSpace(base + " " + in.Base.SHA)
 	version := ""
