@@ -44,8 +44,9 @@ func (l *Lab) pair(ctx context.Context, name string) (lab.Pair, error) {
 	return p, nil
 }
 
-// Run boots the kernel in dir n times. A *BootError is returned as it is
-// (the kernel's fault); every other error is the lab's.
+// Run boots the kernel in dir n times, or until a boot crashes. A
+// *BootError is returned as it is (the kernel's fault); every other error
+// is the lab's.
 func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Writer) ([]store.Sample, error) {
 	p, err := l.pair(ctx, pairName)
 	if err != nil {
@@ -97,6 +98,12 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 		fmt.Fprintf(trace, "boot %d/%d on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s %s\n", i+1, n, res.Pair, res.Mode,
 			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], s.Crash)
 		out = append(out, s)
+		if s.Crash != "" && i+1 < n {
+			// A crash decides the verdict before any metric does; more
+			// boots would only crash again, slowly.
+			fmt.Fprintf(trace, "stopping after boot %d/%d: the kernel crashed\n", i+1, n)
+			break
+		}
 	}
 	return out, nil
 }
