@@ -131,7 +131,7 @@ func checkBody(t *testing.T, name, body string) {
 	must := map[string][]string{
 		"harmless":   {"copy_MBps", "loop_s", "Tested-by: rdmabot"},
 		"lab-fault":  {"copy_MBps"},
-		"slow-send":  {"REGRESSION", "Reported-by:", "Closes:", "%"},
+		"slow-send":  {"regression of copy_MBps", "Reported-by:", "Closes:", "99% interval"},
 		"broken":     {"svc_rdma_sendto.c", "sqecount", "error"},
 		"drain-hang": {"INFO: task hung in", "__ib_drain_sq"},
 		"stale":      {"2/2", "svc_rdma_sendto.c", "does not apply"},

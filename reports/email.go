@@ -234,7 +234,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	switch v.Outcome {
 	case Pass, Regression, Improvement:
 		raw(table(metricRows(v.Decision), ""))
-		note := fmt.Sprintf("Base and patched kernels ran interleaved on the same pair. Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
+		note := fmt.Sprintf("Base and patched kernels ran on the same pair, one boot per run. Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
 		for _, cmp := range v.Decision.Comparisons {
 			if cmp.Warmup {
 				note += " The first iteration of each run was dropped as a warm-up."
