@@ -164,12 +164,16 @@ func (a *author) harmless() series {
 // slowSend delays every server Send by 1 ms: the reference lab measured
 // about -45 % write and -40 % read throughput for this change.
 func (a *author) slowSend() series {
-	c := a.commit(a.base, "svcrdma: pace Send WRs to ease SQ contention",
+	return a.series("slow-send", a.base, a.slowCommit(a.base))
+}
+
+// slowCommit is slowSend's commit on parent.
+func (a *author) slowCommit(parent string) string {
+	return a.commit(parent, "svcrdma: pace Send WRs to ease SQ contention",
 		"Posting Sends back to back starves other threads of SQ entries.\nPace them.",
 		edit{sendto, "#include <linux/spinlock.h>\n", "#include <linux/spinlock.h>\n#include <linux/delay.h>\n"},
 		edit{sendto, "\tmight_sleep();\n\n\t/* Sync the transport header buffer */\n",
 			"\tmight_sleep();\n\tudelay(1000);\n\n\t/* Sync the transport header buffer */\n"})
-	return a.series("slow-send", a.base, c)
 }
 
 // broken does not compile: a renamed local left behind.

@@ -27,11 +27,7 @@ func (a *author) history(n, slow int) []string {
 	for i := 1; i <= n; i++ {
 		var c string
 		if i == slow {
-			c = a.commit(parent, "svcrdma: pace Send WRs to ease SQ contention",
-				"Posting Sends back to back starves other threads of SQ entries.\nPace them.",
-				edit{sendto, "#include <linux/spinlock.h>\n", "#include <linux/spinlock.h>\n#include <linux/delay.h>\n"},
-				edit{sendto, "\tmight_sleep();\n\n\t/* Sync the transport header buffer */\n",
-					"\tmight_sleep();\n\tudelay(1000);\n\n\t/* Sync the transport header buffer */\n"})
+			c = a.slowCommit(parent)
 		} else {
 			f := files[i%len(files)]
 			c = a.commit(parent, fmt.Sprintf("%s: note %d on the code above", shortPath(f), i), "No functional change.",
