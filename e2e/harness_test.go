@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/mail"
 	"os"
 	"os/exec"
@@ -160,6 +161,7 @@ func startBot(t testing.TB, m machine, adjust func(*config.Config)) *bot {
 	}
 	b.log = filepath.Join(b.dir, "serve.log")
 	b.start()
+	b.waitUp(time.Minute)
 	t.Cleanup(func() {
 		b.stop()
 		if t.Failed() {
@@ -183,6 +185,30 @@ func (b *bot) start() {
 	f.Close()
 	b.done = make(chan error, 1)
 	go func() { b.done <- b.cmd.Wait() }()
+}
+
+// waitUp waits for the dashboard to answer, i.e. for serve to be up.
+func (b *bot) waitUp(limit time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := http.Get(b.cfg.Bot.URL + "/api/tests")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-b.done:
+			b.cmd = nil
+			b.t.Fatalf("serve exited while starting: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("serve did not answer on %s within %s: %v", b.cfg.Bot.URL, limit, err)
+		}
+	}
 }
 
 // stop ends serve as an operator does (SIGTERM), then makes sure nothing
