@@ -364,6 +364,11 @@ func encodeCommit(c *object.Commit) ([]byte, error) {
 	return io.ReadAll(rd)
 }
 
+// Refresh re-reads the store, for a tree that is updated outside the bot
+// (an operator's git fetch or push into a tree without a URL): go-git
+// lists the packs once and would not see new ones.
+func (s *Store) Refresh() error { return s.reopen() }
+
 // reopen re-reads the repository so go-git sees packs written behind its
 // back.
 func (s *Store) reopen() error {

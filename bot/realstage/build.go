@@ -112,13 +112,21 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	return res.Dir, nil
 }
 
-// Head fetches a tree's branch (when it has a URL) and resolves ref.
+// Head fetches a tree's branch (when it has a URL; else re-reads the
+// store, which someone else updates) and resolves ref.
 func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {
 	for _, t := range b.Cfg.Trees {
-		if t.Name == tree && t.URL != "" {
-			if err := b.Store.Fetch(ctx, t); err != nil {
-				return "", infra(err)
-			}
+		if t.Name != tree {
+			continue
+		}
+		var err error
+		if t.URL != "" {
+			err = b.Store.Fetch(ctx, t)
+		} else {
+			err = b.Store.Refresh()
+		}
+		if err != nil {
+			return "", infra(err)
 		}
 	}
 	c, err := b.Store.Resolve(tree + "/" + ref)
