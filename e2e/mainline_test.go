@@ -71,7 +71,7 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	// own; the ref is removed afterwards (its objects stay, as fetched
 	// objects do).
 	ref := "refs/trees/replay/master"
-	a.run(nil, "--git-dir", a.git, "push", "-q", m.store, a.base+":"+ref)
+	a.run(nil, "--git-dir", a.git, "push", "-q", "-f", m.store, a.base+":"+ref)
 	t.Cleanup(func() { a.run(nil, "--git-dir", m.store, "update-ref", "-d", ref) })
 
 	start := time.Now()
