@@ -70,7 +70,12 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		if err != nil {
 			return infra(err)
 		}
-		repo, err := git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+		// A bare store opens only without DetectDotGit (which looks for a
+		// .git above it and fails); a work tree's path needs it.
+		repo, err := git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+		if err != nil {
+			repo, err = git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+		}
 		if err != nil {
 			return infra(fmt.Errorf("open %s: %w", gitDir, err))
 		}
