@@ -80,13 +80,7 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
-	// The store may be a symlink (trees on another disk); go-git refuses
-	// to open a repository through one, so bisection gets the real path.
-	repoDir := builder.StorePath(cfg.DataDir)
-	if real, err := filepath.EvalSymlinks(repoDir); err == nil {
-		repoDir = real
-	}
-	b := &Build{Store: bs, RepoDir: repoDir, Cfg: cfg.Builder, Kbuild: kb, Lab: cfg.Lab.Default, Now: time.Now}
+	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: cfg.Lab.Default, Now: time.Now}
 	stages.Build, stages.Trees = b, b
 	return stages, nil
 }
