@@ -140,9 +140,8 @@ func (b *bot) waitMainline(ctx context.Context, commit string) {
 	for {
 		var series []struct {
 			Points []struct {
-				Commit string    `json:"commit"`
-				State  string    `json:"state"`
-				At     time.Time `json:"at"`
+				Commit string `json:"commit"`
+				State  string `json:"state"`
 			} `json:"points"`
 		}
 		getJSON(b.t, b.cfg.Bot.URL+"/api/mainline", &series)
