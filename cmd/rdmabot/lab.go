@@ -15,7 +15,7 @@ import (
 )
 
 const labUsage = `rdmabot lab image [-config FILE]
-rdmabot lab bench -kernel BZIMAGE [-boots 10] [-icount shift=2,sleep=on] [-spread-only] [-quiet-only] [-size 32M] [-iters 3]
+rdmabot lab bench -kernel BZIMAGE [-boots 10] [-icount shift=3,sleep=on] [-spread-only] [-quiet-only] [-size 32M] [-iters 3]
 rdmabot lab run -kernel BZIMAGE [-test transfer|fio] [-size 32M] [-iters 3] [-rdma rxe|siw]
                 [-transport rdma|tcp] [-vers auto|3|4.2] [-quiet=true] [-json FILE] [-selftest KIND] [-config FILE]`
 
@@ -180,6 +180,8 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	icount := fs.String("icount", "", "quiet mode's -icount (default: the config's)")
 	spreadOnly := fs.Bool("spread-only", false, "skip the full run and the two-pairs measurement")
 	quietOnly := fs.Bool("quiet-only", false, "measure the spread of the quiet mode only")
+	refDir := fs.String("reference", filepath.Join("..", "shared", "lab"), "the reference lab (run-pair.sh, build-rootfs.sh), timed beside the full runs; skipped when absent")
+	rounds := fs.Int("rounds", 3, "full runs, each followed by one of the reference lab's")
 	size := fs.String("size", strconv.Itoa(lab.DefaultTest().SizeMiB)+"M", "file size per iteration for the spread")
 	iters := fs.Int("iters", lab.DefaultTest().Iterations, "iterations per boot for the spread")
 	if err := fs.Parse(args); err != nil {
@@ -206,9 +208,15 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	if *icount != "" {
 		qc.Icount = *icount
 	}
+	var peer *lab.Peer
+	if _, err := os.Stat(filepath.Join(*refDir, "run-pair.sh")); err == nil {
+		peer = &lab.Peer{Dir: *refDir, Work: filepath.Join(c.CacheDir, "lab", "reference")}
+	} else if !*spreadOnly {
+		fmt.Fprintf(e.stdout, "no reference lab at %s: full runs are compared with its published figure only\n", *refDir)
+	}
 	return lab.Bench(ctx, lab.BenchOptions{
 		Kernel: lab.Kernel{BzImage: *kernel}, Image: img, QEMU: qc, Boots: *boots, Test: test,
-		SpreadOnly: *spreadOnly, QuietOnly: *quietOnly,
+		SpreadOnly: *spreadOnly, QuietOnly: *quietOnly, Peer: peer, Rounds: *rounds,
 		NoiseDir: filepath.Join(c.CacheDir, "lab", "noise"), Out: e.stdout, Log: e.log,
 	})
 }
