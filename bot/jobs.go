@@ -501,29 +501,43 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		return b.withLease(ctx, t.Lab, job.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
 			start := time.Now()
-			var baseSamples []store.Sample
+			// Base and candidate boots alternate, so that a drift of the
+			// machine during the round hits both sides alike.
+			var baseSamples, candSamples []store.Sample
 			if basePath != "" {
-				tr.Logf("round %d: %d base runs of %s on %s", job.Args.Round, n, short(t.Base), t.Lab)
-				baseSamples, err = b.stages.Lab.Run(ctx, t.Lab, basePath, n, tr)
+				tr.Logf("round %d: %d runs each of base %s and candidate %s on %s, alternating", job.Args.Round, n, short(t.Base), short(t.Candidate), t.Lab)
+			} else {
+				tr.Logf("round %d: %d candidate runs of %s on %s", job.Args.Round, n, short(t.Candidate), t.Lab)
+			}
+			for range n {
+				if basePath != "" {
+					s, err := b.stages.Lab.Run(ctx, t.Lab, basePath, 1, tr)
+					if err != nil {
+						if IsInfra(err) || ctx.Err() != nil {
+							return err
+						}
+						tr.Logf("base kernel failed in the lab: %v", err)
+						t.State, t.Summary = store.StateFailed, "base kernel failed in the lab: "+err.Error()
+						return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+					}
+					baseSamples = append(baseSamples, s...)
+				}
+				s, err := b.stages.Lab.Run(ctx, t.Lab, candPath, 1, tr)
 				if err != nil {
 					if IsInfra(err) || ctx.Err() != nil {
 						return err
 					}
-					tr.Logf("base kernel failed in the lab: %v", err)
-					t.State, t.Summary = store.StateFailed, "base kernel failed in the lab: "+err.Error()
-					return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+					tr.Logf("candidate kernel failed: %v", err)
+					return complete(ctx, b, job, func(tx *sql.Tx) error {
+						return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
+					})
 				}
-			}
-			tr.Logf("round %d: %d candidate runs of %s on %s", job.Args.Round, n, short(t.Candidate), t.Lab)
-			candSamples, err := b.stages.Lab.Run(ctx, t.Lab, candPath, n, tr)
-			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
-					return err
+				candSamples = append(candSamples, s...)
+				// A crash is the answer already; more boots would only
+				// crash again.
+				if crashed(baseSamples) || crashed(candSamples) {
+					break
 				}
-				tr.Logf("candidate kernel failed: %v", err)
-				return complete(ctx, b, job, func(tx *sql.Tx) error {
-					return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
-				})
 			}
 			fin := time.Now()
 			return complete(ctx, b, job, func(tx *sql.Tx) error {
@@ -553,6 +567,15 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			})
 		})
 	})
+}
+
+func crashed(samples []store.Sample) bool {
+	for _, s := range samples {
+		if s.Crash != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // withLease runs f holding the lab pair's lease, renewing it while f
