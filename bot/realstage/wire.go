@@ -49,7 +49,7 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(cfg.Lab.Test), Now: time.Now}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(cfg.Lab), Now: time.Now}
 	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
 	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
 		r = strings.TrimSpace(r)
@@ -86,7 +86,13 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 }
 
 // Params names the test the lab runs, for the base-result cache: a
-// change of test gives new base measurements.
-func Params(t lab.Test) string {
-	return fmt.Sprintf("%s-%dMiB-x%d-nfs%s-%s-%s", t.Kind, t.SizeMiB, t.Iterations, t.NFSVersion, t.Transport, t.RDMA)
+// change of test, or of the QEMU pair's clock mode, gives new base
+// measurements (guest timings from two -icount settings do not compare).
+func Params(c lab.Config) string {
+	t := c.Test
+	p := fmt.Sprintf("%s-%dMiB-x%d-nfs%s-%s-%s", t.Kind, t.SizeMiB, t.Iterations, t.NFSVersion, t.Transport, t.RDMA)
+	if c.QEMU.Icount != "" {
+		p += "-icount(" + c.QEMU.Icount + ")"
+	}
+	return p
 }

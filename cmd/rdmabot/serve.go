@@ -49,7 +49,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		// The statistics' schedule: its first look needs this many runs.
 		cfg.Bot.Runs = cfg.Reports.Runs
 	}
-	opts := bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab.Test),
+	opts := bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab),
 		Branches: realstage.Branches(cfg), Stages: stages, Log: e.log, ID: *id}
 	var gh *ghbot.Bot
 	if cfg.Bot.GitHub.Repo != "" {
@@ -138,7 +138,7 @@ func client(ctx context.Context, e *env, path string, withLore bool) (*bot.Bot, 
 		lo := realstage.NewLore(cfg, st, e.log)
 		stages = bot.Stages{Fetch: lo, Mbox: lo}
 	}
-	b, err := bot.New(st, bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab.Test),
+	b, err := bot.New(st, bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab),
 		Branches: realstage.Branches(cfg), Stages: stages, Log: e.log})
 	if err != nil {
 		st.Close()
