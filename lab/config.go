@@ -85,7 +85,7 @@ func DefaultConfig() Config {
 		QEMU: QEMUConfig{
 			Binary:           "qemu-system-x86_64",
 			MemoryMiB:        1024,
-			Icount:           "shift=2,sleep=on",
+			Icount:           "shift=3,sleep=on",
 			HeavyLock:        "/var/cache/rdmabot/heavy.lock",
 			BootTimeout:      cfgtype.D(90 * time.Second),
 			SetupTimeout:     cfgtype.D(180 * time.Second),

@@ -219,7 +219,7 @@ func TestGuestArgs(t *testing.T) {
 	p := NewQEMUPair(DefaultConfig().QEMU, Image{}, testLogger(t))
 	r := &run{pair: p, test: DefaultTest(), kernel: Kernel{BzImage: "bz"}, initrd: "rd"}
 	args := strings.Join(r.spec("server", "socket,id=n0,listen=127.0.0.1:4000", "52:54:00:00:00:01").args(), " ")
-	for _, want := range []string{"-accel tcg", "-no-reboot", "-icount shift=2,sleep=on", "-netdev socket,id=n0,listen=127.0.0.1:4000", "rb.role=server"} {
+	for _, want := range []string{"-accel tcg", "-no-reboot", "-icount shift=3,sleep=on", "-netdev socket,id=n0,listen=127.0.0.1:4000", "rb.role=server"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args lack %q: %s", want, args)
 		}

@@ -23,6 +23,10 @@ type SimResult struct {
 	MinPowerLo       float64
 	MeanRunsNull     float64
 	InconclusiveNull float64
+	// FirstLookPassNull is the share of no-change trials that passed at
+	// the first look: how often a harmless series is answered after the
+	// first lab round, which sets the usual time to a verdict.
+	FirstLookPassNull float64
 }
 
 // Simulate runs the adaptive Decide loop on data drawn from the noise
@@ -38,6 +42,7 @@ func Simulate(ctx context.Context, p Policy, model NoiseModel, effect float64, t
 		hit                 bool
 		runs                int
 	}
+	firstLook := 0
 	jobs := trials * (k + 1)
 	out := make([]outcome, jobs)
 	var wg sync.WaitGroup
@@ -87,12 +92,16 @@ feed:
 		if o.inconclusive && !o.alarm {
 			incon++
 		}
+		if !o.alarm && !o.inconclusive && o.runs <= p.Runs {
+			firstLook++
+		}
 		runs += o.runs
 	}
 	res.FalseAlarm = float64(alarms) / float64(trials)
 	_, res.FalseAlarmHi = wilson(alarms, trials)
 	res.InconclusiveNull = float64(incon) / float64(trials)
 	res.MeanRunsNull = float64(runs) / float64(trials)
+	res.FirstLookPassNull = float64(firstLook) / float64(trials)
 	res.MinPower = 1
 	minHits := trials
 	for i := range k {
