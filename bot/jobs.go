@@ -509,8 +509,9 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			} else {
 				tr.Logf("round %d: %d candidate runs of %s on %s", job.Args.Round, n, short(t.Candidate), t.Lab)
 			}
-			for range n {
+			for i := range n {
 				if basePath != "" {
+					tr.Logf("base %d/%d", i+1, n)
 					s, err := b.stages.Lab.Run(ctx, t.Lab, basePath, 1, tr)
 					if err != nil {
 						if IsInfra(err) || ctx.Err() != nil {
@@ -522,6 +523,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 					}
 					baseSamples = append(baseSamples, s...)
 				}
+				tr.Logf("candidate %d/%d", i+1, n)
 				s, err := b.stages.Lab.Run(ctx, t.Lab, candPath, 1, tr)
 				if err != nil {
 					if IsInfra(err) || ctx.Err() != nil {

@@ -95,7 +95,11 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 		} else if !res.Passed {
 			s.Crash = res.Failure
 		}
-		fmt.Fprintf(trace, "boot %d/%d on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s %s\n", i+1, n, res.Pair, res.Mode,
+		which := "boot"
+		if n > 1 {
+			which = fmt.Sprintf("boot %d/%d", i+1, n)
+		}
+		fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s %s\n", which, res.Pair, res.Mode,
 			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], s.Crash)
 		out = append(out, s)
 		if s.Crash != "" && i+1 < n {
