@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // gitT runs git in dir with a pinned identity and clock, so commit ids
@@ -42,26 +44,7 @@ func gitEnv(dir string, extraEnv []string, args ...string) (string, error) {
 
 // sharedDir is ../shared next to the module root, or a skip.
 func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skip("../shared absent: the real-corpus tests read it")
-	}
-	return shared
+	return testenv.Shared(t, "the real-corpus tests read it")
 }
 
 func writeFile(t testing.TB, path, content string, mode os.FileMode) {

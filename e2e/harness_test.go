@@ -28,6 +28,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/internal/pitest"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // list is the one mailing list of the scenario.
@@ -56,21 +57,7 @@ func needMachine(t testing.TB) machine {
 }
 
 func root(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test")
-		}
-		dir = parent
-	}
+	return testenv.ModuleRoot(t)
 }
 
 // buildBinary builds the checkout's rdmabot, so the test runs this code.

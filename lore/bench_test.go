@@ -11,28 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
 // corpusDir returns ../shared/corpus/<name> or skips.
 func corpusDir(b *testing.B, name string) string {
-	b.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			b.Skip("../shared absent: no module root found")
-		}
-		dir = filepath.Dir(dir)
-	}
-	p := filepath.Join(filepath.Dir(dir), "shared", "corpus", name)
-	if _, err := os.Stat(p); err != nil {
-		b.Skipf("../shared absent (%s): the 2024 archives are not on this machine", p)
-	}
-	return p
+	return testenv.Shared(b, "the 2024 archives are not on this machine", "corpus", name)
 }
 
 // cpuTime is the CPU time this process has used: on a machine shared

@@ -5,32 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 // sharedDir returns ../shared next to the module root, or skips.
 func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("../shared absent: no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(filepath.Dir(dir), "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("../shared absent (%s): the real-thread corpus is not on this machine", shared)
-	}
-	return shared
+	return testenv.Shared(t, "the real-thread corpus is not on this machine")
 }
 
 // threadFiles returns every .eml under shared/corpus/threads, sorted.

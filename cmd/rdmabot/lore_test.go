@@ -10,20 +10,14 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/internal/pitest"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
 // threadsDir returns ../shared/corpus/threads or skips.
 func threadsDir(t *testing.T) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "corpus", "threads"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("../shared absent (%s): no real threads to scan", p)
-	}
-	return p
+	return testenv.Shared(t, "no real threads to scan", "corpus", "threads")
 }
 
 func TestLoreScanEMLDirAndMbox(t *testing.T) {

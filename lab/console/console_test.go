@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/console")
@@ -16,26 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/co
 // sharedDir is ../shared next to the module root (read-only reference
 // material; tests only read it).
 func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	s := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(s); err != nil {
-		t.Skipf("../shared absent: %v", err)
-	}
-	return s
+	return testenv.Shared(t, "the real console logs are read from it")
 }
 
 var hostStamp = regexp.MustCompile(`(?m)^\d+\.\d+ `)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // archive builds a public-inbox-shaped epoch with the git CLI: one commit
@@ -425,26 +427,7 @@ func TestGitSkipsBadItems(t *testing.T) {
 // sharedCorpus returns ../shared/corpus/<name> seen from the module root,
 // or skips.
 func sharedCorpus(t testing.TB, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "corpus", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("../shared absent: %s not found, so the real 2024 archive is not read", p)
-	}
-	return p
+	return testenv.Shared(t, "the real 2024 archive is not read", "corpus", name)
 }
 
 func TestGitCorpus(t *testing.T) {
