@@ -198,7 +198,7 @@ func (a *author) broken() series {
 // drainHang makes teardown hang where the motivating report's did: the
 // drain WR's completion arrives flushed (the QP is in the error state by
 // design), so waiting for a successful one waits forever in
-// __ib_drain_sq.
+// __ib_drain_sq, or in __ib_drain_rq, which shares the completion.
 func (a *author) drainHang() series {
 	c := a.commit(a.base, "RDMA/core: only complete a drain on a successful WC",
 		"A flushed drain CQE should not end the drain early.",

@@ -40,6 +40,9 @@ var testNow = time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
 
 func testConfig() Config {
 	c := DefaultConfig()
+	// The fixtures are 10 runs a side, judged at looks of 10, 20 and 30:
+	// the renderers' golden files hold that budget, whatever the default.
+	c.Runs, c.RunsStep, c.MaxRuns = 10, 10, 30
 	c.From = "rdmabot <rdmabot@rdmabot.example.org>"
 	c.ArchiveList = "rdmabot-reports@lists.example.org"
 	c.ArchiveURL = "https://lore.kernel.org/rdmabot-reports"
