@@ -88,7 +88,7 @@ func DefaultConfig() Config {
 		Listen:         "127.0.0.1:8480",
 		URL:            "http://127.0.0.1:8480",
 		Runs:           0,
-		MaxRounds:      5,
+		MaxRounds:      6,
 		ConfirmRuns:    1,
 		BaseMaxAge:     cfgtype.D(7 * 24 * time.Hour),
 		LeaseTTL:       cfgtype.D(2 * time.Minute),
