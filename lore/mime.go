@@ -92,7 +92,9 @@ func patchBreak(b []byte) int {
 			return off
 		}
 		if len(line) >= 4 && bytes.HasPrefix(line, []byte("---")) {
-			if line[3] == ' ' && !isBlank(line[4]) {
+			// git reads the byte after "--- " from a NUL-terminated
+			// buffer: at the end of the body it is NUL, not blank.
+			if line[3] == ' ' && (len(line) == 4 || !isBlank(line[4])) {
 				return off
 			}
 			rest := bytes.TrimLeft(line[3:], " \t\v\f\r")
