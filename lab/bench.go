@@ -184,17 +184,6 @@ type fullFigures struct {
 	Both           float64    // two pairs at once, until both are done
 }
 
-func mean(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := 0.0
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
-}
-
 // fullRuns measures full runs against the reference lab run in the same
 // session (and its published figure), quiet mode against plain, and two
 // pairs at once against one.
@@ -222,7 +211,7 @@ func fullRuns(ctx context.Context, o BenchOptions, one func(QEMUConfig, Test) (*
 		}
 		f.PeerRuns = append(f.PeerRuns, pw)
 	}
-	f.Single, f.Peer = mean(f.Runs), mean(f.PeerRuns)
+	f.Single, f.Peer = spread("", f.Runs).Mean, spread("", f.PeerRuns).Mean
 	fmt.Fprintf(o.Out, "full pair run, 32 MiB x 3, plain TCG: %.1f s (runs %s)\n", f.Single, secs(f.Runs))
 	if len(f.PeerRuns) > 0 {
 		fmt.Fprintf(o.Out, "reference lab (%s/run-pair.sh), same kernel, alternating in this run: %.1f s (runs %s): ours %.2fx the reference (goal 1.1x)\n",

@@ -28,8 +28,8 @@ type QEMUConfig struct {
 	// /dev/shm and the server the exported tmpfs.
 	MemoryMiB int `toml:"memory_mib"`
 	// Icount is QEMU's -icount option: guest time follows executed
-	// instructions, which cuts boot-to-boot spread about tenfold at twice
-	// the wall time. Empty runs plain TCG (fast, noisy).
+	// instructions, which cuts boot-to-boot spread several-fold (shift=3:
+	// 1.2x the wall time of plain TCG). Empty runs plain TCG (fast, noisy).
 	Icount string `toml:"icount"`
 	// HeavyLock is flock'ed around a run so pairs and kernel builds on one
 	// machine do not disturb each other's timings. Empty: no lock.
