@@ -42,7 +42,6 @@ func Simulate(ctx context.Context, p Policy, model NoiseModel, effect float64, t
 		hit                 bool
 		runs                int
 	}
-	firstLook := 0
 	jobs := trials * (k + 1)
 	out := make([]outcome, jobs)
 	var wg sync.WaitGroup
@@ -84,7 +83,7 @@ feed:
 	if err != nil {
 		return res, err
 	}
-	var alarms, incon, runs int
+	var alarms, incon, runs, firstLook int
 	for _, o := range out[:trials] {
 		if o.alarm {
 			alarms++
