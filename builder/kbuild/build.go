@@ -246,7 +246,7 @@ func (b *Builder) Configure(ctx context.Context, req Request) (*Configured, erro
 
 // start locks req's slot, syncs its checkout to req.Tree, applies the
 // timeout, takes the heavy lock and opens the build log. done undoes it.
-func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ context.Context, _ *job, done func(), err error) {
+func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ context.Context, _ *job, _ func(), err error) {
 	slot := req.Slot
 	if slot == "" {
 		slot = "default"
@@ -255,14 +255,16 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 		return nil, nil, nil, fmt.Errorf("kbuild: bad slot name %q", slot)
 	}
 	var undo []func()
-	done = func() {
+	// release is its own variable, not the named result: an early return
+	// sets the results to nil, and the deferred cleanup must still run.
+	release := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
 	}
 	defer func() {
 		if err != nil {
-			done()
+			release()
 		}
 	}()
 	slotDir := filepath.Join(b.opt.Dir, "slots", slot)
@@ -309,7 +311,7 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	}
 	undo = append(undo, func() { logFile.Close() })
 	j.log = logFile
-	return ctx, j, done, nil
+	return ctx, j, release, nil
 }
 
 // job is one build in a slot.

@@ -319,3 +319,37 @@ func TestFlockWaitsAndGivesUpWithContext(t *testing.T) {
 	}
 	unlock2()
 }
+
+// A slot whose recorded tree is not in the request's object store (another
+// process's store, a store rebuilt since) is healed by a full checkout; a
+// request for a tree the store lacks fails cleanly and releases the slot.
+func TestBuildSlotHealsAndEarlyErrorsReleaseIt(t *testing.T) {
+	lab := toyLab(t)
+	first := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	ctx := context.Background()
+	head := plumbing.NewHash(gitRun(t, first.dir, "rev-parse", "HEAD^{tree}"))
+	if _, err := b.Build(ctx, Request{Objects: first.repo.Storer, Tree: head, Lab: lab}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A tree that no store holds: an error, not a panic, and the slot's
+	// lock is free for the next build.
+	missing := plumbing.NewHash("0123456789abcdef0123456789abcdef01234567")
+	if _, err := b.Build(ctx, Request{Objects: first.repo.Storer, Tree: missing, Lab: lab}); err == nil {
+		t.Fatal("build of a missing tree succeeded")
+	}
+
+	// Another repository: the slot's recorded tree is unknown to it.
+	second := newToyRepo(t, lab)
+	tree := second.edit(map[string]string{"README": "other store\n"})
+	quick, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res, err := b.Build(quick, Request{Objects: second.repo.Storer, Tree: tree, Lab: lab})
+	if err != nil {
+		t.Fatalf("build after an early error and with an unknown recorded tree: %v", err)
+	}
+	if !res.Sync.Full {
+		t.Errorf("sync from a tree the store lacks was not a full checkout: %+v", res.Sync)
+	}
+}

@@ -87,6 +87,15 @@ func (c *Checkout) Sync(ctx context.Context, objs storer.EncodedObjectStorer, to
 	if _, err := object.GetTree(objs, to); err != nil {
 		return st, fmt.Errorf("checkout: tree %s: %w", to, err)
 	}
+	if known {
+		// The recorded tree may come from another object store (a slot
+		// shared with another process, a store rebuilt since): without it
+		// there is nothing to diff against, so compare every file instead.
+		if _, err := object.GetTree(objs, from); err != nil {
+			known = false
+			st.Full = true
+		}
+	}
 	if err := writeFileAtomic(c.state, []byte(syncingPrefix+from.String()+" "+to.String()+"\n")); err != nil {
 		return st, &InfraError{Op: "checkout", Err: err}
 	}
