@@ -182,16 +182,23 @@ func compare(rng *rand.Rand, p Policy, m Metric, alpha, level float64) Compariso
 //     end counts: a PASS promises "no regression", and asking the good
 //     end to be tight too would cost runs and tell nobody anything.
 //   - Open: anything else.
+//
+// Worse and Better also ask the estimate itself to reach half of
+// MinEffect, not only the interval's far end: a machine whose load drifts
+// between base and candidate boots makes small shifts significant (a
+// comment-only change was once called +2.9 %, p=0.002, on a busy host),
+// and a change too small to matter is no news for a maintainer.
 func classify(c Comparison, minEffect float64) Change {
 	g, lo, hi := c.CI.Ratio-1, c.CI.Lo-1, c.CI.Hi-1
 	if !c.HigherIsBetter {
 		g, lo, hi = -g, -hi, -lo
 	}
 	sig := c.Test.P < c.TestAlpha
+	floor := minEffect / 2
 	switch {
-	case sig && g < 0 && lo <= -minEffect:
+	case sig && g <= -floor && lo <= -minEffect:
 		return Worse
-	case sig && g > 0 && hi >= minEffect:
+	case sig && g >= floor && hi >= minEffect:
 		return Better
 	case lo > -minEffect:
 		return Same

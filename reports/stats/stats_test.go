@@ -338,6 +338,11 @@ func TestClassifyOneSided(t *testing.T) {
 		{"significant gain", true, 0.001, 1.10, 1.05, 1.15, Better},
 		{"lower is better: slower is worse", false, 0.001, 1.10, 1.05, 1.15, Worse},
 		{"lower is better: wide on the good side", false, 0.3, 0.95, 0.80, 1.03, Same},
+		// The busy-machine false alarm: significant, the interval reaching
+		// past the effect, but the estimate itself small.
+		{"drift-sized gain is no verdict", true, 0.0019, 1.02, 1.004, 1.09, Same},
+		{"drift-sized loss is no verdict", true, 0.0019, 0.98, 0.91, 0.996, Open},
+		{"loss past half the effect", true, 0.001, 0.97, 0.94, 0.99, Worse},
 	} {
 		cmp := Comparison{HigherIsBetter: c.higher, Test: RankTest{P: c.p}, TestAlpha: 0.0025, CI: Interval{c.ratio, c.lo, c.hi}}
 		if got := classify(cmp, 0.05); got != c.want {
