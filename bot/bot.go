@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -282,6 +283,7 @@ func (h *errorHandler) HandleError(ctx context.Context, job *rivertype.JobRow, e
 func (h *errorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, v any, trace string) *river.ErrorHandlerResult {
 	h.b.log.Error("job panicked", "job", job.ID, "kind", job.Kind, "panic", v, "trace", trace)
 	h.b.st.AppendTrace(context.WithoutCancel(ctx), job.ID, fmt.Sprintf("panic: %v", v), trace)
+	h.b.giveUp(context.WithoutCancel(ctx), job, fmt.Errorf("panic: %v", v))
 	return &river.ErrorHandlerResult{SetCancelled: true}
 }
 
@@ -293,7 +295,7 @@ func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace)
 	tr.Logf("%s job %d attempt %d on %s", row.Kind, row.ID, row.Attempt, b.opts.ID)
 	start := time.Now()
 	b.log.Info("job start", "job", row.ID, "kind", row.Kind, "attempt", row.Attempt)
-	err := f(tr)
+	panicked, err := guard(tr, f)
 	tr.Close()
 	outcome := "ok"
 	switch {
@@ -303,6 +305,13 @@ func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace)
 	case ctx.Err() != nil:
 		outcome = "interrupted"
 		tr.Logf("interrupted: %v", err)
+	case panicked && row.Attempt >= maxPanicAttempts:
+		// A bug, not an outage: retrying it for hours helps nobody.
+		outcome = "failed"
+		tr.Logf("panicked again, giving up: %v", err)
+	case IsInfra(err) && row.Attempt >= row.MaxAttempts:
+		outcome = "failed"
+		tr.Logf("infrastructure error on the last attempt, giving up: %v", err)
 	case IsInfra(err):
 		outcome = "retry"
 		tr.Logf("infrastructure error, will retry: %v", err)
@@ -318,6 +327,10 @@ func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace)
 	case "snoozed":
 		return river.JobSnooze(b.opts.LeaseWait)
 	case "failed":
+		// No job follows this one: the test must not wait for ever in
+		// "building" or "testing". It ends as the bot's own failure,
+		// shown on the dashboard and by rdmabot status, never as a verdict.
+		b.giveUp(context.WithoutCancel(ctx), row, err)
 		return river.JobCancel(err)
 	case "interrupted":
 		if !errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely) && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
@@ -330,6 +343,48 @@ func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace)
 }
 
 var errSnoozed = errors.New("snoozed: lab pair busy")
+
+// maxPanicAttempts bounds the retries of a job that panics: once may be
+// state another process left (a slot, a lock), twice is a bug.
+const maxPanicAttempts = 2
+
+// guard runs f and turns a panic into an infrastructure error, so the job
+// is retried and then ended like any other failure. Whatever f holds is
+// released by its own defers as the panic unwinds through them.
+func guard(tr *Trace, f func(tr *Trace) error) (panicked bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			tr.Logf("panic: %v\n%s", v, debug.Stack())
+			panicked, err = true, &InfraError{fmt.Errorf("panic: %v", v)}
+		}
+	}()
+	return false, f(tr)
+}
+
+// giveUp ends the test a finally failed job worked for as failed (the
+// bot's fault: INFRA), unless the test already ended.
+func (b *Bot) giveUp(ctx context.Context, row *rivertype.JobRow, cause error) {
+	var a struct {
+		TestID int64 `json:"test_id"`
+	}
+	if json.Unmarshal(row.EncodedArgs, &a) != nil || a.TestID == 0 {
+		return
+	}
+	t, err := b.st.Test(ctx, b.st.DB, a.TestID)
+	if err != nil {
+		b.log.Error("give up: read test", "test", a.TestID, "err", err)
+		return
+	}
+	if t.State == store.StateDone || t.State == store.StateCanceled || t.State == store.StateFailed {
+		return
+	}
+	t.State, t.Summary = store.StateFailed, fmt.Sprintf("INFRA: %s job %d gave up after %d attempts: %v", row.Kind, row.ID, row.Attempt, cause)
+	if err := b.st.UpdateTest(ctx, b.st.DB, t); err != nil {
+		b.log.Error("give up: update test", "test", a.TestID, "err", err)
+		return
+	}
+	b.log.Error("test failed on infrastructure", "test", t.ID, "job", row.ID, "kind", row.Kind, "err", cause)
+}
 
 // complete runs f and marks job completed in one transaction: the next
 // job of the pipeline exists if and only if this one is done.

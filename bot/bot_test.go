@@ -539,3 +539,47 @@ func TestMoreRuns(t *testing.T) {
 		t.Fatalf("%d rounds", tt.Rounds)
 	}
 }
+
+// A worker that panics does not leave its series unanswered: the job is
+// retried (whatever the panic held, here the lab lease, is released) and
+// the series gets the verdict it deserves.
+func TestPanicsAreRetriedAndReleaseTheirHold(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.build.PanicBuilds = 1
+	h.lab.PanicRuns = 1
+	h.ingest.Add(series("<panic@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	r, _ := h.report.Get("series:<panic@x>:v1:")
+	if r.Verdict != "PASS" {
+		t.Fatalf("verdict %s after a panic in build and in the lab, want PASS", r.Verdict)
+	}
+}
+
+// An operator's gap (no base in the store) is never the author's fault:
+// no APPLY_FAILED, no reply; once the retries are spent the test ends as
+// INFRA, visible, not stuck in a running state.
+func TestNoBaseIsInfraNeverAReply(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxAttempts = 2
+	h := newHarness(t, cfg, "")
+	h.build.NoBase = true
+	h.ingest.Add(series("<nobase@x>", "[PATCH] svcrdma: harmless"))
+	var got store.Test
+	h.wait("the test to fail on infrastructure", 60*time.Second, func() bool {
+		ts, err := h.st.Tests(context.Background(), h.st.DB, 10)
+		if err != nil || len(ts) != 1 {
+			return false
+		}
+		got = ts[0]
+		return got.State == store.StateFailed
+	})
+	if !strings.HasPrefix(got.Summary, "INFRA: ") || !strings.Contains(got.Summary, "tree fetch") || got.Verdict != "" {
+		t.Errorf("test ended as %q verdict %q, want an INFRA summary naming the missing tree and no verdict", got.Summary, got.Verdict)
+	}
+	if n := h.calls.Count("base "); n != 2 {
+		t.Errorf("%d base selections, want 2 (max_attempts)", n)
+	}
+	if h.report.Count() != 0 {
+		t.Errorf("a reply was sent for the operator's gap")
+	}
+}

@@ -2,7 +2,6 @@ package builder
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -98,18 +97,37 @@ func (s *Store) SelectBase(ctx context.Context, mails []*lore.Message, trees []T
 		}
 	}
 
+	// The first configured branch the store holds: a tree not fetched yet
+	// (offline, or a first clone still running) gives way to the next, e.g.
+	// the imported tree "local".
+	var missing []string
 	for _, t := range trees {
 		for _, branch := range t.Branches {
 			ref, err := s.Repository().Reference(TreeRef(t.Name, branch), true)
 			if err != nil {
-				return nil, fmt.Errorf("no base: %s/%s is not in the store (rdmabot tree fetch)", t.Name, branch)
+				missing = append(missing, t.Name+"/"+branch)
+				continue
 			}
-			return &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromDefault,
-				Detail: fmt.Sprintf("nothing in the series names a base: head of %s/%s", t.Name, branch)}, nil
+			detail := fmt.Sprintf("nothing in the series names a base: head of %s/%s", t.Name, branch)
+			if len(missing) > 0 {
+				detail += fmt.Sprintf(" (%s not in the store)", strings.Join(missing, ", "))
+			}
+			return &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromDefault, Detail: detail}, nil
 		}
 	}
-	return nil, errors.New("no base: no trees configured")
+	if len(missing) == 0 {
+		return nil, &NoBaseError{Reason: "no trees configured ([[builder.trees]])"}
+	}
+	return nil, &NoBaseError{Reason: fmt.Sprintf("none of the configured branches is in the store: %s (rdmabot tree fetch, or rdmabot tree import)", strings.Join(missing, ", "))}
 }
+
+// NoBaseError says the store holds no base to test on: the operator's
+// gap (trees not fetched or imported, none configured), never the series'
+// fault. It is infrastructure: retried, and shown, never replied to.
+type NoBaseError struct{ Reason string }
+
+func (e *NoBaseError) Error() string { return "no base: " + e.Reason }
+func (e *NoBaseError) Infra() bool   { return true }
 
 // preImage is a file the series changes and the blob id prefix its
 // first patch expects.

@@ -49,8 +49,10 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 		}
 		path := filepath.Join(dataDir, "rdmabot.db")
 		// WAL lets readers run beside the one writer; busy_timeout rides
-		// out a second process (rdmabot status) touching the file.
-		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"
+		// out a second process (rdmabot status) touching the file. It comes
+		// first: the pragmas run in order, and switching to WAL takes a lock
+		// that a starting serve may hold (SQLITE_BUSY at once otherwise).
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)

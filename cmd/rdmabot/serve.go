@@ -255,9 +255,14 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TEST\tKIND\tTREE\tBASE\tSTATE\tVERDICT\tUPDATED")
+	fmt.Fprintln(w, "TEST\tKIND\tTREE\tBASE\tSTATE\tVERDICT\tUPDATED\tNOTE")
 	for _, t := range tests {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict, t.UpdatedAt.Format("2006-01-02 15:04"))
+		note := ""
+		if t.State == store.StateFailed {
+			// Why the bot gave up: what an operator has to fix.
+			note, _, _ = strings.Cut(t.Summary, "\n")
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict, t.UpdatedAt.Format("2006-01-02 15:04"), note)
 	}
 	bs, err := st.Bisections(ctx, 5)
 	if err != nil {

@@ -136,6 +136,10 @@ type Builder struct {
 	Delay time.Duration
 	// FailBuilds makes this many builds fail with an infra error first.
 	FailBuilds int
+	// PanicBuilds makes this many builds panic first.
+	PanicBuilds int
+	// NoBase makes SelectBase fail as an unfetched store does.
+	NoBase bool
 
 	mu      sync.Mutex
 	applied map[string]string // candidate commit -> subject
@@ -143,6 +147,9 @@ type Builder struct {
 
 func (f *Builder) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) {
 	f.Calls.Add("base %s", s.MsgID)
+	if f.NoBase {
+		return bot.Base{}, &InfraError{"no base: mainline/master is not in the store (rdmabot tree fetch)"}
+	}
 	return bot.Base{Tree: "mainline", Commit: strings.Repeat("b", 40)}, nil
 }
 
@@ -171,6 +178,12 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		return "", ctx.Err()
 	}
 	f.mu.Lock()
+	if f.PanicBuilds > 0 {
+		f.PanicBuilds--
+		f.mu.Unlock()
+		var done func()
+		done() // the nil func call kbuild once made on an early error
+	}
 	if f.FailBuilds > 0 {
 		f.FailBuilds--
 		f.mu.Unlock()
@@ -275,6 +288,8 @@ type Lab struct {
 	Delay time.Duration
 	// FailRuns makes this many runs fail with an infra error first.
 	FailRuns int
+	// PanicRuns makes this many runs panic first, holding the pair.
+	PanicRuns int
 
 	mu      sync.Mutex
 	busy    map[string]bool
@@ -294,6 +309,10 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 	fail := f.FailRuns > 0
 	if fail {
 		f.FailRuns--
+	}
+	panics := f.PanicRuns > 0
+	if panics {
+		f.PanicRuns--
 	}
 	f.seq++
 	seq := f.seq
@@ -315,6 +334,9 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 	}
 	if fail {
 		return nil, &InfraError{"lab: guest 2 died (qemu exited with signal 9)"}
+	}
+	if panics {
+		panic("lab: index out of range [3] with length 3")
 	}
 	var out []store.Sample
 	for i := range n {
