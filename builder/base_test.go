@@ -2,6 +2,7 @@ package builder
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,5 +168,27 @@ func TestFetchUpdatesTreeRefs(t *testing.T) {
 	bad := TreeConfig{Name: "gone", URL: "file://" + filepath.Join(t.TempDir(), "nothing"), Branches: []string{"master"}}
 	if err := f.st.Fetch(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("fetch of a missing repository: %v", err)
+	}
+}
+
+// A configured tree that was never fetched (offline, first clone still
+// running) gives way to the next one the store holds, saying so; when no
+// branch at all is in the store the error is the operator's (infra).
+func TestSelectBaseDefaultSkipsUnfetchedTrees(t *testing.T) {
+	f := newBaseFixture(t)
+	m := f.patchOn(t, f.c2, "")
+	m.Body = strings.NewReplacer("index ", "index 1").Replace(m.Body)
+	trees := append([]TreeConfig{{Name: "nfsd", URL: "https://example.invalid/nfsd.git", Branches: []string{"nfsd-next"}}}, f.trees...)
+	b, err := f.st.SelectBase(context.Background(), []*lore.Message{m}, trees, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Reason != BaseFromDefault || b.Tree != "mainline" || b.Commit.String() != f.c3 || !strings.Contains(b.Detail, "nfsd/nfsd-next not in the store") {
+		t.Errorf("base = %+v, want mainline/master's head, naming the unfetched tree", b)
+	}
+	_, err = f.st.SelectBase(context.Background(), []*lore.Message{m}, trees[:1], 0)
+	var nb *NoBaseError
+	if !errors.As(err, &nb) || !nb.Infra() || !strings.Contains(err.Error(), "nfsd/nfsd-next") {
+		t.Errorf("no branch in the store: %v, want a NoBaseError naming it", err)
 	}
 }
