@@ -47,8 +47,9 @@ type Config struct {
 	// RescueAfter is when a job still marked running is taken to belong
 	// to a dead process and retried. Longer than any build or lab round.
 	RescueAfter cfgtype.Duration `toml:"rescue_after"`
-	// IngestInterval is how often the lists are polled.
-	IngestInterval cfgtype.Duration `toml:"ingest_interval"`
+	// IngestInterval is how often the lists are polled: lore.poll_interval,
+	// set by the wiring (one key for one setting).
+	IngestInterval cfgtype.Duration `toml:"-"`
 
 	Mainline MainlineConfig `toml:"mainline"`
 	GitHub   GitHubConfig   `toml:"github"`
@@ -122,7 +123,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("bot.runs must not be negative, bot.max_rounds, bot.max_attempts and bot.confirm_runs must be at least 1")
 	}
 	if c.LeaseTTL.Duration < time.Second || c.RescueAfter.Duration < time.Second || c.IngestInterval.Duration <= 0 {
-		return fmt.Errorf("bot.lease_ttl, bot.rescue_after, bot.ingest_interval must be positive")
+		return fmt.Errorf("bot.lease_ttl, bot.rescue_after and lore.poll_interval must be positive")
 	}
 	for _, s := range c.Mainline.Schedules {
 		if _, err := cron.ParseStandard(s); err != nil {

@@ -125,7 +125,7 @@ func startBot(t testing.TB, m machine, adjust func(*config.Config)) *bot {
 	c.Reports.Moderate = false // nothing is mailed anyway: mail = false
 	addr := freeAddr(t)
 	c.Bot.Listen, c.Bot.URL = addr, "http://"+addr
-	c.Bot.IngestInterval.Duration = 2 * time.Second
+	c.Bot.IngestInterval.Duration = 2 * time.Second // not in the file: serve takes lore.poll_interval
 	c.Bot.Mainline.Trees = []string{"local"}
 	c.Bot.Mainline.Schedules = []string{}
 	if os.Getenv("RDMABOT_TEST_LOCKED") == "1" {

@@ -12,7 +12,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
@@ -34,18 +36,51 @@ type Lore struct {
 	// Window is how far back mail is assembled into series.
 	Window time.Duration
 	HTTP   *feed.HTTPClient
+
+	mu sync.Mutex
+	// failing holds the lists whose last read failed: each is skipped
+	// until its backoff ends, so one dead list neither stops the others
+	// nor is hammered at every poll.
+	failing map[string]*listFailure
+}
+
+// listFailure is a list's run of failed reads.
+type listFailure struct {
+	Count int
+	Err   string
+	Since time.Time
+	Next  time.Time // the next read
+}
+
+// listBackoff is how long a list that failed n times in a row is left
+// alone: doubling from one poll's worth up to an hour.
+func listBackoff(n int) time.Duration {
+	d := 30 * time.Second << min(n-1, 7)
+	return min(d, time.Hour)
+}
+
+// Failing reports the lists that failed at their last read, for the
+// dashboard and rdmabot status.
+func (l *Lore) Failing() map[string]listFailure {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]listFailure{}
+	for k, v := range l.failing {
+		out[k] = *v
+	}
+	return out
 }
 
 // sources are one public-inbox reader per list: a local inbox when the
 // URL is a path, else a go-git mirror of the remote inbox.
-func (l *Lore) sources() []feed.Source {
-	var out []feed.Source
+func (l *Lore) sources() map[string]feed.Source {
+	out := map[string]feed.Source{}
 	for _, li := range l.Cfg.Lists {
 		if dir, ok := localPath(li.URL); ok {
-			out = append(out, &feed.Git{List: li.Name, Dir: dir, Log: l.Log})
+			out[li.Name] = &feed.Git{List: li.Name, Dir: dir, Log: l.Log}
 			continue
 		}
-		out = append(out, &feed.Git{List: li.Name, Dir: filepath.Join(l.DataDir, "lore", li.Name), URL: li.URL, HTTP: l.HTTP, Log: l.Log})
+		out[li.Name] = &feed.Git{List: li.Name, Dir: filepath.Join(l.DataDir, "lore", li.Name), URL: li.URL, HTTP: l.HTTP, Log: l.Log}
 	}
 	return out
 }
@@ -88,13 +123,31 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	// The mail itself is the durable state, so checkpoints are saved as
 	// lore/feed saves them, not held for the ingest transaction.
 	cps := checkpoints{directCheckpoints{l.St}}
-	for _, src := range l.sources() {
-		_, err := feed.Pump(ctx, src, cps, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
+	srcs := l.sources()
+	var read int
+	for _, li := range l.Cfg.Lists {
+		if !l.due(li.Name) {
+			continue
+		}
+		_, err := feed.Pump(ctx, srcs[li.Name], cps, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
 			return l.St.AddMail(ctx, store.Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Raw: it.Raw})
 		})
-		if err != nil {
-			return nil, infra(fmt.Errorf("lore: %w", err))
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
+		l.record(li.Name, err)
+		if err == nil {
+			read++
+		}
+	}
+	if read == 0 && len(l.Cfg.Lists) > 0 && len(l.Failing()) == len(l.Cfg.Lists) {
+		// Every list is failing: the poll itself failed, and says why.
+		var errs []string
+		for name, f := range l.Failing() {
+			errs = append(errs, fmt.Sprintf("%s: %s (%d failures since %s)", name, f.Err, f.Count, f.Since.Format(time.RFC3339)))
+		}
+		sort.Strings(errs)
+		return nil, infra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
 	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
 	if err != nil {
@@ -122,6 +175,40 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 		}
 	}
 	return out, nil
+}
+
+// due says whether a list is read at this poll: always, unless it is
+// failing and its backoff has not ended.
+func (l *Lore) due(list string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.failing[list]
+	return f == nil || !l.Now().Before(f.Next)
+}
+
+// record notes the outcome of a list's read.
+func (l *Lore) record(list string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		if f := l.failing[list]; f != nil {
+			l.Log.Info("lore: list readable again", "list", list, "after", f.Count)
+		}
+		delete(l.failing, list)
+		return
+	}
+	if l.failing == nil {
+		l.failing = map[string]*listFailure{}
+	}
+	f := l.failing[list]
+	if f == nil {
+		f = &listFailure{Since: l.Now()}
+		l.failing[list] = f
+	}
+	f.Count++
+	f.Err = err.Error()
+	f.Next = l.Now().Add(listBackoff(f.Count))
+	l.Log.Warn("lore: list failed; the others go on", "list", list, "failures", f.Count, "next", f.Next, "err", err)
 }
 
 // convert carries a lore series as the bot does.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -134,4 +135,88 @@ func rootOf(t *testing.T, s bot.Series) string {
 		t.Fatal(err)
 	}
 	return m.MessageID
+}
+
+// inboxEpoch makes a bare git repository in public-inbox layout (one
+// commit per message, the message in blob m) holding mails.
+func inboxEpoch(t *testing.T, mails ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "0.git")
+	run := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir", dir}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=pi", "GIT_AUTHOR_EMAIL=pi@example.org", "GIT_COMMITTER_NAME=pi", "GIT_COMMITTER_EMAIL=pi@example.org")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	parent := ""
+	for _, m := range mails {
+		blob := run(m, "hash-object", "-w", "--stdin")
+		tree := run("100644 blob "+blob+"\tm\n", "mktree")
+		args := []string{"commit-tree", tree, "-m", "mail"}
+		if parent != "" {
+			args = append(args, "-p", parent)
+		}
+		parent = run("", args...)
+	}
+	run("", "update-ref", "refs/heads/master", parent)
+	return dir
+}
+
+// One list that cannot be read (a dead mirror, no network) neither stops
+// the others nor is read again before its backoff ends; it is reported.
+func TestPollGoesOnWhenOneListFails(t *testing.T) {
+	now := time.Now()
+	patch := "From: Dev <dev@example.org>\nTo: linux-nfs@vger.kernel.org\nSubject: [PATCH] svcrdma: fix a comment\n" +
+		"Date: " + now.Add(-time.Hour).Format(time.RFC1123Z) + "\nMessage-ID: <one@example.org>\n\n" +
+		"Signed-off-by: Dev <dev@example.org>\n---\n" +
+		"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
+		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
+	cfg := config.Default()
+	cfg.Lore.Lists[0].URL = filepath.Join(t.TempDir(), "no-such-inbox") // linux-rdma: dead
+	cfg.Lore.Lists[1].URL = inboxEpoch(t, patch)                       // linux-nfs: fine
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	l.Now = func() time.Time { return now }
+	got, err := l.Poll(ctx, nil)
+	if err != nil {
+		t.Fatalf("one dead list failed the poll: %v", err)
+	}
+	if len(got) != 1 || got[0].Subject != "svcrdma: fix a comment" {
+		t.Fatalf("%d series, want the linux-nfs patch", len(got))
+	}
+	f := l.Failing()
+	if len(f) != 1 || f["linux-rdma"].Count != 1 || f["linux-rdma"].Err == "" {
+		t.Fatalf("failing lists %+v, want linux-rdma once", f)
+	}
+	// Within its backoff the dead list is not read again.
+	if _, err := l.Poll(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Failing()["linux-rdma"].Count; n != 1 {
+		t.Errorf("dead list read again within its backoff: %d failures", n)
+	}
+	// After it, it is.
+	now = now.Add(listBackoff(1) + time.Second)
+	l.Poll(ctx, nil)
+	if n := l.Failing()["linux-rdma"].Count; n != 2 {
+		t.Errorf("dead list not retried after its backoff: %d failures", n)
+	}
+	// Every list dead: the poll fails and names them.
+	cfg.Lore.Lists[1].URL = filepath.Join(t.TempDir(), "gone")
+	l2 := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	if _, err := l2.Poll(ctx, nil); err == nil || !bot.IsInfra(err) || !strings.Contains(err.Error(), "linux-nfs") {
+		t.Errorf("every list dead: %v, want an infra error naming them", err)
+	}
 }

@@ -34,7 +34,7 @@ type Config struct {
 
 // Default is the configuration with no file at all.
 func Default() Config {
-	return Config{
+	c := Config{
 		DataDir:  "/var/lib/rdmabot",
 		CacheDir: "/var/cache/rdmabot",
 		Lore:     lore.DefaultConfig(),
@@ -43,6 +43,8 @@ func Default() Config {
 		Reports:  reports.DefaultConfig(),
 		Bot:      bot.DefaultConfig(),
 	}
+	c.Bot.IngestInterval = c.Lore.PollInterval
+	return c
 }
 
 // Load reads a config file over the defaults and validates the result.
@@ -75,6 +77,8 @@ func Parse(b []byte) (Config, error) {
 		}
 		return Config{}, err
 	}
+	// The bot polls the lists as often as [lore] says.
+	c.Bot.IngestInterval = c.Lore.PollInterval
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
