@@ -180,7 +180,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
 	cfg := config.Default()
 	cfg.Lore.Lists[0].URL = filepath.Join(t.TempDir(), "no-such-inbox") // linux-rdma: dead
-	cfg.Lore.Lists[1].URL = inboxEpoch(t, patch)                       // linux-nfs: fine
+	cfg.Lore.Lists[1].URL = inboxEpoch(t, patch)                        // linux-nfs: fine
 	ctx := context.Background()
 	st, err := store.Open(ctx, "", t.TempDir())
 	if err != nil {
