@@ -69,6 +69,9 @@ func DefaultConfig() Config {
 				Tags: map[string]string{"rdma-next": "for-next", "rdma-rc": "for-rc", "for-next": "for-next", "for-rc": "for-rc"}},
 			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git", Branches: []string{"nfsd-next"},
 				Tags: map[string]string{"nfsd": "nfsd-next", "nfsd-next": "nfsd-next"}},
+			// Debian's 6.12 source, imported by scripts/run.sh: the base
+			// when no fetched tree is in the store (offline).
+			{Name: "local", Branches: []string{"import"}},
 		},
 		Committer:    Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
 		HeavyLock:    "/var/cache/rdmabot/heavy.lock",

@@ -39,6 +39,9 @@ func DefaultConfig() Config {
 		Lists: []ListConfig{
 			{Name: "linux-rdma", URL: "https://lore.kernel.org/linux-rdma", Address: "linux-rdma@vger.kernel.org"},
 			{Name: "linux-nfs", URL: "https://lore.kernel.org/linux-nfs", Address: "linux-nfs@vger.kernel.org"},
+			// The inbox scripts/post.sh feeds, in data_dir: what an operator
+			// posts is tested like the lists' mail, online or not.
+			{Name: "local", URL: "inbox/local", Address: "local@rdmabot.invalid"},
 		},
 		Paths: []string{
 			"net/sunrpc/xprtrdma/**",

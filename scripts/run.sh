@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up the machine and runs rdmabot: installs packages, imports Debian's
 # 6.12 source as the tree "local", builds the lab kernel and guest image,
-# then serves the pipeline with config.toml (or $RDMABOT_CONFIG).
+# creates the local inbox (the list "local" of config.toml), then serves
+# the pipeline with config.toml (or $RDMABOT_CONFIG). Offline it still
+# works: the lore lists and git trees that cannot be reached back off, and
+# what is posted to the local inbox is tested on the imported tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,5 +14,8 @@ export PATH=/usr/local/go/bin:$PATH
 data=$(sed -nE 's/^data_dir *= *"(.*)"/\1/p' "$config")
 cache=$(sed -nE 's/^cache_dir *= *"(.*)"/\1/p' "$config")
 eval "$(DATA=${data:-/var/lib/rdmabot} CACHE=${cache:-/var/cache/rdmabot} bash scripts/prepare-lab.sh)"
+RDMABOT_CONFIG=$config bash scripts/post.sh --init
 echo "run: dashboard on http://$(sed -nE 's/^listen *= *"(.*)"/\1/p' "$config")/"
+echo "run: post a series with: bash scripts/post.sh examples/sample-series.mbox"
+echo "run: replies wait in the outbox: $RDMABOT_BIN outbox list -config $config"
 exec "$RDMABOT_BIN" serve -config "$config"

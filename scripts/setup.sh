@@ -10,8 +10,9 @@ packages=(
   ccache bubblewrap cpio xz-utils zstd kmod rsync
   # lab: TCG guests and the guest image recipe's tools
   qemu-system-x86 qemu-utils busybox-static
-  # lore tests: a real public-inbox server, b4 for agreement tests
-  public-inbox b4
+  # lore: a real public-inbox server (and the local inbox scripts/post.sh
+  # feeds, with formail from procmail), b4 for agreement tests
+  public-inbox b4 procmail
   # bot tests: PostgreSQL for the multi-machine mode
   postgresql
   # reports tests: render the run page in a real browser

@@ -77,6 +77,9 @@ func (l *Lore) sources() map[string]feed.Source {
 	out := map[string]feed.Source{}
 	for _, li := range l.Cfg.Lists {
 		if dir, ok := localPath(li.URL); ok {
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(l.DataDir, dir)
+			}
 			out[li.Name] = &feed.Git{List: li.Name, Dir: dir, Log: l.Log}
 			continue
 		}
@@ -85,12 +88,14 @@ func (l *Lore) sources() map[string]feed.Source {
 	return out
 }
 
+// localPath says whether a list URL is a local inbox: a path (relative
+// ones are in data_dir) or file://.
 func localPath(u string) (string, bool) {
-	if strings.HasPrefix(u, "/") {
-		return u, true
-	}
 	if p, ok := strings.CutPrefix(u, "file://"); ok {
 		return p, true
+	}
+	if !strings.Contains(u, "://") {
+		return u, true
 	}
 	return "", false
 }
