@@ -4,33 +4,70 @@
 # are started by the tests themselves; this script installs them and
 # prepares the heavy, cached prerequisites (kernel tree, lab kernel, guest
 # image). This is the README's test command and CI's.
-set -euo pipefail
+#
+# Every stage runs even when an earlier one failed; the failures are
+# listed at the end and the exit status is non-zero if there was any.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh || exit 1
 export PATH=/usr/local/go/bin:$PATH
 start=$(date +%s)
+failed=()
 lap() { echo "== $1 (at $(( $(date +%s) - start )) s)"; }
+stage() { # stage NAME COMMAND...: run it, remember a failure, go on
+  local name=$1 t0=$(date +%s)
+  shift
+  lap "$name"
+  if ! "$@"; then
+    failed+=("$name")
+    echo "== FAILED: $name" >&2
+  fi
+  echo "== $name took $(( $(date +%s) - t0 )) s"
+}
 
-lap "gofmt, go vet"
-bad=$(gofmt -l $(git ls-files '*.go'))
-if [ -n "$bad" ]; then
-  echo "gofmt would change: $bad" >&2
-  exit 1
-fi
-go vet ./...
+gofmt_clean() {
+  local bad
+  bad=$(gofmt -l $(git ls-files '*.go'))
+  [ -z "$bad" ] || { echo "gofmt would change: $bad" >&2; return 1; }
+}
+tidy_clean() {
+  # go.mod and go.sum must be what go mod tidy makes.
+  local tmp
+  tmp=$(mktemp -d)
+  cp go.mod go.sum "$tmp/"
+  go mod tidy
+  local rc=0
+  cmp -s go.mod "$tmp/go.mod" && cmp -s go.sum "$tmp/go.sum" || { echo "go.mod/go.sum are not tidy (run go mod tidy)" >&2; git --no-pager diff -- go.mod go.sum | head -40 >&2; rc=1; }
+  cp "$tmp/go.mod" "$tmp/go.sum" .
+  rm -rf "$tmp"
+  return $rc
+}
+prepare() {
+  local out
+  out=$(bash scripts/prepare-lab.sh) || return 1
+  eval "$out"
+}
+fuzz() {
+  local rc=0 pkg fn
+  while read -r pkg fn; do
+    go test -run '^$' -fuzz "^${fn}\$" -fuzztime 15s "$pkg" || rc=1
+  done < <(grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do
+    grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed 's/^func //' | sed "s|^|$(dirname "$f") |"
+  done)
+  return $rc
+}
 
-lap "prepare: kernel tree, lab kernel, guest image"
-eval "$(bash scripts/prepare-lab.sh)"
-
-lap "go test"
+stage "gofmt" gofmt_clean
+stage "go vet" go vet ./...
+stage "go mod tidy" tidy_clean
+stage "prepare: kernel tree, lab kernel, guest image" prepare
 # -p 1: lab and kernel-build tests take a whole core each; running
 # packages one at a time keeps their figures and deadlines meaningful.
-go test -race -p 1 -timeout 75m ./...
-
-lap "fuzz (briefly)"
-while read -r pkg fn; do
-  go test -run '^$' -fuzz "^${fn}\$" -fuzztime 15s "$pkg"
-done < <(grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do
-  grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed 's/^func //' | sed "s|^|$(dirname "$f") |"
-done)
+stage "go test" go test -race -p 1 -timeout 75m ./...
+stage "fuzz (briefly)" fuzz
 lap "done"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED stages: ${failed[*]}" >&2
+  exit 1
+fi
+echo "all stages passed"
