@@ -53,6 +53,10 @@ type Options struct {
 	Params string
 	// Branches are builder.trees' branches by tree name.
 	Branches map[string][]string
+	// FetchTrees are the trees with a URL, fetched every FetchInterval
+	// (builder.fetch_interval) and before a base is chosen on a stale one.
+	FetchTrees    []string
+	FetchInterval time.Duration
 	Stages   Stages
 	Log      *slog.Logger
 	// ID names this process in leases and job attempts. It must be unique
@@ -122,6 +126,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	river.AddWorker(workers, &mainlineWorker{b: b})
 	river.AddWorker(workers, &bisectWorker{b: b})
 	river.AddWorker(workers, &githubPollWorker{b: b})
+	river.AddWorker(workers, &fetchWorker{b: b})
 
 	rc := &river.Config{
 		ID:                   sanitizeID(o.ID),
@@ -190,6 +195,11 @@ func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
 	out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.IngestInterval.Duration),
 		func() (river.JobArgs, *river.InsertOpts) { return IngestArgs{}, nil },
 		&river.PeriodicJobOpts{ID: "ingest", RunOnStart: true}))
+	if len(b.opts.FetchTrees) > 0 && b.opts.FetchInterval > 0 {
+		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.opts.FetchInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return FetchArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "fetch", RunOnStart: true}))
+	}
 	if b.opts.GitHub != nil && b.cfg.GitHub.PollInterval.Duration > 0 {
 		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.GitHub.PollInterval.Duration),
 			func() (river.JobArgs, *river.InsertOpts) { return GitHubPollArgs{}, nil },

@@ -54,6 +54,11 @@ func newHarness(t testing.TB, cfg bot.Config, repo string) *harness {
 }
 
 func newHarnessDB(t testing.TB, cfg bot.Config, repo, dbURL string) *harness {
+	return newHarnessWith(t, cfg, repo, dbURL, nil)
+}
+
+// newHarnessWith lets a test adjust the bot's options before it starts.
+func newHarnessWith(t testing.TB, cfg bot.Config, repo, dbURL string, adjust func(*bot.Options)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, dbURL, t.TempDir())
@@ -73,7 +78,7 @@ func newHarnessDB(t testing.TB, cfg bot.Config, repo, dbURL string) *harness {
 	if testing.Verbose() {
 		level = slog.LevelInfo
 	}
-	b, err := bot.New(st, bot.Options{
+	opts := bot.Options{
 		Config:   cfg,
 		CacheDir: t.TempDir(),
 		Role:     bot.RoleAll,
@@ -86,7 +91,11 @@ func newHarnessDB(t testing.TB, cfg bot.Config, repo, dbURL string) *harness {
 		ID:           "test/" + t.Name(),
 		PollInterval: 50 * time.Millisecond,
 		LeaseWait:    100 * time.Millisecond,
-	})
+	}
+	if adjust != nil {
+		adjust(&opts)
+	}
+	b, err := bot.New(st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,5 +590,50 @@ func TestNoBaseIsInfraNeverAReply(t *testing.T) {
 	}
 	if h.report.Count() != 0 {
 		t.Errorf("a reply was sent for the operator's gap")
+	}
+}
+
+// serve fetches every tree with a URL at start and on schedule, records
+// how it went (a dead tree does not stop the others), and fetches a stale
+// tree again before choosing a base; a fresh one is not fetched twice.
+func TestTreesFetchedOnScheduleAndWhenStale(t *testing.T) {
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		o.FetchTrees, o.FetchInterval = []string{"unreachable", "mainline"}, time.Hour
+	})
+	ctx := context.Background()
+	healths := func() map[string]store.Health {
+		hs, err := h.st.Healths(ctx, h.st.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]store.Health{}
+		for _, x := range hs {
+			out[x.Kind+"/"+x.Name] = x
+		}
+		return out
+	}
+	h.wait("both trees fetched at start", 30*time.Second, func() bool { return len(healths()) == 2 })
+	hs := healths()
+	if m := hs["tree/mainline"]; !m.OK || m.LastOK.IsZero() {
+		t.Errorf("mainline: %+v, want fetched", m)
+	}
+	if u := hs["tree/unreachable"]; u.OK || u.Failures != 1 || !strings.Contains(u.Err, "Could not resolve host") {
+		t.Errorf("unreachable: %+v, want one recorded failure", u)
+	}
+	// Fresh: a series' base selection fetches nothing.
+	h.ingest.Add(series("<fresh@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	if n := h.calls.Count("fetch "); n != 2 {
+		t.Errorf("%d fetches with fresh trees, want the 2 at start", n)
+	}
+	// Two hours later both are stale: fetched again before the base.
+	h.skew.Store(int64(2 * time.Hour))
+	h.ingest.Add(series("<stale@x>", "[PATCH] svcrdma: harmless too"))
+	h.wait("second reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
+	if n := h.calls.Count("fetch "); n != 4 {
+		t.Errorf("%d fetches after the trees went stale, want 4", n)
+	}
+	if u := healths()["tree/unreachable"]; u.Failures != 2 || u.Since.IsZero() {
+		t.Errorf("unreachable after a second failure: %+v", u)
 	}
 }

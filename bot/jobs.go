@@ -262,13 +262,18 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			if err != nil {
 				return err
 			}
+			if err := b.refreshStaleTrees(ctx, tr); err != nil {
+				return err
+			}
 			base, err := b.stages.Build.SelectBase(ctx, s)
 			if err != nil {
+				// No base in the store (trees not fetched) is infra; any
+				// other error is the series' (mail that does not parse).
 				if IsInfra(err) || ctx.Err() != nil {
 					return err
 				}
 				tr.Logf("no base: %v", err)
-				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("No base found for the series: %v", err))
+				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("The series cannot be read: %v", err))
 			}
 			t.Tree, t.Base, t.BaseReason = base.Tree, base.Commit, base.Reason
 			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)

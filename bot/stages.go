@@ -70,6 +70,8 @@ type Builder interface {
 
 // Trees fetches branches, reverts commits and locates repositories.
 type Trees interface {
+	// Fetch updates a tree's branches from its URL.
+	Fetch(ctx context.Context, tree string) error
 	Head(ctx context.Context, tree, ref string) (commit string, err error)
 	Revert(ctx context.Context, tree, onto, commit string) (string, error)
 	GitDir(tree string) (string, error)

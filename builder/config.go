@@ -39,6 +39,9 @@ type Config struct {
 	// BuildTimeout bounds one kernel build (configure and make); a build
 	// that takes longer is the machine's fault and is retried.
 	BuildTimeout cfgtype.Duration `toml:"build_timeout"`
+	// FetchInterval is how often serve fetches every tree that has a URL;
+	// a test whose tree's last fetch is older fetches it first.
+	FetchInterval cfgtype.Duration `toml:"fetch_interval"`
 }
 
 // Identity is a git name and email.
@@ -75,7 +78,8 @@ func DefaultConfig() Config {
 		},
 		Committer:    Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
 		HeavyLock:    "/var/cache/rdmabot/heavy.lock",
-		BuildTimeout: cfgtype.D(time.Hour),
+		BuildTimeout:  cfgtype.D(time.Hour),
+		FetchInterval: cfgtype.D(time.Hour),
 	}
 }
 
@@ -106,6 +110,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Committer.Name == "" || c.Committer.Email == "" {
 		return fmt.Errorf("builder.committer needs a name and an email")
+	}
+	if c.FetchInterval.Duration <= 0 {
+		return fmt.Errorf("builder.fetch_interval must be positive")
 	}
 	if c.BuildTimeout.Duration <= 0 {
 		return fmt.Errorf("builder.build_timeout must be positive")

@@ -10,8 +10,12 @@ import (
 	"time"
 )
 
-// FetchTimeout bounds one fetch of one tree.
-const FetchTimeout = 30 * time.Minute
+// FetchTimeout bounds one fetch of one tree; FirstFetchTimeout a tree's
+// first, which brings its whole history (mainline: several GB).
+const (
+	FetchTimeout      = 30 * time.Minute
+	FirstFetchTimeout = 6 * time.Hour
+)
 
 // runGit is the one place the git program runs: for fetching, where
 // go-git indexes a kernel-sized pack in Go several times slower than git
@@ -61,10 +65,14 @@ func (s *Store) Fetch(ctx context.Context, t TreeConfig) error {
 		return fmt.Errorf("tree %s has no url", t.Name)
 	}
 	args := []string{"fetch", "--no-tags", "--quiet", "--no-write-fetch-head", t.URL}
+	timeout := FetchTimeout
 	for _, b := range t.Branches {
 		args = append(args, fmt.Sprintf("+refs/heads/%s:%s", b, TreeRef(t.Name, b)))
+		if _, err := s.Repository().Reference(TreeRef(t.Name, b), true); err != nil {
+			timeout = FirstFetchTimeout
+		}
 	}
-	if _, err := runGit(ctx, s.Dir, FetchTimeout, args...); err != nil {
+	if _, err := runGit(ctx, s.Dir, timeout, args...); err != nil {
 		return fmt.Errorf("fetch tree %s: %w", t.Name, err)
 	}
 	return s.reopen()

@@ -216,7 +216,12 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs})
+	hs, err := s.st.Healths(r.Context(), s.st.DB)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
 }
 
 func (s *Server) test(w http.ResponseWriter, r *http.Request) {

@@ -112,6 +112,21 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	return res.Dir, nil
 }
 
+// Fetch updates a tree's branches from its URL; a tree without one (an
+// import) is re-read from the store, which someone else updates.
+func (b *Build) Fetch(ctx context.Context, tree string) error {
+	for _, t := range b.Cfg.Trees {
+		if t.Name != tree {
+			continue
+		}
+		if t.URL == "" {
+			return infra(b.Store.Refresh())
+		}
+		return infra(b.Store.Fetch(ctx, t))
+	}
+	return infra(fmt.Errorf("tree %s is not configured ([[builder.trees]])", tree))
+}
+
 // Head fetches a tree's branch (when it has a URL; else re-reads the
 // store, which someone else updates) and resolves ref.
 func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {

@@ -12,9 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
@@ -37,38 +35,32 @@ type Lore struct {
 	Window time.Duration
 	HTTP   *feed.HTTPClient
 
-	mu sync.Mutex
-	// failing holds the lists whose last read failed: each is skipped
-	// until its backoff ends, so one dead list neither stops the others
-	// nor is hammered at every poll.
-	failing map[string]*listFailure
-}
-
-// listFailure is a list's run of failed reads.
-type listFailure struct {
-	Count int
-	Err   string
-	Since time.Time
-	Next  time.Time // the next read
 }
 
 // listBackoff is how long a list that failed n times in a row is left
-// alone: doubling from one poll's worth up to an hour.
+// alone: doubling from half a minute up to an hour.
 func listBackoff(n int) time.Duration {
+	if n < 1 {
+		return 0
+	}
 	d := 30 * time.Second << min(n-1, 7)
 	return min(d, time.Hour)
 }
 
-// Failing reports the lists that failed at their last read, for the
-// dashboard and rdmabot status.
-func (l *Lore) Failing() map[string]listFailure {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string]listFailure{}
-	for k, v := range l.failing {
-		out[k] = *v
+// Failing reports the lists whose last read failed, by name, from the
+// health records the dashboard and rdmabot status show.
+func (l *Lore) Failing(ctx context.Context) (map[string]store.Health, error) {
+	hs, err := l.St.Healths(ctx, l.St.DB)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	out := map[string]store.Health{}
+	for _, h := range hs {
+		if h.Kind == "list" && !h.OK {
+			out[h.Name] = h
+		}
+	}
+	return out, nil
 }
 
 // sources are one public-inbox reader per list: a local inbox when the
@@ -129,29 +121,32 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	// lore/feed saves them, not held for the ingest transaction.
 	cps := checkpoints{directCheckpoints{l.St}}
 	srcs := l.sources()
-	var read int
+	var errs []string
 	for _, li := range l.Cfg.Lists {
-		if !l.due(li.Name) {
+		due, err := l.due(ctx, li.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !due {
+			errs = append(errs, li.Name+": backing off")
 			continue
 		}
-		_, err := feed.Pump(ctx, srcs[li.Name], cps, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
+		start := time.Now()
+		_, err = feed.Pump(ctx, srcs[li.Name], cps, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
 			return l.St.AddMail(ctx, store.Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Raw: it.Raw})
 		})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		l.record(li.Name, err)
-		if err == nil {
-			read++
+		if rerr := l.record(ctx, li.Name, time.Since(start), err); rerr != nil {
+			return nil, rerr
+		}
+		if err != nil {
+			errs = append(errs, li.Name+": "+err.Error())
 		}
 	}
-	if read == 0 && len(l.Cfg.Lists) > 0 && len(l.Failing()) == len(l.Cfg.Lists) {
-		// Every list is failing: the poll itself failed, and says why.
-		var errs []string
-		for name, f := range l.Failing() {
-			errs = append(errs, fmt.Sprintf("%s: %s (%d failures since %s)", name, f.Err, f.Count, f.Since.Format(time.RFC3339)))
-		}
-		sort.Strings(errs)
+	if len(errs) == len(l.Cfg.Lists) {
+		// Not one list could be read: the poll itself failed, and says why.
 		return nil, infra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
 	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
@@ -182,38 +177,27 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	return out, nil
 }
 
-// due says whether a list is read at this poll: always, unless it is
-// failing and its backoff has not ended.
-func (l *Lore) due(list string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f := l.failing[list]
-	return f == nil || !l.Now().Before(f.Next)
+// due says whether a list is read at this poll: always, unless its last
+// reads failed and its backoff has not ended.
+func (l *Lore) due(ctx context.Context, list string) (bool, error) {
+	h, _, err := l.St.HealthOf(ctx, l.St.DB, "list", list)
+	if err != nil {
+		return false, infra(err)
+	}
+	return h.OK || h.Failures == 0 || !l.Now().Before(h.At.Add(listBackoff(h.Failures))), nil
 }
 
 // record notes the outcome of a list's read.
-func (l *Lore) record(list string, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err == nil {
-		if f := l.failing[list]; f != nil {
-			l.Log.Info("lore: list readable again", "list", list, "after", f.Count)
-		}
-		delete(l.failing, list)
-		return
+func (l *Lore) record(ctx context.Context, list string, took time.Duration, err error) error {
+	h, serr := l.St.RecordHealth(ctx, l.St.DB, "list", list, took, err)
+	if serr != nil {
+		return infra(serr)
 	}
-	if l.failing == nil {
-		l.failing = map[string]*listFailure{}
+	if err != nil {
+		l.Log.Warn("lore: list failed; the others go on", "list", list, "failures", h.Failures,
+			"next", h.At.Add(listBackoff(h.Failures)), "err", err)
 	}
-	f := l.failing[list]
-	if f == nil {
-		f = &listFailure{Since: l.Now()}
-		l.failing[list] = f
-	}
-	f.Count++
-	f.Err = err.Error()
-	f.Next = l.Now().Add(listBackoff(f.Count))
-	l.Log.Warn("lore: list failed; the others go on", "list", list, "failures", f.Count, "next", f.Next, "err", err)
+	return nil
 }
 
 // convert carries a lore series as the bot does.

@@ -197,26 +197,34 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	if len(got) != 1 || got[0].Subject != "svcrdma: fix a comment" {
 		t.Fatalf("%d series, want the linux-nfs patch", len(got))
 	}
-	f := l.Failing()
-	if len(f) != 1 || f["linux-rdma"].Count != 1 || f["linux-rdma"].Err == "" {
+	failures := func(list string) int {
+		f, err := l.Failing(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f[list].Failures
+	}
+	if f, _ := l.Failing(ctx); len(f) != 1 || f["linux-rdma"].Failures != 1 || f["linux-rdma"].Err == "" {
 		t.Fatalf("failing lists %+v, want linux-rdma once", f)
 	}
 	// Within its backoff the dead list is not read again.
 	if _, err := l.Poll(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := l.Failing()["linux-rdma"].Count; n != 1 {
+	if n := failures("linux-rdma"); n != 1 {
 		t.Errorf("dead list read again within its backoff: %d failures", n)
 	}
 	// After it, it is.
 	now = now.Add(listBackoff(1) + time.Second)
+	st.SetClock(func() time.Time { return now })
 	l.Poll(ctx, nil)
-	if n := l.Failing()["linux-rdma"].Count; n != 2 {
+	if n := failures("linux-rdma"); n != 2 {
 		t.Errorf("dead list not retried after its backoff: %d failures", n)
 	}
 	// Every list dead: the poll fails and names them.
 	cfg.Lore.Lists[1].URL = filepath.Join(t.TempDir(), "gone")
 	l2 := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	l2.Now = l.Now
 	if _, err := l2.Poll(ctx, nil); err == nil || !bot.IsInfra(err) || !strings.Contains(err.Error(), "linux-nfs") {
 		t.Errorf("every list dead: %v, want an infra error naming them", err)
 	}

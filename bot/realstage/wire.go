@@ -38,6 +38,17 @@ func Branches(cfg config.Config) map[string][]string {
 	return out
 }
 
+// FetchTrees are the configured trees that have a URL, in config order.
+func FetchTrees(cfg config.Config) []string {
+	var out []string
+	for _, t := range cfg.Builder.Trees {
+		if t.URL != "" {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // New wires the real stages a role needs (all, ingest, build, lab, or
 // several joined by commas). The lab pair and its guest image are made on
 // first use; a lab-only machine needs no compiler and no trees.

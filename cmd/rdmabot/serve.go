@@ -50,7 +50,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		cfg.Bot.Runs = cfg.Reports.Runs
 	}
 	opts := bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab),
-		Branches: realstage.Branches(cfg), Stages: stages, Log: e.log, ID: *id}
+		Branches: realstage.Branches(cfg), FetchTrees: realstage.FetchTrees(cfg), FetchInterval: cfg.Builder.FetchInterval.Duration,
+		Stages: stages, Log: e.log, ID: *id}
 	var gh *ghbot.Bot
 	if cfg.Bot.GitHub.Repo != "" {
 		if gh, err = newGitHub(cfg); err != nil {
@@ -254,13 +255,35 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	hs, err := st.Healths(ctx, st.DB)
+	if err != nil {
+		return err
+	}
+	if len(hs) > 0 {
+		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "SOURCE\tLAST READ\tSTATE\tLAST GOOD")
+		for _, h := range hs {
+			state, good := "ok", "never"
+			if !h.OK {
+				state = fmt.Sprintf("failing (%d): %s", h.Failures, firstLine(h.Err))
+			}
+			if !h.LastOK.IsZero() {
+				good = h.LastOK.Format("2006-01-02 15:04")
+			}
+			fmt.Fprintf(w, "%s %s\t%s\t%s\t%s\n", h.Kind, h.Name, h.At.Format("2006-01-02 15:04"), state, good)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout)
+	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TEST\tKIND\tTREE\tBASE\tSTATE\tVERDICT\tUPDATED\tNOTE")
 	for _, t := range tests {
 		note := ""
 		if t.State == store.StateFailed {
 			// Why the bot gave up: what an operator has to fix.
-			note, _, _ = strings.Cut(t.Summary, "\n")
+			note = firstLine(t.Summary)
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict, t.UpdatedAt.Format("2006-01-02 15:04"), note)
 	}
@@ -303,4 +326,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }

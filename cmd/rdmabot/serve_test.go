@@ -120,6 +120,15 @@ func TestServeKillRestart(t *testing.T) {
 	if out := rdmabot("status"); !strings.Contains(out, "failed") || !strings.Contains(out, "none of the configured branches is in the store") {
 		t.Errorf("status does not say why the test failed:\n%s", out)
 	}
+	// The lists and trees it cannot reach (no inbox here, no network) are
+	// shown, each failing on its own; the test went on regardless.
+	for out := ""; !strings.Contains(out, "list linux-rdma") || !strings.Contains(out, "tree mainline") || !strings.Contains(out, "failing ("); out = rdmabot("status") {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
+			t.Fatalf("status does not show the failing sources:\n%s\n%s", out, b)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 	if out := rdmabot("outbox", "list", "-all"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Fatalf("a reply was queued for the operator's gap:\n%s", out)
 	}

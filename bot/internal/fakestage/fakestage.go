@@ -238,6 +238,16 @@ type Trees struct {
 	Calls *Calls
 }
 
+// Fetch fails for a tree named "unreachable", as a tree behind a dead
+// network does; any other tree is already there.
+func (f *Trees) Fetch(ctx context.Context, tree string) error {
+	f.Calls.Add("fetch %s", tree)
+	if tree == "unreachable" {
+		return &InfraError{"fetch tree unreachable: git fetch: exit status 128: Could not resolve host"}
+	}
+	return nil
+}
+
 func (f *Trees) Head(ctx context.Context, tree, ref string) (string, error) {
 	f.Calls.Add("head %s %s", tree, ref)
 	out, err := exec.CommandContext(ctx, "git", "-C", f.Repo, "rev-parse", ref+"^{commit}").Output()
