@@ -57,8 +57,8 @@ type Options struct {
 	// (builder.fetch_interval) and before a base is chosen on a stale one.
 	FetchTrees    []string
 	FetchInterval time.Duration
-	Stages   Stages
-	Log      *slog.Logger
+	Stages        Stages
+	Log           *slog.Logger
 	// ID names this process in leases and job attempts. It must be unique
 	// and stable across restarts: jobs a dead incarnation left running are
 	// retried at once when it comes back. Default: hostname/role/listen.

@@ -76,8 +76,8 @@ func DefaultConfig() Config {
 			// when no fetched tree is in the store (offline).
 			{Name: "local", Branches: []string{"import"}},
 		},
-		Committer:    Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
-		HeavyLock:    "/var/cache/rdmabot/heavy.lock",
+		Committer:     Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
+		HeavyLock:     "/var/cache/rdmabot/heavy.lock",
 		BuildTimeout:  cfgtype.D(time.Hour),
 		FetchInterval: cfgtype.D(time.Hour),
 	}

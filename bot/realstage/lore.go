@@ -34,7 +34,6 @@ type Lore struct {
 	// Window is how far back mail is assembled into series.
 	Window time.Duration
 	HTTP   *feed.HTTPClient
-
 }
 
 // listBackoff is how long a list that failed n times in a row is left
