@@ -102,8 +102,8 @@ func runLore(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "command from %s in <%s> (series %s): %s\n", c.From, c.MessageID, orDash(c.SeriesID), state)
 	}
-	fmt.Fprintf(e.stdout, "%d messages read, %d skipped; %d series (%d complete, %d touching lore.paths) in %s\n",
-		st.Delivered, st.Skipped, total, complete, rel, elapsed.Round(time.Millisecond))
+	fmt.Fprintf(e.stdout, "%d messages read, %d skipped, %d unreadable; %d series (%d complete, %d touching lore.paths) in %s\n",
+		st.Delivered, st.Skipped, st.Unreadable, total, complete, rel, elapsed.Round(time.Millisecond))
 	return nil
 }
 
