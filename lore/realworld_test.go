@@ -94,7 +94,7 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 				"diff --git a/" + verbs + " b/" + verbs + "\n--- a/" + verbs + "\n+++ b/" + verbs + "\n@@ -1 +1 @@\n-a\n+b\n"},
 		{id: "flow-r", from: "Fl Ack <ack@example.org>", subject: "Re: [PATCH] RDMA/core: flowed", irt: "flow", min: 81,
 			extra: "Content-Type: text/plain; format=flowed\n",
-			body: "Acked-by: Fl Ack \n<ack@example.org>\n"},
+			body:  "Acked-by: Fl Ack \n<ack@example.org>\n"},
 	}
 	a := newTestAssembler(t)
 	for _, m := range mails {
