@@ -1106,3 +1106,62 @@ func treeTag(tags []string) string {
 	}
 	return ""
 }
+
+// Flush is Assemble for a reader that streams an archive and must not
+// hold all of it: it returns the series settled before the cutoff
+// (their newest patch or cover arrived before it) and the commands of
+// the replies it drops, and forgets every message that arrived before
+// the cutoff unless an open series still needs it (its patches, cover,
+// and the replies under them). What stays is the assembly window: the
+// mail after the cutoff and the open series. A reply that arrives after
+// its series was flushed finds no series, so the cutoff must trail the
+// newest arrival by the time replies take (weeks). A cutoff after every
+// arrival empties the Assembler and returns everything left. Versions
+// are linked only within what is held together.
+func (a *Assembler) Flush(before time.Time) *Assembly {
+	asm := a.Assemble()
+	open := map[*entry]bool{}
+	out := &Assembly{}
+	for _, s := range asm.Series {
+		if !s.LastArrival.Before(before) {
+			if s.Cover != nil {
+				open[a.byID[s.Cover.MessageID]] = true
+			}
+			for _, p := range s.Patches {
+				open[p.entry] = true
+			}
+			continue
+		}
+		out.Series = append(out.Series, s)
+	}
+	keep := func(e *entry) bool {
+		if !e.arrived.Before(before) || open[e] {
+			return true
+		}
+		seen := map[*entry]bool{e: true}
+		for p := a.heldParent(e); p != nil && !seen[p]; p = a.heldParent(p) {
+			if open[p] {
+				return true
+			}
+			seen[p] = true
+		}
+		return false
+	}
+	var drop []*entry
+	for _, e := range a.byID {
+		if !keep(e) {
+			drop = append(drop, e)
+		}
+	}
+	dropped := map[string]bool{}
+	for _, e := range drop {
+		dropped[e.msg.MessageID] = true
+		a.forget(e)
+	}
+	for _, c := range asm.Commands {
+		if dropped[c.MessageID] {
+			out.Commands = append(out.Commands, c)
+		}
+	}
+	return out
+}
