@@ -226,3 +226,70 @@ func unfoldHeaders(raw []byte) []byte {
 	}
 	return append([]byte(strings.Join(out, "\n")), raw[end:]...)
 }
+
+// scanArchive is what `rdmabot lore scan --git` does, without printing:
+// read every message through feed.Pump, parse, assemble and flush the
+// settled series with a 30-day window.
+func scanArchive(b *testing.B, list, dir string) (series int, st feed.PumpStats) {
+	b.Helper()
+	cfg := lore.DefaultConfig()
+	a, err := lore.NewAssembler(cfg.Assembler(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const window = 30 * 24 * time.Hour
+	var newest, flushed time.Time
+	src := &feed.Git{List: list, Dir: dir, AllEpochs: true}
+	st, err = feed.Pump(context.Background(), src, &feed.MemCheckpoints{}, feed.PumpOptions{}, func(_ context.Context, it feed.Item) error {
+		var err error
+		if it.Deleted {
+			err = a.ForgetRaw(it.Raw)
+		} else {
+			err = a.AddRaw(it.Raw, it.Received)
+		}
+		if it.Received.After(newest) {
+			newest = it.Received
+		}
+		if newest.Sub(flushed) >= 24*time.Hour {
+			series += len(a.Flush(newest.Add(-window)).Series)
+			flushed = newest
+		}
+		if err != nil {
+			return feed.Skip(err)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return series + len(a.Flush(time.Now().Add(100*365*24*time.Hour)).Series), st
+}
+
+// BenchmarkScanVsCatFile times the whole lore scan job on each 2024
+// archive against git cat-file --batch reading the same blobs, in CPU
+// time, and reports the ratio (issue #17's goal: 2x).
+// Run: go test ./lore -run '^$' -bench ScanVsCatFile -benchtime 3x -cpu 1
+func BenchmarkScanVsCatFile(b *testing.B) {
+	for _, name := range []string{"linux-rdma", "linux-nfs"} {
+		b.Run(name, func(b *testing.B) {
+			dir := corpusDir(b, name+"-2024.git")
+			cat, ok := catFilePeer(b, dir)
+			if !ok {
+				b.Skip("no git: nothing to compare with")
+			}
+			var scan time.Duration
+			var series int
+			var st feed.PumpStats
+			for b.Loop() {
+				t0 := cpuTime()
+				series, st = scanArchive(b, name, dir)
+				scan += cpuTime() - t0
+			}
+			per := scan / time.Duration(b.N)
+			b.ReportMetric(per.Seconds()/cat.Seconds(), "x-cat-file")
+			b.ReportMetric(float64(st.Delivered)/per.Seconds(), "msgs/cpu-s")
+			b.Logf("%s 2024: %d messages, %d series; scan %s CPU, git cat-file --batch %s CPU: %.2fx",
+				name, st.Delivered, series, per.Round(time.Millisecond), cat.Round(time.Millisecond), per.Seconds()/cat.Seconds())
+		})
+	}
+}

@@ -43,7 +43,16 @@ func diffFiles(body string) []string {
 		}
 		files = append(files, p)
 	}
+	var minus, plus string // the last two lines, for a traditional header
 	bodyLines(body, func(line string) bool {
+		if strings.HasPrefix(line, "@@ -") && strings.HasPrefix(minus, "--- ") && strings.HasPrefix(plus, "+++ ") {
+			// A traditional (quilt, diff -u) header: git apply -p1
+			// drops the first component of both names, whatever it
+			// is (a/, linux-next-orig/, linux-6.9/).
+			add(stripFirstComponent(minus[4:]))
+			add(stripFirstComponent(plus[4:]))
+		}
+		minus, plus = plus, line
 		switch {
 		case strings.HasPrefix(line, "diff --git "):
 			a, b := splitGitDiffLine(line[len("diff --git "):])
@@ -61,6 +70,24 @@ func diffFiles(body string) []string {
 		return true
 	})
 	return files
+}
+
+// stripFirstComponent is git apply's -p1 on a traditional header's
+// name: the timestamp after a tab goes, then everything up to the first
+// '/'. A name with no '/' has nothing to strip and gives "".
+func stripFirstComponent(name string) string {
+	if i := strings.IndexByte(name, '\t'); i >= 0 {
+		name = name[:i]
+	}
+	name = strings.TrimSpace(name)
+	if name == "/dev/null" {
+		return ""
+	}
+	_, rest, ok := strings.Cut(name, "/")
+	if !ok {
+		return ""
+	}
+	return strings.TrimLeft(rest, "/")
 }
 
 // splitGitDiffLine splits "a/X b/Y"; with spaces in names the two
@@ -267,17 +294,38 @@ var (
 // splitTrailer reads "Name: value" as b4's ^\s*(\w\S+):\s+(\S.*) does,
 // without a regexp: the name is the first blank-free token ending in a
 // colon, then blanks, then a value.
+//
+// Like b4 the name is letters, digits and dashes after a first letter
+// or digit: "Reviewed_by:" and "Reviewed-by::" are not trailers.
 func splitTrailer(line string) (name, value string, ok bool) {
 	l := strings.TrimLeft(line, " \t")
 	sp := strings.IndexAny(l, " \t")
-	if sp < 3 || l[sp-1] != ':' || !isWordByte(l[0]) {
+	if sp < 3 || l[sp-1] != ':' || !isWordByte(l[0]) || l[0] == '_' {
 		return "", "", false
+	}
+	for i := 1; i < sp-1; i++ {
+		if c := l[i]; c != '-' && (!isWordByte(c) || c == '_') {
+			return "", "", false
+		}
 	}
 	value = strings.TrimSpace(l[sp:])
 	if value == "" {
 		return "", "", false
 	}
 	return l[:sp-1], value, true
+}
+
+// gluedAfterAddress reports a value with something glued after its
+// "<address>" that is neither a "# comment" nor a "[remark]": "Name
+// <a@b>> ---", "Name <a@b> ---" (a quoted separator pulled onto the
+// line). b4 does not take such a line as a trailer.
+func gluedAfterAddress(value string) bool {
+	i := strings.LastIndexByte(value, '>')
+	if i < 0 || !strings.Contains(value[:i], "<") {
+		return false
+	}
+	rest := strings.TrimLeft(value[i+1:], " \t")
+	return rest != "" && rest[0] != '#' && rest[0] != '[' && rest[0] != '('
 }
 
 // unwrapTrailers rejoins two wrappings b4 repairs: "Fixes: sha (title"
@@ -320,33 +368,29 @@ func followupTrailers(body string) []Trailer {
 	}
 	lines := unwrapTrailers(strings.Split(body, "\n"))
 	var out []Trailer
-	others, wasTrailer := false, false
 	for _, line := range lines {
 		line = strings.TrimSuffix(line, "\r")
 		name, value, ok := splitTrailer(line)
 		if !ok {
-			// "[for the foo bits]" right after a trailer belongs to it.
-			if !(wasTrailer && isExtInfo(line)) {
-				others = true
-			}
-			wasTrailer = false
 			continue
 		}
 		lname := strings.ToLower(name)
 		switch lname {
-		case "phone", "email":
+		case "phone", "email", "subject", "date":
+			// Subject: and Date: are the lines of a quoted mail's
+			// attribution block ("From: X / Date: Y / Subject: Z"),
+			// never trailers: git and b4 add no such trailer.
 			continue
-		case "subject", "date", "from":
-			if others {
-				continue
-			}
+		}
+		if gluedAfterAddress(value) {
+			continue
 		}
 		if !isASCII(lname) {
 			continue
 		}
 		nonperson := false
 		switch lname {
-		case "fixes", "subject", "date", "link", "buglink", "obsoleted-by", "change-id", "base-commit":
+		case "fixes", "link", "buglink", "obsoleted-by", "change-id", "base-commit":
 			nonperson = true
 		}
 		if !nonperson && !(strings.Contains(value, "@") && emailInRe.MatchString(value)) {
@@ -365,15 +409,9 @@ func followupTrailers(body string) []Trailer {
 				value, comment = x[1], x[2]
 			}
 		}
-		wasTrailer = true
 		out = append(out, Trailer{Name: name, Value: value, Comment: comment})
 	}
 	return out
-}
-
-func isExtInfo(line string) bool {
-	l := strings.TrimSpace(line)
-	return len(l) > 2 && l[0] == '[' && l[len(l)-1] == ']'
 }
 
 func isASCII(s string) bool {
@@ -397,7 +435,7 @@ func trailerFrom(t Trailer, from Address) bool {
 	} else if m := emailInRe.FindString(t.Value); m != "" {
 		email = m
 	}
-	if email != "" && strings.EqualFold(email, from.Email) {
+	if email != "" && sameMailbox(email, from.Email) {
 		return true
 	}
 	name := strings.TrimSpace(t.Value)
@@ -408,9 +446,30 @@ func trailerFrom(t Trailer, from Address) bool {
 	return from.Name != "" && strings.EqualFold(name, from.Name)
 }
 
+// sameMailbox compares two addresses as b4 does for trailers: case
+// aside, and with a "+tag" subaddress dropped from the local part, so
+// syzbot+1234abcd@syzkaller.appspotmail.com is syzbot@syzkaller.appspotmail.com.
+func sameMailbox(x, y string) bool {
+	if strings.EqualFold(x, y) {
+		return true
+	}
+	base := func(a string) string {
+		local, domain, ok := strings.Cut(a, "@")
+		if !ok {
+			return strings.ToLower(a)
+		}
+		local, _, _ = strings.Cut(local, "+")
+		return strings.ToLower(local + "@" + domain)
+	}
+	return base(x) == base(y)
+}
+
 var (
-	baseCommitRe = regexp.MustCompile(`(?m)^base-commit:[ \t]*([0-9a-f]{7,40})[ \t]*$`)
-	changeIDRe   = regexp.MustCompile(`(?m)^change-id:[ \t]*(\S+)[ \t]*$`)
+	// b4 reads the first hex run after "base-commit: " whatever
+	// follows it: a "(cel/nfsd-testing)" remark, or the CR a
+	// quoted-printable "=0D" left at the line end.
+	baseCommitRe = regexp.MustCompile(`(?mi)^base-commit:[ \t]*([0-9a-f]{7,40})\b`)
+	changeIDRe   = regexp.MustCompile(`(?m)^change-id:[ \t]*(\S+)[ \t\r]*$`)
 	loreLinkRe   = regexp.MustCompile(`https?://lore\.kernel\.org/(?:[\w.-]+/)?(?:r/)?([^/\s<>]+@[^/\s<>]+?)/?(?:[\s>)\]]|$)`)
 	gitCommitRe  = regexp.MustCompile(`https?://git\.kernel\.org/\S+/c/[0-9a-f]{7,40}|\bcommit:?\s+[0-9a-f]{12,40}\b`)
 	// "Applied, thanks!", "Thanks, applied.", "Applied to for-next":

@@ -25,6 +25,9 @@ func TestBodyMatchesGitMailinfo(t *testing.T) {
 		"attachment": []byte("From: A <a@example.org>\nSubject: [PATCH] x\nContent-Type: multipart/mixed; boundary=b\n\n--b\n" +
 			"Content-Type: text/plain\n\nsee attached\n\nSigned-off-by: A <a@example.org>\n--b\nContent-Type: text/x-patch; name=\"0001-fix.patch\"\n" +
 			"Content-Disposition: attachment; filename=\"0001-fix.patch\"\n\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n--b--\n"),
+		"flowed-delsp": []byte("From: A <a@example.org>\nSubject: [PATCH] flowed\nContent-Type: text/plain; charset=utf-8; format=flowed; delsp=yes\n\n" +
+			"Flowed change that the mailer  \nwrapped.\n\nSigned-off-by: A Long Name  \n<a@example.org>\n---\n" +
+			"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"),
 	}
 	if files, err := filepath.Glob(filepath.Join(sharedDir(t), "corpus", "threads", "*", "*PATCH*.eml")); err == nil {
 		for _, f := range files {

@@ -68,6 +68,9 @@ func decodePart(h Header, body []byte, depth int, inPatch *bool) (string, error)
 	if err != nil {
 		return "", err
 	}
+	if strings.EqualFold(params["format"], "flowed") {
+		b = unflow(b, strings.EqualFold(params["delsp"], "yes"))
+	}
 	if *inPatch {
 		return string(b), nil
 	}
@@ -77,6 +80,48 @@ func decodePart(h Header, body []byte, depth int, inPatch *bool) (string, error)
 	}
 	*inPatch = true
 	return toUTF8(b[:cut], params["charset"]) + string(b[cut:]), nil
+}
+
+// unflow undoes format=flowed (RFC 3676) as git mailinfo does
+// (handle_filter_flowed): a line ending in a space is joined with the
+// next, without that space when delsp=yes; a leading space (stuffing)
+// is dropped; the "-- " signature line stays as it is. Like git it
+// looks at neither quote depth nor where the patch starts.
+func unflow(b []byte, delsp bool) []byte {
+	var out, prev []byte
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if string(line) == "-- " {
+			if len(prev) > 0 {
+				out = append(append(out, prev...), '\n')
+				prev = prev[:0]
+			}
+			out = append(append(out, line...), '\n')
+			continue
+		}
+		if len(line) > 0 && line[0] == ' ' {
+			line = line[1:]
+		}
+		if len(line) > 0 && line[len(line)-1] == ' ' {
+			if delsp {
+				line = line[:len(line)-1]
+			}
+			prev = append(prev, line...)
+			continue
+		}
+		out = append(append(append(out, prev...), line...), '\n')
+		prev = prev[:0]
+	}
+	if len(prev) > 0 {
+		out = append(append(out, prev...), '\n')
+	}
+	return out
 }
 
 // patchBreak returns where git mailinfo starts the patch in b (its

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -150,6 +151,8 @@ type Assembler struct {
 	// alias maps a message's second and later Message-IDs to its first,
 	// so replies referencing any of them find it.
 	alias map[string]string
+	// implicit are the plain-subject covers the last Assemble found.
+	implicit map[*entry]bool
 }
 
 type kind int
@@ -240,13 +243,19 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 	case s.Index == 0 && s.Total > 0:
 		// b4: counter 0 is a cover even when it quotes a range-diff.
 		e.kind = kindCover
+	case s.Pull:
+		// A pull request quotes a diffstat, often the whole diff
+		// (request-pull -p): it asks to merge a branch, it is not a
+		// patch to apply.
 	case diff:
 		// With or without [PATCH]: b4 takes any non-reply diff as one.
 		e.kind = kindPatch
 		e.files = diffFiles(m.Body)
 	}
-	if e.kind != kindOther {
-		if strings.Contains(m.Body, "base-commit:") {
+	if e.kind != kindOther || !e.reply {
+		// Not only patches and covers: a plain-subject letter the
+		// patches answer is the cover too (see implicitCovers).
+		if strings.Contains(m.Body, "base-commit:") || strings.Contains(m.Body, "BASE-COMMIT:") {
 			e.baseCommit = firstSubmatch(baseCommitRe, m.Body)
 		}
 		if strings.Contains(m.Body, "change-id:") {
@@ -487,6 +496,7 @@ func (a *Assembler) Assemble() *Assembly {
 		memberOf[e] = g
 	}
 	order = a.mergeUnthreaded(order, memberOf)
+	a.implicitCovers(order, memberOf)
 
 	asm := &Assembly{}
 	seriesOf := map[*group]*Series{}
@@ -512,6 +522,39 @@ func (a *Assembler) Assemble() *Assembly {
 		return si.ID < sj.ID
 	})
 	return asm
+}
+
+// implicitCovers finds the covers that do not say they are one: a
+// letter with a plain subject ("[PATCHES] Fix x", "[PATCHSET] y", or no
+// brackets at all) that the patches of a series answer. It is the
+// message the series hangs from, by the same author, not a reply and
+// without a diff, and at least one patch replies to it directly. It
+// becomes the series' cover, so its base-commit and the trailers given
+// in replies to it count for the whole series.
+func (a *Assembler) implicitCovers(order []*group, memberOf map[*entry]*group) {
+	a.implicit = map[*entry]bool{}
+	for _, g := range order {
+		first := g.members[0]
+		if slices.ContainsFunc(g.members, func(e *entry) bool { return e.kind == kindCover }) {
+			continue
+		}
+		r := a.lookup(g.root)
+		if r == nil || r.kind != kindOther || r.reply || r.subj.Pull || r.author != first.author || memberOf[r] != nil {
+			continue
+		}
+		if !slices.ContainsFunc(g.members, func(e *entry) bool { return a.lookup(e.parent) == r }) {
+			continue
+		}
+		a.implicit[r] = true
+		memberOf[r] = g
+		g.members = append(g.members, r)
+		sort.SliceStable(g.members, func(i, j int) bool { return entryBefore(g.members[i], g.members[j]) })
+	}
+}
+
+// isCover says whether e is a cover: by its 0/N subject, or implicitly.
+func (a *Assembler) isCover(e *entry) bool {
+	return e.kind == kindCover || a.implicit[e]
 }
 
 // unthreadedWindow is how close in time the patches of a series sent
@@ -601,7 +644,7 @@ func (a *Assembler) buildSeries(g *group) *Series {
 		if e.arrived.After(s.LastArrival) {
 			s.LastArrival = e.arrived
 		}
-		if e.kind == kindCover {
+		if a.isCover(e) {
 			if cover == nil {
 				cover = e
 			} else {
@@ -621,7 +664,8 @@ func (a *Assembler) buildSeries(g *group) *Series {
 		indexes = append(indexes, i)
 	}
 	sort.Ints(indexes)
-	if first == nil {
+	if first == nil || a.implicit[first] {
+		// A plain-subject cover says nothing of version or count.
 		first = byIndex[indexes[0]]
 	}
 	s.Version, s.RFC, s.Resend = first.subj.Version, first.subj.RFC, first.subj.Resend
@@ -744,7 +788,7 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 	}
 	for _, id := range ids {
 		f := a.byID[id]
-		if f.kind != kindOther && !f.reply {
+		if (f.kind != kindOther && !f.reply) || a.implicit[f] {
 			continue
 		}
 		// Find the series message this reply is under; loops in
@@ -778,7 +822,9 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 		)
 		if target != nil {
 			s = seriesOf[memberOf[target]]
-			index = target.index()
+			if !a.implicit[target] {
+				index = target.index()
+			}
 			s.Replies++
 		}
 		if len(f.trailers) > 0 {
@@ -833,7 +879,7 @@ func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, series
 		if g := memberOf[p]; g != nil {
 			if pt := patchOf[p]; pt != nil && p.kind == kindPatch {
 				pt.Trailers = addTrailers(pt.Trailers, ts)
-			} else if p.kind == kindCover {
+			} else if a.isCover(p) {
 				s := seriesOf[g]
 				s.Trailers = addTrailers(s.Trailers, ts)
 			}
@@ -1059,4 +1105,63 @@ func treeTag(tags []string) string {
 		return t
 	}
 	return ""
+}
+
+// Flush is Assemble for a reader that streams an archive and must not
+// hold all of it: it returns the series settled before the cutoff
+// (their newest patch or cover arrived before it) and the commands of
+// the replies it drops, and forgets every message that arrived before
+// the cutoff unless an open series still needs it (its patches, cover,
+// and the replies under them). What stays is the assembly window: the
+// mail after the cutoff and the open series. A reply that arrives after
+// its series was flushed finds no series, so the cutoff must trail the
+// newest arrival by the time replies take (weeks). A cutoff after every
+// arrival empties the Assembler and returns everything left. Versions
+// are linked only within what is held together.
+func (a *Assembler) Flush(before time.Time) *Assembly {
+	asm := a.Assemble()
+	open := map[*entry]bool{}
+	out := &Assembly{}
+	for _, s := range asm.Series {
+		if !s.LastArrival.Before(before) {
+			if s.Cover != nil {
+				open[a.byID[s.Cover.MessageID]] = true
+			}
+			for _, p := range s.Patches {
+				open[p.entry] = true
+			}
+			continue
+		}
+		out.Series = append(out.Series, s)
+	}
+	keep := func(e *entry) bool {
+		if !e.arrived.Before(before) || open[e] {
+			return true
+		}
+		seen := map[*entry]bool{e: true}
+		for p := a.heldParent(e); p != nil && !seen[p]; p = a.heldParent(p) {
+			if open[p] {
+				return true
+			}
+			seen[p] = true
+		}
+		return false
+	}
+	var drop []*entry
+	for _, e := range a.byID {
+		if !keep(e) {
+			drop = append(drop, e)
+		}
+	}
+	dropped := map[string]bool{}
+	for _, e := range drop {
+		dropped[e.msg.MessageID] = true
+		a.forget(e)
+	}
+	for _, c := range asm.Commands {
+		if dropped[c.MessageID] {
+			out.Commands = append(out.Commands, c)
+		}
+	}
+	return out
 }

@@ -412,3 +412,46 @@ func TestAssembleTrailersLikeB4(t *testing.T) {
 		t.Errorf("the off-list reply still belongs to v2's thread: replies %d", asm.Series[1].Replies)
 	}
 }
+
+// TestAssemblerFlush streams mail through an Assembler as lore scan
+// does: a settled series comes out once and is forgotten, an open one
+// keeps its patches and the replies under it until it settles.
+func TestAssemblerFlush(t *testing.T) {
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	core := "drivers/infiniband/core/cma.c"
+	a := newTestAssembler(t)
+	add := func(m tmail) {
+		t.Helper()
+		msg := m.parse(t)
+		a.Add(msg, m.date)
+	}
+	add(tmail{id: "old", subject: "[PATCH] old", body: diffBody(core), date: t0})
+	add(tmail{id: "old-r", from: "Rev <rev@example.org>", subject: "Re: [PATCH] old", irt: "old", body: "Reviewed-by: Rev <rev@example.org>\n#rdmabot test\n", date: t0.Add(time.Hour)})
+	add(tmail{id: "c", subject: "[PATCH 0/2] new", body: "cover\n", date: t0.Add(40 * day)})
+	add(tmail{id: "p1", subject: "[PATCH 1/2] a", irt: "c", refs: "<c>", body: diffBody(core), date: t0.Add(40 * day)})
+	add(tmail{id: "r", from: "Rev <rev@example.org>", subject: "Re: [PATCH 0/2] new", irt: "c", refs: "<c>", body: "Acked-by: Rev <rev@example.org>\n", date: t0.Add(41 * day)})
+
+	out := a.Flush(t0.Add(41*day - 30*day))
+	if len(out.Series) != 1 || out.Series[0].RootMessageID != "old" || trailerLines(out.Series[0].Patches[0].Trailers) != "Reviewed-by: Rev <rev@example.org>" {
+		t.Fatalf("first flush: %+v", out.Series)
+	}
+	if len(out.Commands) != 1 || out.Commands[0].MessageID != "old-r" {
+		t.Fatalf("first flush commands: %+v", out.Commands)
+	}
+	if a.Len() != 3 {
+		t.Fatalf("%d messages held after the flush, want the open series' 3", a.Len())
+	}
+	// The last patch comes late; the series is still open and whole.
+	add(tmail{id: "p2", subject: "[PATCH 2/2] b", irt: "c", refs: "<c>", body: diffBody(core), date: t0.Add(60 * day)})
+	if out := a.Flush(t0.Add(60*day - 30*day)); len(out.Series) != 0 {
+		t.Fatalf("an open series was flushed: %+v", out.Series)
+	}
+	out = a.Flush(t0.Add(1000 * day))
+	if len(out.Series) != 1 || !out.Series[0].Complete || trailerLines(out.Series[0].Trailers) != "Acked-by: Rev <rev@example.org>" {
+		t.Fatalf("last flush: %+v", out.Series)
+	}
+	if a.Len() != 0 {
+		t.Fatalf("%d messages left", a.Len())
+	}
+}

@@ -14,8 +14,12 @@ type Subject struct {
 	// Prefixes are the leading bracket groups' contents as written
 	// ("PATCH rdma-next v2 03/12").
 	Prefixes []string
-	// Patch is set when a group says PATCH (or PATCHv2, PATCHES).
+	// Patch is set when a group says PATCH (or PATCHv2, PATCHES,
+	// PATCHSET).
 	Patch bool
+	// Pull is set for a pull request ("[GIT PULL]", "[PULL]", "[GIT,
+	// PULL]"): it carries a diffstat or a diff but is not a patch.
+	Pull bool
 	// RFC and Resend mark "RFC" and "RESEND" tokens.
 	RFC, Resend bool
 	// Version is N of "vN" (also "PATCHvN", "V2"); 1 when absent.
@@ -71,22 +75,26 @@ func ParseSubject(s string) Subject {
 func (s *Subject) token(tok string, seenVersion *bool) {
 	up := strings.ToUpper(tok)
 	switch {
-	case up == "PATCH" || up == "PATCHES":
+	case up == "PATCH" || up == "PATCHES" || up == "PATCHSET":
 		s.Patch = true
 		return
 	case up == "RFC":
 		s.RFC = true
 		return
+	case up == "PULL":
+		s.Pull = true
+		s.Tags = append(s.Tags, tok)
+		return
 	case up == "RESEND":
 		s.Resend = true
 		return
 	}
-	for _, p := range []string{"PATCH", "RFC"} {
-		// PATCHv2, PATCH-v2, RFCv3
+	for _, p := range []string{"PATCHSET", "PATCHES", "PATCH", "RFC"} {
+		// PATCHv2, PATCH-v2, PATCHSETv2, RFCv3
 		if rest, ok := strings.CutPrefix(up, p); ok {
 			rest = strings.TrimPrefix(rest, "-")
 			if v, ok := parseVersion(rest); ok {
-				if p == "PATCH" {
+				if p != "RFC" {
 					s.Patch = true
 				} else {
 					s.RFC = true

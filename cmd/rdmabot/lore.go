@@ -15,7 +15,7 @@ import (
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
-const loreUsage = "rdmabot lore scan (--git DIR | --mbox FILE | --eml-dir DIR | --imap URL) [--list NAME] [--json] [--relevant] [-config FILE]"
+const loreUsage = "rdmabot lore scan (--git DIR | --mbox FILE | --eml-dir DIR | --imap URL) [--list NAME] [--json] [--relevant] [--window DUR] [-config FILE]"
 
 // runLore is "rdmabot lore scan": read one source from its beginning,
 // assemble every series and print what the bot would see.
@@ -32,6 +32,7 @@ func runLore(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	relevant := fs.Bool("relevant", false, "print only series touching lore.paths")
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	window := fs.Duration("window", 30*24*time.Hour, "assembly window: a series is printed and forgotten once no mail came for it this long (0: hold the whole archive)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -51,6 +52,11 @@ func runLore(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	out := &scanPrinter{w: e.stdout, json: *asJSON, relevant: *relevant}
+	// The scan streams: every day of archive time, the series settled
+	// a window ago are printed and forgotten, so memory holds the
+	// window, not the archive.
+	var newest, flushed time.Time
 	start := time.Now()
 	st, err := feed.Pump(ctx, src, &feed.MemCheckpoints{}, feed.PumpOptions{Log: e.log}, func(_ context.Context, it feed.Item) error {
 		var err error
@@ -58,6 +64,15 @@ func runLore(ctx context.Context, e *env, args []string) error {
 			err = asm.ForgetRaw(it.Raw)
 		} else {
 			err = asm.AddRaw(it.Raw, it.Received)
+		}
+		if it.Received.After(newest) {
+			newest = it.Received
+		}
+		if *window > 0 && newest.Sub(flushed) >= 24*time.Hour {
+			if err := out.print(asm.Flush(newest.Add(-*window))); err != nil {
+				return err
+			}
+			flushed = newest
 		}
 		if err != nil {
 			return feed.Skip(err)
@@ -67,44 +82,90 @@ func runLore(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	result := asm.Assemble()
+	if err := out.print(asm.Flush(time.Now().Add(100 * 365 * 24 * time.Hour))); err != nil {
+		return err
+	}
+	if err := out.finish(); err != nil {
+		return err
+	}
 	elapsed := time.Since(start)
-	complete, rel, total := 0, 0, len(result.Series)
-	for _, s := range result.Series {
+	if *asJSON {
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "%d messages read, %d skipped, %d unreadable; %d series (%d complete, %d touching lore.paths) in %s\n",
+		st.Delivered, st.Skipped, st.Unreadable, out.total, out.complete, out.rel, elapsed.Round(time.Millisecond))
+	return nil
+}
+
+// scanPrinter prints the series and commands of each flush as they
+// come: text, or one JSON object {"series": [...], "commands": [...]}
+// written piecewise.
+type scanPrinter struct {
+	w                    io.Writer
+	json, relevant       bool
+	total, complete, rel int
+	series               int // printed, for the JSON commas
+	commands             []lore.Command
+}
+
+func (p *scanPrinter) print(asm *lore.Assembly) error {
+	for _, s := range asm.Series {
+		p.total++
 		if s.Complete {
-			complete++
+			p.complete++
 		}
 		if s.Relevant() {
-			rel++
+			p.rel++
+		}
+		if p.relevant && !s.Relevant() {
+			continue
+		}
+		if !p.json {
+			printSeries(p.w, s)
+			continue
+		}
+		b, err := json.MarshalIndent(s, "    ", "  ")
+		if err != nil {
+			return err
+		}
+		sep := ",\n    "
+		if p.series == 0 {
+			sep = "{\n  \"series\": [\n    "
+		}
+		p.series++
+		if _, err := fmt.Fprintf(p.w, "%s%s", sep, b); err != nil {
+			return err
 		}
 	}
-	if *relevant {
-		kept := result.Series[:0]
-		for _, s := range result.Series {
-			if s.Relevant() {
-				kept = append(kept, s)
-			}
-		}
-		result.Series = kept
+	if p.json {
+		p.commands = append(p.commands, asm.Commands...)
+		return nil
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(result)
-	}
-	for _, s := range result.Series {
-		printSeries(e.stdout, s)
-	}
-	for _, c := range result.Commands {
+	for _, c := range asm.Commands {
 		state := c.Verb + " " + strings.TrimSpace(c.Tree+" "+c.Branch)
 		if c.Err != "" {
 			state = "invalid: " + c.Err
 		}
-		fmt.Fprintf(e.stdout, "command from %s in <%s> (series %s): %s\n", c.From, c.MessageID, orDash(c.SeriesID), state)
+		fmt.Fprintf(p.w, "command from %s in <%s> (series %s): %s\n", c.From, c.MessageID, orDash(c.SeriesID), state)
 	}
-	fmt.Fprintf(e.stdout, "%d messages read, %d skipped; %d series (%d complete, %d touching lore.paths) in %s\n",
-		st.Delivered, st.Skipped, total, complete, rel, elapsed.Round(time.Millisecond))
 	return nil
+}
+
+func (p *scanPrinter) finish() error {
+	if !p.json {
+		return nil
+	}
+	if p.series == 0 {
+		fmt.Fprint(p.w, "{\n  \"series\": [")
+	} else {
+		fmt.Fprint(p.w, "\n  ")
+	}
+	cmds, err := json.MarshalIndent(p.commands, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(p.w, "],\n  \"commands\": %s\n}\n", cmds)
+	return err
 }
 
 // scanSource builds the one source the flags name.

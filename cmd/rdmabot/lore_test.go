@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmabot/rdmabot/internal/pitest"
 	"github.com/rdmabot/rdmabot/internal/testenv"
@@ -31,7 +34,7 @@ func TestLoreScanEMLDirAndMbox(t *testing.T) {
 		"v2 12/12 complete: NFSD RDMA transport improvements",
 		"patch 1: Acked-by: Dennis Dalessandro <dennis.dalessandro@cornelisnetworks.com>",
 		"matched include/linux/sunrpc/svc_rdma.h net/sunrpc/xprtrdma/svc_rdma_rw.c",
-		"80 messages read, 0 skipped; 7 series (7 complete, 5 touching lore.paths)",
+		"80 messages read, 0 skipped, 0 unreadable; 7 series (7 complete, 5 touching lore.paths)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
@@ -133,7 +136,7 @@ func TestLoreScanPublicInbox(t *testing.T) {
 		// Drop the timing: "... in 71ms".
 		return last[:strings.LastIndex(last, " in ")]
 	}
-	want := "80 messages read, 0 skipped; 7 series (7 complete, 5 touching lore.paths)"
+	want := "80 messages read, 0 skipped, 0 unreadable; 7 series (7 complete, 5 touching lore.paths)"
 	if got := summary("--eml-dir", dir); got != want {
 		t.Fatalf("eml-dir: %q, want %q", got, want)
 	}
@@ -142,5 +145,82 @@ func TestLoreScanPublicInbox(t *testing.T) {
 	}
 	if got := summary("--git", srv.InboxDir("linux-rdma")); got != want {
 		t.Errorf("git: %q, want %q", got, want)
+	}
+}
+
+// TestLoreScanGitBadObjects scans a public-inbox inbox (git/0.git, one
+// commit per message, blob m) built here with git, in which one
+// message's blob was deleted from the object store, one is not mail at
+// all, one is over the size cap and one has a header that cannot be
+// read: the scan reads the rest, counts each and exits 0.
+func TestLoreScanGitBadObjects(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed: cannot build the archive")
+	}
+	inbox := t.TempDir()
+	gitDir := filepath.Join(inbox, "git", "0.git")
+	tick := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	git := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"--git-dir", gitDir}, args...)...)
+		date := tick.Format(time.RFC3339)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=inbox",
+			"GIT_COMMITTER_EMAIL=list@example.org", "GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date, "GIT_CONFIG_GLOBAL=/dev/null")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("git", "init", "-q", "--bare", "-b", "master", gitDir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	parent := ""
+	add := func(mail string) string {
+		tick = tick.Add(time.Minute)
+		blob := git(mail, "hash-object", "-w", "--stdin")
+		tree := git("100644 blob "+blob+"\tm\n", "mktree")
+		args := []string{"commit-tree", tree, "-m", "msg"}
+		if parent != "" {
+			args = append(args, "-p", parent)
+		}
+		parent = git("", args...)
+		git("", "update-ref", "refs/heads/master", parent)
+		return blob
+	}
+	patch := func(n int, irt string) string {
+		h := fmt.Sprintf("From: Dev One <dev@example.org>\nTo: linux-rdma@vger.kernel.org\nSubject: [PATCH %d/2] RDMA/core: step %d\n"+
+			"Message-ID: <p%d@example.org>\nDate: Sat, 1 Jun 2024 12:0%d:00 +0000\n", n, n, n, n)
+		if irt != "" {
+			h += "In-Reply-To: <" + irt + ">\n"
+		}
+		return h + "\nStep.\n\nSigned-off-by: Dev One <dev@example.org>\n---\ndiff --git a/drivers/infiniband/core/cma.c b/drivers/infiniband/core/cma.c\n" +
+			"--- a/drivers/infiniband/core/cma.c\n+++ b/drivers/infiniband/core/cma.c\n@@ -1 +1 @@\n-a\n+b\n"
+	}
+	add(patch(1, ""))
+	lost := add("From: Dev Two <two@example.org>\nSubject: [PATCH] lost\nMessage-ID: <lost@example.org>\n\nbody\n")
+	add("this is not a mail header\n\nbody\n")
+	add("From: x@example.org\nSubject: big\nMessage-ID: <big@example.org>\n\n" + strings.Repeat("x", 11<<20))
+	add(patch(2, "p1@example.org"))
+	if err := os.Remove(filepath.Join(gitDir, "objects", lost[:2], lost[2:])); err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"lore", "scan", "--git", inbox}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"v1 2/2 complete: RDMA/core: step 1",
+		"2 messages read, 2 skipped, 1 unreadable; 1 series (1 complete, 1 touching lore.paths)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, text, errb.String())
+		}
+	}
+	if !strings.Contains(errb.String(), lost) {
+		t.Errorf("the missing blob %s is not in the log:\n%s", lost, errb.String())
 	}
 }

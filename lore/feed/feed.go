@@ -77,6 +77,13 @@ type Item struct {
 	Deleted bool
 	// Checkpoint is the source's resume state once this item is handled.
 	Checkpoint string
+	// Err is set when the source found a message it cannot read (its
+	// object is missing from the archive or corrupt, or too big to
+	// read): Raw is then nil. Pump never hands such an item to the
+	// consumer; it logs it, counts it as Unreadable and saves its
+	// Checkpoint, so one bad object never stops a read. A source that
+	// can try the message again later (Git) keeps it in its checkpoint.
+	Err error
 }
 
 // Source is one place mail arrives.
@@ -137,6 +144,9 @@ type PumpOptions struct {
 type PumpStats struct {
 	Delivered int // consumer returned nil
 	Skipped   int // too big, ErrSkip, or the consumer panicked
+	// Unreadable counts items the source could not read (Item.Err):
+	// missing or corrupt archive objects. They are never fatal.
+	Unreadable int
 }
 
 // Pump reads src from its saved checkpoint and calls consume for each
@@ -174,6 +184,11 @@ func Pump(ctx context.Context, src Source, cps Checkpoints, opts PumpOptions, co
 	final, err := src.Read(ctx, from, func(it Item) error {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if it.Err != nil {
+			st.Unreadable++
+			log.Warn("feed: skipped a message the source cannot read", "source", key, "pos", it.Pos, "err", it.Err)
+			return save(it.Checkpoint)
 		}
 		var cerr error
 		if len(it.Raw) > maxSize {

@@ -77,13 +77,29 @@ func (g *Git) Key() string { return "git " + g.List }
 // that was rewritten and pruned. While a rewrite is being delivered, Tip
 // is the new history's tip and Done how many of the rewrite's steps are
 // done.
+//
+// Retry are the commits whose message could not be read (a missing or
+// corrupt object): they were counted and passed over, and every Read
+// tries them again first, delivering those that became readable (a
+// mirror fetched again, a repaired repository).
 type gitCheckpoint struct {
 	Epoch  int
 	Commit plumbing.Hash
 	Recent []plumbing.Hash
 	Tip    plumbing.Hash
 	Done   int
+	Retry  []retryRef
 }
+
+// retryRef is an unreadable message's commit in its epoch.
+type retryRef struct {
+	Epoch  int
+	Commit plumbing.Hash
+}
+
+// maxRetry bounds the unreadable commits a checkpoint remembers; older
+// ones are dropped (and logged): they stay counted, not retried.
+const maxRetry = 64
 
 // recentBlobs is how many anchors a checkpoint keeps: a purge of up to
 // this many of the newest messages still finds the place.
@@ -98,10 +114,18 @@ func (c gitCheckpoint) String() string {
 		}
 		recent = strings.Join(hs, ",")
 	}
-	if c.Tip.IsZero() {
-		return fmt.Sprintf("git1 %d %s %s", c.Epoch, c.Commit, recent)
+	s := fmt.Sprintf("git1 %d %s %s", c.Epoch, c.Commit, recent)
+	if !c.Tip.IsZero() {
+		s += fmt.Sprintf(" %s %d", c.Tip, c.Done)
 	}
-	return fmt.Sprintf("git1 %d %s %s %s %d", c.Epoch, c.Commit, recent, c.Tip, c.Done)
+	if len(c.Retry) > 0 {
+		rs := make([]string, len(c.Retry))
+		for i, r := range c.Retry {
+			rs[i] = fmt.Sprintf("%d:%s", r.Epoch, r.Commit)
+		}
+		s += " retry=" + strings.Join(rs, ",")
+	}
+	return s
 }
 
 // withDelivered returns c with blob added to Recent.
@@ -114,6 +138,17 @@ func (c gitCheckpoint) withDelivered(blob plumbing.Hash) gitCheckpoint {
 func parseGitCheckpoint(s string) (gitCheckpoint, error) {
 	var c gitCheckpoint
 	f := strings.Fields(s)
+	if n := len(f); n > 0 && strings.HasPrefix(f[n-1], "retry=") {
+		for _, r := range strings.Split(strings.TrimPrefix(f[n-1], "retry="), ",") {
+			e, h, ok := strings.Cut(r, ":")
+			n, err := strconv.Atoi(e)
+			if !ok || err != nil || n < 0 || !plumbing.IsHash(h) {
+				return c, fmt.Errorf("bad git checkpoint %q: retry %q", s, r)
+			}
+			c.Retry = append(c.Retry, retryRef{n, plumbing.NewHash(h)})
+		}
+		f = f[:n-1]
+	}
 	if (len(f) != 4 && len(f) != 6) || f[0] != "git1" {
 		return c, fmt.Errorf("bad git checkpoint %q", s)
 	}
@@ -201,6 +236,12 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 	if !started && g.FromTip && !g.AllEpochs {
 		return g.tipCheckpoint(epochs[len(epochs)-1])
 	}
+	rs := &readState{retry: cp.Retry}
+	if len(cp.Retry) > 0 {
+		if err := g.retryUnreadable(ctx, epochs, cp, rs, yield); err != nil {
+			return "", err
+		}
+	}
 	for _, e := range epochs {
 		if e.n < cp.Epoch {
 			continue
@@ -209,7 +250,7 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 		if e.n > cp.Epoch {
 			start = gitCheckpoint{Epoch: e.n}
 		}
-		next, err := g.readEpoch(ctx, e, start, yield)
+		next, err := g.readEpoch(ctx, e, start, rs, yield)
 		if err != nil {
 			return "", err
 		}
@@ -219,10 +260,92 @@ func (g *Git) Read(ctx context.Context, after string, yield func(Item) error) (s
 			cp = next
 		}
 	}
+	cp.Retry = rs.retry
 	if cp.Commit.IsZero() {
+		if len(cp.Retry) > 0 {
+			return cp.String(), nil
+		}
 		return after, nil // nothing in the archive yet
 	}
 	return cp.String(), nil
+}
+
+// readState is what one Read carries across epochs: the commits whose
+// message could not be read, to try again next time.
+type readState struct {
+	retry []retryRef
+}
+
+// retryUnreadable tries the checkpoint's unreadable commits again and
+// delivers those that can be read now; the others stay for next time.
+func (g *Git) retryUnreadable(ctx context.Context, epochs []epoch, cp gitCheckpoint, rs *readState, yield func(Item) error) error {
+	readers := map[int]*epochReader{}
+	defer func() {
+		for _, rd := range readers {
+			rd.pr.close()
+			rd.st.Close()
+		}
+	}()
+	for _, ref := range cp.Retry {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rd := readers[ref.Epoch]
+		if rd == nil {
+			i := slices.IndexFunc(epochs, func(e epoch) bool { return e.n == ref.Epoch })
+			if i < 0 {
+				logOrDiscard(g.Log).Warn("feed: the epoch of an unreadable message is gone; it is not retried",
+					"source", g.Key(), "epoch", ref.Epoch, "commit", ref.Commit)
+				rs.retry = without(rs.retry, ref)
+				continue
+			}
+			r, st, err := openRepo(epochs[i].path)
+			if err != nil {
+				return &SourceError{Source: g.Key(), Err: err}
+			}
+			pr, err := openPackReader(epochs[i].path, r.Storer)
+			if err != nil {
+				st.Close()
+				return &SourceError{Source: g.Key(), Err: err}
+			}
+			rd = &epochReader{g: g, pr: pr, st: st, n: ref.Epoch, rs: rs}
+			readers[ref.Epoch] = rd
+		}
+		c, e, raw, ok, err := rd.load(ref.Commit)
+		if err != nil {
+			rd.log().Debug("feed: message still unreadable", "source", g.Key(), "epoch", ref.Epoch, "commit", ref.Commit, "err", err)
+			continue
+		}
+		rs.retry = without(rs.retry, ref)
+		if !ok {
+			continue
+		}
+		rd.log().Info("feed: a message that could not be read before is readable now", "source", g.Key(), "epoch", ref.Epoch, "commit", ref.Commit)
+		next := cp
+		next.Retry = rs.retry
+		if err := yield(Item{
+			List:       g.List,
+			Raw:        raw,
+			Received:   c.committed,
+			Pos:        fmt.Sprintf("%d:%s", ref.Epoch, ref.Commit),
+			Deleted:    e.name == "d",
+			Checkpoint: next.String(),
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// without returns list minus r, in a new slice.
+func without(list []retryRef, r retryRef) []retryRef {
+	out := make([]retryRef, 0, len(list))
+	for _, x := range list {
+		if x != r {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 type epoch struct {
@@ -312,7 +435,7 @@ func tipOf(r *git.Repository) (plumbing.Hash, error) {
 }
 
 // readEpoch delivers epoch e's commits after cp.
-func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield func(Item) error) (gitCheckpoint, error) {
+func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, rs *readState, yield func(Item) error) (gitCheckpoint, error) {
 	r, st, err := openRepo(e.path)
 	if err != nil {
 		return cp, &SourceError{Source: g.Key(), Err: err}
@@ -323,7 +446,7 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield fu
 		return cp, &SourceError{Source: g.Key(), Err: err}
 	}
 	defer pr.close()
-	rd := &epochReader{g: g, pr: pr, n: e.n, yield: yield}
+	rd := &epochReader{g: g, pr: pr, n: e.n, yield: yield, rs: rs}
 	tip, err := tipOf(r)
 	if err != nil {
 		return cp, &SourceError{Source: g.Key(), Err: err}
@@ -346,9 +469,22 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, yield fu
 	if cp.Commit == tip {
 		return cp, nil
 	}
-	newer, found, err := rd.walkBack(ctx, tip, cp.Commit)
+	newer, found, broken, err := rd.walkBackBroken(ctx, tip, cp.Commit)
 	if err != nil {
 		return cp, err
+	}
+	if !broken.IsZero() {
+		// A commit of the history itself is missing or corrupt: the
+		// commits behind it cannot be reached. Deliver what is newer,
+		// count the break, and go on: one bad object is not a reason
+		// to stop reading the archive.
+		rd.log().Error("feed: archive history is broken at an unreadable commit; the commits behind it cannot be read",
+			"source", g.Key(), "epoch", e.n, "commit", broken, "after", cp.Commit)
+		if err := yield(Item{List: g.List, Pos: fmt.Sprintf("%d:%s", e.n, broken),
+			Err: rd.sourceErr(fmt.Errorf("commit %s unreadable: history behind it lost", broken))}); err != nil {
+			return cp, err
+		}
+		found = true
 	}
 	if !found {
 		return rd.rewrite(ctx, cp, tip, nil)
@@ -417,31 +553,48 @@ func (rd *epochReader) resumeByBlobs(ctx context.Context, cp gitCheckpoint, tip 
 type epochReader struct {
 	g     *Git
 	pr    *packReader
+	st    *filesystem.Storage // closed by its owner; set only when rd owns it
 	n     int
 	yield func(Item) error
+	rs    *readState
 }
 
 // walkBack returns the commits from tip back to stop (excluded), newest
 // first, and whether stop was met; a zero stop walks to the root.
 // public-inbox history is linear, so the first parent is the history.
+// An unreadable commit is an error: the rewrite logic must not take a
+// broken history for a shorter one.
 func (rd *epochReader) walkBack(ctx context.Context, tip, stop plumbing.Hash) ([]plumbing.Hash, bool, error) {
+	out, found, broken, err := rd.walkBackBroken(ctx, tip, stop)
+	if err == nil && !broken.IsZero() {
+		_, err = rd.commit(broken)
+	}
+	return out, found, err
+}
+
+// walkBackBroken is walkBack that stops at an unreadable commit below
+// the tip and returns it as broken (the tip itself must be readable).
+func (rd *epochReader) walkBackBroken(ctx context.Context, tip, stop plumbing.Hash) ([]plumbing.Hash, bool, plumbing.Hash, error) {
 	var out []plumbing.Hash
 	for h := tip; ; {
 		if h == stop {
-			return out, true, nil
+			return out, true, plumbing.ZeroHash, nil
 		}
 		if len(out)%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, false, err
+				return nil, false, plumbing.ZeroHash, err
 			}
 		}
 		c, err := rd.commit(h)
 		if err != nil {
-			return nil, false, err
+			if h == tip {
+				return nil, false, plumbing.ZeroHash, err
+			}
+			return out, false, h, nil
 		}
 		out = append(out, h)
 		if c.parent.IsZero() {
-			return out, stop.IsZero(), nil
+			return out, stop.IsZero(), plumbing.ZeroHash, nil
 		}
 		h = c.parent
 	}
@@ -519,22 +672,23 @@ func readAllInto(b []byte, r io.Reader) ([]byte, error) {
 // deliver yields commit h's message with the checkpoint next (plus the
 // blob among the recent ones) and returns that checkpoint. purged turns
 // an `m` into a deletion: the message vanished from a rewritten history.
+//
+// A commit whose tree or blob cannot be read (missing, corrupt, too big)
+// is not an error: it is yielded as an unreadable Item (Err set), kept
+// in the checkpoint's retry list, and the read goes on.
 func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint) (gitCheckpoint, error) {
-	c, e, ok, err := rd.entryOf(h)
+	c, e, raw, ok, err := rd.load(h)
 	if err != nil {
-		return next, err
+		return rd.unreadable(h, c, next, err)
 	}
 	if !ok {
 		rd.log().Warn("feed: commit holds no message (no m or d blob, or a purged empty one), skipped", "source", rd.g.Key(), "epoch", rd.n, "commit", h)
 		return next, nil
 	}
-	raw, err := rd.object(e.blob, plumbing.BlobObject)
-	if err != nil {
-		return next, err
-	}
 	if !purged && e.name == "m" {
 		next = next.withDelivered(e.blob)
 	}
+	next.Retry = rd.rs.retry
 	return next, rd.yield(Item{
 		List:       rd.g.List,
 		Raw:        raw,
@@ -542,6 +696,41 @@ func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint)
 		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
 		Deleted:    purged || e.name == "d",
 		Checkpoint: next.String(),
+	})
+}
+
+// load reads commit h's entry and blob; ok is false when the commit
+// holds no message.
+func (rd *epochReader) load(h plumbing.Hash) (rawCommit, entry, []byte, bool, error) {
+	c, e, ok, err := rd.entryOf(h)
+	if err != nil || !ok {
+		return c, e, nil, ok, err
+	}
+	raw, err := rd.object(e.blob, plumbing.BlobObject)
+	if err != nil {
+		return c, e, nil, false, err
+	}
+	return c, e, raw, true, nil
+}
+
+// unreadable yields commit h as a message that cannot be read and
+// remembers it for a retry.
+func (rd *epochReader) unreadable(h plumbing.Hash, c rawCommit, next gitCheckpoint, err error) (gitCheckpoint, error) {
+	ref := retryRef{rd.n, h}
+	retry := append(without(rd.rs.retry, ref), ref)
+	if len(retry) > maxRetry {
+		rd.log().Warn("feed: too many unreadable messages to remember; the oldest is no longer retried",
+			"source", rd.g.Key(), "epoch", retry[0].Epoch, "commit", retry[0].Commit)
+		retry = retry[len(retry)-maxRetry:]
+	}
+	rd.rs.retry = retry
+	next.Retry = retry
+	return next, rd.yield(Item{
+		List:       rd.g.List,
+		Received:   c.committed,
+		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
+		Checkpoint: next.String(),
+		Err:        err,
 	})
 }
 

@@ -471,3 +471,115 @@ func headerOf(raw []byte) []byte {
 	}
 	return raw
 }
+
+// looseObject is the file of a loose object in the archive.
+func (a *archive) looseObject(h string) string {
+	return filepath.Join(a.dir, "objects", h[:2], h[2:])
+}
+
+// blobOf is the blob commit c holds.
+func (a *archive) blobOf(c string) string {
+	return a.git("", "rev-parse", c+":m")
+}
+
+func TestGitMissingAndCorruptObjects(t *testing.T) {
+	a := newArchive(t, filepath.Join(t.TempDir(), "0.git"))
+	var commits []string
+	for i := 1; i <= 5; i++ {
+		commits = append(commits, a.add(i))
+	}
+	// Message 2's blob is gone from the object store, message 4's is
+	// garbage: neither may stop the read.
+	missing := a.blobOf(commits[1])
+	if err := os.Remove(a.looseObject(missing)); err != nil {
+		t.Fatal(err)
+	}
+	corrupt := a.looseObject(a.blobOf(commits[3]))
+	os.Chmod(corrupt, 0o644)
+	if err := os.WriteFile(corrupt, []byte("not zlib at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := &Git{List: "l", Dir: a.dir}
+	cps := &MemCheckpoints{}
+	c := &collector{}
+	st, err := Pump(context.Background(), src, cps, PumpOptions{}, c.consume)
+	if err != nil {
+		t.Fatalf("a missing object was fatal: %v", err)
+	}
+	wantGot(t, c, "message 1", "message 3", "message 5")
+	if st.Delivered != 3 || st.Unreadable != 2 || st.Skipped != 0 {
+		t.Fatalf("stats %+v, want 3 delivered, 2 unreadable", st)
+	}
+	cp, _ := cps.Load(context.Background(), src.Key())
+	if !strings.HasPrefix(cp, "git1 0 "+a.tip()+" ") || !strings.Contains(cp, " retry=0:"+commits[1]+",0:"+commits[3]) {
+		t.Fatalf("checkpoint %q: want the tip and both unreadable commits to retry", cp)
+	}
+
+	// Nothing new, nothing readable again: nothing delivered, nothing
+	// counted twice.
+	if st, err = Pump(context.Background(), src, cps, PumpOptions{}, c.consume); err != nil || st != (PumpStats{}) {
+		t.Fatalf("second pump: %+v %v", st, err)
+	}
+	// The mirror gets the missing blob back: the next read delivers it,
+	// with the new mail, and keeps retrying only the corrupt one.
+	a.git(testMail(2), "hash-object", "-w", "--stdin")
+	a.add(6)
+	if st, err = Pump(context.Background(), src, cps, PumpOptions{}, c.consume); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, "message 2", "message 6")
+	if st.Delivered != 2 || st.Unreadable != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if cp, _ = cps.Load(context.Background(), src.Key()); !strings.HasSuffix(cp, " retry=0:"+commits[3]) {
+		t.Fatalf("checkpoint %q: only the corrupt commit is left to retry", cp)
+	}
+}
+
+func TestGitMissingCommit(t *testing.T) {
+	a := newArchive(t, filepath.Join(t.TempDir(), "0.git"))
+	var commits []string
+	for i := 1; i <= 4; i++ {
+		commits = append(commits, a.add(i))
+	}
+	// A commit of the history itself is lost: what is older cannot be
+	// reached, what is newer is still read, and the break is counted.
+	if err := os.Remove(a.looseObject(commits[1])); err != nil {
+		t.Fatal(err)
+	}
+	src := &Git{List: "l", Dir: a.dir}
+	cps := &MemCheckpoints{}
+	c := &collector{}
+	st, err := Pump(context.Background(), src, cps, PumpOptions{}, c.consume)
+	if err != nil {
+		t.Fatalf("a missing commit was fatal: %v", err)
+	}
+	wantGot(t, c, "message 3", "message 4")
+	if st.Delivered != 2 || st.Unreadable != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if cp, _ := cps.Load(context.Background(), src.Key()); !strings.HasPrefix(cp, "git1 0 "+a.tip()+" ") {
+		t.Fatalf("checkpoint %q, want the tip", cp)
+	}
+}
+
+func TestGitCheckpointRetryRoundTrip(t *testing.T) {
+	h := strings.Repeat("ab", 20)
+	for _, s := range []string{
+		"git1 0 " + h + " - retry=0:" + h,
+		"git1 2 " + h + " " + h + " " + h + " 3 retry=1:" + h + ",2:" + h,
+	} {
+		c, err := parseGitCheckpoint(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.String() != s {
+			t.Errorf("round trip %q -> %q", s, c.String())
+		}
+	}
+	for _, bad := range []string{"git1 0 " + h + " - retry=x:" + h, "git1 0 " + h + " - retry=0:zz"} {
+		if _, err := parseGitCheckpoint(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -105,6 +105,9 @@ func (pr *packReader) read(h plumbing.Hash) (plumbing.ObjectType, []byte, error)
 	if err != nil {
 		return 0, nil, fmt.Errorf("object %s: %w", h, err)
 	}
+	if o.Size() > maxFileRead || o.Size() < 0 {
+		return 0, nil, fmt.Errorf("object %s: %d bytes, over the %d byte read cap", h, o.Size(), maxFileRead)
+	}
 	rc, err := o.Reader()
 	if err != nil {
 		return 0, nil, fmt.Errorf("object %s: %w", h, err)

@@ -45,6 +45,35 @@ type Watcher struct {
 	// Passes, when set, receives the time each pass over the sources ends
 	// (non-blocking send): tests and the dashboard watch progress with it.
 	Passes chan<- time.Time
+
+	mu     sync.Mutex
+	totals map[string]PumpStats
+}
+
+// Totals returns, per source key, what every pump since Run started
+// delivered, skipped and could not read: the dashboard shows them. It is
+// safe to call while Run runs.
+func (w *Watcher) Totals() map[string]PumpStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]PumpStats, len(w.totals))
+	for k, v := range w.totals {
+		out[k] = v
+	}
+	return out
+}
+
+func (w *Watcher) record(key string, st PumpStats) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.totals == nil {
+		w.totals = map[string]PumpStats{}
+	}
+	t := w.totals[key]
+	t.Delivered += st.Delivered
+	t.Skipped += st.Skipped
+	t.Unreadable += st.Unreadable
+	w.totals[key] = t
 }
 
 type sourceState struct {
@@ -78,6 +107,7 @@ func (w *Watcher) Run(ctx context.Context, consume func(context.Context, Item) e
 			if ctx.Err() != nil {
 				return nil
 			}
+			w.record(src.Key(), stats)
 			if err != nil {
 				st.failures++
 				backoff := interval << min(st.failures-1, 4)
@@ -87,8 +117,8 @@ func (w *Watcher) Run(ctx context.Context, consume func(context.Context, Item) e
 				continue
 			}
 			st.failures, st.notBefore = 0, time.Time{}
-			if stats.Delivered+stats.Skipped > 0 {
-				log.Info("feed: read mail", "source", src.Key(), "delivered", stats.Delivered, "skipped", stats.Skipped)
+			if stats.Delivered+stats.Skipped+stats.Unreadable > 0 {
+				log.Info("feed: read mail", "source", src.Key(), "delivered", stats.Delivered, "skipped", stats.Skipped, "unreadable", stats.Unreadable)
 			}
 		}
 		if w.Passes != nil {
