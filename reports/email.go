@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"mime"
@@ -332,17 +333,44 @@ func (m *Mail) Bytes() []byte {
 	return b.Bytes()
 }
 
-// Recipients are the envelope addresses.
+// Recipients are the envelope addresses, each one plain mailbox.
 func (m *Mail) Recipients() ([]string, error) {
 	var out []string
 	for _, s := range append(append([]string{}, m.To...), m.Cc...) {
-		a, err := mail.ParseAddress(s)
+		a, err := Mailbox(s)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, a.Address)
+		out = append(out, a)
 	}
 	return out, nil
+}
+
+// ErrBadAddress marks an address that is not one plain mailbox.
+var ErrBadAddress = errors.New("not one plain mailbox")
+
+// Mailbox is the one address s names ("Name <local@domain>" or a bare
+// local@domain), strictly: net/mail must parse s as a single address,
+// and the address must be printable ASCII without the characters that
+// need quoting (so `Evil <a@x,b@y,c@z>`, a quoted local part with a
+// comma, a route or a domain literal are all refused). What comes back
+// is safe to give SMTP as one RCPT TO and to store in a list.
+func Mailbox(s string) (string, error) {
+	a, err := mail.ParseAddress(s)
+	if err != nil {
+		return "", fmt.Errorf("address %q: %w: %w", s, ErrBadAddress, err)
+	}
+	local, domain, ok := strings.Cut(a.Address, "@")
+	bad := !ok || local == "" || domain == "" || strings.Contains(domain, "@") ||
+		strings.HasPrefix(local, ".") || strings.HasSuffix(local, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".")
+	for i := 0; i < len(a.Address) && !bad; i++ {
+		c := a.Address[i]
+		bad = c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),:;<>[\]`, c) >= 0
+	}
+	if bad {
+		return "", fmt.Errorf("address %q: %w", s, ErrBadAddress)
+	}
+	return a.Address, nil
 }
 
 func foldList(l []string) string { return strings.Join(l, ",\n    ") }

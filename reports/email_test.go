@@ -167,3 +167,38 @@ func TestJudgeReproducibleAndAdaptive(t *testing.T) {
 		t.Errorf("only old build errors: %v, want INFRA", v.Outcome)
 	}
 }
+
+// An author address that is not one plain mailbox (`From: Evil
+// <a@x,b@y,c@z>` leaves lore's lenient parser as one address with
+// commas) gives no envelope: never three recipients behind one To.
+func TestRecipientsOneStrictAuthor(t *testing.T) {
+	c := testConfig()
+	v := verdicts(t)[Regression]
+	for _, bad := range []string{"a@x,b@y,c@z", `"a,b"@x.example`, "a@[127.0.0.1]", "a\r\nBcc: b@y@z", "a b@x.example", "nobody"} {
+		in := *v.In
+		in.Thread.Author = Address{Name: "Evil", Email: bad}
+		w := v
+		w.In = &in
+		m, err := RenderEmail(&c, &w, "x@rdmabot.example.org", testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env, err := m.Recipients(); !errors.Is(err, ErrBadAddress) {
+			t.Errorf("author %q: envelope %q, %v; want ErrBadAddress", bad, env, err)
+		}
+	}
+	m, err := RenderEmail(&c, &v, "x@rdmabot.example.org", testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := m.Recipients()
+	if err != nil || len(env) != 4 || env[0] != "cel@kernel.org" {
+		t.Errorf("a plain author: %q %v", env, err)
+	}
+	for in, want := range map[string]string{"Chuck Lever <cel@kernel.org>": "cel@kernel.org", "cel@kernel.org": "cel@kernel.org",
+		`"Lever, Chuck" <chuck.lever+nfs@oracle.com>`: "chuck.lever+nfs@oracle.com"} {
+		if got, err := Mailbox(in); got != want || err != nil {
+			t.Errorf("Mailbox(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}

@@ -174,11 +174,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	reply, err := outbox.FromMail(m, th)
-	if err != nil {
-		return err
-	}
-	return r.enqueue(ctx, reply)
+	return r.enqueue(ctx, outbox.FromMail(m, th))
 }
 
 func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
