@@ -10,6 +10,8 @@ import (
 	"net/mail"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Mail is one rendered reply.
@@ -82,11 +84,32 @@ func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, err
 }
 
 func replySubject(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = oneLine(s, MaxSubject)
 	if len(s) >= 3 && strings.EqualFold(s[:3], "re:") {
 		return s
 	}
 	return "Re: " + s
+}
+
+// MaxSubject caps, in characters, the subject a reply quotes (its
+// Subject and the "patch subject" line); kernel subjects are far shorter.
+const MaxSubject = 200
+
+// oneLine is s on one line, every run of whitespace (line breaks too) one
+// space and other control characters dropped, cut to at most max
+// characters (the cut marked with "...").
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+			return -1
+		}
+		return r
+	}, s)), " ")
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimRight(string(r[:max-3]), " ") + "..."
 }
 
 // CloseURL is where the reply will be on lore.
@@ -197,7 +220,7 @@ func infoBlock(v *Verdict) string {
 		{"url", in.Build.SeriesURL},
 		{"base", base},
 		{"patch link", in.Thread.LoreURL},
-		{"patch subject", in.Thread.Subject},
+		{"patch subject", oneLine(in.Thread.Subject, MaxSubject)},
 		{"version", version},
 		{"config", in.Build.Config},
 		{"compiler", in.Build.Compiler},
@@ -313,7 +336,9 @@ func (m *Mail) Bytes() []byte {
 	if len(m.Cc) > 0 {
 		h("Cc", foldList(m.Cc))
 	}
-	h("Subject", mime.QEncoding.Encode("utf-8", m.Subject))
+	// Encoded words each on a line of their own: the whitespace between
+	// two is not part of the subject, and no line passes 998 octets.
+	h("Subject", strings.ReplaceAll(mime.QEncoding.Encode("utf-8", m.Subject), "?= =?", "?=\n =?"))
 	h("Date", m.Date.Format(time.RFC1123Z))
 	h("Message-ID", "<"+m.MessageID+">")
 	h("In-Reply-To", "<"+m.InReplyTo+">")

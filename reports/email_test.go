@@ -3,6 +3,7 @@ package reports
 import (
 	"errors"
 	"math/rand/v2"
+	"mime"
 	"net/mail"
 	"strings"
 	"testing"
@@ -199,6 +200,47 @@ func TestRecipientsOneStrictAuthor(t *testing.T) {
 		`"Lever, Chuck" <chuck.lever+nfs@oracle.com>`: "chuck.lever+nfs@oracle.com"} {
 		if got, err := Mailbox(in); got != want || err != nil {
 			t.Errorf("Mailbox(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// A subject is quoted on one line and capped: neither a line break nor
+// a thousand characters get into the reply's header or body.
+func TestSubjectCapped(t *testing.T) {
+	c := testConfig()
+	v := verdicts(t)[Regression]
+	in := *v.In
+	in.Thread.Subject = "[PATCH] x\r\nBcc: victim@example.org\x00\x1b[2J " + strings.Repeat("é", 1000)
+	v.In = &in
+	m, err := RenderEmail(&c, &v, "x@rdmabot.example.org", testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := m.Bytes()
+	head, _, _ := strings.Cut(string(raw), "\n\n")
+	for _, l := range strings.Split(head, "\n") {
+		if len(l) > 998 {
+			t.Errorf("header line of %d octets: %.60q...", len(l), l)
+		}
+	}
+	msg, err := mail.ReadMessage(strings.NewReader(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get("Bcc") != "" {
+		t.Error("the subject added a header")
+	}
+	subj, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+	if err != nil || !strings.HasPrefix(subj, "Re: [PATCH] x Bcc: victim@example.org[2J éé") || !strings.HasSuffix(subj, "é...") ||
+		utf8.RuneCountInString(subj) != len("Re: ")+MaxSubject {
+		t.Errorf("Subject %q (%d characters) %v", subj, utf8.RuneCountInString(subj), err)
+	}
+	for _, l := range strings.Split(m.Body, "\n") {
+		if strings.HasPrefix(l, "patch subject:") && (utf8.RuneCountInString(l) > 250 || strings.ContainsAny(l, "\r\x00\x1b")) {
+			t.Errorf("body line %.80q...", l)
+		}
+		if strings.HasPrefix(l, "Bcc:") {
+			t.Errorf("the subject broke the body: %q", l)
 		}
 	}
 }
