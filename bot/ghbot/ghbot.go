@@ -92,14 +92,33 @@ type event struct {
 	url         string
 }
 
+// MaxPayload is GitHub's cap on a webhook delivery (25 MB): it sends
+// nothing bigger, so a bigger body is not GitHub's.
+const MaxPayload = 25 << 20
+
 // ServeHTTP is the webhook: it checks X-Hub-Signature-256 and handles
-// issue_comment (created) and issues (opened) events.
+// issue_comment (created) and issues (opened) events. The body is read
+// only with a signature to check, and at most MaxPayload bytes of it.
 func (g *Bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.Secret) == 0 {
 		http.Error(w, "webhook disabled: no secret configured", http.StatusForbidden)
 		return
 	}
+	if r.Header.Get(github.SHA256SignatureHeader) == "" {
+		http.Error(w, "no "+github.SHA256SignatureHeader, http.StatusUnauthorized)
+		return
+	}
+	if r.ContentLength > MaxPayload {
+		http.Error(w, fmt.Sprintf("payload over GitHub's %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxPayload)
 	payload, err := github.ValidatePayload(r, g.Secret)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		http.Error(w, fmt.Sprintf("payload over GitHub's %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
+		return
+	}
 	if err != nil {
 		http.Error(w, "bad signature or payload: "+err.Error(), http.StatusUnauthorized)
 		return

@@ -363,3 +363,58 @@ func TestDeliverOnce(t *testing.T) {
 		t.Fatalf("labels %q", fg.labels)
 	}
 }
+
+// endless is a body of n bytes that counts what was read of it.
+type endless struct{ n, read int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read >= e.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), e.n-e.read)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	e.read += k
+	return int(k), nil
+}
+
+// The webhook never reads more than GitHub's 25 MB, and nothing at all
+// without a signature to check (a 512 MiB unsigned body was read whole).
+func TestWebhookBodyCapped(t *testing.T) {
+	g, _, cmds := setup(t)
+	post := func(body *endless, length int64, signed bool) int {
+		req := httptest.NewRequest("POST", "/github", body)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		if signed {
+			req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+		}
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, req)
+		return w.Code
+	}
+	// Unknown length (chunked): cut at the cap.
+	b := &endless{n: 64 << 20}
+	if code := post(b, -1, true); code != http.StatusRequestEntityTooLarge || b.read > MaxPayload+64<<10 {
+		t.Errorf("64 MiB chunked: %d after reading %d bytes, want 413 and at most %d", code, b.read, MaxPayload)
+	}
+	// A declared length over the cap, or no signature: nothing is read.
+	b = &endless{n: 64 << 20}
+	if code := post(b, b.n, true); code != http.StatusRequestEntityTooLarge || b.read != 0 {
+		t.Errorf("64 MiB declared: %d after reading %d bytes", code, b.read)
+	}
+	b = &endless{n: 1 << 20}
+	if code := post(b, -1, false); code != http.StatusUnauthorized || b.read != 0 {
+		t.Errorf("unsigned: %d after reading %d bytes", code, b.read)
+	}
+	// Under the cap, a forged signature is still refused.
+	b = &endless{n: 1 << 20}
+	if code := post(b, -1, true); code != http.StatusUnauthorized {
+		t.Errorf("forged 1 MiB: %d", code)
+	}
+	if len(cmds.calls) != 0 {
+		t.Errorf("ran %q", cmds.calls)
+	}
+}
