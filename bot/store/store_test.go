@@ -114,8 +114,17 @@ func TestStore(t *testing.T) {
 			t.Fatalf("trace %+v", tr)
 		}
 
+		if seen, err := s.Seen(ctx, "c1"); seen || err != nil {
+			t.Fatalf("seen before any sighting: %v", err)
+		}
+		if seen, _ := s.Seen(ctx, "c1"); seen {
+			t.Fatal("Seen recorded the key")
+		}
 		if first, _ := s.FirstSeen(ctx, "c1"); !first {
 			t.Fatal("first sighting")
+		}
+		if seen, err := s.Seen(ctx, "c1"); !seen || err != nil {
+			t.Fatalf("not seen after FirstSeen: %v", err)
 		}
 		if first, _ := s.FirstSeen(ctx, "c1"); first {
 			t.Fatal("second sighting")
