@@ -50,7 +50,10 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 		path := filepath.Join(dataDir, "rdmabot.db")
 		// WAL lets readers run beside the one writer; busy_timeout rides
 		// out a second process (rdmabot status) touching the file.
-		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"
+		// synchronous FULL syncs the WAL at every commit: the outbox
+		// ledger's "sent" is in this file, and NORMAL may lose the last
+		// commits on power loss, so a reply would be sent again.
+		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)

@@ -132,6 +132,25 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// SQLite syncs every commit (synchronous=FULL): the outbox ledger's
+// "sent" lives in this database, and a commit lost to a power cut would
+// send the reply again.
+func TestSQLiteSynchronousFull(t *testing.T) {
+	s, err := Open(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 2 { // and on a connection opened later
+		var mode int
+		if err := s.DB.QueryRow("PRAGMA synchronous").Scan(&mode); err != nil || mode != 2 {
+			t.Fatalf("synchronous = %d (%v), want 2 (FULL)", mode, err)
+		}
+		s.DB.SetMaxIdleConns(0)
+		s.DB.SetMaxIdleConns(2)
+	}
+}
+
 // Many goroutines race for one pair: exactly one wins.
 func TestLeaseRace(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *Store) {
