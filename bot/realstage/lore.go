@@ -117,7 +117,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	}
 	var out []bot.Series
 	for _, s := range a.Assemble().Series {
-		if s.Relevant() && s.Complete && len(s.Applied) == 0 {
+		if s.Relevant() && s.Complete && !s.AppliedBy(l.Cfg.Maintainers) {
 			out = append(out, convert(s, l.Cfg))
 		}
 	}
