@@ -2,6 +2,7 @@ package lore
 
 import (
 	"fmt"
+	"net/mail"
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
@@ -21,6 +22,10 @@ type Config struct {
 	// BotAddresses are the From addresses of the bot's own mail: such mail
 	// is never read as input, so the bot cannot answer or trigger itself.
 	BotAddresses []string `toml:"bot_addresses"`
+	// Maintainers are the addresses of the trees' maintainers and
+	// committers: their "Applied, thanks!" means a series was taken and
+	// needs no test. Anyone else's is ignored.
+	Maintainers []string `toml:"maintainers"`
 }
 
 // ListConfig names one archived list.
@@ -53,6 +58,7 @@ func DefaultConfig() Config {
 		PollInterval: cfgtype.D(2 * time.Minute),
 		GracePeriod:  cfgtype.D(6 * time.Hour),
 		BotAddresses: []string{},
+		Maintainers:  []string{},
 	}
 }
 
@@ -90,6 +96,11 @@ func (c *Config) Validate() error {
 	for _, p := range c.Paths {
 		if _, err := CompileGlob(p); err != nil {
 			return fmt.Errorf("lore.paths: %w", err)
+		}
+	}
+	for _, m := range c.Maintainers {
+		if a, err := mail.ParseAddress(m); err != nil || a.Address != m {
+			return fmt.Errorf("lore.maintainers: %q is not a bare address", m)
 		}
 	}
 	return nil

@@ -39,6 +39,11 @@ func FuzzParseMessage(f *testing.F) {
 				t.Fatalf("message references itself: %q", r)
 			}
 		}
+		for _, id := range append(append([]string{m.InReplyTo}, m.MessageIDs...), m.References...) {
+			if id != "" && !validID(id) {
+				t.Fatalf("id %q has a control character, whitespace or brackets, or is too long", id)
+			}
+		}
 		_ = ParseSubject(m.Subject)
 	})
 }

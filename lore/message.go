@@ -341,17 +341,38 @@ func extractIDs(v string, bare bool) []string {
 		if j < 0 {
 			break
 		}
-		if id := strings.Map(dropSpace, v[i+1:i+1+j]); id != "" {
+		if id := strings.Map(dropSpace, v[i+1:i+1+j]); validID(id) {
 			ids = append(ids, id)
 		}
 		v = v[i+1+j+1:]
 	}
 	if len(ids) == 0 && bare {
-		if id := strings.TrimSpace(v); id != "" && !strings.ContainsAny(id, " \t") {
+		if id := strings.TrimSpace(v); validID(id) {
 			ids = append(ids, id)
 		}
 	}
 	return ids
+}
+
+// MaxIDLength caps a Message-ID in bytes: real ones are under 100, and
+// the bot writes ids back into headers, URLs and file names.
+const MaxIDLength = 250
+
+// validID refuses what no Message-ID holds and what must never reach a
+// header the bot writes: ASCII control characters (a bare CR or a NUL),
+// whitespace, angle brackets, and more than MaxIDLength bytes. A refused
+// Message-ID leaves the mail with a derived one; a refused reference is
+// dropped.
+func validID(id string) bool {
+	if id == "" || len(id) > MaxIDLength {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c == 0x7f || c == '<' || c == '>' {
+			return false
+		}
+	}
+	return true
 }
 
 // dropSpace removes whitespace that folding left inside an id.

@@ -214,3 +214,31 @@ func TestParseMessageMalformed(t *testing.T) {
 		t.Errorf("oversized: err = %v", err)
 	}
 }
+
+// A Message-ID with a control character (a bracket-less one kept a bare
+// CR, which went on into the reply's In-Reply-To) or of absurd length
+// is no id: the mail gets a derived one, and such references are
+// dropped.
+func TestMessageIDsRefuseControlCharacters(t *testing.T) {
+	long := strings.Repeat("x", MaxIDLength) + "@example.org"
+	for _, id := range []string{"foo\r@example.org", "<foo\x00bar@example.org>", "<a\x1b[2J@example.org>", "<a\x7f@example.org>", long, "<" + long + ">"} {
+		raw := "From: a@example.org\nSubject: [PATCH] x\nMessage-ID: " + id + "\nIn-Reply-To: " + id + "\nReferences: <ok@example.org> " + id + "\n\nbody\n"
+		m, err := ParseMessage([]byte(raw))
+		if err != nil {
+			t.Fatalf("%q: %v", id, err)
+		}
+		if !m.DerivedID || m.InReplyTo != "" || len(m.References) != 1 || m.References[0] != "ok@example.org" {
+			t.Errorf("%q: id %q (derived %v), in-reply-to %q, references %q", id, m.MessageID, m.DerivedID, m.InReplyTo, m.References)
+		}
+	}
+	// Folding whitespace inside brackets is still dropped, and a plain
+	// bare id still counts.
+	m, err := ParseMessage([]byte("From: a@example.org\nMessage-ID: <fol\n ded@example.org>\nIn-Reply-To: bare@example.org\n\n"))
+	if err != nil || m.MessageID != "folded@example.org" || m.DerivedID {
+		t.Errorf("folded id: %q %v", m.MessageID, err)
+	}
+	m, err = ParseMessage([]byte("From: a@example.org\nMessage-ID: bare@example.org\n\n"))
+	if err != nil || m.MessageID != "bare@example.org" {
+		t.Errorf("bare id: %q %v", m.MessageID, err)
+	}
+}

@@ -67,7 +67,8 @@ type Series struct {
 	// Trailers were given in replies to the cover: b4 applies them to
 	// every patch with -t.
 	Trailers []Trailer `json:"trailers,omitempty"`
-	// Applied lists the maintainers' "Applied, thanks!" replies.
+	// Applied lists the "Applied, thanks!" replies, whoever wrote them:
+	// only a maintainer's means the series was taken (see AppliedBy).
 	Applied []Applied `json:"applied,omitempty"`
 	// Versions are the IDs of other versions of the same work (same
 	// change-id, same titles by the same author, or a lore link to
@@ -93,6 +94,21 @@ func (s *Series) ReplyTo() *Message {
 // Relevant reports whether any patch touches a configured path.
 func (s *Series) Relevant() bool { return len(s.MatchedPaths) > 0 }
 
+// AppliedBy reports whether one of maintainers (addresses, compared
+// without case) sent one of the series' applied notes. A note from
+// anyone else is a claim, not a fact: it must not stop the series from
+// being tested.
+func (s *Series) AppliedBy(maintainers []string) bool {
+	for _, a := range s.Applied {
+		for _, m := range maintainers {
+			if a.By.Email != "" && strings.EqualFold(a.By.Email, m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Patch is one patch of a series.
 type Patch struct {
 	Index     int      `json:"index"`
@@ -113,7 +129,7 @@ type Patch struct {
 	entry *entry
 }
 
-// Applied is a maintainer's note that (part of) a series was applied.
+// Applied is a note that (part of) a series was applied.
 type Applied struct {
 	By        Address   `json:"by"`
 	MessageID string    `json:"message_id"`

@@ -284,6 +284,10 @@ func TestAssembleRepliesTrailersCommands(t *testing.T) {
 	if len(s.Applied) != 1 || s.Applied[0].MessageID != "ty" || len(s.Applied[0].Commits) != 1 {
 		t.Errorf("applied %+v", s.Applied)
 	}
+	// Only a maintainer's note means the series was taken.
+	if s.AppliedBy(nil) || s.AppliedBy([]string{"rev@example.org", "m@example.org"}) || !s.AppliedBy([]string{"m@example.org", "LEON@example.org"}) {
+		t.Errorf("AppliedBy: a note by %s counts only when they are a maintainer", s.Applied[0].By.Email)
+	}
 	if s.Replies != 3 {
 		t.Errorf("replies %d, want 3 (the bot's own is not input)", s.Replies)
 	}

@@ -3,12 +3,15 @@ package reports
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"mime"
 	"net/mail"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Mail is one rendered reply.
@@ -81,11 +84,32 @@ func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, err
 }
 
 func replySubject(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = oneLine(s, MaxSubject)
 	if len(s) >= 3 && strings.EqualFold(s[:3], "re:") {
 		return s
 	}
 	return "Re: " + s
+}
+
+// MaxSubject caps, in characters, the subject a reply quotes (its
+// Subject and the "patch subject" line); kernel subjects are far shorter.
+const MaxSubject = 200
+
+// oneLine is s on one line, every run of whitespace (line breaks too) one
+// space and other control characters dropped, cut to at most max
+// characters (the cut marked with "...").
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+			return -1
+		}
+		return r
+	}, s)), " ")
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimRight(string(r[:max-3]), " ") + "..."
 }
 
 // CloseURL is where the reply will be on lore.
@@ -196,7 +220,7 @@ func infoBlock(v *Verdict) string {
 		{"url", in.Build.SeriesURL},
 		{"base", base},
 		{"patch link", in.Thread.LoreURL},
-		{"patch subject", in.Thread.Subject},
+		{"patch subject", oneLine(in.Thread.Subject, MaxSubject)},
 		{"version", version},
 		{"config", in.Build.Config},
 		{"compiler", in.Build.Compiler},
@@ -312,7 +336,9 @@ func (m *Mail) Bytes() []byte {
 	if len(m.Cc) > 0 {
 		h("Cc", foldList(m.Cc))
 	}
-	h("Subject", mime.QEncoding.Encode("utf-8", m.Subject))
+	// Encoded words each on a line of their own: the whitespace between
+	// two is not part of the subject, and no line passes 998 octets.
+	h("Subject", strings.ReplaceAll(mime.QEncoding.Encode("utf-8", m.Subject), "?= =?", "?=\n =?"))
 	h("Date", m.Date.Format(time.RFC1123Z))
 	h("Message-ID", "<"+m.MessageID+">")
 	h("In-Reply-To", "<"+m.InReplyTo+">")
@@ -332,17 +358,44 @@ func (m *Mail) Bytes() []byte {
 	return b.Bytes()
 }
 
-// Recipients are the envelope addresses.
+// Recipients are the envelope addresses, each one plain mailbox.
 func (m *Mail) Recipients() ([]string, error) {
 	var out []string
 	for _, s := range append(append([]string{}, m.To...), m.Cc...) {
-		a, err := mail.ParseAddress(s)
+		a, err := Mailbox(s)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, a.Address)
+		out = append(out, a)
 	}
 	return out, nil
+}
+
+// ErrBadAddress marks an address that is not one plain mailbox.
+var ErrBadAddress = errors.New("not one plain mailbox")
+
+// Mailbox is the one address s names ("Name <local@domain>" or a bare
+// local@domain), strictly: net/mail must parse s as a single address,
+// and the address must be printable ASCII without the characters that
+// need quoting (so `Evil <a@x,b@y,c@z>`, a quoted local part with a
+// comma, a route or a domain literal are all refused). What comes back
+// is safe to give SMTP as one RCPT TO and to store in a list.
+func Mailbox(s string) (string, error) {
+	a, err := mail.ParseAddress(s)
+	if err != nil {
+		return "", fmt.Errorf("address %q: %w: %w", s, ErrBadAddress, err)
+	}
+	local, domain, ok := strings.Cut(a.Address, "@")
+	bad := !ok || local == "" || domain == "" || strings.Contains(domain, "@") ||
+		strings.HasPrefix(local, ".") || strings.HasSuffix(local, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".")
+	for i := 0; i < len(a.Address) && !bad; i++ {
+		c := a.Address[i]
+		bad = c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),:;<>[\]`, c) >= 0
+	}
+	if bad {
+		return "", fmt.Errorf("address %q: %w", s, ErrBadAddress)
+	}
+	return a.Address, nil
 }
 
 func foldList(l []string) string { return strings.Join(l, ",\n    ") }

@@ -3,6 +3,7 @@ package reports
 import (
 	"errors"
 	"math/rand/v2"
+	"mime"
 	"net/mail"
 	"strings"
 	"testing"
@@ -165,5 +166,81 @@ func TestJudgeReproducibleAndAdaptive(t *testing.T) {
 	in.BuildFail = &BuildFailure{Old: 3}
 	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != Infra {
 		t.Errorf("only old build errors: %v, want INFRA", v.Outcome)
+	}
+}
+
+// An author address that is not one plain mailbox (`From: Evil
+// <a@x,b@y,c@z>` leaves lore's lenient parser as one address with
+// commas) gives no envelope: never three recipients behind one To.
+func TestRecipientsOneStrictAuthor(t *testing.T) {
+	c := testConfig()
+	v := verdicts(t)[Regression]
+	for _, bad := range []string{"a@x,b@y,c@z", `"a,b"@x.example`, "a@[127.0.0.1]", "a\r\nBcc: b@y@z", "a b@x.example", "nobody"} {
+		in := *v.In
+		in.Thread.Author = Address{Name: "Evil", Email: bad}
+		w := v
+		w.In = &in
+		m, err := RenderEmail(&c, &w, "x@rdmabot.example.org", testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env, err := m.Recipients(); !errors.Is(err, ErrBadAddress) {
+			t.Errorf("author %q: envelope %q, %v; want ErrBadAddress", bad, env, err)
+		}
+	}
+	m, err := RenderEmail(&c, &v, "x@rdmabot.example.org", testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := m.Recipients()
+	if err != nil || len(env) != 4 || env[0] != "cel@kernel.org" {
+		t.Errorf("a plain author: %q %v", env, err)
+	}
+	for in, want := range map[string]string{"Chuck Lever <cel@kernel.org>": "cel@kernel.org", "cel@kernel.org": "cel@kernel.org",
+		`"Lever, Chuck" <chuck.lever+nfs@oracle.com>`: "chuck.lever+nfs@oracle.com"} {
+		if got, err := Mailbox(in); got != want || err != nil {
+			t.Errorf("Mailbox(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// A subject is quoted on one line and capped: neither a line break nor
+// a thousand characters get into the reply's header or body.
+func TestSubjectCapped(t *testing.T) {
+	c := testConfig()
+	v := verdicts(t)[Regression]
+	in := *v.In
+	in.Thread.Subject = "[PATCH] x\r\nBcc: victim@example.org\x00\x1b[2J " + strings.Repeat("é", 1000)
+	v.In = &in
+	m, err := RenderEmail(&c, &v, "x@rdmabot.example.org", testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := m.Bytes()
+	head, _, _ := strings.Cut(string(raw), "\n\n")
+	for _, l := range strings.Split(head, "\n") {
+		if len(l) > 998 {
+			t.Errorf("header line of %d octets: %.60q...", len(l), l)
+		}
+	}
+	msg, err := mail.ReadMessage(strings.NewReader(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get("Bcc") != "" {
+		t.Error("the subject added a header")
+	}
+	subj, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+	if err != nil || !strings.HasPrefix(subj, "Re: [PATCH] x Bcc: victim@example.org[2J éé") || !strings.HasSuffix(subj, "é...") ||
+		utf8.RuneCountInString(subj) != len("Re: ")+MaxSubject {
+		t.Errorf("Subject %q (%d characters) %v", subj, utf8.RuneCountInString(subj), err)
+	}
+	for _, l := range strings.Split(m.Body, "\n") {
+		if strings.HasPrefix(l, "patch subject:") && (utf8.RuneCountInString(l) > 250 || strings.ContainsAny(l, "\r\x00\x1b")) {
+			t.Errorf("body line %.80q...", l)
+		}
+		if strings.HasPrefix(l, "Bcc:") {
+			t.Errorf("the subject broke the body: %q", l)
+		}
 	}
 }

@@ -31,7 +31,11 @@ type Commands interface {
 
 // Memory remembers what was handled and where polling stopped.
 type Memory interface {
+	// FirstSeen records key and reports whether it was new (atomic:
+	// of two processes, one gets true).
 	FirstSeen(ctx context.Context, key string) (bool, error)
+	// Seen reports whether key was recorded, recording nothing.
+	Seen(ctx context.Context, key string) (bool, error)
 	State(ctx context.Context, key string) (string, error)
 	SetState(ctx context.Context, key, value string) error
 }
@@ -92,14 +96,33 @@ type event struct {
 	url         string
 }
 
+// MaxPayload is GitHub's cap on a webhook delivery (25 MB): it sends
+// nothing bigger, so a bigger body is not GitHub's.
+const MaxPayload = 25 << 20
+
 // ServeHTTP is the webhook: it checks X-Hub-Signature-256 and handles
-// issue_comment (created) and issues (opened) events.
+// issue_comment (created) and issues (opened) events. The body is read
+// only with a signature to check, and at most MaxPayload bytes of it.
 func (g *Bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.Secret) == 0 {
 		http.Error(w, "webhook disabled: no secret configured", http.StatusForbidden)
 		return
 	}
+	if r.Header.Get(github.SHA256SignatureHeader) == "" {
+		http.Error(w, "no "+github.SHA256SignatureHeader, http.StatusUnauthorized)
+		return
+	}
+	if r.ContentLength > MaxPayload {
+		http.Error(w, fmt.Sprintf("payload over GitHub's %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxPayload)
 	payload, err := github.ValidatePayload(r, g.Secret)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		http.Error(w, fmt.Sprintf("payload over GitHub's %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
+		return
+	}
 	if err != nil {
 		http.Error(w, "bad signature or payload: "+err.Error(), http.StatusUnauthorized)
 		return
@@ -189,32 +212,72 @@ func issueNumber(issueURL string) (int, error) {
 	return strconv.Atoi(issueURL[i+1:])
 }
 
+// handle acts on an event's commands and marks the event done only when
+// all of them have run and been answered: an API error on the way (who
+// may command, posting the answer) leaves it to the next delivery or
+// poll. Each command runs once however often the event is handled (see
+// runOnce), and each answer is posted once (see postOnce).
 func (g *Bot) handle(ctx context.Context, e *event) error {
 	cmds := Parse(e.body)
 	if len(cmds) == 0 {
 		return nil
 	}
-	first, err := g.Mem.FirstSeen(ctx, e.key)
-	if err != nil || !first {
+	if done, err := g.Mem.Seen(ctx, e.key); err != nil || done {
 		return err
 	}
 	if ok, why, err := g.authorized(ctx, e.user, e.association); err != nil {
 		return err
 	} else if !ok {
-		return g.comment(ctx, e.issue, quote(e, cmds[0].Line)+"Sorry @"+e.user+", "+why)
+		if _, err := g.postOnce(ctx, e.issue, quote(e, cmds[0].Line)+"Sorry @"+e.user+", "+why, "refused:"+e.key); err != nil {
+			return err
+		}
+		_, err := g.Mem.FirstSeen(ctx, e.key)
+		return err
 	}
 	o := bot.Origin{Kind: "github", Repo: g.Owner + "/" + g.Repo, Issue: e.issue, Comment: e.commentID, User: e.user}
 	thread := fmt.Sprintf("github:%s/%s#%d", g.Owner, g.Repo, e.issue)
-	for _, c := range cmds {
-		reply, label := g.run(ctx, c, o, thread)
-		if err := g.comment(ctx, e.issue, quote(e, c.Line)+reply); err != nil {
+	for i, c := range cmds {
+		key := fmt.Sprintf("%s#%d", e.key, i)
+		reply, label, err := g.runOnce(ctx, key, c, o, thread)
+		if err != nil {
+			return err
+		}
+		if _, err := g.postOnce(ctx, e.issue, quote(e, c.Line)+reply, "cmd:"+key); err != nil {
 			return err
 		}
 		if label != "" {
 			g.label(ctx, e.issue, label)
 		}
 	}
-	return nil
+	_, err := g.Mem.FirstSeen(ctx, e.key)
+	return err
+}
+
+// runOnce runs command key once: a claim in Memory before it runs (so
+// a webhook delivery and a poll never both run it), its answer kept in
+// Memory after, for a retry to post. A claim without an answer is a run
+// under way elsewhere, or one a crash cut short: an error, never a
+// second run.
+func (g *Bot) runOnce(ctx context.Context, key string, c Command, o bot.Origin, thread string) (reply, label string, err error) {
+	state := "github:ran:" + key
+	if v, err := g.Mem.State(ctx, state); err != nil {
+		return "", "", err
+	} else if v != "" {
+		label, reply, _ = strings.Cut(v, "\n")
+		return reply, label, nil
+	}
+	first, err := g.Mem.FirstSeen(ctx, "run:"+key)
+	if err != nil {
+		return "", "", err
+	}
+	if !first {
+		return "", "", fmt.Errorf("github command %s was started but has no answer yet (running in another process, or cut short by a crash)", key)
+	}
+	reply, label = g.run(ctx, c, o, thread)
+	if err := g.Mem.SetState(ctx, state, label+"\n"+reply); err != nil {
+		return "", "", fmt.Errorf("github command %s ran, but its answer was not kept: %w", key, err)
+	}
+	return reply, label, nil
 }
 
 func quote(e *event, line string) string {
@@ -328,16 +391,27 @@ func (g *Bot) Deliver(ctx context.Context, r bot.Report) error {
 	if o.Issue == 0 {
 		return fmt.Errorf("github: report %s has no issue", r.Key)
 	}
-	marker := "<!-- rdmabot:" + r.Key + " -->"
+	if posted, err := g.postOnce(ctx, o.Issue, render(r), r.Key); err != nil || !posted {
+		return err
+	}
+	g.label(ctx, o.Issue, "rdmabot: "+strings.ToLower(r.Verdict))
+	return nil
+}
+
+// postOnce comments body on the issue unless a comment there already
+// carries key's hidden marker, which the comment gets; posted says
+// whether it commented now.
+func (g *Bot) postOnce(ctx context.Context, issue int, body, key string) (posted bool, err error) {
+	marker := "<!-- rdmabot:" + key + " -->"
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
-		cs, resp, err := g.Client.Issues.ListComments(ctx, g.Owner, g.Repo, o.Issue, opts)
+		cs, resp, err := g.Client.Issues.ListComments(ctx, g.Owner, g.Repo, issue, opts)
 		if err != nil {
-			return fmt.Errorf("github: list comments of #%d: %w", o.Issue, err)
+			return false, fmt.Errorf("github: list comments of #%d: %w", issue, err)
 		}
 		for _, c := range cs {
 			if strings.Contains(c.GetBody(), marker) {
-				return nil
+				return false, nil
 			}
 		}
 		if resp.NextPage == 0 {
@@ -345,11 +419,10 @@ func (g *Bot) Deliver(ctx context.Context, r bot.Report) error {
 		}
 		opts.Page = resp.NextPage
 	}
-	if err := g.comment(ctx, o.Issue, render(r)+"\n"+marker); err != nil {
-		return err
+	if err := g.comment(ctx, issue, body+"\n"+marker); err != nil {
+		return false, err
 	}
-	g.label(ctx, o.Issue, "rdmabot: "+strings.ToLower(r.Verdict))
-	return nil
+	return true, nil
 }
 
 func render(r bot.Report) string {

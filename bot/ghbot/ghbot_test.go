@@ -57,6 +57,9 @@ type fakeGitHub struct {
 	polls    int
 	notMod   int
 	nextID   int64
+	// failPost and failMember answer that many comment posts and
+	// membership checks with a server error.
+	failPost, failMember int
 }
 
 func (f *fakeGitHub) handler(t *testing.T) http.Handler {
@@ -79,6 +82,12 @@ func (f *fakeGitHub) handler(t *testing.T) http.Handler {
 		json.NewDecoder(r.Body).Decode(&in)
 		n := atoi(r.PathValue("n"))
 		f.mu.Lock()
+		if f.failPost > 0 {
+			f.failPost--
+			f.mu.Unlock()
+			http.Error(w, `{"message":"Server Error"}`, http.StatusInternalServerError)
+			return
+		}
 		f.nextID++
 		c := comment(1000+f.nextID, n, "rdmabot", "NONE", in.Body)
 		f.comments[n] = append(f.comments[n], c)
@@ -125,6 +134,16 @@ func (f *fakeGitHub) handler(t *testing.T) http.Handler {
 		io.WriteString(w, `{"message":"Label does not exist","documentation_url":"https://docs.github.com/rest"}`)
 	})
 	mux.HandleFunc("GET /orgs/linux-rdma/members/{user}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		fail := f.failMember > 0
+		if fail {
+			f.failMember--
+		}
+		f.mu.Unlock()
+		if fail {
+			http.Error(w, `{"message":"Server Error"}`, http.StatusInternalServerError)
+			return
+		}
 		if f.members[r.PathValue("user")] {
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -205,6 +224,11 @@ func (m *memory) FirstSeen(ctx context.Context, key string) (bool, error) {
 	}
 	m.seen[key] = true
 	return true, nil
+}
+func (m *memory) Seen(ctx context.Context, key string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen[key], nil
 }
 func (m *memory) State(ctx context.Context, key string) (string, error) {
 	m.mu.Lock()
@@ -361,5 +385,117 @@ func TestDeliverOnce(t *testing.T) {
 	}
 	if fg.labels[len(fg.labels)-1] != "#9:+rdmabot: regression" {
 		t.Fatalf("labels %q", fg.labels)
+	}
+}
+
+// endless is a body of n bytes that counts what was read of it.
+type endless struct{ n, read int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read >= e.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), e.n-e.read)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	e.read += k
+	return int(k), nil
+}
+
+// The webhook never reads more than GitHub's 25 MB, and nothing at all
+// without a signature to check (a 512 MiB unsigned body was read whole).
+func TestWebhookBodyCapped(t *testing.T) {
+	g, _, cmds := setup(t)
+	post := func(body *endless, length int64, signed bool) int {
+		req := httptest.NewRequest("POST", "/github", body)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		if signed {
+			req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+		}
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, req)
+		return w.Code
+	}
+	// Unknown length (chunked): cut at the cap.
+	b := &endless{n: 64 << 20}
+	if code := post(b, -1, true); code != http.StatusRequestEntityTooLarge || b.read > MaxPayload+64<<10 {
+		t.Errorf("64 MiB chunked: %d after reading %d bytes, want 413 and at most %d", code, b.read, MaxPayload)
+	}
+	// A declared length over the cap, or no signature: nothing is read.
+	b = &endless{n: 64 << 20}
+	if code := post(b, b.n, true); code != http.StatusRequestEntityTooLarge || b.read != 0 {
+		t.Errorf("64 MiB declared: %d after reading %d bytes", code, b.read)
+	}
+	b = &endless{n: 1 << 20}
+	if code := post(b, -1, false); code != http.StatusUnauthorized || b.read != 0 {
+		t.Errorf("unsigned: %d after reading %d bytes", code, b.read)
+	}
+	// Under the cap, a forged signature is still refused.
+	b = &endless{n: 1 << 20}
+	if code := post(b, -1, true); code != http.StatusUnauthorized {
+		t.Errorf("forged 1 MiB: %d", code)
+	}
+	if len(cmds.calls) != 0 {
+		t.Errorf("ran %q", cmds.calls)
+	}
+}
+
+// A command is done only once it ran and was answered: a GitHub error
+// on the way (who may command, posting the answer) leaves it for the
+// next delivery or poll, which neither drops it nor runs it again.
+func TestCommandSurvivesAPIErrors(t *testing.T) {
+	g, fg, cmds := setup(t)
+	// The answer cannot be posted: the command ran, the delivery fails.
+	fg.failPost = 2
+	for range 2 {
+		if code := deliver(t, g, "s3cret", issueCommentPayload(20, 8, "tester", "NONE", "/rdmabot retest\n/rdmabot test rdma for-next")); code != http.StatusInternalServerError {
+			t.Fatalf("comment post failed: delivery answered %d", code)
+		}
+	}
+	if fmt.Sprint(cmds.calls) != "[retest github:o/r#8]" {
+		t.Fatalf("after failed posts: calls %q", cmds.calls)
+	}
+	// GitHub redelivers: the kept answer is posted, the next command
+	// runs; later deliveries change nothing.
+	for range 2 {
+		if code := deliver(t, g, "s3cret", issueCommentPayload(20, 8, "tester", "NONE", "/rdmabot retest\n/rdmabot test rdma for-next")); code != http.StatusNoContent {
+			t.Fatalf("redelivery: %d", code)
+		}
+	}
+	if fmt.Sprint(cmds.calls) != "[retest github:o/r#8 ref rdma for-next]" {
+		t.Errorf("calls %q, want each command once", cmds.calls)
+	}
+	if b := fg.bodies(8); len(b) != 2 || !strings.Contains(b[0], "Queued test 1") || !strings.Contains(b[1], "Queued test 2") {
+		t.Errorf("answers %q", b)
+	}
+
+	// Who may command cannot be told: nothing runs, nothing is dropped;
+	// the poll reads the comment again and runs it once.
+	fg.failMember = 1
+	fg.comments[9] = []map[string]any{{
+		"id": 90, "issue_url": "https://api.github.com/repos/o/r/issues/9", "body": "/rdmabot cancel",
+		"user": map[string]any{"login": "chuck", "id": 1, "type": "User"}, "author_association": "CONTRIBUTOR",
+		"created_at": "2026-11-30T03:00:00Z", "updated_at": "2026-11-30T03:00:00Z",
+	}}
+	fg.etag = `W/"def"`
+	if err := g.Poll(context.Background()); err == nil {
+		t.Fatal("poll hid the membership error")
+	}
+	if len(cmds.calls) != 2 {
+		t.Fatalf("ran without knowing who asked: %q", cmds.calls)
+	}
+	for range 2 {
+		if err := g.Poll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(cmds.calls) != 3 || cmds.calls[2] != "cancel github:o/r#9" {
+		t.Errorf("calls %q", cmds.calls)
+	}
+	if b := fg.bodies(9); len(b) != 2 || !strings.Contains(b[1], "Canceled test 3") {
+		t.Errorf("answers on #9 %q", b)
 	}
 }

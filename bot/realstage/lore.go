@@ -144,7 +144,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 			errs = append(errs, li.Name+": "+err.Error())
 		}
 	}
-	if len(errs) == len(l.Cfg.Lists) {
+	if len(errs) > 0 && len(errs) == len(l.Cfg.Lists) {
 		// Not one list could be read: the poll itself failed, and says why.
 		return nil, infra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
@@ -169,7 +169,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	}
 	var out []bot.Series
 	for _, s := range a.Assemble().Series {
-		if s.Relevant() && s.Complete && len(s.Applied) == 0 {
+		if s.Relevant() && s.Complete && !s.AppliedBy(l.Cfg.Maintainers) {
 			out = append(out, convert(s, l.Cfg))
 		}
 	}

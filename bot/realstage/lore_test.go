@@ -3,6 +3,7 @@ package realstage
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -227,5 +228,41 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	l2.Now = l.Now
 	if _, err := l2.Poll(ctx, nil); err == nil || !bot.IsInfra(err) || !strings.Contains(err.Error(), "linux-nfs") {
 		t.Errorf("every list dead: %v, want an infra error naming them", err)
+	}
+}
+
+// "Applied, thanks!" stops a series from being tested only when one of
+// the configured maintainers wrote it: anyone may send that line.
+func TestPollAppliedOnlyByMaintainers(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2024, 6, 2, 0, 0, 0, 0, time.UTC)
+	file := "net/sunrpc/xprtrdma/svc_rdma_rw.c"
+	for i, raw := range []string{
+		"From: Dev One <dev@example.org>\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@example.org>\nDate: Sat, 1 Jun 2024 12:00:00 +0000\n\n" +
+			"Change.\n\nSigned-off-by: Dev One <dev@example.org>\n---\ndiff --git a/" + file + " b/" + file +
+			"\nindex 1..2 100644\n--- a/" + file + "\n+++ b/" + file + "\n@@ -1 +1 @@\n-a\n+b\n",
+		"From: Mallory <mallory@example.org>\nSubject: Re: [PATCH] svcrdma: x\nMessage-ID: <ty@example.org>\nIn-Reply-To: <p@example.org>\n" +
+			"References: <p@example.org>\nDate: Sat, 1 Jun 2024 13:00:00 +0000\n\nApplied, thanks!\n",
+	} {
+		if err := st.AddMail(ctx, store.Mail{List: "linux-nfs", Pos: fmt.Sprint(i), Received: now.Add(-time.Hour), Raw: []byte(raw)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default()
+	cfg.Lore.Lists = nil // the mail is stored already: nothing to read
+	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	l.Now = func() time.Time { return now }
+	l.Window = 7 * 24 * time.Hour
+	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 1 {
+		t.Fatalf("a stranger's \"Applied\": %d series, %v; want the series tested", len(got), err)
+	}
+	l.Cfg.Maintainers = []string{"Mallory@example.org"}
+	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("a maintainer's \"Applied\": %d series, %v; want none", len(got), err)
 	}
 }

@@ -141,8 +141,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 		Thread: th,
 		Base:   reports.Base{Tree: rep.Tree, SHA: rep.Base, Reason: rep.BaseReason},
 		Test: reports.TestInfo{Lab: r.Lab, Params: r.Params, RunURL: rep.URL,
-			// The same series through the same stages on any rdmabot.
-			Reproduce: fmt.Sprintf("rdmabot test -config config.toml -msgid '%s' -wait", th.MessageID)},
+			Reproduce: reproduce(th.MessageID)},
 		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
 	}
 	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
@@ -174,11 +173,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	reply, err := outbox.FromMail(m, th)
-	if err != nil {
-		return err
-	}
-	return r.enqueue(ctx, reply)
+	return r.enqueue(ctx, outbox.FromMail(m, th))
 }
 
 func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
@@ -233,6 +228,24 @@ func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
 	raw.WriteString(strings.ReplaceAll(body.String(), "\n", "\r\n"))
 	return r.enqueue(ctx, outbox.Reply{MessageID: id, Key: outbox.Key("email", rep.Key, 1), Channel: "email",
 		Outcome: bot.VerdictRegression, Recipient: to[0], Envelope: to, Raw: raw.Bytes()})
+}
+
+// reproduce is the mailed command line that runs the same series through
+// the same stages on any rdmabot. The Message-ID is the sender's text:
+// it is quoted for the shell, so pasting the line passes it unchanged.
+func reproduce(msgID string) string {
+	return "rdmabot test -config config.toml -msgid " + shellQuote(msgID) + " -wait"
+}
+
+// shellQuote makes s one word for a POSIX shell: as is when it holds
+// only characters no shell treats specially, else in single quotes,
+// inside which nothing is special but the quote itself, written as
+// quote, backslash, quote, quote.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func times(n int) string {

@@ -425,6 +425,13 @@ func (s *Store) FirstSeen(ctx context.Context, key string) (bool, error) {
 	return n == 1, nil
 }
 
+// Seen reports whether FirstSeen recorded key, recording nothing.
+func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
+	var n int
+	err := s.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM github_seen WHERE key = $1`, key).Scan(&n)
+	return n > 0, err
+}
+
 // State reads a small persistent value (ETags, poll cursors).
 func (s *Store) State(ctx context.Context, key string) (string, error) {
 	var v string

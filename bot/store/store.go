@@ -52,7 +52,10 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 		// out a second process (rdmabot status) touching the file. It comes
 		// first: the pragmas run in order, and switching to WAL takes a lock
 		// that a starting serve may hold (SQLITE_BUSY at once otherwise).
-		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		// synchronous FULL syncs the WAL at every commit: the outbox
+		// ledger's "sent" is in this file, and NORMAL may lose the last
+		// commits on power loss, so a reply would be sent again.
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)

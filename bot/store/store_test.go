@@ -114,13 +114,41 @@ func TestStore(t *testing.T) {
 			t.Fatalf("trace %+v", tr)
 		}
 
+		if seen, err := s.Seen(ctx, "c1"); seen || err != nil {
+			t.Fatalf("seen before any sighting: %v", err)
+		}
+		if seen, _ := s.Seen(ctx, "c1"); seen {
+			t.Fatal("Seen recorded the key")
+		}
 		if first, _ := s.FirstSeen(ctx, "c1"); !first {
 			t.Fatal("first sighting")
+		}
+		if seen, err := s.Seen(ctx, "c1"); !seen || err != nil {
+			t.Fatalf("not seen after FirstSeen: %v", err)
 		}
 		if first, _ := s.FirstSeen(ctx, "c1"); first {
 			t.Fatal("second sighting")
 		}
 	})
+}
+
+// SQLite syncs every commit (synchronous=FULL): the outbox ledger's
+// "sent" lives in this database, and a commit lost to a power cut would
+// send the reply again.
+func TestSQLiteSynchronousFull(t *testing.T) {
+	s, err := Open(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 2 { // and on a connection opened later
+		var mode int
+		if err := s.DB.QueryRow("PRAGMA synchronous").Scan(&mode); err != nil || mode != 2 {
+			t.Fatalf("synchronous = %d (%v), want 2 (FULL)", mode, err)
+		}
+		s.DB.SetMaxIdleConns(0)
+		s.DB.SetMaxIdleConns(2)
+	}
 }
 
 // Many goroutines race for one pair: exactly one wins.

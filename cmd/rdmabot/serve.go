@@ -69,7 +69,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	mux := http.NewServeMux()
 	dashboard.New(st, b, e.log).Register(mux)
-	mux.Handle("GET /artifacts/", http.StripPrefix("/artifacts/", b.Artifacts()))
+	mux.Handle("GET /artifacts/", longWrite(http.StripPrefix("/artifacts/", b.Artifacts()), timeouts.artifact))
 	if gh != nil {
 		mux.Handle("POST /github", gh)
 	}
@@ -77,7 +77,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(mux, timeouts)
 	go srv.Serve(ln)
 	if err := b.Start(ctx); err != nil {
 		return err
@@ -88,6 +88,35 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	defer cancel()
 	srv.Shutdown(stop)
 	return b.Stop(stop)
+}
+
+// serverTimeouts bound what one connection may hold of the server.
+type serverTimeouts struct {
+	header, read, write, idle time.Duration
+	// artifact is the write time an artifact download gets instead of
+	// write: a build's tar to a lab worker.
+	artifact time.Duration
+}
+
+// timeouts: a request (the webhook's 25 MB at most) is read within a
+// minute, an answer written within two, an idle keep-alive kept two.
+var timeouts = serverTimeouts{header: 10 * time.Second, read: time.Minute, write: 2 * time.Minute, idle: 2 * time.Minute,
+	artifact: 30 * time.Minute}
+
+func newServer(h http.Handler, t serverTimeouts) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.header, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+}
+
+// longWrite gives h's responses d to be written instead of the server's
+// WriteTimeout.
+func longWrite(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d)); err != nil {
+			http.Error(w, "artifact: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func newGitHub(cfg config.Config) (*ghbot.Bot, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -143,4 +144,69 @@ func TestServeKillRestart(t *testing.T) {
 		t.Fatalf("dashboard: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// The server bounds a whole request and answer, not only the header: a
+// body that never comes ends the request at the read timeout, an answer
+// that trickles is cut at the write timeout, and artifact downloads get
+// their own, longer one.
+func TestServerTimeouts(t *testing.T) {
+	srv := newServer(http.NewServeMux(), timeouts)
+	if srv.ReadHeaderTimeout == 0 || srv.ReadTimeout == 0 || srv.WriteTimeout == 0 || srv.IdleTimeout == 0 || timeouts.artifact <= srv.WriteTimeout {
+		t.Fatalf("timeouts: %+v, artifacts %v", srv, timeouts.artifact)
+	}
+	short := serverTimeouts{header: time.Second, read: 200 * time.Millisecond, write: 300 * time.Millisecond, idle: time.Second}
+	trickle := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 6 {
+			w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	read := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /body", func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		read <- err
+	})
+	mux.Handle("GET /trickle", trickle)
+	mux.Handle("GET /artifacts/", longWrite(trickle, 5*time.Second))
+	s := newServer(mux, short)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	defer s.Close()
+	base := "http://" + ln.Addr().String()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly this")
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Error("a body that never came was read whole")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a body that never comes holds the handler past the read timeout")
+	}
+	get := func(path string) (int, error) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return len(b), err
+	}
+	if n, err := get("/trickle"); err == nil && n == 6 {
+		t.Error("an answer outlived the write timeout")
+	}
+	if n, err := get("/artifacts/x.tar"); err != nil || n != 6 {
+		t.Errorf("artifact download cut: %d bytes, %v", n, err)
+	}
 }

@@ -13,6 +13,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -97,9 +98,16 @@ var ErrNotFound = errors.New("no such reply")
 const cols = `message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, attempted, sent, raw`
 
 func (l *Ledger) insert(ctx context.Context, e *Entry) error {
+	env, err := json.Marshal(e.Envelope)
+	if err != nil {
+		return fmt.Errorf("outbox: record %s: %w", e.MessageID, err)
+	}
+	if e.Envelope == nil {
+		env = []byte("[]")
+	}
 	res, err := l.db.ExecContext(ctx, `INSERT INTO rdmabot_replies (`+cols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`,
-		e.MessageID, e.Key, e.Channel, e.Outcome, e.Recipient, strings.Join(e.Envelope, ","),
+		e.MessageID, e.Key, e.Channel, e.Outcome, e.Recipient, string(env),
 		string(e.State), e.Reason, e.Attempts, e.Created.Unix(), unix(e.Attempted), unix(e.SentAt), string(e.Raw))
 	if err != nil {
 		return fmt.Errorf("outbox: record %s: %w", e.MessageID, err)
@@ -187,6 +195,25 @@ func (l *Ledger) SentSince(ctx context.Context, t time.Time) (int, error) {
 	return n, err
 }
 
+// envelope reads the envelope column: a JSON list of addresses, or, in
+// rows written before it was one, addresses joined by commas.
+func envelope(col string) ([]string, error) {
+	if strings.HasPrefix(col, "[") {
+		var env []string
+		if err := json.Unmarshal([]byte(col), &env); err != nil {
+			return nil, fmt.Errorf("envelope %q: %w", col, err)
+		}
+		if len(env) == 0 {
+			return nil, nil
+		}
+		return env, nil
+	}
+	if col == "" {
+		return nil, nil
+	}
+	return strings.Split(col, ","), nil
+}
+
 func scan(rows *sql.Rows) ([]*Entry, error) {
 	defer rows.Close()
 	var out []*Entry
@@ -198,8 +225,9 @@ func scan(rows *sql.Rows) ([]*Entry, error) {
 			&state, &e.Reason, &e.Attempts, &created, &attempted, &sent, &raw); err != nil {
 			return nil, err
 		}
-		if env != "" {
-			e.Envelope = strings.Split(env, ",")
+		var err error
+		if e.Envelope, err = envelope(env); err != nil {
+			return nil, fmt.Errorf("outbox: %s: %w", e.MessageID, err)
 		}
 		e.State, e.Raw = State(state), []byte(raw)
 		e.Created = time.Unix(created, 0).UTC()

@@ -49,6 +49,10 @@ type Reply struct {
 	InReplyTo string
 	Envelope  []string
 	Raw       []byte
+	// Undeliverable says why the reply cannot go out (an author address
+	// that is not one plain mailbox): it is kept in the ledger as Failed,
+	// for an operator to see, and never sent.
+	Undeliverable string
 }
 
 // Key is the identity of one verdict: a channel ("email",
@@ -58,17 +62,21 @@ func Key(channel, threadID string, version int) string {
 	return fmt.Sprintf("%s|%s|v%d", channel, threadID, version)
 }
 
-// FromMail wraps a rendered email reply.
-func FromMail(m *reports.Mail, t reports.Thread) (Reply, error) {
-	env, err := m.Recipients()
-	if err != nil {
-		return Reply{}, err
-	}
-	return Reply{
+// FromMail wraps a rendered email reply. A reply whose addresses are not
+// each one plain mailbox comes back Undeliverable, without an envelope.
+func FromMail(m *reports.Mail, t reports.Thread) Reply {
+	r := Reply{
 		MessageID: m.MessageID, Key: Key("email", t.MessageID, t.Version), Channel: "email",
 		Outcome: m.Outcome.String(), Recipient: t.Author.Email, InReplyTo: t.MessageID,
-		Envelope: env, Raw: m.Bytes(),
-	}, nil
+		Raw: m.Bytes(),
+	}
+	env, err := m.Recipients()
+	if err != nil {
+		r.Undeliverable = err.Error()
+	} else {
+		r.Envelope = env
+	}
+	return r
 }
 
 // Sender puts one reply on the wire. Errors that prove the peer did not
@@ -126,8 +134,11 @@ func New(l *Ledger, maildir string, p Policy, senders map[string]Sender, now fun
 func (o *Outbox) Ledger() *Ledger { return o.ledger }
 
 // Enqueue records a reply before anything is sent. It refuses our own
-// mail, records opted-out replies as Suppressed, and returns
-// ErrDuplicate for a second verdict on the same series version.
+// mail, records undeliverable replies (see Reply.Undeliverable; for
+// mail, any envelope address that is not one plain mailbox) as Failed
+// and opted-out ones (the person answered or any envelope recipient) as
+// Suppressed, and returns ErrDuplicate for a second verdict on the same
+// series version.
 func (o *Outbox) Enqueue(ctx context.Context, r Reply) (*Entry, error) {
 	if o.isOwn(r) {
 		return nil, fmt.Errorf("%s: %w", r.InReplyTo, ErrOwnMail)
@@ -136,9 +147,28 @@ func (o *Outbox) Enqueue(ctx context.Context, r Reply) (*Entry, error) {
 		MessageID: r.MessageID, Key: r.Key, Channel: r.Channel, Outcome: r.Outcome,
 		Recipient: r.Recipient, Envelope: r.Envelope, State: Ready, Created: o.now(), Raw: r.Raw,
 	}
+	undeliverable := r.Undeliverable
+	if channelKind(r.Channel) == "email" && undeliverable == "" {
+		for _, a := range r.Envelope {
+			if m, err := reports.Mailbox(a); err != nil || m != a {
+				undeliverable = fmt.Sprintf("envelope address %q: %v", a, reports.ErrBadAddress)
+				break
+			}
+		}
+	}
+	optedOut := o.optedOut(r.Recipient)
+	reason := "recipient opted out"
+	for _, a := range r.Envelope {
+		if !optedOut && o.optedOut(a) {
+			optedOut, reason = true, "recipient "+a+" opted out"
+		}
+	}
 	switch {
-	case o.optedOut(r.Recipient):
-		e.State, e.Reason = Suppressed, "recipient opted out"
+	case undeliverable != "":
+		e.State, e.Reason = Failed, "undeliverable: "+undeliverable
+		o.log.Error("reply undeliverable", "message_id", e.MessageID, "reason", e.Reason)
+	case optedOut:
+		e.State, e.Reason = Suppressed, reason
 	case o.policy.Moderate:
 		e.State, e.Reason = Held, "waiting for approval"
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/rdmabot/rdmabot/internal/pgtest"
+	"github.com/rdmabot/rdmabot/reports"
 )
 
 // databases yields the dialects the ledger must work on: SQLite always,
@@ -115,6 +117,7 @@ func TestOutbox(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Run("ExactlyOnce", func(t *testing.T) { testExactlyOnce(t, open(t)) })
 			t.Run("Policy", func(t *testing.T) { testPolicy(t, open(t)) })
+			t.Run("Addresses", func(t *testing.T) { testAddresses(t, open(t)) })
 		})
 	}
 }
@@ -288,5 +291,67 @@ func testPolicy(t *testing.T, db *sql.DB) {
 	}
 	if strings.Join(rec.got, " ") != "m1-rdmabot@rdmabot.example.org m2-rdmabot@rdmabot.example.org m3-rdmabot@rdmabot.example.org" {
 		t.Errorf("sent %v", rec.got)
+	}
+}
+
+// testAddresses: an author that is not one plain mailbox is kept as
+// Failed (undeliverable) and never sent; opt-out holds for every
+// envelope recipient; the envelope is stored as a list, so an address
+// with a comma stays one address.
+func testAddresses(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	c := &clock{t: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)}
+	rec := &recorder{}
+	p := Policy{Send: true, DailyLimit: 100, OptOut: []string{"b@y.example", "@opted.example"}, Self: "rdmabot <rdmabot@rdmabot.example.org>"}
+	o := newOutbox(t, db, t.TempDir(), p, rec, c)
+
+	// `From: Evil <a@x,b@y,c@z>`, rendered as RenderEmail renders the
+	// author: one quoted To, formerly three envelope recipients.
+	evil := "a@x.example,b@y.example,c@z.example"
+	m := &reports.Mail{MessageID: "evil-rdmabot@rdmabot.example.org", From: p.Self, Subject: "Re: x", InReplyTo: "evil@x",
+		To: []string{(&mail.Address{Name: "Evil", Address: evil}).String()}, Cc: []string{"linux-rdma@vger.kernel.org"}, Outcome: reports.Regression}
+	r := FromMail(m, reports.Thread{MessageID: "evil@x", Version: 1, Author: reports.Address{Name: "Evil", Email: evil}})
+	if r.Undeliverable == "" || len(r.Envelope) != 0 {
+		t.Fatalf("FromMail: envelope %q, undeliverable %q", r.Envelope, r.Undeliverable)
+	}
+	e, err := o.Enqueue(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.State != Failed || !strings.Contains(e.Reason, "undeliverable") || !strings.Contains(e.Reason, "b@y.example") {
+		t.Errorf("bad author: %s %q, want failed/undeliverable naming the address", e.State, e.Reason)
+	}
+	// A caller handing a comma-joined envelope address is refused too.
+	joined := reply("j-rdmabot@rdmabot.example.org", "j@x", 1)
+	joined.Envelope = []string{evil}
+	if e, err := o.Enqueue(ctx, joined); err != nil || e.State != Failed {
+		t.Errorf("joined envelope address: %v %v", e, err)
+	}
+	// Opt-out per recipient: the author is fine, a Cc opted out.
+	cc := reply("cc-rdmabot@rdmabot.example.org", "cc@x", 1)
+	cc.Envelope = append(cc.Envelope, "list@opted.example")
+	if e, err := o.Enqueue(ctx, cc); err != nil || e.State != Suppressed || !strings.Contains(e.Reason, "list@opted.example") {
+		t.Errorf("opted-out Cc: %v %v", e, err)
+	}
+	if n, _ := o.Deliver(ctx); n != 0 || len(rec.got) != 0 {
+		t.Errorf("sent %v", rec.got)
+	}
+	// The envelope column holds a list.
+	l := o.Ledger()
+	in := &Entry{MessageID: "l-rdmabot@rdmabot.example.org", Key: "k", Channel: "email", Outcome: "PASS", Recipient: "x@y",
+		Envelope: []string{`"a,b"@x.example`, "c@y.example"}, State: Held, Created: c.Now()}
+	if err := l.insert(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Get(ctx, in.MessageID)
+	if err != nil || len(got.Envelope) != 2 || got.Envelope[0] != in.Envelope[0] {
+		t.Errorf("envelope round trip: %q %v, want %q", got.Envelope, err, in.Envelope)
+	}
+	// Rows written before the list (comma-joined) still read.
+	if _, err := db.ExecContext(ctx, `UPDATE rdmabot_replies SET envelope = $1 WHERE message_id = $2`, "a@x.example,c@y.example", in.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.Get(ctx, in.MessageID); err != nil || strings.Join(got.Envelope, " ") != "a@x.example c@y.example" {
+		t.Errorf("old row: %q %v", got.Envelope, err)
 	}
 }
