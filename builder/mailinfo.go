@@ -92,7 +92,7 @@ func parseMailInfo(m *lore.Message, scissors bool) mailInfo {
 			inFrom, inDate, inSubject = nil, nil, nil
 			continue
 		}
-		if patchBreak(line) {
+		if lore.PatchBreak(line) == 0 {
 			patchAt = start
 			break
 		}
@@ -139,28 +139,6 @@ func isInbodyHeader(line string) bool {
 		if len(line) > len(h)+1 && strings.EqualFold(line[:len(h)], h) &&
 			line[len(h)] == ':' && isSpace(line[len(h)+1]) {
 			return true
-		}
-	}
-	return false
-}
-
-// patchBreak is git mailinfo's patchbreak(): the first line of the patch.
-func patchBreak(line string) bool {
-	if strings.HasPrefix(line, "diff -") || strings.HasPrefix(line, "Index: ") {
-		return true
-	}
-	if len(line) < 4 || !strings.HasPrefix(line, "---") {
-		return false
-	}
-	if line[3] == ' ' && !isSpace(line[4]) {
-		return true
-	}
-	for i := 3; i < len(line); i++ {
-		if line[i] == '\n' {
-			return true
-		}
-		if !isSpace(line[i]) {
-			return false
 		}
 	}
 	return false

@@ -124,9 +124,12 @@ func unflow(b []byte, delsp bool) []byte {
 	return out
 }
 
-// patchBreak returns where git mailinfo starts the patch in b (its
+// PatchBreak returns where git mailinfo starts the patch in body (its
 // patchbreak(): a "diff -" or "Index: " line, "--- name", or a "---"
-// line of only blanks), or -1.
+// line of only blanks), or -1. It is the one place that decides where a
+// commit message ends.
+func PatchBreak(body string) int { return patchBreak([]byte(body)) }
+
 func patchBreak(b []byte) int {
 	for off := 0; off < len(b); {
 		line := b[off:]
