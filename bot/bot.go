@@ -71,7 +71,14 @@ type Options struct {
 	// PollInterval is how often idle workers look for jobs (River's
 	// FetchPollInterval); tests shorten it.
 	PollInterval time.Duration
+	// Heartbeat is how often this process records that it is alive
+	// (default 10s). A process silent for deadBeats heartbeats is dead:
+	// the jobs it left running are retried by whoever notices.
+	Heartbeat time.Duration
 }
+
+// deadBeats heartbeats missed make a process dead (a minute by default).
+const deadBeats = 6
 
 // Bot is the pipeline on River.
 type Bot struct {
@@ -83,6 +90,9 @@ type Bot struct {
 	log    *slog.Logger
 	http   *http.Client
 	stages Stages
+	// stopBeat ends the heartbeat loop; beatDone says it ended.
+	stopBeat context.CancelFunc
+	beatDone chan struct{}
 }
 
 // New builds the River client over st with the workers, queues and
@@ -100,6 +110,9 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	}
 	if o.LeaseWait == 0 {
 		o.LeaseWait = 15 * time.Second
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 10 * time.Second
 	}
 	if o.Lab == "" {
 		o.Lab = "qemu"
@@ -231,12 +244,79 @@ func (b *Bot) Start(ctx context.Context) error {
 	if err := b.river.Start(ctx); err != nil {
 		return fmt.Errorf("bot: start: %w", err)
 	}
+	if b.opts.Role != "" {
+		if err := b.st.Beat(ctx, sanitizeID(b.opts.ID)); err != nil {
+			return fmt.Errorf("bot: heartbeat: %w", err)
+		}
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		b.stopBeat, b.beatDone = cancel, make(chan struct{})
+		go b.heartbeat(bctx)
+	}
 	b.log.Info("bot started", "role", b.opts.Role, "id", b.opts.ID, "db", b.st.Dialect)
+	return nil
+}
+
+// heartbeat records that this process is alive and takes over the jobs
+// that dead processes left running, until ctx ends.
+func (b *Bot) heartbeat(ctx context.Context) {
+	defer close(b.beatDone)
+	tick := time.NewTicker(b.opts.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := b.st.Beat(ctx, sanitizeID(b.opts.ID)); err != nil && ctx.Err() == nil {
+			b.log.Warn("heartbeat", "err", err)
+		}
+		if err := b.rescueDead(ctx); err != nil && ctx.Err() == nil {
+			b.log.Warn("rescue", "err", err)
+		}
+	}
+}
+
+// rescueDead makes the running jobs of processes that stopped beating
+// available again. A job whose process never beat (an older version) is
+// left to River's rescuer (rescue_after).
+func (b *Bot) rescueDead(ctx context.Context) error {
+	beats, err := b.st.Beats(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := b.river.JobList(ctx, river.NewJobListParams().States(rivertype.JobStateRunning).First(10000))
+	if err != nil {
+		return err
+	}
+	deadline := b.st.Now().Add(-deadBeats * b.opts.Heartbeat)
+	for _, j := range res.Jobs {
+		n := len(j.AttemptedBy)
+		if n == 0 {
+			continue
+		}
+		owner := j.AttemptedBy[n-1]
+		last, known := beats[owner]
+		if !known || owner == sanitizeID(b.opts.ID) || last.After(deadline) {
+			continue
+		}
+		r, err := b.st.DB.ExecContext(ctx, `UPDATE river_job SET state = 'retryable' WHERE id = $1 AND state = 'running'`, j.ID)
+		if err != nil {
+			return fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		if k, _ := r.RowsAffected(); k > 0 {
+			b.log.Warn("took over a job whose process stopped beating", "job", j.ID, "kind", j.Kind, "owner", owner, "last_beat", last)
+		}
+	}
 	return nil
 }
 
 // Stop waits for running jobs to finish, up to ctx.
 func (b *Bot) Stop(ctx context.Context) error {
+	if b.stopBeat != nil {
+		b.stopBeat()
+		<-b.beatDone
+	}
 	err := b.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return b.river.StopAndCancel(context.Background())

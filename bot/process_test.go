@@ -71,6 +71,7 @@ func childMain() int {
 		ID:           "child/" + role + "/" + listen,
 		PollInterval: 100 * time.Millisecond,
 		LeaseWait:    200 * time.Millisecond,
+		Heartbeat:    200 * time.Millisecond,
 	})
 	if err != nil {
 		log.Error("bot", "err", err)
@@ -270,6 +271,37 @@ func TestCrashAndRestart(t *testing.T) {
 	}
 	t.Logf("calls: %d applies, %d builds, %d lab runs, %d delivery attempts for 3 replies",
 		c.count("apply"), c.count("build"), c.count("run"), c.count("deliver"))
+}
+
+// A process killed -9 whose successor has another name (another host,
+// another listen address) does not leave its running job for rescue_after
+// (4 h): it stopped beating, so the successor takes the job over within
+// the heartbeat's deadline (here about a second) and the series is
+// answered once.
+func TestDeadProcessJobsTakenOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: spawns processes")
+	}
+	dir := t.TempDir()
+	a := &child{t: t, dir: dir, role: "all", listen: freeAddr(t), shared: dir}
+	writeSeries(t, dir, series("<taken@x>", "[PATCH] svcrdma: harmless"))
+	logs := filepath.Join(dir, "log")
+	a.start()
+	waitFor(t, "a lab run", 60*time.Second, func() bool { return a.count("run") > 0 }, logs)
+	a.kill()
+	killed := time.Now()
+	b := &child{t: t, dir: dir, role: "all", listen: freeAddr(t), shared: dir}
+	b.start()
+	waitFor(t, "the reply", 60*time.Second, func() bool { return len(outbox(t, dir)) == 1 }, logs)
+	took := time.Since(killed)
+	if got := outbox(t, dir)["series:<taken@x>:v1:"].Verdict; got != "PASS" {
+		t.Errorf("reply %q, want PASS", got)
+	}
+	logb, _ := os.ReadFile(logs)
+	if !strings.Contains(string(logb), "took over a job whose process stopped beating") {
+		t.Errorf("the successor did not say it took over the dead process's job")
+	}
+	t.Logf("answered %s after the kill", took.Round(10*time.Millisecond))
 }
 
 // Two machines sharing one PostgreSQL: one ingests and builds, the other

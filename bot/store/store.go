@@ -323,4 +323,11 @@ CREATE TABLE lore_mail (
 CREATE INDEX lore_mail_received ON lore_mail (received)`,
 	// How the base was chosen: every report states it.
 	`ALTER TABLE tests ADD COLUMN base_reason TEXT NOT NULL DEFAULT ''`,
+	// Each serve process beats here; the running jobs of one that stopped
+	// beating are taken over within a minute, not after rescue_after.
+	`
+CREATE TABLE workers (
+	id TEXT PRIMARY KEY,
+	beat_at BIGINT NOT NULL
+)`,
 }
