@@ -637,3 +637,24 @@ func TestTreesFetchedOnScheduleAndWhenStale(t *testing.T) {
 		t.Errorf("unreachable after a second failure: %+v", u)
 	}
 }
+
+// A kernel is reused only when everything that decides it is the same: a
+// changed configuration (a config fragment, a compiler) builds the base
+// again instead of answering with the old kernel.
+func TestKernelReusedOnlyForTheSameConfig(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	base := "build mainline " + strings.Repeat("b", 40)
+	h.ingest.Add(series("<k1@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("first reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	h.ingest.Add(series("<k2@x>", "[PATCH] svcrdma: harmless too"))
+	h.wait("second reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
+	if n := h.calls.Count(base); n != 1 {
+		t.Fatalf("base built %d times with one configuration, want 1", n)
+	}
+	h.build.Config = "rdma-hw.config"
+	h.ingest.Add(series("<k3@x>", "[PATCH] svcrdma: harmless three"))
+	h.wait("third reply", 60*time.Second, func() bool { return h.report.Count() == 3 })
+	if n := h.calls.Count(base); n != 2 {
+		t.Errorf("base built %d times after the configuration changed, want 2", n)
+	}
+}

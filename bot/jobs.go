@@ -415,7 +415,11 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 // buildKernel builds tree at commit and files the kernel in the artifact
 // store, recording which worker holds it.
 func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (string, error) {
-	key := artifactKey(tree, commit)
+	kk, err := b.stages.Build.KernelKey(ctx, tree, commit)
+	if err != nil {
+		return "", infra(err)
+	}
+	key := artifactKey(tree, kk)
 	if b.art.Has(key) {
 		tr.Logf("kernel %s already built", key)
 		return key, nil
@@ -436,8 +440,10 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 	return key, nil
 }
 
-func artifactKey(tree, commit string) string {
-	return fmt.Sprintf("%s-%s", tree, commit)
+// artifactKey names a kernel in the artifact store: the tree for the
+// reader, the builder's key for what it is.
+func artifactKey(tree, kernel string) string {
+	return fmt.Sprintf("%s-%s", tree, kernel)
 }
 
 // fetchArtifact returns a local directory holding key, pulling it from

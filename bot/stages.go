@@ -66,6 +66,10 @@ type Builder interface {
 	// Build builds tree at commit (incrementally) and returns a directory
 	// holding the kernel the lab boots.
 	Build(ctx context.Context, tree, commit string, trace io.Writer) (dir string, err error)
+	// KernelKey names the kernel Build would make: everything that decides
+	// it (the source tree, the configuration, the toolchain), so a changed
+	// config fragment or compiler is never answered by an old kernel.
+	KernelKey(ctx context.Context, tree, commit string) (string, error)
 }
 
 // Trees fetches branches, reverts commits and locates repositories.

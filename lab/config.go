@@ -45,6 +45,20 @@ type QEMUConfig struct {
 	CrashGrace cfgtype.Duration `toml:"crash_grace"`
 }
 
+// KernelLab names the kernel configuration (builder/kbuild's labs) that
+// pair boots: "qemu" for the QEMU pair, a real pair's rdma ("hw", "opa").
+func (c *Config) KernelLab(pair string) (string, error) {
+	if pair == "qemu" {
+		return "qemu", nil
+	}
+	for _, p := range c.Pairs {
+		if p.Name == pair {
+			return p.RDMA, nil
+		}
+	}
+	return "", fmt.Errorf("lab %q names no pair (lab.pairs) and is not \"qemu\"", pair)
+}
+
 // SSHPairConfig is a real pair.
 type SSHPairConfig struct {
 	Name   string        `toml:"name"`

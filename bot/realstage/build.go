@@ -127,6 +127,21 @@ func (b *Build) Fetch(ctx context.Context, tree string) error {
 	return infra(fmt.Errorf("tree %s is not configured ([[builder.trees]])", tree))
 }
 
+// KernelKey is kbuild's store key for the kernel of a commit: its tree,
+// the lab's configuration and the toolchain.
+func (b *Build) KernelKey(ctx context.Context, tree, commit string) (string, error) {
+	c, err := b.Store.Resolve(commit)
+	if err != nil {
+		return "", infra(err)
+	}
+	labCfg, err := kbuild.LookupLab(b.Lab)
+	if err != nil {
+		return "", infra(err)
+	}
+	key, err := b.Kbuild.Key(kbuild.Request{Tree: c.TreeHash, Lab: labCfg})
+	return key, infra(err)
+}
+
 // Head fetches a tree's branch (when it has a URL; else re-reads the
 // store, which someone else updates) and resolves ref.
 func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {

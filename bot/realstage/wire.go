@@ -91,7 +91,13 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
-	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: cfg.Lab.Default, Now: time.Now}
+	// The kernel is configured for the pair that boots it: the QEMU
+	// guests' tinyconfig, or a real pair's defconfig with its adapters.
+	kernelLab, err := cfg.Lab.KernelLab(cfg.Lab.Default)
+	if err != nil {
+		return bot.Stages{}, fmt.Errorf("lab.default: %w", err)
+	}
+	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
 	stages.Build, stages.Trees = b, b
 	return stages, nil
 }

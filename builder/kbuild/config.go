@@ -43,6 +43,10 @@ var labs = map[string]Lab{
 		Name: "opa", Arch: "x86_64", Base: "defconfig",
 		Fragments: []string{"omnipath.config"},
 	},
+	"hw": {
+		Name: "hw", Arch: "x86_64", Base: "defconfig",
+		Fragments: []string{"rdma-hw.config"},
+	},
 }
 
 // LookupLab returns the named lab's configuration.

@@ -273,6 +273,23 @@ func TestBuildLabKernel(t *testing.T) {
 		}
 	}
 	t.Logf("opa configure: %v", c.Took)
+
+	hw, err := LookupLab("hw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = b.Configure(ctx, Request{Objects: objs, Tree: rt.tree, Lab: hw})
+	if err != nil {
+		t.Fatalf("RDMA hardware config: %v", err)
+	}
+	hcfg, _ := os.ReadFile(c.Config)
+	got = ParseConfig(hcfg)
+	for opt, want := range map[string]string{"CONFIG_MLX5_INFINIBAND": "m", "CONFIG_INFINIBAND_BNXT_RE": "m", "CONFIG_RDMA_RXE": "m", "CONFIG_SUNRPC_XPRT_RDMA": "m", "CONFIG_NFSD": "m"} {
+		if got[opt] != want {
+			t.Errorf("hw: %s=%q, want %q", opt, got[opt], want)
+		}
+	}
+	t.Logf("hw configure: %v", c.Took)
 }
 
 // BenchmarkSyncOneFileChange moves a checkout of the real tree between

@@ -140,6 +140,8 @@ type Builder struct {
 	PanicBuilds int
 	// NoBase makes SelectBase fail as an unfetched store does.
 	NoBase bool
+	// Config names the kernel configuration (part of KernelKey).
+	Config string
 
 	mu      sync.Mutex
 	applied map[string]string // candidate commit -> subject
@@ -167,6 +169,15 @@ func (f *Builder) Apply(ctx context.Context, base bot.Base, s bot.Series, trace 
 	f.applied[c] = s.Subject
 	f.mu.Unlock()
 	return c, nil
+}
+
+// KernelKey is the commit with the builder's Config: a test changes
+// Config as an operator changes a config fragment.
+func (f *Builder) KernelKey(ctx context.Context, tree, commit string) (string, error) {
+	if f.Config != "" {
+		return commit + "-" + f.Config, nil
+	}
+	return commit, nil
 }
 
 func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Writer) (string, error) {
