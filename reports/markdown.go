@@ -41,7 +41,7 @@ func RenderMarkdown(c *Config, v *Verdict, msgID string) (string, error) {
 		a := in.Apply
 		details(fmt.Sprintf("patch %d does not apply: %s, hunk %s", a.Index, a.File, a.Hunk), a.Output)
 	case BuildFailed:
-		details(fmt.Sprintf("%d new build errors", len(in.BuildFail.New)), strings.Join(in.BuildFail.New, "\n"))
+		details(fmt.Sprintf("%d new build errors", len(in.BuildFail.New)), diagnostics(in.BuildFail.New, ""))
 	case BootFailed:
 		details("console", excerpt(in.Boot.Console, 40))
 	case CrashFound:

@@ -60,7 +60,7 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: cfg.Lab.Default, Params: Params(cfg.Lab), Now: time.Now}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Now: time.Now}
 	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
 	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
 		r = strings.TrimSpace(r)
@@ -91,6 +91,7 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
+	r.Toolchain = kb.Toolchain()
 	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: cfg.Lab.Default, Now: time.Now}
 	stages.Build, stages.Trees = b, b
 	return stages, nil
