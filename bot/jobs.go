@@ -273,9 +273,10 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 					return err
 				}
 				tr.Logf("no base: %v", err)
+				t.Detail = detailOf(err)
 				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("The series cannot be read: %v", err))
 			}
-			t.Tree, t.Base, t.BaseReason = base.Tree, base.Commit, base.Reason
+			t.Tree, t.Base, t.BaseReason, t.BaseBranch = base.Tree, base.Commit, base.Reason, base.Branch
 			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)
 		case store.KindRef:
 			cand, err := b.stages.Trees.Head(ctx, t.Tree, t.Ref)
@@ -324,7 +325,8 @@ func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
 }
 
 // finishWithVerdictTx ends a test early (does not apply, build failed,
-// boot failed) and queues its report.
+// boot failed) and queues its report. t.Detail, when set, is the failing
+// stage's structured account.
 func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, verdict, summary string) error {
 	t.State, t.Verdict, t.Summary = store.StateDone, verdict, summary
 	if err := b.st.UpdateTest(ctx, tx, t); err != nil {
@@ -357,8 +359,9 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 		if t.State == store.StateCanceled {
 			return complete(ctx, b, job, nil)
 		}
-		verdict := func(v, summary string) error {
-			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, summary) })
+		verdict := func(v string, err error) error {
+			t.Detail = detailOf(err)
+			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })
 		}
 		if t.Kind == store.KindSeries {
 			s, err := b.series(ctx, t.SeriesID)
@@ -371,7 +374,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 					return err
 				}
 				tr.Logf("does not apply: %v", err)
-				return verdict(VerdictNotApplied, err.Error())
+				return verdict(VerdictNotApplied, err)
 			}
 			t.Candidate = cand
 			tr.Logf("applied: %s", cand)
@@ -398,7 +401,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 				return err
 			}
 			tr.Logf("build failed: %v", err)
-			return verdict(VerdictBuildFailed, err.Error())
+			return verdict(VerdictBuildFailed, err)
 		}
 		t.CandArtifact = key
 		t.State = store.StateTesting
@@ -541,6 +544,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 						return err
 					}
 					tr.Logf("candidate kernel failed: %v", err)
+					t.Detail = detailOf(err)
 					return complete(ctx, b, job, func(tx *sql.Tx) error {
 						return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
 					})
@@ -675,7 +679,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 					return err
 				})
 			}
-			t.Verdict, t.Summary = d.Verdict, d.Summary
+			t.Verdict, t.Summary, t.Detail = d.Verdict, d.Summary, string(d.Detail)
 		}
 		var o Origin
 		json.Unmarshal([]byte(t.Origin), &o)
@@ -724,7 +728,11 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 // completes does not send it twice.
 func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) error {
 	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason,
-		Candidate: t.Candidate, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
+		BaseBranch: t.BaseBranch, Lab: t.Lab, Candidate: t.Candidate, URL: b.testURL(t.ID),
+		TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
+	if t.Detail != "" {
+		r.Detail = json.RawMessage(t.Detail)
+	}
 	if t.Verdict == VerdictBuildFailed || t.Verdict == VerdictNotApplied || t.Verdict == VerdictBootFailed {
 		r.Log = t.Summary
 	}

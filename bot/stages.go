@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 
@@ -56,6 +57,8 @@ type Base struct {
 	Commit string `json:"commit"`
 	// Reason says how the base was chosen; every report states it.
 	Reason string `json:"reason,omitempty"`
+	// Branch of Tree the base is on ("" when found only by id).
+	Branch string `json:"branch,omitempty"`
 }
 
 // Builder applies and builds. Apply and Build errors that are not infra
@@ -95,6 +98,28 @@ type Decision struct {
 	Summary  string  // one paragraph: metric, change, confidence
 	Metric   string  // the metric that decided a REGRESSION
 	Change   float64 // its relative change (-0.48 = -48 %)
+	// Detail is the decider's whole judgement (JSON), stored with the
+	// test when the decision is final and handed back in Report.Detail,
+	// so every reply shows this one judgement. The bot never reads it.
+	Detail json.RawMessage
+}
+
+// Detailed is a stage error that describes itself for the reply (JSON:
+// the patch that does not apply and where, the compiler's diagnostics).
+// The bot stores the detail with the test and hands it back in
+// Report.Detail; it never reads it.
+type Detailed interface {
+	error
+	Detail() json.RawMessage
+}
+
+// detailOf is the structured account of a stage error, if it has one.
+func detailOf(err error) string {
+	var d Detailed
+	if errors.As(err, &d) {
+		return string(d.Detail())
+	}
+	return ""
 }
 
 // Decider compares candidate samples against base samples.
@@ -112,14 +137,19 @@ type Report struct {
 	Series  *Series `json:"series,omitempty"`
 	Tree    string  `json:"tree"`
 	Base    string  `json:"base"`
-	// BaseReason says how the base was chosen.
+	// BaseReason says how the base was chosen, BaseBranch where it is.
 	BaseReason string        `json:"base_reason,omitempty"`
+	BaseBranch string        `json:"base_branch,omitempty"`
+	Lab        string        `json:"lab,omitempty"` // the lab pair the kernels ran on
 	Candidate  string        `json:"candidate"`
 	Log        string        `json:"log,omitempty"` // the build or apply error, the crash
 	URL        string        `json:"url"`           // the dashboard page
 	TraceURL   string        `json:"trace_url"`
 	Origin     Origin        `json:"origin"`
 	Bisect     *BisectReport `json:"bisect,omitempty"`
+	// Detail is the verdict's structured account as the deciding stage
+	// stored it (Decision.Detail, Detailed).
+	Detail json.RawMessage `json:"detail,omitempty"`
 	// The samples the verdict was decided on.
 	BaseSamples []store.Sample `json:"base_samples,omitempty"`
 	CandSamples []store.Sample `json:"cand_samples,omitempty"`

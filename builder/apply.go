@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -71,28 +69,6 @@ func (e *ApplyError) Error() string {
 	}
 	fmt.Fprintf(&b, ": %s", e.Reason)
 	return b.String()
-}
-
-// applyErrorText matches ApplyError.Error(); the message is all that
-// survives a durable job boundary, and the report wants its parts back.
-var applyErrorText = regexp.MustCompile(`^patch (\d+)/(\d+) ("(?:[^"\\]|\\.)*") does not apply to ([0-9a-f]{40})(?:: ([^:\s]+))?(?:: hunk #(\d+) (@@ [^@]* @@[^:]*))?: (?s)(.*)$`)
-
-// ParseApplyError reads back what ApplyError.Error wrote.
-func ParseApplyError(msg string) (*ApplyError, bool) {
-	m := applyErrorText.FindStringSubmatch(msg)
-	if m == nil {
-		return nil, false
-	}
-	e := &ApplyError{File: m[5], HunkHeader: m[7], Reason: m[8], Base: plumbing.NewHash(m[4])}
-	e.Index, _ = strconv.Atoi(m[1])
-	e.Total, _ = strconv.Atoi(m[2])
-	e.Hunk, _ = strconv.Atoi(m[6])
-	subj, err := strconv.Unquote(m[3])
-	if err != nil {
-		return nil, false
-	}
-	e.Subject = subj
-	return e, true
 }
 
 // UnsafeError says a patch tries something the bot refuses outright: a

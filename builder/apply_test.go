@@ -480,23 +480,3 @@ func TestSeriesRefIsSafe(t *testing.T) {
 		t.Errorf("Apply accepted a ref with ..: %v", err)
 	}
 }
-
-// The report reads an apply failure back from its text, which is what a
-// durable job keeps.
-func TestParseApplyError(t *testing.T) {
-	base := plumbing.NewHash("81d1ac08aa5eb7c0e0b0a6e0a0f0b0c0d0e0f001")
-	for _, want := range []*ApplyError{
-		{Index: 2, Total: 2, Subject: `[PATCH 2/2] svcrdma: note "sqecount"`, Base: base, File: "net/sunrpc/xprtrdma/svc_rdma_sendto.c",
-			Hunk: 1, HunkHeader: "@@ -344,7 +344,7 @@ int svc_rdma_post_send(struct svcxprt_rdma *rdma,", Reason: "the hunk's lines are not in the file"},
-		{Index: 1, Total: 3, Subject: "[PATCH 1/3] x", Base: base, Reason: "the patch has no diff"},
-		{Index: 1, Total: 1, Subject: "y", Base: base, File: "a/b.c", Reason: "a: b\nc"},
-	} {
-		got, ok := ParseApplyError(want.Error())
-		if !ok || *got != *want {
-			t.Errorf("ParseApplyError(%q) = %+v, %v; want %+v", want.Error(), got, ok, want)
-		}
-	}
-	if _, ok := ParseApplyError("fetch failed: timeout"); ok {
-		t.Error("an unrelated error parsed as an apply failure")
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"mime"
 	"net/mail"
@@ -12,6 +13,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
 // Mail is one rendered reply.
@@ -55,16 +58,20 @@ func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, err
 	if t.MessageID == "" || t.Author.Email == "" {
 		return nil, fmt.Errorf("thread has no Message-ID or author to answer")
 	}
+	answer, subject := answered(v.In)
 	m := &Mail{
 		MessageID: msgID,
 		From:      c.From,
 		To:        []string{(&mail.Address{Name: t.Author.Name, Address: t.Author.Email}).String()},
-		Subject:   replySubject(t.Subject),
-		InReplyTo: t.MessageID,
+		Subject:   replySubject(subject),
+		InReplyTo: answer,
 		Date:      now,
 		Outcome:   v.Outcome,
 	}
 	m.References = append(append([]string{}, t.References...), t.MessageID)
+	if answer != t.MessageID {
+		m.References = append(m.References, answer)
+	}
 	seen := map[string]bool{strings.ToLower(t.Author.Email): true}
 	for _, l := range append(append([]string{}, t.Lists...), c.ArchiveList) {
 		if l == "" {
@@ -81,6 +88,21 @@ func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, err
 	}
 	m.Body = emailBody(c, v, msgID)
 	return m, nil
+}
+
+// answered is the mail a reply answers, and its subject: the patch a
+// failure is in when it is known (the apply or build error of patch 2/2
+// answers patch 2/2), else the cover letter or single patch.
+func answered(in *Input) (msgID, subject string) {
+	t := in.Thread
+	if p := in.Patch; p > 0 && p <= len(t.Patches) && t.Patches[p-1].MessageID != "" {
+		subject = t.Patches[p-1].Subject
+		if subject == "" {
+			subject = t.Subject
+		}
+		return t.Patches[p-1].MessageID, subject
+	}
+	return t.MessageID, t.Subject
 }
 
 func replySubject(s string) string {
@@ -145,18 +167,29 @@ func Sentence(c *Config, v *Verdict) string {
 	in := v.In
 	switch v.Outcome {
 	case Pass:
-		return fmt.Sprintf("%s tested this series on the %s test and found no change of %.0f%% or more in any metric.", bot, testName(in), 100*c.MinEffect)
+		s := fmt.Sprintf("%s tested this series on the %s test and found no change of %.0f%% or more in any metric", bot, testName(in), 100*c.MinEffect)
+		if h := closest(v); h != nil {
+			s += fmt.Sprintf("; the closest was %s, %s (%.0f%% interval %s to %s)", sentenceLabel(*h), pct(h.CI.Ratio), 100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi))
+		}
+		return s + "."
 	case Regression, Improvement:
-		h := headline(v)
+		h := Headline(v)
 		kind := "regression"
 		if v.Outcome == Improvement {
 			kind = "improvement"
 		}
-		return fmt.Sprintf("%s noticed a %.1f%% %s of %s with this series (p%s, %.0f%% interval %s to %s) on the %s test.",
-			bot, 100*abs1(h.CI.Ratio), kind, sentenceLabel(*h), pRelation(h.Test.P), 100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi), testName(in))
+		return fmt.Sprintf("%s noticed a %.1f%% %s of %s with this series on the %s test: median %.2f to %.2f (%.0f%% interval %s to %s, p%s).",
+			bot, 100*abs1(h.CI.Ratio), kind, sentenceLabel(*h), testName(in), stats.Median(h.Base), stats.Median(h.Cand),
+			100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi), pRelation(h.Test.P))
 	case ApplyFailed:
+		if a := in.Apply; a != nil && a.Index > 0 {
+			return fmt.Sprintf("%s could not apply patch %d of this series to %s.", bot, a.Index, baseName(in.Base))
+		}
 		return fmt.Sprintf("%s could not apply this series to %s.", bot, baseName(in.Base))
 	case BuildFailed:
+		if in.Patch > 0 {
+			return fmt.Sprintf("%s noticed the following build errors with this patch:", bot)
+		}
 		return fmt.Sprintf("%s noticed the following build errors with this series:", bot)
 	case BootFailed:
 		return fmt.Sprintf("%s noticed that the kernel with this series does not boot on the lab pair:", bot)
@@ -177,6 +210,24 @@ func abs1(r float64) float64 {
 		return 1 - r
 	}
 	return r - 1
+}
+
+// closest is the comparison of a pass that came nearest a regression:
+// the one whose interval reaches furthest in the bad direction.
+func closest(v *Verdict) *stats.Comparison {
+	var best *stats.Comparison
+	worst := math.Inf(-1)
+	for i := range v.Decision.Comparisons {
+		c := &v.Decision.Comparisons[i]
+		bad := c.CI.Hi - 1
+		if c.HigherIsBetter {
+			bad = 1 - c.CI.Lo
+		}
+		if best == nil || bad > worst {
+			best, worst = c, bad
+		}
+	}
+	return best
 }
 
 func testName(in *Input) string {
@@ -205,28 +256,40 @@ func provenance(b Base) string {
 
 func infoBlock(v *Verdict) string {
 	in := v.In
-	base := in.Base.URL
-	if base != "" {
-		base += " " + in.Base.Branch
-	} else if base = in.Base.Tree; in.Base.Branch != "" {
-		base += "/" + in.Base.Branch
+	b := in.Base
+	base := strings.TrimSpace(b.URL + " " + b.Branch + " " + b.SHA)
+	if b.URL == "" {
+		if base = b.Tree; b.Branch != "" {
+			base += "/" + b.Branch
+		}
+		base = strings.TrimSpace(base + " " + b.SHA)
+		if b.Tree != "" {
+			base += " (a tree without a public URL)"
+		}
 	}
-	base = strings.TrimSpace(base + " " + in.Base.SHA)
 	version := ""
 	if in.Thread.Version > 1 {
 		version = fmt.Sprintf("v%d", in.Thread.Version)
 	}
+	id, subject := answered(in)
+	link := in.Thread.LoreURL
+	if id != in.Thread.MessageID {
+		link = "https://lore.kernel.org/r/" + id + "/"
+	}
+	lab, test := in.Test.Lab, in.Test.Test
+	if v.Outcome == ApplyFailed || v.Outcome == BuildFailed {
+		lab, test = "", "" // nothing ran
+	}
 	return keyValues([][2]string{
 		{"url", in.Build.SeriesURL},
 		{"base", base},
-		{"patch link", in.Thread.LoreURL},
-		{"patch subject", oneLine(in.Thread.Subject, MaxSubject)},
+		{"patch link", link},
+		{"patch subject", oneLine(subject, MaxSubject)},
 		{"version", version},
 		{"config", in.Build.Config},
 		{"compiler", in.Build.Compiler},
-		{"lab", in.Test.Lab},
-		{"test", in.Test.Name},
-		{"parameters", in.Test.Params},
+		{"lab", lab},
+		{"test", test},
 		{"reproduce", in.Test.Reproduce},
 		{"details", in.Test.RunURL},
 	})
@@ -268,16 +331,31 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		para(note)
 	case ApplyFailed:
 		a := in.Apply
-		para(fmt.Sprintf("Patch %d (%q) does not apply: %s, hunk %s.", a.Index, a.Patch, a.File, a.Hunk))
+		if a.Index > 0 {
+			where := ""
+			if a.File != "" {
+				where = " in " + a.File
+			}
+			if a.Hunk != "" {
+				where += ", hunk " + a.Hunk
+			}
+			para(fmt.Sprintf("Patch %d (%q) does not apply%s:", a.Index, oneLine(a.Patch, MaxSubject), where))
+		}
 		if a.Output != "" {
 			raw(indent(excerpt(a.Output, 30)))
 		}
 	case BuildFailed:
-		var lines []string
-		for _, e := range in.BuildFail.New {
-			lines = append(lines, ">> "+e)
+		f := in.BuildFail
+		what := "All errors"
+		if f.Target != "" {
+			what += " of make " + f.Target
 		}
-		raw(strings.Join(lines, "\n"))
+		raw(what + " (new ones prefixed by >>):")
+		raw(diagnostics(f.New, ">> "))
+		if len(f.Warnings) > 0 {
+			raw("Warnings of the same build (not compared with the base's):")
+			raw(diagnostics(f.Warnings, "   "))
+		}
 		if in.BuildFail.Old > 0 {
 			if in.BuildFail.Old == 1 {
 				para("(1 error that the base build shows too is left out.)")
@@ -305,6 +383,21 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	b.WriteString(botName(c) + ", a test bot for NFS/RDMA and RDMA core patches.\n")
 	b.WriteString("This report is generated by a bot. It may contain errors.\n")
 	b.WriteString("How it works, and how to opt out:\n" + c.DocsURL + "\n")
+	return b.String()
+}
+
+// diagnostics lists compiler messages as 0-day does: each line marked,
+// the compiler's source excerpt under it.
+func diagnostics(ds []Diagnostic, mark string) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(mark + d.Text + "\n")
+		for _, l := range strings.Split(strings.TrimRight(d.Context, "\n"), "\n") {
+			if l != "" {
+				b.WriteString("   " + l + "\n")
+			}
+		}
+	}
 	return b.String()
 }
 

@@ -2,104 +2,12 @@ package reports
 
 import (
 	"errors"
-	"math/rand/v2"
 	"mime"
 	"net/mail"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
-
-func TestEmailGolden(t *testing.T) {
-	c := testConfig()
-	for o, v := range verdicts(t) {
-		t.Run(o.String(), func(t *testing.T) {
-			id, err := NewMessageID(testNow, rand.New(rand.NewPCG(1, uint64(o))), c.From)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := RenderEmail(&c, &v, id, testNow)
-			if !o.Mailed() {
-				if !errors.Is(err, ErrNotMailed) {
-					t.Fatalf("%v must never be mailed, got %v", o, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw := m.Bytes()
-			golden(t, "email/"+strings.ToLower(o.String())+".eml", raw)
-			checkMail(t, &v, m, raw)
-		})
-	}
-}
-
-// checkMail checks the conventions independently of the golden text.
-func checkMail(t *testing.T, v *Verdict, m *Mail, raw []byte) {
-	t.Helper()
-	msg, err := mail.ReadMessage(strings.NewReader(string(raw)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := msg.Header
-	thread := v.In.Thread
-	for k, want := range map[string]string{
-		"Subject":        "Re: " + thread.Subject,
-		"In-Reply-To":    "<" + thread.MessageID + ">",
-		"References":     "<" + thread.MessageID + ">",
-		"Auto-Submitted": "auto-generated",
-		"Message-Id":     "<" + m.MessageID + ">",
-	} {
-		if got := h.Get(k); got != want {
-			t.Errorf("%s: %q, want %q", k, got, want)
-		}
-	}
-	if !strings.HasSuffix(m.MessageID, "@rdmabot.example.org") {
-		t.Errorf("Message-ID %q is not on the bot's domain", m.MessageID)
-	}
-	to, _ := h.AddressList("To")
-	if len(to) != 1 || to[0].Address != thread.Author.Email {
-		t.Errorf("To: %v, want the author", to)
-	}
-	cc, _ := h.AddressList("Cc")
-	var ccs []string
-	for _, a := range cc {
-		ccs = append(ccs, a.Address)
-	}
-	if strings.Join(ccs, ",") != "linux-nfs@vger.kernel.org,linux-rdma@vger.kernel.org,rdmabot-reports@lists.example.org" {
-		t.Errorf("Cc: %v", ccs)
-	}
-	if d, err := h.Date(); err != nil || !d.Equal(testNow) {
-		t.Errorf("Date %v %v, want the injected clock", d, err)
-	}
-	body := m.Body
-	if !strings.Contains(body, "[tested on nfsd/nfsd-next 5d5bd0ab7e3e, base chosen by base-commit trailer]") {
-		t.Error("no provenance line")
-	}
-	if !strings.Contains(body, "\n-- \n") {
-		t.Error("no signature separator")
-	}
-	hasTags := strings.Contains(body, "| Reported-by: ")
-	if hasTags != v.Outcome.OffersTags() {
-		t.Errorf("Reported-by block present=%v for %v", hasTags, v.Outcome)
-	}
-	if hasTags && !strings.Contains(body, "| Closes: https://lore.kernel.org/rdmabot-reports/"+m.MessageID+"/") {
-		t.Error("Closes: must point at this reply on lore")
-	}
-	if strings.Contains(body, "Tested-by") != (v.Outcome == Pass) {
-		t.Errorf("Tested-by offer only on PASS")
-	}
-	// Prose wraps at 72; tables, tags, logs and key: value lines may not.
-	for _, l := range strings.Split(body, "\n") {
-		if utf8.RuneCountInString(l) <= 72 || strings.HasPrefix(l, " ") || strings.HasPrefix(l, ">>") ||
-			strings.HasPrefix(l, "|") || strings.Contains(l, ": ") || strings.HasPrefix(l, "metric") ||
-			strings.Contains(l, "±") || strings.HasPrefix(l, "BUG:") || strings.HasPrefix(l, "[tested") {
-			continue
-		}
-		t.Errorf("prose line longer than 72 columns: %q", l)
-	}
-}
 
 func TestWrap(t *testing.T) {
 	got := wrap("aaa bbb ccc https://a.very.long.url/that/does/not/fit ddd", 10)

@@ -143,9 +143,13 @@ func metricRows(d stats.Decision) [][]string {
 	return rows
 }
 
-// headline picks the comparison that decided the verdict: the largest
-// change in the verdict's direction.
-func headline(v *Verdict) *stats.Comparison {
+// Headline picks the comparison that decided a regression or an
+// improvement: the largest change in the verdict's direction; nil for
+// other verdicts.
+func Headline(v *Verdict) *stats.Comparison {
+	if v.Outcome != Regression && v.Outcome != Improvement {
+		return nil
+	}
 	want := stats.Worse
 	if v.Outcome == Improvement {
 		want = stats.Better

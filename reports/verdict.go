@@ -31,6 +31,9 @@ type Input struct {
 	Corruption *Corruption
 	// Crashes seen on the consoles of base and candidate runs.
 	BaseCrashes, CandCrashes []Crash
+	// Patch is the 1-based patch of the series a failure is in, whose
+	// mail the reply answers; 0 answers the series (its cover letter).
+	Patch int
 }
 
 // Thread is the posting being answered.
@@ -42,15 +45,18 @@ type Thread struct {
 	// References is that message's own References header (its
 	// ancestors), oldest first, so our reply keeps the whole chain.
 	References []string
-	// PatchIDs are the Message-IDs of the patches, in series order.
-	PatchIDs []string
-	Author   Address
+	// Patches are the patch mails, in series order.
+	Patches []Patch
+	Author  Address
 	// Lists are the addresses the series was posted or Cc'd to.
 	Lists   []string
 	Version int
 	// LoreURL links the cover letter or single patch on lore.
 	LoreURL string
 }
+
+// Patch is one patch mail of a series.
+type Patch struct{ MessageID, Subject string }
 
 // Address is a mailbox.
 type Address struct{ Name, Email string }
@@ -69,13 +75,21 @@ type Base struct {
 type BuildInfo struct {
 	// SeriesURL is a branch or link with the series applied.
 	SeriesURL string
-	Config    string
-	Compiler  string
+	// Config describes the kernel configuration, with a link.
+	Config string
+	// Compiler names the compiler and binutils.
+	Compiler string
 }
 
-// TestInfo says where and how the kernels were tested.
+// TestInfo says where and how the kernels were tested, in words.
 type TestInfo struct {
-	Lab, Name, Params, Reproduce string
+	// Name of the test ("NFS/RDMA transfer").
+	Name string
+	// Lab describes the machines ("two QEMU TCG guests ...").
+	Lab string
+	// Test describes what one run does (file size, iterations).
+	Test      string
+	Reproduce string
 	// RunURL links the run page with the charts and logs.
 	RunURL string
 }
@@ -95,10 +109,22 @@ type ApplyFailure struct {
 // BuildFailure lists the errors of the patched build; only New ones are
 // the series' fault.
 type BuildFailure struct {
-	New []string
+	// Target is the make target that failed.
+	Target string
+	New    []Diagnostic
 	// Old counts errors that the base build has too.
 	Old int
+	// Warnings are the compiler's warnings in the same build.
+	Warnings []Diagnostic
+	// Log links or names the whole build log.
 	Log string
+}
+
+// Diagnostic is one compiler or linker message: its line
+// ("file.c:342:9: error: ...") and the source excerpt under it.
+type Diagnostic struct {
+	Text    string
+	Context string
 }
 
 // BootFailure is a kernel that did not come up on the lab pair.
@@ -161,10 +187,10 @@ func ParseOutcome(s string) (Outcome, error) {
 func (o Outcome) Mailed() bool { return o != Inconclusive && o != Infra }
 
 // OffersTags reports whether the reply carries the Reported-by/Closes
-// block. Only a regression does: it is the finding a separate fix (often
-// after the series landed) would credit, while an apply, build, boot or
-// crash failure of a posted series is fixed in its next version.
-func (o Outcome) OffersTags() bool { return o == Regression }
+// block: a regression, a build failure or a crash is what a separate fix
+// (the series may be applied already) credits, as 0-day's replies do;
+// the block says it is for a separate fix, not a new version.
+func (o Outcome) OffersTags() bool { return o == Regression || o == BuildFailed || o == CrashFound }
 
 // Verdict is the judgement of one series version.
 type Verdict struct {
@@ -176,6 +202,30 @@ type Verdict struct {
 	Crash *Crash
 	// Reason explains Infra and Inconclusive outcomes for the log.
 	Reason string
+}
+
+// Judgement is a verdict as it is stored: everything Judge decided and
+// nothing of the input (the bot keeps that), so that every reply renders
+// the one judgement instead of judging again.
+type Judgement struct {
+	Outcome  string         `json:"outcome"`
+	Reason   string         `json:"reason,omitempty"`
+	Decision stats.Decision `json:"decision"`
+	Crash    *Crash         `json:"crash,omitempty"`
+}
+
+// Judgement is v's stored form.
+func (v Verdict) Judgement() Judgement {
+	return Judgement{Outcome: v.Outcome.String(), Reason: v.Reason, Decision: v.Decision, Crash: v.Crash}
+}
+
+// Verdict is the stored judgement again, answering in.
+func (j Judgement) Verdict(in *Input) (Verdict, error) {
+	o, err := ParseOutcome(j.Outcome)
+	if err != nil {
+		return Verdict{}, err
+	}
+	return Verdict{Outcome: o, In: in, Decision: j.Decision, Crash: j.Crash, Reason: j.Reason}, nil
 }
 
 // NeedMore is how many more runs per kernel the comparison wants before

@@ -433,7 +433,12 @@ func render(r bot.Report) string {
 	if r.Bisect != nil {
 		fmt.Fprintf(&b, "**%s**\n\n", r.Title)
 		if r.Bisect.Confirmed {
-			fmt.Fprintf(&b, "First bad commit: `%s` (confirmed: fails 3 times, its parent passes 3 times, the revert on `%s` passes).\n", r.Bisect.Culprit, short(r.Bisect.Bad))
+			n := map[string]int{}
+			for _, s := range r.Bisect.Steps {
+				n[s.Phase]++
+			}
+			fmt.Fprintf(&b, "First bad commit: `%s` (confirmed: fails again %s, its parent passes again %s, the revert on `%s` passes).\n",
+				r.Bisect.Culprit, times(n["confirm-culprit"]), times(n["confirm-parent"]), short(r.Bisect.Bad))
 		} else {
 			fmt.Fprintf(&b, "No confirmed culprit between `%s` and `%s`: %s\n", short(r.Bisect.Good), short(r.Bisect.Bad), r.Summary)
 		}
@@ -453,6 +458,13 @@ func render(r bot.Report) string {
 	}
 	fmt.Fprintf(&b, "\nDetails: %s · trace: %s\n", r.URL, r.TraceURL)
 	return b.String()
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 func short(s string) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
 )
 
 func TestParse(t *testing.T) {
@@ -497,5 +498,20 @@ func TestCommandSurvivesAPIErrors(t *testing.T) {
 	}
 	if b := fg.bodies(9); len(b) != 2 || !strings.Contains(b[1], "Canceled test 3") {
 		t.Errorf("answers on #9 %q", b)
+	}
+}
+
+// A confirmed bisection says how often the confirmation ran, as the steps
+// record it (confirm_runs), never a fixed count.
+func TestRenderBisectionConfirmCounts(t *testing.T) {
+	r := bot.Report{Key: "b", Title: "copy regressed", Bisect: &bot.BisectReport{Good: "aaaa", Bad: "bbbb", Culprit: "cccc", Confirmed: true,
+		Steps: []store.BisectStep{{N: 1, Phase: "bisect"}, {N: 2, Phase: "confirm-culprit"}, {N: 3, Phase: "confirm-parent"}, {N: 4, Phase: "confirm-revert"}}}}
+	body := render(r)
+	if !strings.Contains(body, "fails again once, its parent passes again once") || strings.Contains(body, "3 times") {
+		t.Errorf("comment:\n%s", body)
+	}
+	r.Bisect.Steps = append(r.Bisect.Steps, store.BisectStep{N: 5, Phase: "confirm-culprit"}, store.BisectStep{N: 6, Phase: "confirm-parent"})
+	if body := render(r); !strings.Contains(body, "fails again 2 times, its parent passes again 2 times") {
+		t.Errorf("comment:\n%s", body)
 	}
 }

@@ -62,7 +62,7 @@ func (b *Build) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) 
 	if tree == "" && len(b.Cfg.Trees) > 0 {
 		tree = b.Cfg.Trees[0].Name
 	}
-	return bot.Base{Tree: tree, Commit: base.Commit.String(), Reason: baseReasonPhrase(base.Reason)}, nil
+	return bot.Base{Tree: tree, Branch: base.Branch, Commit: base.Commit.String(), Reason: baseReasonPhrase(base.Reason)}, nil
 }
 
 // Apply commits the series on base as git am would; *ApplyError and
@@ -78,7 +78,7 @@ func (b *Build) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io
 		var ae *builder.ApplyError
 		var ue *builder.UnsafeError
 		if errors.As(err, &ae) || errors.As(err, &ue) {
-			return "", err
+			return "", applyFailure(err)
 		}
 		return "", infra(err)
 	}
@@ -104,7 +104,7 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	if err != nil {
 		var be *kbuild.BuildError
 		if errors.As(err, &be) {
-			return "", err
+			return "", buildFailure(err)
 		}
 		return "", infra(err)
 	}

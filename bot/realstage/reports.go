@@ -3,14 +3,18 @@ package realstage
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/outbox"
@@ -23,12 +27,22 @@ import (
 // whole loop's seconds (under 1 %). Write and read alone stay in the
 // samples for the run page. A fio run has only read bandwidth.
 var decided = []struct {
-	name, unit string
-	higher     bool
+	name, label, unit string
+	higher            bool
 }{
-	{"copy_MBps", "MB/s", true},
-	{"loop_s", "s", false},
-	{"read_MBps", "MB/s", true},
+	{"copy_MBps", "copy", "MB/s", true},
+	{"loop_s", "loop", "s", false},
+	{"read_MBps", "read", "MB/s", true},
+}
+
+// sampleKey is the sample name of a decided metric's label.
+func sampleKey(label string) string {
+	for _, d := range decided {
+		if d.label == label {
+			return d.name
+		}
+	}
+	return label
 }
 
 // metrics turns samples (one per boot) into reports' per-run,
@@ -59,7 +73,7 @@ func metrics(base, cand []store.Sample) []stats.Metric {
 		if !has[d.name] || (d.name == "read_MBps" && has["copy_MBps"]) {
 			continue
 		}
-		out = append(out, stats.Metric{Name: d.name, Unit: d.unit, HigherIsBetter: d.higher, Base: runs(base, d.name), Cand: runs(cand, d.name)})
+		out = append(out, stats.Metric{Name: d.label, Unit: d.unit, HigherIsBetter: d.higher, Base: runs(base, d.name), Cand: runs(cand, d.name)})
 	}
 	return out
 }
@@ -79,16 +93,109 @@ type Reports struct {
 	Cfg    reports.Config
 	Outbox *outbox.Outbox
 	Lists  []lore.ListConfig
-	Lab    string
-	Params string
-	Now    func() time.Time
+	// Trees give each base its URL.
+	Trees []builder.TreeConfig
+	// Lab holds the pairs and the test every reply describes.
+	Lab lab.Config
+	// Toolchain is the builder's compiler and binutils; empty on a
+	// process that does not build (the reply then names none).
+	Toolchain kbuild.Toolchain
+	Now       func() time.Time
 }
 
-// Decide judges candidate against base samples with reports' statistics.
+// detail is what realstage stores with a test (bot.Decision.Detail,
+// bot.Detailed): the statistics' judgement, or the failure of a stage.
+type detail struct {
+	Judgement *reports.Judgement    `json:"judgement,omitempty"`
+	Apply     *reports.ApplyFailure `json:"apply,omitempty"`
+	Build     *reports.BuildFailure `json:"build,omitempty"`
+}
+
+// failure is a stage error that carries its detail (bot.Detailed).
+type failure struct {
+	err    error
+	detail detail
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+func (f *failure) Detail() json.RawMessage {
+	b, err := json.Marshal(f.detail)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// applyFailure keeps a patch that does not apply, or that the builder
+// refuses, structured for the reply; other errors pass unchanged.
+func applyFailure(err error) error {
+	var ae *builder.ApplyError
+	var ue *builder.UnsafeError
+	switch {
+	case errors.As(err, &ae):
+		a := &reports.ApplyFailure{Patch: ae.Subject, Index: ae.Index, File: ae.File,
+			Output: fmt.Sprintf("patch %d/%d: %s", ae.Index, ae.Total, ae.Reason)}
+		if ae.Hunk > 0 {
+			a.Hunk = fmt.Sprintf("#%d %s", ae.Hunk, ae.HunkHeader)
+		}
+		return &failure{err, detail{Apply: a}}
+	case errors.As(err, &ue):
+		return &failure{err, detail{Apply: &reports.ApplyFailure{Patch: ue.Subject, Index: ue.Index, File: ue.File,
+			Output: fmt.Sprintf("patch %d/%d refused: %s", ue.Index, ue.Total, ue.Reason)}}}
+	}
+	return err
+}
+
+// buildFailure keeps a kernel that does not build structured for the
+// reply: every error and warning with the compiler's source excerpt.
+func buildFailure(err error) error {
+	var be *kbuild.BuildError
+	if !errors.As(err, &be) {
+		return err
+	}
+	diags := func(ds []kbuild.Diagnostic, kind string) []reports.Diagnostic {
+		var out []reports.Diagnostic
+		for _, d := range ds {
+			text := d.String()
+			if d.File != "" && d.Line > 0 {
+				text = strings.Replace(text, ": "+d.Message, ": "+kind+": "+d.Message, 1)
+			}
+			out = append(out, reports.Diagnostic{Text: text, Context: d.Context})
+		}
+		return out
+	}
+	f := &reports.BuildFailure{Target: be.Target, New: diags(be.Diagnostics, "error"), Warnings: diags(be.Warnings, "warning")}
+	if len(f.New) == 0 {
+		// No error line recognised (a Makefile or script): the log's end.
+		f.New = []reports.Diagnostic{{Text: "make " + be.Target + " failed; the end of its log:", Context: excerptTail(be.Tail, 20)}}
+	}
+	return &failure{err, detail{Build: f}}
+}
+
+func excerptTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Decide judges candidate against base samples with reports' statistics,
+// once: the judgement goes into the decision's Detail, which the bot
+// stores and every reply renders.
 func (r *Reports) Decide(base, cand []store.Sample) bot.Decision {
-	in := &reports.Input{Metrics: metrics(base, cand), BaseCrashes: crashes(base), CandCrashes: crashes(cand)}
+	in := &reports.Input{Test: r.testInfo(nil, "", len(base), len(cand)), Metrics: metrics(base, cand),
+		BaseCrashes: crashes(base), CandCrashes: crashes(cand)}
 	v := reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
 	d := bot.Decision{Verdict: v.Outcome.String(), NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
+	if h := reports.Headline(&v); h != nil {
+		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
+	}
+	j := v.Judgement()
+	if b, err := json.Marshal(detail{Judgement: &j}); err == nil {
+		d.Detail = b
+	}
 	return d
 }
 
@@ -108,9 +215,11 @@ func (r *Reports) thread(s *bot.Series) (reports.Thread, error) {
 		t.Version = 1
 	}
 	for _, p := range s.Patches {
+		var pm reports.Patch
 		if m, err := lore.ParseMessage(p); err == nil {
-			t.PatchIDs = append(t.PatchIDs, m.MessageID)
+			pm = reports.Patch{MessageID: m.MessageID, Subject: m.Subject}
 		}
+		t.Patches = append(t.Patches, pm)
 	}
 	seen := map[string]bool{}
 	for _, a := range append(append([]lore.Address(nil), root.To...), root.Cc...) {
@@ -137,32 +246,9 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	in := &reports.Input{
-		Thread: th,
-		Base:   reports.Base{Tree: rep.Tree, SHA: rep.Base, Reason: rep.BaseReason},
-		Test: reports.TestInfo{Lab: r.Lab, Params: r.Params, RunURL: rep.URL,
-			Reproduce: reproduce(th.MessageID)},
-		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
-	}
-	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
-	switch rep.Verdict {
-	case bot.VerdictNotApplied:
-		in.Apply = &reports.ApplyFailure{Output: rep.Log}
-		if e, ok := builder.ParseApplyError(rep.Log); ok {
-			in.Apply.Index, in.Apply.Patch, in.Apply.File = e.Index, e.Subject, e.File
-			if e.Hunk > 0 {
-				in.Apply.Hunk = fmt.Sprintf("#%d %s", e.Hunk, e.HunkHeader)
-			}
-			in.Apply.Output = fmt.Sprintf("patch %d/%d: %s", e.Index, e.Total, e.Reason)
-		}
-	case bot.VerdictBuildFailed:
-		in.BuildFail = &reports.BuildFailure{New: []string{firstLine(rep.Log)}, Log: rep.Log}
-	case bot.VerdictBootFailed:
-		in.Boot = &reports.BootFailure{Title: firstLine(rep.Log), Console: rep.Log}
-	}
-	v := reports.Judge(reports.Rand(th), r.Cfg.Policy(), in)
-	if !v.Outcome.Mailed() {
-		return nil
+	v, err := r.verdict(rep, th)
+	if err != nil || !v.Outcome.Mailed() {
+		return err
 	}
 	now := r.Now()
 	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
@@ -228,6 +314,180 @@ func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
 	raw.WriteString(strings.ReplaceAll(body.String(), "\n", "\r\n"))
 	return r.enqueue(ctx, outbox.Reply{MessageID: id, Key: outbox.Key("email", rep.Key, 1), Channel: "email",
 		Outcome: bot.VerdictRegression, Recipient: to[0], Envelope: to, Raw: raw.Bytes()})
+}
+
+// errNoJudgement is a measured verdict stored without its judgement
+// (by a bot older than the detail column): judging it again could give
+// another answer than the one on the dashboard, so nothing is mailed.
+var errNoJudgement = errors.New("the verdict has no stored judgement to render")
+
+// verdict is the stored judgement of a report (bot.Report.Detail),
+// answering its thread: nothing is judged again.
+func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, error) {
+	in := &reports.Input{
+		Thread: th,
+		Base: reports.Base{Tree: rep.Tree, Branch: rep.BaseBranch, SHA: rep.Base, Reason: rep.BaseReason,
+			URL: r.treeURL(rep.Tree)},
+		Build:   reports.BuildInfo{Config: r.configWords(), Compiler: r.compilerWords()},
+		Test:    r.testInfo(&rep, th.MessageID, len(rep.BaseSamples), len(rep.CandSamples)),
+		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
+	}
+	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
+	var d detail
+	if len(rep.Detail) > 0 {
+		if err := json.Unmarshal(rep.Detail, &d); err != nil {
+			return reports.Verdict{}, fmt.Errorf("report %s: stored detail: %w", rep.Key, err)
+		}
+	}
+	if d.Judgement != nil {
+		return d.Judgement.Verdict(in)
+	}
+	o, err := reports.ParseOutcome(rep.Verdict)
+	if err != nil {
+		return reports.Verdict{Outcome: reports.Infra, In: in}, nil // MEASURED and the like: never mailed
+	}
+	switch o {
+	case reports.ApplyFailed:
+		if in.Apply = d.Apply; in.Apply == nil {
+			in.Apply = &reports.ApplyFailure{Output: rep.Log}
+		}
+		in.Patch = in.Apply.Index
+	case reports.BuildFailed:
+		if in.BuildFail = d.Build; in.BuildFail == nil {
+			in.BuildFail = &reports.BuildFailure{New: []reports.Diagnostic{{Text: firstLine(rep.Log)}}}
+		}
+		if rep.Series != nil {
+			in.Patch = culprit(rep.Series, in.BuildFail.New)
+		}
+	case reports.BootFailed:
+		in.Boot = &reports.BootFailure{Title: firstLine(rep.Log), Console: rep.Log}
+	default:
+		return reports.Verdict{}, fmt.Errorf("report %s (%s): %w", rep.Key, rep.Verdict, errNoJudgement)
+	}
+	return reports.Verdict{Outcome: o, In: in}, nil
+}
+
+// culprit is the patch a build failure answers: the one patch of the
+// series that touches every file with a new error; 0 (the series) when
+// none or several do.
+func culprit(s *bot.Series, errs []reports.Diagnostic) int {
+	if len(s.Patches) < 2 {
+		return 0
+	}
+	found := 0
+	for _, e := range errs {
+		file, _, ok := strings.Cut(e.Text, ":")
+		if !ok {
+			return 0
+		}
+		n := 0
+		for i, raw := range s.Patches {
+			if bytes.Contains(raw, []byte("\n+++ b/"+file+"\n")) {
+				if n != 0 {
+					return 0
+				}
+				n = i + 1
+			}
+		}
+		if n == 0 || (found != 0 && n != found) {
+			return 0
+		}
+		found = n
+	}
+	return found
+}
+
+func (r *Reports) treeURL(tree string) string {
+	for _, t := range r.Trees {
+		if t.Name == tree {
+			return t.URL
+		}
+	}
+	return ""
+}
+
+// configWords describes the kernel configuration: kbuild's base target,
+// the tree's fragments and rdmabot's own, linked.
+func (r *Reports) configWords() string {
+	l, err := kbuild.LookupLab(r.Lab.Default)
+	if err != nil {
+		return ""
+	}
+	parts := []string{l.Arch + " " + l.Base}
+	if l.BaseFile != "" {
+		parts[0] = l.Arch + " " + filepath.Base(l.BaseFile)
+	}
+	parts = append(parts, l.TreeFragments...)
+	var links []string
+	for _, f := range l.Fragments {
+		parts = append(parts, "rdmabot's "+f)
+		if strings.HasPrefix(r.Cfg.DocsURL, "https://github.com/") {
+			links = append(links, strings.TrimRight(r.Cfg.DocsURL, "/")+"/blob/main/builder/kbuild/configs/"+f)
+		}
+	}
+	s := strings.Join(parts, " + ")
+	if len(links) > 0 {
+		s += " (" + strings.Join(links, " ") + ")"
+	}
+	return s
+}
+
+func (r *Reports) compilerWords() string {
+	tc := r.Toolchain
+	return strings.Trim(tc.Compiler+", "+tc.Binutils, ", ")
+}
+
+// testInfo describes the lab and the test in words, from the
+// configuration; rep is nil when deciding (no reply yet).
+func (r *Reports) testInfo(rep *bot.Report, msgID string, baseRuns, candRuns int) reports.TestInfo {
+	t := r.Lab.Test
+	info := reports.TestInfo{Name: "NFS/RDMA transfer"}
+	proto := "NFS " + t.NFSVersion
+	if t.NFSVersion == "auto" {
+		proto = "NFSv3 (the reference mount)"
+	} else if !strings.HasPrefix(t.NFSVersion, "4") {
+		proto = "NFSv" + t.NFSVersion
+	}
+	proto += " over " + strings.ToUpper(t.Transport)
+	switch t.Kind {
+	case "fio":
+		info.Name = "NFS/RDMA fio read"
+		info.Test = fmt.Sprintf("fio sequential READ of a %d MiB file, %d iterations per boot, %s", t.SizeMiB, t.Iterations, proto)
+	default:
+		info.Test = fmt.Sprintf("a %d MiB file copied to the NFS mount, back, and compared, %d iterations per boot, %s", t.SizeMiB, t.Iterations, proto)
+	}
+	if candRuns > 0 {
+		info.Test += fmt.Sprintf("; %d boots of the patched kernel and %d of the base, alternating", candRuns, baseRuns)
+	}
+	if rep == nil {
+		return info
+	}
+	pair := rep.Lab
+	if pair == "" {
+		pair = r.Lab.Default
+	}
+	info.Lab = r.labWords(pair)
+	info.Reproduce, info.RunURL = reproduce(msgID), rep.URL
+	return info
+}
+
+func (r *Reports) labWords(pair string) string {
+	rdma := map[string]string{"rxe": "soft-RoCE (rxe)", "siw": "soft-iWARP (siw)", "hw": "the hosts' RDMA devices", "opa": "Omni-Path"}
+	if pair == "qemu" {
+		c := r.Lab.QEMU
+		clock := "plain TCG clock (noisy)"
+		if c.Icount != "" {
+			clock = "instruction-counted clock (-icount " + c.Icount + ")"
+		}
+		return fmt.Sprintf("two QEMU TCG guests (%d MiB each) joined by %s over a socket link, %s: emulation, not hardware",
+			c.MemoryMiB, rdma[r.Lab.Test.RDMA], clock)
+	}
+	for _, p := range r.Lab.Pairs {
+		if p.Name == pair {
+			return fmt.Sprintf("two real hosts (pair %s) with %s", p.Name, rdma[p.RDMA])
+		}
+	}
+	return pair
 }
 
 // reproduce is the mailed command line that runs the same series through

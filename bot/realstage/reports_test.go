@@ -13,7 +13,6 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/config"
-	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -81,9 +80,11 @@ func TestDeliverThroughOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Lab: "qemu", Params: Params(lab.DefaultConfig()), Now: time.Now}
-	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: "REGRESSION", Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
-		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: samples(2*cfg.Reports.Runs, 100, 2), CandSamples: samples(2*cfg.Reports.Runs, 52, 2)}
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Now: time.Now}
+	base, cand := samples(2*cfg.Reports.Runs, 100, 2), samples(2*cfg.Reports.Runs, 52, 2)
+	d := r.Decide(base, cand)
+	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Detail: d.Detail, Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
+		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
 	for range 3 {
 		if err := r.Deliver(ctx, rep); err != nil {
 			t.Fatal(err)

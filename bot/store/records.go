@@ -92,22 +92,27 @@ const (
 
 // Test is one comparison of a candidate against its base.
 type Test struct {
-	ID           int64
-	Key          string // unique: what makes a test the same test
-	Kind         string
-	SeriesID     int64
-	Tree         string
-	Ref          string // branch or ref for KindRef/KindMainline
-	Base         string // base commit
-	BaseReason   string // how the base was chosen, for the report
-	Candidate    string // candidate commit (after apply)
-	Lab          string
-	Params       string
-	Origin       string // JSON: where the request came from, where the reply goes
-	Thread       string // the conversation it belongs to (github:o/r#N, a Message-ID)
-	State        string
-	Verdict      string
-	Summary      string
+	ID         int64
+	Key        string // unique: what makes a test the same test
+	Kind       string
+	SeriesID   int64
+	Tree       string
+	Ref        string // branch or ref for KindRef/KindMainline
+	Base       string // base commit
+	BaseReason string // how the base was chosen, for the report
+	BaseBranch string // the branch of Tree the base is on ("" if unknown)
+	Candidate  string // candidate commit (after apply)
+	Lab        string
+	Params     string
+	Origin     string // JSON: where the request came from, where the reply goes
+	Thread     string // the conversation it belongs to (github:o/r#N, a Message-ID)
+	State      string
+	Verdict    string
+	Summary    string
+	// Detail is the deciding stage's structured account of the verdict
+	// (JSON: the statistics' judgement, where a patch failed to apply,
+	// the compiler's diagnostics), stored once and handed to the reply.
+	Detail       string
 	Rounds       int
 	BaseArtifact string
 	CandArtifact string
@@ -133,13 +138,13 @@ func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, er
 	return id, n == 1, nil
 }
 
-const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason`
+const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason, base_branch, detail`
 
 func scanTest(sc interface{ Scan(...any) error }) (Test, error) {
 	var t Test
 	var c, u int64
 	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin, &t.Thread,
-		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason)
+		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason, &t.BaseBranch, &t.Detail)
 	t.CreatedAt, t.UpdatedAt = Time(c), Time(u)
 	return t, err
 }
@@ -175,8 +180,9 @@ func (s *Store) LatestInThread(ctx context.Context, q Querier, thread string) (T
 // canceled meanwhile: a job finishing after a cancel must not revive it.
 func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
 	_, err := q.ExecContext(ctx, `UPDATE tests SET base = $2, candidate = $3, state = $4, verdict = $5, summary = $6, rounds = $7,
-		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11, base_reason = $12 WHERE id = $1 AND state <> 'canceled'`,
-		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree, t.BaseReason)
+		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11, base_reason = $12, base_branch = $13, detail = $14 WHERE id = $1 AND state <> 'canceled'`,
+		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree, t.BaseReason,
+		t.BaseBranch, t.Detail)
 	if err != nil {
 		return fmt.Errorf("store: update test %d: %w", t.ID, err)
 	}

@@ -323,6 +323,10 @@ CREATE TABLE lore_mail (
 CREATE INDEX lore_mail_received ON lore_mail (received)`,
 	// How the base was chosen: every report states it.
 	`ALTER TABLE tests ADD COLUMN base_reason TEXT NOT NULL DEFAULT ''`,
+	// The base's branch, and the verdict's structured account (JSON),
+	// decided once and read back by every reply.
+	`ALTER TABLE tests ADD COLUMN base_branch TEXT NOT NULL DEFAULT '';
+ALTER TABLE tests ADD COLUMN detail TEXT NOT NULL DEFAULT ''`,
 	// Each serve process beats here; the running jobs of one that stopped
 	// beating are taken over within a minute, not after rescue_after.
 	`

@@ -559,12 +559,14 @@ func (j *job) buildError(target string, ee *exec.ExitError) error {
 	if len(tail) > 4096 {
 		tail = tail[len(tail)-4096:]
 	}
+	// ccache's base_dir makes the compiler see the source relative to
+	// the output directory: ../src/...
+	errs, warnings := ParseLog(bytes.NewReader(logText), sandboxSrc+"/", "../src/")
 	return &BuildError{
-		Tree:   j.req.Tree.String(),
-		Target: target,
-		// ccache's base_dir makes the compiler see the source relative to
-		// the output directory: ../src/...
-		Diagnostics: ParseDiagnostics(bytes.NewReader(logText), sandboxSrc+"/", "../src/"),
+		Tree:        j.req.Tree.String(),
+		Target:      target,
+		Diagnostics: errs,
+		Warnings:    warnings,
 		Tail:        string(tail),
 		Log:         j.logPath,
 	}

@@ -15,6 +15,9 @@ type Diagnostic struct {
 	Line    int    // 0 when the tool gives none
 	Col     int
 	Message string
+	// Context is what the compiler printed under the line: the source
+	// line and the caret under the culprit ("  342 |  ret = f(x);").
+	Context string
 }
 
 func (d Diagnostic) String() string {
@@ -39,6 +42,10 @@ const maxDiagnostics = 20
 var (
 	// gcc/clang: path:line:col: error: message (also "fatal error").
 	ccErrorRE = regexp.MustCompile(`^(\S+?):(\d+):(?:(\d+):)? (?:fatal )?error: (.*)$`)
+	// gcc/clang: path:line:col: warning: message.
+	ccWarningRE = regexp.MustCompile(`^(\S+?):(\d+):(?:(\d+):)? warning: (.*)$`)
+	// gcc's source excerpt under a diagnostic: "  342 | code", "      |   ^~~".
+	ccContextRE = regexp.MustCompile(`^ +\d* \|`)
 	// ld: "ld: obj: in function `f':" precedes
 	// "file.c:(.text+0x..): undefined reference to `x'".
 	ldFuncRE = regexp.MustCompile("^(?:\\S*/)?ld(?:\\.bfd)?: (\\S+): in function `([^']*)':$")
@@ -53,7 +60,15 @@ var (
 // ParseDiagnostics reads a build log and returns its first errors, with
 // paths made relative to the source tree (srcPrefixes are stripped).
 func ParseDiagnostics(r io.Reader, srcPrefixes ...string) []Diagnostic {
-	var out []Diagnostic
+	errs, _ := ParseLog(r, srcPrefixes...)
+	return errs
+}
+
+// ParseLog reads a build log and returns its first errors and its first
+// compiler warnings, each with the source excerpt the compiler printed
+// under it, paths made relative to the source tree (srcPrefixes are
+// stripped).
+func ParseLog(r io.Reader, srcPrefixes ...string) (errs, warnings []Diagnostic) {
 	seen := map[string]bool{}
 	rel := func(p string) string {
 		for _, pre := range srcPrefixes {
@@ -67,11 +82,33 @@ func ParseDiagnostics(r io.Reader, srcPrefixes ...string) []Diagnostic {
 		return strings.TrimPrefix(p, "./")
 	}
 	var ldObj, ldFunc string // from the last "in function" line
+	var last *Diagnostic     // the diagnostic a context line belongs to
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() && len(out) < maxDiagnostics {
+	for sc.Scan() && len(errs) < maxDiagnostics {
 		line := strings.TrimRight(sc.Text(), "\r")
+		if ccContextRE.MatchString(line) {
+			if last != nil {
+				last.Context += line + "\n"
+			}
+			continue
+		}
+		last = nil
 		var d Diagnostic
+		if m := ccWarningRE.FindStringSubmatch(line); m != nil {
+			if len(warnings) < maxDiagnostics {
+				d := Diagnostic{File: rel(m[1]), Message: m[4]}
+				d.Line, _ = strconv.Atoi(m[2])
+				d.Col, _ = strconv.Atoi(m[3])
+				k := fmt.Sprintf("%s:%d:%s", d.File, d.Line, d.Message)
+				if !seen["w"+k] {
+					seen["w"+k] = true
+					warnings = append(warnings, d)
+					last = &warnings[len(warnings)-1]
+				}
+			}
+			continue
+		}
 		if m := ccErrorRE.FindStringSubmatch(line); m != nil {
 			d.File = rel(m[1])
 			d.Line, _ = strconv.Atoi(m[2])
@@ -101,7 +138,8 @@ func ParseDiagnostics(r io.Reader, srcPrefixes ...string) []Diagnostic {
 			continue
 		}
 		seen[k] = true
-		out = append(out, d)
+		errs = append(errs, d)
+		last = &errs[len(errs)-1]
 	}
-	return out
+	return errs, warnings
 }

@@ -37,3 +37,28 @@ make[1]: *** No rule to make target 'net/sunrpc/gone.o', needed by 'net/sunrpc/b
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// Warnings come apart from errors, and each diagnostic keeps the source
+// excerpt gcc printed under it.
+func TestParseLogWarningsAndContext(t *testing.T) {
+	log := `../src/net/sunrpc/xprtrdma/svc_rdma_sendto.c: In function 'svc_rdma_sendto':
+../src/net/sunrpc/xprtrdma/svc_rdma_sendto.c:342:9: error: implicit declaration of function 'svc_rdma_post_chain' [-Werror=implicit-function-declaration]
+  342 |         svc_rdma_post_chain(rdma, ctxt);
+      |         ^~~~~~~~~~~~~~~~~~~
+../src/net/sunrpc/xprtrdma/svc_rdma_sendto.c:330:13: warning: unused variable 'ret' [-Wunused-variable]
+  330 |         int ret;
+      |             ^~~
+make[4]: *** [../src/scripts/Makefile.build:229: net/sunrpc/xprtrdma/svc_rdma_sendto.o] Error 1
+`
+	errs, warns := ParseLog(strings.NewReader(log), "../src/")
+	if len(errs) != 1 || len(warns) != 1 {
+		t.Fatalf("errors %+v warnings %+v", errs, warns)
+	}
+	if errs[0].Line != 342 || errs[0].Context != "  342 |         svc_rdma_post_chain(rdma, ctxt);\n      |         ^~~~~~~~~~~~~~~~~~~\n" {
+		t.Errorf("error %+v", errs[0])
+	}
+	if warns[0].File != "net/sunrpc/xprtrdma/svc_rdma_sendto.c" || warns[0].Message != "unused variable 'ret' [-Wunused-variable]" ||
+		!strings.HasPrefix(warns[0].Context, "  330 |") {
+		t.Errorf("warning %+v", warns[0])
+	}
+}

@@ -24,6 +24,8 @@ type BuildError struct {
 	Target string // the make target that failed
 	// Diagnostics are the first compiler and linker errors, in log order.
 	Diagnostics []Diagnostic
+	// Warnings are the first compiler warnings of the same log.
+	Warnings []Diagnostic
 	// Tail is the end of the log, for failures without a recognised error
 	// line (a Makefile or script error).
 	Tail string

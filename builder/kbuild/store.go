@@ -245,25 +245,30 @@ func findBuildID(b []byte, bo binary.ByteOrder) (string, bool) {
 type Toolchain struct {
 	ID       string // hash of the tools' version outputs
 	Compiler string // gcc's first --version line
+	Binutils string // ld's first --version line
 }
 
 // ProbeToolchain asks the host's tools for their versions; they are the
 // same files the sandbox sees (/usr is bound read-only).
 func ProbeToolchain(ctx context.Context) (Toolchain, error) {
 	h := sha256.New()
-	var compiler string
+	var compiler, binutils string
 	for _, argv := range [][]string{{"gcc", "-v"}, {"gcc", "--version"}, {"ld", "--version"}, {"as", "--version"}, {"make", "--version"}} {
 		out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 		if err != nil {
 			return Toolchain{}, &InfraError{Op: "toolchain", Err: fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, out)}
 		}
 		fmt.Fprintf(h, "%s\n%s\n", strings.Join(argv, " "), out)
-		if argv[1] == "--version" && argv[0] == "gcc" {
-			compiler, _, _ = strings.Cut(string(out), "\n")
+		first, _, _ := strings.Cut(string(out), "\n")
+		switch {
+		case argv[1] == "--version" && argv[0] == "gcc":
+			compiler = first
+		case argv[0] == "ld":
+			binutils = first
 		}
 	}
 	if compiler == "" {
 		return Toolchain{}, &InfraError{Op: "toolchain", Err: errors.New("gcc printed no version")}
 	}
-	return Toolchain{ID: hex.EncodeToString(h.Sum(nil))[:16], Compiler: compiler}, nil
+	return Toolchain{ID: hex.EncodeToString(h.Sum(nil))[:16], Compiler: compiler, Binutils: binutils}, nil
 }

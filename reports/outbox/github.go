@@ -43,7 +43,7 @@ func parseGitHubChannel(ch string) (owner, repo string, n int, err error) {
 	return owner, repo, n, nil
 }
 
-// FromComment wraps a rendered GitHub comment (reports.RenderMarkdown,
+// FromComment wraps a rendered GitHub comment (Markdown,
 // which ends with a marker naming msgID).
 func FromComment(body, msgID, owner, repo string, number int, v *reports.Verdict) Reply {
 	ch := GitHubChannel(owner, repo, number)

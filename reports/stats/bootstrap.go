@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -10,6 +11,34 @@ import (
 // confidence interval around it.
 type Interval struct {
 	Ratio, Lo, Hi float64
+}
+
+// MarshalJSON writes a NaN bound (an empty side) as null: JSON has no NaN,
+// and a stored decision must keep every interval.
+func (iv Interval) MarshalJSON() ([]byte, error) {
+	f := func(x float64) *float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return &x
+	}
+	return json.Marshal(struct{ Ratio, Lo, Hi *float64 }{f(iv.Ratio), f(iv.Lo), f(iv.Hi)})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote, null as NaN.
+func (iv *Interval) UnmarshalJSON(b []byte) error {
+	var v struct{ Ratio, Lo, Hi *float64 }
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	f := func(p *float64) float64 {
+		if p == nil {
+			return math.NaN()
+		}
+		return *p
+	}
+	iv.Ratio, iv.Lo, iv.Hi = f(v.Ratio), f(v.Lo), f(v.Hi)
+	return nil
 }
 
 // Median of a sample; NaN when empty.

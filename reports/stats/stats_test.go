@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -348,5 +349,23 @@ func TestClassifyOneSided(t *testing.T) {
 		if got := classify(cmp, 0.05); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A decision survives JSON, the form it is stored in, NaN bounds too.
+func TestDecisionJSONRoundTrip(t *testing.T) {
+	d := Decision{Runs: 5, Comparisons: []Comparison{{Name: "copy", Unit: "MB/s", Base: []float64{1, 2}, Cand: []float64{3},
+		CI: Interval{Ratio: 0.9, Lo: math.NaN(), Hi: 1.1}, Test: RankTest{U: 2, P: 0.5}, Change: Worse}}}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Decision
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	c := got.Comparisons[0]
+	if got.Runs != 5 || c.CI.Ratio != 0.9 || !math.IsNaN(c.CI.Lo) || c.CI.Hi != 1.1 || c.Change != Worse || c.Test.P != 0.5 || len(c.Base) != 2 {
+		t.Errorf("round trip: %s -> %+v", b, got)
 	}
 }

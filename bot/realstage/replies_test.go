@@ -1,0 +1,307 @@
+package realstage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/reports"
+	"github.com/rdmabot/rdmabot/reports/outbox"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if string(want) != string(got) {
+		t.Errorf("%s differs from the golden file (run with -update if intended):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// replyRig is the production path of a reply: the real svcrdma v2 thread
+// read by the lore stage, the default configuration, a real outbox.
+type replyRig struct {
+	r  *Reports
+	ob *outbox.Outbox
+	s  bot.Series
+}
+
+var replyNow = time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
+
+func newReplyRig(t *testing.T) *replyRig {
+	sh := shared(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg := config.Default()
+	cfg.DataDir = dir
+	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, dir, nil, func() time.Time { return replyNow }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewLore(cfg, st, slog.New(slog.DiscardHandler)).ReadMbox(ctx, mboxOf(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The toolchain is what kbuild.ProbeToolchain says on the Debian 12
+	// builders (wire.go sets it from the builder).
+	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab,
+		Toolchain: kbuild.Toolchain{Compiler: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", Binutils: "GNU ld (GNU Binutils for Debian) 2.40"},
+		Now:       func() time.Time { return replyNow }}
+	return &replyRig{r: r, ob: ob, s: s}
+}
+
+// report is what bot's deliver() hands the reporter for a finished test:
+// the test row's fields, its stored detail and its samples.
+func (g *replyRig) report(id int, verdict, summary string, detail json.RawMessage, base, cand []store.Sample) bot.Report {
+	rep := bot.Report{Key: fmt.Sprintf("series:%s:v2:nfsd:%d", g.s.MsgID, id), Kind: store.KindSeries, Verdict: verdict, Summary: summary,
+		Series: &g.s, Tree: "nfsd", BaseBranch: "nfsd-next", Base: "6613476e225e090cc9aad49be7fa504e290dd33d", BaseReason: "subject tree tag",
+		Lab: "qemu", Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d", id),
+		TraceURL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d#traces", id), Origin: bot.Origin{Kind: "mail"},
+		Detail: detail, BaseSamples: base, CandSamples: cand}
+	if verdict == bot.VerdictBuildFailed || verdict == bot.VerdictNotApplied || verdict == bot.VerdictBootFailed {
+		rep.Log = summary
+	}
+	return rep
+}
+
+// deliver runs the reporter and returns the one reply it recorded.
+func (g *replyRig) deliver(t *testing.T, rep bot.Report) *outbox.Entry {
+	t.Helper()
+	ctx := context.Background()
+	before, _ := g.ob.Ledger().List(ctx)
+	if err := g.r.Deliver(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	es, err := g.ob.Ledger().List(ctx)
+	if err != nil || len(es) != len(before)+1 {
+		t.Fatalf("ledger %d -> %d entries, %v", len(before), len(es), err)
+	}
+	for _, e := range es {
+		if e.Outcome == rep.Verdict {
+			return e
+		}
+	}
+	t.Fatalf("no %s reply in the ledger", rep.Verdict)
+	return nil
+}
+
+// The replies as production sends them, one per mailed outcome the
+// pipeline reaches: each golden file is the outbox's raw message.
+// The outbox holds one verdict per series version, so each outcome gets
+// its own.
+func TestRepliesGolden(t *testing.T) {
+	g := newReplyRig(t)
+	runs := 2 * g.r.Cfg.Runs
+	patchID := func(n int) string {
+		m, err := mail.ReadMessage(bytes.NewReader(g.s.Patches[n-1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Trim(m.Header.Get("Message-Id"), "<>")
+	}
+	cover := strings.Trim(must(mail.ReadMessage(bytes.NewReader(g.s.Cover))).Header.Get("Message-Id"), "<>")
+
+	measured := func(name string, id int, base, cand []store.Sample) {
+		t.Run(name, func(t *testing.T) {
+			g := newReplyRig(t)
+			d := g.r.Decide(base, cand)
+			e := g.deliver(t, g.report(id, d.Verdict, d.Summary, d.Detail, base, cand))
+			golden(t, "replies/"+strings.ToLower(d.Verdict)+".eml", e.Raw)
+			checkReply(t, e, d.Verdict, cover)
+			checkFigures(t, e, d)
+		})
+	}
+	measured("PASS", 1, samples(runs, 100, 2), samples(runs, 100, 2))
+	measured("REGRESSION", 2, samples(runs, 100, 2), samples(runs, 52, 2))
+	crashed := samples(4, 100, 2)
+	crashed[1] = store.Sample{Crash: "BUG: KASAN: slab-use-after-free in svc_rdma_send", Log: "BUG: KASAN: slab-use-after-free in svc_rdma_send+0x3a1/0x5c0\nRead of size 8 at addr ffff888004a3c1d8 by task nfsd/212\nCall Trace:\n <TASK>\n svc_rdma_send+0x3a1/0x5c0\n svc_rdma_sendto+0x2f7/0x8b0\n </TASK>"}
+	measured("CRASH", 3, samples(4, 100, 2), crashed[:2])
+
+	t.Run("APPLY_FAILED", func(t *testing.T) {
+		g := newReplyRig(t)
+		// The real series on a tree that lacks its files: the builder's
+		// own error, as the build job stores it.
+		err := applyOnToyTree(t, g.s)
+		var d bot.Detailed
+		if !errors.As(err, &d) {
+			t.Fatalf("apply error %v carries no detail", err)
+		}
+		e := g.deliver(t, g.report(4, bot.VerdictNotApplied, err.Error(), d.Detail(), nil, nil))
+		golden(t, "replies/apply_failed.eml", e.Raw)
+		checkReply(t, e, bot.VerdictNotApplied, patchID(1))
+		if !strings.Contains(string(e.Raw), "patch link:    https://lore.kernel.org/r/"+patchID(1)+"/\n") {
+			t.Error("the patch link is not the answered patch's")
+		}
+	})
+	t.Run("BUILD_FAILED", func(t *testing.T) {
+		g := newReplyRig(t)
+		// gcc 12's output for an error in svc_rdma_backchannel.c, which
+		// only patch 8 touches: the reply answers patch 8.
+		log, err := os.ReadFile("testdata/gcc-svc_rdma_backchannel.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs, warns := kbuild.ParseLog(bytes.NewReader(log))
+		berr := buildFailure(&kbuild.BuildError{Target: "bzImage", Diagnostics: errs, Warnings: warns, Tail: string(log)})
+		var d bot.Detailed
+		if !errors.As(berr, &d) {
+			t.Fatalf("build error %v carries no detail", berr)
+		}
+		e := g.deliver(t, g.report(5, bot.VerdictBuildFailed, berr.Error(), d.Detail(), nil, nil))
+		golden(t, "replies/build_failed.eml", e.Raw)
+		checkReply(t, e, bot.VerdictBuildFailed, patchID(8))
+		body := string(e.Raw)
+		for _, want := range []string{
+			">> net/sunrpc/xprtrdma/svc_rdma_backchannel.c:12:9: error: implicit declaration of function 'svc_rdma_post_send_chain'",
+			"      12 |         svc_rdma_post_send_chain(rdma, ctxt);",
+			"net/sunrpc/xprtrdma/svc_rdma_backchannel.c:10:13: warning: unused variable 'len'",
+			"net/sunrpc/xprtrdma/svc_rdma_backchannel.c:3:12: warning: 'svc_rdma_bc_unused' defined but not used",
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the reply lacks %q", want)
+			}
+		}
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// applyOnToyTree applies s with the build stage on a one-file tree.
+func applyOnToyTree(t *testing.T, s bot.Series) error {
+	work := t.TempDir()
+	gitIn(t, work, "init", "-q", "-b", "master")
+	os.WriteFile(filepath.Join(work, "README"), []byte("toy\n"), 0o644)
+	gitIn(t, work, "add", "-A")
+	gitIn(t, work, "commit", "-q", "-m", "base")
+	base := gitIn(t, work, "rev-parse", "HEAD")
+	repo := filepath.Join(t.TempDir(), "trees.git")
+	gitIn(t, work, "clone", "-q", "--bare", work, repo)
+	bs, err := builder.OpenStore(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Build{Store: bs, RepoDir: repo, Cfg: builder.DefaultConfig(), Lab: "qemu", Now: func() time.Time { return replyNow }}
+	_, err = b.Apply(context.Background(), bot.Base{Tree: "nfsd", Commit: base}, s, &bytes.Buffer{})
+	if err == nil || bot.IsInfra(err) {
+		t.Fatalf("apply on a toy tree: %v", err)
+	}
+	return err
+}
+
+// checkReply checks the conventions independently of the golden text.
+func checkReply(t *testing.T, e *outbox.Entry, verdict, answers string) {
+	t.Helper()
+	msg, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := msg.Header
+	if got := h.Get("In-Reply-To"); got != "<"+answers+">" {
+		t.Errorf("In-Reply-To %s, want <%s>", got, answers)
+	}
+	if refs := h.Get("References"); !strings.HasSuffix(refs, "<"+answers+">") {
+		t.Errorf("References %q do not end with the answered mail", refs)
+	}
+	if h.Get("Auto-Submitted") != "auto-generated" || h.Get("X-Rdmabot-Outcome") != verdict {
+		t.Errorf("headers %v", h)
+	}
+	to, _ := h.AddressList("To")
+	if len(to) != 1 || to[0].Address != "cel@kernel.org" {
+		t.Errorf("To %v, want the author", to)
+	}
+	b, _ := io.ReadAll(msg.Body)
+	body := string(b)
+	if !strings.Contains(body, "base:          https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git nfsd-next 6613476e225e090cc9aad49be7fa504e290dd33d\n") {
+		t.Error("base is not tree URL, branch and commit")
+	}
+	for _, want := range []string{"config:        x86_64 tinyconfig + kvm_guest.config + rdmabot's qemu-softroce.config (https://github.com/rdmabot/rdmabot/blob/main/builder/kbuild/configs/qemu-softroce.config)",
+		"compiler:      gcc (Debian 12.2.0-14+deb12u1) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40",
+		"\n-- \n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the reply lacks %q", want)
+		}
+	}
+	o, _ := reports.ParseOutcome(verdict)
+	ran := o != reports.ApplyFailed && o != reports.BuildFailed
+	for _, want := range []string{
+		"lab:           two QEMU TCG guests (1024 MiB each) joined by soft-RoCE (rxe) over a socket link, instruction-counted clock (-icount shift=3,sleep=on): emulation, not hardware",
+		"test:          a 16 MiB file copied to the NFS mount, back, and compared, 4 iterations per boot, NFSv3 (the reference mount) over RDMA",
+	} {
+		if strings.Contains(body, want) != ran {
+			t.Errorf("%s: the lab and test are described %v, want %v: %q", verdict, !ran, ran, want)
+		}
+	}
+	if strings.Contains(body, "parameters:") || strings.Contains(body, "copy_MBps") || strings.Contains(body, "icount(") {
+		t.Error("the reply shows an internal name or cache key")
+	}
+	if hasTags := strings.Contains(body, "| Reported-by: "); hasTags != o.OffersTags() {
+		t.Errorf("Reported-by block present=%v for %v", hasTags, verdict)
+	}
+	if o.OffersTags() && !strings.Contains(body, "| Closes: https://lore.kernel.org/r/"+e.MessageID+"/") {
+		t.Error("Closes: must point at this reply on lore")
+	}
+	if strings.Contains(body, "Tested-by") != (o == reports.Pass) {
+		t.Error("Tested-by offer only on PASS")
+	}
+}
+
+// checkFigures checks that the reply shows the stored decision's figures
+// and sentence: one judgement, mailed as stored and shown.
+func checkFigures(t *testing.T, e *outbox.Entry, d bot.Decision) {
+	t.Helper()
+	var det detail
+	if err := json.Unmarshal(d.Detail, &det); err != nil || det.Judgement == nil {
+		t.Fatalf("decision detail %s: %v", d.Detail, err)
+	}
+	_, body, _ := strings.Cut(string(e.Raw), "\n\n")
+	flat := strings.Join(strings.Fields(body), " ")
+	if !strings.Contains(flat, d.Summary) {
+		t.Errorf("the reply does not say the stored summary %q", d.Summary)
+	}
+	pc := func(r float64) string { return fmt.Sprintf("%+.1f%%", 100*(r-1)) }
+	for _, c := range det.Judgement.Decision.Comparisons {
+		if want := pc(c.CI.Lo) + ".." + pc(c.CI.Hi); !strings.Contains(body, want) {
+			t.Errorf("%s: the reply lacks the stored interval %s", c.Name, want)
+		}
+		if want := fmt.Sprintf("%.4f", c.Test.P); c.Test.P >= 0.0001 && !strings.Contains(body, want) {
+			t.Errorf("%s: the reply lacks the stored p %s", c.Name, want)
+		}
+	}
+}
