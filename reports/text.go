@@ -144,8 +144,9 @@ func metricRows(d stats.Decision) [][]string {
 }
 
 // Headline picks the comparison that decided a regression or an
-// improvement: the largest change in the verdict's direction; nil for
-// other verdicts.
+// improvement: the first metric, in the order the bot decides on them
+// (throughput, the one users feel, before the loop time), whose change is
+// in the verdict's direction; nil for other verdicts.
 func Headline(v *Verdict) *stats.Comparison {
 	if v.Outcome != Regression && v.Outcome != Improvement {
 		return nil
@@ -154,17 +155,12 @@ func Headline(v *Verdict) *stats.Comparison {
 	if v.Outcome == Improvement {
 		want = stats.Better
 	}
-	var best *stats.Comparison
 	for i := range v.Decision.Comparisons {
-		c := &v.Decision.Comparisons[i]
-		if c.Change != want {
-			continue
-		}
-		if best == nil || math.Abs(c.CI.Ratio-1) > math.Abs(best.CI.Ratio-1) {
-			best = c
+		if c := &v.Decision.Comparisons[i]; c.Change == want {
+			return c
 		}
 	}
-	return best
+	return nil
 }
 
 // firstName greets the author the way people on the lists do.
