@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -61,6 +62,12 @@ type Request struct {
 	Slot string
 	// Force builds even when the store has the kernel, replacing it.
 	Force bool
+	// Trusted is set for a tree from a configured branch (a base, a
+	// mainline head, a bisection step). Every other tree (a series'
+	// candidate) is built apart: in a throwaway output directory seeded
+	// from the slot's, with the compiler cache read-only, so it cannot
+	// affect any later build.
+	Trusted bool
 }
 
 // Timings are the wall-clock times of a build's steps.
@@ -100,6 +107,19 @@ func New(ctx context.Context, opt Options) (*Builder, error) {
 	if opt.Dir == "" {
 		return nil, errors.New("kbuild: no directory")
 	}
+	// Every host path the builder opens under Dir is then free of
+	// symlinks but those the sandbox planted, which are refused.
+	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
+		return nil, &InfraError{Op: "dir", Err: err}
+	}
+	dir, err := filepath.Abs(opt.Dir)
+	if err == nil {
+		dir, err = filepath.EvalSymlinks(dir)
+	}
+	if err != nil {
+		return nil, &InfraError{Op: "dir", Err: err}
+	}
+	opt.Dir = dir
 	if opt.Jobs == 0 {
 		opt.Jobs = runtime.NumCPU()
 	}
@@ -302,6 +322,7 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	j := &job{b: b, req: req, co: co, res: res,
 		out:     filepath.Join(slotDir, "out-"+req.Lab.Name),
 		cfgDir:  filepath.Join(slotDir, "config-"+req.Lab.Name),
+		stamp:   filepath.Join(slotDir, "out-"+req.Lab.Name+".stamp"),
 		logPath: filepath.Join(slotDir, "build-"+req.Lab.Name+".log"),
 		cfgHash: configHash,
 	}
@@ -322,6 +343,7 @@ type job struct {
 	res     *Result
 	out     string // O= of the build
 	cfgDir  string // O= of the configuration runs
+	stamp   string // the configuration out holds (configStamp)
 	logPath string
 	log     io.Writer
 	cfgHash string
@@ -366,36 +388,53 @@ func (j *job) makeArgs(targets ...string) []string {
 	return append(a, targets...)
 }
 
-// configStamp records which configuration the build directory holds.
-func (j *job) configStamp() string { return j.cfgHash + " " + j.req.Tree.String() }
+// configStamp records which configuration the build directory holds and
+// whether it is modular. It is kept in the slot, outside every directory
+// the sandbox can write, so a build cannot forge or redirect it.
+func (j *job) configStamp(modules bool) string {
+	m := "n"
+	if modules {
+		m = "y"
+	}
+	return j.cfgHash + " " + j.req.Tree.String() + " " + m
+}
+
+// maxConfig bounds a .config the host reads back from the sandbox.
+const maxConfig = 16 << 20
 
 // configure makes the lab's .config for this tree and verifies it. It is
 // skipped when the build directory was configured for the same lab from a
 // tree whose Kconfig files equal this one's. The configuration is made in
-// its own directory and copied into the build only when it differs, so an
-// unchanged .config keeps its mtime and nothing is rebuilt for it.
+// its own directory, emptied first, and copied into the build only when
+// it differs, so an unchanged .config keeps its mtime and nothing is
+// rebuilt for it. Nothing the configuration runs leave behind is
+// followed: files are read only when regular, written only anew.
 func (j *job) configure(ctx context.Context) error {
-	stampPath := filepath.Join(j.out, ".rdmabot-config")
-	if stamp, err := os.ReadFile(stampPath); err == nil {
+	if stamp, err := os.ReadFile(j.stamp); err == nil {
 		f := strings.Fields(string(stamp))
-		if len(f) == 2 && f[0] == j.cfgHash && plumbing.IsHash(f[1]) {
+		if len(f) == 3 && f[0] == j.cfgHash && plumbing.IsHash(f[1]) {
 			same, err := sameKconfig(j.req.Objects, plumbing.NewHash(f[1]), j.req.Tree)
 			if err != nil {
 				return err
 			}
 			if same {
-				j.modules = hasModules(j.out)
+				j.modules = f[2] == "y"
 				return nil
 			}
 		}
 	}
 	j.res.Configured = true
-	for _, d := range []string{j.out, j.cfgDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return &InfraError{Op: "configure", Err: err}
-		}
+	if err := os.Remove(j.stamp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &InfraError{Op: "configure", Err: err}
 	}
-	os.Remove(stampPath)
+	if err := os.MkdirAll(j.out, 0o755); err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
+	// A previous configuration (perhaps a hostile tree's) may have left
+	// anything in the configuration directory.
+	if err := resetDir(j.cfgDir); err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
 	sb := j.sandbox(j.cfgDir)
 	lab := j.req.Lab
 	run := func(argv ...string) error {
@@ -414,7 +453,7 @@ func (j *job) configure(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("kbuild: base config: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(j.cfgDir, ".config"), b, 0o644); err != nil {
+		if err := writeNewFile(filepath.Join(j.cfgDir, ".config"), b, 0o644); err != nil {
 			return &InfraError{Op: "configure", Err: err}
 		}
 		if err := run(j.makeArgs("olddefconfig")...); err != nil {
@@ -435,8 +474,9 @@ func (j *job) configure(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(j.cfgDir, f), b, 0o644); err != nil {
-				return &InfraError{Op: "configure", Err: err}
+			// The runs before may have planted a symlink at this name.
+			if err := writeNewFile(filepath.Join(j.cfgDir, f), b, 0o644); err != nil {
+				return j.sandboxFault("configure", err)
 			}
 			merge = append(merge, sandboxOut+"/"+f)
 		}
@@ -447,9 +487,9 @@ func (j *job) configure(ctx context.Context) error {
 			return err
 		}
 	}
-	final, err := os.ReadFile(filepath.Join(j.cfgDir, ".config"))
+	final, err := readRegular(filepath.Join(j.cfgDir, ".config"), maxConfig)
 	if err != nil {
-		return &InfraError{Op: "configure", Err: err}
+		return j.sandboxFault("configure", err)
 	}
 	lost, err := lab.VerifyConfig(final)
 	if err != nil {
@@ -459,21 +499,24 @@ func (j *job) configure(ctx context.Context) error {
 		return &ConfigError{Lab: lab.Name, Lost: lost}
 	}
 	dst := filepath.Join(j.out, ".config")
-	if cur, err := os.ReadFile(dst); err != nil || !bytes.Equal(cur, final) {
+	if cur, err := readRegular(dst, maxConfig); err != nil || !bytes.Equal(cur, final) {
 		if err := writeFileAtomic(dst, final); err != nil {
-			return &InfraError{Op: "configure", Err: err}
+			return j.sandboxFault("configure", err)
 		}
 	}
 	j.modules = ParseConfig(final)["CONFIG_MODULES"] == "y"
-	if err := os.WriteFile(stampPath, []byte(j.configStamp()+"\n"), 0o644); err != nil {
+	if err := writeFileAtomic(j.stamp, []byte(j.configStamp(j.modules)+"\n")); err != nil {
 		return &InfraError{Op: "configure", Err: err}
 	}
 	return nil
 }
 
-func hasModules(out string) bool {
-	b, err := os.ReadFile(filepath.Join(out, ".config"))
-	return err == nil && ParseConfig(b)["CONFIG_MODULES"] == "y"
+// sandboxFault is a host file operation on something the build left that
+// failed: a symlink or FIFO where a file belongs, a file too big. The
+// tree did it, so it is a failed build, not the machine's fault.
+func (j *job) sandboxFault(step string, err error) error {
+	fmt.Fprintf(j.log, "rdmabot: %s: %v\n", step, err)
+	return &BuildError{Tree: j.req.Tree.String(), Target: step, Tail: err.Error(), Log: j.logPath}
 }
 
 // sameKconfig says whether trees a and b cannot configure differently:

@@ -1,0 +1,127 @@
+package kbuild
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// The regression tests of issue #16: a posted patch controls the tree's
+// Makefile, so these toy trees do what a hostile series could.
+
+// hostileMakefile is the toy Makefile with extra recipe lines: after
+// maps a target's first recipe line to the lines added after it.
+func hostileMakefile(t *testing.T, after map[string]string) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/toykernel/Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for line, extra := range after {
+		if !strings.Contains(s, line) {
+			t.Fatalf("toy Makefile lacks %q", line)
+		}
+		s = strings.Replace(s, line, line+"\n"+extra, 1)
+	}
+	return s
+}
+
+const (
+	tinyconfigLine = "\tprintf '# CONFIG_MODULES is not set\\n' > $(O)/.config"
+	olddefLine     = "\tmv $(O)/.config.new $(O)/.config"
+	bzImageLine    = "\tnm $(O)/vmlinux > $(O)/System.map"
+)
+
+// victim is a host file the sandbox cannot see but can name in a symlink.
+func victim(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte("host secret "+name+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func checkVictim(t *testing.T, p string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("victim %s: %v", p, err)
+	}
+	if want := "host secret " + filepath.Base(p) + "\n"; string(b) != want {
+		t.Errorf("host file %s overwritten: %q", p, b)
+	}
+	if fi, _ := os.Lstat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("host file %s chmodded: %v", p, fi.Mode())
+	}
+}
+
+// Finding 1: the host writes the fragments and .config into directories
+// the configuration runs may write; symlinks planted there must not be
+// followed.
+func TestHostileConfigureNeverFollowsSymlinks(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	ctx := context.Background()
+	frag, tmp := victim(t, "fragment"), victim(t, "configtmp")
+	tree := r.edit(map[string]string{"Makefile": hostileMakefile(t, map[string]string{
+		tinyconfigLine: "\tln -sf " + frag + " $(O)/qemu-softroce.config",
+		bzImageLine:    "\tln -sf " + tmp + " $(O)/.config.tmp",
+	})})
+	_, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: tree, Lab: lab, Trusted: true})
+	checkVictim(t, frag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Kconfig change: the next configuration writes .config (through
+	// .config.tmp) into the output tree the last make left a link in.
+	kc, _ := os.ReadFile(filepath.Join(r.dir, "Kconfig"))
+	tree = r.edit(map[string]string{"Kconfig": string(kc) + "CONFIG_NEW\n"})
+	_, err = b.Build(ctx, Request{Objects: r.repo.Storer, Tree: tree, Lab: lab, Trusted: true})
+	checkVictim(t, frag)
+	checkVictim(t, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Finding 1 the other way: a .config that is a link to a host file is
+// not read (and so not stored and served as the kernel's config).
+func TestHostileConfigLinkIsNotRead(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	secret := victim(t, "token")
+	tree := r.edit(map[string]string{"Makefile": hostileMakefile(t, map[string]string{
+		olddefLine: "\tcp $(O)/.config $(O)/.config.real && ln -sf " + secret + " $(O)/.config",
+	})})
+	_, err := b.Build(context.Background(), Request{Objects: r.repo.Storer, Tree: tree, Lab: lab})
+	var be *BuildError
+	if !errors.As(err, &be) {
+		t.Fatalf("want *BuildError, got %v", err)
+	}
+	checkVictim(t, secret)
+	assertNotStored(t, b, "host secret")
+}
+
+// assertNotStored fails when any stored file contains s.
+func assertNotStored(t *testing.T, b *Builder, s string) {
+	t.Helper()
+	filepath.Walk(b.store.dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if c, _ := os.ReadFile(p); strings.Contains(string(c), s) {
+				t.Errorf("store file %s holds %q", p, s)
+			}
+		}
+		return nil
+	})
+}
+
+var _ = plumbing.ZeroHash
