@@ -209,9 +209,14 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	res.Timings.Make = time.Since(t)
 
 	t = time.Now()
+	// What the build left is checked before anything is read or copied:
+	// a link, FIFO or oversized file there is the tree's doing.
+	if err := j.checkArtifacts(); err != nil {
+		return nil, j.sandboxFault("artifacts", err)
+	}
 	buildID, err := ReadBuildID(filepath.Join(j.out, "vmlinux"))
 	if err != nil {
-		return nil, &InfraError{Op: "store", Err: err}
+		return nil, j.sandboxFault("build id", err)
 	}
 	if req.Force {
 		if err := b.store.Remove(key); err != nil {
@@ -625,6 +630,50 @@ func (j *job) artifactFiles() map[string]string {
 		f["modules"] = filepath.Join(j.out, ".rdmabot-modules")
 	}
 	return f
+}
+
+// checkArtifacts refuses artifacts the store must not copy: a kernel
+// image that is not one, anything not a regular file, too big, or
+// reached through a symlink; in the modules tree, FIFOs and devices.
+func (j *job) checkArtifacts() error {
+	for name, p := range j.artifactFiles() {
+		switch name {
+		case "bzImage":
+			if err := CheckKernelImage(p); err != nil {
+				return err
+			}
+		case "modules":
+			if err := checkModulesTree(p); err != nil {
+				return err
+			}
+		default:
+			f, _, err := openRegular(p, maxArtifactFile)
+			if err != nil {
+				return err
+			}
+			f.Close()
+		}
+	}
+	return nil
+}
+
+// checkModulesTree accepts a directory holding directories, symlinks
+// (copied only when local) and regular files.
+func checkModulesTree(dir string) error {
+	fd, err := openDirNoFollow(dir)
+	if err != nil {
+		return err
+	}
+	syscall.Close(fd)
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if t := d.Type(); t&^(fs.ModeDir|fs.ModeSymlink) != 0 {
+			return fmt.Errorf("%s: %w", p, errNotRegular)
+		}
+		return nil
+	})
 }
 
 // archDir maps make's ARCH to its arch/ directory.

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // The regression tests of issue #16: a posted patch controls the tree's
@@ -114,7 +112,70 @@ func TestHostileConfigLinkIsNotRead(t *testing.T) {
 // assertNotStored fails when any stored file contains s.
 func assertNotStored(t *testing.T, b *Builder, s string) {
 	t.Helper()
-	filepath.Walk(b.store.dir, func(p string, fi os.FileInfo, err error) error {
+	assertNotStoredDir(t, b.store.dir, s)
+}
+
+// Finding 3: a bzImage (or any artifact) that is a link to a host file
+// is refused, not copied into the store and served.
+func TestHostileArtifactLinkIsNotStored(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	ctx := context.Background()
+	for _, c := range []struct{ name, recipe string }{
+		{"bzImage", "\trm $(O)/arch/x86/boot/bzImage && ln -s SECRET $(O)/arch/x86/boot/bzImage"},
+		{"System.map", "\trm $(O)/System.map && ln -s SECRET $(O)/System.map"},
+		{"arch dir", "\tmv $(O)/arch $(O)/arch.real && mkdir -p $(O)/fake && ln -s $(O)/fake $(O)/arch"},
+		{"vmlinux", "\trm $(O)/vmlinux && ln -s SECRET $(O)/vmlinux"},
+		{"not a kernel", "\techo 'host secret' > $(O)/arch/x86/boot/bzImage"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			secret := victim(t, "token")
+			tree := r.edit(map[string]string{"Makefile": hostileMakefile(t, map[string]string{
+				bzImageLine: strings.ReplaceAll(c.recipe, "SECRET", secret),
+			})})
+			_, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: tree, Lab: lab})
+			var be *BuildError
+			if !errors.As(err, &be) {
+				t.Fatalf("want *BuildError, got %v", err)
+			}
+			checkVictim(t, secret)
+			assertNotStored(t, b, "host secret")
+		})
+	}
+}
+
+func TestStoreCopiesOnlyRegularFilesAndLocalLinks(t *testing.T) {
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	secret := victim(t, "token")
+	writeTree(t, src, map[string]string{
+		"mods/lib/modules/1/x.ko": "ko", "mods/lib/modules/1/build": "->" + secret,
+		"mods/lib/modules/1/up": "->../../../..", "mods/lib/modules/1/ok": "->x.ko",
+		"link": "->" + secret,
+	})
+	if _, err := s.Put(ArtifactKey("a", "c", "tc"), map[string]string{"bzImage": filepath.Join(src, "link")}, Artifact{}); err == nil {
+		t.Error("stored a symlink's target")
+	}
+	a, err := s.Put(ArtifactKey("b", "c", "tc"), map[string]string{"modules": filepath.Join(src, "mods")}, Artifact{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := filepath.Join(a.Path("modules"), "lib/modules/1")
+	for name, want := range map[string]bool{"x.ko": true, "ok": true, "build": false, "up": false} {
+		if _, err := os.Lstat(filepath.Join(m, name)); (err == nil) != want {
+			t.Errorf("%s stored: %v, want %v", name, err == nil, want)
+		}
+	}
+	assertNotStoredDir(t, s.dir, "host secret")
+}
+
+func assertNotStoredDir(t *testing.T, dir, s string) {
+	t.Helper()
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
 			if c, _ := os.ReadFile(p); strings.Contains(string(c), s) {
 				t.Errorf("store file %s holds %q", p, s)
@@ -123,5 +184,3 @@ func assertNotStored(t *testing.T, b *Builder, s string) {
 		return nil
 	})
 }
-
-var _ = plumbing.ZeroHash

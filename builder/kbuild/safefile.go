@@ -23,17 +23,18 @@ import (
 var errNotRegular = errors.New("not a regular file")
 
 // openDirNoFollow opens the directory dir, refusing a symlink in any
-// component.
+// component (a relative dir starts at the working directory).
 func openDirNoFollow(dir string) (int, error) {
-	if !filepath.IsAbs(dir) {
-		return -1, fmt.Errorf("%s: not an absolute path", dir)
+	start := "."
+	if filepath.IsAbs(dir) {
+		start = "/"
 	}
-	fd, err := syscall.Open("/", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	fd, err := syscall.Open(start, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
 	for _, c := range strings.Split(filepath.Clean(dir), "/") {
-		if c == "" {
+		if c == "" || c == "." {
 			continue
 		}
 		next, err := syscall.Openat(fd, c, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)

@@ -147,55 +147,93 @@ func (s *Store) Put(key string, files map[string]string, meta Artifact) (*Artifa
 	return a, nil
 }
 
-// copyTree copies a file, or a directory with its files and symlinks.
+// Limits on what the store copies out of a build's output tree.
+const (
+	maxArtifactFile  = 1 << 30 // one file: bzImage, System.map, a module
+	maxArtifactTotal = 4 << 30 // a modules tree
+)
+
+// copyTree copies a regular file, or a directory with its regular files,
+// directories and local symlinks. Nothing is followed: a symlink where a
+// file is named, or in the path leading to it, is an error, as is a FIFO
+// or device anywhere; a symlink inside a directory is kept only when its
+// target is relative and stays inside (lib/modules' absolute build and
+// source links are dropped), so no stored tree points out of the store.
 func copyTree(src, dst string) error {
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return err
 	}
 	if !fi.IsDir() {
-		return copyFile(src, dst, fi)
+		_, err := copyFile(src, dst, maxArtifactFile)
+		return err
 	}
+	var total int64
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
 		to := filepath.Join(dst, rel)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(to, 0o755)
-		case fi.Mode()&fs.ModeSymlink != 0:
+		case d.Type()&fs.ModeSymlink != 0:
 			t, err := os.Readlink(p)
 			if err != nil {
 				return err
 			}
+			if !filepath.IsLocal(t) {
+				return nil
+			}
 			return os.Symlink(t, to)
 		default:
-			return copyFile(p, to, fi)
+			n, err := copyFile(p, to, min(maxArtifactFile, maxArtifactTotal-total))
+			total += n
+			return err
 		}
 	})
 }
 
-func copyFile(src, dst string, fi fs.FileInfo) error {
-	in, err := os.Open(src)
+// copyFile copies the regular file src (see openRegular) of at most max
+// bytes to the new file dst.
+func copyFile(src, dst string, max int64) (int64, error) {
+	in, fi, err := openRegular(src, max)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	n, err := io.Copy(out, io.LimitReader(in, max))
+	if err != nil {
 		out.Close()
+		return n, err
+	}
+	return n, out.Close()
+}
+
+// CheckKernelImage says whether the file at path is a kernel image the
+// labs can boot: a regular file (not a link, in a path without links) no
+// larger than the store takes, starting as an x86 boot image ("HdrS"
+// setup header) or an ELF file (what the toy tree builds).
+func CheckKernelImage(path string) error {
+	f, _, err := openRegular(path, maxArtifactFile)
+	if err != nil {
 		return err
 	}
-	return out.Close()
+	defer f.Close()
+	var hdr [0x206]byte
+	n, _ := io.ReadFull(f, hdr[:])
+	switch {
+	case n >= 4 && string(hdr[:4]) == elf.ELFMAG:
+		return nil
+	case n == len(hdr) && hdr[510] == 0x55 && hdr[511] == 0xaa && string(hdr[0x202:0x206]) == "HdrS":
+		return nil
+	}
+	return fmt.Errorf("%s: neither an x86 boot image nor an ELF file", path)
 }
 
 // ReadBuildID returns the GNU build id note of an ELF file, in hex.
