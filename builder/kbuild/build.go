@@ -72,7 +72,8 @@ type Request struct {
 
 // Timings are the wall-clock times of a build's steps.
 type Timings struct {
-	Sync, Configure, Make, Store, Total time.Duration
+	// Seed is an untrusted build's copy of the slot's output tree.
+	Sync, Seed, Configure, Make, Store, Total time.Duration
 }
 
 // CCacheStats are ccache's counters over one build.
@@ -96,10 +97,11 @@ type Result struct {
 
 // Builder builds kernels; safe for concurrent use on different slots.
 type Builder struct {
-	opt       Options
-	bwrap     string
-	toolchain Toolchain
-	store     *Store
+	opt        Options
+	ccacheConf string // the only ccache.conf builds and the host read
+	bwrap      string
+	toolchain  Toolchain
+	store      *Store
 }
 
 // New checks the toolchain and the sandbox and returns a Builder.
@@ -139,6 +141,10 @@ func New(ctx context.Context, opt Options) (*Builder, error) {
 			return nil, &InfraError{Op: "ccache", Err: err}
 		}
 		if err := os.MkdirAll(opt.CCacheDir, 0o755); err != nil {
+			return nil, &InfraError{Op: "ccache", Err: err}
+		}
+		b.ccacheConf = filepath.Join(opt.Dir, "ccache.conf")
+		if err := writeFileAtomic(b.ccacheConf, []byte("# rdmabot: CCACHE_CONFIGPATH names this file; a ccache.conf in the cache is ignored\n")); err != nil {
 			return nil, &InfraError{Op: "ccache", Err: err}
 		}
 	}
@@ -205,7 +211,11 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	if err := j.make(ctx); err != nil {
 		return nil, err
 	}
-	res.CCache = b.ccacheStats(ctx).since(before)
+	if req.Trusted {
+		res.CCache = b.ccacheStats(ctx).since(before)
+	} else {
+		res.CCache = j.ccacheLogStats()
+	}
 	res.Timings.Make = time.Since(t)
 
 	t = time.Now()
@@ -331,6 +341,18 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 		logPath: filepath.Join(slotDir, "build-"+req.Lab.Name+".log"),
 		cfgHash: configHash,
 	}
+	if !req.Trusted {
+		// An untrusted tree builds in a copy of the slot's output tree,
+		// thrown away after: nothing it leaves there (an object with a
+		// future mtime, a planted link) reaches a later build.
+		t := time.Now()
+		cand := filepath.Join(slotDir, "cand-"+req.Lab.Name)
+		undo = append(undo, func() { os.RemoveAll(cand) })
+		if err := j.seed(ctx, cand); err != nil {
+			return nil, nil, nil, err
+		}
+		res.Timings.Seed = time.Since(t)
+	}
 	logFile, err := os.Create(j.logPath)
 	if err != nil {
 		return nil, nil, nil, &InfraError{Op: "log", Err: err}
@@ -342,17 +364,19 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 
 // job is one build in a slot.
 type job struct {
-	b       *Builder
-	req     Request
-	co      *Checkout
-	res     *Result
-	out     string // O= of the build
-	cfgDir  string // O= of the configuration runs
-	stamp   string // the configuration out holds (configStamp)
-	logPath string
-	log     io.Writer
-	cfgHash string
-	modules bool
+	b      *Builder
+	req    Request
+	co     *Checkout
+	res    *Result
+	out    string // O= of the build
+	cfgDir string // O= of the configuration runs
+	stamp  string // the configuration out holds (configStamp)
+	// statsDir is an untrusted build's ccache statistics log directory.
+	statsDir string
+	logPath  string
+	log      io.Writer
+	cfgHash  string
+	modules  bool
 }
 
 func (j *job) sandbox(out string) *Sandbox {
@@ -372,13 +396,52 @@ func (j *job) sandbox(out string) *Sandbox {
 	sb := &Sandbox{Bwrap: j.b.bwrap, Src: j.co.Dir(), Out: out}
 	if j.b.opt.CCacheDir != "" {
 		sb.CCache = j.b.opt.CCacheDir
-		env = append(env, "CCACHE_DIR="+sandboxCCache, "CCACHE_BASEDIR="+sandboxRoot)
+		sb.CCacheConf = j.b.ccacheConf
+		env = append(env, "CCACHE_DIR="+sandboxCCache, "CCACHE_BASEDIR="+sandboxRoot,
+			"CCACHE_CONFIGPATH="+sandboxCCacheConf)
 		if j.b.opt.CCacheDepend {
 			env = append(env, "CCACHE_DEPEND=1")
+		}
+		if !j.req.Trusted {
+			// Hits from the trusted builds' results; nothing added, and
+			// the counters go to a log of this build's own.
+			sb.CCacheRO = true
+			sb.Stats = j.statsDir
+			env = append(env, "CCACHE_READONLY=1", "CCACHE_TEMPDIR=/tmp", "CCACHE_STATSLOG="+sandboxStats+"/ccache.log")
 		}
 	}
 	sb.Env = env
 	return sb
+}
+
+// seed makes dir an untrusted build's private copy of the slot's trusted
+// output tree and configuration stamp (reflinked where the file system
+// can) and points the job at it.
+func (j *job) seed(ctx context.Context, dir string) error {
+	if err := resetDir(dir); err != nil {
+		return &InfraError{Op: "seed", Err: err}
+	}
+	out, stamp := filepath.Join(dir, "out"), filepath.Join(dir, "out.stamp")
+	j.cfgDir, j.statsDir = filepath.Join(dir, "config"), filepath.Join(dir, "stats")
+	for _, d := range []string{out, j.statsDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return &InfraError{Op: "seed", Err: err}
+		}
+	}
+	b, err := os.ReadFile(j.stamp)
+	if _, serr := os.Stat(j.out); err == nil && serr == nil {
+		// Only trusted builds wrote the slot's tree: copying it follows
+		// nothing a hostile build left.
+		cmd := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", j.out+"/.", out)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return &InfraError{Op: "seed", Err: fmt.Errorf("cp %s: %v: %s", j.out, err, msg)}
+		}
+		if err := writeFileAtomic(stamp, b); err != nil {
+			return &InfraError{Op: "seed", Err: err}
+		}
+	}
+	j.out, j.stamp = out, stamp
+	return nil
 }
 
 // makeArgs is the make command line shared by configuration and build:
@@ -691,7 +754,7 @@ func (b *Builder) ccacheStats(ctx context.Context) CCacheStats {
 		return CCacheStats{}
 	}
 	cmd := exec.CommandContext(ctx, "ccache", "--print-stats")
-	cmd.Env = append(os.Environ(), "CCACHE_DIR="+b.opt.CCacheDir)
+	cmd.Env = append(os.Environ(), "CCACHE_DIR="+b.opt.CCacheDir, "CCACHE_CONFIGPATH="+b.ccacheConf)
 	out, err := cmd.Output()
 	if err != nil {
 		return CCacheStats{}
@@ -708,6 +771,28 @@ func (b *Builder) ccacheStats(ctx context.Context) CCacheStats {
 			s.Hits += n
 		case "cache_miss":
 			s.Misses += n
+		}
+	}
+	return s
+}
+
+// ccacheLogStats counts an untrusted build's hits and misses in its
+// ccache statistics log (one counter name a line), read within bounds.
+func (j *job) ccacheLogStats() CCacheStats {
+	var s CCacheStats
+	if j.statsDir == "" {
+		return s
+	}
+	b, err := readRegular(filepath.Join(j.statsDir, "ccache.log"), 64<<20)
+	if err != nil {
+		return s
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		switch line {
+		case "direct_cache_hit", "preprocessed_cache_hit":
+			s.Hits++
+		case "cache_miss":
+			s.Misses++
 		}
 	}
 	return s

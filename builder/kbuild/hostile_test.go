@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // The regression tests of issue #16: a posted patch controls the tree's
@@ -183,4 +185,77 @@ func assertNotStoredDir(t *testing.T, dir, s string) {
 		}
 		return nil
 	})
+}
+
+// evilcc, as ccache's prefix command, compiles the attacker's code in
+// place of whatever it was asked to.
+const evilcc = `x:#!/bin/sh
+out= prev=
+for a; do [ "$prev" = -o ] && out=$a; prev=$a; done
+printf 'int evil_symbol = 1;\nint main(void) { return 0; }\n' | "$1" -x c -c -o "$out" -
+`
+
+// Finding 2: an untrusted build must affect no later build: not through
+// the compiler cache (CCACHE_RECACHE with a prefix command storing the
+// attacker's object under a clean source's key, a ccache.conf left in
+// the cache), nor through the output tree (an object with a future
+// mtime that a clean tree's make would not rebuild).
+func TestHostileCandidateCannotPoisonLaterBuilds(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	ctx := context.Background()
+	build := func(tree plumbing.Hash, slot string, trusted bool) *Result {
+		t.Helper()
+		res, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: tree, Lab: lab, Slot: slot, Trusted: trusted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	clean := func(res *Result, what string) {
+		t.Helper()
+		m, err := os.ReadFile(res.Path("System.map"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(m), "evil_symbol") {
+			t.Errorf("%s linked the attacker's object:\n%s", what, m)
+		}
+	}
+	base := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	build(base, "s", true)
+
+	hostile := r.edit(map[string]string{
+		"evilcc": evilcc,
+		"Makefile": "export CCACHE_RECACHE := 1\nexport CCACHE_PREFIX := $(CURDIR)/evilcc\nFORCE:\n" + strings.Replace(hostileMakefile(t, map[string]string{
+			bzImageLine: "\t-printf 'prefix_command = $(srctree)/evilcc\\nrecache = true\\n' > /kbuild/ccache/ccache.conf\n" +
+				"\tprintf 'int evil_symbol = 2;\\nint main(void) { return 0; }\\n' | gcc -x c -c -o $(O)/main.o -\n" +
+				"\ttouch -d 2099-01-01 $(O)/main.o",
+		}), "$(O)/main.o: $(srctree)/init/main.c", "$(O)/main.o: $(srctree)/init/main.c FORCE", 1),
+	})
+	cand := build(hostile, "s", false)
+	m, _ := os.ReadFile(cand.Path("System.map"))
+	if !strings.Contains(string(m), "evil_symbol") {
+		t.Fatalf("the hostile tree did not get its own object linked: the test tests nothing\n%s", m)
+	}
+	if _, err := os.Stat(filepath.Join(b.opt.CCacheDir, "ccache.conf")); err == nil {
+		t.Error("the untrusted build wrote ccache.conf into the shared cache")
+	}
+
+	// The same slot's next clean tree, and a clean tree in another slot
+	// (whose main.c is the one the attacker recached).
+	os.Remove(filepath.Join(r.dir, "evilcc"))
+	base2 := r.edit(map[string]string{"README": "two\n", "Makefile": hostileMakefile(t, nil)})
+	clean(build(base2, "s", true), "the next trusted build in the slot")
+	base3 := r.edit(map[string]string{"README": "three\n"})
+	clean(build(base3, "other", true), "a trusted build in another slot")
+	// And another candidate in the slot starts from the trusted tree.
+	cand2 := r.edit(map[string]string{"README": "four\n"})
+	res := build(cand2, "s", false)
+	clean(res, "the next candidate")
+	t.Logf("candidate: seed %v, make %v, total %v, ccache %+v", res.Timings.Seed, res.Timings.Make, res.Timings.Total, res.CCache)
+	if res.CCache.Misses != 0 {
+		t.Errorf("candidate recompiled: %+v", res.CCache)
+	}
 }

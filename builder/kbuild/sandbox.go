@@ -21,6 +21,12 @@ const (
 	sandboxSrc    = sandboxRoot + "/src"
 	sandboxOut    = sandboxRoot + "/out"
 	sandboxCCache = sandboxRoot + "/ccache"
+	// ccache's only configuration file: a host file, read-only inside,
+	// so no build can leave settings (prefix_command ...) for the next.
+	sandboxCCacheConf = sandboxRoot + "/ccache.conf"
+	// A writable directory of the build's own, for ccache's statistics
+	// log when the cache itself is read-only.
+	sandboxStats = sandboxRoot + "/stats"
 )
 
 // Sandbox runs commands under bubblewrap: no network, the source
@@ -31,8 +37,13 @@ type Sandbox struct {
 	Bwrap  string // path of bwrap
 	Src    string // host directory mounted read-only at /kbuild/src
 	Out    string // host directory mounted read-write at /kbuild/out
-	CCache string // host directory mounted read-write at /kbuild/ccache; "" for none
-	Env    []string
+	CCache string // host directory mounted at /kbuild/ccache; "" for none
+	// CCacheRO mounts CCache read-only: an untrusted build uses the
+	// trusted builds' cache but cannot add to it.
+	CCacheRO   bool
+	CCacheConf string // host file mounted read-only at /kbuild/ccache.conf; "" for none
+	Stats      string // host directory mounted read-write at /kbuild/stats; "" for none
+	Env        []string
 }
 
 // args is the bwrap command line that runs argv.
@@ -67,7 +78,17 @@ func (s *Sandbox) args(argv []string) []string {
 		"--bind", s.Out, sandboxOut,
 	)
 	if s.CCache != "" {
-		a = append(a, "--bind", s.CCache, sandboxCCache)
+		bind := "--bind"
+		if s.CCacheRO {
+			bind = "--ro-bind"
+		}
+		a = append(a, bind, s.CCache, sandboxCCache)
+	}
+	if s.CCacheConf != "" {
+		a = append(a, "--ro-bind", s.CCacheConf, sandboxCCacheConf)
+	}
+	if s.Stats != "" {
+		a = append(a, "--bind", s.Stats, sandboxStats)
 	}
 	a = append(a, "--chdir", sandboxOut, "--")
 	return append(a, argv...)
