@@ -48,7 +48,9 @@ type Options struct {
 	HeavyLock string
 	// Bwrap is bubblewrap's path; "" looks it up in PATH.
 	Bwrap string
-	Log   *slog.Logger
+	// Limits bound each sandboxed run; zero fields are DefaultLimits.
+	Limits Limits
+	Log    *slog.Logger
 }
 
 // Request is one kernel to build.
@@ -98,6 +100,7 @@ type Result struct {
 // Builder builds kernels; safe for concurrent use on different slots.
 type Builder struct {
 	opt        Options
+	limits     Limits
 	ccacheConf string // the only ccache.conf builds and the host read
 	bwrap      string
 	toolchain  Toolchain
@@ -128,7 +131,7 @@ func New(ctx context.Context, opt Options) (*Builder, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	b := &Builder{opt: opt, bwrap: opt.Bwrap}
+	b := &Builder{opt: opt, bwrap: opt.Bwrap, limits: opt.Limits.withDefaults(opt.Jobs)}
 	if b.bwrap == "" {
 		p, err := exec.LookPath("bwrap")
 		if err != nil {
@@ -202,14 +205,14 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	res := j.res
 	t := time.Now()
 	if err := j.configure(ctx); err != nil {
-		return nil, err
+		return nil, j.verdict(err)
 	}
 	res.Timings.Configure = time.Since(t)
 
 	t = time.Now()
 	before := b.ccacheStats(ctx)
 	if err := j.make(ctx); err != nil {
-		return nil, err
+		return nil, j.verdict(err)
 	}
 	if req.Trusted {
 		res.CCache = b.ccacheStats(ctx).since(before)
@@ -273,7 +276,7 @@ func (b *Builder) Configure(ctx context.Context, req Request) (*Configured, erro
 	}
 	defer done()
 	if err := j.configure(ctx); err != nil {
-		return nil, err
+		return nil, j.verdict(err)
 	}
 	return &Configured{Config: filepath.Join(j.out, ".config"), Sync: j.res.Sync, Made: j.res.Configured,
 		Modules: j.modules, Took: time.Since(start)}, nil
@@ -322,17 +325,27 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if b.opt.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, fmt.Errorf("build timeout %v", b.opt.Timeout))
-		undo = append(undo, cancel)
-	}
+	parent := ctx
 	if b.opt.HeavyLock != "" {
-		unlockHeavy, err := flock(ctx, b.opt.HeavyLock)
+		// The wait for the lab is bounded by the timeout too, but it is
+		// no part of the build's own time: a build cannot be blamed for
+		// a lock held by others.
+		lockCtx := ctx
+		if b.opt.Timeout > 0 {
+			var cancel context.CancelFunc
+			lockCtx, cancel = context.WithTimeout(ctx, b.opt.Timeout)
+			defer cancel()
+		}
+		unlockHeavy, err := flock(lockCtx, b.opt.HeavyLock)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		undo = append(undo, unlockHeavy)
+	}
+	if b.opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, &TimeoutError{Timeout: b.opt.Timeout})
+		undo = append(undo, cancel)
 	}
 	j := &job{b: b, req: req, co: co, res: res,
 		out:     filepath.Join(slotDir, "out-"+req.Lab.Name),
@@ -341,6 +354,7 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 		logPath: filepath.Join(slotDir, "build-"+req.Lab.Name+".log"),
 		cfgHash: configHash,
 	}
+	j.parent = parent
 	if !req.Trusted {
 		// An untrusted tree builds in a copy of the slot's output tree,
 		// thrown away after: nothing it leaves there (an object with a
@@ -352,13 +366,23 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 			return nil, nil, nil, err
 		}
 		res.Timings.Seed = time.Since(t)
+		if b.limits.Disk > 0 {
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			undo = append(undo, func() { cancel(nil) })
+			go watchDisk(ctx, cand, b.limits.Disk, cancel, diskPoll)
+		}
 	}
 	logFile, err := os.Create(j.logPath)
 	if err != nil {
 		return nil, nil, nil, &InfraError{Op: "log", Err: err}
 	}
 	undo = append(undo, func() { logFile.Close() })
-	j.log = logFile
+	j.logFile = logFile
+	j.log = &limitedLog{f: logFile, max: b.limits.Log}
+	if b.limits.Log < 0 {
+		j.log = logFile
+	}
 	return ctx, j, release, nil
 }
 
@@ -374,9 +398,13 @@ type job struct {
 	// statsDir is an untrusted build's ccache statistics log directory.
 	statsDir string
 	logPath  string
+	logFile  *os.File
 	log      io.Writer
-	cfgHash  string
-	modules  bool
+	// parent is the caller's context: when it has ended, a failure is
+	// not the tree's.
+	parent  context.Context
+	cfgHash string
+	modules bool
 }
 
 func (j *job) sandbox(out string) *Sandbox {
@@ -393,7 +421,8 @@ func (j *job) sandbox(out string) *Sandbox {
 		"KBUILD_BUILD_VERSION=1",
 		"SOURCE_DATE_EPOCH=1767225600",
 	}
-	sb := &Sandbox{Bwrap: j.b.bwrap, Src: j.co.Dir(), Out: out}
+	lim := j.b.limits
+	sb := &Sandbox{Bwrap: j.b.bwrap, Src: j.co.Dir(), Out: out, Limits: &lim}
 	if j.b.opt.CCacheDir != "" {
 		sb.CCache = j.b.opt.CCacheDir
 		sb.CCacheConf = j.b.ccacheConf
@@ -512,7 +541,7 @@ func (j *job) configure(ctx context.Context) error {
 		if errors.As(err, &ee) {
 			// The tree's own config machinery failed: its fault, like a
 			// compile error (a broken Kconfig).
-			return j.buildError("config", ee)
+			return j.buildError("config", err)
 		}
 		return err
 	}
@@ -624,7 +653,7 @@ func (j *job) make(ctx context.Context) error {
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return j.buildError(strings.Join(targets, " "), ee)
+			return j.buildError(strings.Join(targets, " "), err)
 		}
 		return err
 	}
@@ -640,35 +669,62 @@ func (j *job) make(ctx context.Context) error {
 	if err := sb.Run(ctx, j.log, argv...); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return j.buildError("modules_install", ee)
+			return j.buildError("modules_install", err)
 		}
 		return err
 	}
 	return nil
 }
 
-// buildError turns a failed make into the right typed error: the
-// machine's fault when the log or the exit says so (disk full, the
-// compiler killed), else the source's, with its first errors.
-func (j *job) buildError(target string, ee *exec.ExitError) error {
+// buildError turns a failed make (err holds its *exec.ExitError) into
+// the right typed error. The machine's fault is decided from the host:
+// its disk nearly full, or, for a trusted tree only, a compiler killed
+// or the log's word for it; an untrusted tree's failure is the tree's,
+// whatever it prints or however it dies (the memory limit included:
+// its base built within it).
+func (j *job) buildError(target string, err error) error {
+	var ee *exec.ExitError
+	errors.As(err, &ee)
+	var oom *OOMError
+	isOOM := errors.As(err, &oom)
+	if hostDiskLow(j.b.opt.Dir) {
+		return &InfraError{Op: "make", Err: fmt.Errorf("make %s failed with the host's disk nearly full (%s)", target, j.b.opt.Dir)}
+	}
+	signaled := false
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &InfraError{Op: "make", Err: fmt.Errorf("make %s killed by %v", target, ws.Signal())}
+		signaled = true
+		if j.req.Trusted {
+			return &InfraError{Op: "make", Err: fmt.Errorf("make %s killed by %v", target, ws.Signal())}
+		}
 	}
-	if f, ok := j.log.(*os.File); ok {
-		f.Sync()
+	if isOOM && j.req.Trusted {
+		return &InfraError{Op: "make", Err: fmt.Errorf("make %s: %w", target, oom)}
 	}
-	logText, err := os.ReadFile(j.logPath)
-	if err != nil {
-		return &InfraError{Op: "make", Err: err}
+	if j.logFile != nil {
+		j.logFile.Sync()
 	}
-	for _, sign := range []string{"No space left on device", "Cannot allocate memory", "Killed signal terminated program", "virtual memory exhausted"} {
-		if bytes.Contains(logText, []byte(sign)) {
-			return &InfraError{Op: "make", Err: fmt.Errorf("make %s: %s (see %s)", target, sign, j.logPath)}
+	logText, rerr := readRegular(j.logPath, j.b.limits.Log+4096)
+	if rerr != nil && j.b.limits.Log < 0 {
+		logText, rerr = os.ReadFile(j.logPath)
+	}
+	if rerr != nil {
+		return &InfraError{Op: "make", Err: rerr}
+	}
+	if j.req.Trusted {
+		for _, sign := range []string{"No space left on device", "Cannot allocate memory", "Killed signal terminated program", "virtual memory exhausted"} {
+			if bytes.Contains(logText, []byte(sign)) {
+				return &InfraError{Op: "make", Err: fmt.Errorf("make %s: %s (see %s)", target, sign, j.logPath)}
+			}
 		}
 	}
 	tail := logText
 	if len(tail) > 4096 {
 		tail = tail[len(tail)-4096:]
+	}
+	if isOOM {
+		tail = append(tail, "\nrdmabot: "+oom.Error()+"\n"...)
+	} else if signaled {
+		tail = append(tail, "\nrdmabot: "+ee.String()+"\n"...)
 	}
 	return &BuildError{
 		Tree:   j.req.Tree.String(),
@@ -679,6 +735,33 @@ func (j *job) buildError(target string, ee *exec.ExitError) error {
 		Tail:        string(tail),
 		Log:         j.logPath,
 	}
+}
+
+// TimeoutError is the cause of a build that ran past Options.Timeout.
+type TimeoutError struct{ Timeout time.Duration }
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("build timeout %v", e.Timeout) }
+
+// diskPoll is how often an untrusted build's disk use is measured.
+var diskPoll = 5 * time.Second
+
+// verdict gives an untrusted tree's timeout or disk overrun as what it
+// is, a build that failed (a hang, a runaway), not the machine's fault,
+// unless the caller gave up first. A trusted tree's stay infrastructure:
+// the tree is known to build.
+func (j *job) verdict(err error) error {
+	if err == nil || j.req.Trusted || j.parent.Err() != nil {
+		return err
+	}
+	var te *TimeoutError
+	var de *diskLimitError
+	switch {
+	case errors.As(err, &te):
+		return &BuildError{Tree: j.req.Tree.String(), Target: "timeout", Tail: te.Error(), Log: j.logPath}
+	case errors.As(err, &de):
+		return &BuildError{Tree: j.req.Tree.String(), Target: "disk", Tail: de.Error(), Log: j.logPath}
+	}
+	return err
 }
 
 // artifactFiles names what the store keeps, by store name.
