@@ -114,27 +114,18 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	return res.Dir, nil
 }
 
-// Trusted says whether commit is on a configured tree's branch (an
-// ancestor of, or equal to, a refs/trees/ head): a base, a mainline head,
-// a bisection step. Anything else, an applied series above all, is
-// built by kbuild apart from every other build. An error says untrusted.
+// Trusted says whether commit is on a configured tree's branch (reached
+// from a refs/trees/ head): a base, a mainline head, a bisection step.
+// Anything else, an applied series above all, is built by kbuild apart
+// from every other build. An error says untrusted. One rev-list walk:
+// a commit above the heads is listed at once, so a series costs little.
 func (b *Build) Trusted(ctx context.Context, commit string) bool {
-	branches, err := b.Store.Branches()
-	if err != nil {
+	if !plumbing.IsHash(commit) {
 		return false
 	}
-	for _, br := range branches {
-		if br.Commit.String() == commit {
-			return true
-		}
-	}
-	for _, br := range branches {
-		cmd := exec.CommandContext(ctx, "git", "--git-dir", b.RepoDir, "merge-base", "--is-ancestor", commit, br.Commit.String())
-		if cmd.Run() == nil {
-			return true
-		}
-	}
-	return false
+	cmd := exec.CommandContext(ctx, "git", "--git-dir", b.RepoDir, "rev-list", "-n", "1", commit, "--not", "--glob=refs/trees")
+	out, err := cmd.Output()
+	return err == nil && len(strings.TrimSpace(string(out))) == 0
 }
 
 // Fetch updates a tree's branches from its URL; a tree without one (an

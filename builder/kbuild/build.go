@@ -254,7 +254,10 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 
 // Configured is the outcome of Configure.
 type Configured struct {
-	Config string // path of the verified .config in the slot's output tree
+	// Config is the path of the verified .config in the slot's output
+	// tree; for an untrusted request it was in the build's throwaway
+	// copy and is gone.
+	Config string
 	Sync   SyncStats
 	// Made is false when the previous configuration still held.
 	Made    bool

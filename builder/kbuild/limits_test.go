@@ -14,8 +14,8 @@ import (
 func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 	lab := toyLab(t)
 	r := newToyRepo(t, lab)
-	diskPoll = 100 * time.Millisecond
 	defer func(d time.Duration) { diskPoll = d }(diskPoll)
+	diskPoll = 100 * time.Millisecond
 	b := newToyBuilder(t, Options{Timeout: 3 * time.Second, Limits: Limits{Memory: 64 << 20, Tmp: 8 << 20, Disk: 8 << 20, Log: 1 << 20}})
 	ctx := context.Background()
 	oomTail := "out of memory"
