@@ -328,7 +328,9 @@ func TestBuildSlotHealsAndEarlyErrorsReleaseIt(t *testing.T) {
 	first := newToyRepo(t, lab)
 	b := newToyBuilder(t, Options{})
 	ctx := context.Background()
-	head := plumbing.NewHash(gitRun(t, first.dir, "rev-parse", "HEAD^{tree}"))
+	// A tree only the first repository has: every toy repository starts
+	// with the same tree.
+	head := first.edit(map[string]string{"README": "first repository only\n"})
 	if _, err := b.Build(ctx, Request{Objects: first.repo.Storer, Tree: head, Lab: lab}); err != nil {
 		t.Fatal(err)
 	}
