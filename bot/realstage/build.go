@@ -100,7 +100,9 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	if err != nil {
 		return "", infra(err)
 	}
-	res, err := b.Kbuild.Build(ctx, kbuild.Request{Objects: b.Store.Repository().Storer, Tree: c.TreeHash, Lab: labCfg, Slot: tree})
+	trusted := b.Trusted(ctx, c.Hash.String())
+	fmt.Fprintf(trace, "building %s as a trusted tree: %v\n", commit, trusted)
+	res, err := b.Kbuild.Build(ctx, kbuild.Request{Objects: b.Store.Repository().Storer, Tree: c.TreeHash, Lab: labCfg, Slot: tree, Trusted: trusted})
 	if err != nil {
 		var be *kbuild.BuildError
 		if errors.As(err, &be) {
@@ -110,6 +112,20 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	}
 	fmt.Fprintf(trace, "kernel %s (reused %v, synced %+v, timings %+v)\n", res.Key, res.Reused, res.Sync, res.Timings)
 	return res.Dir, nil
+}
+
+// Trusted says whether commit is on a configured tree's branch (reached
+// from a refs/trees/ head): a base, a mainline head, a bisection step.
+// Anything else, an applied series above all, is built by kbuild apart
+// from every other build. An error says untrusted. One rev-list walk:
+// a commit above the heads is listed at once, so a series costs little.
+func (b *Build) Trusted(ctx context.Context, commit string) bool {
+	if !plumbing.IsHash(commit) {
+		return false
+	}
+	cmd := exec.CommandContext(ctx, "git", "--git-dir", b.RepoDir, "rev-list", "-n", "1", commit, "--not", "--glob=refs/trees")
+	out, err := cmd.Output()
+	return err == nil && len(strings.TrimSpace(string(out))) == 0
 }
 
 // Fetch updates a tree's branches from its URL; a tree without one (an

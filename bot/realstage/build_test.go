@@ -110,6 +110,14 @@ func TestBuildAdapter(t *testing.T) {
 	if rc.TreeHash != bc.TreeHash {
 		t.Fatal("revert did not restore the base tree")
 	}
+	// The branch's commits are trusted kbuild trees; the applied series,
+	// and a commit only a series ref reaches, are not.
+	if !b.Trusted(ctx, base) {
+		t.Error("the branch head is not trusted")
+	}
+	if b.Trusted(ctx, cand) || b.Trusted(ctx, second) {
+		t.Error("a commit off the configured branches is trusted")
+	}
 	if dir, _ := b.GitDir("mainline"); dir != repo {
 		t.Fatalf("git dir %s", dir)
 	}

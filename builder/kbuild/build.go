@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -47,7 +48,9 @@ type Options struct {
 	HeavyLock string
 	// Bwrap is bubblewrap's path; "" looks it up in PATH.
 	Bwrap string
-	Log   *slog.Logger
+	// Limits bound each sandboxed run; zero fields are DefaultLimits.
+	Limits Limits
+	Log    *slog.Logger
 }
 
 // Request is one kernel to build.
@@ -61,11 +64,18 @@ type Request struct {
 	Slot string
 	// Force builds even when the store has the kernel, replacing it.
 	Force bool
+	// Trusted is set for a tree from a configured branch (a base, a
+	// mainline head, a bisection step). Every other tree (a series'
+	// candidate) is built apart: in a throwaway output directory seeded
+	// from the slot's, with the compiler cache read-only, so it cannot
+	// affect any later build.
+	Trusted bool
 }
 
 // Timings are the wall-clock times of a build's steps.
 type Timings struct {
-	Sync, Configure, Make, Store, Total time.Duration
+	// Seed is an untrusted build's copy of the slot's output tree.
+	Sync, Seed, Configure, Make, Store, Total time.Duration
 }
 
 // CCacheStats are ccache's counters over one build.
@@ -89,10 +99,12 @@ type Result struct {
 
 // Builder builds kernels; safe for concurrent use on different slots.
 type Builder struct {
-	opt       Options
-	bwrap     string
-	toolchain Toolchain
-	store     *Store
+	opt        Options
+	limits     Limits
+	ccacheConf string // the only ccache.conf builds and the host read
+	bwrap      string
+	toolchain  Toolchain
+	store      *Store
 }
 
 // New checks the toolchain and the sandbox and returns a Builder.
@@ -100,13 +112,26 @@ func New(ctx context.Context, opt Options) (*Builder, error) {
 	if opt.Dir == "" {
 		return nil, errors.New("kbuild: no directory")
 	}
+	// Every host path the builder opens under Dir is then free of
+	// symlinks but those the sandbox planted, which are refused.
+	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
+		return nil, &InfraError{Op: "dir", Err: err}
+	}
+	dir, err := filepath.Abs(opt.Dir)
+	if err == nil {
+		dir, err = filepath.EvalSymlinks(dir)
+	}
+	if err != nil {
+		return nil, &InfraError{Op: "dir", Err: err}
+	}
+	opt.Dir = dir
 	if opt.Jobs == 0 {
 		opt.Jobs = runtime.NumCPU()
 	}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	b := &Builder{opt: opt, bwrap: opt.Bwrap}
+	b := &Builder{opt: opt, bwrap: opt.Bwrap, limits: opt.Limits.withDefaults(opt.Jobs)}
 	if b.bwrap == "" {
 		p, err := exec.LookPath("bwrap")
 		if err != nil {
@@ -119,6 +144,10 @@ func New(ctx context.Context, opt Options) (*Builder, error) {
 			return nil, &InfraError{Op: "ccache", Err: err}
 		}
 		if err := os.MkdirAll(opt.CCacheDir, 0o755); err != nil {
+			return nil, &InfraError{Op: "ccache", Err: err}
+		}
+		b.ccacheConf = filepath.Join(opt.Dir, "ccache.conf")
+		if err := writeFileAtomic(b.ccacheConf, []byte("# rdmabot: CCACHE_CONFIGPATH names this file; a ccache.conf in the cache is ignored\n")); err != nil {
 			return nil, &InfraError{Op: "ccache", Err: err}
 		}
 	}
@@ -176,22 +205,31 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	res := j.res
 	t := time.Now()
 	if err := j.configure(ctx); err != nil {
-		return nil, err
+		return nil, j.verdict(err)
 	}
 	res.Timings.Configure = time.Since(t)
 
 	t = time.Now()
 	before := b.ccacheStats(ctx)
 	if err := j.make(ctx); err != nil {
-		return nil, err
+		return nil, j.verdict(err)
 	}
-	res.CCache = b.ccacheStats(ctx).since(before)
+	if req.Trusted {
+		res.CCache = b.ccacheStats(ctx).since(before)
+	} else {
+		res.CCache = j.ccacheLogStats()
+	}
 	res.Timings.Make = time.Since(t)
 
 	t = time.Now()
+	// What the build left is checked before anything is read or copied:
+	// a link, FIFO or oversized file there is the tree's doing.
+	if err := j.checkArtifacts(); err != nil {
+		return nil, j.sandboxFault("artifacts", err)
+	}
 	buildID, err := ReadBuildID(filepath.Join(j.out, "vmlinux"))
 	if err != nil {
-		return nil, &InfraError{Op: "store", Err: err}
+		return nil, j.sandboxFault("build id", err)
 	}
 	if req.Force {
 		if err := b.store.Remove(key); err != nil {
@@ -216,7 +254,10 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 
 // Configured is the outcome of Configure.
 type Configured struct {
-	Config string // path of the verified .config in the slot's output tree
+	// Config is the path of the verified .config in the slot's output
+	// tree; for an untrusted request it was in the build's throwaway
+	// copy and is gone.
+	Config string
 	Sync   SyncStats
 	// Made is false when the previous configuration still held.
 	Made    bool
@@ -238,7 +279,7 @@ func (b *Builder) Configure(ctx context.Context, req Request) (*Configured, erro
 	}
 	defer done()
 	if err := j.configure(ctx); err != nil {
-		return nil, err
+		return nil, j.verdict(err)
 	}
 	return &Configured{Config: filepath.Join(j.out, ".config"), Sync: j.res.Sync, Made: j.res.Configured,
 		Modules: j.modules, Took: time.Since(start)}, nil
@@ -287,43 +328,84 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if b.opt.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, fmt.Errorf("build timeout %v", b.opt.Timeout))
-		undo = append(undo, cancel)
-	}
+	parent := ctx
 	if b.opt.HeavyLock != "" {
-		unlockHeavy, err := flock(ctx, b.opt.HeavyLock)
+		// The wait for the lab is bounded by the timeout too, but it is
+		// no part of the build's own time: a build cannot be blamed for
+		// a lock held by others.
+		lockCtx := ctx
+		if b.opt.Timeout > 0 {
+			var cancel context.CancelFunc
+			lockCtx, cancel = context.WithTimeout(ctx, b.opt.Timeout)
+			defer cancel()
+		}
+		unlockHeavy, err := flock(lockCtx, b.opt.HeavyLock)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		undo = append(undo, unlockHeavy)
 	}
+	if b.opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, &TimeoutError{Timeout: b.opt.Timeout})
+		undo = append(undo, cancel)
+	}
 	j := &job{b: b, req: req, co: co, res: res,
 		out:     filepath.Join(slotDir, "out-"+req.Lab.Name),
 		cfgDir:  filepath.Join(slotDir, "config-"+req.Lab.Name),
+		stamp:   filepath.Join(slotDir, "out-"+req.Lab.Name+".stamp"),
 		logPath: filepath.Join(slotDir, "build-"+req.Lab.Name+".log"),
 		cfgHash: configHash,
+	}
+	j.parent = parent
+	if !req.Trusted {
+		// An untrusted tree builds in a copy of the slot's output tree,
+		// thrown away after: nothing it leaves there (an object with a
+		// future mtime, a planted link) reaches a later build.
+		t := time.Now()
+		cand := filepath.Join(slotDir, "cand-"+req.Lab.Name)
+		undo = append(undo, func() { os.RemoveAll(cand) })
+		if err := j.seed(ctx, cand); err != nil {
+			return nil, nil, nil, err
+		}
+		res.Timings.Seed = time.Since(t)
+		if b.limits.Disk > 0 {
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			undo = append(undo, func() { cancel(nil) })
+			go watchDisk(ctx, cand, b.limits.Disk, cancel, diskPoll)
+		}
 	}
 	logFile, err := os.Create(j.logPath)
 	if err != nil {
 		return nil, nil, nil, &InfraError{Op: "log", Err: err}
 	}
 	undo = append(undo, func() { logFile.Close() })
-	j.log = logFile
+	j.logFile = logFile
+	j.log = &limitedLog{f: logFile, max: b.limits.Log}
+	if b.limits.Log < 0 {
+		j.log = logFile
+	}
 	return ctx, j, release, nil
 }
 
 // job is one build in a slot.
 type job struct {
-	b       *Builder
-	req     Request
-	co      *Checkout
-	res     *Result
-	out     string // O= of the build
-	cfgDir  string // O= of the configuration runs
-	logPath string
-	log     io.Writer
+	b      *Builder
+	req    Request
+	co     *Checkout
+	res    *Result
+	out    string // O= of the build
+	cfgDir string // O= of the configuration runs
+	stamp  string // the configuration out holds (configStamp)
+	// statsDir is an untrusted build's ccache statistics log directory.
+	statsDir string
+	logPath  string
+	logFile  *os.File
+	log      io.Writer
+	// parent is the caller's context: when it has ended, a failure is
+	// not the tree's.
+	parent  context.Context
 	cfgHash string
 	modules bool
 }
@@ -342,16 +424,56 @@ func (j *job) sandbox(out string) *Sandbox {
 		"KBUILD_BUILD_VERSION=1",
 		"SOURCE_DATE_EPOCH=1767225600",
 	}
-	sb := &Sandbox{Bwrap: j.b.bwrap, Src: j.co.Dir(), Out: out}
+	lim := j.b.limits
+	sb := &Sandbox{Bwrap: j.b.bwrap, Src: j.co.Dir(), Out: out, Limits: &lim}
 	if j.b.opt.CCacheDir != "" {
 		sb.CCache = j.b.opt.CCacheDir
-		env = append(env, "CCACHE_DIR="+sandboxCCache, "CCACHE_BASEDIR="+sandboxRoot)
+		sb.CCacheConf = j.b.ccacheConf
+		env = append(env, "CCACHE_DIR="+sandboxCCache, "CCACHE_BASEDIR="+sandboxRoot,
+			"CCACHE_CONFIGPATH="+sandboxCCacheConf)
 		if j.b.opt.CCacheDepend {
 			env = append(env, "CCACHE_DEPEND=1")
+		}
+		if !j.req.Trusted {
+			// Hits from the trusted builds' results; nothing added, and
+			// the counters go to a log of this build's own.
+			sb.CCacheRO = true
+			sb.Stats = j.statsDir
+			env = append(env, "CCACHE_READONLY=1", "CCACHE_TEMPDIR=/tmp", "CCACHE_STATSLOG="+sandboxStats+"/ccache.log")
 		}
 	}
 	sb.Env = env
 	return sb
+}
+
+// seed makes dir an untrusted build's private copy of the slot's trusted
+// output tree and configuration stamp (reflinked where the file system
+// can) and points the job at it.
+func (j *job) seed(ctx context.Context, dir string) error {
+	if err := resetDir(dir); err != nil {
+		return &InfraError{Op: "seed", Err: err}
+	}
+	out, stamp := filepath.Join(dir, "out"), filepath.Join(dir, "out.stamp")
+	j.cfgDir, j.statsDir = filepath.Join(dir, "config"), filepath.Join(dir, "stats")
+	for _, d := range []string{out, j.statsDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return &InfraError{Op: "seed", Err: err}
+		}
+	}
+	b, err := os.ReadFile(j.stamp)
+	if _, serr := os.Stat(j.out); err == nil && serr == nil {
+		// Only trusted builds wrote the slot's tree: copying it follows
+		// nothing a hostile build left.
+		cmd := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", j.out+"/.", out)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return &InfraError{Op: "seed", Err: fmt.Errorf("cp %s: %v: %s", j.out, err, msg)}
+		}
+		if err := writeFileAtomic(stamp, b); err != nil {
+			return &InfraError{Op: "seed", Err: err}
+		}
+	}
+	j.out, j.stamp = out, stamp
+	return nil
 }
 
 // makeArgs is the make command line shared by configuration and build:
@@ -366,36 +488,53 @@ func (j *job) makeArgs(targets ...string) []string {
 	return append(a, targets...)
 }
 
-// configStamp records which configuration the build directory holds.
-func (j *job) configStamp() string { return j.cfgHash + " " + j.req.Tree.String() }
+// configStamp records which configuration the build directory holds and
+// whether it is modular. It is kept in the slot, outside every directory
+// the sandbox can write, so a build cannot forge or redirect it.
+func (j *job) configStamp(modules bool) string {
+	m := "n"
+	if modules {
+		m = "y"
+	}
+	return j.cfgHash + " " + j.req.Tree.String() + " " + m
+}
+
+// maxConfig bounds a .config the host reads back from the sandbox.
+const maxConfig = 16 << 20
 
 // configure makes the lab's .config for this tree and verifies it. It is
 // skipped when the build directory was configured for the same lab from a
 // tree whose Kconfig files equal this one's. The configuration is made in
-// its own directory and copied into the build only when it differs, so an
-// unchanged .config keeps its mtime and nothing is rebuilt for it.
+// its own directory, emptied first, and copied into the build only when
+// it differs, so an unchanged .config keeps its mtime and nothing is
+// rebuilt for it. Nothing the configuration runs leave behind is
+// followed: files are read only when regular, written only anew.
 func (j *job) configure(ctx context.Context) error {
-	stampPath := filepath.Join(j.out, ".rdmabot-config")
-	if stamp, err := os.ReadFile(stampPath); err == nil {
+	if stamp, err := os.ReadFile(j.stamp); err == nil {
 		f := strings.Fields(string(stamp))
-		if len(f) == 2 && f[0] == j.cfgHash && plumbing.IsHash(f[1]) {
+		if len(f) == 3 && f[0] == j.cfgHash && plumbing.IsHash(f[1]) {
 			same, err := sameKconfig(j.req.Objects, plumbing.NewHash(f[1]), j.req.Tree)
 			if err != nil {
 				return err
 			}
 			if same {
-				j.modules = hasModules(j.out)
+				j.modules = f[2] == "y"
 				return nil
 			}
 		}
 	}
 	j.res.Configured = true
-	for _, d := range []string{j.out, j.cfgDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return &InfraError{Op: "configure", Err: err}
-		}
+	if err := os.Remove(j.stamp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &InfraError{Op: "configure", Err: err}
 	}
-	os.Remove(stampPath)
+	if err := os.MkdirAll(j.out, 0o755); err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
+	// A previous configuration (perhaps a hostile tree's) may have left
+	// anything in the configuration directory.
+	if err := resetDir(j.cfgDir); err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
 	sb := j.sandbox(j.cfgDir)
 	lab := j.req.Lab
 	run := func(argv ...string) error {
@@ -405,7 +544,7 @@ func (j *job) configure(ctx context.Context) error {
 		if errors.As(err, &ee) {
 			// The tree's own config machinery failed: its fault, like a
 			// compile error (a broken Kconfig).
-			return j.buildError("config", ee)
+			return j.buildError("config", err)
 		}
 		return err
 	}
@@ -414,7 +553,7 @@ func (j *job) configure(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("kbuild: base config: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(j.cfgDir, ".config"), b, 0o644); err != nil {
+		if err := writeNewFile(filepath.Join(j.cfgDir, ".config"), b, 0o644); err != nil {
 			return &InfraError{Op: "configure", Err: err}
 		}
 		if err := run(j.makeArgs("olddefconfig")...); err != nil {
@@ -435,8 +574,9 @@ func (j *job) configure(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(j.cfgDir, f), b, 0o644); err != nil {
-				return &InfraError{Op: "configure", Err: err}
+			// The runs before may have planted a symlink at this name.
+			if err := writeNewFile(filepath.Join(j.cfgDir, f), b, 0o644); err != nil {
+				return j.sandboxFault("configure", err)
 			}
 			merge = append(merge, sandboxOut+"/"+f)
 		}
@@ -447,9 +587,9 @@ func (j *job) configure(ctx context.Context) error {
 			return err
 		}
 	}
-	final, err := os.ReadFile(filepath.Join(j.cfgDir, ".config"))
+	final, err := readRegular(filepath.Join(j.cfgDir, ".config"), maxConfig)
 	if err != nil {
-		return &InfraError{Op: "configure", Err: err}
+		return j.sandboxFault("configure", err)
 	}
 	lost, err := lab.VerifyConfig(final)
 	if err != nil {
@@ -459,21 +599,24 @@ func (j *job) configure(ctx context.Context) error {
 		return &ConfigError{Lab: lab.Name, Lost: lost}
 	}
 	dst := filepath.Join(j.out, ".config")
-	if cur, err := os.ReadFile(dst); err != nil || !bytes.Equal(cur, final) {
+	if cur, err := readRegular(dst, maxConfig); err != nil || !bytes.Equal(cur, final) {
 		if err := writeFileAtomic(dst, final); err != nil {
-			return &InfraError{Op: "configure", Err: err}
+			return j.sandboxFault("configure", err)
 		}
 	}
 	j.modules = ParseConfig(final)["CONFIG_MODULES"] == "y"
-	if err := os.WriteFile(stampPath, []byte(j.configStamp()+"\n"), 0o644); err != nil {
+	if err := writeFileAtomic(j.stamp, []byte(j.configStamp(j.modules)+"\n")); err != nil {
 		return &InfraError{Op: "configure", Err: err}
 	}
 	return nil
 }
 
-func hasModules(out string) bool {
-	b, err := os.ReadFile(filepath.Join(out, ".config"))
-	return err == nil && ParseConfig(b)["CONFIG_MODULES"] == "y"
+// sandboxFault is a host file operation on something the build left that
+// failed: a symlink or FIFO where a file belongs, a file too big. The
+// tree did it, so it is a failed build, not the machine's fault.
+func (j *job) sandboxFault(step string, err error) error {
+	fmt.Fprintf(j.log, "rdmabot: %s: %v\n", step, err)
+	return &BuildError{Tree: j.req.Tree.String(), Target: step, Tail: err.Error(), Log: j.logPath}
 }
 
 // sameKconfig says whether trees a and b cannot configure differently:
@@ -513,7 +656,7 @@ func (j *job) make(ctx context.Context) error {
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return j.buildError(strings.Join(targets, " "), ee)
+			return j.buildError(strings.Join(targets, " "), err)
 		}
 		return err
 	}
@@ -529,35 +672,62 @@ func (j *job) make(ctx context.Context) error {
 	if err := sb.Run(ctx, j.log, argv...); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return j.buildError("modules_install", ee)
+			return j.buildError("modules_install", err)
 		}
 		return err
 	}
 	return nil
 }
 
-// buildError turns a failed make into the right typed error: the
-// machine's fault when the log or the exit says so (disk full, the
-// compiler killed), else the source's, with its first errors.
-func (j *job) buildError(target string, ee *exec.ExitError) error {
+// buildError turns a failed make (err holds its *exec.ExitError) into
+// the right typed error. The machine's fault is decided from the host:
+// its disk nearly full, or, for a trusted tree only, a compiler killed
+// or the log's word for it; an untrusted tree's failure is the tree's,
+// whatever it prints or however it dies (the memory limit included:
+// its base built within it).
+func (j *job) buildError(target string, err error) error {
+	var ee *exec.ExitError
+	errors.As(err, &ee)
+	var oom *OOMError
+	isOOM := errors.As(err, &oom)
+	if hostDiskLow(j.b.opt.Dir) {
+		return &InfraError{Op: "make", Err: fmt.Errorf("make %s failed with the host's disk nearly full (%s)", target, j.b.opt.Dir)}
+	}
+	signaled := false
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &InfraError{Op: "make", Err: fmt.Errorf("make %s killed by %v", target, ws.Signal())}
+		signaled = true
+		if j.req.Trusted {
+			return &InfraError{Op: "make", Err: fmt.Errorf("make %s killed by %v", target, ws.Signal())}
+		}
 	}
-	if f, ok := j.log.(*os.File); ok {
-		f.Sync()
+	if isOOM && j.req.Trusted {
+		return &InfraError{Op: "make", Err: fmt.Errorf("make %s: %w", target, oom)}
 	}
-	logText, err := os.ReadFile(j.logPath)
-	if err != nil {
-		return &InfraError{Op: "make", Err: err}
+	if j.logFile != nil {
+		j.logFile.Sync()
 	}
-	for _, sign := range []string{"No space left on device", "Cannot allocate memory", "Killed signal terminated program", "virtual memory exhausted"} {
-		if bytes.Contains(logText, []byte(sign)) {
-			return &InfraError{Op: "make", Err: fmt.Errorf("make %s: %s (see %s)", target, sign, j.logPath)}
+	logText, rerr := readRegular(j.logPath, j.b.limits.Log+4096)
+	if rerr != nil && j.b.limits.Log < 0 {
+		logText, rerr = os.ReadFile(j.logPath)
+	}
+	if rerr != nil {
+		return &InfraError{Op: "make", Err: rerr}
+	}
+	if j.req.Trusted {
+		for _, sign := range []string{"No space left on device", "Cannot allocate memory", "Killed signal terminated program", "virtual memory exhausted"} {
+			if bytes.Contains(logText, []byte(sign)) {
+				return &InfraError{Op: "make", Err: fmt.Errorf("make %s: %s (see %s)", target, sign, j.logPath)}
+			}
 		}
 	}
 	tail := logText
 	if len(tail) > 4096 {
 		tail = tail[len(tail)-4096:]
+	}
+	if isOOM {
+		tail = append(tail, "\nrdmabot: "+oom.Error()+"\n"...)
+	} else if signaled {
+		tail = append(tail, "\nrdmabot: "+ee.String()+"\n"...)
 	}
 	// ccache's base_dir makes the compiler see the source relative to
 	// the output directory: ../src/...
@@ -572,6 +742,33 @@ func (j *job) buildError(target string, ee *exec.ExitError) error {
 	}
 }
 
+// TimeoutError is the cause of a build that ran past Options.Timeout.
+type TimeoutError struct{ Timeout time.Duration }
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("build timeout %v", e.Timeout) }
+
+// diskPoll is how often an untrusted build's disk use is measured.
+var diskPoll = 5 * time.Second
+
+// verdict gives an untrusted tree's timeout or disk overrun as what it
+// is, a build that failed (a hang, a runaway), not the machine's fault,
+// unless the caller gave up first. A trusted tree's stay infrastructure:
+// the tree is known to build.
+func (j *job) verdict(err error) error {
+	if err == nil || j.req.Trusted || j.parent.Err() != nil {
+		return err
+	}
+	var te *TimeoutError
+	var de *diskLimitError
+	switch {
+	case errors.As(err, &te):
+		return &BuildError{Tree: j.req.Tree.String(), Target: "timeout", Tail: te.Error(), Log: j.logPath}
+	case errors.As(err, &de):
+		return &BuildError{Tree: j.req.Tree.String(), Target: "disk", Tail: de.Error(), Log: j.logPath}
+	}
+	return err
+}
+
 // artifactFiles names what the store keeps, by store name.
 func (j *job) artifactFiles() map[string]string {
 	f := map[string]string{
@@ -584,6 +781,50 @@ func (j *job) artifactFiles() map[string]string {
 		f["modules"] = filepath.Join(j.out, ".rdmabot-modules")
 	}
 	return f
+}
+
+// checkArtifacts refuses artifacts the store must not copy: a kernel
+// image that is not one, anything not a regular file, too big, or
+// reached through a symlink; in the modules tree, FIFOs and devices.
+func (j *job) checkArtifacts() error {
+	for name, p := range j.artifactFiles() {
+		switch name {
+		case "bzImage":
+			if err := CheckKernelImage(p); err != nil {
+				return err
+			}
+		case "modules":
+			if err := checkModulesTree(p); err != nil {
+				return err
+			}
+		default:
+			f, _, err := openRegular(p, maxArtifactFile)
+			if err != nil {
+				return err
+			}
+			f.Close()
+		}
+	}
+	return nil
+}
+
+// checkModulesTree accepts a directory holding directories, symlinks
+// (copied only when local) and regular files.
+func checkModulesTree(dir string) error {
+	fd, err := openDirNoFollow(dir)
+	if err != nil {
+		return err
+	}
+	syscall.Close(fd)
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if t := d.Type(); t&^(fs.ModeDir|fs.ModeSymlink) != 0 {
+			return fmt.Errorf("%s: %w", p, errNotRegular)
+		}
+		return nil
+	})
 }
 
 // archDir maps make's ARCH to its arch/ directory.
@@ -601,7 +842,7 @@ func (b *Builder) ccacheStats(ctx context.Context) CCacheStats {
 		return CCacheStats{}
 	}
 	cmd := exec.CommandContext(ctx, "ccache", "--print-stats")
-	cmd.Env = append(os.Environ(), "CCACHE_DIR="+b.opt.CCacheDir)
+	cmd.Env = append(os.Environ(), "CCACHE_DIR="+b.opt.CCacheDir, "CCACHE_CONFIGPATH="+b.ccacheConf)
 	out, err := cmd.Output()
 	if err != nil {
 		return CCacheStats{}
@@ -618,6 +859,28 @@ func (b *Builder) ccacheStats(ctx context.Context) CCacheStats {
 			s.Hits += n
 		case "cache_miss":
 			s.Misses += n
+		}
+	}
+	return s
+}
+
+// ccacheLogStats counts an untrusted build's hits and misses in its
+// ccache statistics log (one counter name a line), read within bounds.
+func (j *job) ccacheLogStats() CCacheStats {
+	var s CCacheStats
+	if j.statsDir == "" {
+		return s
+	}
+	b, err := readRegular(filepath.Join(j.statsDir, "ccache.log"), 64<<20)
+	if err != nil {
+		return s
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		switch line {
+		case "direct_cache_hit", "preprocessed_cache_hit":
+			s.Hits++
+		case "cache_miss":
+			s.Misses++
 		}
 	}
 	return s

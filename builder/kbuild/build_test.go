@@ -107,7 +107,7 @@ func TestBuildStoresReusesAndStaysIncremental(t *testing.T) {
 	ctx := context.Background()
 	head := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
 
-	res, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab})
+	res, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestBuildStoresReusesAndStaysIncremental(t *testing.T) {
 	}
 
 	// The same tree again: the store answers, nothing runs.
-	again, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab})
+	again, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestBuildStoresReusesAndStaysIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := r.edit(map[string]string{"README": "hello\n"})
-	res2, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: readme, Lab: lab})
+	res2, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: readme, Lab: lab, Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +175,11 @@ func TestBuildCCacheHitsAcrossSlots(t *testing.T) {
 	b := newToyBuilder(t, Options{})
 	head := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
 	ctx := context.Background()
-	first, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Slot: "one"})
+	first, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Slot: "one", Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Slot: "two", Force: true})
+	second, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Slot: "two", Force: true, Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestBuildTimeoutIsInfraError(t *testing.T) {
 	b := newToyBuilder(t, Options{Timeout: 2 * time.Second})
 	slow := r.edit(map[string]string{"SLOW": "sleep in make\n"})
 	start := time.Now()
-	_, err := b.Build(context.Background(), Request{Objects: r.repo.Storer, Tree: slow, Lab: lab})
+	_, err := b.Build(context.Background(), Request{Objects: r.repo.Storer, Tree: slow, Lab: lab, Trusted: true})
 	var ie *InfraError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("want an InfraError naming the timeout, got %v", err)
@@ -328,7 +328,9 @@ func TestBuildSlotHealsAndEarlyErrorsReleaseIt(t *testing.T) {
 	first := newToyRepo(t, lab)
 	b := newToyBuilder(t, Options{})
 	ctx := context.Background()
-	head := plumbing.NewHash(gitRun(t, first.dir, "rev-parse", "HEAD^{tree}"))
+	// A tree only the first repository has: every toy repository starts
+	// with the same tree.
+	head := first.edit(map[string]string{"README": "first repository only\n"})
 	if _, err := b.Build(ctx, Request{Objects: first.repo.Storer, Tree: head, Lab: lab}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -21,6 +23,12 @@ const (
 	sandboxSrc    = sandboxRoot + "/src"
 	sandboxOut    = sandboxRoot + "/out"
 	sandboxCCache = sandboxRoot + "/ccache"
+	// ccache's only configuration file: a host file, read-only inside,
+	// so no build can leave settings (prefix_command ...) for the next.
+	sandboxCCacheConf = sandboxRoot + "/ccache.conf"
+	// A writable directory of the build's own, for ccache's statistics
+	// log when the cache itself is read-only.
+	sandboxStats = sandboxRoot + "/stats"
 )
 
 // Sandbox runs commands under bubblewrap: no network, the source
@@ -31,9 +39,29 @@ type Sandbox struct {
 	Bwrap  string // path of bwrap
 	Src    string // host directory mounted read-only at /kbuild/src
 	Out    string // host directory mounted read-write at /kbuild/out
-	CCache string // host directory mounted read-write at /kbuild/ccache; "" for none
-	Env    []string
+	CCache string // host directory mounted at /kbuild/ccache; "" for none
+	// CCacheRO mounts CCache read-only: an untrusted build uses the
+	// trusted builds' cache but cannot add to it.
+	CCacheRO   bool
+	CCacheConf string // host file mounted read-only at /kbuild/ccache.conf; "" for none
+	Stats      string // host directory mounted read-write at /kbuild/stats; "" for none
+	Env        []string
+	// Limits, when set, bound the run: a cgroup (memory, tasks, CPU
+	// where this machine lets the bot make one), a sized /tmp and a
+	// file size limit.
+	Limits *Limits
 }
+
+// OOMError is a run in which the memory limit killed a process.
+type OOMError struct {
+	Limit int64
+	Err   error // the run's error (*exec.ExitError)
+}
+
+func (e *OOMError) Error() string {
+	return fmt.Sprintf("out of memory (limit %d MiB): %v", e.Limit>>20, e.Err)
+}
+func (e *OOMError) Unwrap() error { return e.Err }
 
 // args is the bwrap command line that runs argv.
 func (s *Sandbox) args(argv []string) []string {
@@ -62,12 +90,27 @@ func (s *Sandbox) args(argv []string) []string {
 	a = append(a,
 		"--proc", "/proc",
 		"--dev", "/dev",
+	)
+	if s.Limits != nil && s.Limits.Tmp > 0 {
+		a = append(a, "--size", strconv.FormatInt(s.Limits.Tmp, 10))
+	}
+	a = append(a,
 		"--tmpfs", "/tmp",
 		"--ro-bind", s.Src, sandboxSrc,
 		"--bind", s.Out, sandboxOut,
 	)
 	if s.CCache != "" {
-		a = append(a, "--bind", s.CCache, sandboxCCache)
+		bind := "--bind"
+		if s.CCacheRO {
+			bind = "--ro-bind"
+		}
+		a = append(a, bind, s.CCache, sandboxCCache)
+	}
+	if s.CCacheConf != "" {
+		a = append(a, "--ro-bind", s.CCacheConf, sandboxCCacheConf)
+	}
+	if s.Stats != "" {
+		a = append(a, "--bind", s.Stats, sandboxStats)
 	}
 	a = append(a, "--chdir", sandboxOut, "--")
 	return append(a, argv...)
@@ -79,6 +122,24 @@ func (s *Sandbox) args(argv []string) []string {
 // as *exec.ExitError; a sandbox that could not start as *InfraError.
 func (s *Sandbox) Run(ctx context.Context, w io.Writer, argv ...string) error {
 	cmd := exec.CommandContext(ctx, s.Bwrap, s.args(argv)...)
+	var cg *cgroup
+	if s.Limits != nil {
+		// A shell joins the cgroup and sets the file size limit, then
+		// becomes bwrap: everything the build starts is inside from the
+		// first instruction.
+		var script strings.Builder
+		if s.Limits.FileSize > 0 {
+			fmt.Fprintf(&script, "ulimit -f %d; ", s.Limits.FileSize/512) // 512-byte blocks in POSIX sh
+		}
+		if cg = newCgroup(*s.Limits); cg != nil {
+			defer cg.remove()
+			for _, f := range cg.procsFiles() {
+				fmt.Fprintf(&script, "echo $$ 2>/dev/null > '%s'; ", f)
+			}
+		}
+		script.WriteString(`exec "$@"`)
+		cmd = exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", script.String(), "sh", s.Bwrap}, s.args(argv)...)...)
+	}
 	cmd.Env = s.Env
 	cmd.Stdin = nil
 	cmd.Stdout = w
@@ -93,6 +154,9 @@ func (s *Sandbox) Run(ctx context.Context, w io.Writer, argv ...string) error {
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		return &InfraError{Op: "sandbox", Err: err}
+	}
+	if err != nil && cg != nil && cg.ooms() > 0 {
+		return &OOMError{Limit: s.Limits.Memory, Err: err}
 	}
 	return err
 }

@@ -147,91 +147,225 @@ func (s *Store) Put(key string, files map[string]string, meta Artifact) (*Artifa
 	return a, nil
 }
 
-// copyTree copies a file, or a directory with its files and symlinks.
+// Limits on what the store copies out of a build's output tree.
+const (
+	maxArtifactFile  = 1 << 30 // one file: bzImage, System.map, a module
+	maxArtifactTotal = 4 << 30 // a modules tree
+)
+
+// copyTree copies a regular file, or a directory with its regular files,
+// directories and local symlinks. Nothing is followed: a symlink where a
+// file is named, or in the path leading to it, is an error, as is a FIFO
+// or device anywhere; a symlink inside a directory is kept only when its
+// target is relative and stays inside (lib/modules' absolute build and
+// source links are dropped), so no stored tree points out of the store.
 func copyTree(src, dst string) error {
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return err
 	}
 	if !fi.IsDir() {
-		return copyFile(src, dst, fi)
+		_, err := copyFile(src, dst, maxArtifactFile)
+		return err
 	}
+	var total int64
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
 		to := filepath.Join(dst, rel)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(to, 0o755)
-		case fi.Mode()&fs.ModeSymlink != 0:
+		case d.Type()&fs.ModeSymlink != 0:
 			t, err := os.Readlink(p)
 			if err != nil {
 				return err
 			}
+			if !filepath.IsLocal(t) {
+				return nil
+			}
 			return os.Symlink(t, to)
 		default:
-			return copyFile(p, to, fi)
+			n, err := copyFile(p, to, min(maxArtifactFile, maxArtifactTotal-total))
+			total += n
+			return err
 		}
 	})
 }
 
-func copyFile(src, dst string, fi fs.FileInfo) error {
-	in, err := os.Open(src)
+// copyFile copies the regular file src (see openRegular) of at most max
+// bytes to the new file dst.
+func copyFile(src, dst string, max int64) (int64, error) {
+	in, fi, err := openRegular(src, max)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	n, err := io.Copy(out, io.LimitReader(in, max))
+	if err != nil {
 		out.Close()
-		return err
+		return n, err
 	}
-	return out.Close()
+	return n, out.Close()
 }
 
-// ReadBuildID returns the GNU build id note of an ELF file, in hex.
+// CheckKernelImage says whether the file at path is a kernel image the
+// labs can boot: a regular file (not a link, in a path without links) no
+// larger than the store takes, starting as an x86 boot image ("HdrS"
+// setup header) or an ELF file (what the toy tree builds).
+func CheckKernelImage(path string) error {
+	f, _, err := openRegular(path, maxArtifactFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var hdr [0x206]byte
+	n, _ := io.ReadFull(f, hdr[:])
+	switch {
+	case n >= 4 && string(hdr[:4]) == elf.ELFMAG:
+		return nil
+	case n == len(hdr) && hdr[510] == 0x55 && hdr[511] == 0xaa && string(hdr[0x202:0x206]) == "HdrS":
+		return nil
+	}
+	return fmt.Errorf("%s: neither an x86 boot image nor an ELF file", path)
+}
+
+// ReadBuildID returns the GNU build id note of an ELF file, in hex. The
+// file was written by the sandboxed build, so it is opened only if it is
+// a regular file reached without symlinks (never a FIFO), and read
+// within bounds: the section table entry by entry, and only note
+// sections of at most maxNote bytes that lie inside the file.
 func ReadBuildID(path string) (string, error) {
-	f, err := elf.Open(path)
+	f, fi, err := openRegular(path, -1)
 	if err != nil {
 		return "", fmt.Errorf("build id: %w", err)
 	}
 	defer f.Close()
-	for _, sec := range f.Sections {
-		if sec.Type != elf.SHT_NOTE {
+	id, err := readBuildID(f, fi.Size())
+	if err != nil {
+		return "", fmt.Errorf("build id: %s: %w", path, err)
+	}
+	return id, nil
+}
+
+// Bounds of readBuildID.
+const (
+	maxNote     = 1 << 20 // one note section
+	maxNotes    = 4 << 20 // all note sections read
+	maxSections = 1 << 16
+)
+
+// readBuildID finds the build id in the note sections of the ELF file r
+// of size bytes. It allocates at most maxNotes bytes whatever r says.
+func readBuildID(r io.ReaderAt, size int64) (string, error) {
+	var ident [elf.EI_NIDENT]byte
+	if _, err := r.ReadAt(ident[:], 0); err != nil || string(ident[:4]) != elf.ELFMAG {
+		return "", errors.New("not an ELF file")
+	}
+	var bo binary.ByteOrder
+	switch elf.Data(ident[elf.EI_DATA]) {
+	case elf.ELFDATA2LSB:
+		bo = binary.LittleEndian
+	case elf.ELFDATA2MSB:
+		bo = binary.BigEndian
+	default:
+		return "", errors.New("bad ELF byte order")
+	}
+	// Offsets in the file header and a section header, by class.
+	var hdr [64]byte
+	if _, err := r.ReadAt(hdr[:], 0); err != nil {
+		return "", errors.New("short ELF header")
+	}
+	var shoff uint64
+	var shentsize, shnum uint64
+	var want uint64 // the section header bytes read
+	word := func(b []byte, n int) uint64 {
+		if n == 8 {
+			return bo.Uint64(b)
+		}
+		return uint64(bo.Uint32(b))
+	}
+	var offAt, sizeAt, w int
+	switch elf.Class(ident[elf.EI_CLASS]) {
+	case elf.ELFCLASS64:
+		shoff, shentsize, shnum = bo.Uint64(hdr[0x28:]), uint64(bo.Uint16(hdr[0x3a:])), uint64(bo.Uint16(hdr[0x3c:]))
+		want, offAt, sizeAt, w = 0x28, 0x18, 0x20, 8
+	case elf.ELFCLASS32:
+		shoff, shentsize, shnum = uint64(bo.Uint32(hdr[0x20:])), uint64(bo.Uint16(hdr[0x2e:])), uint64(bo.Uint16(hdr[0x30:]))
+		want, offAt, sizeAt, w = 0x18, 0x10, 0x14, 4
+	default:
+		return "", errors.New("bad ELF class")
+	}
+	if shoff == 0 || shentsize < want || shentsize > 1024 {
+		return "", errors.New("no usable section table")
+	}
+	sh := make([]byte, want)
+	readSection := func(i uint64) (typ uint32, off, sz uint64, err error) {
+		at := shoff + i*shentsize
+		if at < shoff || at+want > uint64(size) || at+want < at {
+			return 0, 0, 0, errors.New("section table outside the file")
+		}
+		if _, err := r.ReadAt(sh, int64(at)); err != nil {
+			return 0, 0, 0, err
+		}
+		return bo.Uint32(sh[4:]), word(sh[offAt:], w), word(sh[sizeAt:], w), nil
+	}
+	if shnum == 0 {
+		// More sections than fit in e_shnum: section 0's size holds it.
+		_, _, n, err := readSection(0)
+		if err != nil {
+			return "", err
+		}
+		shnum = n
+	}
+	if shnum > maxSections {
+		return "", fmt.Errorf("%d sections", shnum)
+	}
+	var read uint64
+	for i := uint64(0); i < shnum; i++ {
+		typ, off, sz, err := readSection(i)
+		if err != nil {
+			return "", err
+		}
+		if elf.SectionType(typ) != elf.SHT_NOTE || sz == 0 {
 			continue
 		}
-		data, err := sec.Data()
-		if err != nil {
-			return "", fmt.Errorf("build id: %s: %w", sec.Name, err)
+		if sz > maxNote || off > uint64(size) || sz > uint64(size)-off {
+			continue // not a build id note, or not in the file
 		}
-		if id, ok := findBuildID(data, f.ByteOrder); ok {
+		if read += sz; read > maxNotes {
+			return "", errors.New("too many notes")
+		}
+		data := make([]byte, sz)
+		if _, err := r.ReadAt(data, int64(off)); err != nil {
+			return "", err
+		}
+		if id, ok := findBuildID(data, bo); ok {
 			return id, nil
 		}
 	}
-	return "", fmt.Errorf("build id: %s has no GNU build id note", path)
+	return "", errors.New("no GNU build id note")
 }
 
 // findBuildID walks ELF notes (namesz, descsz, type, name, desc; 4-byte
-// aligned) for NT_GNU_BUILD_ID from "GNU".
+// aligned) for NT_GNU_BUILD_ID from "GNU". Sizes are checked in 64 bits:
+// a 32-bit size near 4 GiB must not wrap around when aligned.
 func findBuildID(b []byte, bo binary.ByteOrder) (string, bool) {
-	align := func(n uint32) uint32 { return (n + 3) &^ 3 }
+	align := func(n uint32) uint64 { return (uint64(n) + 3) &^ 3 }
 	for len(b) >= 12 {
 		namesz, descsz, typ := bo.Uint32(b), bo.Uint32(b[4:]), bo.Uint32(b[8:])
 		b = b[12:]
-		if uint64(align(namesz))+uint64(align(descsz)) > uint64(len(b)) {
+		if align(namesz)+align(descsz) > uint64(len(b)) {
 			return "", false
 		}
 		name := b[:namesz]
-		desc := b[align(namesz) : align(namesz)+descsz]
+		desc := b[align(namesz) : align(namesz)+uint64(descsz)]
 		b = b[align(namesz)+align(descsz):]
 		if typ == 3 && bytes.Equal(bytes.TrimRight(name, "\x00"), []byte("GNU")) {
 			return hex.EncodeToString(desc), true

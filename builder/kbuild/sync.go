@@ -505,13 +505,3 @@ func osPerm(m filemode.FileMode) fs.FileMode {
 	}
 	return 0o644
 }
-
-// writeFileAtomic replaces name by data through a rename, so readers see
-// the old content or the new, never a torn file.
-func writeFileAtomic(name string, data []byte) error {
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
-}

@@ -31,6 +31,7 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	timeout := fs.Duration("timeout", time.Hour, "give up on the build after this long")
 	configOnly := fs.Bool("config-only", false, "only make and verify the lab's .config (no make)")
 	force := fs.Bool("force", false, "build even when the artifact store has this kernel")
+	trusted := fs.Bool("trusted", false, "build as a trusted tree (a configured branch): in the slot's own output tree, adding to ccache; without it the build is isolated like a series'")
 	lock := fs.String("lock", "", "flock this file around configure and make (e.g. /var/cache/rdmabot/heavy.lock)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,7 +89,7 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := kbuild.Request{Objects: repo.Storer, Tree: commit.TreeHash, Lab: lab, Slot: *slot, Force: *force}
+	req := kbuild.Request{Objects: repo.Storer, Tree: commit.TreeHash, Lab: lab, Slot: *slot, Force: *force, Trusted: *trusted}
 	if *configOnly {
 		c, err := b.Configure(ctx, req)
 		if err != nil {
