@@ -118,6 +118,8 @@ const (
 	VerdictMeasured    = "MEASURED" // a first mainline head: nothing to compare with
 	VerdictPass        = "PASS"
 	VerdictRegression  = "REGRESSION"
+	VerdictIncomplete  = "INCOMPLETE" // patches missing after lore.grace_period: answered, not tested
+	VerdictRefused     = "REFUSED"    // a mail command from someone who may not ask
 )
 
 // --- ingest
@@ -148,11 +150,27 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 		err = complete(ctx, b, job, func(tx *sql.Tx) error {
 			queued = queued[:0]
 			for _, s := range series {
-				id, created, err := b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0)
+				what := "test"
+				var id int64
+				var created bool
+				var err error
+				switch r := s.Request; {
+				case r != nil && r.Refused != "":
+					what = "refused " + r.Line + " from " + r.From
+					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, VerdictRefused, r.Refused, Origin{Kind: "mail", Request: r})
+				case r != nil:
+					what = r.Line + " from " + r.From
+					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail", Request: r}, 0)
+				case s.Incomplete != "":
+					what = "incomplete"
+					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), VerdictIncomplete, s.Incomplete, Origin{Kind: "mail"})
+				default:
+					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0)
+				}
 				if err != nil {
 					return err
 				}
-				queued = append(queued, fmt.Sprintf("series %s v%d %q: test %d (new: %v)", s.MsgID, s.Version, s.Subject, id, created))
+				queued = append(queued, fmt.Sprintf("series %s v%d %q: %s: test %d (new: %v)", s.MsgID, s.Version, s.Subject, what, id, created))
 			}
 			// Checkpoints move with the series they led to.
 			for src, v := range cp.set {
@@ -195,12 +213,20 @@ func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin,
 	if err != nil {
 		return 0, false, err
 	}
-	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: s.Tree,
+	rowTree := s.Tree
+	if s.Branch != "" {
+		rowTree += "/" + s.Branch
+	}
+	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: rowTree,
 		Subject: s.Subject, Author: s.Author, Link: s.Link, Data: data})
 	if err != nil {
 		return 0, false, err
 	}
-	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, s.Tree)
+	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, rowTree)
+	if o.Request != nil {
+		// Asked for in a reply: a test of its own, once per command mail.
+		key += ":cmd:" + o.Request.MsgID
+	}
 	if o.Kind == "github" {
 		// Asked for in an issue: tested (and answered) there, even when
 		// the list already had its reply.
@@ -210,6 +236,31 @@ func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin,
 		key += fmt.Sprintf(":retest%d", retest)
 	}
 	return b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree}, o)
+}
+
+// enqueueNotice records an answer that needs no test (a refused command,
+// an incomplete series): a test row that is done at once with its
+// verdict, whose report job renders and delivers the answer. The key
+// makes it happen once.
+func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key, verdict, summary string, o Origin) (int64, bool, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return 0, false, err
+	}
+	// Its own series row: the posting may still be completed, and its
+	// test must then read the complete series, not this snapshot.
+	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: key,
+		Subject: s.Subject, Author: s.Author, Link: s.Link, Data: data})
+	if err != nil {
+		return 0, false, err
+	}
+	t := store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree, Lab: b.opts.Lab, Params: b.opts.Params, Origin: mustJSON(o)}
+	id, created, err := b.st.AddTest(ctx, tx, t)
+	if err != nil || !created {
+		return id, created, err
+	}
+	t.ID = id
+	return id, true, finishWithVerdictTx(ctx, b, tx, t, verdict, summary)
 }
 
 func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (int64, bool, error) {

@@ -14,18 +14,40 @@ import (
 
 // Series is a patch series as the bot carries it between stages.
 type Series struct {
-	MsgID   string   `json:"msgid"` // cover letter, or first patch when there is none
-	Version int      `json:"version"`
-	Subject string   `json:"subject"`
-	Author  string   `json:"author"`
-	Link    string   `json:"link"`
-	List    string   `json:"list,omitempty"`  // list address the reply goes to
-	Tree    string   `json:"tree,omitempty"`  // the tree the series names, if any
+	MsgID   string `json:"msgid"` // cover letter, or first patch when there is none
+	Version int    `json:"version"`
+	Subject string `json:"subject"`
+	Author  string `json:"author"`
+	Link    string `json:"link"`
+	List    string `json:"list,omitempty"` // list address the reply goes to
+	Tree    string `json:"tree,omitempty"` // the tree the series names, if any
+	// Branch is the branch of Tree a command asked for ("": its first).
+	Branch  string   `json:"branch,omitempty"`
 	Patches [][]byte `json:"patches"`         // raw messages in order
 	Cover   []byte   `json:"cover,omitempty"` // raw cover letter, if any
 	// Raw is what the lore stage needs to re-read the series (e.g. its
 	// own JSON); the bot stores and hands it back untouched.
 	Raw []byte `json:"raw,omitempty"`
+	// Incomplete, set by the ingester, says which patches never arrived
+	// within the grace period: the series is answered with that, not
+	// tested.
+	Incomplete string `json:"incomplete,omitempty"`
+	// Request, set by the ingester, is the command in a reply that
+	// brought the series back: a test asked for by mail.
+	Request *MailRequest `json:"-"`
+}
+
+// MailRequest is a "#rdmabot test|retest" line in a reply to a series.
+// The ingester decides who may ask (the series' author, the addresses
+// MAINTAINERS lists for its files, lore.command_allow); Refused says why
+// not. Each is acted on once, keyed by its Message-ID.
+type MailRequest struct {
+	MsgID      string   `json:"msgid"`                // the reply holding the command
+	References []string `json:"references,omitempty"` // its References, to answer it in place
+	From       string   `json:"from"`                 // its sender's address
+	Name       string   `json:"name,omitempty"`       // and name
+	Line       string   `json:"line"`                 // the command as written
+	Refused    string   `json:"refused,omitempty"`    // why it is not done; "" = do it
 }
 
 // Checkpoints remembers where each mail source stopped. The bot writes
@@ -177,6 +199,8 @@ type Origin struct {
 	Issue   int    `json:"issue,omitempty"`
 	Comment int64  `json:"comment,omitempty"`
 	User    string `json:"user,omitempty"`
+	// Request is the mail command that asked (Kind "mail").
+	Request *MailRequest `json:"request,omitempty"`
 }
 
 // Stages are the other packages as the bot uses them.

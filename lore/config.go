@@ -3,6 +3,7 @@ package lore
 import (
 	"fmt"
 	"net/mail"
+	"strings"
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
@@ -26,6 +27,10 @@ type Config struct {
 	// committers: their "Applied, thanks!" means a series was taken and
 	// needs no test. Anyone else's is ignored.
 	Maintainers []string `toml:"maintainers"`
+	// CommandAllow are addresses that may ask for tests by mail
+	// ("#rdmabot test|retest" in a reply) on any series, besides the
+	// series' author and whom MAINTAINERS lists for its files.
+	CommandAllow []string `toml:"command_allow"`
 }
 
 // ListConfig names one archived list.
@@ -59,6 +64,7 @@ func DefaultConfig() Config {
 		GracePeriod:  cfgtype.D(6 * time.Hour),
 		BotAddresses: []string{},
 		Maintainers:  []string{},
+		CommandAllow: []string{},
 	}
 }
 
@@ -101,6 +107,11 @@ func (c *Config) Validate() error {
 	for _, m := range c.Maintainers {
 		if a, err := mail.ParseAddress(m); err != nil || a.Address != m {
 			return fmt.Errorf("lore.maintainers: %q is not a bare address", m)
+		}
+	}
+	for _, m := range c.CommandAllow {
+		if a, err := mail.ParseAddress(m); err != nil || a.Address != m || m != strings.ToLower(m) {
+			return fmt.Errorf("lore.command_allow: %q is not a bare lower-case address", m)
 		}
 	}
 	return nil

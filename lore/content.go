@@ -553,8 +553,12 @@ type Command struct {
 	// thread has no series).
 	SeriesID string `json:"series_id,omitempty"`
 	// PatchIndex is the patch replied to (0: the cover or the series).
-	PatchIndex int       `json:"patch_index,omitempty"`
-	MessageID  string    `json:"message_id"`
+	PatchIndex int    `json:"patch_index,omitempty"`
+	MessageID  string `json:"message_id"`
+	// References are the reply's ancestors, oldest first (its References
+	// header, and its In-Reply-To when that is not the last of them), for
+	// an answer to keep the chain.
+	References []string  `json:"-"`
 	From       Address   `json:"from"`
 	Date       time.Time `json:"date"`
 	Verb       string    `json:"verb,omitempty"`

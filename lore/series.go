@@ -851,6 +851,10 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 		}
 		for _, c := range f.commands {
 			c.MessageID, c.From, c.Date = f.msg.MessageID, f.msg.From, f.date
+			c.References = append([]string(nil), f.msg.References...)
+			if f.parent != "" && !slices.Contains(c.References, f.parent) {
+				c.References = append(c.References, f.parent)
+			}
 			if s != nil {
 				c.SeriesID, c.PatchIndex = s.ID, index
 			}

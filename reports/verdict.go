@@ -165,10 +165,14 @@ const (
 	CrashFound
 	DataCorruption
 	Infra
+	// Notices (RenderNotice), never a Judge outcome: a series still
+	// missing patches after the grace period, a command refused.
+	Incomplete
+	Refused
 )
 
 var outcomeNames = [...]string{"PASS", "REGRESSION", "IMPROVEMENT", "INCONCLUSIVE", "APPLY_FAILED",
-	"BUILD_FAILED", "BOOT_FAILED", "CRASH", "DATA_CORRUPTION", "INFRA"}
+	"BUILD_FAILED", "BOOT_FAILED", "CRASH", "DATA_CORRUPTION", "INFRA", "INCOMPLETE", "REFUSED"}
 
 func (o Outcome) String() string { return outcomeNames[o] }
 

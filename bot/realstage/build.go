@@ -54,6 +54,9 @@ func (b *Build) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) 
 	if err != nil {
 		return bot.Base{}, err
 	}
+	if s.Tree != "" {
+		return b.askedBase(s.Tree, s.Branch)
+	}
 	base, err := b.Store.SelectBase(ctx, all, b.Cfg.Trees, 0)
 	if err != nil {
 		return bot.Base{}, err
@@ -63,6 +66,50 @@ func (b *Build) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) 
 		tree = b.Cfg.Trees[0].Name
 	}
 	return bot.Base{Tree: tree, Branch: base.Branch, Commit: base.Commit.String(), Reason: baseReasonPhrase(base.Reason)}, nil
+}
+
+// askedBase is the head of the tree and branch a command named ("": the
+// tree's first branch). A branch the store does not hold is the
+// operator's gap (not fetched yet), never the series'.
+func (b *Build) askedBase(tree, branch string) (bot.Base, error) {
+	for _, t := range b.Cfg.Trees {
+		if t.Name != tree {
+			continue
+		}
+		if branch == "" && len(t.Branches) > 0 {
+			branch = t.Branches[0]
+		}
+		ref, err := b.Store.Repository().Reference(builder.TreeRef(tree, branch), true)
+		if err != nil {
+			return bot.Base{}, infra(fmt.Errorf("%s/%s is not in the tree store (fetch it: rdmabot tree fetch --name %s): %w", tree, branch, tree, err))
+		}
+		return bot.Base{Tree: tree, Commit: ref.Hash().String(), Reason: fmt.Sprintf("asked for: head of %s/%s", tree, branch)}, nil
+	}
+	return bot.Base{}, fmt.Errorf("no tree %q in builder.trees", tree)
+}
+
+// MaintainersOf returns the maintainers and reviewers MAINTAINERS lists
+// for files at the base s would be tested on. A base tree without a
+// MAINTAINERS file lists nobody.
+func (b *Build) MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error) {
+	base, err := b.SelectBase(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	m, err := b.Store.MaintainersAt(plumbing.NewHash(base.Commit))
+	if errors.Is(err, builder.ErrNoMaintainers) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, infra(err)
+	}
+	var out []string
+	for _, c := range m.For(files) {
+		if c.Role == builder.RoleMaintainer || c.Role == builder.RoleReviewer {
+			out = append(out, c.Email)
+		}
+	}
+	return out, nil
 }
 
 // Apply commits the series on base as git am would; *ApplyError and

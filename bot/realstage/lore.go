@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,21 @@ type Lore struct {
 	// Window is how far back mail is assembled into series.
 	Window time.Duration
 	HTTP   *feed.HTTPClient
+	// Trees are builder.trees' branches by tree name: what
+	// "#rdmabot test <tree> [<branch>]" may name.
+	Trees map[string][]string
+	// Maintainers looks up who MAINTAINERS lists for a series' files, on
+	// the base it would be tested on; nil where the trees are not (an
+	// ingest-only machine): then only the author and lore.command_allow
+	// may ask, and other commands wait.
+	Maintainers MaintainerLookup
+}
+
+// MaintainerLookup returns the addresses (M: and R:) MAINTAINERS lists
+// for files, read from the base s would be tested on. An Infra error
+// means the answer is not known yet (no tree in the store).
+type MaintainerLookup interface {
+	MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error)
 }
 
 // listBackoff is how long a list that failed n times in a row is left
@@ -63,10 +80,20 @@ func (l *Lore) Failing(ctx context.Context) (map[string]store.Health, error) {
 }
 
 // sources are one public-inbox reader per list: a local inbox when the
-// URL is a path, else a go-git mirror of the remote inbox.
+// URL is a path, public-inbox-imapd's mailboxes for imap:// and
+// imaps:// URLs, else a go-git mirror of the remote inbox.
 func (l *Lore) sources() map[string]feed.Source {
 	out := map[string]feed.Source{}
 	for _, li := range l.Cfg.Lists {
+		if feed.IsIMAPURL(li.URL) {
+			src, err := feed.ParseIMAPURL(li.URL, li.Name, l.Log)
+			if err != nil {
+				out[li.Name] = badSource{li.Name, err}
+			} else {
+				out[li.Name] = src
+			}
+			continue
+		}
 		if dir, ok := localPath(li.URL); ok {
 			if !filepath.IsAbs(dir) {
 				dir = filepath.Join(l.DataDir, dir)
@@ -77,6 +104,18 @@ func (l *Lore) sources() map[string]feed.Source {
 		out[li.Name] = &feed.Git{List: li.Name, Dir: filepath.Join(l.DataDir, "lore", li.Name), URL: li.URL, HTTP: l.HTTP, Log: l.Log}
 	}
 	return out
+}
+
+// badSource is a list whose URL cannot be read: every read fails with
+// why, recorded in its health like any other failing list.
+type badSource struct {
+	list string
+	err  error
+}
+
+func (b badSource) Key() string { return "bad " + b.list }
+func (b badSource) Read(context.Context, string, func(feed.Item) error) (string, error) {
+	return "", fmt.Errorf("lore.lists %s: %w", b.list, b.err)
 }
 
 // localPath says whether a list URL is a local inbox: a path (relative
@@ -168,12 +207,117 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 		}
 	}
 	var out []bot.Series
-	for _, s := range a.Assemble().Series {
-		if s.Relevant() && s.Complete && !s.AppliedBy(l.Cfg.Maintainers) {
+	asm := a.Assemble()
+	byID := map[string]*lore.Series{}
+	for _, s := range asm.Series {
+		byID[s.ID] = s
+		if !s.Relevant() || s.AppliedBy(l.Cfg.Maintainers) {
+			continue
+		}
+		switch {
+		case s.Complete:
 			out = append(out, convert(s, l.Cfg))
+		case s.Incomplete != "":
+			// Past the grace period: answered once with what is missing.
+			bs := convert(s, l.Cfg)
+			bs.Incomplete = s.Incomplete
+			out = append(out, bs)
+		}
+	}
+	for _, c := range asm.Commands {
+		s := byID[c.SeriesID]
+		if s == nil {
+			continue // a command in a thread without a series
+		}
+		bs, ok, err := l.command(ctx, c, s)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// Who may ask is not known yet (no tree to read MAINTAINERS
+			// from): the command waits for a later poll.
+			l.Log.Warn("lore: command not decided yet", "message_id", c.MessageID, "line", c.Line, "err", err)
+			continue
+		}
+		if ok {
+			out = append(out, bs)
 		}
 	}
 	return out, nil
+}
+
+// command turns a "#rdmabot" line in a reply into the series it asks
+// for, with the request attached and, when it is not done, why.
+func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot.Series, bool, error) {
+	bs := convert(s, l.Cfg)
+	req := &bot.MailRequest{MsgID: c.MessageID, From: strings.ToLower(c.From.Email), Name: c.From.Name, Line: c.Line}
+	if req.MsgID == "" || req.From == "" {
+		return bs, false, nil
+	}
+	req.References = c.References
+	bs.Request = req
+	refuse := func(why string) (bot.Series, bool, error) {
+		req.Refused = why
+		return bs, true, nil
+	}
+	if c.Err != "" {
+		return refuse("I did not understand that: " + c.Err + ". Commands, one per line: " +
+			"\"#rdmabot test\", \"#rdmabot test <tree> [<branch>]\", \"#rdmabot retest\".")
+	}
+	if c.Tree != "" {
+		branches, ok := l.Trees[c.Tree]
+		if !ok {
+			return refuse(fmt.Sprintf("I know no tree %q (known: %s).", c.Tree, strings.Join(sortedKeys(l.Trees), ", ")))
+		}
+		if c.Branch != "" && !slices.Contains(branches, c.Branch) {
+			return refuse(fmt.Sprintf("Tree %s has no branch %q here (known: %s).", c.Tree, c.Branch, strings.Join(branches, ", ")))
+		}
+		bs.Tree, bs.Branch = c.Tree, c.Branch
+	}
+	if !s.Complete {
+		return refuse(fmt.Sprintf("The series is incomplete (patch %s of %d missing), so there is nothing to test yet.", joinInts(s.Missing), s.Total))
+	}
+	if req.From == strings.ToLower(s.Author.Email) || slices.Contains(l.Cfg.CommandAllow, req.From) {
+		return bs, true, nil
+	}
+	if l.Maintainers == nil {
+		return bs, false, fmt.Errorf("%s is neither the author nor in lore.command_allow, and MAINTAINERS cannot be read on this machine", req.From)
+	}
+	var files []string
+	for _, p := range s.Patches {
+		files = append(files, p.Files...)
+	}
+	addrs, err := l.Maintainers.MaintainersOf(ctx, bs, files)
+	if err != nil {
+		if bot.IsInfra(err) {
+			return bs, false, err
+		}
+		// The series cannot be read for a base: not the sender's fault,
+		// and nothing MAINTAINERS can say.
+		addrs = nil
+	}
+	if slices.Contains(addrs, req.From) {
+		return bs, true, nil
+	}
+	return refuse(fmt.Sprintf("Only the series' author, the maintainers and reviewers MAINTAINERS lists for its files, "+
+		"and the addresses the operator allows may ask me to test it; %s is none of them.", req.From))
+}
+
+func sortedKeys(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // due says whether a list is read at this poll: always, unless its last

@@ -266,3 +266,80 @@ func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 		t.Errorf("a maintainer's \"Applied\": %d series, %v; want none", len(got), err)
 	}
 }
+
+// The error paths of mail commands, read by Poll from a real inbox: a
+// line that does not parse, an unknown tree or branch, a command on an
+// incomplete series are refused with the reason; a stranger's command
+// waits while MAINTAINERS cannot be read here; the author's and an
+// allowed address's are done. A list URL that is not a valid imap://
+// URL fails that list only, recorded in its health.
+func TestPollMailCommandErrors(t *testing.T) {
+	now := time.Now()
+	date := now.Add(-time.Hour).Format(time.RFC1123Z)
+	msg := func(from, id, subject, irt, body string) string {
+		h := "From: " + from + "\nTo: linux-nfs@vger.kernel.org\nSubject: " + subject + "\nDate: " + date + "\nMessage-ID: <" + id + ">\n"
+		if irt != "" {
+			h += "In-Reply-To: <" + irt + ">\nReferences: <" + irt + ">\n"
+		}
+		return h + "\n" + body
+	}
+	diff := "Signed-off-by: Dev <dev@example.org>\n---\n" +
+		"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
+		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
+	re := "Re: [PATCH] svcrdma: fix"
+	mails := []string{
+		msg("Dev <dev@example.org>", "p@x", "[PATCH] svcrdma: fix", "", diff),
+		msg("Half <half@example.org>", "h1@x", "[PATCH 1/2] svcrdma: half", "", diff),
+		msg("Dev <dev@example.org>", "c-bad@x", re, "p@x", "#rdmabot frobnicate\n"),
+		msg("Dev <dev@example.org>", "c-tree@x", re, "p@x", "#rdmabot test nosuchtree\n"),
+		msg("Dev <dev@example.org>", "c-branch@x", re, "p@x", "#rdmabot test rdma nosuchbranch\n"),
+		msg("Half <half@example.org>", "c-half@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot test\n"),
+		msg("Eve <eve@example.org>", "c-eve@x", re, "p@x", "#rdmabot retest\n"),
+		msg("Dev <dev@example.org>", "c-author@x", re, "p@x", "#rdmabot test rdma for-rc\n"),
+		msg("Ok <ok@example.org>", "c-ok@x", re, "p@x", "#rdmabot retest\n"),
+	}
+	cfg := config.Default()
+	cfg.Lore.Lists = cfg.Lore.Lists[:2]
+	cfg.Lore.Lists[0].URL = "imap://[::1/nope" // linux-rdma: not a URL
+	cfg.Lore.Lists[1].URL = inboxEpoch(t, mails...)
+	cfg.Lore.CommandAllow = []string{"ok@example.org"}
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	l.Now = func() time.Time { return now }
+	got, err := l.Poll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := l.Failing(ctx); !strings.Contains(f["linux-rdma"].Err, "lore.lists linux-rdma") {
+		t.Errorf("bad imap URL: %+v", f)
+	}
+	res := map[string]string{}
+	for _, s := range got {
+		if s.Request != nil {
+			res[s.Request.MsgID] = "do " + s.Tree + "/" + s.Branch
+			if s.Request.Refused != "" {
+				res[s.Request.MsgID] = "refused: " + s.Request.Refused
+			}
+		}
+	}
+	for id, want := range map[string]string{
+		"c-bad@x":    `refused: I did not understand that: unknown command "frobnicate"`,
+		"c-tree@x":   `refused: I know no tree "nosuchtree" (known: local, mainline, nfsd, rdma).`,
+		"c-branch@x": `refused: Tree rdma has no branch "nosuchbranch" here (known: for-next, for-rc).`,
+		"c-half@x":   "refused: The series is incomplete (patch 2 of 2 missing)",
+		"c-author@x": "do rdma/for-rc",
+		"c-ok@x":     "do /",
+	} {
+		if !strings.HasPrefix(res[id], want) {
+			t.Errorf("%s: %q, want %q", id, res[id], want)
+		}
+	}
+	if r, ok := res["c-eve@x"]; ok {
+		t.Errorf("a stranger's command was decided without MAINTAINERS: %s", r)
+	}
+}

@@ -246,12 +246,21 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
+	if rep.Verdict == bot.VerdictIncomplete || rep.Verdict == bot.VerdictRefused {
+		return r.deliverNotice(ctx, rep, th)
+	}
 	v, err := r.verdict(rep, th)
 	if err != nil || !v.Outcome.Mailed() {
 		return err
 	}
 	now := r.Now()
-	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
+	idThread := th
+	if req := rep.Origin.Request; req != nil {
+		// Several answers in one thread within a second must not share
+		// a Message-ID.
+		idThread.MessageID += "|" + req.MsgID
+	}
+	id, err := reports.NewMessageID(now, reports.Rand(idThread), r.Cfg.From)
 	if err != nil {
 		return err
 	}
@@ -259,7 +268,49 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	return r.enqueue(ctx, outbox.FromMail(m, th))
+	reply := outbox.FromMail(m, th)
+	if req := rep.Origin.Request; req != nil {
+		// Asked for by a reply: an answer of its own, not a second
+		// verdict on the version the outbox would refuse as a duplicate.
+		reply.Key += "|" + req.MsgID
+	}
+	return r.enqueue(ctx, reply)
+}
+
+// deliverNotice answers without a test: which patches of a series never
+// came (to its author, in its thread), or why a command is not done (to
+// its sender, in reply to the command).
+func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.Thread) error {
+	n := &reports.Notice{Thread: th, To: th.Author, Text: rep.Summary}
+	key := outbox.Key("email", th.MessageID, th.Version)
+	if rep.Verdict == bot.VerdictIncomplete {
+		n.Outcome = reports.Incomplete
+		n.Text = "This series is incomplete: " + rep.Summary + ", so it was not tested.\n" +
+			"Please post the missing patches in this thread, or the whole series again."
+		key += "|incomplete"
+	} else {
+		req := rep.Origin.Request
+		if req == nil {
+			return fmt.Errorf("refusal without its command")
+		}
+		n.Outcome, n.Quote, n.InReplyTo, n.References = reports.Refused, req.Line, req.MsgID, req.References
+		n.To = reports.Address{Name: req.Name, Email: req.From}
+		key += "|" + req.MsgID
+	}
+	now := r.Now()
+	idThread := th
+	idThread.MessageID = key // unique per answer, as the outbox key is
+	id, err := reports.NewMessageID(now, reports.Rand(idThread), r.Cfg.From)
+	if err != nil {
+		return err
+	}
+	m, err := reports.RenderNotice(&r.Cfg, n, id, now)
+	if err != nil {
+		return err
+	}
+	reply := outbox.FromMail(m, th)
+	reply.Key, reply.Recipient, reply.InReplyTo = key, n.To.Email, m.InReplyTo
+	return r.enqueue(ctx, reply)
 }
 
 func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {

@@ -26,7 +26,8 @@ func NewLore(cfg config.Config, st *store.Store, log *slog.Logger) *Lore {
 	if g := 4 * cfg.Lore.GracePeriod.Duration; g > window {
 		window = g
 	}
-	return &Lore{St: st, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{}}
+	return &Lore{St: st, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{},
+		Trees: Branches(cfg)}
 }
 
 // Branches are the configured trees' branches by tree name.
@@ -100,6 +101,7 @@ func New(ctx context.Context, cfg config.Config, st *store.Store, role string, l
 	}
 	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
 	stages.Build, stages.Trees = b, b
+	lo.Maintainers = b
 	return stages, nil
 }
 

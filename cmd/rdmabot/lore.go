@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -194,33 +192,11 @@ func scanSource(gitDir, mbox, emlDir, imapURL, list string, e *env) (feed.Source
 	return imapSource(imapURL, list, e)
 }
 
-// imapSource reads imap[s]://[user:pass@]host:port/<newsgroup>; a slice
-// suffix (.0, .1) is dropped, the source follows the slices itself.
+// imapSource reads imap[s]://[user:pass@]host:port/<newsgroup>.
 func imapSource(raw, list string, e *env) (feed.Source, error) {
-	u, err := url.Parse(raw)
+	src, err := feed.ParseIMAPURL(raw, list, e.log)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --imap %q: %v", errUsage, raw, err)
-	}
-	if u.Scheme != "imap" && u.Scheme != "imaps" {
-		return nil, fmt.Errorf("%w: --imap wants imap://host:port/newsgroup, got %q", errUsage, raw)
-	}
-	group := strings.Trim(u.Path, "/")
-	if i := strings.LastIndexByte(group, '.'); i > 0 {
-		if _, err := strconv.Atoi(group[i+1:]); err == nil {
-			group = group[:i]
-		}
-	}
-	if u.Host == "" || group == "" {
-		return nil, fmt.Errorf("%w: --imap wants imap://host:port/newsgroup, got %q", errUsage, raw)
-	}
-	host := u.Host
-	if u.Port() == "" {
-		host += map[string]string{"imap": ":143", "imaps": ":993"}[u.Scheme]
-	}
-	src := &feed.IMAP{List: list, Addr: host, TLS: u.Scheme == "imaps", Newsgroup: group, Log: e.log}
-	if u.User != nil {
-		src.User = u.User.Username()
-		src.Password, _ = u.User.Password()
+		return nil, fmt.Errorf("%w: --imap: %v", errUsage, err)
 	}
 	return src, nil
 }

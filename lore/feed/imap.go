@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,44 @@ type IMAP struct {
 	// only when it grew, not merely because the newest UIDs were
 	// removed and can never be read (that would spin the watcher).
 	seenNext atomic.Uint32
+}
+
+// IsIMAPURL says whether a list URL names an IMAP server.
+func IsIMAPURL(raw string) bool {
+	return strings.HasPrefix(raw, "imap://") || strings.HasPrefix(raw, "imaps://")
+}
+
+// ParseIMAPURL reads imap[s]://[user:pass@]host[:port]/<newsgroup>, the
+// form lore.lists and rdmabot lore scan take: a slice suffix (.0, .1) is
+// dropped (the source follows the slices itself); the port defaults to
+// 143 (imap) or 993 (imaps, TLS).
+func ParseIMAPURL(raw, list string, log *slog.Logger) (*IMAP, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %v", raw, err)
+	}
+	if u.Scheme != "imap" && u.Scheme != "imaps" {
+		return nil, fmt.Errorf("want imap://host:port/newsgroup, got %q", raw)
+	}
+	group := strings.Trim(u.Path, "/")
+	if i := strings.LastIndexByte(group, '.'); i > 0 {
+		if _, err := strconv.Atoi(group[i+1:]); err == nil {
+			group = group[:i]
+		}
+	}
+	if u.Host == "" || group == "" {
+		return nil, fmt.Errorf("want imap://host:port/newsgroup, got %q", raw)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host += map[string]string{"imap": ":143", "imaps": ":993"}[u.Scheme]
+	}
+	src := &IMAP{List: list, Addr: host, TLS: u.Scheme == "imaps", Newsgroup: group, Log: log}
+	if u.User != nil {
+		src.User = u.User.Username()
+		src.Password, _ = u.User.Password()
+	}
+	return src, nil
 }
 
 // Key implements Source.

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/pitest"
+)
+
+// serveEnv is the real binary and a config.toml made from the shipped
+// one, for tests that run `rdmabot serve`.
+type serveEnv struct {
+	t         *testing.T
+	dir, bin  string
+	config    string
+	addr      string
+	serve     *exec.Cmd
+	serveLogs string
+}
+
+func newServeEnv(t *testing.T, replace ...string) *serveEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: builds and runs the binary")
+	}
+	dir := t.TempDir()
+	e := &serveEnv{t: t, dir: dir, bin: filepath.Join(dir, "rdmabot"), serveLogs: filepath.Join(dir, "serve.log")}
+	if out, err := exec.Command("go", "build", "-o", e.bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	e.addr = l.Addr().String()
+	l.Close()
+	cfg, err := os.ReadFile(filepath.Join("..", "..", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := string(cfg)
+	pairs := append([]string{
+		`data_dir = "/var/lib/rdmabot"`, fmt.Sprintf("data_dir = %q", filepath.Join(dir, "data")),
+		`cache_dir = "/var/cache/rdmabot"`, fmt.Sprintf("cache_dir = %q", filepath.Join(dir, "cache")),
+		`listen = "127.0.0.1:8480"`, fmt.Sprintf("listen = %q", e.addr),
+		`url = "http://127.0.0.1:8480"`, fmt.Sprintf("url = %q", "http://"+e.addr),
+	}, replace...)
+	for i := 0; i < len(pairs); i += 2 {
+		if !strings.Contains(c, pairs[i]) {
+			t.Fatalf("config.toml has no %q", pairs[i])
+		}
+		c = strings.Replace(c, pairs[i], pairs[i+1], 1)
+	}
+	e.config = filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(e.config, []byte(c), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.kill)
+	return e
+}
+
+func (e *serveEnv) start() {
+	e.serve = exec.Command(e.bin, "serve", "-config", e.config, "-id", "test-server")
+	logf, _ := os.OpenFile(e.serveLogs, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	e.serve.Stdout, e.serve.Stderr = logf, logf
+	if err := e.serve.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	logf.Close()
+}
+
+func (e *serveEnv) kill() {
+	if e.serve != nil && e.serve.Process != nil {
+		e.serve.Process.Signal(syscall.SIGKILL)
+		e.serve.Wait()
+		e.serve = nil
+	}
+}
+
+func (e *serveEnv) log() string {
+	b, _ := os.ReadFile(e.serveLogs)
+	return string(b)
+}
+
+// rdmabot runs a CLI command against the config (flags after the
+// subcommand and the outbox verb).
+func (e *serveEnv) rdmabot(args ...string) string {
+	e.t.Helper()
+	n := 1
+	if args[0] == "outbox" {
+		n = 2
+	}
+	full := append(append(append([]string{}, args[:n]...), "-config", e.config), args[n:]...)
+	out, err := exec.Command(e.bin, full...).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("rdmabot %v: %v\n%s\nserve.log:\n%s", args, err, out, e.log())
+	}
+	return string(out)
+}
+
+// waitFor polls f until it holds.
+func (e *serveEnv) waitFor(what string, d time.Duration, f func() (bool, string)) {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := f()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not after %s:\n%s\nserve.log:\n%s", what, d, state, e.log())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// outboxRows are `rdmabot outbox list -all`'s rows as OUTCOME TO MESSAGE-ID.
+func (e *serveEnv) outboxRows() []string {
+	var out []string
+	lines := strings.Split(strings.TrimSpace(e.rdmabot("outbox", "list", "-all")), "\n")
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) >= 7 {
+			out = append(out, f[3]+" "+f[5]+" "+f[6])
+		}
+	}
+	return out
+}
+
+// treeStore makes the tree store serve reads (data/trees/kernel.git)
+// with one branch, local/import: a file the series touches and a
+// MAINTAINERS naming its maintainer.
+func treeStore(t *testing.T, dataDir string) {
+	t.Helper()
+	wt := t.TempDir()
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	os.MkdirAll(filepath.Join(wt, "net/sunrpc/xprtrdma"), 0o755)
+	os.WriteFile(filepath.Join(wt, "MAINTAINERS"), []byte("List of maintainers\n===================\n\n"+
+		"SVCRDMA\nM:\tMaint Person <maint@example.org>\nL:\tlinux-rdma@vger.kernel.org\nS:\tSupported\nF:\tnet/sunrpc/xprtrdma/\n\n"+
+		"THE REST\nM:\tLinus Torvalds <torvalds@linux-foundation.org>\nL:\tlinux-kernel@vger.kernel.org\nF:\t*\nF:\t*/\n"), 0o644)
+	os.WriteFile(filepath.Join(wt, "net/sunrpc/xprtrdma/svc_rdma_sendto.c"), []byte("int a;\nint b;\nint c;\n"), 0o644)
+	git(wt, "init", "-q")
+	git(wt, "add", ".")
+	git(wt, "commit", "-q", "-m", "base")
+	store := filepath.Join(dataDir, "trees", "kernel.git")
+	os.MkdirAll(store, 0o755)
+	git(store, "init", "-q", "--bare")
+	git(wt, "push", "-q", store, "HEAD:refs/trees/local/import")
+}
+
+// testRow is a series line of rdmabot status: its state and verdict.
+var testRow = regexp.MustCompile(`^\d+\s+series\s.*?\b(queued|building|testing|done|failed|canceled)\b\s*([A-Z_]*)`)
+
+func mailAt(from, msgID, subject, inReplyTo, body string) []byte {
+	h := fmt.Sprintf("From: %s\nTo: linux-rdma@vger.kernel.org\nSubject: %s\nDate: %s\nMessage-ID: <%s>\n",
+		from, subject, time.Now().UTC().Format(time.RFC1123Z), msgID)
+	if inReplyTo != "" {
+		h += fmt.Sprintf("In-Reply-To: <%s>\nReferences: <%s>\n", inReplyTo, inReplyTo)
+	}
+	return []byte(h + "\n" + body)
+}
+
+// A patch whose context is not in the tree store's file: it does not
+// apply, so each test of it ends at once with APPLY_FAILED and a reply,
+// without building a kernel.
+const svcrdmaPatch = `The comment was wrong.
+
+Signed-off-by: Alice Author <alice@example.org>
+---
+ net/sunrpc/xprtrdma/svc_rdma_sendto.c | 2 +-
+ 1 file changed, 1 insertion(+), 1 deletion(-)
+
+diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c
+--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c
++++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c
+@@ -1,3 +1,3 @@
+ int x;
+-int y;
++int yy;
+ int z;
+-- 
+2.43.0
+`
+
+// `rdmabot serve` with config.toml reading linux-rdma over IMAP from a
+// real public-inbox-imapd: a posted series is tested; "#rdmabot"
+// replies from its maintainer (by the MAINTAINERS of the base in the
+// tree store) and from an allowed address queue new tests of it, one
+// from a stranger is refused with a reply to that mail; a series
+// missing a patch past lore.grace_period gets one INCOMPLETE reply; and
+// after a kill -9 and restart nothing is done twice.
+func TestServeMailCommandsOverIMAP(t *testing.T) {
+	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: [][]byte{
+		mailAt("Ann <ann@example.org>", "hello@example.org", "hello", "", "not a patch\n")}})
+	e := newServeEnv(t,
+		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", "imap://"+srv.IMAPAddr+"/org.kernel.vger.linux-rdma"),
+		`url = "https://lore.kernel.org/linux-nfs"`, `url = "no-inbox"`,
+		`poll_interval = "2m0s"`, `poll_interval = "1s"`,
+		`grace_period = "6h"`, `grace_period = "3s"`,
+		`command_allow = []`, `command_allow = ["allowed@example.org"]`,
+		`max_attempts = 8`, `max_attempts = 2`,
+	)
+	treeStore(t, filepath.Join(e.dir, "data"))
+	e.start()
+
+	srv.Add(t, "linux-rdma", mailAt("Alice Author <alice@example.org>", "svcrdma-1@example.org", "[PATCH] svcrdma: fix a comment", "", svcrdmaPatch))
+	srv.Add(t, "linux-rdma", mailAt("Bob Half <bob@example.org>", "half-1@example.org", "[PATCH 1/2] svcrdma: first half", "",
+		strings.Replace(svcrdmaPatch, "Alice Author <alice@", "Bob Half <bob@", 1)))
+	verdicts := func() map[string]int {
+		out := map[string]int{}
+		for _, l := range strings.Split(e.rdmabot("status"), "\n") {
+			if m := testRow.FindStringSubmatch(l); m != nil {
+				out[strings.TrimSpace(m[1]+" "+m[2])]++
+			}
+		}
+		return out
+	}
+	e.waitFor("the series answered", 90*time.Second, func() (bool, string) {
+		v := verdicts()
+		return v["done APPLY_FAILED"] == 1 && v["done INCOMPLETE"] == 1, fmt.Sprint(v, e.outboxRows())
+	})
+
+	srv.Add(t, "linux-rdma", mailAt("Maint Person <maint@example.org>", "cmd-maint@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "> int yy;\n\n#rdmabot retest\n"))
+	srv.Add(t, "linux-rdma", mailAt("Eve Stranger <eve@example.org>", "cmd-eve@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot test\n"))
+	srv.Add(t, "linux-rdma", mailAt("Al Lowed <allowed@example.org>", "cmd-allowed@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot test local import\n"))
+	want := map[string]int{"done APPLY_FAILED": 3, "done INCOMPLETE": 1, "done REFUSED": 1}
+	settled := func() (bool, string) {
+		v := verdicts()
+		return fmt.Sprint(v) == fmt.Sprint(want) && len(e.outboxRows()) == 5, fmt.Sprint(v, e.outboxRows())
+	}
+	e.waitFor("the commands acted on", 90*time.Second, settled)
+
+	rows := e.outboxRows()
+	byOutcome := map[string][]string{}
+	for _, r := range rows {
+		f := strings.Fields(r)
+		byOutcome[f[0]] = append(byOutcome[f[0]], f[1])
+	}
+	if fmt.Sprint(byOutcome["APPLY_FAILED"]) != "[alice@example.org alice@example.org alice@example.org]" ||
+		fmt.Sprint(byOutcome["REFUSED"]) != "[eve@example.org]" || fmt.Sprint(byOutcome["INCOMPLETE"]) != "[bob@example.org]" {
+		t.Fatalf("outbox: %v", rows)
+	}
+	show := func(outcome string) string {
+		for _, r := range rows {
+			if f := strings.Fields(r); f[0] == outcome {
+				return e.rdmabot("outbox", "show", f[2])
+			}
+		}
+		return ""
+	}
+	refusal := show("REFUSED")
+	for _, w := range []string{"In-Reply-To: <cmd-eve@example.org>", "References: <svcrdma-1@example.org>\n <cmd-eve@example.org>",
+		"> #rdmabot test\n", "eve@example.org is none of them", "state: held"} {
+		if !strings.Contains(refusal, w) {
+			t.Errorf("refusal lacks %q:\n%s", w, refusal)
+		}
+	}
+	incomplete := show("INCOMPLETE")
+	for _, w := range []string{"In-Reply-To: <half-1@example.org>", "patch 2 of 2 missing", "Hi Bob,"} {
+		if !strings.Contains(incomplete, w) {
+			t.Errorf("incomplete notice lacks %q:\n%s", w, incomplete)
+		}
+	}
+	// The allowed address asked for local/import by name.
+	if st := e.rdmabot("status"); !strings.Contains(st, "local") {
+		t.Errorf("status:\n%s", st)
+	}
+
+	// Killed and restarted, the server reads the same mail again (the
+	// window is recomputed from stored mail) and does nothing twice.
+	e.kill()
+	before := len(e.log())
+	e.start()
+	e.waitFor("three polls after the restart", 60*time.Second, func() (bool, string) {
+		return strings.Count(e.log()[before:], "kind=ingest") >= 3, ""
+	})
+	if ok, state := settled(); !ok {
+		t.Fatalf("after the restart: %s", state)
+	}
+}

@@ -1,0 +1,51 @@
+package reports
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A refusal answers the command mail (In-Reply-To it, References its
+// chain), to its sender, Cc the series' lists, quoting the command; an
+// incomplete-series notice answers the series' root, to its author.
+func TestRenderNotice(t *testing.T) {
+	c := DefaultConfig()
+	th := Thread{Subject: "[PATCH v2 0/3] svcrdma: fix", MessageID: "cover@x", References: nil,
+		Author: Address{Name: "Chuck Lever", Email: "cel@kernel.org"}, Lists: []string{"linux-rdma@vger.kernel.org"}, Version: 2}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m, err := RenderNotice(&c, &Notice{Outcome: Refused, Thread: th, To: Address{Name: "Eve Mallory", Email: "eve@example.org"},
+		InReplyTo: "cmd@x", References: []string{"cover@x"}, Quote: "#rdmabot retest",
+		Text: "You may not ask me to test this series."}, "id@rdmabot.invalid", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := string(m.Bytes())
+	for _, want := range []string{"To: \"Eve Mallory\" <eve@example.org>\n", "Cc: <linux-rdma@vger.kernel.org>\n", "In-Reply-To: <cmd@x>\n",
+		"References: <cover@x>\n <cmd@x>\n", "Subject: Re: [PATCH v2 0/3] svcrdma: fix\n", "Hi Eve,\n\n> #rdmabot retest\n\nYou may not ask me",
+		"\n-- \nrdmabot, a test bot"} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("refusal lacks %q:\n%s", want, raw)
+		}
+	}
+	if m.Outcome.String() != "REFUSED" {
+		t.Errorf("outcome %v", m.Outcome)
+	}
+	m, err = RenderNotice(&c, &Notice{Outcome: Incomplete, Thread: th, To: th.Author, Text: "Patch 2/3 never arrived."}, "id2@rdmabot.invalid", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := string(m.Bytes()); !strings.Contains(raw, "In-Reply-To: <cover@x>\n") || !strings.Contains(raw, "To: \"Chuck Lever\" <cel@kernel.org>") ||
+		!strings.Contains(raw, "Hi Chuck,\n\nPatch 2/3 never arrived.") || m.Outcome.String() != "INCOMPLETE" {
+		t.Errorf("incomplete notice:\n%s", raw)
+	}
+	if o, err := ParseOutcome("INCOMPLETE"); err != nil || o != Incomplete || !o.Mailed() {
+		t.Errorf("ParseOutcome: %v %v", o, err)
+	}
+	if _, err := RenderNotice(&c, &Notice{Outcome: Pass, Thread: th, To: th.Author}, "x@y", now); err == nil {
+		t.Error("a verdict rendered as a notice")
+	}
+	if _, err := RenderNotice(&c, &Notice{Outcome: Refused, Thread: th}, "x@y", now); err == nil {
+		t.Error("a notice to nobody")
+	}
+}
