@@ -192,6 +192,9 @@ func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis 
 // measure builds commit and runs it on the bisection's lab pair, judging
 // it against the good commit's samples (ref; nil only measures). A commit
 // that does not build is skipped; one that does not boot is bad.
+// bisectRank puts bisection steps behind every test waiting for a pair.
+const bisectRank = 1 << 40
+
 func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, ref []store.Sample, tr *Trace) ([]store.Sample, bisect.Outcome, string, error) {
 	key, err := b.buildKernel(ctx, bis.Tree, commit, tr)
 	if err != nil {
@@ -206,7 +209,8 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	}
 	var samples []store.Sample
 	var runErr error
-	err = b.withLease(ctx, bis.Lab, 0, tr, func(ctx context.Context) error {
+	// A bisection is background work: it waits behind every series.
+	err = b.withLease(ctx, bis.Lab, 0, bisectRank+bis.ID, tr, func(ctx context.Context) error {
 		samples, runErr = b.stages.Lab.Run(ctx, bis.Lab, dir, b.cfg.Runs, tr)
 		return nil
 	})

@@ -229,6 +229,20 @@ func TestLeaseSerializesPair(t *testing.T) {
 	if h.lab.Overlap != 0 {
 		t.Fatalf("%d overlapping runs", h.lab.Overlap)
 	}
+	// The pair went to the waiting tests in posting order, so they were
+	// answered in that order.
+	var order []string
+	for _, c := range h.calls.List() {
+		if strings.HasPrefix(c, "deliver ") {
+			order = append(order, strings.Fields(c)[1])
+		}
+	}
+	for i, key := range order {
+		if want := fmt.Sprintf("series:<s%d@x>:v1:", i); key != want {
+			t.Errorf("reply %d was %s, want %s (posting order): %v", i, key, want, order)
+			break
+		}
+	}
 }
 
 // Cancel stops a test before its lab runs.

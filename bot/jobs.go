@@ -563,7 +563,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
 			return err
 		}
-		return b.withLease(ctx, t.Lab, job.ID, tr, func(ctx context.Context) error {
+		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
 			start := time.Now()
 			// Base and candidate boots alternate, so that a drift of the
@@ -648,10 +648,12 @@ func crashed(samples []store.Sample) bool {
 
 // withLease runs f holding the lab pair's lease, renewing it while f
 // runs. A busy pair snoozes the job; a lost lease cancels f.
-func (b *Bot) withLease(ctx context.Context, pair string, jobID int64, tr *Trace, f func(ctx context.Context) error) error {
+func (b *Bot) withLease(ctx context.Context, pair string, jobID, rank int64, tr *Trace, f func(ctx context.Context) error) error {
 	ttl := b.cfg.LeaseTTL.Duration
 	holder := fmt.Sprintf("%s#%d", sanitizeID(b.opts.ID), jobID)
-	ok, err := b.st.AcquireLease(ctx, pair, holder, jobID, ttl)
+	// In posting order: the oldest test waiting for the pair gets it. A
+	// waiter asks every LeaseWait; one silent for three is gone.
+	ok, err := b.st.AcquireLeaseInTurn(ctx, pair, holder, jobID, rank, ttl, 3*b.opts.LeaseWait+ttl/3)
 	if err != nil {
 		return infra(err)
 	}

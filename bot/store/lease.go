@@ -27,6 +27,36 @@ func (s *Store) AcquireLease(ctx context.Context, pair, holder string, jobID int
 	return h == holder, nil
 }
 
+// AcquireLeaseInTurn is AcquireLease for a pair several jobs wait for:
+// the pair goes to the waiter of the lowest rank (the oldest test, so
+// series are measured in posting order) among those that asked within
+// stale; a waiter that stopped asking (its job died or was rescheduled)
+// keeps no one waiting.
+func (s *Store) AcquireLeaseInTurn(ctx context.Context, pair, holder string, jobID, rank int64, ttl, stale time.Duration) (bool, error) {
+	now := s.now()
+	if _, err := s.DB.ExecContext(ctx, `INSERT INTO lab_waiters (pair, holder, rank, seen_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (pair, holder) DO UPDATE SET rank = excluded.rank, seen_at = excluded.seen_at`,
+		pair, holder, rank, ms(now)); err != nil {
+		return false, fmt.Errorf("store: wait for %s: %w", pair, err)
+	}
+	var first int64
+	if err := s.DB.QueryRowContext(ctx, `SELECT MIN(rank) FROM lab_waiters WHERE pair = $1 AND seen_at >= $2`,
+		pair, ms(now.Add(-stale))).Scan(&first); err != nil {
+		return false, fmt.Errorf("store: wait for %s: %w", pair, err)
+	}
+	if rank > first {
+		return false, nil
+	}
+	ok, err := s.AcquireLease(ctx, pair, holder, jobID, ttl)
+	if err != nil || !ok {
+		return ok, err
+	}
+	if _, err := s.DB.ExecContext(ctx, `DELETE FROM lab_waiters WHERE pair = $1 AND holder = $2`, pair, holder); err != nil {
+		return false, fmt.Errorf("store: wait for %s: %w", pair, err)
+	}
+	return true, nil
+}
+
 // RenewLease extends a held lease; false means it was lost (expired and
 // taken by another holder).
 func (s *Store) RenewLease(ctx context.Context, pair, holder string, ttl time.Duration) (bool, error) {

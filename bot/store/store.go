@@ -334,4 +334,13 @@ CREATE TABLE workers (
 	id TEXT PRIMARY KEY,
 	beat_at BIGINT NOT NULL
 )`,
+	// Jobs waiting for a lab pair: the pair goes to the oldest test first.
+	`
+CREATE TABLE lab_waiters (
+	pair TEXT NOT NULL,
+	holder TEXT NOT NULL,
+	rank BIGINT NOT NULL,
+	seen_at BIGINT NOT NULL,
+	PRIMARY KEY (pair, holder)
+)`,
 }

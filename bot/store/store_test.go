@@ -105,6 +105,35 @@ func TestStore(t *testing.T) {
 			t.Fatalf("usage %+v", u)
 		}
 
+		// In turn: the pair goes to the oldest waiting test, not to
+		// whoever asks first; a waiter that stopped asking is skipped.
+		const stale = time.Minute
+		turn := func(holder string, rank int64) bool {
+			ok, err := s.AcquireLeaseInTurn(ctx, "turn", holder, rank, rank, time.Minute, stale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !turn("t5", 5) {
+			t.Fatal("free pair, no one waiting: not acquired")
+		}
+		if turn("t9", 9) || turn("t7", 7) {
+			t.Fatal("held pair acquired")
+		}
+		s.ReleaseLease(ctx, "turn", "t5")
+		if turn("t9", 9) {
+			t.Fatal("a newer test took the pair while an older one (7) waits")
+		}
+		if !turn("t7", 7) {
+			t.Fatal("the oldest waiter did not get the free pair")
+		}
+		s.ReleaseLease(ctx, "turn", "t7")
+		now = now.Add(2 * stale) // t9 stopped asking
+		if !turn("t20", 20) {
+			t.Fatal("a waiter that stopped asking (t9) still holds the queue")
+		}
+
 		if err := s.AppendTrace(ctx, 7, "one", "two"); err != nil {
 			t.Fatal(err)
 		}
