@@ -21,7 +21,14 @@ if ! git --git-dir="$repo" rev-parse -q --verify "$ref" >/dev/null 2>&1; then
 fi
 
 echo "prepare: lab kernel (artifact store and ccache under $CACHE)" >&2
-"$bin" build --repo "$repo" --rev "$ref" --lab qemu --cache-dir "$CACHE" \
+# Trusted: the Debian source is no posted patch; its objects fill the
+# compiler cache that later builds use (candidates read-only). Slot local
+# is where serve builds the tree local: a series on it starts from this
+# output tree and builds incrementally, so the slot is built in even when
+# the kernel is in the store already (--force) while it has no output.
+force=()
+[ -f "$CACHE/kbuild/slots/local/out-qemu.stamp" ] || force=(--force)
+"$bin" build --repo "$repo" --rev "$ref" --lab qemu --cache-dir "$CACHE" --trusted --slot local "${force[@]}" \
   --lock "$CACHE/heavy.lock" --out "$CACHE/lab-kernel" >&2
 
 echo "prepare: guest image" >&2
