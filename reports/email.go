@@ -72,20 +72,11 @@ func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, err
 	if answer != t.MessageID {
 		m.References = append(m.References, answer)
 	}
-	seen := map[string]bool{strings.ToLower(t.Author.Email): true}
-	for _, l := range append(append([]string{}, t.Lists...), c.ArchiveList) {
-		if l == "" {
-			continue
-		}
-		a, err := mail.ParseAddress(l)
-		if err != nil {
-			return nil, fmt.Errorf("list address %q: %w", l, err)
-		}
-		if !seen[strings.ToLower(a.Address)] {
-			seen[strings.ToLower(a.Address)] = true
-			m.Cc = append(m.Cc, a.String())
-		}
+	cc, err := listCc(c, t.Lists, t.Author.Email)
+	if err != nil {
+		return nil, err
 	}
+	m.Cc = append(m.Cc, cc...)
 	m.Body = emailBody(c, v, msgID)
 	return m, nil
 }
@@ -396,6 +387,27 @@ func diagnostics(ds []Diagnostic, mark string) string {
 		}
 	}
 	return b.String()
+}
+
+// listCc is the Cc line of a reply in a thread: its lists and the
+// archive list, each once, never the addressee.
+func listCc(c *Config, lists []string, to string) ([]string, error) {
+	seen := map[string]bool{strings.ToLower(to): true}
+	var out []string
+	for _, l := range append(append([]string{}, lists...), c.ArchiveList) {
+		if l == "" {
+			continue
+		}
+		a, err := mail.ParseAddress(l)
+		if err != nil {
+			return nil, fmt.Errorf("list address %q: %w", l, err)
+		}
+		if !seen[strings.ToLower(a.Address)] {
+			seen[strings.ToLower(a.Address)] = true
+			out = append(out, a.String())
+		}
+	}
+	return out, nil
 }
 
 // signature ends every mail the bot writes.

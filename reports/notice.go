@@ -50,20 +50,11 @@ func RenderNotice(c *Config, n *Notice, msgID string, now time.Time) (*Mail, err
 		m.InReplyTo = n.InReplyTo
 		m.References = append(append([]string{}, n.References...), n.InReplyTo)
 	}
-	seen := map[string]bool{strings.ToLower(n.To.Email): true}
-	for _, l := range append(append([]string{}, t.Lists...), c.ArchiveList) {
-		if l == "" {
-			continue
-		}
-		a, err := mail.ParseAddress(l)
-		if err != nil {
-			return nil, fmt.Errorf("list address %q: %w", l, err)
-		}
-		if !seen[strings.ToLower(a.Address)] {
-			seen[strings.ToLower(a.Address)] = true
-			m.Cc = append(m.Cc, a.String())
-		}
+	cc, err := listCc(c, t.Lists, n.To.Email)
+	if err != nil {
+		return nil, err
 	}
+	m.Cc = append(m.Cc, cc...)
 	var b strings.Builder
 	if name := firstName(n.To); name != "" {
 		b.WriteString("Hi " + name + ",\n\n")

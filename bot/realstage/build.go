@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder"
@@ -139,13 +140,9 @@ func (b *Build) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io
 // Build builds the kernel of a commit with kbuild; *BuildError is the
 // source's fault, everything else the machine's.
 func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer) (string, error) {
-	c, err := b.Store.Resolve(commit)
+	c, labCfg, err := b.resolve(commit)
 	if err != nil {
-		return "", infra(err)
-	}
-	labCfg, err := kbuild.LookupLab(b.Lab)
-	if err != nil {
-		return "", infra(err)
+		return "", err
 	}
 	trusted := b.Trusted(ctx, c.Hash.String())
 	fmt.Fprintf(trace, "building %s as a trusted tree: %v\n", commit, trusted)
@@ -190,16 +187,26 @@ func (b *Build) Fetch(ctx context.Context, tree string) error {
 	return infra(fmt.Errorf("tree %s is not configured ([[builder.trees]])", tree))
 }
 
-// KernelKey is kbuild's store key for the kernel of a commit: its tree,
-// the lab's configuration and the toolchain.
-func (b *Build) KernelKey(ctx context.Context, tree, commit string) (string, error) {
+// resolve finds a commit and the kernel configuration of the lab; a
+// failure of either is the machine's (the commit was made or fetched here).
+func (b *Build) resolve(commit string) (*object.Commit, kbuild.Lab, error) {
 	c, err := b.Store.Resolve(commit)
 	if err != nil {
-		return "", infra(err)
+		return nil, kbuild.Lab{}, infra(err)
 	}
 	labCfg, err := kbuild.LookupLab(b.Lab)
 	if err != nil {
-		return "", infra(err)
+		return nil, kbuild.Lab{}, infra(err)
+	}
+	return c, labCfg, nil
+}
+
+// KernelKey is kbuild's store key for the kernel of a commit: its tree,
+// the lab's configuration and the toolchain.
+func (b *Build) KernelKey(ctx context.Context, tree, commit string) (string, error) {
+	c, labCfg, err := b.resolve(commit)
+	if err != nil {
+		return "", err
 	}
 	key, err := b.Kbuild.Key(kbuild.Request{Tree: c.TreeHash, Lab: labCfg})
 	return key, infra(err)
