@@ -51,7 +51,19 @@ type Config struct {
 	// Outbox is the Maildir of replies; "" is <data_dir>/outbox.
 	Outbox string `toml:"outbox"`
 
-	SMTP SMTPConfig `toml:"smtp"`
+	SMTP      SMTPConfig      `toml:"smtp"`
+	Patchwork PatchworkConfig `toml:"patchwork"`
+}
+
+// PatchworkConfig is the patchwork instance that tracks the lists: each
+// patch of a tested series gets a check there.
+type PatchworkConfig struct {
+	// URL of the instance, e.g. https://patchwork.kernel.org ("" = off).
+	URL string `toml:"url"`
+	// TokenFile holds the API token (never in config.toml).
+	TokenFile string `toml:"token_file"`
+	// Context names our checks on every patch.
+	Context string `toml:"context"`
 }
 
 // SMTPConfig is the mail submission server.
@@ -80,6 +92,7 @@ func DefaultConfig() Config {
 		DailyLimit: 20,
 		OptOut:     []string{},
 		SMTP:       SMTPConfig{StartTLS: true, Timeout: cfgtype.D(30 * time.Second)},
+		Patchwork:  PatchworkConfig{Context: "rdmabot"},
 	}
 }
 
@@ -122,6 +135,17 @@ func (c *Config) Validate() error {
 	}
 	if c.SMTP.Timeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("reports.smtp.timeout must be positive"))
+	}
+	if c.Patchwork.URL != "" {
+		if !strings.HasPrefix(c.Patchwork.URL, "https://") && !strings.HasPrefix(c.Patchwork.URL, "http://") {
+			errs = append(errs, fmt.Errorf("reports.patchwork.url %q is not an http(s) URL", c.Patchwork.URL))
+		}
+		if c.Patchwork.TokenFile == "" {
+			errs = append(errs, fmt.Errorf("reports.patchwork.url is set but reports.patchwork.token_file is empty"))
+		}
+		if c.Patchwork.Context == "" {
+			errs = append(errs, fmt.Errorf("reports.patchwork.context is empty"))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -249,6 +249,9 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if rep.Verdict == bot.VerdictIncomplete || rep.Verdict == bot.VerdictRefused {
 		return r.deliverNotice(ctx, rep, th)
 	}
+	if err := r.enqueueChecks(ctx, rep, th); err != nil {
+		return err
+	}
 	v, err := r.verdict(rep, th)
 	if err != nil || !v.Outcome.Mailed() {
 		return err
@@ -311,6 +314,49 @@ func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.
 	reply := outbox.FromMail(m, th)
 	reply.Key, reply.Recipient, reply.InReplyTo = key, n.To.Email, m.InReplyTo
 	return r.enqueue(ctx, reply)
+}
+
+// checkState is the patchwork state of a verdict ("" = no check).
+func checkState(verdict string) string {
+	switch verdict {
+	case bot.VerdictPass:
+		return outbox.CheckSuccess
+	case bot.VerdictRegression, bot.VerdictCrash, bot.VerdictBuildFailed, bot.VerdictNotApplied, bot.VerdictBootFailed:
+		return outbox.CheckFail
+	case "INCONCLUSIVE":
+		return outbox.CheckWarning
+	}
+	return ""
+}
+
+// enqueueChecks records the final patchwork check of every patch of the
+// series (once per series version); Deliver sends them with the reply.
+func (r *Reports) enqueueChecks(ctx context.Context, rep bot.Report, th reports.Thread) error {
+	state := checkState(rep.Verdict)
+	if r.Cfg.Patchwork.URL == "" || state == "" {
+		return nil
+	}
+	desc := rep.Verdict
+	if s := firstLine(rep.Summary); s != "" {
+		desc += ": " + s
+	}
+	if len(desc) > 200 {
+		desc = desc[:200]
+	}
+	c := outbox.Check{State: state, TargetURL: rep.URL, Context: r.Cfg.Patchwork.Context, Description: desc}
+	for _, p := range th.Patches {
+		if p.MessageID == "" {
+			continue
+		}
+		reply, err := outbox.FromCheck(p.MessageID, th.MessageID, th.Version, "final", th.Author.Email, c)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
+			return infra(err)
+		}
+	}
+	return nil
 }
 
 func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {

@@ -187,11 +187,13 @@ func (l *Ledger) List(ctx context.Context, states ...State) ([]*Entry, error) {
 	return scan(rows)
 }
 
-// SentSince counts replies sent, or possibly sent, since t.
+// SentSince counts replies sent, or possibly sent, since t; patchwork
+// checks are no replies and do not count.
 func (l *Ledger) SentSince(ctx context.Context, t time.Time) (int, error) {
 	var n int
 	err := l.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM rdmabot_replies
-		WHERE (state = $1 AND sent >= $2) OR state = $3`, string(Sent), t.Unix(), string(Sending)).Scan(&n)
+		WHERE ((state = $1 AND sent >= $2) OR state = $3) AND channel NOT LIKE $4`,
+		string(Sent), t.Unix(), string(Sending), "patchwork:%").Scan(&n)
 	return n, err
 }
 

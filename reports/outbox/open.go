@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ import (
 // Open builds the outbox the [reports] section describes over the bot's
 // database: the Maildir (<dataDir>/outbox unless set), the policy, an
 // SMTP sender when an address is configured, and a GitHub sender when gh
-// is not nil.
+// is not nil, a patchwork sender when [reports.patchwork] has a URL.
 func Open(ctx context.Context, db *sql.DB, c *reports.Config, dataDir string, gh *github.Client, now func() time.Time, log *slog.Logger) (*Outbox, error) {
 	l, err := OpenLedger(ctx, db)
 	if err != nil {
@@ -47,6 +48,13 @@ func Open(ctx context.Context, db *sql.DB, c *reports.Config, dataDir string, gh
 	}
 	if gh != nil {
 		senders["github"] = NewGitHub(gh)
+	}
+	if c.Patchwork.URL != "" {
+		b, err := os.ReadFile(c.Patchwork.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: patchwork token: %w", err)
+		}
+		senders["patchwork"] = &Patchwork{URL: c.Patchwork.URL, Token: strings.TrimSpace(string(b)), HTTP: &http.Client{Timeout: time.Minute}}
 	}
 	p := Policy{Send: c.Mail, Moderate: c.Moderate, DailyLimit: c.DailyLimit, OptOut: c.OptOut, Self: c.From}
 	return New(l, dir, p, senders, now, log)

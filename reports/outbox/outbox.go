@@ -169,7 +169,7 @@ func (o *Outbox) Enqueue(ctx context.Context, r Reply) (*Entry, error) {
 		o.log.Error("reply undeliverable", "message_id", e.MessageID, "reason", e.Reason)
 	case optedOut:
 		e.State, e.Reason = Suppressed, reason
-	case o.policy.Moderate:
+	case o.policy.Moderate && !unmoderated(r.Channel):
 		e.State, e.Reason = Held, "waiting for approval"
 	}
 	if err := o.ledger.insert(ctx, e); err != nil {
@@ -227,10 +227,13 @@ func (o *Outbox) Approve(ctx context.Context, id string) error {
 // left in Sending for longer than StaleAfter (resent once with the same
 // Message-ID, or Failed after that), then ready replies, oldest first,
 // within the daily limit. It returns how many were sent.
+//
+// Patchwork checks are status, not mail to a person: they are neither
+// moderated nor counted against the daily limit, and they go out even
+// with mail off (configuring [reports.patchwork] url is their switch).
+// A check that fails is logged and kept in the ledger (Failed, or Ready
+// for the next Deliver), never returned as an error.
 func (o *Outbox) Deliver(ctx context.Context) (int, error) {
-	if !o.policy.Send {
-		return 0, nil
-	}
 	inflight, err := o.ledger.List(ctx, Sending)
 	if err != nil {
 		return 0, err
@@ -238,6 +241,9 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 	sent := 0
 	var errs []error
 	for _, e := range inflight {
+		if !o.policy.Send && !unmoderated(e.Channel) {
+			continue
+		}
 		if o.now().Sub(e.Attempted) < o.policy.StaleAfter {
 			continue // maybe still on the wire in another process
 		}
@@ -263,6 +269,19 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 	}
 	for _, e := range ready {
 		if o.senders[channelKind(e.Channel)] == nil {
+			continue
+		}
+		if unmoderated(e.Channel) {
+			ok, err := o.send(ctx, e, Ready)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if ok {
+				sent++
+			}
+			continue
+		}
+		if !o.policy.Send {
 			continue
 		}
 		n, err := o.ledger.SentSince(ctx, o.now().Add(-24*time.Hour))
@@ -310,12 +329,23 @@ func (o *Outbox) send(ctx context.Context, e *Entry, from State) (bool, error) {
 		_, err = o.ledger.transition(ctx, e.MessageID, Sending, Failed, serr.Error(), 0, time.Time{})
 	case errors.Is(serr, ErrNotDelivered):
 		_, err = o.ledger.transition(ctx, e.MessageID, Sending, Ready, serr.Error(), -1, time.Time{})
+	case unmoderated(e.Channel):
+		// Patchwork's sender looks before it posts: a resend is safe now.
+		_, err = o.ledger.transition(ctx, e.MessageID, Sending, Ready, serr.Error(), -1, time.Time{})
 	default:
 		// Unknown: stays Sending, so the next Deliver resends it once.
 		o.log.Warn("reply may or may not have been sent", "message_id", e.MessageID, "err", serr)
 	}
+	if unmoderated(e.Channel) {
+		// Recorded in the ledger for the operator; not the reply's fault.
+		o.log.Error("patchwork check not posted", "key", e.Key, "err", serr)
+		return false, err
+	}
 	return false, errors.Join(fmt.Errorf("send %s: %w", e.MessageID, serr), err)
 }
+
+// unmoderated channels carry status, not replies: see Deliver.
+func unmoderated(ch string) bool { return channelKind(ch) == "patchwork" }
 
 func channelKind(ch string) string {
 	kind, _, _ := strings.Cut(ch, ":")
