@@ -24,7 +24,7 @@ func loadConfigOrDefault(path string) (config.Config, error) {
 
 const treeUsage = `rdmabot tree import --tarball FILE --name NAME [--data-dir DIR] [--config FILE]
 rdmabot tree fetch [--name NAME] [--data-dir DIR] [--config FILE]
-rdmabot tree list [--data-dir DIR] [--config FILE]`
+rdmabot tree list [--json] [--data-dir DIR] [--config FILE]`
 
 func runTree(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
@@ -34,6 +34,7 @@ func runTree(ctx context.Context, e *env, args []string) error {
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
 	dataDir := fs.String("data-dir", "", "data directory (default: data_dir of the config)")
 	var tarball, name *string
+	asJSON := new(bool)
 	switch args[0] {
 	case "import":
 		tarball = fs.String("tarball", "", "kernel source tarball (.tar, .tar.gz, .tar.xz)")
@@ -41,6 +42,7 @@ func runTree(ctx context.Context, e *env, args []string) error {
 	case "fetch":
 		name = fs.String("name", "", "only this configured tree")
 	case "list":
+		asJSON = fs.Bool("json", false, "print JSON")
 	default:
 		return fmt.Errorf("%w: %s", errUsage, treeUsage)
 	}
@@ -90,6 +92,13 @@ func runTree(ctx context.Context, e *env, args []string) error {
 		bs, err := st.Branches()
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			out := []branchJSON{}
+			for _, b := range bs {
+				out = append(out, toBranchJSON(b))
+			}
+			return writeJSON(e, out)
 		}
 		for _, b := range bs {
 			fmt.Fprintf(e.stdout, "%s %s/%s\n", b.Commit, b.Tree, b.Branch)

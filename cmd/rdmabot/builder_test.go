@@ -50,6 +50,11 @@ func TestTreeImportAndApply(t *testing.T) {
 	if code := run(context.Background(), []string{"tree", "list", "--data-dir", data}, &out, &errb); code != 0 || !strings.HasSuffix(out.String(), " local/import\n") {
 		t.Errorf("tree list: exit %d: %q %s", code, out.String(), errb.String())
 	}
+	out.Reset()
+	if code := run(context.Background(), []string{"tree", "list", "--json", "--data-dir", data}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), `"tree": "local"`) || !strings.Contains(out.String(), `"branch": "import"`) || !strings.Contains(out.String(), `"commit": "`) {
+		t.Errorf("tree list --json: exit %d: %q %s", code, out.String(), errb.String())
+	}
 
 	// A work repository cloned from the store, a patch made in it.
 	wt := filepath.Join(tmp, "wt")

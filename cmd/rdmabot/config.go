@@ -9,7 +9,7 @@ import (
 
 func runConfig(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("%w: rdmabot config check [-config FILE]", errUsage)
+		return fmt.Errorf("%w: rdmabot config check [--config FILE]", errUsage)
 	}
 	fs := newFlags(e, "config check")
 	path := fs.String("config", "config.toml", "config file")

@@ -14,10 +14,10 @@ import (
 	"github.com/rdmabot/rdmabot/lab"
 )
 
-const labUsage = `rdmabot lab image [-config FILE]
-rdmabot lab bench -kernel BZIMAGE [-boots 10] [-icount shift=3,sleep=on] [-spread-only] [-quiet-only] [-size 32M] [-iters 3]
-rdmabot lab run -kernel BZIMAGE [-test transfer|fio] [-size 32M] [-iters 3] [-rdma rxe|siw]
-                [-transport rdma|tcp] [-vers auto|3|4.2] [-quiet=true] [-json FILE] [-selftest KIND] [-config FILE]`
+const labUsage = `rdmabot lab image [--config FILE]
+rdmabot lab bench --kernel BZIMAGE [--boots 10] [--icount shift=3,sleep=on] [--spread-only] [--quiet-only] [--size 32M] [--iters 3]
+rdmabot lab run --kernel BZIMAGE [--test transfer|fio] [--size 32M] [--iters 3] [--rdma rxe|siw]
+                [--transport rdma|tcp] [--vers auto|3|4.2] [--quiet=true] [--json FILE] [--selftest KIND] [--config FILE]`
 
 func runLab(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
@@ -99,7 +99,7 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *kernel == "" {
-		return fmt.Errorf("%w: -kernel is required\n%s", errUsage, labUsage)
+		return fmt.Errorf("%w: --kernel is required\n%s", errUsage, labUsage)
 	}
 	mib, err := parseSize(*size)
 	if err != nil {
@@ -194,7 +194,7 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	test := lab.DefaultTest()
 	test.SizeMiB, test.Iterations = mib, *iters
 	if *kernel == "" {
-		return fmt.Errorf("%w: -kernel is required\n%s", errUsage, labUsage)
+		return fmt.Errorf("%w: --kernel is required\n%s", errUsage, labUsage)
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {

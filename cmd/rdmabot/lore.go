@@ -13,7 +13,7 @@ import (
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
-const loreUsage = "rdmabot lore scan (--git DIR | --mbox FILE | --eml-dir DIR | --imap URL) [--list NAME] [--json] [--relevant] [--window DUR] [-config FILE]"
+const loreUsage = "rdmabot lore scan (--git DIR | --mbox FILE | --eml-dir DIR | --imap URL) [--list NAME] [--json] [--relevant] [--window DUR] [--config FILE]"
 
 // runLore is "rdmabot lore scan": read one source from its beginning,
 // assemble every series and print what the bot would see.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -26,6 +27,9 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	log    *slog.Logger
+	// help is set when the arguments ask for help (-h, -help, --help):
+	// usage then goes to stdout and the exit status is 0.
+	help bool
 }
 
 // errUsage marks a usage error: the message is printed, exit status 2.
@@ -33,17 +37,18 @@ var errUsage = errors.New("usage")
 
 func commands() map[string]command {
 	return map[string]command{
-		"config": {"check a config file: rdmabot config check [-config FILE]", runConfig},
-		"build":  {"build a lab kernel: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", runBuild},
-		"tree":   {"import, fetch and list kernel trees: rdmabot tree import|fetch|list", runTree},
-		"apply":  {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
-		"lab":    {"guest image, pair runs, benchmark: rdmabot lab image|run|bench", runLab},
-		"lore":   {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
-		"outbox": {"replies waiting to be sent: rdmabot outbox list [-all] | show ID | approve ID... [-config FILE before IDs]", runOutbox},
-		"serve":  {"run the pipeline, dashboard and webhook: rdmabot serve [-config FILE] [-role all|ingest|build|lab]", runServe},
-		"test":   {"queue a series for a running server: rdmabot test --mbox FILE | --msgid ID [--wait]", runTest},
-		"bisect": {"queue a bisection: rdmabot bisect --tree T --good G --bad B", runBisect},
-		"status": {"tests, bisections, queues and leases: rdmabot status [-n 20]", runStatus},
+		"config":  {"check a config file: rdmabot config check [--config FILE]", runConfig},
+		"build":   {"build a lab kernel: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", runBuild},
+		"tree":    {"import, fetch and list kernel trees: rdmabot tree import|fetch|list [--json]", runTree},
+		"apply":   {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
+		"lab":     {"guest image, pair runs, benchmark: rdmabot lab image|run|bench", runLab},
+		"lore":    {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
+		"outbox":  {"replies waiting to be sent: rdmabot outbox list [--all] [--json] | show ID | approve ID... [--config FILE before IDs]", runOutbox},
+		"serve":   {"run the pipeline, dashboard and webhook: rdmabot serve [--config FILE] [--role all|ingest|build|lab]", runServe},
+		"test":    {"queue a series for a running server: rdmabot test --mbox FILE | --msgid ID [--wait]", runTest},
+		"bisect":  {"queue a bisection: rdmabot bisect --tree T --good G --bad B", runBisect},
+		"version": {"print the module version and VCS revision: rdmabot version [--json]", runVersion},
+		"status":  {"tests, bisections, queues and leases: rdmabot status [--n 20] [--json]", runStatus},
 	}
 }
 
@@ -56,9 +61,17 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr, cmds)
 		return 2
+	}
+	if isHelp(args[0]) || args[0] == "help" {
+		if len(args) > 1 && args[0] == "help" {
+			// rdmabot help CMD is rdmabot CMD --help.
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout, cmds)
+		return 0
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -70,10 +83,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		stdout: stdout,
 		stderr: stderr,
 		log:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		help:   wantsHelp(args[1:]),
+	}
+	if e.help {
+		// Asking for help never runs the command: a subcommand that
+		// checks its verb before parsing flags would otherwise act.
+		return commandHelp(ctx, e, args[0], cmd, args[1:])
 	}
 	if err := cmd.run(ctx, e, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 2
+			return 0
 		}
 		fmt.Fprintf(stderr, "rdmabot %s: %v\n", args[0], err)
 		if errors.Is(err, errUsage) {
@@ -84,8 +103,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// isHelp reports whether a is one of the help flags.
+func isHelp(a string) bool {
+	return a == "-h" || a == "-help" || a == "--help" || a == "--h"
+}
+
+// wantsHelp reports whether args ask for help before any "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if isHelp(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp prints the usage of one command to stdout and returns 0.
+// The command runs with e.help set: its FlagSet prints the flags to
+// stdout and Parse stops with flag.ErrHelp before anything is done; a
+// command that rejects its verb first returns its usage as errUsage.
+//
+// Only the verb (a first argument that is not a flag) is kept, followed
+// by --help: flags and IDs after it are dropped so that nothing after a
+// positional argument (outbox approve ID -h) can be acted upon.
+func commandHelp(ctx context.Context, e *env, name string, cmd command, args []string) int {
+	var help []string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		help = append(help, args[0])
+	}
+	help = append(help, "--help")
+	err := cmd.run(ctx, e, help)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+		fmt.Fprintf(e.stdout, "usage: %s\n", msg)
+	default:
+		fmt.Fprintf(e.stdout, "usage: %s\n", cmd.summary)
+	}
+	return 0
+}
+
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: rdmabot <command> [flags]")
+	fmt.Fprintln(w, "  rdmabot <command> --help prints the flags of a command")
 	names := make([]string, 0, len(cmds))
 	for n := range cmds {
 		names = append(names, n)
@@ -100,5 +164,34 @@ func usage(w io.Writer, cmds map[string]command) {
 func newFlags(e *env, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("rdmabot "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	if e.help {
+		fs.SetOutput(e.stdout)
+	}
+	fs.Usage = func() {
+		w := fs.Output()
+		top, _, _ := strings.Cut(name, " ")
+		if c, ok := commands()[top]; ok {
+			fmt.Fprintf(w, "rdmabot %s: %s\n", top, c.summary)
+		}
+		fmt.Fprintf(w, "usage of rdmabot %s:\n", name)
+		fs.VisitAll(func(f *flag.Flag) {
+			// One style everywhere: --flag (Go's flag package takes
+			// -flag too).
+			typ, help := flag.UnquoteUsage(f)
+			line := "  --" + f.Name
+			if typ != "" {
+				line += " " + typ
+			}
+			fmt.Fprintf(w, "%s\n    \t%s", line, help)
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				if typ == "string" {
+					fmt.Fprintf(w, " (default %q)", f.DefValue)
+				} else {
+					fmt.Fprintf(w, " (default %s)", f.DefValue)
+				}
+			}
+			fmt.Fprintln(w)
+		})
+	}
 	return fs
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-const outboxUsage = "rdmabot outbox list [-all] | show ID | approve ID... (flags such as -config FILE go before the IDs)"
+const outboxUsage = "rdmabot outbox list [--all] [--json] | show ID | approve ID... (flags such as --config FILE go before the IDs)"
 
 // runOutbox lets an operator see and release the replies the bot wants
 // to send (moderation: they wait until approved).
@@ -21,9 +21,15 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: %s", errUsage, outboxUsage)
 	}
 	verb := args[0]
+	switch verb {
+	case "list", "show", "approve":
+	default:
+		return fmt.Errorf("%w: %s", errUsage, outboxUsage)
+	}
 	fs := newFlags(e, "outbox "+verb)
 	path := fs.String("config", "config.toml", "config file")
 	all := fs.Bool("all", false, "list sent, failed and suppressed replies too")
+	asJSON := fs.Bool("json", false, "list: print JSON")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -50,6 +56,13 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		es, err := l.List(ctx, states...)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			out := []outboxJSON{}
+			for _, x := range es {
+				out = append(out, toOutboxJSON(x))
+			}
+			return writeJSON(e, out)
 		}
 		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "STATE\tCREATED\tOUTCOME\tCHANNEL\tTO\tMESSAGE-ID\tREASON")

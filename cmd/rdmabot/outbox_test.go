@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -69,6 +70,24 @@ func TestOutboxCommand(t *testing.T) {
 	}
 	if out := cli("outbox", "list", "-config", cfgPath); !strings.Contains(out, "ready") {
 		t.Errorf("after approve:\n%s", out)
+	}
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(cli("outbox", "list", "--json", "--config", cfgPath)), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0]["message_id"] != id || list[0]["state"] != "ready" || list[0]["outcome"] != "REGRESSION" || list[0]["channel"] != "email" {
+		t.Errorf("list --json: %v", list)
+	}
+	if out := cli("status", "--json", "--config", cfgPath); !json.Valid([]byte(out)) {
+		t.Errorf("status --json:\n%s", out)
+	} else {
+		var s map[string]any
+		json.Unmarshal([]byte(out), &s)
+		for _, k := range []string{"sources", "tests", "bisections", "queues", "leases"} {
+			if _, ok := s[k].([]any); !ok {
+				t.Errorf("status --json: %q is not a list: %s", k, out)
+			}
+		}
 	}
 	var errb bytes.Buffer
 	if code := run(ctx, []string{"outbox", "approve", "-config", cfgPath, id}, io.Discard, &errb); code == 0 {

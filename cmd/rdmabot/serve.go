@@ -268,6 +268,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "status")
 	path := fs.String("config", "config.toml", "config file")
 	n := fs.Int("n", 20, "tests to list")
+	asJSON := fs.Bool("json", false, "print JSON (sources, tests, bisections, queues, leases)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -287,6 +288,53 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	hs, err := st.Healths(ctx, st.DB)
 	if err != nil {
 		return err
+	}
+	bs, err := st.Bisections(ctx, 5)
+	if err != nil {
+		return err
+	}
+	var queues []queueJSON
+	rows, err := st.DB.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM river_job WHERE state <> 'completed' GROUP BY queue, state ORDER BY queue, state`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var q queueJSON
+		if err := rows.Scan(&q.Queue, &q.State, &q.Jobs); err != nil {
+			rows.Close()
+			return err
+		}
+		queues = append(queues, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	leases, err := st.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	if *asJSON {
+		out := statusJSON{Sources: hs, Tests: []testJSON{}, Bisections: []bisectionJSON{}, Queues: queues, Leases: []leaseJSON{}}
+		if out.Sources == nil {
+			out.Sources = []store.Health{}
+		}
+		if out.Queues == nil {
+			out.Queues = []queueJSON{}
+		}
+		for _, t := range tests {
+			out.Tests = append(out.Tests, toTestJSON(t))
+		}
+		for _, b := range bs {
+			out.Bisections = append(out.Bisections, toBisectionJSON(b))
+		}
+		for _, l := range leases {
+			out.Leases = append(out.Leases, leaseJSON{Pair: l.Pair, Holder: l.Holder, JobID: l.JobID, Expires: l.Expires})
+		}
+		return writeJSON(e, out)
 	}
 	if len(hs) > 0 {
 		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -316,45 +364,20 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict, t.UpdatedAt.Format("2006-01-02 15:04"), note)
 	}
-	bs, err := st.Bisections(ctx, 5)
-	if err != nil {
-		return err
-	}
 	if len(bs) > 0 {
 		fmt.Fprintln(w, "\nBISECTION\tTREE\tGOOD\tBAD\tSTATE\tCULPRIT\t")
 		for _, b := range bs {
 			fmt.Fprintf(w, "%d\t%s\t%.12s\t%.12s\t%s\t%.12s\t\n", b.ID, b.Tree, b.Good, b.Bad, b.State, b.Culprit)
 		}
 	}
-	rows, err := st.DB.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM river_job WHERE state <> 'completed' GROUP BY queue, state ORDER BY queue, state`)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(w, "\nQUEUE\tSTATE\tJOBS\t")
-	for rows.Next() {
-		var q, s string
-		var c int
-		if err := rows.Scan(&q, &s, &c); err != nil {
-			rows.Close()
-			return err
-		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t\n", q, s, c)
-	}
-	rows.Close()
-	leases, err := st.Leases(ctx)
-	if err != nil {
-		return err
+	for _, q := range queues {
+		fmt.Fprintf(w, "%s\t%s\t%d\t\n", q.Queue, q.State, q.Jobs)
 	}
 	for _, l := range leases {
 		fmt.Fprintf(w, "\nlab %s leased by %s until %s\n", l.Pair, l.Holder, l.Expires.Format(time.TimeOnly))
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return ctx.Err()
-	}
-	return nil
+	return w.Flush()
 }
 
 func firstLine(s string) string {

@@ -1,0 +1,175 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+type noJobs struct{}
+
+func (noJobs) JobsOfTest(context.Context, int64) ([]*rivertype.JobRow, error) { return nil, nil }
+
+// seed fills a SQLite store through its API: a series tested with
+// APPLY_FAILED, a measured test with runs, a trace, a bisection with a
+// step, a mainline history, and a failing and a healthy source.
+func seed(t *testing.T) (*store.Store, map[string]int64) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ids := map[string]int64{}
+	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 2, Tree: "rdma", Subject: "[PATCH v2 0/3] svcrdma: fix the send path", Author: "cel@kernel.org", Data: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(name string, tst store.Test) {
+		id, _, err := st.AddTest(ctx, st.DB, tst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tst.ID = id
+		if err := st.UpdateTest(ctx, st.DB, tst); err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+	}
+	add("apply", store.Test{Key: "k1", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "0123456789abcdef0123", State: "done", Verdict: "APPLY_FAILED", Summary: "patch 2/3 does not apply"})
+	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: "PASS", Summary: "no change", Lab: "qemu"})
+	for i, role := range []string{"base", "candidate"} {
+		if err := st.SaveRun(ctx, st.DB, store.Run{TestID: ids["measured"], JobID: 7, Round: 1, Role: role, Commit: "abcabcabcabc0000", Lab: "qemu",
+			Samples: []store.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}}}, StartedAt: time.Now(), FinishedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.AppendTrace(ctx, 7, "build: started", "build: kernel ready"); err != nil {
+		t.Fatal(err)
+	}
+	bid, _, err := st.AddBisection(ctx, st.DB, store.Bisection{Key: "b1", Tree: "mainline", Good: "aaaaaaaaaaaaaaaa", Bad: "bbbbbbbbbbbbbbbb", Metric: "read_mbps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids["bisect"] = bid
+	if err := st.AddBisectStep(ctx, st.DB, bid, store.BisectStep{N: 1, Phase: "bisect", Commit: "cccccccccccccccc", Outcome: "bad", Detail: "read_mbps -12%", JobID: 7, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []string{"dddddddddddd0001", "dddddddddddd0002"} {
+		if _, err := st.AddMainlineRun(ctx, st.DB, store.MainlineRun{Tree: "mainline", Branch: "master", Commit: c, TestID: int64(100 + i), State: []string{"good", "bad"}[i], Metrics: fmt.Sprintf(`{"read_mbps": %d}`, 100-i*20)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.RecordHealth(ctx, st.DB, "list", "linux-rdma", time.Second, errors.New("imap: connection refused")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordHealth(ctx, st.DB, "tree", "rdma", time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	return st, ids
+}
+
+func server(t *testing.T, st *store.Store) *httptest.Server {
+	mux := http.NewServeMux()
+	New(st, noJobs{}, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
+	// /probe/...: the page at ... with a script that writes the computed
+	// colour of every element with a class into the DOM, so that
+	// --dump-dom shows what the CSS did.
+	mux.HandleFunc("GET /probe/", func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = strings.TrimPrefix(r.URL.Path, "/probe")
+		mux.ServeHTTP(rec, r2)
+		script := `<pre id="probe"></pre><script>
+var out=[];document.querySelectorAll("[class]").forEach(function(e){out.push(e.className+"="+getComputedStyle(e).color)});
+document.getElementById("probe").textContent=out.join("\n");</script></body>`
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, strings.Replace(rec.Body.String(), "</body>", script, 1))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// chromium loads url in headless Chromium and returns the DOM after
+// scripts ran.
+func chromium(t *testing.T, url string) string {
+	t.Helper()
+	bin := "/usr/bin/chromium"
+	if _, err := os.Stat(bin); err != nil {
+		t.Skip("no headless chromium at /usr/bin/chromium")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir="+t.TempDir(), "--dump-dom", url)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium %s: %v\n%s", url, err, stderr.String())
+	}
+	return string(out)
+}
+
+func TestPagesInChromium(t *testing.T) {
+	st, ids := seed(t)
+	srv := server(t, st)
+	pages := []struct {
+		path string
+		want []string
+	}{
+		{"/", []string{"[PATCH v2 0/3] svcrdma: fix the send path", `class="apply_failed"`, "APPLY_FAILED", "<h2>Sources</h2>",
+			"linux-rdma", "failing (1 in a row", "imap: connection refused", fmt.Sprintf(`href="/bisect/%d"`, ids["bisect"])}},
+		{fmt.Sprintf("/tests/%d", ids["apply"]), []string{"test " + fmt.Sprint(ids["apply"]), `class="apply_failed"`, "patch 2/3 does not apply"}},
+		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change"}},
+		{fmt.Sprintf("/bisect/%d", ids["bisect"]), []string{"bisection " + fmt.Sprint(ids["bisect"]), "read_mbps -12%", "cccccccccccc", `href="/jobs/7/trace"`}},
+		{"/mainline", []string{"mainline master: read_mbps", "<svg", "dddddddddddd", `class="bad"`}},
+		{"/jobs/7/trace", []string{"build: started", "build: kernel ready"}},
+	}
+	for _, p := range pages {
+		dom := chromium(t, srv.URL+p.path)
+		for _, w := range p.want {
+			if !strings.Contains(dom, w) {
+				t.Errorf("%s: no %q in\n%s", p.path, w, dom)
+			}
+		}
+	}
+	// The failing list is the only failing source: the healthy tree is ok.
+	dom := chromium(t, srv.URL+"/")
+	if i := strings.Index(dom, "<h2>Sources</h2>"); i < 0 || !strings.Contains(dom[i:], "rdma</td>") || !strings.Contains(dom[i:], "<td>ok</td>") {
+		t.Errorf("sources table:\n%s", dom)
+	}
+}
+
+// TestVerdictColours: every verdict class the pages use is coloured by
+// the layout's CSS (APPLY_FAILED was not: the template's class is
+// apply_failed).
+func TestVerdictColours(t *testing.T) {
+	st, ids := seed(t)
+	srv := server(t, st)
+	for _, path := range []string{"/probe/", fmt.Sprintf("/probe/tests/%d", ids["apply"])} {
+		dom := chromium(t, srv.URL+path)
+		for _, want := range []string{"apply_failed=rgb(170, 102, 0)", "pass=rgb(42, 122, 42)", "failing=rgb(187, 34, 34)"} {
+			if path != "/probe/" && want != "apply_failed=rgb(170, 102, 0)" {
+				continue
+			}
+			if !strings.Contains(dom, want) {
+				t.Errorf("%s: no %q in\n%s", path, want, dom)
+			}
+		}
+	}
+}
