@@ -61,7 +61,10 @@ func (s *Store) SelectBase(ctx context.Context, mails []*lore.Message, trees []T
 	for _, m := range mails {
 		for _, sm := range baseCommitLine.FindAllStringSubmatch(m.Body, -1) {
 			id := plumbing.NewHash(sm[1])
-			if _, err := s.Repository().CommitObject(id); err == nil {
+			// Only a commit of a configured branch: the store also holds
+			// every applied series, and a base-commit naming another
+			// series' commit would test on code nobody merged.
+			if _, err := s.Repository().CommitObject(id); err == nil && s.OnTrees(ctx, id.String()) {
 				return &Base{Commit: id, Reason: BaseFromTrailer,
 					Detail: fmt.Sprintf("base-commit %s named by the series", id)}, nil
 			}

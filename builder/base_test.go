@@ -108,6 +108,12 @@ func TestSelectBase(t *testing.T) {
 			m.Body = bogus.Replace(m.Body) // index lines no commit has
 			return m
 		}, f.c1, BaseFromTag, "rdma", "for-rc"},
+		{"a base-commit on no configured branch (another series' commit) falls through", func() *lore.Message {
+			m := f.patchOn(t, f.c2, "")
+			orphan := gitT(t, f.st.Dir, "commit-tree", f.c3+"^{tree}", "-p", f.c3, "-m", "an applied series")
+			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + orphan + "\n"
+			return m
+		}, f.c3, BaseFromDefault, "mainline", "master"},
 		{"unknown base-commit falls through to the default", func() *lore.Message {
 			m := f.patchOn(t, f.c2, "")
 			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + strings.Repeat("ab", 20) + "\n"

@@ -77,3 +77,16 @@ func (s *Store) Fetch(ctx context.Context, t TreeConfig) error {
 	}
 	return s.reopen()
 }
+
+// OnTrees says whether commit is reachable from a configured tree's
+// branch (a refs/trees/ head): a base, a mainline head, a bisection step,
+// as opposed to an applied series or a commit of unknown origin. One
+// rev-list walk: a commit above the heads is listed at once. An error
+// (not a commit here) says no.
+func (s *Store) OnTrees(ctx context.Context, commit string) bool {
+	if len(commit) != 40 || strings.Trim(commit, "0123456789abcdef") != "" {
+		return false
+	}
+	out, err := runGit(ctx, s.Dir, time.Minute, "rev-list", "-n", "1", commit, "--not", "--glob=refs/trees")
+	return err == nil && len(bytes.TrimSpace(out)) == 0
+}

@@ -164,12 +164,7 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 // from every other build. An error says untrusted. One rev-list walk:
 // a commit above the heads is listed at once, so a series costs little.
 func (b *Build) Trusted(ctx context.Context, commit string) bool {
-	if !plumbing.IsHash(commit) {
-		return false
-	}
-	cmd := exec.CommandContext(ctx, "git", "--git-dir", b.RepoDir, "rev-list", "-n", "1", commit, "--not", "--glob=refs/trees")
-	out, err := cmd.Output()
-	return err == nil && len(strings.TrimSpace(string(out))) == 0
+	return b.Store.OnTrees(ctx, commit)
 }
 
 // Fetch updates a tree's branches from its URL; a tree without one (an
