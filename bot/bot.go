@@ -71,6 +71,8 @@ type Options struct {
 	// PollInterval is how often idle workers look for jobs (River's
 	// FetchPollInterval); tests shorten it.
 	PollInterval time.Duration
+	// Token is sent with every artifact pull (bot.token_file's text).
+	Token string
 	// Heartbeat is how often this process records that it is alive
 	// (default 10s). A process silent for deadBeats heartbeats is dead:
 	// the jobs it left running are retried by whoever notices.
@@ -127,7 +129,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 		st:     st,
 		art:    artifact.Dir{Root: root},
 		log:    o.Log,
-		http:   &http.Client{Timeout: 30 * time.Minute},
+		http:   &http.Client{Timeout: 30 * time.Minute, Transport: bearer{token: o.Token}},
 		stages: o.Stages,
 	}
 	workers := river.NewWorkers()
@@ -501,4 +503,16 @@ func mustJSON(v any) string {
 		panic(err) // only plain structs are marshalled
 	}
 	return string(b)
+}
+
+// bearer sends the bot's token with every request to another worker.
+type bearer struct{ token string }
+
+func (t bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.token == "" {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return http.DefaultTransport.RoundTrip(r)
 }

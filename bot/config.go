@@ -5,6 +5,7 @@ package bot
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -21,6 +22,11 @@ type Config struct {
 	DBURL string `toml:"db_url"`
 	// Listen is the dashboard and webhook address.
 	Listen string `toml:"listen"`
+	// TokenFile holds the token that /artifacts and /api/ ask for (as
+	// "Authorization: Bearer <token>") and that workers send when they
+	// pull kernels. Required when Listen is not on loopback: a built
+	// kernel, its config and the test data are not for everyone.
+	TokenFile string `toml:"token_file"`
 	// URL is how others reach this process: links in replies, and other
 	// workers pulling the artifacts it built.
 	URL string `toml:"url"`
@@ -113,6 +119,9 @@ func (c *Config) Validate() error {
 	if c.Listen == "" {
 		return fmt.Errorf("bot.listen is empty")
 	}
+	if c.TokenFile == "" && !loopback(c.Listen) {
+		return fmt.Errorf("bot.listen %q is not on loopback: set bot.token_file, the token /artifacts and /api/ ask for", c.Listen)
+	}
 	if c.DBURL != "" && !isPostgresURL(c.DBURL) {
 		return fmt.Errorf("bot.db_url must be empty (SQLite) or postgres://..., got %q", c.DBURL)
 	}
@@ -146,4 +155,18 @@ func (c *Config) Validate() error {
 
 func isPostgresURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// loopback says whether a listen address only takes connections from
+// this machine.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -49,7 +50,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		// The statistics' schedule: its first look needs this many runs.
 		cfg.Bot.Runs = cfg.Reports.Runs
 	}
-	opts := bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab),
+	token, err := readToken(cfg.Bot.TokenFile)
+	if err != nil {
+		return err
+	}
+	opts := bot.Options{Config: cfg.Bot, Token: token, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab),
 		Branches: realstage.Branches(cfg), FetchTrees: realstage.FetchTrees(cfg), FetchInterval: cfg.Builder.FetchInterval.Duration,
 		Stages: stages, Log: e.log, ID: *id}
 	var gh *ghbot.Bot
@@ -70,6 +75,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	mux := http.NewServeMux()
 	dashboard.New(st, b, e.log).Register(mux)
 	mux.Handle("GET /artifacts/", longWrite(http.StripPrefix("/artifacts/", b.Artifacts()), timeouts.artifact))
+	handler := http.Handler(mux)
+	if token != "" {
+		handler = requireToken(mux, token)
+	}
 	if gh != nil {
 		mux.Handle("POST /github", gh)
 	}
@@ -77,7 +86,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := newServer(mux, timeouts)
+	srv := newServer(handler, timeouts)
 	go srv.Serve(ln)
 	if err := b.Start(ctx); err != nil {
 		return err
@@ -383,4 +392,35 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// readToken reads bot.token_file ("" when none is configured).
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("bot.token_file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("bot.token_file %s is empty", path)
+	}
+	return t, nil
+}
+
+// requireToken guards the kernels and the JSON API with the bot's token;
+// the dashboard's pages and the webhook (signed by GitHub) stay as they are.
+func requireToken(h http.Handler, token string) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		guarded := strings.HasPrefix(r.URL.Path, "/artifacts/") || strings.HasPrefix(r.URL.Path, "/api/")
+		if guarded && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rdmabot"`)
+			http.Error(w, "a token is required (bot.token_file)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
