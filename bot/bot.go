@@ -71,6 +71,9 @@ type Options struct {
 	// PollInterval is how often idle workers look for jobs (River's
 	// FetchPollInterval); tests shorten it.
 	PollInterval time.Duration
+	// DeliverInterval is how often replies that are due (approved, past
+	// the daily limit, retried) are sent; default a minute.
+	DeliverInterval time.Duration
 	// Token is sent with every artifact pull (bot.token_file's text).
 	Token string
 	// Heartbeat is how often this process records that it is alive
@@ -116,6 +119,9 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	if o.Heartbeat == 0 {
 		o.Heartbeat = 10 * time.Second
 	}
+	if o.DeliverInterval == 0 {
+		o.DeliverInterval = time.Minute
+	}
 	if o.Lab == "" {
 		o.Lab = "qemu"
 	}
@@ -142,6 +148,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	river.AddWorker(workers, &bisectWorker{b: b})
 	river.AddWorker(workers, &githubPollWorker{b: b})
 	river.AddWorker(workers, &fetchWorker{b: b})
+	river.AddWorker(workers, &deliverWorker{b: b})
 
 	rc := &river.Config{
 		ID:                   sanitizeID(o.ID),
@@ -210,6 +217,9 @@ func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
 	out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.IngestInterval.Duration),
 		func() (river.JobArgs, *river.InsertOpts) { return IngestArgs{}, nil },
 		&river.PeriodicJobOpts{ID: "ingest", RunOnStart: true}))
+	out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.opts.DeliverInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
+		&river.PeriodicJobOpts{ID: "deliver", RunOnStart: true}))
 	if len(b.opts.FetchTrees) > 0 && b.opts.FetchInterval > 0 {
 		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.opts.FetchInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return FetchArgs{}, nil },

@@ -672,3 +672,13 @@ func TestKernelReusedOnlyForTheSameConfig(t *testing.T) {
 		t.Errorf("base built %d times after the configuration changed, want 2", n)
 	}
 }
+
+// Replies that wait (approved later, held by the daily limit) are sent by
+// a periodic job of their own, not only when another verdict comes.
+func TestDueRepliesFlushedOnSchedule(t *testing.T) {
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) { o.DeliverInterval = 200 * time.Millisecond })
+	h.wait("three deliveries of what is due", 30*time.Second, func() bool { return h.calls.Count("flush") >= 3 })
+	if h.report.Count() != 0 {
+		t.Errorf("flushing sent a verdict")
+	}
+}

@@ -359,6 +359,12 @@ func (r *Reports) enqueueChecks(ctx context.Context, rep bot.Report, th reports.
 	return nil
 }
 
+// Flush sends the replies that are due: approved ones, ones the daily
+// limit held, sends to retry. serve runs it every minute.
+func (r *Reports) Flush(ctx context.Context) (int, error) {
+	return r.Outbox.Deliver(ctx)
+}
+
 func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
 	if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
 		return infra(err)
