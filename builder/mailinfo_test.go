@@ -1,6 +1,8 @@
 package builder
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/rdmabot/rdmabot/lore"
@@ -32,5 +34,31 @@ func FuzzMailInfo(f *testing.F) {
 	f.Add("From: A <a@b>\n\nx\n-- >8 --\ny\n---\n")
 	f.Fuzz(func(t *testing.T, body string) {
 		parseMailInfo(&lore.Message{Subject: "[PATCH] t", Body: body}, true)
+	})
+}
+
+// Applying whatever a mail holds never panics: a malformed patch is an
+// ApplyError or an UnsafeError, the series' fault, never a crash.
+func FuzzApply(f *testing.F) {
+	dir := f.TempDir()
+	gitT(f, dir, "init", "-q")
+	writeFile(f, filepath.Join(dir, "f.c"), "one\ntwo\nthree\n", 0o644)
+	gitT(f, dir, "add", "-A")
+	gitT(f, dir, "commit", "-q", "-m", "base")
+	st, err := OpenRepo(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	base, err := st.Resolve("HEAD")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n")
+	f.Add("diff --git a/f.c b/g.c\nsimilarity index 90%\nrename from f.c\nrename to g.c\n")
+	f.Add("diff --git a/x b/x\nnew file mode 120000\n--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+../../etc\n")
+	f.Fuzz(func(t *testing.T, patch string) {
+		m := &lore.Message{Subject: "[PATCH] fuzz", From: lore.Address{Name: "F", Email: "f@example.org"},
+			Body: "Fuzz.\n\nSigned-off-by: F <f@example.org>\n---\n" + patch}
+		st.Apply(context.Background(), base.Hash, []*lore.Message{m}, pinnedOptions())
 	})
 }

@@ -62,3 +62,13 @@ make[4]: *** [../src/scripts/Makefile.build:229: net/sunrpc/xprtrdma/svc_rdma_se
 		t.Errorf("warning %+v", warns[0])
 	}
 }
+
+// A build log is the patch's output: parsing it never panics, whatever
+// the compiler (or a hostile Makefile) printed.
+func FuzzParseLog(f *testing.F) {
+	f.Add("net/sunrpc/xprtrdma/svc_rdma_sendto.c:12:9: error: implicit declaration of function 'x'\n   12 |  x();\n      |  ^\n")
+	f.Add("In file included from a.h:1:\nb.c:1:1: warning: unused\n")
+	f.Fuzz(func(t *testing.T, log string) {
+		ParseLog(strings.NewReader(log), "/src/", "../src/")
+	})
+}
