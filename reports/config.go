@@ -46,6 +46,8 @@ type Config struct {
 	Moderate bool `toml:"moderate"`
 	// DailyLimit caps replies sent per 24 hours.
 	DailyLimit int `toml:"daily_limit"`
+	// AuthorDailyLimit caps replies sent to one author per 24 hours.
+	AuthorDailyLimit int `toml:"author_daily_limit"`
 	// OptOut lists addresses (or @domains) never replied to.
 	OptOut []string `toml:"opt_out"`
 	// Outbox is the Maildir of replies; "" is <data_dir>/outbox.
@@ -85,14 +87,15 @@ func DefaultConfig() Config {
 	return Config{
 		MinEffect: p.MinEffect, Alpha: p.Alpha,
 		Runs: p.Runs, RunsStep: p.RunsStep, MaxRuns: p.MaxRuns, Resamples: p.Resamples,
-		From:       "rdmabot <rdmabot@rdmabot.invalid>",
-		DocsURL:    "https://github.com/rdmabot/rdmabot",
-		TestedBy:   true,
-		Moderate:   true,
-		DailyLimit: 20,
-		OptOut:     []string{},
-		SMTP:       SMTPConfig{StartTLS: true, Timeout: cfgtype.D(30 * time.Second)},
-		Patchwork:  PatchworkConfig{Context: "rdmabot"},
+		From:             "rdmabot <rdmabot@rdmabot.invalid>",
+		DocsURL:          "https://github.com/rdmabot/rdmabot",
+		TestedBy:         true,
+		Moderate:         true,
+		DailyLimit:       20,
+		AuthorDailyLimit: 5,
+		OptOut:           []string{},
+		SMTP:             SMTPConfig{StartTLS: true, Timeout: cfgtype.D(30 * time.Second)},
+		Patchwork:        PatchworkConfig{Context: "rdmabot"},
 	}
 }
 
@@ -122,8 +125,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("reports.archive_list %q: %w", c.ArchiveList, err))
 		}
 	}
-	if c.DailyLimit < 0 {
-		errs = append(errs, fmt.Errorf("reports.daily_limit must not be negative"))
+	if c.DailyLimit < 0 || c.AuthorDailyLimit < 0 {
+		errs = append(errs, fmt.Errorf("reports.daily_limit and reports.author_daily_limit must not be negative"))
 	}
 	for _, a := range c.OptOut {
 		if !strings.Contains(a, "@") {

@@ -197,6 +197,16 @@ func (l *Ledger) SentSince(ctx context.Context, t time.Time) (int, error) {
 	return n, err
 }
 
+// SentToSince counts the replies sent, or possibly sent, to one
+// recipient (case-insensitive) since t, patchwork checks aside.
+func (l *Ledger) SentToSince(ctx context.Context, recipient string, t time.Time) (int, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM rdmabot_replies
+		WHERE ((state = $1 AND sent >= $2) OR state = $3) AND channel NOT LIKE $4 AND LOWER(recipient) = LOWER($5)`,
+		string(Sent), t.Unix(), string(Sending), "patchwork:%", recipient).Scan(&n)
+	return n, err
+}
+
 // envelope reads the envelope column: a JSON list of addresses, or, in
 // rows written before it was one, addresses joined by commas.
 func envelope(col string) ([]string, error) {

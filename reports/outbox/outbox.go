@@ -22,6 +22,10 @@ type Policy struct {
 	Moderate bool
 	// DailyLimit caps replies sent in any 24 hours (0: none at all).
 	DailyLimit int
+	// AuthorDailyLimit caps the replies sent to one author in any 24
+	// hours (0: no cap of its own): a flood of series from one address, or
+	// forged From: lines, cannot make the bot mail one person all day.
+	AuthorDailyLimit int
 	// OptOut holds addresses and @domains never answered.
 	OptOut []string
 	// Self is the bot's own address: its mail is never answered.
@@ -291,6 +295,16 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 		if n >= o.policy.DailyLimit {
 			o.log.Warn("daily limit reached; replies wait", "limit", o.policy.DailyLimit, "waiting", len(ready))
 			break
+		}
+		if o.policy.AuthorDailyLimit > 0 {
+			m, err := o.ledger.SentToSince(ctx, e.Recipient, o.now().Add(-24*time.Hour))
+			if err != nil {
+				return sent, errors.Join(append(errs, err)...)
+			}
+			if m >= o.policy.AuthorDailyLimit {
+				o.log.Warn("author's daily limit reached; the reply waits", "recipient", e.Recipient, "limit", o.policy.AuthorDailyLimit, "message_id", e.MessageID)
+				continue
+			}
 		}
 		ok, err := o.send(ctx, e, Ready)
 		if err != nil {

@@ -292,6 +292,24 @@ func testPolicy(t *testing.T, db *sql.DB) {
 	if strings.Join(rec.got, " ") != "m1-rdmabot@rdmabot.example.org m2-rdmabot@rdmabot.example.org m3-rdmabot@rdmabot.example.org" {
 		t.Errorf("sent %v", rec.got)
 	}
+	// One author's cap: two to cel@ a day, whatever the daily limit;
+	// another author is not held back by it.
+	c.Advance(25 * time.Hour)
+	o.policy.Moderate, o.policy.DailyLimit, o.policy.AuthorDailyLimit = false, 100, 2
+	for _, id := range []string{"a1", "a2", "a3"} {
+		o.Enqueue(ctx, reply(id+"-rdmabot@rdmabot.example.org", id+"@x", 1))
+	}
+	other := reply("b1-rdmabot@rdmabot.example.org", "b1@x", 1)
+	other.Recipient, other.Envelope = "Other@Example.org", []string{"Other@Example.org"}
+	o.Enqueue(ctx, other)
+	rec.got = nil
+	if n, _ := o.Deliver(ctx); n != 3 {
+		t.Errorf("author cap 2: sent %d, want 2 to cel@ and 1 to other@: %v", n, rec.got)
+	}
+	c.Advance(25 * time.Hour)
+	if n, _ := o.Deliver(ctx); n != 1 {
+		t.Errorf("next day: sent %d, want cel@'s third", n)
+	}
 }
 
 // testAddresses: an author that is not one plain mailbox is kept as
