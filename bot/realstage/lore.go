@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
@@ -44,6 +45,10 @@ type Lore struct {
 	// ingest-only machine): then only the author and lore.command_allow
 	// may ask, and other commands wait.
 	Maintainers MaintainerLookup
+
+	mu sync.Mutex
+	// cache holds the window's mail parsed, by list and position.
+	cache map[string]*lore.Message
 }
 
 // MaintainerLookup returns the addresses (M: and R:) MAINTAINERS lists
@@ -51,6 +56,38 @@ type Lore struct {
 // means the answer is not known yet (no tree in the store).
 type MaintainerLookup interface {
 	MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error)
+}
+
+// parsed returns the stored mail at key parsed, parsing it only the first
+// time: every poll assembles the whole window again, and a message is
+// parsed once, not once per poll (a mail with 40,000 References took
+// seconds each time).
+func (l *Lore) parsed(key string, raw []byte) (*lore.Message, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m, ok := l.cache[key]; ok {
+		return m, nil
+	}
+	m, err := lore.ParseMessage(raw)
+	if err != nil {
+		return nil, err
+	}
+	if l.cache == nil {
+		l.cache = map[string]*lore.Message{}
+	}
+	l.cache[key] = m
+	return m, nil
+}
+
+// forgetParsed drops the parsed mail that left the window.
+func (l *Lore) forgetParsed(keep map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k := range l.cache {
+		if !keep[k] {
+			delete(l.cache, k)
+		}
+	}
 }
 
 // listBackoff is how long a list that failed n times in a row is left
@@ -195,17 +232,24 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	if err != nil {
 		return nil, err
 	}
+	seen := make(map[string]bool, len(mail))
 	for _, m := range mail {
-		var err error
 		if m.Deleted {
-			err = a.ForgetRaw(m.Raw)
-		} else {
-			err = a.AddRaw(m.Raw, m.Received)
+			if err := a.ForgetRaw(m.Raw); err != nil {
+				l.Log.Debug("lore: bad deletion", "pos", m.Pos, "err", err)
+			}
+			continue
 		}
+		key := m.List + "\x00" + m.Pos
+		seen[key] = true
+		msg, err := l.parsed(key, m.Raw)
 		if err != nil {
 			l.Log.Debug("lore: bad mail", "pos", m.Pos, "err", err)
+			continue
 		}
+		a.Add(msg, m.Received)
 	}
+	l.forgetParsed(seen)
 	var out []bot.Series
 	asm := a.Assemble()
 	byID := map[string]*lore.Series{}

@@ -209,8 +209,21 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 		t.Fatalf("failing lists %+v, want linux-rdma once", f)
 	}
 	// Within its backoff the dead list is not read again.
+	cached := map[string]*lore.Message{}
+	for k, m := range l.cache {
+		cached[k] = m
+	}
 	if _, err := l.Poll(ctx, nil); err != nil {
 		t.Fatal(err)
+	}
+	// And the window's mail was parsed once, not once per poll.
+	if len(cached) != 1 || len(l.cache) != 1 {
+		t.Errorf("parsed mail cached: %d then %d, want 1", len(cached), len(l.cache))
+	}
+	for k, m := range l.cache {
+		if cached[k] != m {
+			t.Errorf("mail %q parsed again at the second poll", k)
+		}
 	}
 	if n := failures("linux-rdma"); n != 1 {
 		t.Errorf("dead list read again within its backoff: %d failures", n)
