@@ -15,7 +15,17 @@ data=$(sed -nE 's/^data_dir *= *"(.*)"/\1/p' "$config")
 cache=$(sed -nE 's/^cache_dir *= *"(.*)"/\1/p' "$config")
 eval "$(DATA=${data:-/var/lib/rdmabot} CACHE=${cache:-/var/cache/rdmabot} bash scripts/prepare-lab.sh)"
 RDMABOT_CONFIG=$config bash scripts/post.sh --init
+# serve runs as its own unprivileged user, not root: a posted patch is
+# built and booted by it. It owns what it writes (data and caches); the
+# inbox stays root's, and it only reads it.
+user=${RDMABOT_USER:-rdmabot}
+if ! id -u "$user" >/dev/null 2>&1; then
+  useradd --system --no-create-home --home-dir "${data:-/var/lib/rdmabot}" --shell /usr/sbin/nologin "$user"
+fi
+for d in "${data:-/var/lib/rdmabot}" "${cache:-/var/cache/rdmabot}"; do
+  find "$d" -path "$d/inbox" -prune -o ! -user "$user" -exec chown -h "$user:" {} +
+done
 echo "run: dashboard on http://$(sed -nE 's/^listen *= *"(.*)"/\1/p' "$config")/"
 echo "run: post a series with: bash scripts/post.sh examples/sample-series.mbox"
-echo "run: replies wait in the outbox: $RDMABOT_BIN outbox list -config $config"
-exec "$RDMABOT_BIN" serve -config "$config"
+echo "run: replies wait in the outbox: $RDMABOT_BIN outbox list --config $config"
+exec runuser -u "$user" -- "$RDMABOT_BIN" serve --config "$config"

@@ -11,6 +11,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 export PATH=/usr/local/go/bin:$PATH
+# The tests' tree, kernels and compiler cache are their own: nothing a
+# test builds or leaves in a slot reaches a production serve's cache
+# (/var/cache/rdmabot), and the other way round.
+export CACHE=${CACHE:-/var/cache/rdmabot-test}
 start=$(date +%s)
 failed=()
 lap() { echo "== $1 (at $(( $(date +%s) - start )) s)"; }

@@ -186,14 +186,15 @@ func holdHeavyLock(tb testing.TB) {
 }
 
 // testCCacheDir is kept between runs so CI's later runs are warm:
-// RDMABOT_TEST_CCACHE, else /var/cache/rdmabot/ccache when
-// /var/cache/rdmabot exists, else a fresh (cold) one.
+// RDMABOT_TEST_CCACHE, else the ccache of the tests' cache
+// (RDMABOT_TEST_CACHE, which prepare-lab.sh sets and fills), else a fresh
+// (cold) one. Never a production serve's cache.
 func testCCacheDir(tb testing.TB) string {
 	if d := os.Getenv("RDMABOT_TEST_CCACHE"); d != "" {
 		return d
 	}
-	if fi, err := os.Stat("/var/cache/rdmabot"); err == nil && fi.IsDir() {
-		return "/var/cache/rdmabot/ccache"
+	if c := os.Getenv("RDMABOT_TEST_CACHE"); c != "" {
+		return filepath.Join(c, "ccache")
 	}
 	return tb.TempDir()
 }
