@@ -597,7 +597,7 @@ func (r *Reports) labWords(pair string) string {
 // the same stages on any rdmabot. The Message-ID is the sender's text:
 // it is quoted for the shell, so pasting the line passes it unchanged.
 func reproduce(msgID string) string {
-	return "rdmabot test -config config.toml -msgid " + shellQuote(msgID) + " -wait"
+	return "rdmabot test --config config.toml --msgid " + shellQuote(msgID) + " --wait"
 }
 
 // shellQuote makes s one word for a POSIX shell: as is when it holds

@@ -125,12 +125,12 @@ func TestReproduceLineShellSafe(t *testing.T) {
 			t.Errorf("%q: %v", line, err)
 			continue
 		}
-		want := []string{"test", "-config", "config.toml", "-msgid", id, "-wait", ""}
+		want := []string{"test", "--config", "config.toml", "--msgid", id, "--wait", ""}
 		if got := strings.Split(string(out), "\x00"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%q: arguments %q, want %q", line, got, want)
 		}
 	}
-	if got := reproduce("a@b.example"); got != "rdmabot test -config config.toml -msgid a@b.example -wait" {
+	if got := reproduce("a@b.example"); got != "rdmabot test --config config.toml --msgid a@b.example --wait" {
 		t.Errorf("a plain id is left as is: %q", got)
 	}
 }
