@@ -22,6 +22,12 @@ import (
 // on the bot's memory and disk.
 const DefaultMaxBlobSize = 32 << 20
 
+// DefaultMaxSeriesBytes bounds what a whole series writes (the sum of the
+// files its patches produce): a mail of a few KB of "copy from" stanzas
+// once made a 301 MiB tree, each copy of a big file costing no bytes of
+// mail. Real series write a few MB.
+const DefaultMaxSeriesBytes = 64 << 20
+
 // ApplyOptions says how a series is committed.
 type ApplyOptions struct {
 	// Committer signs every commit; Now gives the committer date (an
@@ -34,6 +40,9 @@ type ApplyOptions struct {
 	// MaxBlobSize caps every file the patches produce; 0 means
 	// DefaultMaxBlobSize.
 	MaxBlobSize int64
+	// MaxSeriesBytes caps the bytes of every file the series writes, all
+	// patches together; 0 means DefaultMaxSeriesBytes.
+	MaxSeriesBytes int64
 	// Ref, when set, is pointed at the last commit (see SeriesRef).
 	Ref plumbing.ReferenceName
 }
@@ -97,6 +106,10 @@ func (s *Store) Apply(ctx context.Context, base plumbing.Hash, patches []*lore.M
 	if opts.MaxBlobSize == 0 {
 		opts.MaxBlobSize = DefaultMaxBlobSize
 	}
+	if opts.MaxSeriesBytes == 0 {
+		opts.MaxSeriesBytes = DefaultMaxSeriesBytes
+	}
+	var written int64
 	if opts.Committer.Name == "" || opts.Committer.Email == "" {
 		return nil, errors.New("apply: committer identity unset")
 	}
@@ -118,7 +131,7 @@ func (s *Store) Apply(ctx context.Context, base plumbing.Hash, patches []*lore.M
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		p := &patchRun{index: i + 1, total: len(patches), subject: m.Subject, base: base, opts: &opts, objs: objs, tree: tree}
+		p := &patchRun{index: i + 1, total: len(patches), subject: m.Subject, base: base, opts: &opts, objs: objs, tree: tree, written: &written}
 		mi := parseMailInfo(m, opts.Scissors)
 		if err := p.apply(mi.patch); err != nil {
 			return nil, err
@@ -183,6 +196,8 @@ type patchRun struct {
 	opts         *ApplyOptions
 	objs         *pendingObjects
 	tree         *editTree
+	// written counts the bytes the series wrote so far, all patches.
+	written *int64
 }
 
 func (p *patchRun) fail(file string, hunk int, header, format string, args ...any) *ApplyError {
@@ -323,6 +338,12 @@ func (p *patchRun) applyFile(f *gitdiff.File, lookup lookupFunc) ([]*fileResult,
 		return nil, p.refuse(name, "result is %d bytes, over the %d byte limit", len(dst), p.opts.MaxBlobSize)
 	}
 
+	if !f.IsDelete {
+		*p.written += int64(len(dst))
+		if *p.written > p.opts.MaxSeriesBytes {
+			return nil, p.refuse(name, "the series writes %d bytes by here, over the %d byte limit", *p.written, p.opts.MaxSeriesBytes)
+		}
+	}
 	if f.IsDelete {
 		if len(dst) != 0 {
 			return nil, p.fail(name, 0, "", "the deletion leaves content behind")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -478,5 +479,41 @@ func TestSeriesRefIsSafe(t *testing.T) {
 	st, _ := OpenStore(filepath.Join(t.TempDir(), "s.git"))
 	if _, err := st.Apply(context.Background(), plumbing.ZeroHash, nil, ApplyOptions{Committer: testIdentity, Ref: "refs/rdmabot/../../x/v1"}); err == nil || !strings.Contains(err.Error(), "ref") {
 		t.Errorf("Apply accepted a ref with ..: %v", err)
+	}
+}
+
+// A few hundred bytes of "copy from" stanzas must not make a tree of
+// hundreds of MB: the bytes a whole series writes are capped, and going
+// over is the series' fault (an UnsafeError), not the machine's.
+func TestApplyCapsWhatASeriesWrites(t *testing.T) {
+	dir := t.TempDir()
+	gitT(t, dir, "init", "-q")
+	writeFile(t, filepath.Join(dir, "big.c"), strings.Repeat("x\n", 512<<10), 0o644) // 1 MiB
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "-q", "-m", "base")
+	st, err := OpenRepo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := st.Resolve("HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patch strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&patch, "diff --git a/big.c b/copy%d.c\nsimilarity index 100%%\ncopy from big.c\ncopy to copy%d.c\n", i, i)
+	}
+	m := &lore.Message{Subject: "[PATCH] copies", From: lore.Address{Name: "M", Email: "m@example.org"},
+		Body: "Copies.\n\nSigned-off-by: M <m@example.org>\n---\n" + patch.String()}
+	opts := pinnedOptions()
+	opts.MaxSeriesBytes = 3 << 20
+	_, err = st.Apply(context.Background(), base.Hash, []*lore.Message{m}, opts)
+	var ue *UnsafeError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "byte limit") {
+		t.Fatalf("5 MiB of copies under a 3 MiB cap: %v, want an UnsafeError", err)
+	}
+	opts.MaxSeriesBytes = 8 << 20
+	if _, err := st.Apply(context.Background(), base.Hash, []*lore.Message{m}, opts); err != nil {
+		t.Fatalf("the same copies under an 8 MiB cap: %v", err)
 	}
 }
