@@ -255,7 +255,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	byID := map[string]*lore.Series{}
 	for _, s := range asm.Series {
 		byID[s.ID] = s
-		if !s.Relevant() || s.AppliedBy(l.Cfg.Maintainers) {
+		if !s.Relevant() || l.applied(ctx, s) {
 			continue
 		}
 		switch {
@@ -288,6 +288,33 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 		}
 	}
 	return out, nil
+}
+
+// applied says whether a maintainer said the series was applied: one of
+// lore.maintainers, or one MAINTAINERS lists (M:, R:) for its files on
+// the base it would be tested on. Anyone else's "Applied, thanks!" changes
+// nothing. When MAINTAINERS cannot be read yet, only the configured ones
+// count.
+func (l *Lore) applied(ctx context.Context, s *lore.Series) bool {
+	if len(s.Applied) == 0 {
+		return false
+	}
+	if s.AppliedBy(l.Cfg.Maintainers) {
+		return true
+	}
+	if l.Maintainers == nil {
+		return false
+	}
+	var files []string
+	for _, p := range s.Patches {
+		files = append(files, p.Files...)
+	}
+	addrs, err := l.Maintainers.MaintainersOf(ctx, convert(s, l.Cfg), files)
+	if err != nil {
+		l.Log.Debug("lore: MAINTAINERS not read for an applied note", "series", s.ID, "err", err)
+		return false
+	}
+	return s.AppliedBy(addrs)
 }
 
 // command turns a "#rdmabot" line in a reply into the series it asks

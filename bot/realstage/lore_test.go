@@ -274,6 +274,15 @@ func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 1 {
 		t.Fatalf("a stranger's \"Applied\": %d series, %v; want the series tested", len(got), err)
 	}
+	l.Maintainers = fixedMaintainers{"someone@example.org"}
+	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 1 {
+		t.Errorf("\"Applied\" from one MAINTAINERS does not list: %d series, %v; want the series tested", len(got), err)
+	}
+	l.Maintainers = fixedMaintainers{"mallory@example.org"}
+	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("\"Applied\" from a maintainer MAINTAINERS lists: %d series, %v; want none", len(got), err)
+	}
+	l.Maintainers = nil
 	l.Cfg.Maintainers = []string{"Mallory@example.org"}
 	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("a maintainer's \"Applied\": %d series, %v; want none", len(got), err)
@@ -355,4 +364,11 @@ func TestPollMailCommandErrors(t *testing.T) {
 	if r, ok := res["c-eve@x"]; ok {
 		t.Errorf("a stranger's command was decided without MAINTAINERS: %s", r)
 	}
+}
+
+// fixedMaintainers is MAINTAINERS listing the same addresses for every file.
+type fixedMaintainers []string
+
+func (f fixedMaintainers) MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error) {
+	return f, nil
 }
