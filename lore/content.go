@@ -28,6 +28,10 @@ func bodyLines(s string, fn func(line string) bool) {
 	}
 }
 
+// DiffFiles returns the paths a patch body touches, as the assembler
+// reads them (old and new names of renames, quilt-style prefixes).
+func DiffFiles(body string) []string { return diffFiles(body) }
+
 // diffFiles returns the paths a patch body touches (old and new names
 // of renames included), in order of appearance, without duplicates.
 // A body with no diff returns nil.

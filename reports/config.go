@@ -39,6 +39,9 @@ type Config struct {
 	DocsURL string `toml:"docs_url"`
 	// TestedBy offers a Tested-by tag on a pass.
 	TestedBy bool `toml:"tested_by"`
+	// CCMaintainers adds to a reply's Cc the maintainers and reviewers
+	// MAINTAINERS lists for the files the series touches (at its base).
+	CCMaintainers bool `toml:"cc_maintainers"`
 
 	// Mail enables sending; off, replies stay in the outbox.
 	Mail bool `toml:"mail"`
@@ -90,6 +93,7 @@ func DefaultConfig() Config {
 		From:             "rdmabot <rdmabot@rdmabot.invalid>",
 		DocsURL:          "https://github.com/rdmabot/rdmabot",
 		TestedBy:         true,
+		CCMaintainers:    true,
 		Moderate:         true,
 		DailyLimit:       20,
 		AuthorDailyLimit: 5,

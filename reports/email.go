@@ -72,7 +72,7 @@ func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, err
 	if answer != t.MessageID {
 		m.References = append(m.References, answer)
 	}
-	cc, err := listCc(c, t.Lists, t.Author.Email)
+	cc, err := listCc(c, append(append([]string{}, t.Lists...), t.Cc...), t.Author.Email)
 	if err != nil {
 		return nil, err
 	}

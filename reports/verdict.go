@@ -49,7 +49,10 @@ type Thread struct {
 	Patches []Patch
 	Author  Address
 	// Lists are the addresses the series was posted or Cc'd to.
-	Lists   []string
+	Lists []string
+	// Cc are the people a reply copies besides the lists: the
+	// maintainers of the touched files.
+	Cc      []string
 	Version int
 	// LoreURL links the cover letter or single patch on lore.
 	LoreURL string

@@ -305,3 +305,32 @@ func checkFigures(t *testing.T, e *outbox.Entry, d bot.Decision) {
 		}
 	}
 }
+
+// The maintainers and reviewers MAINTAINERS lists for the touched files
+// are copied (reports.cc_maintainers), once each and never the author;
+// with the setting off, only the lists are.
+func TestReplyCcsMaintainers(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		g := newReplyRig(t)
+		g.r.Cfg.CCMaintainers = on
+		g.r.Maintainers = fixedMaintainers{"jlayton@kernel.org", "cel@kernel.org", "JLayton@kernel.org"}
+		runs := 2 * g.r.Cfg.Runs
+		base, cand := samples(runs, 100, 2), samples(runs, 100, 2)
+		d := g.r.Decide(base, cand)
+		e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
+		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := m.Header.Get("Cc")
+		if got := strings.Count(strings.ToLower(cc), "jlayton@kernel.org"); got != map[bool]int{true: 1, false: 0}[on] {
+			t.Errorf("cc_maintainers=%v: Cc %q names jlayton %d times", on, cc, got)
+		}
+		if strings.Contains(cc, "cel@kernel.org") {
+			t.Errorf("the author (To) is in Cc too: %q", cc)
+		}
+		if !strings.Contains(cc, "linux-nfs@vger.kernel.org") {
+			t.Errorf("the list is not in Cc: %q", cc)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -100,7 +101,11 @@ type Reports struct {
 	// Toolchain is the builder's compiler and binutils; empty on a
 	// process that does not build (the reply then names none).
 	Toolchain kbuild.Toolchain
-	Now       func() time.Time
+	// Maintainers reads MAINTAINERS for the Cc line; nil where no tree
+	// is (a process without the build role).
+	Maintainers MaintainerLookup
+	Log         *slog.Logger
+	Now         func() time.Time
 }
 
 // detail is what realstage stores with a test (bot.Decision.Detail,
@@ -200,6 +205,30 @@ func (r *Reports) Decide(base, cand []store.Sample) bot.Decision {
 }
 
 // thread describes the posting a series reply answers.
+// maintainersCc are the maintainers and reviewers MAINTAINERS lists for
+// the files of s (reports.cc_maintainers): none when it is off, when no
+// tree is readable here, or when MAINTAINERS cannot be read (logged: the
+// reply goes to the lists all the same).
+func (r *Reports) maintainersCc(ctx context.Context, s *bot.Series) []string {
+	if !r.Cfg.CCMaintainers || r.Maintainers == nil {
+		return nil
+	}
+	var files []string
+	for _, raw := range s.Patches {
+		if m, err := lore.ParseMessage(raw); err == nil {
+			files = append(files, lore.DiffFiles(m.Body)...)
+		}
+	}
+	addrs, err := r.Maintainers.MaintainersOf(ctx, *s, files)
+	if err != nil {
+		if r.Log != nil {
+			r.Log.Warn("reports: MAINTAINERS not read; no maintainers in Cc", "series", s.MsgID, "err", err)
+		}
+		return nil
+	}
+	return addrs
+}
+
 func (r *Reports) thread(s *bot.Series) (reports.Thread, error) {
 	raw := s.Cover
 	if len(raw) == 0 && len(s.Patches) > 0 {
@@ -252,6 +281,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err := r.enqueueChecks(ctx, rep, th); err != nil {
 		return err
 	}
+	th.Cc = r.maintainersCc(ctx, rep.Series)
 	v, err := r.verdict(rep, th)
 	if err != nil || !v.Outcome.Mailed() {
 		return err
