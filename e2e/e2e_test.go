@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/mail"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,14 +88,24 @@ func TestSeriesAnswered(t *testing.T) {
 		if !ok {
 			continue
 		}
-		r := b.waitReply(ctx, s.root)
+		// The reply answers the patch that failed, else the cover letter
+		// or the single patch; either way it is in the series' thread.
+		byID := map[string][]byte{}
+		var ids []string
+		for _, m := range s.mails {
+			id := messageID(t, m)
+			byID[id] = m
+			ids = append(ids, id)
+		}
+		r := b.waitReply(ctx, ids...)
 		t.Logf("reply to %s, %s after posting (all series share one lab pair):\n%s", s, r.Arrived.Sub(posted[name]).Round(time.Second), r)
 		if got := r.Header.Get("X-Rdmabot-Outcome"); got != want[name] {
 			t.Errorf("%s: outcome %s, want %s", s.name, got, want[name])
 			continue
 		}
-		if subj := r.Header.Get("Subject"); subj != "Re: "+subjectOf(s.mails[0]) {
-			t.Errorf("%s: subject %q", s.name, subj)
+		answered := byID[r.Header.Get("In-Reply-To")]
+		if subj := r.Header.Get("Subject"); subj != "Re: "+headerSubject(t, answered) {
+			t.Errorf("%s: subject %q, want Re: of the mail it answers, %q", s.name, subj, headerSubject(t, answered))
 		}
 		if refs := r.Header.Get("References"); !strings.Contains(refs, s.root) {
 			t.Errorf("%s: References %q lack %s", s.name, refs, s.root)
@@ -278,4 +290,14 @@ func relaxedOrdering(t *testing.T) (series, bool) {
 	}
 	s.root = messageID(t, s.mails[0])
 	return s, true
+}
+
+// headerSubject is a mail's Subject unfolded, as a reply repeats it.
+func headerSubject(t *testing.T, raw []byte) string {
+	t.Helper()
+	m, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Header.Get("Subject")
 }

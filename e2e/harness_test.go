@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,21 +268,22 @@ func (b *bot) replies() []reply {
 	return out
 }
 
-// waitReply waits for the reply In-Reply-To msgid (angle brackets
-// included) and fails if serve exits first.
-func (b *bot) waitReply(ctx context.Context, msgid string) reply {
+// waitReply waits for the reply In-Reply-To one of msgids (angle
+// brackets included: a reply answers the patch that failed, else the
+// cover or the single patch) and fails if serve exits first.
+func (b *bot) waitReply(ctx context.Context, msgids ...string) reply {
 	b.t.Helper()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		for _, r := range b.replies() {
-			if r.Header.Get("In-Reply-To") == msgid {
+			if slices.Contains(msgids, r.Header.Get("In-Reply-To")) {
 				return r
 			}
 		}
 		select {
 		case <-ctx.Done():
-			b.t.Fatalf("no reply to %s: %v", msgid, ctx.Err())
+			b.t.Fatalf("no reply to %v: %v", msgids, ctx.Err())
 		case err := <-b.done:
 			b.cmd = nil
 			b.t.Fatalf("serve exited: %v", err)
