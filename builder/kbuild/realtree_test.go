@@ -211,7 +211,9 @@ func TestBuildLabKernel(t *testing.T) {
 	presync(t, b, "default", objs, rt.tree)
 	holdHeavyLock(t)
 
-	res, err := b.Build(ctx, Request{Objects: objs, Tree: rt.tree, Lab: lab})
+	// The imported tree is a configured branch: trusted, built in the
+	// slot itself, so the candidate below starts from its output tree.
+	res, err := b.Build(ctx, Request{Objects: objs, Tree: rt.tree, Lab: lab, Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
