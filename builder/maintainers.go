@@ -263,16 +263,22 @@ func (m *Maintainers) SectionsFor(files []string) []*MaintainerSection {
 	return out
 }
 
+// penguinChief is the address get_maintainer.pl leaves out unless asked
+// (--git-chief-penguins): "THE REST" names Linus for every file, and no
+// patch reply should Cc him for that.
+const penguinChief = "torvalds@linux-foundation.org"
+
 // For returns the maintainers, then the reviewers, then the lists of
 // every section covering any of files (get_maintainer's default: all
-// matching sections, "THE REST" included), each address once with the
-// sections that list it, in the order MAINTAINERS lists them.
+// matching sections, "THE REST" included, its chief penguin left out),
+// each address once with the sections that list it, in the order
+// MAINTAINERS lists them.
 func (m *Maintainers) For(files []string) []Contact {
 	var out []Contact
 	at := map[string]int{}
 	add := func(raw string, role Role, section string) {
 		c, ok := parseContact(raw, role)
-		if !ok {
+		if !ok || c.Email == penguinChief {
 			return
 		}
 		if i, dup := at[c.Email]; dup {
