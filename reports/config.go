@@ -51,6 +51,8 @@ type Config struct {
 	DailyLimit int `toml:"daily_limit"`
 	// AuthorDailyLimit caps replies sent to one author per 24 hours.
 	AuthorDailyLimit int `toml:"author_daily_limit"`
+	// ListDailyLimit caps replies sent to one mailing list per 24 hours.
+	ListDailyLimit int `toml:"list_daily_limit"`
 	// OptOut lists addresses (or @domains) never replied to.
 	OptOut []string `toml:"opt_out"`
 	// Outbox is the Maildir of replies; "" is <data_dir>/outbox.
@@ -97,6 +99,7 @@ func DefaultConfig() Config {
 		Moderate:         true,
 		DailyLimit:       20,
 		AuthorDailyLimit: 5,
+		ListDailyLimit:   10,
 		OptOut:           []string{},
 		SMTP:             SMTPConfig{StartTLS: true, Timeout: cfgtype.D(30 * time.Second)},
 		Patchwork:        PatchworkConfig{Context: "rdmabot"},
@@ -129,8 +132,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("reports.archive_list %q: %w", c.ArchiveList, err))
 		}
 	}
-	if c.DailyLimit < 0 || c.AuthorDailyLimit < 0 {
-		errs = append(errs, fmt.Errorf("reports.daily_limit and reports.author_daily_limit must not be negative"))
+	if c.DailyLimit < 0 || c.AuthorDailyLimit < 0 || c.ListDailyLimit < 0 {
+		errs = append(errs, fmt.Errorf("reports.daily_limit, reports.author_daily_limit and reports.list_daily_limit must not be negative"))
 	}
 	for _, a := range c.OptOut {
 		if !strings.Contains(a, "@") {

@@ -1,18 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/pitest"
+	"github.com/rdmabot/rdmabot/internal/smtptest"
 )
 
 // serveEnv is the real binary and a config.toml made from the shipped
@@ -293,5 +296,66 @@ func TestServeMailCommandsOverIMAP(t *testing.T) {
 	})
 	if ok, state := settled(); !ok {
 		t.Fatalf("after the restart: %s", state)
+	}
+}
+
+// `rdmabot serve` with mail on and config.toml's limits, over a real
+// SMTP server: three series posted to linux-rdma by three authors are
+// answered, but with reports.list_daily_limit = 2 only two replies reach
+// the list that day; the third waits in the outbox, and a restart sends
+// nothing twice.
+func TestServeMailsWithinListLimit(t *testing.T) {
+	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: [][]byte{
+		mailAt("Ann <ann@example.org>", "hello@example.org", "hello", "", "not a patch\n")}})
+	smtpd := smtptest.Start(t, smtptest.Options{})
+	e := newServeEnv(t,
+		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", "imap://"+srv.IMAPAddr+"/org.kernel.vger.linux-rdma"),
+		`url = "https://lore.kernel.org/linux-nfs"`, `url = "no-inbox"`,
+		`poll_interval = "2m0s"`, `poll_interval = "1s"`,
+		`mail = false`, `mail = true`,
+		`moderate = true`, `moderate = false`,
+		`list_daily_limit = 10`, `list_daily_limit = 2`,
+		`addr = ""`, fmt.Sprintf("addr = %q", smtpd.Addr),
+		`starttls = true`, `starttls = false`,
+	)
+	treeStore(t, filepath.Join(e.dir, "data"))
+	e.start()
+	for _, a := range []string{"Alice Author <alice@example.org>", "Bob Builder <bob@example.org>", "Carol Coder <carol@example.org>"} {
+		name := strings.ToLower(strings.Fields(a)[0])
+		srv.Add(t, "linux-rdma", mailAt(a, name+"-1@example.org", "[PATCH] svcrdma: fix a comment ("+name+")", "",
+			strings.Replace(svcrdmaPatch, "Alice Author <alice@example.org>", a, 1)))
+	}
+	states := func() map[string]int {
+		out := map[string]int{}
+		lines := strings.Split(strings.TrimSpace(e.rdmabot("outbox", "list", "-all")), "\n")
+		for _, l := range lines[1:] {
+			if f := strings.Fields(l); len(f) > 0 {
+				out[f[0]]++
+			}
+		}
+		return out
+	}
+	e.waitFor("three replies, two sent", 90*time.Second, func() (bool, string) {
+		s := states()
+		return s["sent"] == 2 && s["ready"] == 1 && strings.Contains(e.log(), "list's daily limit reached"), fmt.Sprint(s, e.outboxRows())
+	})
+	got := smtpd.Messages()
+	if len(got) != 2 {
+		t.Fatalf("the SMTP server took %d messages, want 2", len(got))
+	}
+	for _, m := range got {
+		if !slices.Contains(m.To, "linux-rdma@vger.kernel.org") || !bytes.Contains(m.Data, []byte("Cc: <linux-rdma@vger.kernel.org>")) || slices.Contains(m.To, "torvalds@linux-foundation.org") {
+			t.Errorf("a reply not to the list: envelope %v\n%s", m.To, m.Data)
+		}
+	}
+
+	e.kill()
+	before := len(e.log())
+	e.start()
+	e.waitFor("a delivery round after the restart", 60*time.Second, func() (bool, string) {
+		return strings.Contains(e.log()[before:], "list's daily limit reached"), ""
+	})
+	if n := len(smtpd.Messages()); n != 2 {
+		t.Errorf("after the restart the server has %d messages, want still 2", n)
 	}
 }

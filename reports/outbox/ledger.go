@@ -49,6 +49,9 @@ type Entry struct {
 	Recipient string // the person answered
 	// Envelope holds the SMTP recipients.
 	Envelope []string
+	// Lists are the mailing lists the reply goes to (Cc): each has its
+	// own daily limit.
+	Lists    []string
 	State    State
 	Reason   string
 	Attempts int
@@ -74,8 +77,13 @@ const schema = `CREATE TABLE IF NOT EXISTS rdmabot_replies (
 	created BIGINT NOT NULL,
 	attempted BIGINT NOT NULL,
 	sent BIGINT NOT NULL,
-	raw TEXT NOT NULL
+	raw TEXT NOT NULL,
+	lists TEXT NOT NULL DEFAULT '[]'
 )`
+
+// addLists brings a ledger made before replies recorded their lists up
+// to the schema; the probe fails only when the column is missing.
+const addLists = `ALTER TABLE rdmabot_replies ADD COLUMN lists TEXT NOT NULL DEFAULT '[]'`
 
 // Ledger is the table of replies.
 type Ledger struct{ db *sql.DB }
@@ -84,6 +92,11 @@ type Ledger struct{ db *sql.DB }
 func OpenLedger(ctx context.Context, db *sql.DB) (*Ledger, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("outbox: create ledger: %w", err)
+	}
+	if rows, err := db.QueryContext(ctx, `SELECT lists FROM rdmabot_replies WHERE 1 = 0`); err == nil {
+		rows.Close()
+	} else if _, err := db.ExecContext(ctx, addLists); err != nil {
+		return nil, fmt.Errorf("outbox: add the lists column: %w", err)
 	}
 	return &Ledger{db: db}, nil
 }
@@ -95,7 +108,7 @@ var ErrDuplicate = errors.New("a verdict for this series version was already rec
 // ErrNotFound is an unknown Message-ID.
 var ErrNotFound = errors.New("no such reply")
 
-const cols = `message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, attempted, sent, raw`
+const cols = `message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, attempted, sent, raw, lists`
 
 func (l *Ledger) insert(ctx context.Context, e *Entry) error {
 	env, err := json.Marshal(e.Envelope)
@@ -105,10 +118,17 @@ func (l *Ledger) insert(ctx context.Context, e *Entry) error {
 	if e.Envelope == nil {
 		env = []byte("[]")
 	}
+	lists, err := json.Marshal(e.Lists)
+	if err != nil {
+		return fmt.Errorf("outbox: record %s: %w", e.MessageID, err)
+	}
+	if e.Lists == nil {
+		lists = []byte("[]")
+	}
 	res, err := l.db.ExecContext(ctx, `INSERT INTO rdmabot_replies (`+cols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING`,
 		e.MessageID, e.Key, e.Channel, e.Outcome, e.Recipient, string(env),
-		string(e.State), e.Reason, e.Attempts, e.Created.Unix(), unix(e.Attempted), unix(e.SentAt), string(e.Raw))
+		string(e.State), e.Reason, e.Attempts, e.Created.Unix(), unix(e.Attempted), unix(e.SentAt), string(e.Raw), string(lists))
 	if err != nil {
 		return fmt.Errorf("outbox: record %s: %w", e.MessageID, err)
 	}
@@ -207,6 +227,37 @@ func (l *Ledger) SentToSince(ctx context.Context, recipient string, t time.Time)
 	return n, err
 }
 
+// SentToListSince counts the replies sent, or possibly sent, to one
+// mailing list (case-insensitive) since t. The rows read are those of
+// one day, which the daily limit keeps few.
+func (l *Ledger) SentToListSince(ctx context.Context, list string, t time.Time) (int, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT message_id, lists FROM rdmabot_replies
+		WHERE ((state = $1 AND sent >= $2) OR state = $3) AND channel NOT LIKE $4`,
+		string(Sent), t.Unix(), string(Sending), "patchwork:%")
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id, col string
+		if err := rows.Scan(&id, &col); err != nil {
+			return 0, err
+		}
+		var lists []string
+		if err := json.Unmarshal([]byte(col), &lists); err != nil {
+			return 0, fmt.Errorf("outbox: %s: lists %q: %w", id, col, err)
+		}
+		for _, a := range lists {
+			if strings.EqualFold(a, list) {
+				n++
+				break
+			}
+		}
+	}
+	return n, rows.Err()
+}
+
 // envelope reads the envelope column: a JSON list of addresses, or, in
 // rows written before it was one, addresses joined by commas.
 func envelope(col string) ([]string, error) {
@@ -231,15 +282,18 @@ func scan(rows *sql.Rows) ([]*Entry, error) {
 	var out []*Entry
 	for rows.Next() {
 		var e Entry
-		var env, state, raw string
+		var env, state, raw, lists string
 		var created, attempted, sent int64
 		if err := rows.Scan(&e.MessageID, &e.Key, &e.Channel, &e.Outcome, &e.Recipient, &env,
-			&state, &e.Reason, &e.Attempts, &created, &attempted, &sent, &raw); err != nil {
+			&state, &e.Reason, &e.Attempts, &created, &attempted, &sent, &raw, &lists); err != nil {
 			return nil, err
 		}
 		var err error
 		if e.Envelope, err = envelope(env); err != nil {
 			return nil, fmt.Errorf("outbox: %s: %w", e.MessageID, err)
+		}
+		if err := json.Unmarshal([]byte(lists), &e.Lists); err != nil {
+			return nil, fmt.Errorf("outbox: %s: lists %q: %w", e.MessageID, lists, err)
 		}
 		e.State, e.Raw = State(state), []byte(raw)
 		e.Created = time.Unix(created, 0).UTC()

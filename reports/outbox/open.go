@@ -56,6 +56,6 @@ func Open(ctx context.Context, db *sql.DB, c *reports.Config, dataDir string, gh
 		}
 		senders["patchwork"] = &Patchwork{URL: c.Patchwork.URL, Token: strings.TrimSpace(string(b)), HTTP: &http.Client{Timeout: time.Minute}}
 	}
-	p := Policy{Send: c.Mail, Moderate: c.Moderate, DailyLimit: c.DailyLimit, AuthorDailyLimit: c.AuthorDailyLimit, OptOut: c.OptOut, Self: c.From}
+	p := Policy{Send: c.Mail, Moderate: c.Moderate, DailyLimit: c.DailyLimit, AuthorDailyLimit: c.AuthorDailyLimit, ListDailyLimit: c.ListDailyLimit, OptOut: c.OptOut, Self: c.From}
 	return New(l, dir, p, senders, now, log)
 }

@@ -26,6 +26,10 @@ type Policy struct {
 	// hours (0: no cap of its own): a flood of series from one address, or
 	// forged From: lines, cannot make the bot mail one person all day.
 	AuthorDailyLimit int
+	// ListDailyLimit caps the replies sent to one mailing list in any 24
+	// hours (0: no cap of its own), so that one busy list cannot take
+	// the whole daily limit, and a flood aimed at a list is bounded.
+	ListDailyLimit int
 	// OptOut holds addresses and @domains never answered.
 	OptOut []string
 	// Self is the bot's own address: its mail is never answered.
@@ -52,7 +56,9 @@ type Reply struct {
 	// InReplyTo is the Message-ID answered, to spot our own mail.
 	InReplyTo string
 	Envelope  []string
-	Raw       []byte
+	// Lists are the mailing lists among the recipients.
+	Lists []string
+	Raw   []byte
 	// Undeliverable says why the reply cannot go out (an author address
 	// that is not one plain mailbox): it is kept in the ledger as Failed,
 	// for an operator to see, and never sent.
@@ -72,7 +78,7 @@ func FromMail(m *reports.Mail, t reports.Thread) Reply {
 	r := Reply{
 		MessageID: m.MessageID, Key: Key("email", t.MessageID, t.Version), Channel: "email",
 		Outcome: m.Outcome.String(), Recipient: t.Author.Email, InReplyTo: t.MessageID,
-		Raw: m.Bytes(),
+		Lists: t.Lists, Raw: m.Bytes(),
 	}
 	env, err := m.Recipients()
 	if err != nil {
@@ -149,7 +155,7 @@ func (o *Outbox) Enqueue(ctx context.Context, r Reply) (*Entry, error) {
 	}
 	e := &Entry{
 		MessageID: r.MessageID, Key: r.Key, Channel: r.Channel, Outcome: r.Outcome,
-		Recipient: r.Recipient, Envelope: r.Envelope, State: Ready, Created: o.now(), Raw: r.Raw,
+		Recipient: r.Recipient, Envelope: r.Envelope, Lists: r.Lists, State: Ready, Created: o.now(), Raw: r.Raw,
 	}
 	undeliverable := r.Undeliverable
 	if channelKind(r.Channel) == "email" && undeliverable == "" {
@@ -306,6 +312,12 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 				continue
 			}
 		}
+		if full, err := o.listFull(ctx, e); err != nil {
+			return sent, errors.Join(append(errs, err)...)
+		} else if full != "" {
+			o.log.Warn("list's daily limit reached; the reply waits", "list", full, "limit", o.policy.ListDailyLimit, "message_id", e.MessageID)
+			continue
+		}
 		ok, err := o.send(ctx, e, Ready)
 		if err != nil {
 			errs = append(errs, err)
@@ -315,6 +327,23 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 		}
 	}
 	return sent, errors.Join(errs...)
+}
+
+// listFull names a list of the reply that has had its day's replies.
+func (o *Outbox) listFull(ctx context.Context, e *Entry) (string, error) {
+	if o.policy.ListDailyLimit <= 0 {
+		return "", nil
+	}
+	for _, l := range e.Lists {
+		n, err := o.ledger.SentToListSince(ctx, l, o.now().Add(-24*time.Hour))
+		if err != nil {
+			return "", err
+		}
+		if n >= o.policy.ListDailyLimit {
+			return l, nil
+		}
+	}
+	return "", nil
 }
 
 // send marks the reply Sending (one more attempt) before the wire, then

@@ -118,6 +118,8 @@ func TestOutbox(t *testing.T) {
 			t.Run("ExactlyOnce", func(t *testing.T) { testExactlyOnce(t, open(t)) })
 			t.Run("Policy", func(t *testing.T) { testPolicy(t, open(t)) })
 			t.Run("Addresses", func(t *testing.T) { testAddresses(t, open(t)) })
+			t.Run("ListLimit", func(t *testing.T) { testListLimit(t, open(t)) })
+			t.Run("LedgerBeforeLists", func(t *testing.T) { testLedgerBeforeLists(t, open(t)) })
 		})
 	}
 }
@@ -371,5 +373,86 @@ func testAddresses(t *testing.T, db *sql.DB) {
 	}
 	if got, err := l.Get(ctx, in.MessageID); err != nil || strings.Join(got.Envelope, " ") != "a@x.example c@y.example" {
 		t.Errorf("old row: %q %v", got.Envelope, err)
+	}
+}
+
+// testListLimit: one list's cap holds back its replies only; a reply to
+// two lists waits while either is full; the next day they go.
+func testListLimit(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	c := &clock{t: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)}
+	rec := &recorder{}
+	o := newOutbox(t, db, t.TempDir(), Policy{Send: true, DailyLimit: 100, ListDailyLimit: 2}, rec, c)
+	to := func(id, list string, lists ...string) {
+		r := reply(id+"-rdmabot@rdmabot.example.org", id+"@x", 1)
+		r.Recipient = id + "@example.org"
+		r.Envelope = append([]string{r.Recipient}, lists...)
+		r.Lists = lists
+		if _, err := o.Enqueue(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Second) // the ledger lists replies oldest first
+	}
+	for _, id := range []string{"r1", "r2", "r3"} {
+		to(id, "", "linux-rdma@vger.kernel.org")
+	}
+	to("n1", "", "linux-nfs@vger.kernel.org")
+	to("b1", "", "Linux-RDMA@vger.kernel.org", "linux-nfs@vger.kernel.org")
+	to("none", "")
+	if n, err := o.Deliver(ctx); err != nil || n != 4 {
+		t.Fatalf("first day: sent %d (%v), want r1 r2 n1 none: %v", n, err, rec.got)
+	}
+	if got := strings.Join(rec.got, " "); got != "r1-rdmabot@rdmabot.example.org r2-rdmabot@rdmabot.example.org n1-rdmabot@rdmabot.example.org none-rdmabot@rdmabot.example.org" {
+		t.Errorf("sent %s", got)
+	}
+	if n, _ := o.ledger.SentToListSince(ctx, "LINUX-RDMA@vger.kernel.org", c.Now().Add(-time.Hour)); n != 2 {
+		t.Errorf("sent to linux-rdma: %d, want 2", n)
+	}
+	c.Advance(23 * time.Hour)
+	if n, _ := o.Deliver(ctx); n != 0 {
+		t.Errorf("within 24h: sent %d more: %v", n, rec.got)
+	}
+	c.Advance(2 * time.Hour)
+	rec.got = nil
+	if n, _ := o.Deliver(ctx); n != 2 {
+		t.Errorf("next day: sent %d, want r3 and b1: %v", n, rec.got)
+	}
+	waiting, _ := o.ledger.List(ctx, Ready)
+	if len(waiting) != 0 {
+		t.Errorf("still waiting: %d", len(waiting))
+	}
+}
+
+// testLedgerBeforeLists: a ledger made before the lists column opens,
+// keeps its rows, and takes new ones.
+func testLedgerBeforeLists(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	old := strings.Replace(schema, ",\n\tlists TEXT NOT NULL DEFAULT '[]'", "", 1)
+	if old == schema {
+		t.Fatal("the schema no longer ends with the lists column")
+	}
+	if _, err := db.ExecContext(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO rdmabot_replies (message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, attempted, sent, raw)
+		VALUES ('old@x', 'k', 'email', 'PASS', 'a@x', '["a@x"]', 'sent', '', 1, 1, 1, 1, 'raw')`); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLedger(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := l.Get(ctx, "old@x")
+	if err != nil || e.State != Sent || len(e.Lists) != 0 {
+		t.Fatalf("old row: %+v, %v", e, err)
+	}
+	if _, err := OpenLedger(ctx, db); err != nil {
+		t.Fatalf("opened twice: %v", err)
+	}
+	if err := l.insert(ctx, &Entry{MessageID: "new@x", Key: "k2", Channel: "email", State: Ready, Lists: []string{"l@x"}, Created: time.Unix(5, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := l.Get(ctx, "new@x"); err != nil || len(e.Lists) != 1 || e.Lists[0] != "l@x" {
+		t.Fatalf("new row: %+v, %v", e, err)
 	}
 }

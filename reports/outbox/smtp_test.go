@@ -4,16 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"database/sql"
 	"errors"
 	"io"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -23,118 +16,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
 	"github.com/rdmabot/rdmabot/internal/pitest"
+	"github.com/rdmabot/rdmabot/internal/smtptest"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/stats"
 )
-
-// mailServer is a real SMTP server on 127.0.0.1 (go-smtp's): STARTTLS
-// with a certificate made here, AUTH PLAIN only over TLS.
-type mailServer struct {
-	addr   string
-	client *tls.Config
-	mu     sync.Mutex
-	got    []received
-	// dataErr, when set, answers the end of DATA with it.
-	dataErr error
-}
-
-type received struct {
-	from string
-	to   []string
-	tls  bool
-	data []byte
-}
-
-type session struct {
-	srv    *mailServer
-	conn   *smtp.Conn
-	authed bool
-	cur    received
-}
-
-func (s *session) AuthMechanisms() []string { return []string{sasl.Plain} }
-func (s *session) Auth(string) (sasl.Server, error) {
-	return sasl.NewPlainServer(func(identity, user, pass string) error {
-		if user != "rdmabot" || pass != "s3cret" {
-			// What real servers answer (RFC 4954): permanent.
-			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "Authentication credentials invalid"}
-		}
-		s.authed = true
-		return nil
-	}), nil
-}
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
-	if !s.authed {
-		return smtp.ErrAuthRequired
-	}
-	s.cur = received{from: from}
-	return nil
-}
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	s.cur.to = append(s.cur.to, to)
-	return nil
-}
-func (s *session) Data(r io.Reader) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	_, s.cur.tls = s.conn.TLSConnectionState()
-	s.cur.data = b
-	s.srv.mu.Lock()
-	defer s.srv.mu.Unlock()
-	if s.srv.dataErr != nil {
-		return s.srv.dataErr
-	}
-	s.srv.got = append(s.srv.got, s.cur)
-	return nil
-}
-func (s *session) Reset()        {}
-func (s *session) Logout() error { return nil }
-
-func startMailServer(t *testing.T) *mailServer {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	ms := &mailServer{client: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}
-	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
-		return &session{srv: ms, conn: c}, nil
-	}))
-	s.Domain = "127.0.0.1"
-	s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
-	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms.addr = ln.Addr().String()
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	return ms
-}
 
 func TestSMTPTimeoutAndRefusals(t *testing.T) {
 	// A server that accepts and never greets.
@@ -164,22 +55,18 @@ func TestSMTPTimeoutAndRefusals(t *testing.T) {
 	if err := s.Send(context.Background(), e); !errors.As(err, &rej) {
 		t.Errorf("plaintext to a remote server must be refused: %v", err)
 	}
-	ms := startMailServer(t)
-	s = &SMTP{Addr: ms.addr, StartTLS: true, TLSConfig: ms.client, User: "rdmabot", Password: "wrong", From: "r@x", Timeout: 5 * time.Second}
+	ms := smtptest.Start(t, smtptest.Options{User: "rdmabot", Password: "s3cret"})
+	s = &SMTP{Addr: ms.Addr, StartTLS: true, TLSConfig: ms.ClientTLS, User: "rdmabot", Password: "wrong", From: "r@x", Timeout: 5 * time.Second}
 	if err := s.Send(context.Background(), e); !errors.As(err, &rej) {
 		t.Errorf("bad password: want a rejection, got %v", err)
 	}
 	// The end of DATA answered: 4xx is "try again", 5xx is final.
 	s.Password = "s3cret"
-	ms.mu.Lock()
-	ms.dataErr = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}
-	ms.mu.Unlock()
+	ms.FailData(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"})
 	if err := s.Send(context.Background(), e); !errors.Is(err, ErrNotDelivered) {
 		t.Errorf("451 after DATA: want ErrNotDelivered, got %v", err)
 	}
-	ms.mu.Lock()
-	ms.dataErr = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "content rejected"}
-	ms.mu.Unlock()
+	ms.FailData(&smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "content rejected"})
 	if err := s.Send(context.Background(), e); !errors.As(err, &rej) {
 		t.Errorf("554 after DATA: want a rejection, got %v", err)
 	}
@@ -245,7 +132,7 @@ func threadOf(t *testing.T, cover []byte) reports.Thread {
 func TestReplyReachesListThreaded(t *testing.T) {
 	series := loadSeries(t)
 	thread := threadOf(t, series[0])
-	ms := startMailServer(t)
+	ms := smtptest.Start(t, smtptest.Options{User: "rdmabot", Password: "s3cret"})
 
 	cfg := reports.DefaultConfig()
 	cfg.From = "rdmabot <rdmabot@rdmabot.example.org>"
@@ -279,7 +166,7 @@ func TestReplyReachesListThreaded(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	sender := &SMTP{Addr: ms.addr, StartTLS: true, TLSConfig: ms.client, User: "rdmabot", Password: "s3cret",
+	sender := &SMTP{Addr: ms.Addr, StartTLS: true, TLSConfig: ms.ClientTLS, User: "rdmabot", Password: "s3cret",
 		From: "rdmabot@rdmabot.example.org", Timeout: 10 * time.Second}
 	o := newOutbox(t, db, t.TempDir(), Policy{Send: true, DailyLimit: 10, Self: cfg.From}, sender, &clock{t: now})
 	ctx := context.Background()
@@ -292,17 +179,15 @@ func TestReplyReachesListThreaded(t *testing.T) {
 	if n, _ := o.Deliver(ctx); n != 0 {
 		t.Fatal("sent twice")
 	}
-	ms.mu.Lock()
-	got := ms.got
-	ms.mu.Unlock()
-	if len(got) != 1 || !got[0].tls || got[0].from != "rdmabot@rdmabot.example.org" {
-		t.Fatalf("server received %d messages (tls=%v)", len(got), len(got) > 0 && got[0].tls)
+	got := ms.Messages()
+	if len(got) != 1 || !got[0].TLS || got[0].From != "rdmabot@rdmabot.example.org" {
+		t.Fatalf("server received %d messages (tls=%v)", len(got), len(got) > 0 && got[0].TLS)
 	}
 	want := []string{"cel@kernel.org", "linux-nfs@vger.kernel.org", "linux-rdma@vger.kernel.org", "rdmabot-reports@lists.example.org"}
-	if strings.Join(got[0].to, ",") != strings.Join(want, ",") {
-		t.Errorf("envelope %v, want %v", got[0].to, want)
+	if strings.Join(got[0].To, ",") != strings.Join(want, ",") {
+		t.Errorf("envelope %v, want %v", got[0].To, want)
 	}
-	rcvd := bytes.ReplaceAll(got[0].data, []byte("\r\n"), []byte("\n"))
+	rcvd := bytes.ReplaceAll(got[0].Data, []byte("\r\n"), []byte("\n"))
 
 	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: series})
 	srv.Add(t, "linux-rdma", rcvd)
