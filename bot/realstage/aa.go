@@ -1,0 +1,277 @@
+package realstage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// AA runs A/A comparisons: one kernel as both base and candidate, boots
+// alternating as the bot's lab rounds alternate them, judged by the
+// bot's own decision (Reports.Decide) with its budget and rounds. Every
+// REGRESSION or IMPROVEMENT it reports is a false alarm the lab and the
+// statistics together made.
+type AA struct {
+	Lab     *Lab
+	Decide  func(base, cand []store.Sample) (verdict string, needMore int, summary string)
+	Pair    string
+	Kernel  string // directory holding bzImage (and modules/)
+	Runs    int    // runs per side at the first look (reports.runs)
+	Rounds  int    // bot.max_rounds
+	Results string // JSON-lines file the comparisons are appended to
+	// Condition names the machine's state ("idle", "busy"), Neighbour
+	// the command run on and off during the comparisons ("" = none).
+	Condition, Neighbour string
+	Commit               string
+	// Lock, when set, is a file flock'ed around each comparison, so that
+	// other heavy work on the machine (another lab, a test suite) takes
+	// turns with it instead of running beside it unseen.
+	Lock string
+	Rand *rand.Rand
+	Out  io.Writer
+}
+
+// AAResult is one comparison, as stored.
+type AAResult struct {
+	Time      time.Time `json:"time"`
+	Commit    string    `json:"commit"`
+	Condition string    `json:"condition"`
+	Neighbour string    `json:"neighbour,omitempty"`
+	Pair      string    `json:"pair"`
+	// Verdict is the decision on fresh, alternating base and candidate
+	// boots, round after round as the bot asks for them.
+	Verdict string `json:"verdict"`
+	Summary string `json:"summary"`
+	Rounds  int    `json:"rounds"`
+	// Cached is the decision of the same candidate boots against the
+	// base boots of the comparison before (what the bot does when the
+	// base's results are cached): empty for the first comparison.
+	Cached        string    `json:"cached,omitempty"`
+	CachedSummary string    `json:"cached_summary,omitempty"`
+	Base          []float64 `json:"base_copy_MBps"`
+	Cand          []float64 `json:"cand_copy_MBps"`
+	Seconds       float64   `json:"seconds"`
+	// NeighbourOn is the fraction of the comparison's time the
+	// neighbour ran.
+	NeighbourOn float64 `json:"neighbour_on"`
+	// Error is a lab failure: the comparison counts as INFRA.
+	Error string `json:"error,omitempty"`
+}
+
+// Run makes n comparisons, appending each to Results as it ends.
+func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
+	if err := os.MkdirAll(filepath.Dir(a.Results), 0o755); err != nil {
+		return nil, err
+	}
+	var nb *neighbour
+	if a.Neighbour != "" {
+		nb = startNeighbour(ctx, a.Neighbour, a.Rand)
+		defer nb.stop()
+	}
+	var out []AAResult
+	var prevBase []store.Sample
+	for i := range n {
+		unlock, err := lockFile(a.Lock)
+		if err != nil {
+			return out, err
+		}
+		start := time.Now()
+		on0 := nb.onTime()
+		r, base, cand := a.one(ctx)
+		r.Seconds = time.Since(start).Seconds()
+		unlock()
+		if r.Seconds > 0 {
+			r.NeighbourOn = (nb.onTime() - on0).Seconds() / r.Seconds
+		}
+		if r.Error == "" && prevBase != nil {
+			v, _, s := a.Decide(prevBase, cand)
+			r.Cached, r.CachedSummary = v, s
+		}
+		if r.Error == "" {
+			prevBase = base
+		}
+		if err := appendJSON(a.Results, r); err != nil {
+			return out, err
+		}
+		out = append(out, r)
+		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots, %.0f s, neighbour on %.0f%%; cached base: %s %s\n",
+			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), r.Seconds, 100*r.NeighbourOn, orDash(r.Cached), r.Error)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// one comparison: rounds of alternating boots until the decision needs
+// no more or the rounds run out.
+func (a *AA) one(ctx context.Context) (AAResult, []store.Sample, []store.Sample) {
+	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair}
+	var base, cand []store.Sample
+	runs := a.Runs
+	for round := 1; round <= a.Rounds; round++ {
+		r.Rounds = round
+		for range runs {
+			for _, side := range []*[]store.Sample{&base, &cand} {
+				s, err := a.Lab.Run(ctx, a.Pair, a.Kernel, 1, io.Discard)
+				if err != nil {
+					r.Verdict, r.Error = "INFRA", err.Error()
+					return r, nil, nil
+				}
+				*side = append(*side, s...)
+			}
+		}
+		r.Base, r.Cand = copyMBps(base), copyMBps(cand)
+		v, more, summary := a.Decide(base, cand)
+		r.Verdict, r.Summary = v, summary
+		if more == 0 {
+			break
+		}
+		runs = more
+	}
+	return r, base, cand
+}
+
+func copyMBps(s []store.Sample) []float64 {
+	out := make([]float64, len(s))
+	for i, x := range s {
+		out[i] = x.Metrics["copy_MBps"]
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func appendJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadAA reads the stored comparisons.
+func ReadAA(path string) ([]AAResult, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []AAResult
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for dec.More() {
+		var r AAResult
+		if err := dec.Decode(&r); err != nil {
+			return out, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// neighbour runs a CPU-heavy command on and off at random (30 s to 2
+// min each way), as another program on the lab machine would.
+type neighbour struct {
+	mu     sync.Mutex
+	on     time.Duration
+	since  time.Time // zero while off
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startNeighbour(ctx context.Context, command string, rng *rand.Rand) *neighbour {
+	ctx, cancel := context.WithCancel(ctx)
+	n := &neighbour{cancel: cancel, done: make(chan struct{})}
+	pause := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	span := func() time.Duration { return 30*time.Second + time.Duration(rng.Int64N(int64(90*time.Second))) }
+	go func() {
+		defer close(n.done)
+		for pause(span()) {
+			cmd := exec.Command("sh", "-c", command)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if cmd.Start() != nil {
+				return
+			}
+			n.mu.Lock()
+			n.since = time.Now()
+			n.mu.Unlock()
+			pause(span())
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			n.mu.Lock()
+			n.on += time.Since(n.since)
+			n.since = time.Time{}
+			n.mu.Unlock()
+		}
+	}()
+	return n
+}
+
+func (n *neighbour) onTime() time.Duration {
+	if n == nil {
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := n.on
+	if !n.since.IsZero() {
+		d += time.Since(n.since)
+	}
+	return d
+}
+
+func (n *neighbour) stop() {
+	n.cancel()
+	<-n.done
+}
+
+// lockFile takes an exclusive flock on path ("" = none) and returns its
+// release.
+func lockFile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}

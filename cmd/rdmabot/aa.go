@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot/realstage"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lab"
+)
+
+// runLabAA runs real A/A comparisons through the bot's lab rounds and
+// decision, or summarises those stored.
+func runLabAA(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "lab aa")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	kernel := fs.String("kernel", "", "the kernel both sides boot: its bzImage, or a directory holding bzImage (and modules/)")
+	n := fs.Int("comparisons", 20, "A/A comparisons to make")
+	condition := fs.String("condition", "", `what the machine is doing, stored with each result: "idle", or "busy" (default: busy with --neighbour, else idle)`)
+	neighbourCmd := fs.String("neighbour", "", `a CPU-heavy command run on and off at random during the comparisons, e.g. "stress-ng --cpu 1"`)
+	pair := fs.String("pair", "", "lab pair (default: lab.default)")
+	results := fs.String("results", "", "JSON-lines file of results (default: <cache_dir>/aa/aa.jsonl)")
+	lock := fs.String("lock", "", "a file flock'ed around each comparison, to take turns with other heavy work")
+	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *results == "" {
+		*results = filepath.Join(c.CacheDir, "aa", "aa.jsonl")
+	}
+	if *summary {
+		rs, err := realstage.ReadAA(*results)
+		if err != nil {
+			return err
+		}
+		printAASummary(e, rs)
+		return nil
+	}
+	if *kernel == "" {
+		return fmt.Errorf("%w: --kernel is required\nrdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--pair NAME] [--lock FILE] [--results FILE] [--summary] [--config FILE]", errUsage)
+	}
+	dir := *kernel
+	if st, err := os.Stat(dir); err != nil {
+		return err
+	} else if !st.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
+		return fmt.Errorf("--kernel: %w", err)
+	}
+	if *condition == "" {
+		*condition = "idle"
+		if *neighbourCmd != "" {
+			*condition = "busy"
+		}
+	}
+	if *pair == "" {
+		*pair = c.Lab.Default
+	}
+	r := &realstage.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
+	aa := &realstage.AA{
+		Lab: &realstage.Lab{Cfg: c.Lab, Dirs: lab.Dirs{Cache: filepath.Join(c.CacheDir, "lab"), Leases: filepath.Join(c.DataDir, "lab-leases")},
+			Test: c.Lab.Test, Log: e.log},
+		Decide: func(base, cand []store.Sample) (string, int, string) {
+			d := r.Decide(base, cand)
+			return d.Verdict, d.NeedMore, d.Summary
+		},
+		Pair: *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
+		Condition: *condition, Neighbour: *neighbourCmd, Commit: readVersion().Revision, Lock: *lock,
+		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Out: e.stdout,
+	}
+	fmt.Fprintf(e.stdout, "A/A: %d comparisons of %s on %s (%s), budget %d/%d/%d, min effect %.0f%%; results in %s\n",
+		*n, dir, *pair, *condition, c.Reports.Runs, c.Reports.RunsStep, c.Reports.MaxRuns, 100*c.Reports.MinEffect, *results)
+	rs, err := aa.Run(ctx, *n)
+	printAASummary(e, rs)
+	return err
+}
+
+// printAASummary counts outcomes per condition, for fresh alternating
+// bases and for cached ones, with the time per comparison.
+func printAASummary(e *env, rs []realstage.AAResult) {
+	type key struct{ cond, mode string }
+	counts := map[key]map[string]int{}
+	secs := map[string][]float64{}
+	for _, r := range rs {
+		for _, m := range []struct{ mode, v string }{{"fresh base", r.Verdict}, {"cached base", r.Cached}} {
+			if m.v == "" {
+				continue
+			}
+			k := key{r.Condition, m.mode}
+			if counts[k] == nil {
+				counts[k] = map[string]int{}
+			}
+			counts[k][m.v]++
+		}
+		if r.Error == "" {
+			secs[r.Condition] = append(secs[r.Condition], r.Seconds)
+		}
+	}
+	keys := make([]key, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].cond != keys[j].cond {
+			return keys[i].cond > keys[j].cond
+		}
+		return keys[i].mode > keys[j].mode
+	})
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "CONDITION\tBASE\tN\tREGRESSION\tIMPROVEMENT\tPASS\tINCONCLUSIVE\tINFRA\tOTHER\tP50 S\tP95 S")
+	for _, k := range keys {
+		c := counts[k]
+		total, other := 0, 0
+		for v, x := range c {
+			total += x
+			switch v {
+			case "REGRESSION", "IMPROVEMENT", "PASS", "INCONCLUSIVE", "INFRA":
+			default:
+				other += x
+			}
+		}
+		s := secs[k.cond]
+		sort.Float64s(s)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", k.cond, k.mode, total, c["REGRESSION"], c["IMPROVEMENT"], c["PASS"],
+			c["INCONCLUSIVE"], c["INFRA"], other, quantile(s, 0.5), quantile(s, 0.95))
+	}
+	w.Flush()
+	if len(rs) == 0 {
+		fmt.Fprintln(e.stdout, "(no comparisons)")
+	}
+}
+
+func quantile(sorted []float64, q float64) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	i := int(q*float64(len(sorted)-1) + 0.5)
+	return strings.TrimSuffix(fmt.Sprintf("%.0f", sorted[i]), ".0")
+}
