@@ -11,7 +11,9 @@ CACHE=${CACHE:-/var/cache/rdmabot}
 DATA=${DATA:-$CACHE}
 mkdir -p "$CACHE/bin" "$DATA"
 bin=$CACHE/bin/rdmabot
-go build -o "$bin" ./cmd/rdmabot
+# -buildvcs=auto: the binary names its commit (rdmabot version, A/A results)
+# even where GOFLAGS turns stamping off.
+go build -buildvcs=auto -o "$bin" ./cmd/rdmabot
 
 repo=$DATA/trees/kernel.git
 ref=refs/trees/local/import

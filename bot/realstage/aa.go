@@ -39,8 +39,11 @@ type AA struct {
 	// other heavy work on the machine (another lab, a test suite) takes
 	// turns with it instead of running beside it unseen.
 	Lock string
-	Rand *rand.Rand
-	Out  io.Writer
+	// NeighbourSpan bounds each on and each off period of the neighbour
+	// (zero: 30 s to 2 min).
+	NeighbourSpan [2]time.Duration
+	Rand          *rand.Rand
+	Out           io.Writer
 }
 
 // AAResult is one comparison, as stored.
@@ -77,11 +80,17 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	}
 	var nb *neighbour
 	if a.Neighbour != "" {
-		nb = startNeighbour(ctx, a.Neighbour, a.Rand)
+		span := a.NeighbourSpan
+		if span[1] <= span[0] {
+			span = [2]time.Duration{30 * time.Second, 2 * time.Minute}
+		}
+		nb = startNeighbour(ctx, a.Neighbour, span, a.Rand)
 		defer nb.stop()
 	}
 	var out []AAResult
-	var prevBase []store.Sample
+	// cached is every good base boot so far, as the bot's base-result
+	// cache holds every run of one base kernel.
+	var cached []store.Sample
 	for i := range n {
 		unlock, err := lockFile(a.Lock)
 		if err != nil {
@@ -89,18 +98,19 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 		}
 		start := time.Now()
 		on0 := nb.onTime()
-		r, base, cand := a.one(ctx)
+		r, rounds := a.one(ctx)
 		r.Seconds = time.Since(start).Seconds()
 		unlock()
 		if r.Seconds > 0 {
 			r.NeighbourOn = (nb.onTime() - on0).Seconds() / r.Seconds
 		}
-		if r.Error == "" && prevBase != nil {
-			v, _, s := a.Decide(prevBase, cand)
-			r.Cached, r.CachedSummary = v, s
-		}
 		if r.Error == "" {
-			prevBase = base
+			if cached != nil {
+				r.Cached, r.CachedSummary = a.cachedJudgement(cached, rounds)
+			}
+			for _, rd := range rounds {
+				cached = append(cached, rd.base...)
+			}
 		}
 		if err := appendJSON(a.Results, r); err != nil {
 			return out, err
@@ -115,24 +125,31 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	return out, nil
 }
 
+// round is one round's boots of each side.
+type round struct{ base, cand []store.Sample }
+
 // one comparison: rounds of alternating boots until the decision needs
 // no more or the rounds run out.
-func (a *AA) one(ctx context.Context) (AAResult, []store.Sample, []store.Sample) {
+func (a *AA) one(ctx context.Context) (AAResult, []round) {
 	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair}
 	var base, cand []store.Sample
+	var rounds []round
 	runs := a.Runs
-	for round := 1; round <= a.Rounds; round++ {
-		r.Rounds = round
+	for n := 1; n <= a.Rounds; n++ {
+		r.Rounds = n
+		var rd round
 		for range runs {
-			for _, side := range []*[]store.Sample{&base, &cand} {
+			for _, side := range []*[]store.Sample{&rd.base, &rd.cand} {
 				s, err := a.Lab.Run(ctx, a.Pair, a.Kernel, 1, io.Discard)
 				if err != nil {
 					r.Verdict, r.Error = "INFRA", err.Error()
-					return r, nil, nil
+					return r, nil
 				}
 				*side = append(*side, s...)
 			}
 		}
+		rounds = append(rounds, rd)
+		base, cand = append(base, rd.base...), append(cand, rd.cand...)
 		r.Base, r.Cand = copyMBps(base), copyMBps(cand)
 		v, more, summary := a.Decide(base, cand)
 		r.Verdict, r.Summary = v, summary
@@ -141,7 +158,30 @@ func (a *AA) one(ctx context.Context) (AAResult, []store.Sample, []store.Sample)
 		}
 		runs = more
 	}
-	return r, base, cand
+	return r, rounds
+}
+
+// cachedJudgement is what the bot would have said with a cached base:
+// the first round's candidate boots against the cache alone, later
+// rounds adding fresh base boots to it, as the lab job does. It uses the
+// boots the fresh comparison made; where it would want more than those,
+// it stays INCONCLUSIVE.
+func (a *AA) cachedJudgement(cached []store.Sample, rounds []round) (string, string) {
+	base := append([]store.Sample(nil), cached...)
+	var cand []store.Sample
+	v, s := "", ""
+	for i, rd := range rounds {
+		if i > 0 {
+			base = append(base, rd.base...)
+		}
+		cand = append(cand, rd.cand...)
+		var more int
+		v, more, s = a.Decide(base, cand)
+		if more == 0 {
+			return v, s
+		}
+	}
+	return v, s + " (the fresh comparison stopped first)"
 }
 
 func copyMBps(s []store.Sample) []float64 {
@@ -196,8 +236,8 @@ func ReadAA(path string) ([]AAResult, error) {
 	return out, nil
 }
 
-// neighbour runs a CPU-heavy command on and off at random (30 s to 2
-// min each way), as another program on the lab machine would.
+// neighbour runs a CPU-heavy command on and off at random, as another
+// program on the lab machine would.
 type neighbour struct {
 	mu     sync.Mutex
 	on     time.Duration
@@ -206,7 +246,7 @@ type neighbour struct {
 	done   chan struct{}
 }
 
-func startNeighbour(ctx context.Context, command string, rng *rand.Rand) *neighbour {
+func startNeighbour(ctx context.Context, command string, span [2]time.Duration, rng *rand.Rand) *neighbour {
 	ctx, cancel := context.WithCancel(ctx)
 	n := &neighbour{cancel: cancel, done: make(chan struct{})}
 	pause := func(d time.Duration) bool {
@@ -217,10 +257,10 @@ func startNeighbour(ctx context.Context, command string, rng *rand.Rand) *neighb
 			return true
 		}
 	}
-	span := func() time.Duration { return 30*time.Second + time.Duration(rng.Int64N(int64(90*time.Second))) }
+	period := func() time.Duration { return span[0] + time.Duration(rng.Int64N(int64(span[1]-span[0]))) }
 	go func() {
 		defer close(n.done)
-		for pause(span()) {
+		for pause(period()) {
 			cmd := exec.Command("sh", "-c", command)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			if cmd.Start() != nil {
@@ -229,7 +269,7 @@ func startNeighbour(ctx context.Context, command string, rng *rand.Rand) *neighb
 			n.mu.Lock()
 			n.since = time.Now()
 			n.mu.Unlock()
-			pause(span())
+			pause(period())
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			cmd.Wait()
 			n.mu.Lock()

@@ -1,0 +1,174 @@
+package realstage
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/reports"
+)
+
+// noisyPair is a lab pair whose copy rate is speed x (1 + 2 % noise);
+// fail makes the n-th boot (1-based) a lab fault.
+type noisyPair struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	speed float64
+	boots int
+	fail  int
+}
+
+func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.boots++
+	if p.boots == p.fail {
+		return nil, &lab.InfraError{Err: errors.New("guest lost")}
+	}
+	r := &lab.Result{Pair: "qemu", Passed: true, LoopSecs: 10}
+	for i := range 3 {
+		v := p.speed * (1 + 0.02*p.rng.NormFloat64())
+		secs := float64(t.SizeMiB) / v
+		r.Iterations = append(r.Iterations, lab.Iteration{N: i + 1, WriteMBps: v, ReadMBps: v, WriteSecs: secs, ReadSecs: secs})
+	}
+	return r, nil
+}
+
+func newAA(t *testing.T, p *noisyPair) *AA {
+	t.Helper()
+	test := lab.DefaultTest()
+	r := &Reports{Cfg: reports.DefaultConfig()}
+	return &AA{
+		Lab: &Lab{Cfg: lab.DefaultConfig(), Test: test, Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": p}},
+		Decide: func(base, cand []store.Sample) (string, int, string) {
+			d := r.Decide(base, cand)
+			return d.Verdict, d.NeedMore, d.Summary
+		},
+		Pair: "qemu", Kernel: t.TempDir(), Runs: 5, Rounds: 6, Results: filepath.Join(t.TempDir(), "aa", "aa.jsonl"),
+		Condition: "idle", Commit: "abc", Rand: rand.New(rand.NewPCG(1, 2)), Out: io.Discard,
+	}
+}
+
+// The runner alternates base and candidate boots of one kernel, asks
+// for rounds as the bot's decision wants them, stores each comparison,
+// and judges each against the base of the one before. A machine that
+// slows by 15 % between two comparisons fools the cached-base judgement
+// (REGRESSION) but not the fresh alternating one.
+func TestAARunsThroughTheDecision(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(3, 4)), speed: 100}
+	a := newAA(t, p)
+	rs, err := a.Run(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Verdict == "REGRESSION" || r.Verdict == "IMPROVEMENT" || r.Error != "" {
+			t.Errorf("comparison %d: %+v", i, r)
+		}
+		if len(r.Base) != len(r.Cand) || len(r.Base) < 5 || r.Rounds < 1 || r.Commit != "abc" || r.Condition != "idle" {
+			t.Errorf("comparison %d: %d+%d boots, %d rounds, %q %q", i, len(r.Base), len(r.Cand), r.Rounds, r.Commit, r.Condition)
+		}
+	}
+	if rs[0].Cached != "" || rs[1].Cached == "" {
+		t.Errorf("cached-base judgements: %q, %q (want none for the first)", rs[0].Cached, rs[1].Cached)
+	}
+	if p.boots != 2*(len(rs[0].Base)+len(rs[1].Base)) {
+		t.Errorf("%d boots for %d+%d per side", p.boots, len(rs[0].Base), len(rs[1].Base))
+	}
+
+	stored, err := ReadAA(a.Results)
+	if err != nil || len(stored) != 2 {
+		t.Fatalf("stored %d comparisons (%v), want 2", len(stored), err)
+	}
+}
+
+// A drift between the cached base and the candidate is what the cached
+// judgement catches as a false REGRESSION; alternating boots see none.
+func TestAACachedBaseFooledByDrift(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(5, 6)), speed: 100}
+	a := newAA(t, p)
+	inner, comparisons := a.Decide, 0
+	a.Decide = func(base, cand []store.Sample) (string, int, string) {
+		v, more, s := inner(base, cand)
+		// The machine slows by 15 % once two comparisons are done.
+		if more == 0 && len(base) == len(cand) {
+			if comparisons++; comparisons == 2 {
+				p.speed = 85
+			}
+		}
+		return v, more, s
+	}
+	rs, err := a.Run(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[2].Verdict == "REGRESSION" || rs[2].Verdict == "IMPROVEMENT" {
+		t.Errorf("alternating boots: %s (%s)", rs[2].Verdict, rs[2].Summary)
+	}
+	if rs[2].Cached != "REGRESSION" {
+		t.Errorf("against the cached base, a 15 %% slower machine: %s (%s), want REGRESSION", rs[2].Cached, rs[2].CachedSummary)
+	}
+}
+
+// A lab fault ends that comparison as INFRA with the error; the next
+// comparison is judged against the last good bases, not the broken run.
+func TestAALabFaultIsInfra(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(7, 8)), speed: 100, fail: 12}
+	a := newAA(t, p)
+	rs, err := a.Run(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := -1
+	for i, r := range rs {
+		if r.Error != "" {
+			k = i
+		}
+	}
+	if k < 0 || rs[k].Verdict != "INFRA" || !strings.Contains(rs[k].Error, "guest lost") || rs[k].Cached != "" {
+		t.Fatalf("no INFRA comparison with the lab's error: %+v", rs)
+	}
+	if k+1 >= len(rs) {
+		t.Fatalf("the fault came last (comparison %d)", k)
+	}
+	next := rs[k+1]
+	if next.Error != "" || (k > 0) != (next.Cached != "") {
+		t.Errorf("after the fault (comparison %d): %+v", k, next)
+	}
+}
+
+// The neighbour runs its command on and off, its time is counted, and
+// nothing of it is left when the runner stops.
+func TestAANeighbourOnAndOff(t *testing.T) {
+	if _, err := exec.LookPath("sleep"); err != nil {
+		t.Skip("no sleep(1)")
+	}
+	mark := filepath.Join(t.TempDir(), "ran")
+	ctx, cancel := context.WithCancel(context.Background())
+	n := startNeighbour(ctx, "echo x >> "+mark+"; exec sleep 1000", [2]time.Duration{20 * time.Millisecond, 60 * time.Millisecond}, rand.New(rand.NewPCG(9, 9)))
+	time.Sleep(700 * time.Millisecond)
+	on := n.onTime()
+	cancel()
+	n.stop()
+	b, _ := os.ReadFile(mark)
+	if starts := strings.Count(string(b), "x"); starts < 3 {
+		t.Errorf("the neighbour started %d times in 0.7 s, want several", starts)
+	}
+	if on <= 0 || on >= 700*time.Millisecond {
+		t.Errorf("on for %v of 0.7 s", on)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep 1000").Output(); len(out) > 0 {
+		t.Errorf("the neighbour's command outlived it: %s", out)
+	}
+}
