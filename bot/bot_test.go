@@ -158,21 +158,22 @@ func TestSeriesVerdicts(t *testing.T) {
 	if r, _ := h.report.Get("series:<broken@x>:v1:"); !strings.Contains(r.Log, "expected ';'") {
 		t.Errorf("build failure reply lacks the compiler error: %q", r.Log)
 	}
-	// The base was built once, and measured once for all four tests that
-	// reached the lab.
+	// The base was built once, and booted beside every candidate boot:
+	// each round measures both sides.
 	if n := h.calls.Count("build mainline " + strings.Repeat("b", 40)); n != 1 {
 		t.Errorf("base built %d times", n)
 	}
-	baseRuns := 0
+	baseRuns, candRuns := 0, 0
 	for _, c := range h.calls.List() {
-		if strings.HasPrefix(c, "run qemu mainline-bbbb") {
+		switch {
+		case strings.HasPrefix(c, "run qemu mainline-bbbb"):
 			baseRuns++
+		case strings.HasPrefix(c, "run "):
+			candRuns++
 		}
 	}
-	// Measured in one round (cached after): up to Runs boots, fewer when
-	// the round's candidate crashed and ended it early.
-	if baseRuns < 1 || baseRuns > testConfig().Runs {
-		t.Errorf("base booted %d times, want 1..%d: measured in one round, then cached", baseRuns, testConfig().Runs)
+	if baseRuns != candRuns || baseRuns == 0 {
+		t.Errorf("base booted %d times for %d candidate boots, want as many", baseRuns, candRuns)
 	}
 	if h.lab.Overlap != 0 {
 		t.Errorf("%d overlapping runs on one pair", h.lab.Overlap)
@@ -449,41 +450,81 @@ func TestDashboard(t *testing.T) {
 func TestBaseResultsGoStale(t *testing.T) {
 	cfg := testConfig()
 	h := newHarness(t, cfg, "")
-	baseRuns := func() int {
-		n := 0
-		for _, c := range h.calls.List() {
-			if strings.HasPrefix(c, "run qemu mainline-bbbb") {
-				n++
-			}
+	ctx := context.Background()
+	cachedRuns := func(id string) int {
+		tt, err := h.st.TestByKey(ctx, h.st.DB, "series:"+id+":v1:")
+		if err != nil {
+			t.Fatal(err)
 		}
-		return n
+		s, _, err := h.st.BaseResults(ctx, h.st.DB, store.BaseKey{Tree: tt.Tree, Commit: tt.Base, Lab: tt.Lab, Params: "nfs-rdma-write-256M"}, 100*365*24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(s)
 	}
 	h.ingest.Add(series("<a@x>", "[PATCH] svcrdma: harmless"))
 	h.wait("first reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	h.ingest.Add(series("<b@x>", "[PATCH] svcrdma: harmless too"))
 	h.wait("second reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
-	if n := baseRuns(); n != cfg.Runs {
-		t.Fatalf("fresh base booted %d times, want %d (one measurement)", n, cfg.Runs)
+	// Both tests booted the base beside their candidate; the cache holds
+	// both measurements, since they agree.
+	if n := cachedRuns("<b@x>"); n != 2*cfg.Runs {
+		t.Fatalf("cached base runs after two tests: %d, want %d", n, 2*cfg.Runs)
 	}
 	h.skew.Store(int64(cfg.BaseMaxAge.Duration + time.Hour))
 	h.ingest.Add(series("<c@x>", "[PATCH] svcrdma: harmless three"))
 	h.wait("third reply", 60*time.Second, func() bool { return h.report.Count() == 3 })
-	if n := baseRuns(); n != 2*cfg.Runs {
-		t.Fatalf("stale base booted %d times in all, want %d (two measurements)", n, 2*cfg.Runs)
+	if n := cachedRuns("<c@x>"); n != cfg.Runs {
+		t.Fatalf("a stale cache was kept: %d base runs, want the %d fresh ones", n, cfg.Runs)
 	}
-	// When both sides are measured, their boots alternate: base, candidate,
-	// base, candidate ... so that drift hits both alike.
+	// Base and candidate boots alternate: base, candidate, base,
+	// candidate ... so that drift hits both alike.
 	var runs []string
 	for _, c := range h.calls.List() {
 		if strings.HasPrefix(c, "run ") {
 			runs = append(runs, c)
 		}
 	}
-	last := runs[len(runs)-2*cfg.Runs:]
-	for i, c := range last {
+	for i, c := range runs {
 		if isBase := strings.HasPrefix(c, "run qemu mainline-bbbb"); isBase != (i%2 == 0) {
-			t.Fatalf("stale-base round does not alternate at boot %d: %q", i, last)
+			t.Fatalf("the rounds do not alternate at boot %d: %q", i, runs)
 		}
+	}
+}
+
+// A machine that slowed down since the base was cached (another program
+// took the CPU) does not make a harmless series a regression: the
+// round's fresh base boots are as slow as its candidate's, the cached
+// runs disagree with them and are dropped.
+func TestDriftedCacheIsNoRegression(t *testing.T) {
+	cfg := testConfig()
+	h := newHarness(t, cfg, "")
+	h.ingest.Add(series("<a@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("first reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	h.lab.SetSlowdown(0.2)
+	h.ingest.Add(series("<b@x>", "[PATCH] svcrdma: harmless too"))
+	h.wait("second reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
+	r, _ := h.report.Get("series:<b@x>:v1:")
+	if r.Verdict != "PASS" {
+		t.Fatalf("harmless series on a slowed machine: %s (%s), want PASS", r.Verdict, r.Summary)
+	}
+	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<b@x>:v1:")
+	jobs, _ := h.bot.JobsOfTest(context.Background(), tt.ID)
+	var trace strings.Builder
+	for _, j := range jobs {
+		lines, _ := h.st.Trace(context.Background(), j.ID)
+		for _, l := range lines {
+			fmt.Fprintln(&trace, l)
+		}
+	}
+	if !strings.Contains(trace.String(), "disagree with this round's") {
+		t.Errorf("the trace does not say the cache was dropped:\n%s", trace.String())
+	}
+	// A seeded slowdown is still caught on the slowed machine.
+	h.ingest.Add(series("<s@x>", "[PATCH] svcrdma: slow send"))
+	h.wait("third reply", 60*time.Second, func() bool { return h.report.Count() == 3 })
+	if r, _ := h.report.Get("series:<s@x>:v1:"); r.Verdict != "REGRESSION" {
+		t.Errorf("slow series on a slowed machine: %s, want REGRESSION", r.Verdict)
 	}
 }
 

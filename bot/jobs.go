@@ -118,6 +118,7 @@ const (
 	VerdictMeasured    = "MEASURED" // a first mainline head: nothing to compare with
 	VerdictPass        = "PASS"
 	VerdictRegression  = "REGRESSION"
+	VerdictImprovement = "IMPROVEMENT"
 	VerdictIncomplete  = "INCOMPLETE" // patches missing after lore.grace_period: answered, not tested
 	VerdictRefused     = "REFUSED"    // a mail command from someone who may not ask
 )
@@ -547,17 +548,20 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		}
 		var basePath, candPath string
 		bk := b.baseKey(t.Tree, t.Base, t.Lab)
-		cached, fresh := []store.Sample(nil), false
+		var cached []store.Sample
 		if t.Base != "" {
-			if cached, fresh, err = b.st.BaseResults(ctx, b.st.DB, bk, b.cfg.BaseMaxAge.Duration); err != nil {
+			// Every round boots the base beside the candidate, so that a
+			// machine busier or quieter than when the cached runs were
+			// measured moves both sides alike. The cache only adds
+			// evidence, once it agrees with the fresh boots (below).
+			if cached, _, err = b.st.BaseResults(ctx, b.st.DB, bk, b.cfg.BaseMaxAge.Duration); err != nil {
 				return infra(err)
 			}
-			if !fresh || job.Args.Round > 1 {
-				if basePath, err = b.fetchArtifact(ctx, t.BaseArtifact, tr); err != nil {
-					return err
-				}
-			} else {
-				tr.Logf("base %s: %d cached samples", short(t.Base), len(cached))
+			if basePath, err = b.fetchArtifact(ctx, t.BaseArtifact, tr); err != nil {
+				return err
+			}
+			if len(cached) > 0 && job.Args.Round == 1 {
+				tr.Logf("base %s: %d cached samples, to be checked against this round's fresh base boots", short(t.Base), len(cached))
 			}
 		}
 		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
@@ -608,15 +612,21 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				}
 			}
 			fin := time.Now()
+			// The base's cache: this round's boots, after the cached ones
+			// unless those disagree with them (the machine drifted).
+			all := baseSamples
+			switch {
+			case len(cached) == 0:
+			case job.Args.Round == 1 && b.drifted(cached, baseSamples):
+				tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(baseSamples))
+			default:
+				all = append(append([]store.Sample(nil), cached...), baseSamples...)
+			}
 			return complete(ctx, b, job, func(tx *sql.Tx) error {
 				if basePath != "" {
 					if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "base", Commit: t.Base,
 						Lab: t.Lab, Samples: baseSamples, StartedAt: start, FinishedAt: fin}); err != nil {
 						return err
-					}
-					all := baseSamples
-					if job.Args.Round > 1 {
-						all = append(append([]store.Sample(nil), cached...), baseSamples...)
 					}
 					if err := b.st.PutBaseResults(ctx, tx, bk, all); err != nil {
 						return err
@@ -635,6 +645,17 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			})
 		})
 	})
+}
+
+// drifted says whether cached base runs and fresh boots of the same base
+// kernel differ as a regression or an improvement would: the decision's
+// own test, with its effect floor, run on the base against itself.
+func (b *Bot) drifted(cached, fresh []store.Sample) bool {
+	if crashed(fresh) || len(fresh) == 0 {
+		return false
+	}
+	d := b.stages.Decide.Decide(cached, fresh)
+	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement
 }
 
 func crashed(samples []store.Sample) bool {

@@ -20,7 +20,9 @@ import (
 
 // AA runs A/A comparisons: one kernel as both base and candidate, boots
 // alternating as the bot's lab rounds alternate them, judged by the
-// bot's own decision (Reports.Decide) with its budget and rounds. Every
+// bot's own decision (Reports.Decide) with its budget and rounds, and
+// with the base cache as the lab job keeps it (earlier base boots of the
+// kernel join a round's fresh ones unless they disagree). Every
 // REGRESSION or IMPROVEMENT it reports is a false alarm the lab and the
 // statistics together made.
 type AA struct {
@@ -53,14 +55,19 @@ type AAResult struct {
 	Condition string    `json:"condition"`
 	Neighbour string    `json:"neighbour,omitempty"`
 	Pair      string    `json:"pair"`
-	// Verdict is the decision on fresh, alternating base and candidate
-	// boots, round after round as the bot asks for them.
-	Verdict string `json:"verdict"`
-	Summary string `json:"summary"`
-	Rounds  int    `json:"rounds"`
-	// Cached is the decision of the same candidate boots against the
-	// base boots of the comparison before (what the bot does when the
-	// base's results are cached): empty for the first comparison.
+	// Verdict is the bot's decision, round after round as it asks for
+	// them: fresh alternating boots, with the cached base boots when
+	// they agree with the fresh ones (CacheDropped when they did not).
+	Verdict      string `json:"verdict"`
+	Summary      string `json:"summary"`
+	Rounds       int    `json:"rounds"`
+	CacheDropped bool   `json:"cache_dropped,omitempty"`
+	// Fresh is the decision on this comparison's own boots alone.
+	Fresh string `json:"fresh"`
+	// Cached is what the bot said before every round booted the base:
+	// the first round's candidate boots against the cached base alone,
+	// fresh base boots added from round 2; empty for the first
+	// comparison (no cache yet).
 	Cached        string    `json:"cached,omitempty"`
 	CachedSummary string    `json:"cached_summary,omitempty"`
 	Base          []float64 `json:"base_copy_MBps"`
@@ -98,7 +105,7 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 		}
 		start := time.Now()
 		on0 := nb.onTime()
-		r, rounds := a.one(ctx)
+		r, rounds := a.one(ctx, cached)
 		r.Seconds = time.Since(start).Seconds()
 		unlock()
 		if r.Seconds > 0 {
@@ -108,6 +115,9 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 			if cached != nil {
 				r.Cached, r.CachedSummary = a.cachedJudgement(cached, rounds)
 			}
+			if r.CacheDropped {
+				cached = nil
+			}
 			for _, rd := range rounds {
 				cached = append(cached, rd.base...)
 			}
@@ -116,8 +126,9 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 			return out, err
 		}
 		out = append(out, r)
-		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots, %.0f s, neighbour on %.0f%%; cached base: %s %s\n",
-			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), r.Seconds, 100*r.NeighbourOn, orDash(r.Cached), r.Error)
+		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots, %.0f s, neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
+			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), r.Seconds, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
+			map[bool]string{true: "; cache dropped (drift)"}[r.CacheDropped], r.Error)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
@@ -129,10 +140,11 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 type round struct{ base, cand []store.Sample }
 
 // one comparison: rounds of alternating boots until the decision needs
-// no more or the rounds run out.
-func (a *AA) one(ctx context.Context) (AAResult, []round) {
+// no more or the rounds run out; the decision's base is the lab job's:
+// the round's fresh boots, joined by the cached ones unless they drifted.
+func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round) {
 	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair}
-	var base, cand []store.Sample
+	var base, cand, own []store.Sample
 	var rounds []round
 	runs := a.Runs
 	for n := 1; n <= a.Rounds; n++ {
@@ -149,8 +161,15 @@ func (a *AA) one(ctx context.Context) (AAResult, []round) {
 			}
 		}
 		rounds = append(rounds, rd)
-		base, cand = append(base, rd.base...), append(cand, rd.cand...)
-		r.Base, r.Cand = copyMBps(base), copyMBps(cand)
+		if n == 1 && len(cached) > 0 {
+			if a.drifted(cached, rd.base) {
+				r.CacheDropped = true
+			} else {
+				base = append(base, cached...)
+			}
+		}
+		base, cand, own = append(base, rd.base...), append(cand, rd.cand...), append(own, rd.base...)
+		r.Base, r.Cand = copyMBps(own), copyMBps(cand)
 		v, more, summary := a.Decide(base, cand)
 		r.Verdict, r.Summary = v, summary
 		if more == 0 {
@@ -158,7 +177,15 @@ func (a *AA) one(ctx context.Context) (AAResult, []round) {
 		}
 		runs = more
 	}
+	r.Fresh, _, _ = a.Decide(own, cand)
 	return r, rounds
+}
+
+// drifted is the lab job's check (bot.drifted): the cached base against
+// the fresh boots, as a regression or an improvement would be called.
+func (a *AA) drifted(cached, fresh []store.Sample) bool {
+	v, _, _ := a.Decide(cached, fresh)
+	return v == "REGRESSION" || v == "IMPROVEMENT"
 }
 
 // cachedJudgement is what the bot would have said with a cached base:

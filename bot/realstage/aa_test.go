@@ -98,23 +98,22 @@ func TestAARunsThroughTheDecision(t *testing.T) {
 func TestAACachedBaseFooledByDrift(t *testing.T) {
 	p := &noisyPair{rng: rand.New(rand.NewPCG(5, 6)), speed: 100}
 	a := newAA(t, p)
-	inner, comparisons := a.Decide, 0
-	a.Decide = func(base, cand []store.Sample) (string, int, string) {
-		v, more, s := inner(base, cand)
-		// The machine slows by 15 % once two comparisons are done.
-		if more == 0 && len(base) == len(cand) {
-			if comparisons++; comparisons == 2 {
-				p.speed = 85
-			}
+	// The machine slows by 15 % once two comparisons are done.
+	a.Out = writerFunc(func(b []byte) {
+		if p.mu.Lock(); strings.HasPrefix(string(b), "A/A 2/") {
+			p.speed = 85
 		}
-		return v, more, s
-	}
+		p.mu.Unlock()
+	})
 	rs, err := a.Run(context.Background(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rs[2].Verdict == "REGRESSION" || rs[2].Verdict == "IMPROVEMENT" {
 		t.Errorf("alternating boots: %s (%s)", rs[2].Verdict, rs[2].Summary)
+	}
+	if !rs[2].CacheDropped {
+		t.Errorf("the drifted cache was kept: %+v", rs[2])
 	}
 	if rs[2].Cached != "REGRESSION" {
 		t.Errorf("against the cached base, a 15 %% slower machine: %s (%s), want REGRESSION", rs[2].Cached, rs[2].CachedSummary)
@@ -172,3 +171,7 @@ func TestAANeighbourOnAndOff(t *testing.T) {
 		t.Errorf("the neighbour's command outlived it: %s", out)
 	}
 }
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }

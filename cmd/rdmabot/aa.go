@@ -87,14 +87,16 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	return err
 }
 
-// printAASummary counts outcomes per condition, for fresh alternating
-// bases and for cached ones, with the time per comparison.
+// printAASummary counts outcomes per condition: the bot's decision
+// (fresh base boots, with the cache when it agrees), the comparison's
+// own boots alone, and the cached base alone (the bot before every round
+// booted the base), with the time per comparison.
 func printAASummary(e *env, rs []realstage.AAResult) {
 	type key struct{ cond, mode string }
 	counts := map[key]map[string]int{}
 	secs := map[string][]float64{}
 	for _, r := range rs {
-		for _, m := range []struct{ mode, v string }{{"fresh base", r.Verdict}, {"cached base", r.Cached}} {
+		for _, m := range []struct{ mode, v string }{{"bot", r.Verdict}, {"own boots only", r.Fresh}, {"cached only (before)", r.Cached}} {
 			if m.v == "" {
 				continue
 			}
@@ -116,7 +118,7 @@ func printAASummary(e *env, rs []realstage.AAResult) {
 		if keys[i].cond != keys[j].cond {
 			return keys[i].cond > keys[j].cond
 		}
-		return keys[i].mode > keys[j].mode
+		return keys[i].mode < keys[j].mode
 	})
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "CONDITION\tBASE\tN\tREGRESSION\tIMPROVEMENT\tPASS\tINCONCLUSIVE\tINFRA\tOTHER\tP50 S\tP95 S")

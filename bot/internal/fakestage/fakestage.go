@@ -316,6 +316,17 @@ type Lab struct {
 	busy    map[string]bool
 	Overlap int
 	seq     int
+	// slowdown scales every later run's figures, as a machine that
+	// became busier would (SetSlowdown).
+	slowdown float64
+}
+
+// SetSlowdown makes every later run slower by this fraction (0.2 = 20 %),
+// whatever the kernel.
+func (f *Lab) SetSlowdown(x float64) {
+	f.mu.Lock()
+	f.slowdown = x
+	f.mu.Unlock()
 }
 
 func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error) {
@@ -337,6 +348,7 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 	}
 	f.seq++
 	seq := f.seq
+	scale := 1 - f.slowdown
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -362,22 +374,24 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 	var out []store.Sample
 	for i := range n {
 		noise := float64((seq*7+i*13)%5) - 2 // -2..2, deterministic
+		mb := func(v float64) float64 { return (v + noise) * scale }
 		switch string(speed) {
 		case "crash":
 			out = append(out, store.Sample{Crash: "INFO: task hung in svc_rdma_drain"})
 		case "slow":
-			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 52 + noise, "read_MBps": 200 + noise}})
+			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": mb(52), "read_MBps": mb(200)}})
 		case "slightly":
-			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 96 + noise, "read_MBps": 200 + noise}})
+			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": mb(96), "read_MBps": mb(200)}})
 		default:
-			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": 100 + noise, "read_MBps": 200 + noise}})
+			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": mb(100), "read_MBps": mb(200)}})
 		}
 	}
 	fmt.Fprintf(trace, "lab: %d runs of %s done\n", n, speed)
 	return out, nil
 }
 
-// Decider calls a regression when write_MBps drops more than 10 % and
+// Decider calls a regression when write_MBps drops more than 10 % (an
+// improvement when it gains as much) and
 // asks for one more round when it has fewer than 6 candidate samples of a
 // borderline change.
 type Decider struct{}
@@ -396,6 +410,9 @@ func (Decider) Decide(base, cand []store.Sample) bot.Decision {
 	summary := fmt.Sprintf("write_MBps %.1f -> %.1f (%+.0f%%)", b, c, change*100)
 	if change < -0.10 {
 		return bot.Decision{Verdict: "REGRESSION", Summary: summary, Metric: "write_MBps", Change: change}
+	}
+	if change > 0.10 {
+		return bot.Decision{Verdict: "IMPROVEMENT", Summary: summary, Metric: "write_MBps", Change: change}
 	}
 	if change < -0.02 && len(cand) < 6 {
 		return bot.Decision{NeedMore: 3, Summary: summary}
