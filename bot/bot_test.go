@@ -25,15 +25,15 @@ import (
 )
 
 type harness struct {
-	t        testing.TB
-	bot      *bot.Bot
-	st       *store.Store
-	calls    *fakestage.Calls
-	ingest   *fakestage.Ingest
-	build    *fakestage.Builder
-	trees    *fakestage.Trees
-	lab      *fakestage.Lab
-	report   *fakestage.Reporter
+	t      testing.TB
+	bot    *bot.Bot
+	st     *store.Store
+	calls  *fakestage.Calls
+	ingest *fakestage.Ingest
+	build  *fakestage.Builder
+	trees  *fakestage.Trees
+	lab    *fakestage.Lab
+	report *fakestage.Reporter
 	// skew moves the store's clock forward (base-result staleness).
 	skew atomic.Int64
 }

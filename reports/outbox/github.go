@@ -30,7 +30,9 @@ type GitHub struct {
 
 // NewGitHub uses a go-github client (token and base URL set by the
 // caller).
-func NewGitHub(c *github.Client, log *slog.Logger) *GitHub { return &GitHub{Issues: c.Issues, Log: log} }
+func NewGitHub(c *github.Client, log *slog.Logger) *GitHub {
+	return &GitHub{Issues: c.Issues, Log: log}
+}
 
 // QueuedLabel is the label an acknowledged command puts on its issue;
 // the verdict's label replaces it.
