@@ -125,7 +125,7 @@ func RenderBisectionComment(c *Config, b *Bisection, login string) string {
 	for _, st := range b.Steps {
 		rows = append(rows, []string{fmt.Sprint(st.N), st.Phase, "`" + short(st.Commit) + "`", st.Outcome, oneLine(st.Detail, MaxSubject)})
 	}
-	s.WriteString("\n" + markdownTable(rows) + "\n")
+	s.WriteString("\n" + markdownTable(rows, "rllll") + "\n")
 	fmt.Fprintf(&s, "Details and traces: %s\n\n", b.URL)
 	s.WriteString(commentSignature(c))
 	return s.String()

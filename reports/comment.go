@@ -26,7 +26,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	switch v.Outcome {
 	case Pass, Regression, Improvement:
 		if len(v.Decision.Comparisons) > 0 {
-			b.WriteString(markdownTable(metricRows(v.Decision)) + "\n")
+			b.WriteString(markdownTable(metricRows(v.Decision), "lrrrrrrr") + "\n")
 			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
 				v.Decision.Comparisons[0].TestAlpha)
 		}
@@ -94,9 +94,9 @@ func fenced(text string) string {
 }
 
 // markdownTable renders rows as a GitHub table, the first row the
-// header, the first column left-aligned and the others right-aligned as
-// in the email's table.
-func markdownTable(rows [][]string) string {
+// header; align has an 'l' or 'r' per column (the email's metrics table
+// is "lrrrrrrr": numbers to the right).
+func markdownTable(rows [][]string, align string) string {
 	var b strings.Builder
 	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 	for i, r := range rows {
@@ -106,7 +106,14 @@ func markdownTable(rows [][]string) string {
 		}
 		b.WriteString("| " + strings.Join(cs, " | ") + " |\n")
 		if i == 0 {
-			b.WriteString("|---" + strings.Repeat("|--:", len(r)-1) + "|\n")
+			for j := range r {
+				if j < len(align) && align[j] == 'r' {
+					b.WriteString("|--:")
+				} else {
+					b.WriteString("|---")
+				}
+			}
+			b.WriteString("|\n")
 		}
 	}
 	return b.String()
