@@ -288,11 +288,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		Bisect: &BisectReport{Good: bis.Good, Bad: bis.Bad, Culprit: bis.Culprit, Metric: bis.Metric, Change: change,
 			Steps: steps, Confirmed: bis.State == "done"},
 	}
-	rep := b.stages.Report
-	if o.Kind == "github" {
-		rep = b.stages.Comments
-	}
-	if rep != nil {
+	if rep := b.stages.Report; rep != nil {
 		if err := rep.Deliver(ctx, r); err != nil {
 			return infra(fmt.Errorf("deliver: %w", err))
 		}

@@ -25,16 +25,15 @@ import (
 )
 
 type harness struct {
-	t        testing.TB
-	bot      *bot.Bot
-	st       *store.Store
-	calls    *fakestage.Calls
-	ingest   *fakestage.Ingest
-	build    *fakestage.Builder
-	trees    *fakestage.Trees
-	lab      *fakestage.Lab
-	report   *fakestage.Reporter
-	comments *fakestage.Reporter
+	t      testing.TB
+	bot    *bot.Bot
+	st     *store.Store
+	calls  *fakestage.Calls
+	ingest *fakestage.Ingest
+	build  *fakestage.Builder
+	trees  *fakestage.Trees
+	lab    *fakestage.Lab
+	report *fakestage.Reporter
 	// skew moves the store's clock forward (base-result staleness).
 	skew atomic.Int64
 }
@@ -72,7 +71,6 @@ func newHarnessWith(t testing.TB, cfg bot.Config, repo, dbURL string, adjust fun
 	h.trees = &fakestage.Trees{Repo: repo, Calls: h.calls}
 	h.lab = &fakestage.Lab{Calls: h.calls, Delay: 20 * time.Millisecond}
 	h.report = &fakestage.Reporter{Calls: h.calls}
-	h.comments = &fakestage.Reporter{Calls: h.calls}
 	st.SetClock(func() time.Time { return time.Now().Add(time.Duration(h.skew.Load())) })
 	level := slog.LevelWarn
 	if testing.Verbose() {
@@ -86,7 +84,7 @@ func newHarnessWith(t testing.TB, cfg bot.Config, repo, dbURL string, adjust fun
 		Params:   "nfs-rdma-write-256M",
 		Branches: map[string][]string{"mainline": {"master"}},
 		Stages: bot.Stages{Ingest: h.ingest, Build: h.build, Trees: h.trees, Lab: h.lab,
-			Decide: fakestage.Decider{}, Report: h.report, Comments: h.comments},
+			Decide: fakestage.Decider{}, Report: h.report},
 		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		ID:           "test/" + t.Name(),
 		PollInterval: 50 * time.Millisecond,
@@ -560,7 +558,8 @@ func TestCronSchedulesMainline(t *testing.T) {
 	}
 }
 
-// A request from a GitHub issue is answered there, not on the list.
+// A request from a GitHub issue reaches the reporter with its origin
+// (the issue it is answered in: see realstage.Reports).
 func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	repo, commits := gitRepo(t, 3, 99, nil)
 	h := newHarness(t, testConfig(), repo)
@@ -569,11 +568,11 @@ func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.wait("comment", 30*time.Second, func() bool { return h.comments.Count() == 1 })
-	if h.report.Count() != 0 {
-		t.Fatal("a GitHub request was answered by mail")
-	}
+	h.wait("comment", 30*time.Second, func() bool { return h.report.Count() == 1 })
 	tt, _ := h.st.Test(context.Background(), h.st.DB, id)
+	if r, ok := h.report.Get(tt.Key); !ok || r.Origin != o {
+		t.Fatalf("report %+v, want origin %+v", r, o)
+	}
 	if tt.Candidate != commits[2] || tt.Thread != "github:o/r#12" {
 		t.Fatalf("test %+v", tt)
 	}
@@ -585,7 +584,7 @@ func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	if err != nil || id2 == id {
 		t.Fatalf("retest: %d %v", id2, err)
 	}
-	h.wait("second comment", 30*time.Second, func() bool { return h.comments.Count() == 2 })
+	h.wait("second comment", 30*time.Second, func() bool { return h.report.Count() == 2 })
 }
 
 // A borderline change makes the statistics ask for more runs: a second

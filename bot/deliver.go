@@ -32,11 +32,7 @@ func (w *deliverWorker) Timeout(*river.Job[DeliverArgs]) time.Duration { return 
 func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	b := w.b
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
-		for _, r := range []Reporter{b.stages.Report, b.stages.Comments} {
-			f, ok := r.(Flusher)
-			if !ok {
-				continue
-			}
+		if f, ok := b.stages.Report.(Flusher); ok {
 			n, err := f.Flush(ctx)
 			if err != nil {
 				return infra(err)

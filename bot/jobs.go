@@ -823,11 +823,8 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 		r.Series = &s
 	}
 	rep := b.stages.Report
-	if o.Kind == "github" {
-		rep = b.stages.Comments
-	}
 	if rep == nil {
-		tr.Logf("no reporter for %s requests: verdict %s kept on the dashboard only", o.Kind, t.Verdict)
+		tr.Logf("no reporter: verdict %s kept on the dashboard only", t.Verdict)
 		return nil
 	}
 	if err := rep.Deliver(ctx, r); err != nil {

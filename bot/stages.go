@@ -205,15 +205,16 @@ type Origin struct {
 
 // Stages are the other packages as the bot uses them.
 type Stages struct {
-	Ingest   Ingester
-	Fetch    SeriesFetcher
-	Mbox     MboxReader
-	Build    Builder
-	Trees    Trees
-	Lab      Lab
-	Decide   Decider
-	Report   Reporter // mail replies and new threads
-	Comments Reporter // GitHub comments; nil when GitHub is off
+	Ingest Ingester
+	Fetch  SeriesFetcher
+	Mbox   MboxReader
+	Build  Builder
+	Trees  Trees
+	Lab    Lab
+	Decide Decider
+	// Report answers every request where it came from: mail in its
+	// thread, a GitHub request in its issue (Origin), new threads.
+	Report Reporter
 }
 
 // IsInfra says whether err is the infrastructure's fault: a stage's typed

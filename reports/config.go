@@ -43,7 +43,8 @@ type Config struct {
 	// MAINTAINERS lists for the files the series touches (at its base).
 	CCMaintainers bool `toml:"cc_maintainers"`
 
-	// Mail enables sending; off, replies stay in the outbox.
+	// Mail enables sending mail; off, mail stays in the outbox. GitHub
+	// comments do not wait for it (bot.github is their switch).
 	Mail bool `toml:"mail"`
 	// Moderate holds every reply until `rdmabot outbox approve`.
 	Moderate bool `toml:"moderate"`
@@ -53,7 +54,8 @@ type Config struct {
 	AuthorDailyLimit int `toml:"author_daily_limit"`
 	// ListDailyLimit caps replies sent to one mailing list per 24 hours.
 	ListDailyLimit int `toml:"list_daily_limit"`
-	// OptOut lists addresses (or @domains) never replied to.
+	// OptOut lists addresses, @domains or GitHub logins ("github:login")
+	// never replied to.
 	OptOut []string `toml:"opt_out"`
 	// Outbox is the Maildir of replies; "" is <data_dir>/outbox.
 	Outbox string `toml:"outbox"`

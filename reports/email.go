@@ -192,6 +192,8 @@ func Sentence(c *Config, v *Verdict) string {
 		return fmt.Sprintf("%s could not decide: %s.", bot, v.Reason)
 	case Infra:
 		return fmt.Sprintf("%s could not test this series because of its own infrastructure: %s.", bot, v.Reason)
+	case Incomplete:
+		return fmt.Sprintf("%s did not test this series: %s.", bot, v.Reason)
 	}
 	return v.Outcome.String()
 }
@@ -450,12 +452,16 @@ func (m *Mail) Bytes() []byte {
 	h("Subject", strings.ReplaceAll(mime.QEncoding.Encode("utf-8", m.Subject), "?= =?", "?=\n =?"))
 	h("Date", m.Date.Format(time.RFC1123Z))
 	h("Message-ID", "<"+m.MessageID+">")
-	h("In-Reply-To", "<"+m.InReplyTo+">")
-	refs := make([]string, len(m.References))
-	for i, r := range m.References {
-		refs[i] = "<" + r + ">"
+	if m.InReplyTo != "" { // a new thread (a bisection report) answers nothing
+		h("In-Reply-To", "<"+m.InReplyTo+">")
 	}
-	h("References", strings.Join(refs, "\n "))
+	if len(m.References) > 0 {
+		refs := make([]string, len(m.References))
+		for i, r := range m.References {
+			refs[i] = "<" + r + ">"
+		}
+		h("References", strings.Join(refs, "\n "))
+	}
 	h("MIME-Version", "1.0")
 	h("Content-Type", "text/plain; charset=utf-8")
 	h("Content-Transfer-Encoding", "8bit")

@@ -1,7 +1,9 @@
 // Package ghbot takes /rdmabot commands from GitHub issues and comments,
 // by webhook (signature checked) or by polling with ETags, checks who may
-// give them, queues the work and answers in the issue: an acknowledgement
-// at once, the result when it is ready, a label with the verdict.
+// give them, queues the work and acknowledges it in the issue at once
+// (or says why not), with a label. The result is a reply like any other:
+// reports renders it and its outbox posts it in the issue (see
+// realstage.Reports), moderated, limited and exactly once.
 package ghbot
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
 // Commands is what the bot does for a command.
@@ -228,7 +231,7 @@ func (g *Bot) handle(ctx context.Context, e *event) error {
 	if ok, why, err := g.authorized(ctx, e.user, e.association); err != nil {
 		return err
 	} else if !ok {
-		if _, err := g.postOnce(ctx, e.issue, quote(e, cmds[0].Line)+"Sorry @"+e.user+", "+why, "refused:"+e.key); err != nil {
+		if err := g.postOnce(ctx, e.issue, quote(e, cmds[0].Line)+"Sorry @"+e.user+", "+why, "refused:"+e.key); err != nil {
 			return err
 		}
 		_, err := g.Mem.FirstSeen(ctx, e.key)
@@ -242,7 +245,7 @@ func (g *Bot) handle(ctx context.Context, e *event) error {
 		if err != nil {
 			return err
 		}
-		if _, err := g.postOnce(ctx, e.issue, quote(e, c.Line)+reply, "cmd:"+key); err != nil {
+		if err := g.postOnce(ctx, e.issue, quote(e, c.Line)+reply, "cmd:"+key); err != nil {
 			return err
 		}
 		if label != "" {
@@ -314,7 +317,7 @@ func (g *Bot) run(ctx context.Context, c Command, o bot.Origin, thread string) (
 	if what == "bisection" {
 		page = "bisect"
 	}
-	return fmt.Sprintf("Queued %s %d: %s/%s/%d\nI will post the result here.", what, id, g.URL, page, id), "rdmabot: queued"
+	return fmt.Sprintf("Queued %s %d: %s/%s/%d\nI will post the result here.", what, id, g.URL, page, id), outbox.QueuedLabel
 }
 
 const usage = "```\n/rdmabot test <lore URL or Message-ID>\n/rdmabot test <tree> <ref>\n/rdmabot bisect <good> <bad>\n/rdmabot retest\n/rdmabot cancel\n```"
@@ -365,7 +368,7 @@ func (g *Bot) comment(ctx context.Context, issue int, body string) error {
 // label replaces the bot's previous label; labels are a convenience, so
 // failures are logged only.
 func (g *Bot) label(ctx context.Context, issue int, label string) {
-	for _, old := range []string{"rdmabot: queued"} {
+	for _, old := range []string{outbox.QueuedLabel} {
 		if old != label {
 			if _, err := g.Client.Issues.RemoveLabelForIssue(ctx, g.Owner, g.Repo, issue, old); err != nil && !isNotFound(err) {
 				g.Log.Warn("github label", "issue", issue, "err", err)
@@ -382,36 +385,19 @@ func isNotFound(err error) bool {
 	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound
 }
 
-// Deliver posts a result once per key: the comment carries the key in a
-// hidden marker, and an earlier comment with it means it was posted
-// (GitHub itself is the ledger, so a crash between posting and recording
-// cannot post twice).
-func (g *Bot) Deliver(ctx context.Context, r bot.Report) error {
-	o := r.Origin
-	if o.Issue == 0 {
-		return fmt.Errorf("github: report %s has no issue", r.Key)
-	}
-	if posted, err := g.postOnce(ctx, o.Issue, render(r), r.Key); err != nil || !posted {
-		return err
-	}
-	g.label(ctx, o.Issue, "rdmabot: "+strings.ToLower(r.Verdict))
-	return nil
-}
-
 // postOnce comments body on the issue unless a comment there already
-// carries key's hidden marker, which the comment gets; posted says
-// whether it commented now.
-func (g *Bot) postOnce(ctx context.Context, issue int, body, key string) (posted bool, err error) {
+// carries key's hidden marker, which the comment gets.
+func (g *Bot) postOnce(ctx context.Context, issue int, body, key string) error {
 	marker := "<!-- rdmabot:" + key + " -->"
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
 		cs, resp, err := g.Client.Issues.ListComments(ctx, g.Owner, g.Repo, issue, opts)
 		if err != nil {
-			return false, fmt.Errorf("github: list comments of #%d: %w", issue, err)
+			return fmt.Errorf("github: list comments of #%d: %w", issue, err)
 		}
 		for _, c := range cs {
 			if strings.Contains(c.GetBody(), marker) {
-				return false, nil
+				return nil
 			}
 		}
 		if resp.NextPage == 0 {
@@ -419,57 +405,5 @@ func (g *Bot) postOnce(ctx context.Context, issue int, body, key string) (posted
 		}
 		opts.Page = resp.NextPage
 	}
-	if err := g.comment(ctx, issue, body+"\n"+marker); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-func render(r bot.Report) string {
-	var b strings.Builder
-	if r.Origin.User != "" {
-		fmt.Fprintf(&b, "@%s ", r.Origin.User)
-	}
-	if r.Bisect != nil {
-		fmt.Fprintf(&b, "**%s**\n\n", r.Title)
-		if r.Bisect.Confirmed {
-			n := map[string]int{}
-			for _, s := range r.Bisect.Steps {
-				n[s.Phase]++
-			}
-			fmt.Fprintf(&b, "First bad commit: `%s` (confirmed: fails again %s, its parent passes again %s, the revert on `%s` passes).\n",
-				r.Bisect.Culprit, times(n["confirm-culprit"]), times(n["confirm-parent"]), short(r.Bisect.Bad))
-		} else {
-			fmt.Fprintf(&b, "No confirmed culprit between `%s` and `%s`: %s\n", short(r.Bisect.Good), short(r.Bisect.Bad), r.Summary)
-		}
-		b.WriteString("\n| step | phase | commit | outcome | detail |\n|---|---|---|---|---|\n")
-		for _, s := range r.Bisect.Steps {
-			fmt.Fprintf(&b, "| %d | %s | `%s` | %s | %s |\n", s.N, s.Phase, short(s.Commit), s.Outcome, s.Detail)
-		}
-	} else {
-		fmt.Fprintf(&b, "**%s**", r.Verdict)
-		if r.Series != nil {
-			fmt.Fprintf(&b, " for %q", r.Series.Subject)
-		}
-		fmt.Fprintf(&b, " on %s `%s`\n\n%s\n", r.Tree, short(r.Base), r.Summary)
-		if r.Log != "" {
-			fmt.Fprintf(&b, "\n```\n%s\n```\n", r.Log)
-		}
-	}
-	fmt.Fprintf(&b, "\nDetails: %s · trace: %s\n", r.URL, r.TraceURL)
-	return b.String()
-}
-
-func times(n int) string {
-	if n == 1 {
-		return "once"
-	}
-	return fmt.Sprintf("%d times", n)
-}
-
-func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
+	return g.comment(ctx, issue, body+"\n"+marker)
 }

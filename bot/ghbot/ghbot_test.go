@@ -20,7 +20,6 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
 )
 
 func TestParse(t *testing.T) {
@@ -369,26 +368,6 @@ func TestPoll(t *testing.T) {
 	}
 }
 
-// The result is posted once, even when delivery is retried after a crash.
-func TestDeliverOnce(t *testing.T) {
-	g, fg, _ := setup(t)
-	r := bot.Report{Key: "series:<a@b>:v1::github:o/r#9", Verdict: "REGRESSION", Summary: "write_MBps -48% (p=0.001)",
-		Tree: "nfsd", Base: strings.Repeat("a", 40), URL: "http://127.0.0.1:8480/tests/3", TraceURL: "http://127.0.0.1:8480/tests/3#traces",
-		Origin: bot.Origin{Kind: "github", Repo: "o/r", Issue: 9, User: "chuck"}}
-	for range 3 {
-		if err := g.Deliver(context.Background(), r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bodies := fg.bodies(9)
-	if len(bodies) != 1 || !strings.Contains(bodies[0], "**REGRESSION**") || !strings.Contains(bodies[0], "@chuck") {
-		t.Fatalf("replies %q", bodies)
-	}
-	if fg.labels[len(fg.labels)-1] != "#9:+rdmabot: regression" {
-		t.Fatalf("labels %q", fg.labels)
-	}
-}
-
 // endless is a body of n bytes that counts what was read of it.
 type endless struct{ n, read int64 }
 
@@ -498,20 +477,5 @@ func TestCommandSurvivesAPIErrors(t *testing.T) {
 	}
 	if b := fg.bodies(9); len(b) != 2 || !strings.Contains(b[1], "Canceled test 3") {
 		t.Errorf("answers on #9 %q", b)
-	}
-}
-
-// A confirmed bisection says how often the confirmation ran, as the steps
-// record it (confirm_runs), never a fixed count.
-func TestRenderBisectionConfirmCounts(t *testing.T) {
-	r := bot.Report{Key: "b", Title: "copy regressed", Bisect: &bot.BisectReport{Good: "aaaa", Bad: "bbbb", Culprit: "cccc", Confirmed: true,
-		Steps: []store.BisectStep{{N: 1, Phase: "bisect"}, {N: 2, Phase: "confirm-culprit"}, {N: 3, Phase: "confirm-parent"}, {N: 4, Phase: "confirm-revert"}}}}
-	body := render(r)
-	if !strings.Contains(body, "fails again once, its parent passes again once") || strings.Contains(body, "3 times") {
-		t.Errorf("comment:\n%s", body)
-	}
-	r.Bisect.Steps = append(r.Bisect.Steps, store.BisectStep{N: 5, Phase: "confirm-culprit"}, store.BisectStep{N: 6, Phase: "confirm-parent"})
-	if body := render(r); !strings.Contains(body, "fails again 2 times, its parent passes again 2 times") {
-		t.Errorf("comment:\n%s", body)
 	}
 }

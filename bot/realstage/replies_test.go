@@ -149,6 +149,72 @@ func TestRepliesGolden(t *testing.T) {
 	crashed[1] = store.Sample{Crash: "BUG: KASAN: slab-use-after-free in svc_rdma_send", Log: "BUG: KASAN: slab-use-after-free in svc_rdma_send+0x3a1/0x5c0\nRead of size 8 at addr ffff888004a3c1d8 by task nfsd/212\nCall Trace:\n <TASK>\n svc_rdma_send+0x3a1/0x5c0\n svc_rdma_sendto+0x2f7/0x8b0\n </TASK>"}
 	measured("CRASH", 3, samples(4, 100, 2), crashed[:2])
 
+	// Asked for in a GitHub issue: the same judgement, as a comment in
+	// the issue (and no mail).
+	t.Run("GITHUB_REGRESSION", func(t *testing.T) {
+		g := newReplyRig(t)
+		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
+		d := g.r.Decide(base, cand)
+		rep := g.report(6, d.Verdict, d.Summary, d.Detail, base, cand)
+		rep.Key += ":github:rdmabot/linux#12"
+		rep.Origin = bot.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 12, Comment: 99, User: "chuck"}
+		e := g.deliver(t, rep)
+		golden(t, "replies/github_regression.md", e.Raw)
+		if e.Channel != "github:rdmabot/linux#12" || e.Recipient != "github:chuck" || e.State != outbox.Held || len(e.Envelope) != 0 {
+			t.Errorf("comment entry %s to %s, %s, envelope %q", e.Channel, e.Recipient, e.State, e.Envelope)
+		}
+		body := string(e.Raw)
+		for _, want := range []string{"@chuck **REGRESSION**: rdmabot noticed a 48.0% regression of copy (MB/s)",
+			"| copy MB/s | 100.", "<!-- rdmabot:" + e.MessageID + " -->\n"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the comment lacks %q:\n%s", want, body)
+			}
+		}
+		checkFigures(t, e, d)
+	})
+	// A bisection: a new thread on the lists (mainline), or a comment in
+	// the issue that asked for it.
+	bisection := func(o bot.Origin) bot.Report {
+		return bot.Report{Key: "bisect:3", Kind: "bisect", Title: "[mainline] 0f1e2d3c4b5a: nfs-rdma copy_MBps -48% regression",
+			Verdict: bot.VerdictRegression, Tree: "mainline", Base: "6613476e225e090cc9aad49be7fa504e290dd33d",
+			Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: "http://127.0.0.1:8480/bisect/3", TraceURL: "http://127.0.0.1:8480/bisect/3",
+			Origin: o, Bisect: &bot.BisectReport{Good: "6613476e225e090cc9aad49be7fa504e290dd33d", Bad: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
+				Culprit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Metric: "copy_MBps", Change: -0.48, Confirmed: true,
+				Steps: []store.BisectStep{
+					{N: 1, Phase: "bisect", Commit: "5555555555555555555555555555555555555555", Outcome: "good", Detail: "copy -0.4%"},
+					{N: 2, Phase: "bisect", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -47.9%"},
+					{N: 3, Phase: "confirm-culprit", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -48.2%"},
+					{N: 4, Phase: "confirm-parent", Commit: "5555555555555555555555555555555555555555", Outcome: "good", Detail: "copy +0.3%"},
+					{N: 5, Phase: "confirm-revert", Commit: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", Outcome: "good", Detail: "copy -0.1%"},
+				}}}
+	}
+	t.Run("BISECTION", func(t *testing.T) {
+		g := newReplyRig(t)
+		e := g.deliver(t, bisection(bot.Origin{Kind: "mainline"}))
+		golden(t, "replies/bisection.eml", e.Raw)
+		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get("In-Reply-To") != "" || m.Header.Get("References") != "" || m.Header.Get("Auto-Submitted") != "auto-generated" {
+			t.Errorf("a new thread has headers %v", m.Header)
+		}
+		if fmt.Sprint(e.Envelope) != "[linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org local@rdmabot.invalid]" {
+			t.Errorf("envelope %q", e.Envelope)
+		}
+		if !strings.Contains(string(e.Raw), "fails again (once), its parent passes again (once)") {
+			t.Errorf("confirmations:\n%s", e.Raw)
+		}
+	})
+	t.Run("GITHUB_BISECTION", func(t *testing.T) {
+		g := newReplyRig(t)
+		e := g.deliver(t, bisection(bot.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 13, Comment: 7, User: "chuck"}))
+		golden(t, "replies/github_bisection.md", e.Raw)
+		if e.Channel != "github:rdmabot/linux#13" || !strings.Contains(string(e.Raw), "First bad commit: `a1b2c3d4e5f60718293a4b5c6d7e8f9012345678` (confirmed: fails again once, its parent passes again once") {
+			t.Errorf("%s:\n%s", e.Channel, e.Raw)
+		}
+	})
+
 	t.Run("APPLY_FAILED", func(t *testing.T) {
 		g := newReplyRig(t)
 		// The real series on a tree that lacks its files: the builder's
@@ -286,11 +352,14 @@ func checkReply(t *testing.T, e *outbox.Entry, verdict, answers string) {
 // and sentence: one judgement, mailed as stored and shown.
 func checkFigures(t *testing.T, e *outbox.Entry, d bot.Decision) {
 	t.Helper()
+	_, body, _ := strings.Cut(string(e.Raw), "\n\n")
+	if strings.HasPrefix(e.Channel, "github:") {
+		body = string(e.Raw) // a comment has no header
+	}
 	var det detail
 	if err := json.Unmarshal(d.Detail, &det); err != nil || det.Judgement == nil {
 		t.Fatalf("decision detail %s: %v", d.Detail, err)
 	}
-	_, body, _ := strings.Cut(string(e.Raw), "\n\n")
 	flat := strings.Join(strings.Fields(body), " ")
 	if !strings.Contains(flat, d.Summary) {
 		t.Errorf("the reply does not say the stored summary %q", d.Summary)

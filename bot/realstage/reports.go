@@ -265,6 +265,9 @@ func (r *Reports) thread(s *bot.Series) (reports.Thread, error) {
 // Deliver renders the reply and hands it to the outbox, whose ledger
 // records it once per series version before anything is sent.
 func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
+	if rep.Origin.Kind == "github" {
+		return r.deliverComment(ctx, rep)
+	}
 	if rep.Bisect != nil {
 		return r.deliverBisection(ctx, rep)
 	}
@@ -405,6 +408,22 @@ func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
 	return nil
 }
 
+// bisection is a bisection report as reports renders it, To the lists.
+func (r *Reports) bisection(rep bot.Report) *reports.Bisection {
+	b := rep.Bisect
+	out := &reports.Bisection{Title: rep.Title, Scheduled: rep.Origin.Kind == "mainline", Tree: rep.Tree, Metric: b.Metric,
+		Change: b.Change, Good: b.Good, Bad: b.Bad, Culprit: b.Culprit, Confirmed: b.Confirmed, Summary: rep.Summary, URL: rep.URL}
+	for _, s := range b.Steps {
+		out.Steps = append(out.Steps, reports.BisectStep{N: s.N, Phase: s.Phase, Commit: s.Commit, Outcome: s.Outcome, Detail: s.Detail})
+	}
+	for _, l := range r.Lists {
+		if l.Address != "" {
+			out.To = append(out.To, l.Address)
+		}
+	}
+	return out
+}
+
 // deliverBisection starts a new thread on the lists with the culprit, the
 // good and bad heads and every step and confirmation.
 func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
@@ -414,39 +433,49 @@ func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	var to []string
-	for _, l := range r.Lists {
-		if l.Address != "" {
-			to = append(to, l.Address)
-		}
+	b := r.bisection(rep)
+	m, err := reports.RenderBisection(&r.Cfg, b, id, now)
+	if err != nil {
+		return err
 	}
-	if len(to) == 0 {
-		return fmt.Errorf("no list address to report %s to", rep.Title)
+	th.Author.Email = b.To[0] // the author's limit counts what one list gets
+	reply := outbox.FromMail(m, th)
+	reply.InReplyTo = "" // a new thread
+	return r.enqueue(ctx, reply)
+}
+
+// deliverComment answers a request made in a GitHub issue there: the
+// verdict's (or the bisection's) comment, recorded in the outbox once
+// per report, moderated, limited and opted out like mail.
+func (r *Reports) deliverComment(ctx context.Context, rep bot.Report) error {
+	o := rep.Origin
+	owner, repo, ok := strings.Cut(o.Repo, "/")
+	if !ok || o.Issue <= 0 {
+		return fmt.Errorf("report %s: GitHub origin %q #%d names no issue", rep.Key, o.Repo, o.Issue)
 	}
-	b := rep.Bisect
-	var body bytes.Buffer
-	if b.Confirmed {
-		fmt.Fprintf(&body, "A scheduled run found %s on %s %+.0f%% at %s compared with %s.\n\n", b.Metric, rep.Tree, b.Change*100, short(b.Bad), short(b.Good))
-		n := map[string]int{}
-		for _, s := range b.Steps {
-			n[s.Phase]++
-		}
-		fmt.Fprintf(&body, "The first bad commit is %s.\nConfirmed: it fails again (%s), its parent passes again (%s), and %s with it reverted passes.\n\n",
-			b.Culprit, times(n["confirm-culprit"]), times(n["confirm-parent"]), short(b.Bad))
+	var body, outcome string
+	if rep.Bisect != nil {
+		body, outcome = reports.RenderBisectionComment(&r.Cfg, r.bisection(rep), o.User), bot.VerdictRegression
 	} else {
-		fmt.Fprintf(&body, "A scheduled run found %s on %s %+.0f%% at %s compared with %s, but no culprit was confirmed:\n%s\n\n", b.Metric, rep.Tree, b.Change*100, short(b.Bad), short(b.Good), rep.Summary)
+		var th reports.Thread
+		if rep.Series != nil {
+			var err error
+			if th, err = r.thread(rep.Series); err != nil {
+				return err
+			}
+		}
+		v, err := r.verdict(rep, th)
+		if err != nil {
+			return err
+		}
+		body, outcome = reports.RenderComment(&r.Cfg, &v, o.User), v.Outcome.String()
 	}
-	fmt.Fprintf(&body, "good: %s\nbad:  %s\n\nsteps:\n", b.Good, b.Bad)
-	for _, s := range b.Steps {
-		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, short(s.Commit), s.Outcome, s.Detail)
+	now := r.Now()
+	id, err := reports.NewMessageID(now, reports.Rand(reports.Thread{MessageID: rep.Key + "|" + outbox.GitHubChannel(owner, repo, o.Issue)}), r.Cfg.From)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(&body, "\nDetails and traces: %s\n\n-- \nrdmabot %s\n", rep.URL, r.Cfg.DocsURL)
-	var raw bytes.Buffer
-	fmt.Fprintf(&raw, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <%s>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n",
-		r.Cfg.From, strings.Join(to, ", "), rep.Title, now.Format(time.RFC1123Z), id)
-	raw.WriteString(strings.ReplaceAll(body.String(), "\n", "\r\n"))
-	return r.enqueue(ctx, outbox.Reply{MessageID: id, Key: outbox.Key("email", rep.Key, 1), Channel: "email",
-		Outcome: bot.VerdictRegression, Recipient: to[0], Envelope: to, Raw: raw.Bytes()})
+	return r.enqueue(ctx, outbox.FromComment(body, id, owner, repo, o.Issue, rep.Key, o.User, outcome))
 }
 
 // errNoJudgement is a measured verdict stored without its judgement
@@ -477,9 +506,12 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 	}
 	o, err := reports.ParseOutcome(rep.Verdict)
 	if err != nil {
-		return reports.Verdict{Outcome: reports.Infra, In: in}, nil // MEASURED and the like: never mailed
+		// MEASURED and the like: never mailed; a comment says what it is.
+		return reports.Verdict{Outcome: reports.Infra, In: in, Reason: strings.TrimSpace(rep.Verdict + " " + firstLine(rep.Summary))}, nil
 	}
 	switch o {
+	case reports.Incomplete:
+		return reports.Verdict{Outcome: o, In: in, Reason: firstLine(rep.Summary)}, nil
 	case reports.ApplyFailed:
 		if in.Apply = d.Apply; in.Apply == nil {
 			in.Apply = &reports.ApplyFailure{Output: rep.Log}
@@ -641,21 +673,7 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func times(n int) string {
-	if n == 1 {
-		return "once"
-	}
-	return fmt.Sprintf("%d times", n)
-}
-
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
-}
-
-func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
 	return s
 }

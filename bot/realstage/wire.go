@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-github/v60/github"
+
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
@@ -52,12 +54,14 @@ func FetchTrees(cfg config.Config) []string {
 
 // New wires the real stages a role needs (all, ingest, build, lab, or
 // several joined by commas). The lab pair and its guest image are made on
-// first use; a lab-only machine needs no compiler and no trees.
-func New(ctx context.Context, cfg config.Config, st *store.Store, role string, log *slog.Logger) (bot.Stages, error) {
+// first use; a lab-only machine needs no compiler and no trees. gh is the
+// client of bot.github (nil when it is off): the outbox posts the
+// comments that answer GitHub requests with it.
+func New(ctx context.Context, cfg config.Config, st *store.Store, role string, gh *github.Client, log *slog.Logger) (bot.Stages, error) {
 	lo := NewLore(cfg, st, log)
 	l := &Lab{Cfg: cfg.Lab, Dirs: lab.Dirs{Cache: filepath.Join(cfg.CacheDir, "lab"), Leases: filepath.Join(cfg.DataDir, "lab-leases")},
 		Test: cfg.Lab.Test, Log: log}
-	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, nil, time.Now, log)
+	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, gh, time.Now, log)
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
 	}

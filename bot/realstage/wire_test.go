@@ -48,7 +48,7 @@ func TestNewConfiguresTheDefaultPairsKernel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			stages, err := New(context.Background(), cfg, st, "all", slog.New(slog.DiscardHandler))
+			stages, err := New(context.Background(), cfg, st, "all", nil, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestNewConfiguresTheDefaultPairsKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := New(context.Background(), cfg, st, "all", slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "lab.default") {
+	if _, err := New(context.Background(), cfg, st, "all", nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "lab.default") {
 		t.Errorf("an unknown lab.default: %v, want a configuration error naming it", err)
 	}
 }

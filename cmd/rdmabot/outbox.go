@@ -93,7 +93,7 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "approved %s\n", id)
 		}
 		if !cfg.Reports.Mail {
-			fmt.Fprintln(e.stdout, "note: reports.mail is off: approved replies stay in the outbox until it is enabled")
+			fmt.Fprintln(e.stdout, "note: reports.mail is off: approved mail stays in the outbox until it is enabled (GitHub comments go out)")
 		}
 		return nil
 	}

@@ -42,7 +42,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	stages, err := realstage.New(ctx, cfg, st, *role, e.log)
+	// GitHub, when configured: the client posts the outbox's comments
+	// (the answers to GitHub requests) and serves the webhook and polling.
+	var ghc *github.Client
+	if cfg.Bot.GitHub.Repo != "" {
+		if ghc, err = githubClient(cfg); err != nil {
+			return err
+		}
+	}
+	stages, err := realstage.New(ctx, cfg, st, *role, ghc, e.log)
 	if err != nil {
 		return err
 	}
@@ -58,11 +66,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Branches: realstage.Branches(cfg), FetchTrees: realstage.FetchTrees(cfg), FetchInterval: cfg.Builder.FetchInterval.Duration,
 		Stages: stages, Log: e.log, ID: *id}
 	var gh *ghbot.Bot
-	if cfg.Bot.GitHub.Repo != "" {
-		if gh, err = newGitHub(cfg); err != nil {
+	if ghc != nil {
+		if gh, err = newGitHub(cfg, ghc); err != nil {
 			return err
 		}
-		opts.Stages.Comments = gh
 		opts.GitHub = gh
 	}
 	b, err := bot.New(st, opts)
@@ -128,9 +135,9 @@ func longWrite(h http.Handler, d time.Duration) http.Handler {
 	})
 }
 
-func newGitHub(cfg config.Config) (*ghbot.Bot, error) {
+// githubClient is the REST client of bot.github: its token, its API.
+func githubClient(cfg config.Config) (*github.Client, error) {
 	g := cfg.Bot.GitHub
-	owner, repo, _ := strings.Cut(g.Repo, "/")
 	c := github.NewClient(nil)
 	if g.TokenFile != "" {
 		tok, err := os.ReadFile(g.TokenFile)
@@ -146,6 +153,13 @@ func newGitHub(cfg config.Config) (*ghbot.Bot, error) {
 		}
 		c.BaseURL, c.UploadURL = u, u
 	}
+	return c, nil
+}
+
+// newGitHub is the trigger side of bot.github: webhook, polling, commands.
+func newGitHub(cfg config.Config, c *github.Client) (*ghbot.Bot, error) {
+	g := cfg.Bot.GitHub
+	owner, repo, _ := strings.Cut(g.Repo, "/")
 	var secret []byte
 	if g.SecretFile != "" {
 		s, err := os.ReadFile(g.SecretFile)

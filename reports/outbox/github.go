@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/google/go-github/v60/github"
-
-	"github.com/rdmabot/rdmabot/reports"
 )
 
 // issueComments is the part of go-github's IssuesService we use; an
@@ -18,14 +17,26 @@ import (
 type issueComments interface {
 	CreateComment(ctx context.Context, owner, repo string, number int, c *github.IssueComment) (*github.IssueComment, *github.Response, error)
 	ListComments(ctx context.Context, owner, repo string, number int, opts *github.IssueListCommentsOptions) ([]*github.IssueComment, *github.Response, error)
+	AddLabelsToIssue(ctx context.Context, owner, repo string, number int, labels []string) ([]*github.Label, *github.Response, error)
+	RemoveLabelForIssue(ctx context.Context, owner, repo string, number int, label string) (*github.Response, error)
 }
 
-// GitHub posts replies as issue comments.
-type GitHub struct{ Issues issueComments }
+// GitHub posts replies as issue comments, and labels the issue with the
+// verdict.
+type GitHub struct {
+	Issues issueComments
+	Log    *slog.Logger
+}
 
 // NewGitHub uses a go-github client (token and base URL set by the
 // caller).
-func NewGitHub(c *github.Client) *GitHub { return &GitHub{Issues: c.Issues} }
+func NewGitHub(c *github.Client, log *slog.Logger) *GitHub {
+	return &GitHub{Issues: c.Issues, Log: log}
+}
+
+// QueuedLabel is the label an acknowledged command puts on its issue;
+// the verdict's label replaces it.
+const QueuedLabel = "rdmabot: queued"
 
 // GitHubChannel names an issue as a reply channel.
 func GitHubChannel(owner, repo string, number int) string {
@@ -43,16 +54,23 @@ func parseGitHubChannel(ch string) (owner, repo string, n int, err error) {
 	return owner, repo, n, nil
 }
 
-// FromComment wraps a rendered GitHub comment (Markdown,
-// which ends with a marker naming msgID).
-func FromComment(body, msgID, owner, repo string, number int, v *reports.Verdict) Reply {
+// FromComment wraps a comment rendered for issue number of owner/repo
+// (reports.RenderComment) and adds the hidden marker naming msgID that
+// Send looks for. verdict is the report's key (one comment per verdict);
+// login is who asked, the reply's recipient as "github:login", which
+// opt_out and author_daily_limit name.
+func FromComment(body, msgID, owner, repo string, number int, verdict, login, outcome string) Reply {
 	ch := GitHubChannel(owner, repo, number)
 	return Reply{
-		MessageID: msgID, Key: Key(ch, v.In.Thread.MessageID, v.In.Thread.Version), Channel: ch,
-		Outcome: v.Outcome.String(), Recipient: v.In.Thread.Author.Email, InReplyTo: v.In.Thread.MessageID,
-		Raw: []byte(body),
+		MessageID: msgID, Key: ch + "|" + verdict, Channel: ch, Outcome: outcome,
+		Recipient: GitHubRecipient(login), Raw: []byte(strings.TrimRight(body, "\n") + "\n\n" + marker(msgID) + "\n"),
 	}
 }
+
+// GitHubRecipient names a GitHub user as a reply's recipient.
+func GitHubRecipient(login string) string { return "github:" + login }
+
+func marker(msgID string) string { return "<!-- rdmabot:" + msgID + " -->" }
 
 // Send posts the comment. GitHub does not deduplicate, so a resend first
 // looks for a comment carrying this reply's marker.
@@ -62,16 +80,18 @@ func (g *GitHub) Send(ctx context.Context, e *Entry) error {
 		return &Rejected{Err: err}
 	}
 	if e.Attempts > 1 {
-		found, err := g.hasMarker(ctx, owner, repo, n, "<!-- rdmabot:"+e.MessageID+" -->")
+		found, err := g.hasMarker(ctx, owner, repo, n, marker(e.MessageID))
 		if err != nil {
 			return fmt.Errorf("github: looking for an earlier post: %w: %w", ErrNotDelivered, err)
 		}
 		if found {
+			g.label(ctx, owner, repo, n, e.Outcome)
 			return nil
 		}
 	}
 	_, resp, err := g.Issues.CreateComment(ctx, owner, repo, n, &github.IssueComment{Body: github.String(string(e.Raw))})
 	if err == nil {
+		g.label(ctx, owner, repo, n, e.Outcome)
 		return nil
 	}
 	var rl *github.RateLimitError
@@ -83,6 +103,25 @@ func (g *GitHub) Send(ctx context.Context, e *Entry) error {
 		return &Rejected{Err: fmt.Errorf("github %s: %w", http.StatusText(resp.StatusCode), err)}
 	}
 	return fmt.Errorf("github: %w", err) // 5xx or transport: fate unknown
+}
+
+// label replaces the queued label with the verdict's. Labels are a
+// convenience: the comment is the reply, so failures are only logged.
+func (g *GitHub) label(ctx context.Context, owner, repo string, n int, outcome string) {
+	if outcome == "" {
+		return
+	}
+	if _, err := g.Issues.RemoveLabelForIssue(ctx, owner, repo, n, QueuedLabel); err != nil && !notFound(err) {
+		g.Log.Warn("github label", "issue", n, "err", err)
+	}
+	if _, _, err := g.Issues.AddLabelsToIssue(ctx, owner, repo, n, []string{"rdmabot: " + strings.ToLower(outcome)}); err != nil {
+		g.Log.Warn("github label", "issue", n, "err", err)
+	}
+}
+
+func notFound(err error) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound
 }
 
 func (g *GitHub) hasMarker(ctx context.Context, owner, repo string, n int, marker string) (bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,7 @@ type fakeGitHub struct {
 	mu       sync.Mutex
 	comments map[int][]map[string]any
 	failNext bool
+	labels   []string // "#n+label", "#n-label" in call order
 	srv      *httptest.Server
 }
 
@@ -34,6 +36,30 @@ func newFakeGitHub(t *testing.T) *fakeGitHub {
 	f := &fakeGitHub{comments: map[int][]map[string]any{7: {}}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/v3/repos/rdmabot/linux/issues/{n}/comments", f.handle)
+	// Labels: add answers the issue's labels; removing one the issue
+	// lacks is GitHub's 404 with its error object.
+	mux.HandleFunc("POST /api/v3/repos/rdmabot/linux/issues/{n}/labels", func(w http.ResponseWriter, r *http.Request) {
+		var in []string
+		json.NewDecoder(r.Body).Decode(&in)
+		f.mu.Lock()
+		var out []map[string]any
+		for i, l := range in {
+			f.labels = append(f.labels, "#"+r.PathValue("n")+"+"+l)
+			out = append(out, map[string]any{"id": 100 + i, "node_id": "LA_x", "url": f.srv.URL + "/api/v3/repos/rdmabot/linux/labels/" + url.PathEscape(l),
+				"name": l, "color": "ededed", "default": false, "description": nil})
+		}
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		json.NewEncoder(w).Encode(out)
+	})
+	mux.HandleFunc("DELETE /api/v3/repos/rdmabot/linux/issues/{n}/labels/{label}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.labels = append(f.labels, "#"+r.PathValue("n")+"-"+r.PathValue("label"))
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"message":"Label does not exist","documentation_url":"https://docs.github.com/rest/issues/labels#remove-a-label-from-an-issue","status":"404"}`)
+	})
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -117,7 +143,7 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	client := github.NewClient(nil)
 	u, _ := url.Parse(f.srv.URL + "/api/v3/")
 	client.BaseURL = u
-	gh := NewGitHub(client)
+	gh := NewGitHub(client, quiet())
 
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "l.db"))
 	if err != nil {
@@ -169,5 +195,127 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	o.Deliver(ctx)
 	if e, _ := l.Get(ctx, "two-rdmabot@x"); e.State != Failed || !strings.Contains(e.Reason, "Not Found") {
 		t.Errorf("unknown issue: %s %q", e.State, e.Reason)
+	}
+}
+
+// mine counts the comments on issue n carrying msgID's marker.
+func (f *fakeGitHub) mine(n int, msgID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := 0
+	for _, cm := range f.comments[n] {
+		if strings.Contains(cm["body"].(string), marker(msgID)) {
+			k++
+		}
+	}
+	return k
+}
+
+// GitHub comments go through the same policy as mail: held while
+// moderation is on until approved, never to an opted-out login, at most
+// author_daily_limit a day to one login, one comment per verdict even
+// when the process dies with the post on the wire and a new one takes
+// over; mail being off does not hold them (bot.github is their switch).
+func TestGitHubCommentPolicy(t *testing.T) {
+	f := newFakeGitHub(t)
+	f.comments[8] = nil
+	client := github.NewClient(nil)
+	u, _ := url.Parse(f.srv.URL + "/api/v3/")
+	client.BaseURL = u
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ctx := context.Background()
+	l, err := OpenLedger(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)}
+	p := Policy{Send: false, Moderate: true, DailyLimit: 10, AuthorDailyLimit: 2, OptOut: []string{"github:Mallory"}}
+	maildir := t.TempDir()
+	open := func() *Outbox {
+		o, err := New(l, maildir, p, map[string]Sender{"github": NewGitHub(client, quiet())}, c.Now, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	o := open()
+	comment := func(id string, issue int, login, verdict string) *Entry {
+		t.Helper()
+		e, err := o.Enqueue(ctx, FromComment("@"+login+" **PASS**: fine", id, "rdmabot", "linux", issue, verdict, login, "PASS"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := comment("a-rdmabot@x", 7, "chuck", "series:<a@x>:v1:nfsd:github:rdmabot/linux#7")
+	if e.State != Held || e.Recipient != "github:chuck" || e.Key != "github:rdmabot/linux#7|series:<a@x>:v1:nfsd:github:rdmabot/linux#7" {
+		t.Fatalf("entry %+v", e)
+	}
+	// The same verdict again (a retried report job) is no second reply.
+	if _, err := o.Enqueue(ctx, FromComment("again", "a2-rdmabot@x", "rdmabot", "linux", 7, "series:<a@x>:v1:nfsd:github:rdmabot/linux#7", "chuck", "PASS")); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("second verdict: %v", err)
+	}
+	if n, err := o.Deliver(ctx); n != 0 || err != nil || f.mine(7, "a-rdmabot@x") != 0 {
+		t.Fatalf("held comment posted: %d %v", n, err)
+	}
+	// Opted out, case aside: recorded, never posted, never held.
+	if e := comment("m-rdmabot@x", 8, "mallory", "ref:1"); e.State != Suppressed {
+		t.Fatalf("opted-out login: %s", e.State)
+	}
+	if err := o.Approve(ctx, "m-rdmabot@x"); err == nil {
+		t.Fatal("a suppressed comment was approved")
+	}
+	// Approved: posted once (mail is off; comments do not wait for it),
+	// the issue's queued label replaced by the verdict's.
+	if err := o.Approve(ctx, "a-rdmabot@x"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := o.Deliver(ctx); n != 1 || err != nil || f.mine(7, "a-rdmabot@x") != 1 {
+		t.Fatalf("approved comment: %d %v, %d posted", n, err, f.mine(7, "a-rdmabot@x"))
+	}
+	if fmt.Sprint(f.labels) != "[#7-rdmabot: queued #7+rdmabot: pass]" {
+		t.Errorf("labels %q", f.labels)
+	}
+	// chuck's second comment today fits the limit of 2; the third waits.
+	for i, id := range []string{"b-rdmabot@x", "c-rdmabot@x"} {
+		comment(id, 7, "chuck", fmt.Sprintf("ref:%d", 10+i))
+		if err := o.Approve(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Minute)
+	}
+	// The post of b reaches GitHub but its answer is lost, and the
+	// process dies: b stays Sending, counted against chuck's limit.
+	f.failNext = true
+	if n, _ := o.Deliver(ctx); n != 0 {
+		t.Fatal("a lost answer counted as sent")
+	}
+	if got, _ := l.Get(ctx, "c-rdmabot@x"); got.State != Ready {
+		t.Fatalf("c past chuck's limit: %s", got.State)
+	}
+	// A new process takes over after StaleAfter: it finds b's comment by
+	// its marker and posts nothing twice; c still waits for the limit.
+	c.Advance(DefaultStaleAfter)
+	o = open()
+	if n, err := o.Deliver(ctx); n != 1 || err != nil {
+		t.Fatalf("after the restart: %d %v", n, err)
+	}
+	if f.mine(7, "b-rdmabot@x") != 1 || f.mine(7, "c-rdmabot@x") != 0 {
+		t.Fatalf("b posted %d times, c %d times", f.mine(7, "b-rdmabot@x"), f.mine(7, "c-rdmabot@x"))
+	}
+	// A day after the first comment, c goes out.
+	c.Advance(24 * time.Hour)
+	if n, err := o.Deliver(ctx); n != 1 || err != nil || f.mine(7, "c-rdmabot@x") != 1 {
+		t.Fatalf("a day later: %d %v", n, err)
+	}
+	for _, id := range []string{"a-rdmabot@x", "b-rdmabot@x", "c-rdmabot@x"} {
+		if f.mine(7, id) != 1 {
+			t.Errorf("%s posted %d times", id, f.mine(7, id))
+		}
 	}
 }

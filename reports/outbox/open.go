@@ -47,7 +47,7 @@ func Open(ctx context.Context, db *sql.DB, c *reports.Config, dataDir string, gh
 		senders["email"] = s
 	}
 	if gh != nil {
-		senders["github"] = NewGitHub(gh)
+		senders["github"] = NewGitHub(gh, log)
 	}
 	if c.Patchwork.URL != "" {
 		b, err := os.ReadFile(c.Patchwork.TokenFile)

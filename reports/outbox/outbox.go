@@ -16,7 +16,9 @@ import (
 
 // Policy is what may leave the machine, and when.
 type Policy struct {
-	// Send enables sending at all; off, replies wait in the outbox.
+	// Send enables mail; off, mail waits in the outbox. Other channels
+	// have their own switch: a sender exists only when they are
+	// configured (bot.github, reports.patchwork).
 	Send bool
 	// Moderate records new replies as Held until approved.
 	Moderate bool
@@ -238,9 +240,10 @@ func (o *Outbox) Approve(ctx context.Context, id string) error {
 // Message-ID, or Failed after that), then ready replies, oldest first,
 // within the daily limit. It returns how many were sent.
 //
-// Patchwork checks are status, not mail to a person: they are neither
-// moderated nor counted against the daily limit, and they go out even
-// with mail off (configuring [reports.patchwork] url is their switch).
+// GitHub comments are moderated and counted like mail, but go out with
+// mail off (configuring bot.github is their switch). Patchwork checks are
+// status, not replies to a person: they are neither moderated nor
+// counted against the daily limit, and they go out even with mail off (configuring [reports.patchwork] url is their switch).
 // A check that fails is logged and kept in the ledger (Failed, or Ready
 // for the next Deliver), never returned as an error.
 func (o *Outbox) Deliver(ctx context.Context) (int, error) {
@@ -251,7 +254,7 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 	sent := 0
 	var errs []error
 	for _, e := range inflight {
-		if !o.policy.Send && !unmoderated(e.Channel) {
+		if !o.enabled(e.Channel) {
 			continue
 		}
 		if o.now().Sub(e.Attempted) < o.policy.StaleAfter {
@@ -291,7 +294,7 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		if !o.policy.Send {
+		if !o.enabled(e.Channel) {
 			continue
 		}
 		n, err := o.ledger.SentSince(ctx, o.now().Add(-24*time.Hour))
@@ -386,6 +389,10 @@ func (o *Outbox) send(ctx context.Context, e *Entry, from State) (bool, error) {
 	}
 	return false, errors.Join(fmt.Errorf("send %s: %w", e.MessageID, serr), err)
 }
+
+// enabled says whether a channel's replies may go out now: mail only
+// with reports.mail on; the others whenever they have a sender.
+func (o *Outbox) enabled(ch string) bool { return channelKind(ch) != "email" || o.policy.Send }
 
 // unmoderated channels carry status, not replies: see Deliver.
 func unmoderated(ch string) bool { return channelKind(ch) == "patchwork" }

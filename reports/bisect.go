@@ -1,0 +1,132 @@
+package reports
+
+import (
+	"fmt"
+	"net/mail"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Bisection is the outcome of a bisection as replies describe it.
+type Bisection struct {
+	// Title is the subject of the new thread, and the comment's heading.
+	Title string
+	// Scheduled says a mainline run found the regression (else someone
+	// asked for the bisection).
+	Scheduled    bool
+	Tree, Metric string
+	// Change is the metric's relative change at Bad (-0.48 = -48 %).
+	Change    float64
+	Good, Bad string
+	Culprit   string
+	// Confirmed: the culprit failed again, its parent passed again and
+	// Bad with it reverted passed. Otherwise Summary says why not.
+	Confirmed bool
+	Summary   string
+	Steps     []BisectStep
+	// URL is the bisection's dashboard page.
+	URL string
+	// To are the lists a mailed report goes to.
+	To []string
+}
+
+// BisectStep is one test of the bisection or of its confirmation.
+type BisectStep struct {
+	N                              int
+	Phase, Commit, Outcome, Detail string
+}
+
+// confirmations counts the confirmation runs the steps record, for the
+// sentence: how often the culprit failed again and its parent passed.
+func (b *Bisection) confirmations() (culprit, parent string) {
+	n := map[string]int{}
+	for _, s := range b.Steps {
+		n[s.Phase]++
+	}
+	return times(n["confirm-culprit"]), times(n["confirm-parent"])
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+func (b *Bisection) found(c *Config) string {
+	who := botName(c) + " bisected and found"
+	if b.Scheduled {
+		who = "A scheduled run found"
+	}
+	return fmt.Sprintf("%s %s on %s %+.0f%% at %s compared with %s", who, b.Metric, b.Tree, b.Change*100, short(b.Bad), short(b.Good))
+}
+
+// RenderBisection writes the report of a bisection as a new thread on
+// the lists (Cc the archive list), with every step and confirmation.
+func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mail, error) {
+	if len(b.To) == 0 {
+		return nil, fmt.Errorf("no list address to report %s to", b.Title)
+	}
+	m := &Mail{MessageID: msgID, From: c.From, Subject: oneLine(b.Title, MaxSubject), Date: now, Outcome: Regression}
+	for _, l := range b.To {
+		a, err := mail.ParseAddress(l)
+		if err != nil {
+			return nil, fmt.Errorf("list address %q: %w", l, err)
+		}
+		m.To = append(m.To, a.String())
+	}
+	// The archive list, so the report has a lore URL too; never a list
+	// the report is already To.
+	cc, err := listCc(c, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range cc {
+		if !slices.Contains(m.To, a) {
+			m.Cc = append(m.Cc, a)
+		}
+	}
+	var body strings.Builder
+	if b.Confirmed {
+		cul, par := b.confirmations()
+		fmt.Fprintf(&body, "%s.\n\n", b.found(c))
+		fmt.Fprintf(&body, "The first bad commit is %s.\nConfirmed: it fails again (%s), its parent passes again (%s), and %s with it reverted passes.\n\n",
+			b.Culprit, cul, par, short(b.Bad))
+	} else {
+		fmt.Fprintf(&body, "%s, but no culprit was confirmed:\n%s\n\n", b.found(c), b.Summary)
+	}
+	fmt.Fprintf(&body, "good: %s\nbad:  %s\n\nsteps:\n", b.Good, b.Bad)
+	for _, s := range b.Steps {
+		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, short(s.Commit), s.Outcome, s.Detail)
+	}
+	fmt.Fprintf(&body, "\nDetails and traces: %s\n\n", b.URL)
+	body.WriteString(signature(c))
+	m.Body = body.String()
+	return m, nil
+}
+
+// RenderBisectionComment writes the same report for the GitHub issue
+// that asked for the bisection; login is who asked.
+func RenderBisectionComment(c *Config, b *Bisection, login string) string {
+	var s strings.Builder
+	if login != "" {
+		s.WriteString("@" + login + " ")
+	}
+	fmt.Fprintf(&s, "**%s**\n\n", oneLine(b.Title, MaxSubject))
+	if b.Confirmed {
+		cul, par := b.confirmations()
+		fmt.Fprintf(&s, "First bad commit: `%s` (confirmed: fails again %s, its parent passes again %s, the revert on `%s` passes).\n",
+			b.Culprit, cul, par, short(b.Bad))
+	} else {
+		fmt.Fprintf(&s, "No confirmed culprit between `%s` and `%s`: %s\n", short(b.Good), short(b.Bad), oneLine(b.Summary, 4*MaxSubject))
+	}
+	rows := [][]string{{"step", "phase", "commit", "outcome", "detail"}}
+	for _, st := range b.Steps {
+		rows = append(rows, []string{fmt.Sprint(st.N), st.Phase, "`" + short(st.Commit) + "`", st.Outcome, oneLine(st.Detail, MaxSubject)})
+	}
+	s.WriteString("\n" + markdownTable(rows, "rllll") + "\n")
+	fmt.Fprintf(&s, "Details and traces: %s\n\n", b.URL)
+	s.WriteString(commentSignature(c))
+	return s.String()
+}
