@@ -194,7 +194,7 @@ type entry struct {
 	// message went to: Add works them out once, as a streaming scan
 	// assembles the same held messages again at every flush.
 	matched, lists, otherLists []string
-	key string // seriesKey, computed once
+	key                        string // seriesKey, computed once
 	// pwhash is b4's patchwork hash of the body, to carry trailers
 	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
