@@ -49,6 +49,8 @@ type Series struct {
 	// Duplicates are Message-IDs of second copies of a patch (a resent
 	// mail); the earliest copy is the one in Patches.
 	Duplicates []string `json:"duplicates,omitempty"`
+
+	cover *entry // the cover's entry, nil without one
 	// BaseCommit and ChangeID come from b4's "base-commit:" and
 	// "change-id:" lines.
 	BaseCommit string `json:"base_commit,omitempty"`
@@ -195,6 +197,9 @@ type entry struct {
 	// assembles the same held messages again at every flush.
 	matched, lists, otherLists []string
 	key                        string // seriesKey, computed once
+	ltitle                     string // lowerTitle, computed once
+	links                      []string
+	linksDone                  bool
 	// pwhash is b4's patchwork hash of the body, to carry trailers
 	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
@@ -711,7 +716,7 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	}
 	s.Date = first.date
 	if cover != nil {
-		s.Cover, s.CoverMessageID = cover.msg, cover.msg.MessageID
+		s.Cover, s.CoverMessageID, s.cover = cover.msg, cover.msg.MessageID, cover
 		s.Subject = cover.subj.Title
 	} else {
 		s.Subject = byIndex[indexes[0]].subj.Title
@@ -983,6 +988,28 @@ func (a *Assembler) carryTrailers(order []*group, seriesOf map[*group]*Series) {
 	}
 }
 
+// loreLinks are the Message-IDs of the lore links in the body, found
+// once: a streaming scan links versions again at every flush.
+func (e *entry) loreLinks() []string {
+	if !e.linksDone {
+		e.linksDone = true
+		if strings.Contains(e.msg.Body, "lore.kernel.org") {
+			for _, m := range loreLinkRe.FindAllStringSubmatch(e.msg.Body, -1) {
+				e.links = append(e.links, m[1])
+			}
+		}
+	}
+	return e.links
+}
+
+// lowerTitle is the lower-case patch title, made once.
+func (e *entry) lowerTitle() string {
+	if e.ltitle == "" {
+		e.ltitle = strings.ToLower(e.subj.Title)
+	}
+	return e.ltitle
+}
+
 // patchworkHash returns the entry's patchwork hash, computing it once.
 func (e *entry) patchworkHash() string {
 	if e.pwhash == "" {
@@ -1062,17 +1089,17 @@ func linkVersions(all []*Series) {
 		}
 	}
 	for _, s := range all {
-		text := ""
-		if s.Cover != nil {
-			text = s.Cover.Body
+		var e *entry
+		if s.cover != nil {
+			e = s.cover
 		} else if len(s.Patches) > 0 {
-			text = s.Patches[0].Message.Body
+			e = s.Patches[0].entry
 		}
-		if !strings.Contains(text, "lore.kernel.org") {
+		if e == nil {
 			continue
 		}
-		for _, m := range loreLinkRe.FindAllStringSubmatch(text, -1) {
-			if o := byMsg[m[1]]; o != nil && strings.EqualFold(o.Author.Email, s.Author.Email) {
+		for _, id := range e.loreLinks() {
+			if o := byMsg[id]; o != nil && strings.EqualFold(o.Author.Email, s.Author.Email) {
 				link(s, o)
 			}
 		}
@@ -1113,11 +1140,11 @@ func sameWork(x, y *Series) bool {
 	}
 	tx := map[string]bool{}
 	for _, p := range x.Patches {
-		tx[strings.ToLower(p.Title)] = true
+		tx[p.entry.lowerTitle()] = true
 	}
 	common, union := 0, len(tx)
 	for _, p := range y.Patches {
-		t := strings.ToLower(p.Title)
+		t := p.entry.lowerTitle()
 		if tx[t] {
 			common++
 		} else {
