@@ -231,6 +231,12 @@ func unfoldHeaders(raw []byte) []byte {
 // read every message through feed.Pump, parse, assemble and flush the
 // settled series with a 30-day window.
 func scanArchive(b *testing.B, list, dir string) (series int, st feed.PumpStats) {
+	return scanArchiveObserved(b, list, dir, nil)
+}
+
+// scanArchiveObserved is scanArchive calling flushed (when not nil)
+// after every flush.
+func scanArchiveObserved(b *testing.B, list, dir string, flushed func(*lore.Assembler)) (series int, st feed.PumpStats) {
 	b.Helper()
 	cfg := lore.DefaultConfig()
 	a, err := lore.NewAssembler(cfg.Assembler(nil))
@@ -238,7 +244,7 @@ func scanArchive(b *testing.B, list, dir string) (series int, st feed.PumpStats)
 		b.Fatal(err)
 	}
 	const window = 30 * 24 * time.Hour
-	var newest, flushed time.Time
+	var newest, last time.Time
 	src := &feed.Git{List: list, Dir: dir, AllEpochs: true}
 	st, err = feed.Pump(context.Background(), src, &feed.MemCheckpoints{}, feed.PumpOptions{}, func(_ context.Context, it feed.Item) error {
 		var err error
@@ -250,9 +256,12 @@ func scanArchive(b *testing.B, list, dir string) (series int, st feed.PumpStats)
 		if it.Received.After(newest) {
 			newest = it.Received
 		}
-		if newest.Sub(flushed) >= 24*time.Hour {
+		if newest.Sub(last) >= 24*time.Hour {
 			series += len(a.Flush(newest.Add(-window)).Series)
-			flushed = newest
+			last = newest
+			if flushed != nil {
+				flushed(a)
+			}
 		}
 		if err != nil {
 			return feed.Skip(err)

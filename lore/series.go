@@ -49,6 +49,8 @@ type Series struct {
 	// Duplicates are Message-IDs of second copies of a patch (a resent
 	// mail); the earliest copy is the one in Patches.
 	Duplicates []string `json:"duplicates,omitempty"`
+
+	cover *entry // the cover's entry, nil without one
 	// BaseCommit and ChangeID come from b4's "base-commit:" and
 	// "change-id:" lines.
 	BaseCommit string `json:"base_commit,omitempty"`
@@ -189,6 +191,15 @@ type entry struct {
 	author  string // lower-case From address
 	parent  string // In-Reply-To, or the last reference
 	files   []string
+	// matched are the files that match the globs, and lists and
+	// otherLists the configured list names and the other List-Ids the
+	// message went to: Add works them out once, as a streaming scan
+	// assembles the same held messages again at every flush.
+	matched, lists, otherLists []string
+	key                        string // seriesKey, computed once
+	ltitle                     string // lowerTitle, computed once
+	links                      []string
+	linksDone                  bool
 	// pwhash is b4's patchwork hash of the body, to carry trailers
 	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
@@ -267,7 +278,13 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 		// With or without [PATCH]: b4 takes any non-reply diff as one.
 		e.kind = kindPatch
 		e.files = diffFiles(m.Body)
+		for _, f := range e.files {
+			if a.matches(f) {
+				e.matched = append(e.matched, f)
+			}
+		}
 	}
+	e.lists, e.otherLists = a.listsOfMessage(m)
 	if e.kind != kindOther || !e.reply {
 		// Not only patches and covers: a plain-subject letter the
 		// patches answer is the cover too (see implicitCovers).
@@ -390,6 +407,13 @@ func (asm *Assembly) Containing(messageID string) *Series {
 
 // seriesKey is what the messages of one posting share.
 func (e *entry) seriesKey() string {
+	if e.key == "" {
+		e.key = e.makeSeriesKey()
+	}
+	return e.key
+}
+
+func (e *entry) makeSeriesKey() string {
 	total := e.subj.Total
 	if total == 0 {
 		total = 1
@@ -480,23 +504,21 @@ type group struct {
 
 // Assemble groups the messages held into series and finds the commands.
 func (a *Assembler) Assemble() *Assembly {
-	ids := make([]string, 0, len(a.byID))
-	for id := range a.byID {
-		ids = append(ids, id)
+	held := make([]*entry, 0, len(a.byID))
+	for _, e := range a.byID {
+		held = append(held, e)
 	}
-	sort.Slice(ids, func(i, j int) bool {
-		ei, ej := a.byID[ids[i]], a.byID[ids[j]]
-		if !ei.date.Equal(ej.date) {
-			return ei.date.Before(ej.date)
+	slices.SortFunc(held, func(x, y *entry) int {
+		if c := x.date.Compare(y.date); c != 0 {
+			return c
 		}
-		return ids[i] < ids[j]
+		return strings.Compare(x.msg.MessageID, y.msg.MessageID)
 	})
 
 	groups := map[string]*group{}
 	var order []*group
 	memberOf := map[*entry]*group{}
-	for _, id := range ids {
-		e := a.byID[id]
+	for _, e := range held {
 		if e.kind == kindOther || e.reply {
 			continue
 		}
@@ -521,7 +543,7 @@ func (a *Assembler) Assemble() *Assembly {
 		seriesOf[g] = s
 		asm.Series = append(asm.Series, s)
 	}
-	a.attachReplies(ids, memberOf, seriesOf, asm)
+	a.attachReplies(held, memberOf, seriesOf, asm)
 	a.carryTrailers(order, seriesOf)
 	linkVersions(asm.Series)
 	now := a.cfg.Now()
@@ -694,7 +716,7 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	}
 	s.Date = first.date
 	if cover != nil {
-		s.Cover, s.CoverMessageID = cover.msg, cover.msg.MessageID
+		s.Cover, s.CoverMessageID, s.cover = cover.msg, cover.msg.MessageID, cover
 		s.Subject = cover.subj.Title
 	} else {
 		s.Subject = byIndex[indexes[0]].subj.Title
@@ -708,9 +730,9 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	for _, i := range indexes {
 		e := byIndex[i]
 		p := &Patch{Index: i, Message: e.msg, MessageID: e.msg.MessageID, Title: e.subj.Title, Files: e.files, entry: e}
-		for _, f := range e.files {
-			if a.matches(f) {
-				p.MatchedPaths = append(p.MatchedPaths, f)
+		if len(e.matched) > 0 {
+			p.MatchedPaths = slices.Clone(e.matched)
+			for _, f := range e.matched {
 				matched = appendUnique(matched, f)
 			}
 		}
@@ -758,30 +780,11 @@ func (a *Assembler) matches(file string) bool {
 func (a *Assembler) listsOf(members []*entry) []string {
 	var names, others []string
 	for _, e := range members {
-		for _, l := range a.cfg.Lists {
-			if contains(names, l.Name) {
-				continue
-			}
-			listID := strings.ReplaceAll(strings.ToLower(l.Address), "@", ".")
-			hit := false
-			for _, ad := range append(append([]Address(nil), e.msg.To...), e.msg.Cc...) {
-				hit = hit || (l.Address != "" && strings.EqualFold(ad.Email, l.Address))
-			}
-			for _, id := range e.msg.ListIDs {
-				hit = hit || (listID != "" && strings.EqualFold(id, listID))
-			}
-			if hit {
-				names = append(names, l.Name)
-			}
+		for _, n := range e.lists {
+			names = appendUnique(names, n)
 		}
-		for _, id := range e.msg.ListIDs {
-			known := false
-			for _, l := range a.cfg.Lists {
-				known = known || strings.EqualFold(id, strings.ReplaceAll(l.Address, "@", "."))
-			}
-			if !known {
-				others = appendUnique(others, strings.ToLower(id))
-			}
+		for _, id := range e.otherLists {
+			others = appendUnique(others, id)
 		}
 	}
 	sort.Strings(names)
@@ -789,9 +792,43 @@ func (a *Assembler) listsOf(members []*entry) []string {
 	return append(names, others...)
 }
 
+// listsOfMessage is listsOf for one message: the configured lists it
+// went to, in configuration order, and its other List-Ids, lower-case.
+func (a *Assembler) listsOfMessage(m *Message) (names, others []string) {
+	for _, l := range a.cfg.Lists {
+		if contains(names, l.Name) {
+			continue
+		}
+		listID := strings.ReplaceAll(strings.ToLower(l.Address), "@", ".")
+		hit := false
+		for _, ad := range m.To {
+			hit = hit || (l.Address != "" && strings.EqualFold(ad.Email, l.Address))
+		}
+		for _, ad := range m.Cc {
+			hit = hit || (l.Address != "" && strings.EqualFold(ad.Email, l.Address))
+		}
+		for _, id := range m.ListIDs {
+			hit = hit || (listID != "" && strings.EqualFold(id, listID))
+		}
+		if hit {
+			names = append(names, l.Name)
+		}
+	}
+	for _, id := range m.ListIDs {
+		known := false
+		for _, l := range a.cfg.Lists {
+			known = known || strings.EqualFold(id, strings.ReplaceAll(l.Address, "@", "."))
+		}
+		if !known {
+			others = appendUnique(others, strings.ToLower(id))
+		}
+	}
+	return names, others
+}
+
 // attachReplies walks each reply up its thread to the series message it
 // answers, and collects trailers, applied notes and commands as b4 does.
-func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seriesOf map[*group]*Series, asm *Assembly) {
+func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, seriesOf map[*group]*Series, asm *Assembly) {
 	patchOf := map[*entry]*Patch{}
 	for g, s := range seriesOf {
 		for _, p := range s.Patches {
@@ -802,8 +839,7 @@ func (a *Assembler) attachReplies(ids []string, memberOf map[*entry]*group, seri
 			}
 		}
 	}
-	for _, id := range ids {
-		f := a.byID[id]
+	for _, f := range held {
 		if (f.kind != kindOther && !f.reply) || a.implicit[f] {
 			continue
 		}
@@ -952,6 +988,28 @@ func (a *Assembler) carryTrailers(order []*group, seriesOf map[*group]*Series) {
 	}
 }
 
+// loreLinks are the Message-IDs of the lore links in the body, found
+// once: a streaming scan links versions again at every flush.
+func (e *entry) loreLinks() []string {
+	if !e.linksDone {
+		e.linksDone = true
+		if strings.Contains(e.msg.Body, "lore.kernel.org") {
+			for _, m := range loreLinkRe.FindAllStringSubmatch(e.msg.Body, -1) {
+				e.links = append(e.links, m[1])
+			}
+		}
+	}
+	return e.links
+}
+
+// lowerTitle is the lower-case patch title, made once.
+func (e *entry) lowerTitle() string {
+	if e.ltitle == "" {
+		e.ltitle = strings.ToLower(e.subj.Title)
+	}
+	return e.ltitle
+}
+
 // patchworkHash returns the entry's patchwork hash, computing it once.
 func (e *entry) patchworkHash() string {
 	if e.pwhash == "" {
@@ -1031,17 +1089,17 @@ func linkVersions(all []*Series) {
 		}
 	}
 	for _, s := range all {
-		text := ""
-		if s.Cover != nil {
-			text = s.Cover.Body
+		var e *entry
+		if s.cover != nil {
+			e = s.cover
 		} else if len(s.Patches) > 0 {
-			text = s.Patches[0].Message.Body
+			e = s.Patches[0].entry
 		}
-		if !strings.Contains(text, "lore.kernel.org") {
+		if e == nil {
 			continue
 		}
-		for _, m := range loreLinkRe.FindAllStringSubmatch(text, -1) {
-			if o := byMsg[m[1]]; o != nil && strings.EqualFold(o.Author.Email, s.Author.Email) {
+		for _, id := range e.loreLinks() {
+			if o := byMsg[id]; o != nil && strings.EqualFold(o.Author.Email, s.Author.Email) {
 				link(s, o)
 			}
 		}
@@ -1082,11 +1140,11 @@ func sameWork(x, y *Series) bool {
 	}
 	tx := map[string]bool{}
 	for _, p := range x.Patches {
-		tx[strings.ToLower(p.Title)] = true
+		tx[p.entry.lowerTitle()] = true
 	}
 	common, union := 0, len(tx)
 	for _, p := range y.Patches {
-		t := strings.ToLower(p.Title)
+		t := p.entry.lowerTitle()
 		if tx[t] {
 			common++
 		} else {

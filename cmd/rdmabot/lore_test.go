@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -222,5 +224,43 @@ func TestLoreScanGitBadObjects(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), lost) {
 		t.Errorf("the missing blob %s is not in the log:\n%s", lost, errb.String())
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/lore-scan-2024.golden")
+
+// TestLoreScanArchive2024Golden scans both real 2024 archives (6,263 and
+// 8,008 messages) as `rdmabot lore scan --git` does and compares each
+// list's summary and a digest of everything printed with the golden
+// file: a change to reading or streaming (the window, the pack reader)
+// must not change one printed series. Run with -update after a change
+// that means to alter the output, and say why in the commit. It skips,
+// saying so, where ../shared does not hold the archives.
+func TestLoreScanArchive2024Golden(t *testing.T) {
+	var got strings.Builder
+	for _, list := range []string{"linux-rdma", "linux-nfs"} {
+		dir := testenv.Shared(t, "the 2024 archives are not on this machine", "corpus", list+"-2024.git")
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"lore", "scan", "--git", dir, "--list", list}, &out, &errb); code != 0 {
+			t.Fatalf("%s: exit %d: %s", list, code, errb.String())
+		}
+		text := strings.TrimSuffix(out.String(), "\n")
+		i := strings.LastIndex(text, "\n")
+		body, last := text[:i+1], text[i+1:]
+		sum := sha256.Sum256([]byte(body))
+		fmt.Fprintf(&got, "%s: %s; output sha256 %x\n", list, last[:strings.LastIndex(last, " in ")], sum)
+	}
+	golden := filepath.Join("testdata", "lore-scan-2024.golden")
+	if *updateGolden {
+		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("scan of the 2024 archives changed:\n got %s\nwant %s", got.String(), want)
 	}
 }

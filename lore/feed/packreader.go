@@ -1,14 +1,14 @@
 package feed
 
 import (
-	"bufio"
 	"bytes"
-	"compress/zlib"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/zlib"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,14 +28,37 @@ type packReader struct {
 	packs    []*pack
 	fallback storer.EncodedObjectStorer
 	bases    baseCache
-	br       *bufio.Reader
-	zr       io.ReadCloser
+	// buf holds the compressed bytes of the object being read, br reads
+	// them: one pread of exactly the object's extent, not a buffer fill
+	// per object (an archive's objects are small and many).
+	buf []byte
+	br  bytes.Reader
+	zr  io.ReadCloser
+	// deltas are scratch space for delta instructions, one per level
+	// of the chain being resolved (depth is the current level).
+	deltas [][]byte
+	depth  int
 }
 
 type pack struct {
 	f    *os.File
 	size int64
 	idx  *idxfile.MemoryIndex
+	// ends are the objects' offsets in order, then the trailer's: an
+	// object's compressed bytes end where the next object starts.
+	ends []int64
+}
+
+// extent is where the object at off ends.
+func (pk *pack) extent(off int64) int64 {
+	i, found := slices.BinarySearch(pk.ends, off)
+	if found {
+		i++
+	}
+	if i >= len(pk.ends) {
+		return pk.size
+	}
+	return pk.ends[i]
 }
 
 func openPackReader(gitDir string, fallback storer.EncodedObjectStorer) (*packReader, error) {
@@ -76,7 +99,27 @@ func openPack(idxPath string) (*pack, error) {
 		f.Close()
 		return nil, err
 	}
-	return &pack{f: f, size: fi.Size(), idx: idx}, nil
+	pk := &pack{f: f, size: fi.Size(), idx: idx}
+	it, err := idx.Entries()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	for {
+		e, err := it.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", idxPath, err)
+		}
+		pk.ends = append(pk.ends, int64(e.Offset))
+	}
+	slices.Sort(pk.ends)
+	// The pack ends in the SHA-1 of its content.
+	pk.ends = append(pk.ends, max(0, pk.size-20))
+	return pk, nil
 }
 
 func (pr *packReader) close() {
@@ -128,12 +171,20 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 		return pr.bases.typ[key], b, true, nil
 	}
 	pk := pr.packs[i]
-	sr := io.NewSectionReader(pk.f, off, pk.size-off)
-	if pr.br == nil {
-		pr.br = bufio.NewReaderSize(sr, 64<<10)
-	} else {
-		pr.br.Reset(sr)
+	end := pk.extent(off)
+	if off < 0 || end <= off || end > pk.size {
+		return 0, nil, false, fmt.Errorf("pack offset %d: outside the pack", off)
 	}
+	if n := end - off; n > maxFileRead+1<<16 {
+		return 0, nil, false, fmt.Errorf("pack offset %d: object of %d compressed bytes", off, n)
+	} else if int64(cap(pr.buf)) < n {
+		pr.buf = make([]byte, n)
+	}
+	buf := pr.buf[:end-off]
+	if _, err := pk.f.ReadAt(buf, off); err != nil {
+		return 0, nil, false, fmt.Errorf("pack offset %d: %w", off, err)
+	}
+	pr.br.Reset(buf)
 	c, err := pr.br.ReadByte()
 	if err != nil {
 		return 0, nil, false, err
@@ -162,7 +213,7 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 		}
 		baseOff = off - rel
 	case plumbing.REFDeltaObject:
-		if _, err := io.ReadFull(pr.br, baseHash[:]); err != nil {
+		if _, err := io.ReadFull(&pr.br, baseHash[:]); err != nil {
 			return 0, nil, false, err
 		}
 	case plumbing.CommitObject, plumbing.TreeObject, plumbing.BlobObject, plumbing.TagObject:
@@ -173,21 +224,40 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 		return 0, nil, false, fmt.Errorf("pack offset %d: object of %d bytes", off, size)
 	}
 	if pr.zr == nil {
-		if pr.zr, err = zlib.NewReader(pr.br); err != nil {
-			return 0, nil, false, err
+		if pr.zr, err = zlib.NewReader(&pr.br); err != nil {
+			return 0, nil, false, fmt.Errorf("pack offset %d: inflate: %w", off, err)
 		}
-	} else if err := pr.zr.(zlib.Resetter).Reset(pr.br, nil); err != nil {
-		return 0, nil, false, err
+	} else if err := pr.zr.(zlib.Resetter).Reset(&pr.br, nil); err != nil {
+		return 0, nil, false, fmt.Errorf("pack offset %d: inflate: %w", off, err)
 	}
-	data := make([]byte, size)
+	isDelta := typ == plumbing.OFSDeltaObject || typ == plumbing.REFDeltaObject
+	var data []byte
+	if isDelta {
+		// The instructions are used up by the patch below; the bases
+		// read meanwhile use the scratch of the levels under this one.
+		for len(pr.deltas) <= pr.depth {
+			pr.deltas = append(pr.deltas, nil)
+		}
+		if int64(cap(pr.deltas[pr.depth])) < size {
+			pr.deltas[pr.depth] = make([]byte, size)
+		}
+		data = pr.deltas[pr.depth][:size]
+	} else {
+		data = make([]byte, size)
+	}
 	if _, err := io.ReadFull(pr.zr, data); err != nil {
 		return 0, nil, false, fmt.Errorf("pack offset %d: inflate: %w", off, err)
 	}
-	if typ != plumbing.OFSDeltaObject && typ != plumbing.REFDeltaObject {
+	if !isDelta {
 		return typ, data, false, nil
 	}
 	var base []byte
 	var baseType plumbing.ObjectType
+	if pr.depth >= maxDeltaDepth {
+		return 0, nil, false, fmt.Errorf("pack offset %d: delta chain over %d long", off, maxDeltaDepth)
+	}
+	pr.depth++
+	defer func() { pr.depth-- }()
 	if typ == plumbing.OFSDeltaObject {
 		baseType, base, _, err = pr.readAt(i, baseOff)
 		if err == nil {
@@ -205,6 +275,10 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 	}
 	return baseType, out, false, nil
 }
+
+// maxDeltaDepth bounds a delta chain (git writes at most 50; deltas by
+// hash could loop).
+const maxDeltaDepth = 1000
 
 type baseKey struct {
 	pack int
