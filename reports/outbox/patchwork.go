@@ -43,9 +43,15 @@ func PatchworkChannel(msgID string) string {
 	return "patchwork:" + strings.Trim(strings.TrimSpace(msgID), "<>")
 }
 
-// FromCheck records one check on one patch. phase is "pending" or
-// "final": each patch of a series version gets at most one of each, and
-// the ledger key (the entry's Message-ID too) says which.
+// Check phases: each patch of a series version gets at most one check of
+// each, and the final one is posted only after the pending one.
+const (
+	PhasePending = "pending"
+	PhaseFinal   = "final"
+)
+
+// FromCheck records one check on one patch. phase is PhasePending or
+// PhaseFinal: the ledger key (the entry's Message-ID too) says which.
 func FromCheck(patchMsgID, threadID string, version int, phase, author string, c Check) (Reply, error) {
 	ch := PatchworkChannel(patchMsgID)
 	key := Key(ch, threadID, version) + "|" + phase
@@ -54,6 +60,18 @@ func FromCheck(patchMsgID, threadID string, version int, phase, author string, c
 		return Reply{}, err
 	}
 	return Reply{MessageID: key, Key: key, Channel: ch, Outcome: c.State, Recipient: author, Raw: raw}, nil
+}
+
+// pendingOf is the ledger entry of the pending check a final check must
+// follow ("" for any other entry).
+func pendingOf(e *Entry) string {
+	if channelKind(e.Channel) != "patchwork" {
+		return ""
+	}
+	if k, ok := strings.CutSuffix(e.MessageID, "|"+PhaseFinal); ok {
+		return k + "|" + PhasePending
+	}
+	return ""
 }
 
 // Patchwork posts checks through patchwork's REST API (v1.2 or later).

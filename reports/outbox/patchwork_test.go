@@ -345,3 +345,49 @@ func TestPatchworkEndlessPages(t *testing.T) {
 		t.Fatalf("endless pages: %v after %d pages, want a retriable error after %d", err, gets, maxPages)
 	}
 }
+
+// A final check is posted after its pending one: while the pending one
+// waits for a retry (patchwork answered 502) the final one waits too,
+// even when it sorts first in the ledger (same second); then both go in
+// one delivery, in order.
+func TestPatchworkFinalAfterPending(t *testing.T) {
+	ctx := context.Background()
+	f := newFakePatchwork(t)
+	f.patches["<p1@x>"] = []int{101}
+	o, _ := pwOutbox(t, f, "s3cret")
+	f.fail5xx = 1
+	pending := enqueueCheck(t, o, "<p1@x>", PhasePending, CheckPending)
+	final := enqueueCheck(t, o, "<p1@x>", PhaseFinal, CheckSuccess) // same time: "|final" sorts before "|pending"
+	if n, err := o.Deliver(ctx); err != nil || n != 0 {
+		t.Fatalf("deliver with 502: %d %v", n, err)
+	}
+	for _, id := range []string{pending.MessageID, final.MessageID} {
+		if e, _ := o.Ledger().Get(ctx, id); e.State != Ready {
+			t.Fatalf("%s after 502: %s, want ready", id, e.State)
+		}
+	}
+	if len(f.checks[101]) != 0 {
+		t.Fatalf("final posted while its pending waits: %v", f.checks[101])
+	}
+	if n, err := o.Deliver(ctx); err != nil || n != 2 {
+		t.Fatalf("retry: %d %v, want the pending check, then the final one", n, err)
+	}
+	o.Deliver(ctx)
+	var got []string
+	for _, c := range f.checks[101] {
+		got = append(got, c["state"].(string))
+	}
+	if fmt.Sprint(got) != "[pending success]" {
+		t.Errorf("checks posted %v, want pending then success, once each", got)
+	}
+	// A pending check that failed for good holds nothing up.
+	f.patches["<p2@x>"] = []int{102}
+	p2 := enqueueCheck(t, o, "<p2@x>", PhasePending, CheckPending)
+	if ok, err := o.Ledger().transition(ctx, p2.MessageID, Ready, Failed, "refused", 0, time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	enqueueCheck(t, o, "<p2@x>", PhaseFinal, CheckFail)
+	if n, err := o.Deliver(ctx); err != nil || n != 1 || len(f.checks[102]) != 1 {
+		t.Errorf("final after a failed pending: %d sent %v, checks %v", n, err, f.checks[102])
+	}
+}
