@@ -200,6 +200,34 @@ func TestSeriesVerdicts(t *testing.T) {
 	}
 }
 
+// The reporter is told a series' testing started (the patchwork pending
+// check) once the base is chosen, with the test's page, before the
+// verdict is delivered; a failure to record it retries the test job.
+func TestStartedBeforeDeliver(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.report.FailStarts = 1
+	h.ingest.Add(series("<p@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	key := "series:<p@x>:v1:"
+	var started, delivered = -1, -1
+	for i, c := range h.calls.List() {
+		if c == "started "+key {
+			started = i
+		}
+		if strings.HasPrefix(c, "deliver "+key) && delivered < 0 {
+			delivered = i
+		}
+	}
+	if n := h.calls.Count("started " + key); n != 2 || started < 0 || delivered < started {
+		t.Fatalf("started %d times (want 2: one failed), last at call %d, delivered at %d:\n%s", n, started, delivered, strings.Join(h.calls.List(), "\n"))
+	}
+	r, _ := h.report.Get(key)
+	b := h.report.Begun[key]
+	if b.URL == "" || b.URL != r.URL || b.Series == nil || b.Series.MsgID != "<p@x>" || b.Base == "" || b.Verdict != "" {
+		t.Errorf("started with %+v; the verdict's URL %q", b, r.URL)
+	}
+}
+
 // A lab fault is retried with backoff and no reply blames the series;
 // builds failing on infrastructure are retried too.
 func TestInfraFaultsRetried(t *testing.T) {

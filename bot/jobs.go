@@ -330,6 +330,9 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			}
 			t.Tree, t.Base, t.BaseReason, t.BaseBranch = base.Tree, base.Commit, base.Reason, base.Branch
 			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)
+			if err := b.started(ctx, t, s, tr); err != nil {
+				return err
+			}
 		case store.KindRef:
 			cand, err := b.stages.Trees.Head(ctx, t.Tree, t.Ref)
 			if err != nil {
@@ -831,6 +834,25 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 		return infra(fmt.Errorf("deliver: %w", err))
 	}
 	tr.Logf("delivered %s reply %s", t.Verdict, t.Key)
+	return nil
+}
+
+// started tells the series' reporter that its testing starts, on the
+// base just chosen, when it wants to know (a Starter). A failure is the
+// infrastructure's: the test job is retried, and the reporter acts once.
+func (b *Bot) started(ctx context.Context, t store.Test, s Series, tr *Trace) error {
+	var o Origin
+	json.Unmarshal([]byte(t.Origin), &o)
+	st, ok := b.stages.Report.(Starter)
+	if !ok {
+		return nil
+	}
+	r := Report{Key: t.Key, Kind: t.Kind, Series: &s, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason, BaseBranch: t.BaseBranch,
+		Lab: t.Lab, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
+	if err := st.Started(ctx, r); err != nil {
+		return infra(fmt.Errorf("testing started: %w", err))
+	}
+	tr.Logf("told the reporter testing started")
 	return nil
 }
 

@@ -192,6 +192,14 @@ type Reporter interface {
 	Deliver(ctx context.Context, r Report) error
 }
 
+// Starter is a reporter that says when a series' testing starts (a
+// patchwork check "pending"), before its Deliver says how it ended. It is
+// called again when the test job is retried, so it must act once per
+// Report.Key.
+type Starter interface {
+	Started(ctx context.Context, r Report) error
+}
+
 // Origin is where a request came from and where its answer goes.
 type Origin struct {
 	Kind    string `json:"kind"` // mail, github, cli, mainline

@@ -17,12 +17,13 @@ const (
 	FirstFetchTimeout = 6 * time.Hour
 )
 
-// runGit is the one place the git program runs: for fetching, where
+// RunGit is the one place the git program runs: for fetching, where
 // go-git indexes a kernel-sized pack in Go several times slower than git
-// and holds it in memory. Hooks are off, the environment is clean (no
+// and holds it in memory, and for what go-git cannot do (revert). Hooks
+// are off, the environment is clean (no
 // user or system config, no prompts), and the output is captured for the
 // error.
-func runGit(ctx context.Context, gitDir string, timeout time.Duration, args ...string) ([]byte, error) {
+func RunGit(ctx context.Context, gitDir string, timeout time.Duration, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	full := append([]string{"-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never", "--git-dir", gitDir}, args...)
@@ -42,12 +43,26 @@ func runGit(ctx context.Context, gitDir string, timeout time.Duration, args ...s
 	cmd.Stderr = &out
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		return out.Bytes(), fmt.Errorf("git %s: %w", args[0], ctx.Err())
+		return out.Bytes(), fmt.Errorf("git %s: %w", subcommand(args), ctx.Err())
 	}
 	if err != nil {
-		return out.Bytes(), fmt.Errorf("git %s: %w: %s", args[0], err, lastLines(out.String(), 5))
+		return out.Bytes(), fmt.Errorf("git %s: %w: %s", subcommand(args), err, lastLines(out.String(), 5))
 	}
 	return out.Bytes(), nil
+}
+
+// subcommand names the git command in args, past the global options
+// (-c k=v, --work-tree dir) a caller may put first.
+func subcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-c" || a == "--work-tree" || a == "-C":
+			i++
+		case !strings.HasPrefix(a, "-"):
+			return a
+		}
+	}
+	return strings.Join(args, " ")
 }
 
 func lastLines(s string, n int) string {
@@ -72,7 +87,7 @@ func (s *Store) Fetch(ctx context.Context, t TreeConfig) error {
 			timeout = FirstFetchTimeout
 		}
 	}
-	if _, err := runGit(ctx, s.Dir, timeout, args...); err != nil {
+	if _, err := RunGit(ctx, s.Dir, timeout, args...); err != nil {
 		return fmt.Errorf("fetch tree %s: %w", t.Name, err)
 	}
 	return s.reopen()
@@ -87,6 +102,6 @@ func (s *Store) OnTrees(ctx context.Context, commit string) bool {
 	if len(commit) != 40 || strings.Trim(commit, "0123456789abcdef") != "" {
 		return false
 	}
-	out, err := runGit(ctx, s.Dir, time.Minute, "rev-list", "-n", "1", commit, "--not", "--glob=refs/trees")
+	out, err := RunGit(ctx, s.Dir, time.Minute, "rev-list", "-n", "1", commit, "--not", "--glob=refs/trees")
 	return err == nil && len(bytes.TrimSpace(out)) == 0
 }

@@ -29,9 +29,13 @@ type Series struct {
 	Author  Address `json:"author"`
 	// Date is the (clamped) date of the cover or the earliest patch.
 	Date time.Time `json:"date"`
-	// LastArrival is when the newest patch or cover arrived; the grace
-	// period runs from it.
+	// LastArrival is when the newest patch or cover arrived in the
+	// archive.
 	LastArrival time.Time `json:"last_arrival"`
+	// LastSeen is when the reader first saw the newest patch or cover
+	// (LastArrival when it did not say); the grace period runs from it:
+	// a series posted long before it reached the reader is not late.
+	LastSeen time.Time `json:"last_seen"`
 	// Cover is the 0/N letter, nil when the series has none.
 	Cover *Message `json:"-"`
 	// CoverMessageID is Cover's Message-ID, "" without a cover.
@@ -188,8 +192,9 @@ type entry struct {
 	kind    kind
 	date    time.Time // Date clamped to the arrival time
 	arrived time.Time
-	author  string // lower-case From address
-	parent  string // In-Reply-To, or the last reference
+	seen    time.Time // first read by the caller; arrived when unknown
+	author  string    // lower-case From address
+	parent  string    // In-Reply-To, or the last reference
 	files   []string
 	// matched are the files that match the globs, and lists and
 	// otherLists the configured list names and the other List-Ids the
@@ -241,6 +246,13 @@ func (a *Assembler) Len() int { return len(a.byID) }
 // Add returns false for the bot's own mail and for a Message-ID already
 // held (the first copy wins).
 func (a *Assembler) Add(m *Message, arrived time.Time) bool {
+	return a.AddSeen(m, arrived, time.Time{})
+}
+
+// AddSeen is Add for a reader that knows when it first read the message
+// (zero when not): the grace period of an incomplete series runs from
+// that, not from the archive's time.
+func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
 	if a.bots[strings.ToLower(m.From.Email)] {
 		return false
 	}
@@ -257,6 +269,10 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 	}
 	if e.arrived.IsZero() {
 		e.arrived = e.date
+	}
+	e.seen = seen
+	if e.seen.IsZero() {
+		e.seen = e.arrived
 	}
 	e.parent = m.InReplyTo
 	if e.parent == "" && len(m.References) > 0 {
@@ -548,7 +564,7 @@ func (a *Assembler) Assemble() *Assembly {
 	linkVersions(asm.Series)
 	now := a.cfg.Now()
 	for _, s := range asm.Series {
-		if !s.Complete && a.cfg.GracePeriod > 0 && now.Sub(s.LastArrival) >= a.cfg.GracePeriod {
+		if !s.Complete && a.cfg.GracePeriod > 0 && now.Sub(s.LastSeen) >= a.cfg.GracePeriod {
 			s.Incomplete = incompleteReason(s, a.cfg.GracePeriod)
 		}
 	}
@@ -681,6 +697,9 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	for _, e := range g.members { // members are in date order
 		if e.arrived.After(s.LastArrival) {
 			s.LastArrival = e.arrived
+		}
+		if e.seen.After(s.LastSeen) {
+			s.LastSeen = e.seen
 		}
 		if a.isCover(e) {
 			if cover == nil {

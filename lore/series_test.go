@@ -252,6 +252,20 @@ func TestAssembleStableIDAndGrace(t *testing.T) {
 	if s := a.Assemble().Series[0]; s.Incomplete != "" {
 		t.Errorf("within the grace period it says %q", s.Incomplete)
 	}
+	// Mail dated long ago that the reader saw only now is within its
+	// grace: the period runs from when it was seen, not from the archive.
+	grace := DefaultConfig().GracePeriod.Duration
+	for _, seen := range []time.Duration{grace / 2, grace} {
+		b := newTestAssembler(t)
+		for _, m := range []tmail{c, p1} {
+			msg := m.parse(t)
+			b.AddSeen(msg, msg.Date, fixedNow.Add(-seen))
+		}
+		s := b.Assemble().Series[0]
+		if late := seen >= grace; (s.Incomplete != "") != late || !s.LastSeen.Equal(fixedNow.Add(-seen)) {
+			t.Errorf("dated %v ago, seen %v ago: incomplete %q, last seen %v", fixedNow.Sub(t0), seen, s.Incomplete, s.LastSeen)
+		}
+	}
 }
 
 func TestAssembleRepliesTrailersCommands(t *testing.T) {

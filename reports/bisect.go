@@ -59,7 +59,7 @@ func (b *Bisection) found(c *Config) string {
 	if b.Scheduled {
 		who = "A scheduled run found"
 	}
-	return fmt.Sprintf("%s %s on %s %+.0f%% at %s compared with %s", who, b.Metric, b.Tree, b.Change*100, short(b.Bad), short(b.Good))
+	return fmt.Sprintf("%s %s on %s %+.0f%% at %s compared with %s", who, b.Metric, b.Tree, b.Change*100, Short(b.Bad), Short(b.Good))
 }
 
 // RenderBisection writes the report of a bisection as a new thread on
@@ -92,13 +92,13 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 		cul, par := b.confirmations()
 		fmt.Fprintf(&body, "%s.\n\n", b.found(c))
 		fmt.Fprintf(&body, "The first bad commit is %s.\nConfirmed: it fails again (%s), its parent passes again (%s), and %s with it reverted passes.\n\n",
-			b.Culprit, cul, par, short(b.Bad))
+			b.Culprit, cul, par, Short(b.Bad))
 	} else {
 		fmt.Fprintf(&body, "%s, but no culprit was confirmed:\n%s\n\n", b.found(c), b.Summary)
 	}
 	fmt.Fprintf(&body, "good: %s\nbad:  %s\n\nsteps:\n", b.Good, b.Bad)
 	for _, s := range b.Steps {
-		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, short(s.Commit), s.Outcome, s.Detail)
+		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, Short(s.Commit), s.Outcome, s.Detail)
 	}
 	fmt.Fprintf(&body, "\nDetails and traces: %s\n\n", b.URL)
 	body.WriteString(signature(c))
@@ -117,13 +117,13 @@ func RenderBisectionComment(c *Config, b *Bisection, login string) string {
 	if b.Confirmed {
 		cul, par := b.confirmations()
 		fmt.Fprintf(&s, "First bad commit: `%s` (confirmed: fails again %s, its parent passes again %s, the revert on `%s` passes).\n",
-			b.Culprit, cul, par, short(b.Bad))
+			b.Culprit, cul, par, Short(b.Bad))
 	} else {
-		fmt.Fprintf(&s, "No confirmed culprit between `%s` and `%s`: %s\n", short(b.Good), short(b.Bad), oneLine(b.Summary, 4*MaxSubject))
+		fmt.Fprintf(&s, "No confirmed culprit between `%s` and `%s`: %s\n", Short(b.Good), Short(b.Bad), oneLine(b.Summary, 4*MaxSubject))
 	}
 	rows := [][]string{{"step", "phase", "commit", "outcome", "detail"}}
 	for _, st := range b.Steps {
-		rows = append(rows, []string{fmt.Sprint(st.N), st.Phase, "`" + short(st.Commit) + "`", st.Outcome, oneLine(st.Detail, MaxSubject)})
+		rows = append(rows, []string{fmt.Sprint(st.N), st.Phase, "`" + Short(st.Commit) + "`", st.Outcome, oneLine(st.Detail, MaxSubject)})
 	}
 	s.WriteString("\n" + markdownTable(rows, "rllll") + "\n")
 	fmt.Fprintf(&s, "Details and traces: %s\n\n", b.URL)

@@ -235,7 +235,7 @@ func baseName(b Base) string {
 	if b.Branch != "" {
 		s += "/" + b.Branch
 	}
-	return strings.TrimSpace(s + " " + short(b.SHA))
+	return strings.TrimSpace(s + " " + Short(b.SHA))
 }
 
 // provenance is the bracketed line saying what was tested where.

@@ -185,7 +185,8 @@ func excerpt(s string, maxLines int) string {
 	return strings.Join(lines, "\n")
 }
 
-func short(sha string) string {
+// Short abbreviates a commit as the replies do (12 hex digits).
+func Short(sha string) string {
 	if len(sha) > 12 {
 		return sha[:12]
 	}

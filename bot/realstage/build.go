@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -234,36 +234,41 @@ func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {
 	return c.Hash.String(), nil
 }
 
+// revertTimeout bounds each git step of a revert: a kernel worktree's
+// checkout is the slow one.
+const revertTimeout = 15 * time.Minute
+
 // Revert makes "onto with commit reverted" with git revert in a
-// temporary worktree sharing the store's objects (go-git cannot revert).
+// temporary worktree sharing the store's objects (go-git cannot revert),
+// run by builder.RunGit like every git the bot runs: the operator's git
+// config (signing, hooks, identities) is not read.
 func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, error) {
 	wt, err := os.MkdirTemp("", "rdmabot-revert-")
 	if err != nil {
 		return "", infra(err)
 	}
 	os.Remove(wt)
-	git := func(dir string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME="+b.Cfg.Committer.Name, "GIT_AUTHOR_EMAIL="+b.Cfg.Committer.Email,
-			"GIT_COMMITTER_NAME="+b.Cfg.Committer.Name, "GIT_COMMITTER_EMAIL="+b.Cfg.Committer.Email)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
 	defer func() {
-		git(b.RepoDir, "worktree", "remove", "--force", wt)
+		builder.RunGit(context.WithoutCancel(ctx), b.RepoDir, revertTimeout, "worktree", "remove", "--force", wt)
 		os.RemoveAll(wt)
 	}()
-	if _, err := git(b.RepoDir, "worktree", "add", "--detach", wt, onto); err != nil {
+	if _, err := builder.RunGit(ctx, b.RepoDir, revertTimeout, "worktree", "add", "--detach", wt, onto); err != nil {
 		return "", infra(err)
 	}
-	if _, err := git(wt, "revert", "--no-edit", commit); err != nil {
+	// The worktree's own git dir (its HEAD and index), with it as the
+	// work tree; the commit is the configured committer's.
+	inWT := func(args ...string) ([]byte, error) {
+		full := append([]string{"--work-tree", wt, "-c", "user.name=" + b.Cfg.Committer.Name, "-c", "user.email=" + b.Cfg.Committer.Email}, args...)
+		return builder.RunGit(ctx, filepath.Join(b.RepoDir, "worktrees", filepath.Base(wt)), revertTimeout, full...)
+	}
+	if _, err := inWT("revert", "--no-edit", commit); err != nil {
 		return "", err // a revert that does not apply: the confirmation fails
 	}
-	return git(wt, "rev-parse", "HEAD")
+	out, err := inWT("rev-parse", "HEAD")
+	if err != nil {
+		return "", infra(err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // GitDir is the store's repository: it holds every tree.

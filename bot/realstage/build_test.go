@@ -98,9 +98,26 @@ func TestBuildAdapter(t *testing.T) {
 	if err != nil || head != base {
 		t.Fatalf("head %s %v", head, err)
 	}
+	// The operator's git config is not read by the revert (it runs in
+	// builder's clean environment): here it would sign with a gpg that
+	// fails.
+	hostile := filepath.Join(t.TempDir(), "gitconfig")
+	os.WriteFile(hostile, []byte("[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = false\n"), 0o644)
+	t.Setenv("GIT_CONFIG_GLOBAL", hostile)
 	reverted, err := b.Revert(ctx, "mainline", second, second)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A revert that does not apply (the change is not on the base) is
+	// the confirmation failing, not infra, and leaves no worktree.
+	if _, err := b.Revert(ctx, "mainline", base, second); err == nil || bot.IsInfra(err) || !strings.Contains(err.Error(), "git revert") {
+		t.Errorf("revert onto a base without the change: %v (infra %v)", err, bot.IsInfra(err))
+	}
+	if wts, _ := os.ReadDir(filepath.Join(repo, "worktrees")); len(wts) != 0 {
+		t.Errorf("worktrees left behind: %v", wts)
+	}
+	if rc, _ := bs.Resolve(reverted); rc == nil || rc.Committer.Name != cfg.Committer.Name {
+		t.Errorf("revert committed by %v, want %s", rc, cfg.Committer.Name)
 	}
 	rc, err := bs.Resolve(reverted)
 	if err != nil {

@@ -208,7 +208,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 		}
 		start := time.Now()
 		_, err = feed.Pump(ctx, srcs[li.Name], cps, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
-			return l.St.AddMail(ctx, store.Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Raw: it.Raw})
+			return l.St.AddMail(ctx, store.Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Ingested: l.Now(), Raw: it.Raw})
 		})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -224,7 +224,11 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 		// Not one list could be read: the poll itself failed, and says why.
 		return nil, infra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
-	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
+	// The window is in the archive's time: mail older than it is not
+	// news, however recently the bot first read it (a first start on an
+	// old epoch).
+	cut := l.Now().Add(-l.Window)
+	mail, err := l.St.MailSince(ctx, cut)
 	if err != nil {
 		return nil, infra(err)
 	}
@@ -247,7 +251,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 			l.Log.Debug("lore: bad mail", "pos", m.Pos, "err", err)
 			continue
 		}
-		a.Add(msg, m.Received)
+		a.AddSeen(msg, m.Received, m.Ingested)
 	}
 	l.forgetParsed(seen)
 	var out []bot.Series
@@ -261,8 +265,13 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 		switch {
 		case s.Complete:
 			out = append(out, convert(s, l.Cfg))
+		case s.Incomplete != "" && s.Date.Before(cut.Add(l.Cfg.GracePeriod.Duration)):
+			// Begun at the window's edge: the patches missing may be
+			// the mail older than the window, not news.
+			l.Log.Debug("lore: incomplete series at the window's edge not answered", "series", s.ID, "date", s.Date)
 		case s.Incomplete != "":
-			// Past the grace period: answered once with what is missing.
+			// Past the grace period since the bot first read its newest
+			// mail: answered once with what is missing.
 			bs := convert(s, l.Cfg)
 			bs.Incomplete = s.Incomplete
 			out = append(out, bs)

@@ -143,31 +143,127 @@ func rootOf(t *testing.T, s bot.Series) string {
 func inboxEpoch(t *testing.T, mails ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "0.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	for _, m := range mails {
+		postToInbox(t, dir, time.Time{}, m)
+	}
+	return dir
+}
+
+// postToInbox adds one mail to the inbox at dir as public-inbox does, its
+// commit dated at (now when zero).
+func postToInbox(t *testing.T, dir string, at time.Time, mail string) {
+	t.Helper()
 	run := func(stdin string, args ...string) string {
 		cmd := exec.Command("git", append([]string{"--git-dir", dir}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=pi", "GIT_AUTHOR_EMAIL=pi@example.org", "GIT_COMMITTER_NAME=pi", "GIT_COMMITTER_EMAIL=pi@example.org")
+		if !at.IsZero() {
+			d := fmt.Sprintf("%d +0000", at.Unix())
+			cmd.Env = append(cmd.Env, "GIT_AUTHOR_DATE="+d, "GIT_COMMITTER_DATE="+d)
+		}
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("git %v: %v", args, err)
 		}
 		return strings.TrimSpace(string(out))
 	}
-	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
+	blob := run(mail, "hash-object", "-w", "--stdin")
+	tree := run("100644 blob "+blob+"\tm\n", "mktree")
+	args := []string{"commit-tree", tree, "-m", "mail"}
+	parent := run("", "for-each-ref", "--format=%(objectname)", "refs/heads/master")
+	if parent != "" {
+		args = append(args, "-p", parent)
 	}
-	parent := ""
-	for _, m := range mails {
-		blob := run(m, "hash-object", "-w", "--stdin")
-		tree := run("100644 blob "+blob+"\tm\n", "mktree")
-		args := []string{"commit-tree", tree, "-m", "mail"}
-		if parent != "" {
-			args = append(args, "-p", parent)
+	run("", "update-ref", "refs/heads/master", run("", args...))
+}
+
+// The grace period of an incomplete series runs from when the bot first
+// read its newest mail, not from the archive's dates: a two-patch series
+// dated hours ago and posted one mail at a time is not INCOMPLETE between
+// its mails; one whose second patch never comes is, once the grace has
+// passed since its first was read. An old epoch read at a first start
+// stays quiet: its incomplete series are older than the window, or begin
+// at its edge, and are not news.
+func TestPollGraceRunsFromIngest(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	const grace = 20 * time.Minute
+	const window = 7 * 24 * time.Hour
+	mail := func(id, subject, irt string, date time.Time) string {
+		h := "From: Dev <dev@example.org>\nTo: linux-nfs@vger.kernel.org\nSubject: " + subject +
+			"\nDate: " + date.Format(time.RFC1123Z) + "\nMessage-ID: <" + id + ">\n"
+		if irt != "" {
+			h += "In-Reply-To: <" + irt + ">\nReferences: <" + irt + ">\n"
 		}
-		parent = run("", args...)
+		return h + "\nSigned-off-by: Dev <dev@example.org>\n---\n" +
+			"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
+			"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
 	}
-	run("", "update-ref", "refs/heads/master", parent)
-	return dir
+	old := now.Add(-3 * time.Hour) // the archive's date of the new series' mail
+	dir := inboxEpoch(t)
+	// The old epoch: a series older than the window, and one cut by its
+	// edge (its first patch older than the window).
+	postToInbox(t, dir, now.Add(-window-time.Hour), mail("gone1@x", "[PATCH 1/2] svcrdma: gone", "", now.Add(-window-time.Hour)))
+	postToInbox(t, dir, now.Add(-window-time.Minute), mail("edge1@x", "[PATCH 1/2] svcrdma: edge", "", now.Add(-window-time.Minute)))
+	postToInbox(t, dir, now.Add(-window+2*grace), mail("edge2@x", "[PATCH 2/2] svcrdma: edge", "edge1@x", now.Add(-window+2*grace)))
+	postToInbox(t, dir, old, mail("a1@x", "[PATCH 1/2] svcrdma: late", "", old))
+	cfg := config.Default()
+	cfg.Lore.Lists = cfg.Lore.Lists[1:2]
+	cfg.Lore.Lists[0].URL = dir
+	cfg.Lore.GracePeriod.Duration = grace
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	l.Now = func() time.Time { return now }
+	l.Window = window
+	poll := func(when string) map[string]string {
+		t.Helper()
+		got, err := l.Poll(ctx, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		out := map[string]string{}
+		for _, s := range got {
+			out[s.Subject] = "complete"
+			if s.Incomplete != "" {
+				out[s.Subject] = "incomplete: " + s.Incomplete
+			}
+		}
+		t.Logf("%s: %v", when, out)
+		return out
+	}
+	if got := poll("first patch read"); len(got) != 0 {
+		t.Errorf("first patch just read, dated %v ago: %v, want nothing yet", now.Sub(old), got)
+	}
+	now = now.Add(grace / 2)
+	if got := poll("within the grace"); len(got) != 0 {
+		t.Errorf("within the grace since it was read: %v, want nothing", got)
+	}
+	postToInbox(t, dir, old.Add(time.Minute), mail("a2@x", "[PATCH 2/2] svcrdma: late", "a1@x", old.Add(time.Minute)))
+	postToInbox(t, dir, old, mail("b1@x", "[PATCH 1/2] svcrdma: lost", "", old))
+	if got := poll("second patch read"); len(got) != 1 || got["svcrdma: late"] != "complete" {
+		t.Errorf("second patch read: %v, want the late series complete and nothing else", got)
+	}
+	now = now.Add(grace - time.Second)
+	if got := poll("just before the grace"); got["svcrdma: lost"] != "" {
+		t.Errorf("%v since the lost series was read: %v, want it waiting", grace-time.Second, got)
+	}
+	now = now.Add(time.Second)
+	got := poll("grace passed")
+	if len(got) != 2 || !strings.HasPrefix(got["svcrdma: lost"], "incomplete: patch 2 of 2 missing") {
+		t.Errorf("grace passed since the lost series was read: %v, want it INCOMPLETE, and no series of the old epoch", got)
+	}
+	// Much later still nothing of the old epoch is news.
+	now = now.Add(3 * grace)
+	if got := poll("later"); got["svcrdma: gone"] != "" || got["svcrdma: edge"] != "" {
+		t.Errorf("old epoch: %v", got)
+	}
 }
 
 // One list that cannot be read (a dead mirror, no network) neither stops
@@ -228,8 +324,10 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	if n := failures("linux-rdma"); n != 1 {
 		t.Errorf("dead list read again within its backoff: %d failures", n)
 	}
-	// After it, it is.
-	now = now.Add(listBackoff(1) + time.Second)
+	// After it, it is (counted from when the failure was recorded: the
+	// store's clock was the real one, some time after now under load).
+	f, _ := l.Failing(ctx)
+	now = f["linux-rdma"].At.Add(listBackoff(1) + time.Second)
 	st.SetClock(func() time.Time { return now })
 	l.Poll(ctx, nil)
 	if n := failures("linux-rdma"); n != 2 {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,24 +20,38 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-// A delivered verdict posts one final check per patch, once.
+// Testing that starts posts one pending check per patch, once however
+// often the test job retries, with the test's page and a one-line
+// description; a delivered verdict then posts one final check per patch,
+// once, after the pending one: while a pending check waits for a retry
+// (patchwork answered 502), its final check waits too.
 func TestDeliverPostsPatchworkChecks(t *testing.T) {
 	sh := shared(t)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var posted []map[string]any
+	fail502 := 0
+	ids := map[string]int{} // patch ids by msgid
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case r.URL.Path == "/api/patches/":
-			json.NewEncoder(w).Encode([]map[string]any{{"id": len(r.URL.Query().Get("msgid")), "msgid": "<" + r.URL.Query().Get("msgid") + ">"}})
+			id := r.URL.Query().Get("msgid")
+			if ids[id] == 0 {
+				ids[id] = len(ids) + 1
+			}
+			json.NewEncoder(w).Encode([]map[string]any{{"id": ids[id], "msgid": "<" + id + ">"}})
 		case r.Method == http.MethodGet:
 			w.Write([]byte("[]"))
+		case fail502 > 0 && r.URL.Path == "/api/patches/1/checks/":
+			fail502--
+			w.WriteHeader(http.StatusBadGateway)
 		default:
 			var c map[string]any
 			json.NewDecoder(r.Body).Decode(&c)
 			c["auth"] = r.Header.Get("Authorization")
+			c["patch"] = r.URL.Path
 			posted = append(posted, c)
 			w.WriteHeader(http.StatusCreated)
 			json.NewEncoder(w).Encode(c)
@@ -70,20 +85,54 @@ func TestDeliverPostsPatchworkChecks(t *testing.T) {
 	d := r.Decide(base, cand)
 	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Summary: d.Summary, Detail: d.Detail, Series: &s, Tree: "nfsd",
 		Base: "0123456789abcdef0123456789abcdef01234567", URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
+	start := rep
+	start.Verdict, start.Summary, start.Detail, start.BaseSamples, start.CandSamples = "", "", nil, nil, nil
+	start.BaseBranch, start.BaseReason = "for-next", "base-commit trailer"
+	mu.Lock()
+	fail502 = 4 // the first patch's checks fail until the Flush
+	mu.Unlock()
+	for range 2 { // the test job retried
+		if err := r.Started(ctx, start); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for range 2 {
 		if err := r.Deliver(ctx, rep); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if _, err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(posted) != len(s.Patches) || len(posted) == 0 {
-		t.Fatalf("%d checks for %d patches: %v", len(posted), len(s.Patches), posted)
+	if len(posted) != 2*len(s.Patches) || len(posted) == 0 {
+		t.Fatalf("%d checks for %d patches, want a pending and a final each: %v", len(posted), len(s.Patches), posted)
 	}
+	states := map[string][]string{}
 	for _, c := range posted {
-		if c["state"] != "fail" || c["context"] != "rdmabot" || c["target_url"] != rep.URL || c["auth"] != "Token tok" {
+		id := fmt.Sprint(c["patch"])
+		states[id] = append(states[id], fmt.Sprint(c["state"]))
+		if c["context"] != "rdmabot" || c["target_url"] != rep.URL || c["auth"] != "Token tok" {
 			t.Errorf("check %v", c)
 		}
-		t.Log(fmt.Sprint(c["description"]))
+		switch d := fmt.Sprint(c["description"]); c["state"] {
+		case "pending":
+			if d != "Testing on nfsd/for-next at 0123456789ab (base chosen by base-commit trailer)" {
+				t.Errorf("pending description %q", d)
+			}
+		case "fail":
+			if !strings.HasPrefix(d, "REGRESSION: ") || strings.Contains(d, "\n") {
+				t.Errorf("final description %q", d)
+			}
+		default:
+			t.Errorf("check state %v", c["state"])
+		}
 	}
+	for id, st := range states {
+		if fmt.Sprint(st) != "[pending fail]" {
+			t.Errorf("patch %v: checks %v, want pending then fail", id, st)
+		}
+	}
+	t.Log(posted[0]["description"], " / ", posted[len(posted)-1]["description"])
 }

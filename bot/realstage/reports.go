@@ -281,7 +281,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if rep.Verdict == bot.VerdictIncomplete || rep.Verdict == bot.VerdictRefused {
 		return r.deliverNotice(ctx, rep, th)
 	}
-	if err := r.enqueueChecks(ctx, rep, th); err != nil {
+	if err := r.finalChecks(ctx, rep, th); err != nil {
 		return err
 	}
 	th.Cc = r.maintainersCc(ctx, rep.Series)
@@ -362,9 +362,45 @@ func checkState(verdict string) string {
 	return ""
 }
 
-// enqueueChecks records the final patchwork check of every patch of the
+// Started records the pending patchwork check of every patch of the
+// series as its testing starts (once per series version, however often
+// the test job retries) and sends what is due; the final check follows
+// it (the outbox posts a final check only after its pending one).
+func (r *Reports) Started(ctx context.Context, rep bot.Report) error {
+	if r.Cfg.Patchwork.URL == "" || rep.Series == nil {
+		return nil
+	}
+	th, err := r.thread(rep.Series)
+	if err != nil {
+		return err
+	}
+	desc := "Testing"
+	if rep.Tree != "" {
+		desc += " on " + rep.Tree
+		if rep.BaseBranch != "" {
+			desc += "/" + rep.BaseBranch
+		}
+	}
+	if rep.Base != "" {
+		desc += " at " + reports.Short(rep.Base)
+	}
+	if rep.BaseReason != "" {
+		desc += " (base chosen by " + rep.BaseReason + ")"
+	}
+	c := outbox.Check{State: outbox.CheckPending, TargetURL: rep.URL, Context: r.Cfg.Patchwork.Context, Description: oneLine(desc)}
+	if err := r.enqueueChecks(ctx, th, outbox.PhasePending, c); err != nil {
+		return err
+	}
+	if _, err := r.Outbox.Deliver(ctx); err != nil && r.Log != nil {
+		// Recorded: the deliver job sends it; testing need not wait.
+		r.Log.Warn("reports: delivery after the pending checks", "err", err)
+	}
+	return nil
+}
+
+// finalChecks records the final patchwork check of every patch of the
 // series (once per series version); Deliver sends them with the reply.
-func (r *Reports) enqueueChecks(ctx context.Context, rep bot.Report, th reports.Thread) error {
+func (r *Reports) finalChecks(ctx context.Context, rep bot.Report, th reports.Thread) error {
 	state := checkState(rep.Verdict)
 	if r.Cfg.Patchwork.URL == "" || state == "" {
 		return nil
@@ -373,15 +409,26 @@ func (r *Reports) enqueueChecks(ctx context.Context, rep bot.Report, th reports.
 	if s := firstLine(rep.Summary); s != "" {
 		desc += ": " + s
 	}
-	if len(desc) > 200 {
-		desc = desc[:200]
+	c := outbox.Check{State: state, TargetURL: rep.URL, Context: r.Cfg.Patchwork.Context, Description: oneLine(desc)}
+	return r.enqueueChecks(ctx, th, outbox.PhaseFinal, c)
+}
+
+// oneLine keeps a check's description to patchwork's one line.
+func oneLine(s string) string {
+	s = firstLine(s)
+	if len(s) > 200 {
+		s = s[:200]
 	}
-	c := outbox.Check{State: state, TargetURL: rep.URL, Context: r.Cfg.Patchwork.Context, Description: desc}
+	return s
+}
+
+// enqueueChecks records check c on every patch of the series, in phase.
+func (r *Reports) enqueueChecks(ctx context.Context, th reports.Thread, phase string, c outbox.Check) error {
 	for _, p := range th.Patches {
 		if p.MessageID == "" {
 			continue
 		}
-		reply, err := outbox.FromCheck(p.MessageID, th.MessageID, th.Version, "final", th.Author.Email, c)
+		reply, err := outbox.FromCheck(p.MessageID, th.MessageID, th.Version, phase, th.Author.Email, c)
 		if err != nil {
 			return err
 		}

@@ -460,6 +460,9 @@ type Mail struct {
 	Pos      string
 	Deleted  bool
 	Received time.Time
+	// Ingested is when the bot first read it (the first copy stored
+	// keeps its time); Received when unknown.
+	Ingested time.Time
 	Raw      []byte
 }
 
@@ -470,8 +473,12 @@ func (s *Store) AddMail(ctx context.Context, m Mail) error {
 	if m.Deleted {
 		del = 1
 	}
-	_, err := s.DB.ExecContext(ctx, `INSERT INTO lore_mail (list, pos, deleted, received, raw) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (list, pos, deleted) DO NOTHING`, m.List, m.Pos, del, ms(m.Received), m.Raw)
+	ingested := int64(0)
+	if !m.Ingested.IsZero() {
+		ingested = ms(m.Ingested)
+	}
+	_, err := s.DB.ExecContext(ctx, `INSERT INTO lore_mail (list, pos, deleted, received, ingested, raw) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (list, pos, deleted) DO NOTHING`, m.List, m.Pos, del, ms(m.Received), ingested, m.Raw)
 	if err != nil {
 		return fmt.Errorf("store: add mail: %w", err)
 	}
@@ -480,7 +487,7 @@ func (s *Store) AddMail(ctx context.Context, m Mail) error {
 
 // MailSince lists the messages received since t, in arrival order.
 func (s *Store) MailSince(ctx context.Context, t time.Time) ([]Mail, error) {
-	rows, err := s.DB.QueryContext(ctx, `SELECT list, pos, deleted, received, raw FROM lore_mail WHERE received >= $1 ORDER BY id`, ms(t))
+	rows, err := s.DB.QueryContext(ctx, `SELECT list, pos, deleted, received, ingested, raw FROM lore_mail WHERE received >= $1 ORDER BY id`, ms(t))
 	if err != nil {
 		return nil, err
 	}
@@ -489,11 +496,14 @@ func (s *Store) MailSince(ctx context.Context, t time.Time) ([]Mail, error) {
 	for rows.Next() {
 		var m Mail
 		var del int
-		var at int64
-		if err := rows.Scan(&m.List, &m.Pos, &del, &at, &m.Raw); err != nil {
+		var at, ingested int64
+		if err := rows.Scan(&m.List, &m.Pos, &del, &at, &ingested, &m.Raw); err != nil {
 			return nil, err
 		}
-		m.Deleted, m.Received = del == 1, Time(at)
+		m.Deleted, m.Received, m.Ingested = del == 1, Time(at), Time(at)
+		if ingested != 0 {
+			m.Ingested = Time(ingested)
+		}
 		out = append(out, m)
 	}
 	return out, rows.Err()

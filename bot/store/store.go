@@ -343,4 +343,7 @@ CREATE TABLE lab_waiters (
 	seen_at BIGINT NOT NULL,
 	PRIMARY KEY (pair, holder)
 )`,
+	// When the bot first read each mail: an incomplete series' grace
+	// period runs from it (0 for mail stored before: its received).
+	`ALTER TABLE lore_mail ADD COLUMN ingested BIGINT NOT NULL DEFAULT 0`,
 }

@@ -280,11 +280,22 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 	if err != nil {
 		return sent, errors.Join(append(errs, err)...)
 	}
+	// A final check listed before its pending one (same second: by key)
+	// waits for it and goes after it in this pass.
+	var waiting []*Entry
 	for _, e := range ready {
 		if o.senders[channelKind(e.Channel)] == nil {
 			continue
 		}
 		if unmoderated(e.Channel) {
+			if wait, err := o.pendingFirst(ctx, e); err != nil || wait {
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					waiting = append(waiting, e)
+				}
+				continue
+			}
 			ok, err := o.send(ctx, e, Ready)
 			if err != nil {
 				errs = append(errs, err)
@@ -329,6 +340,18 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 			sent++
 		}
 	}
+	for _, e := range waiting {
+		if wait, err := o.pendingFirst(ctx, e); err != nil || wait {
+			continue // its pending check failed again: the next Deliver
+		}
+		ok, err := o.send(ctx, e, Ready)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			sent++
+		}
+	}
 	return sent, errors.Join(errs...)
 }
 
@@ -347,6 +370,29 @@ func (o *Outbox) listFull(ctx context.Context, e *Entry) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// pendingFirst says a final patchwork check waits: its pending check is
+// still to be posted (Ready, or Sending in a retry), and patchwork shows
+// the last check posted, so the final one must come after it. A pending
+// check that failed for good, or was never recorded, holds nothing up.
+func (o *Outbox) pendingFirst(ctx context.Context, e *Entry) (bool, error) {
+	id := pendingOf(e)
+	if id == "" {
+		return false, nil
+	}
+	p, err := o.ledger.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if p.State == Ready || p.State == Sending {
+		o.log.Debug("final check waits for its pending one", "key", e.Key, "pending", p.State)
+		return true, nil
+	}
+	return false, nil
 }
 
 // send marks the reply Sending (one more attempt) before the wire, then

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +15,9 @@ import (
 
 // fakePatchwork serves patchwork's REST payload shapes: the patch list
 // filtered by msgid (a JSON list of patch objects) and check creation
-// (201 with the check object).
+// (201 with the check object). Lists are paged as patchwork pages them:
+// perPage items (its default 30), the next and previous pages in a Link
+// header.
 type fakePatchwork struct {
 	mu      sync.Mutex
 	srv     *httptest.Server
@@ -23,10 +26,12 @@ type fakePatchwork struct {
 	checks  map[int][]map[string]any
 	fail5xx int // POSTs answered 502 before one is taken
 	posts   int
+	perPage int
+	gets    int // list pages served
 }
 
 func newFakePatchwork(t *testing.T) *fakePatchwork {
-	f := &fakePatchwork{token: "s3cret", patches: map[string][]int{}, checks: map[int][]map[string]any{}}
+	f := &fakePatchwork{token: "s3cret", patches: map[string][]int{}, checks: map[int][]map[string]any{}, perPage: 30}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -52,7 +57,7 @@ func (f *fakePatchwork) serve(w http.ResponseWriter, r *http.Request) {
 				"mbox": fmt.Sprintf("%s/patch/%d/mbox/", f.srv.URL, n),
 			})
 		}
-		json.NewEncoder(w).Encode(list)
+		f.page(w, r, list)
 		return
 	}
 	var n int
@@ -62,11 +67,7 @@ func (f *fakePatchwork) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet:
-		list := f.checks[n]
-		if list == nil {
-			list = []map[string]any{}
-		}
-		json.NewEncoder(w).Encode(list)
+		f.page(w, r, f.checks[n])
 	case http.MethodPost:
 		if r.Header.Get("Authorization") != "Token "+f.token {
 			w.WriteHeader(http.StatusForbidden)
@@ -95,6 +96,46 @@ func (f *fakePatchwork) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusMethodNotAllowed)
 	}
+}
+
+// page writes one page of list (?page=N, from 1) with patchwork's Link
+// header: `<next>; rel="next", <prev>; rel="prev"`, the first page's
+// link without a page parameter, as Django REST framework makes them.
+func (f *fakePatchwork) page(w http.ResponseWriter, r *http.Request, list []map[string]any) {
+	f.gets++
+	n := 1
+	if p := r.URL.Query().Get("page"); p != "" {
+		fmt.Sscan(p, &n)
+	}
+	at := func(page int) string {
+		u := *r.URL
+		u.Scheme, u.Host = "http", r.Host
+		q := u.Query()
+		q.Del("page")
+		if page > 1 {
+			q.Set("page", fmt.Sprint(page))
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	if (n-1)*f.perPage > len(list) || n < 1 {
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"detail": "Invalid page."}`))
+		return
+	}
+	lo, hi := (n-1)*f.perPage, min(n*f.perPage, len(list))
+	var links []string
+	if hi < len(list) {
+		links = append(links, "<"+at(n+1)+`>; rel="next"`)
+	}
+	if n > 1 {
+		links = append(links, "<"+at(n-1)+`>; rel="prev"`)
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
+	}
+	out := append([]map[string]any{}, list[lo:hi]...)
+	json.NewEncoder(w).Encode(out)
 }
 
 func pwOutbox(t *testing.T, f *fakePatchwork, token string) (*Outbox, *clock) {
@@ -226,5 +267,127 @@ func TestPatchworkFailures(t *testing.T) {
 	}
 	if len(f.checks[101]) != 0 {
 		t.Errorf("checks posted without auth: %v", f.checks[101])
+	}
+}
+
+// Patchwork pages its lists: our check behind two pages of other CIs'
+// checks is found (not posted again), and a patch in more projects than
+// fit a page gets the check in each.
+func TestPatchworkPages(t *testing.T) {
+	ctx := context.Background()
+	f := newFakePatchwork(t)
+	f.patches["<p1@x>"] = []int{101}
+	f.patches["<p2@x>"] = []int{102, 202, 302}
+	for i := range 65 {
+		f.checks[101] = append(f.checks[101], map[string]any{"id": 1000 + i, "state": "success", "context": fmt.Sprintf("other-ci-%d", i),
+			"target_url": "http://ci/" + fmt.Sprint(i), "description": "build ok", "date": "2024-05-01T10:30:00"})
+	}
+	f.checks[101] = append(f.checks[101], map[string]any{"id": 2000, "state": "success", "context": "rdmabot",
+		"target_url": "http://bot/tests/9", "description": "PASS: copy +0.3 %", "date": "2024-05-01T11:00:00"})
+	f.perPage = 30
+	o, _ := pwOutbox(t, f, "s3cret")
+	enqueueCheck(t, o, "<p1@x>", "final", CheckSuccess)
+	if n, err := o.Deliver(ctx); err != nil || n != 1 {
+		t.Fatalf("deliver: %d %v", n, err)
+	}
+	f.mu.Lock()
+	if len(f.checks[101]) != 66 || f.gets != 4 {
+		t.Errorf("our check on page 3: %d checks after delivery (want 66, none posted), %d list pages read (want 1+3)", len(f.checks[101]), f.gets)
+	}
+	f.perPage = 2
+	f.mu.Unlock()
+	enqueueCheck(t, o, "<p2@x>", "final", CheckSuccess)
+	if n, err := o.Deliver(ctx); err != nil || n != 1 {
+		t.Fatalf("deliver: %d %v", n, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.patches["<p2@x>"] {
+		if len(f.checks[n]) != 1 {
+			t.Errorf("patch %d on the second page of the msgid list: %d checks, want 1", n, len(f.checks[n]))
+		}
+	}
+}
+
+func TestNextLink(t *testing.T) {
+	for h, want := range map[string]string{
+		`<https://pw/api/patches/?page=3>; rel="next", <https://pw/api/patches/?page=1>; rel="prev"`: "https://pw/api/patches/?page=3",
+		`<https://pw/api/patches/>; rel="prev"`:                                                      "",
+		`<https://pw/a?x=1,2>; rel=next`:                                                             "https://pw/a?x=1,2",
+		`<https://pw/p>; rel="prev", <https://pw/n>; rel="next"`:                                     "https://pw/n",
+		`<https://pw/b>; title="x"; rel="next"`:                                                      "https://pw/b",
+		``:                                                                                           "",
+	} {
+		if got := nextLink([]string{h}); got != want {
+			t.Errorf("nextLink(%q) = %q, want %q", h, got, want)
+		}
+	}
+}
+
+// A server whose pages never end (each names a next one) is not read
+// forever: the check waits for a retry, as for any server fault.
+func TestPatchworkEndlessPages(t *testing.T) {
+	var gets int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets++
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?page=%d>; rel="next"`, r.Host, r.URL.Path, gets+1))
+		w.Write([]byte(`[]`))
+	}))
+	defer srv.Close()
+	p := &Patchwork{URL: srv.URL, HTTP: srv.Client()}
+	r, err := FromCheck("<p1@x>", "<cover@x>", 2, "final", "", Check{State: CheckSuccess, Context: "rdmabot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Send(context.Background(), &Entry{Raw: r.Raw})
+	var rej *Rejected
+	if err == nil || errors.As(err, &rej) || !errors.Is(err, ErrNotDelivered) || gets != maxPages {
+		t.Fatalf("endless pages: %v after %d pages, want a retriable error after %d", err, gets, maxPages)
+	}
+}
+
+// A final check is posted after its pending one: while the pending one
+// waits for a retry (patchwork answered 502) the final one waits too,
+// even when it sorts first in the ledger (same second); then both go in
+// one delivery, in order.
+func TestPatchworkFinalAfterPending(t *testing.T) {
+	ctx := context.Background()
+	f := newFakePatchwork(t)
+	f.patches["<p1@x>"] = []int{101}
+	o, _ := pwOutbox(t, f, "s3cret")
+	f.fail5xx = 1
+	pending := enqueueCheck(t, o, "<p1@x>", PhasePending, CheckPending)
+	final := enqueueCheck(t, o, "<p1@x>", PhaseFinal, CheckSuccess) // same time: "|final" sorts before "|pending"
+	if n, err := o.Deliver(ctx); err != nil || n != 0 {
+		t.Fatalf("deliver with 502: %d %v", n, err)
+	}
+	for _, id := range []string{pending.MessageID, final.MessageID} {
+		if e, _ := o.Ledger().Get(ctx, id); e.State != Ready {
+			t.Fatalf("%s after 502: %s, want ready", id, e.State)
+		}
+	}
+	if len(f.checks[101]) != 0 {
+		t.Fatalf("final posted while its pending waits: %v", f.checks[101])
+	}
+	if n, err := o.Deliver(ctx); err != nil || n != 2 {
+		t.Fatalf("retry: %d %v, want the pending check, then the final one", n, err)
+	}
+	o.Deliver(ctx)
+	var got []string
+	for _, c := range f.checks[101] {
+		got = append(got, c["state"].(string))
+	}
+	if fmt.Sprint(got) != "[pending success]" {
+		t.Errorf("checks posted %v, want pending then success, once each", got)
+	}
+	// A pending check that failed for good holds nothing up.
+	f.patches["<p2@x>"] = []int{102}
+	p2 := enqueueCheck(t, o, "<p2@x>", PhasePending, CheckPending)
+	if ok, err := o.Ledger().transition(ctx, p2.MessageID, Ready, Failed, "refused", 0, time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	enqueueCheck(t, o, "<p2@x>", PhaseFinal, CheckFail)
+	if n, err := o.Deliver(ctx); err != nil || n != 1 || len(f.checks[102]) != 1 {
+		t.Errorf("final after a failed pending: %d sent %v, checks %v", n, err, f.checks[102])
 	}
 }

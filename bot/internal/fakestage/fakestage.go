@@ -443,6 +443,26 @@ type Reporter struct {
 	mu        sync.Mutex
 	Delivered map[string]bot.Report
 	Attempts  int
+	// Begun are the reports whose testing started, by key; FailStarts
+	// Started calls fail first (a reporter's database down).
+	Begun      map[string]bot.Report
+	FailStarts int
+}
+
+// Started records that a series' testing started.
+func (f *Reporter) Started(ctx context.Context, r bot.Report) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls.Add("started %s", r.Key)
+	if f.FailStarts > 0 {
+		f.FailStarts--
+		return errors.New("fake reporter: cannot record the start")
+	}
+	if f.Begun == nil {
+		f.Begun = map[string]bot.Report{}
+	}
+	f.Begun[r.Key] = r
+	return nil
 }
 
 // Flush counts the periodic deliveries of what is due.
