@@ -99,7 +99,7 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	// cache holds every run of one base kernel.
 	var cached []store.Sample
 	for i := range n {
-		unlock, err := lockFile(a.Lock)
+		unlock, err := lockFile(ctx, a.Lock)
 		if err != nil {
 			return out, err
 		}
@@ -108,6 +108,10 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 		r, rounds := a.one(ctx, cached)
 		r.Seconds = time.Since(start).Seconds()
 		unlock()
+		if ctx.Err() != nil {
+			// Stopped, not failed: a comparison cut short is no result.
+			return out, ctx.Err()
+		}
 		if r.Seconds > 0 {
 			r.NeighbourOn = (nb.onTime() - on0).Seconds() / r.Seconds
 		}
@@ -326,9 +330,9 @@ func (n *neighbour) stop() {
 	<-n.done
 }
 
-// lockFile takes an exclusive flock on path ("" = none) and returns its
-// release.
-func lockFile(path string) (func(), error) {
+// lockFile takes an exclusive flock on path ("" = none), waiting until
+// it is free or ctx ends, and returns its release.
+func lockFile(ctx context.Context, path string) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
@@ -336,9 +340,20 @@ func lockFile(path string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("flock %s: %w", path, err)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("flock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
-	return func() { f.Close() }, nil
 }

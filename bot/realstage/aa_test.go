@@ -175,3 +175,40 @@ func TestAANeighbourOnAndOff(t *testing.T) {
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
+
+// Stopped while waiting for the lock, or during a comparison, the
+// runner returns at once and records nothing: a cut-short comparison is
+// not an INFRA result.
+func TestAAStopsWithoutARecord(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(1, 1)), speed: 100}
+	a := newAA(t, p)
+	a.Lock = filepath.Join(t.TempDir(), "lab.lock")
+	held, err := lockFile(context.Background(), a.Lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := a.Run(ctx, 1); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Fatalf("waiting for a held lock: %v after %v", err, time.Since(start))
+	}
+	held()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	a.Lab.Pairs["qemu"] = cancelling{cancel2}
+	if _, err := a.Run(ctx2, 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled mid-comparison: %v", err)
+	}
+	if rs, err := ReadAA(a.Results); err != nil || len(rs) != 0 {
+		t.Fatalf("recorded %d comparisons (%v), want none", len(rs), err)
+	}
+}
+
+// cancelling is a pair whose first boot is interrupted (serve or the
+// bench stopped).
+type cancelling struct{ cancel context.CancelFunc }
+
+func (c cancelling) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
+	c.cancel()
+	return nil, &lab.InfraError{Err: ctx.Err()}
+}
