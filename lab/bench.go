@@ -77,7 +77,7 @@ func spread(metric string, v []float64) Spread {
 // every metric over o.Boots boots in each mode. The caller holds no lock;
 // the pairs inside take none, so two can run together.
 func Bench(ctx context.Context, o BenchOptions) error {
-	release, err := lockHeavy(ctx, o.QEMU.HeavyLock)
+	release, err := LockFile(ctx, o.QEMU.HeavyLock)
 	if err != nil {
 		return err
 	}

@@ -208,8 +208,9 @@ func waitListening(ctx context.Context, pid, port int, events <-chan consoleEven
 	}
 }
 
-// lockHeavy takes the shared heavy-work lock, giving up when ctx ends.
-func lockHeavy(ctx context.Context, path string) (release func(), err error) {
+// LockFile takes an exclusive flock on path ("" = none), such as the
+// shared heavy-work lock, giving up when ctx ends.
+func LockFile(ctx context.Context, path string) (release func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}

@@ -105,7 +105,7 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 	if err != nil {
 		return nil, &InfraError{Op: "guest image", Err: err}
 	}
-	release, err := lockHeavy(ctx, p.cfg.HeavyLock)
+	release, err := LockFile(ctx, p.cfg.HeavyLock)
 	if err != nil {
 		return nil, &InfraError{Op: "heavy lock", Err: err}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lab"
 )
 
 // AA runs A/A comparisons: one kernel as both base and candidate, boots
@@ -99,7 +100,7 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	// cache holds every run of one base kernel.
 	var cached []store.Sample
 	for i := range n {
-		unlock, err := lockFile(ctx, a.Lock)
+		unlock, err := lab.LockFile(ctx, a.Lock)
 		if err != nil {
 			return out, err
 		}
@@ -328,32 +329,4 @@ func (n *neighbour) onTime() time.Duration {
 func (n *neighbour) stop() {
 	n.cancel()
 	<-n.done
-}
-
-// lockFile takes an exclusive flock on path ("" = none), waiting until
-// it is free or ctx ends, and returns its release.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("flock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }

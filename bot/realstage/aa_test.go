@@ -183,7 +183,7 @@ func TestAAStopsWithoutARecord(t *testing.T) {
 	p := &noisyPair{rng: rand.New(rand.NewPCG(1, 1)), speed: 100}
 	a := newAA(t, p)
 	a.Lock = filepath.Join(t.TempDir(), "lab.lock")
-	held, err := lockFile(context.Background(), a.Lock)
+	held, err := lab.LockFile(context.Background(), a.Lock)
 	if err != nil {
 		t.Fatal(err)
 	}
