@@ -253,6 +253,15 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 	}
 	sent := 0
 	var errs []error
+	try := func(e *Entry, from State) {
+		ok, err := o.send(ctx, e, from)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			sent++
+		}
+	}
 	for _, e := range inflight {
 		if !o.enabled(e.Channel) {
 			continue
@@ -268,13 +277,7 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 			o.log.Error("reply failed", "message_id", e.MessageID, "reason", reason)
 			continue
 		}
-		ok, err := o.send(ctx, e, Sending)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if ok {
-			sent++
-		}
+		try(e, Sending)
 	}
 	ready, err := o.ledger.List(ctx, Ready)
 	if err != nil {
@@ -296,13 +299,7 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 				}
 				continue
 			}
-			ok, err := o.send(ctx, e, Ready)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if ok {
-				sent++
-			}
+			try(e, Ready)
 			continue
 		}
 		if !o.enabled(e.Channel) {
@@ -332,25 +329,13 @@ func (o *Outbox) Deliver(ctx context.Context) (int, error) {
 			o.log.Warn("list's daily limit reached; the reply waits", "list", full, "limit", o.policy.ListDailyLimit, "message_id", e.MessageID)
 			continue
 		}
-		ok, err := o.send(ctx, e, Ready)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if ok {
-			sent++
-		}
+		try(e, Ready)
 	}
 	for _, e := range waiting {
 		if wait, err := o.pendingFirst(ctx, e); err != nil || wait {
 			continue // its pending check failed again: the next Deliver
 		}
-		ok, err := o.send(ctx, e, Ready)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if ok {
-			sent++
-		}
+		try(e, Ready)
 	}
 	return sent, errors.Join(errs...)
 }
