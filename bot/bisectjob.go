@@ -102,8 +102,11 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 					st.Record(s.Commit, bisect.Outcome(s.Outcome))
 				}
 			}
-			step, err := bisect.Next(repo, st)
+			step, err := bisect.Next(ctx, repo, st)
 			if err != nil {
+				if IsInfra(err) || ctx.Err() != nil {
+					return err
+				}
 				return b.endBisection(ctx, job, bis, "failed", "", err.Error())
 			}
 			if step.Done {
