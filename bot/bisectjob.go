@@ -233,7 +233,10 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	if ref == nil {
 		return samples, bisect.Good, fmt.Sprintf("%s %.1f", bis.Metric, medians(samples)[bis.Metric]), nil
 	}
-	d := b.stages.Decide.Decide(ref, samples)
+	d, err := b.stages.Decide.Decide(ctx, ref, samples)
+	if err != nil {
+		return nil, "", "", infra(err)
+	}
 	detail := fmt.Sprintf("%s %.1f (good %.1f): %s", bis.Metric, medians(samples)[bis.Metric], medians(ref)[bis.Metric], d.Verdict)
 	if d.Verdict == VerdictRegression || d.Verdict == VerdictCrash {
 		return samples, bisect.Bad, detail, nil

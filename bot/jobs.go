@@ -615,9 +615,15 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			// The base's cache: this round's boots, after the cached ones
 			// unless those disagree with them (the machine drifted).
 			all := baseSamples
+			drift := false
+			if len(cached) > 0 && job.Args.Round == 1 {
+				if drift, err = b.drifted(ctx, cached, baseSamples); err != nil {
+					return err
+				}
+			}
 			switch {
 			case len(cached) == 0:
-			case job.Args.Round == 1 && b.drifted(cached, baseSamples):
+			case drift:
 				tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(baseSamples))
 			default:
 				all = append(append([]store.Sample(nil), cached...), baseSamples...)
@@ -650,12 +656,15 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 // drifted says whether cached base runs and fresh boots of the same base
 // kernel differ as a regression or an improvement would: the decision's
 // own test, with its effect floor, run on the base against itself.
-func (b *Bot) drifted(cached, fresh []store.Sample) bool {
+func (b *Bot) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, error) {
 	if crashed(fresh) || len(fresh) == 0 {
-		return false
+		return false, nil
 	}
-	d := b.stages.Decide.Decide(cached, fresh)
-	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement
+	d, err := b.stages.Decide.Decide(ctx, cached, fresh)
+	if err != nil {
+		return false, infra(err)
+	}
+	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement, nil
 }
 
 func crashed(samples []store.Sample) bool {
@@ -744,7 +753,9 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			if t.Base == "" {
 				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
 			} else {
-				d = b.stages.Decide.Decide(base, cand)
+				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
+					return infra(err)
+				}
 			}
 			tr.Logf("decision after round %d: %s (need %d more) %s", job.Args.Round, d.Verdict, d.NeedMore, d.Summary)
 			if d.NeedMore > 0 && job.Args.Round < b.cfg.MaxRounds {

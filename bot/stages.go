@@ -144,9 +144,11 @@ func detailOf(err error) string {
 	return ""
 }
 
-// Decider compares candidate samples against base samples.
+// Decider compares candidate samples against base samples. The
+// comparison resamples (bootstrap), so ctx bounds it; an error is
+// ctx's, never a verdict.
 type Decider interface {
-	Decide(base, cand []store.Sample) Decision
+	Decide(ctx context.Context, base, cand []store.Sample) (Decision, error)
 }
 
 // Report is everything a reply needs.
