@@ -485,7 +485,7 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 	if err != nil {
 		return "", err
 	}
-	if err := b.art.Put(key, dir); err != nil {
+	if err := b.art.Put(ctx, key, dir); err != nil {
 		return "", infra(err)
 	}
 	if err := b.st.PutArtifact(ctx, key, b.cfg.URL); err != nil {
