@@ -104,7 +104,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 			}
 			step, err := bisect.Next(ctx, repo, st)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				return b.endBisection(ctx, job, bis, "failed", "", err.Error())
@@ -156,7 +156,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		case done[phaseRevert] < 1:
 			reverted, err := b.stages.Trees.Revert(ctx, bis.Tree, bis.Bad, bis.Culprit)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				return record(phaseRevert, bis.Bad, bisect.Bad, "the revert does not apply: "+err.Error())
@@ -201,7 +201,7 @@ const bisectRank = 1 << 40
 func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, ref []store.Sample, tr *Trace) ([]store.Sample, bisect.Outcome, string, error) {
 	key, err := b.buildKernel(ctx, bis.Tree, commit, tr)
 	if err != nil {
-		if IsInfra(err) || ctx.Err() != nil {
+		if infraOrInterrupted(ctx, err) {
 			return nil, "", "", err
 		}
 		return nil, bisect.Skip, "does not build: " + firstLine(err.Error()), nil
@@ -221,7 +221,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		return nil, "", "", err
 	}
 	if runErr != nil {
-		if IsInfra(runErr) || ctx.Err() != nil {
+		if infraOrInterrupted(ctx, runErr) {
 			return nil, "", "", runErr
 		}
 		return nil, bisect.Bad, "does not boot: " + firstLine(runErr.Error()), nil

@@ -321,7 +321,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			if err != nil {
 				// No base in the store (trees not fetched) is infra; any
 				// other error is the series' (mail that does not parse).
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				tr.Logf("no base: %v", err)
@@ -333,7 +333,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 		case store.KindRef:
 			cand, err := b.stages.Trees.Head(ctx, t.Tree, t.Ref)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
@@ -422,7 +422,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			}
 			cand, err := b.stages.Build.Apply(ctx, Base{Tree: t.Tree, Commit: t.Base}, s, tr)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				tr.Logf("does not apply: %v", err)
@@ -437,7 +437,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			// runs. A kernel is never built twice (artifact store, kbuild).
 			key, err := b.buildKernel(ctx, t.Tree, t.Base, tr)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				// Not the patch's fault: no verdict, no reply blaming it.
@@ -449,7 +449,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 		}
 		key, err := b.buildKernel(ctx, t.Tree, t.Candidate, tr)
 		if err != nil {
-			if IsInfra(err) || ctx.Err() != nil {
+			if infraOrInterrupted(ctx, err) {
 				return err
 			}
 			tr.Logf("build failed: %v", err)
@@ -583,7 +583,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 					tr.Logf("base %d/%d", i+1, n)
 					s, err := b.stages.Lab.Run(ctx, t.Lab, basePath, 1, tr)
 					if err != nil {
-						if IsInfra(err) || ctx.Err() != nil {
+						if infraOrInterrupted(ctx, err) {
 							return err
 						}
 						tr.Logf("base kernel failed in the lab: %v", err)
@@ -595,7 +595,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				tr.Logf("candidate %d/%d", i+1, n)
 				s, err := b.stages.Lab.Run(ctx, t.Lab, candPath, 1, tr)
 				if err != nil {
-					if IsInfra(err) || ctx.Err() != nil {
+					if infraOrInterrupted(ctx, err) {
 						return err
 					}
 					tr.Logf("candidate kernel failed: %v", err)

@@ -227,6 +227,14 @@ func IsInfra(err error) bool {
 	return errors.As(err, &ie) && ie.Infra()
 }
 
+// infraOrInterrupted says whether a stage's failure is the bot's side
+// (infrastructure, or the job's ctx ended) rather than the code under
+// test's: the job then returns err to be retried instead of recording a
+// verdict.
+func infraOrInterrupted(ctx context.Context, err error) bool {
+	return IsInfra(err) || ctx.Err() != nil
+}
+
 // InfraError marks the bot's own failures (database, artifact store) as
 // infrastructure, so they are retried like a lab outage.
 type InfraError struct{ Err error }
