@@ -44,7 +44,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		if err != nil {
 			return infra(err)
 		}
-		if bis.State != "running" && bis.State != "confirming" {
+		if bis.State != store.BisectionRunning && bis.State != store.BisectionConfirming {
 			tr.Logf("bisection %d is %s", bis.ID, bis.State)
 			return complete(ctx, b, job, nil)
 		}
@@ -90,7 +90,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 				return err
 			}
 			if o != bisect.Good || len(samples) == 0 {
-				return b.endBisection(ctx, job, bis, "failed", "", "the good commit "+short(bis.Good)+" could not be measured: "+detail)
+				return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "the good commit "+short(bis.Good)+" could not be measured: "+detail)
 			}
 			return record(phaseReference, bis.Good, o, detail)
 		}
@@ -107,14 +107,14 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 				if infraOrInterrupted(ctx, err) {
 					return err
 				}
-				return b.endBisection(ctx, job, bis, "failed", "", err.Error())
+				return b.endBisection(ctx, job, bis, store.BisectionFailed, "", err.Error())
 			}
 			if step.Done {
 				if step.Culprit == "" {
-					return b.endBisection(ctx, job, bis, "failed", "", "only untestable commits are left; the first bad commit is one of:\n"+strings.Join(step.Candidates, "\n"))
+					return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "only untestable commits are left; the first bad commit is one of:\n"+strings.Join(step.Candidates, "\n"))
 				}
 				tr.Logf("first bad commit %s; confirming", short(step.Culprit))
-				bis.Culprit, bis.State = step.Culprit, "confirming"
+				bis.Culprit, bis.State = step.Culprit, store.BisectionConfirming
 				return complete(ctx, b, job, func(tx *sql.Tx) error {
 					if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
 						return err
@@ -145,7 +145,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		case done[phaseParent] < b.cfg.ConfirmRuns:
 			c, err := repo.CommitObject(plumbing.NewHash(bis.Culprit))
 			if err != nil || c.NumParents() == 0 {
-				return b.endBisection(ctx, job, bis, "failed", bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))
+				return b.endBisection(ctx, job, bis, store.BisectionFailed, bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))
 			}
 			parent := c.ParentHashes[0].String()
 			_, o, detail, err := b.measure(ctx, bis, parent, ref, tr)
@@ -169,19 +169,19 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		}
 		confirmed := true
 		for _, s := range steps {
-			want := map[string]string{phaseCulprit: "bad", phaseParent: "good", phaseRevert: "good"}[s.Phase]
-			if want != "" && s.Outcome != want {
+			want := map[string]bisect.Outcome{phaseCulprit: bisect.Bad, phaseParent: bisect.Good, phaseRevert: bisect.Good}[s.Phase]
+			if want != "" && bisect.Outcome(s.Outcome) != want {
 				confirmed = false
 			}
 		}
 		if confirmed {
-			return b.endBisection(ctx, job, bis, "done", bis.Culprit, "confirmed")
+			return b.endBisection(ctx, job, bis, store.BisectionDone, bis.Culprit, "confirmed")
 		}
 		return b.endBisection(ctx, job, bis, "unconfirmed", bis.Culprit, "the confirmation runs disagree: not blaming "+short(bis.Culprit))
 	})
 }
 
-func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis store.Bisection, state, culprit, summary string) error {
+func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis store.Bisection, state store.BisectionState, culprit, summary string) error {
 	bis.State, bis.Culprit, bis.Summary = state, culprit, summary
 	return complete(ctx, b, job, func(tx *sql.Tx) error {
 		if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
@@ -276,7 +276,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	var o Origin
 	json.Unmarshal([]byte(bis.Origin), &o)
 	blame := bis.Culprit
-	if blame == "" || bis.State != "done" {
+	if blame == "" || bis.State != store.BisectionDone {
 		blame = bis.Bad
 	}
 	r := Report{
@@ -292,7 +292,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		TraceURL:  fmt.Sprintf("%s/bisect/%d", b.cfg.URL, bis.ID),
 		Origin:    o,
 		Bisect: &BisectReport{Good: bis.Good, Bad: bis.Bad, Culprit: bis.Culprit, Metric: bis.Metric, Change: change,
-			Steps: steps, Confirmed: bis.State == "done"},
+			Steps: steps, Confirmed: bis.State == store.BisectionDone},
 	}
 	if rep := b.stages.Report; rep != nil {
 		if err := rep.Deliver(ctx, r); err != nil {

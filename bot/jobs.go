@@ -877,7 +877,7 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 				tr.Logf("%s %s head %s already tested (%s)", a.Tree, a.Branch, short(head), r.State)
 				return complete(ctx, b, job, nil)
 			}
-			if r.State == "good" {
+			if r.State == store.MainlineGood {
 				lastGood = r.Commit
 			}
 		}
@@ -888,7 +888,7 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 			if err != nil {
 				return err
 			}
-			_, err = b.st.AddMainlineRun(ctx, tx, store.MainlineRun{Tree: a.Tree, Branch: a.Branch, Commit: head, TestID: id, State: "testing", Metrics: "{}"})
+			_, err = b.st.AddMainlineRun(ctx, tx, store.MainlineRun{Tree: a.Tree, Branch: a.Branch, Commit: head, TestID: id, State: store.MainlineTesting, Metrics: "{}"})
 			return err
 		})
 	})
@@ -901,16 +901,16 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	if err != nil {
 		return err
 	}
-	state := "good"
+	state := store.MainlineGood
 	switch t.Verdict {
 	case VerdictRegression, VerdictCrash, VerdictBuildFailed, VerdictBootFailed:
-		state = "bad"
-	case VerdictPass, VerdictMeasured, "IMPROVEMENT":
+		state = store.MainlineBad
+	case VerdictPass, VerdictMeasured, VerdictImprovement:
 	default:
-		state = "failed"
+		state = store.MainlineFailed
 	}
 	metric := b.cfg.Mainline.Metric
-	bisect := state == "bad" && t.Verdict == VerdictRegression && t.Base != ""
+	bisect := state == store.MainlineBad && t.Verdict == VerdictRegression && t.Base != ""
 	tr.Logf("mainline %s %s %s: %s", t.Tree, t.Ref, short(t.Candidate), t.Verdict)
 	return complete(ctx, b, job, func(tx *sql.Tx) error {
 		t.State = store.StateDone
