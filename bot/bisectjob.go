@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -273,8 +272,10 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	if g := medians(good)[bis.Metric]; g != 0 {
 		change = medians(bad)[bis.Metric]/g - 1
 	}
-	var o Origin
-	json.Unmarshal([]byte(bis.Origin), &o)
+	o, err := b.storedOrigin(fmt.Sprintf("bisection %d", bis.ID), bis.Origin, tr)
+	if err != nil {
+		return err
+	}
 	blame := bis.Culprit
 	if blame == "" || bis.State != store.BisectionDone {
 		blame = bis.Bad

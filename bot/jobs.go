@@ -766,10 +766,12 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			}
 			t.Verdict, t.Summary, t.Detail = d.Verdict, d.Summary, string(d.Detail)
 		}
-		var o Origin
-		json.Unmarshal([]byte(t.Origin), &o)
 		if t.Kind == store.KindMainline {
 			return b.mainlineOutcome(ctx, job, t, d, tr)
+		}
+		o, err := b.storedOrigin(fmt.Sprintf("test %d", t.ID), t.Origin, tr)
+		if err != nil {
+			return err
 		}
 		if err := b.deliver(ctx, t, o, tr); err != nil {
 			return err
@@ -777,6 +779,21 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		t.State = store.StateDone
 		return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
 	})
+}
+
+// storedOrigin reads the origin stored with a test or a bisection (what):
+// where its reply goes. An unreadable one is the bot's own failure, an
+// INFRA error of the job, logged; never a zero Origin that would send
+// the reply nowhere.
+func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
+	var o Origin
+	if err := json.Unmarshal([]byte(raw), &o); err != nil {
+		err = fmt.Errorf("%s: stored origin unreadable: %w", what, err)
+		tr.Logf("%v", err)
+		b.log.Error("stored origin unreadable", "of", what, "err", err)
+		return Origin{}, infra(err)
+	}
+	return o, nil
 }
 
 // samples are a test's candidate samples and its base's samples. The
