@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -44,7 +43,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		if err != nil {
 			return infra(err)
 		}
-		if bis.State != "running" && bis.State != "confirming" {
+		if bis.State != store.BisectionRunning && bis.State != store.BisectionConfirming {
 			tr.Logf("bisection %d is %s", bis.ID, bis.State)
 			return complete(ctx, b, job, nil)
 		}
@@ -90,7 +89,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 				return err
 			}
 			if o != bisect.Good || len(samples) == 0 {
-				return b.endBisection(ctx, job, bis, "failed", "", "the good commit "+short(bis.Good)+" could not be measured: "+detail)
+				return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "the good commit "+short(bis.Good)+" could not be measured: "+detail)
 			}
 			return record(phaseReference, bis.Good, o, detail)
 		}
@@ -102,16 +101,19 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 					st.Record(s.Commit, bisect.Outcome(s.Outcome))
 				}
 			}
-			step, err := bisect.Next(repo, st)
+			step, err := bisect.Next(ctx, repo, st)
 			if err != nil {
-				return b.endBisection(ctx, job, bis, "failed", "", err.Error())
+				if infraOrInterrupted(ctx, err) {
+					return err
+				}
+				return b.endBisection(ctx, job, bis, store.BisectionFailed, "", err.Error())
 			}
 			if step.Done {
 				if step.Culprit == "" {
-					return b.endBisection(ctx, job, bis, "failed", "", "only untestable commits are left; the first bad commit is one of:\n"+strings.Join(step.Candidates, "\n"))
+					return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "only untestable commits are left; the first bad commit is one of:\n"+strings.Join(step.Candidates, "\n"))
 				}
 				tr.Logf("first bad commit %s; confirming", short(step.Culprit))
-				bis.Culprit, bis.State = step.Culprit, "confirming"
+				bis.Culprit, bis.State = step.Culprit, store.BisectionConfirming
 				return complete(ctx, b, job, func(tx *sql.Tx) error {
 					if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
 						return err
@@ -142,7 +144,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		case done[phaseParent] < b.cfg.ConfirmRuns:
 			c, err := repo.CommitObject(plumbing.NewHash(bis.Culprit))
 			if err != nil || c.NumParents() == 0 {
-				return b.endBisection(ctx, job, bis, "failed", bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))
+				return b.endBisection(ctx, job, bis, store.BisectionFailed, bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))
 			}
 			parent := c.ParentHashes[0].String()
 			_, o, detail, err := b.measure(ctx, bis, parent, ref, tr)
@@ -153,7 +155,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		case done[phaseRevert] < 1:
 			reverted, err := b.stages.Trees.Revert(ctx, bis.Tree, bis.Bad, bis.Culprit)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				return record(phaseRevert, bis.Bad, bisect.Bad, "the revert does not apply: "+err.Error())
@@ -166,19 +168,19 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		}
 		confirmed := true
 		for _, s := range steps {
-			want := map[string]string{phaseCulprit: "bad", phaseParent: "good", phaseRevert: "good"}[s.Phase]
-			if want != "" && s.Outcome != want {
+			want := map[string]bisect.Outcome{phaseCulprit: bisect.Bad, phaseParent: bisect.Good, phaseRevert: bisect.Good}[s.Phase]
+			if want != "" && bisect.Outcome(s.Outcome) != want {
 				confirmed = false
 			}
 		}
 		if confirmed {
-			return b.endBisection(ctx, job, bis, "done", bis.Culprit, "confirmed")
+			return b.endBisection(ctx, job, bis, store.BisectionDone, bis.Culprit, "confirmed")
 		}
 		return b.endBisection(ctx, job, bis, "unconfirmed", bis.Culprit, "the confirmation runs disagree: not blaming "+short(bis.Culprit))
 	})
 }
 
-func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis store.Bisection, state, culprit, summary string) error {
+func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis store.Bisection, state store.BisectionState, culprit, summary string) error {
 	bis.State, bis.Culprit, bis.Summary = state, culprit, summary
 	return complete(ctx, b, job, func(tx *sql.Tx) error {
 		if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
@@ -198,7 +200,7 @@ const bisectRank = 1 << 40
 func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, ref []store.Sample, tr *Trace) ([]store.Sample, bisect.Outcome, string, error) {
 	key, err := b.buildKernel(ctx, bis.Tree, commit, tr)
 	if err != nil {
-		if IsInfra(err) || ctx.Err() != nil {
+		if infraOrInterrupted(ctx, err) {
 			return nil, "", "", err
 		}
 		return nil, bisect.Skip, "does not build: " + firstLine(err.Error()), nil
@@ -218,7 +220,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		return nil, "", "", err
 	}
 	if runErr != nil {
-		if IsInfra(runErr) || ctx.Err() != nil {
+		if infraOrInterrupted(ctx, runErr) {
 			return nil, "", "", runErr
 		}
 		return nil, bisect.Bad, "does not boot: " + firstLine(runErr.Error()), nil
@@ -230,7 +232,10 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	if ref == nil {
 		return samples, bisect.Good, fmt.Sprintf("%s %.1f", bis.Metric, medians(samples)[bis.Metric]), nil
 	}
-	d := b.stages.Decide.Decide(ref, samples)
+	d, err := b.stages.Decide.Decide(ctx, ref, samples)
+	if err != nil {
+		return nil, "", "", infra(err)
+	}
 	detail := fmt.Sprintf("%s %.1f (good %.1f): %s", bis.Metric, medians(samples)[bis.Metric], medians(ref)[bis.Metric], d.Verdict)
 	if d.Verdict == VerdictRegression || d.Verdict == VerdictCrash {
 		return samples, bisect.Bad, detail, nil
@@ -267,10 +272,12 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	if g := medians(good)[bis.Metric]; g != 0 {
 		change = medians(bad)[bis.Metric]/g - 1
 	}
-	var o Origin
-	json.Unmarshal([]byte(bis.Origin), &o)
+	o, err := b.storedOrigin(fmt.Sprintf("bisection %d", bis.ID), bis.Origin, tr)
+	if err != nil {
+		return err
+	}
 	blame := bis.Culprit
-	if blame == "" || bis.State != "done" {
+	if blame == "" || bis.State != store.BisectionDone {
 		blame = bis.Bad
 	}
 	r := Report{
@@ -286,7 +293,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		TraceURL:  fmt.Sprintf("%s/bisect/%d", b.cfg.URL, bis.ID),
 		Origin:    o,
 		Bisect: &BisectReport{Good: bis.Good, Bad: bis.Bad, Culprit: bis.Culprit, Metric: bis.Metric, Change: change,
-			Steps: steps, Confirmed: bis.State == "done"},
+			Steps: steps, Confirmed: bis.State == store.BisectionDone},
 	}
 	if rep := b.stages.Report; rep != nil {
 		if err := rep.Deliver(ctx, r); err != nil {

@@ -750,3 +750,38 @@ func TestDueRepliesFlushedOnSchedule(t *testing.T) {
 		t.Errorf("flushing sent a verdict")
 	}
 }
+
+// A test whose stored origin cannot be read is the bot's failure: the
+// report job retries it as INFRA and the test ends failed, visible,
+// never with a reply sent to a zero origin.
+func TestUnreadableOriginIsInfra(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxAttempts = 2
+	h := newHarness(t, cfg, "")
+	h.lab.Delay = 300 * time.Millisecond // time to spoil the origin before the report
+	h.ingest.Add(series("<origin@x>", "[PATCH] svcrdma: harmless"))
+	ctx := context.Background()
+	h.wait("the test", 30*time.Second, func() bool {
+		ts, err := h.st.Tests(ctx, h.st.DB, 10)
+		if err != nil || len(ts) != 1 {
+			return false
+		}
+		_, err = h.st.DB.ExecContext(ctx, `UPDATE tests SET origin = '{not json' WHERE id = $1`, ts[0].ID)
+		return err == nil
+	})
+	var got store.Test
+	h.wait("the test to fail on infrastructure", 60*time.Second, func() bool {
+		ts, err := h.st.Tests(ctx, h.st.DB, 10)
+		if err != nil || len(ts) != 1 {
+			return false
+		}
+		got = ts[0]
+		return got.State == store.StateFailed
+	})
+	if !strings.HasPrefix(got.Summary, "INFRA: report job") || !strings.Contains(got.Summary, "stored origin unreadable") {
+		t.Errorf("test ended as %q, want an INFRA summary of the report job naming the unreadable origin", got.Summary)
+	}
+	if h.report.Count() != 0 {
+		t.Errorf("a reply was sent with an unreadable origin")
+	}
+}

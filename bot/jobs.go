@@ -321,7 +321,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			if err != nil {
 				// No base in the store (trees not fetched) is infra; any
 				// other error is the series' (mail that does not parse).
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				tr.Logf("no base: %v", err)
@@ -336,7 +336,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 		case store.KindRef:
 			cand, err := b.stages.Trees.Head(ctx, t.Tree, t.Ref)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
@@ -425,7 +425,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			}
 			cand, err := b.stages.Build.Apply(ctx, Base{Tree: t.Tree, Commit: t.Base}, s, tr)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				tr.Logf("does not apply: %v", err)
@@ -440,7 +440,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			// runs. A kernel is never built twice (artifact store, kbuild).
 			key, err := b.buildKernel(ctx, t.Tree, t.Base, tr)
 			if err != nil {
-				if IsInfra(err) || ctx.Err() != nil {
+				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				// Not the patch's fault: no verdict, no reply blaming it.
@@ -452,7 +452,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 		}
 		key, err := b.buildKernel(ctx, t.Tree, t.Candidate, tr)
 		if err != nil {
-			if IsInfra(err) || ctx.Err() != nil {
+			if infraOrInterrupted(ctx, err) {
 				return err
 			}
 			tr.Logf("build failed: %v", err)
@@ -488,7 +488,7 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 	if err != nil {
 		return "", err
 	}
-	if err := b.art.Put(key, dir); err != nil {
+	if err := b.art.Put(ctx, key, dir); err != nil {
 		return "", infra(err)
 	}
 	if err := b.st.PutArtifact(ctx, key, b.cfg.URL); err != nil {
@@ -586,7 +586,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 					tr.Logf("base %d/%d", i+1, n)
 					s, err := b.stages.Lab.Run(ctx, t.Lab, basePath, 1, tr)
 					if err != nil {
-						if IsInfra(err) || ctx.Err() != nil {
+						if infraOrInterrupted(ctx, err) {
 							return err
 						}
 						tr.Logf("base kernel failed in the lab: %v", err)
@@ -598,7 +598,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				tr.Logf("candidate %d/%d", i+1, n)
 				s, err := b.stages.Lab.Run(ctx, t.Lab, candPath, 1, tr)
 				if err != nil {
-					if IsInfra(err) || ctx.Err() != nil {
+					if infraOrInterrupted(ctx, err) {
 						return err
 					}
 					tr.Logf("candidate kernel failed: %v", err)
@@ -618,9 +618,15 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			// The base's cache: this round's boots, after the cached ones
 			// unless those disagree with them (the machine drifted).
 			all := baseSamples
+			drift := false
+			if len(cached) > 0 && job.Args.Round == 1 {
+				if drift, err = b.drifted(ctx, cached, baseSamples); err != nil {
+					return err
+				}
+			}
 			switch {
 			case len(cached) == 0:
-			case job.Args.Round == 1 && b.drifted(cached, baseSamples):
+			case drift:
 				tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(baseSamples))
 			default:
 				all = append(append([]store.Sample(nil), cached...), baseSamples...)
@@ -653,12 +659,15 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 // drifted says whether cached base runs and fresh boots of the same base
 // kernel differ as a regression or an improvement would: the decision's
 // own test, with its effect floor, run on the base against itself.
-func (b *Bot) drifted(cached, fresh []store.Sample) bool {
+func (b *Bot) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, error) {
 	if crashed(fresh) || len(fresh) == 0 {
-		return false
+		return false, nil
 	}
-	d := b.stages.Decide.Decide(cached, fresh)
-	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement
+	d, err := b.stages.Decide.Decide(ctx, cached, fresh)
+	if err != nil {
+		return false, infra(err)
+	}
+	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement, nil
 }
 
 func crashed(samples []store.Sample) bool {
@@ -747,7 +756,9 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			if t.Base == "" {
 				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
 			} else {
-				d = b.stages.Decide.Decide(base, cand)
+				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
+					return infra(err)
+				}
 			}
 			tr.Logf("decision after round %d: %s (need %d more) %s", job.Args.Round, d.Verdict, d.NeedMore, d.Summary)
 			if d.NeedMore > 0 && job.Args.Round < b.cfg.MaxRounds {
@@ -758,10 +769,12 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			}
 			t.Verdict, t.Summary, t.Detail = d.Verdict, d.Summary, string(d.Detail)
 		}
-		var o Origin
-		json.Unmarshal([]byte(t.Origin), &o)
 		if t.Kind == store.KindMainline {
 			return b.mainlineOutcome(ctx, job, t, d, tr)
+		}
+		o, err := b.storedOrigin(fmt.Sprintf("test %d", t.ID), t.Origin, tr)
+		if err != nil {
+			return err
 		}
 		if err := b.deliver(ctx, t, o, tr); err != nil {
 			return err
@@ -769,6 +782,21 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		t.State = store.StateDone
 		return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
 	})
+}
+
+// storedOrigin reads the origin stored with a test or a bisection (what):
+// where its reply goes. An unreadable one is the bot's own failure, an
+// INFRA error of the job, logged; never a zero Origin that would send
+// the reply nowhere.
+func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
+	var o Origin
+	if err := json.Unmarshal([]byte(raw), &o); err != nil {
+		err = fmt.Errorf("%s: stored origin unreadable: %w", what, err)
+		tr.Logf("%v", err)
+		b.log.Error("stored origin unreadable", "of", what, "err", err)
+		return Origin{}, infra(err)
+	}
+	return o, nil
 }
 
 // samples are a test's candidate samples and its base's samples. The
@@ -888,7 +916,7 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 				tr.Logf("%s %s head %s already tested (%s)", a.Tree, a.Branch, short(head), r.State)
 				return complete(ctx, b, job, nil)
 			}
-			if r.State == "good" {
+			if r.State == store.MainlineGood {
 				lastGood = r.Commit
 			}
 		}
@@ -899,7 +927,7 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 			if err != nil {
 				return err
 			}
-			_, err = b.st.AddMainlineRun(ctx, tx, store.MainlineRun{Tree: a.Tree, Branch: a.Branch, Commit: head, TestID: id, State: "testing", Metrics: "{}"})
+			_, err = b.st.AddMainlineRun(ctx, tx, store.MainlineRun{Tree: a.Tree, Branch: a.Branch, Commit: head, TestID: id, State: store.MainlineTesting, Metrics: "{}"})
 			return err
 		})
 	})
@@ -912,16 +940,16 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	if err != nil {
 		return err
 	}
-	state := "good"
+	state := store.MainlineGood
 	switch t.Verdict {
 	case VerdictRegression, VerdictCrash, VerdictBuildFailed, VerdictBootFailed:
-		state = "bad"
-	case VerdictPass, VerdictMeasured, "IMPROVEMENT":
+		state = store.MainlineBad
+	case VerdictPass, VerdictMeasured, VerdictImprovement:
 	default:
-		state = "failed"
+		state = store.MainlineFailed
 	}
 	metric := b.cfg.Mainline.Metric
-	bisect := state == "bad" && t.Verdict == VerdictRegression && t.Base != ""
+	bisect := state == store.MainlineBad && t.Verdict == VerdictRegression && t.Base != ""
 	tr.Logf("mainline %s %s %s: %s", t.Tree, t.Ref, short(t.Candidate), t.Verdict)
 	return complete(ctx, b, job, func(tx *sql.Tx) error {
 		t.State = store.StateDone

@@ -144,9 +144,11 @@ func detailOf(err error) string {
 	return ""
 }
 
-// Decider compares candidate samples against base samples.
+// Decider compares candidate samples against base samples. The
+// comparison resamples (bootstrap), so ctx bounds it; an error is
+// ctx's, never a verdict.
 type Decider interface {
-	Decide(base, cand []store.Sample) Decision
+	Decide(ctx context.Context, base, cand []store.Sample) (Decision, error)
 }
 
 // Report is everything a reply needs.
@@ -231,6 +233,14 @@ type Stages struct {
 func IsInfra(err error) bool {
 	var ie interface{ Infra() bool }
 	return errors.As(err, &ie) && ie.Infra()
+}
+
+// infraOrInterrupted says whether a stage's failure is the bot's side
+// (infrastructure, or the job's ctx ended) rather than the code under
+// test's: the job then returns err to be retried instead of recording a
+// verdict.
+func infraOrInterrupted(ctx context.Context, err error) bool {
+	return IsInfra(err) || ctx.Err() != nil
 }
 
 // InfraError marks the bot's own failures (database, artifact store) as

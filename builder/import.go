@@ -366,8 +366,14 @@ func encodeCommit(c *object.Commit) ([]byte, error) {
 
 // Refresh re-reads the store, for a tree that is updated outside the bot
 // (an operator's git fetch or push into a tree without a URL): go-git
-// lists the packs once and would not see new ones.
-func (s *Store) Refresh() error { return s.reopen() }
+// lists the packs once and would not see new ones. A cancelled ctx
+// refreshes nothing.
+func (s *Store) Refresh(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("refresh %s: %w", s.Dir, err)
+	}
+	return s.reopen()
+}
 
 // reopen re-reads the repository so go-git sees packs written behind its
 // back.

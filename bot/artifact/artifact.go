@@ -38,8 +38,9 @@ func (d Dir) Has(key string) bool {
 }
 
 // Put stores a copy of src under key (hard links when possible). The
-// copy appears atomically: a crash leaves no half artifact under key.
-func (d Dir) Put(key, src string) error {
+// copy appears atomically: a crash leaves no half artifact under key,
+// nor does a cancelled ctx, which stops the copy between files.
+func (d Dir) Put(ctx context.Context, key, src string) error {
 	if !validKey.MatchString(key) {
 		return fmt.Errorf("artifact: bad key %q", key)
 	}
@@ -53,6 +54,9 @@ func (d Dir) Put(key, src string) error {
 	defer os.RemoveAll(tmp)
 	err = filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)

@@ -3,6 +3,7 @@ package artifact
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,10 +21,10 @@ func TestPutServePull(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "config"), []byte("CONFIG_RDMA_RXE=y\n"), 0o600)
 
 	builder := Dir{Root: t.TempDir()}
-	if err := builder.Put("mainline-abc123", src); err != nil {
+	if err := builder.Put(context.Background(), "mainline-abc123", src); err != nil {
 		t.Fatal(err)
 	}
-	if err := builder.Put("../evil", src); err == nil {
+	if err := builder.Put(context.Background(), "../evil", src); err == nil {
 		t.Fatal("bad key accepted")
 	}
 	srv := httptest.NewServer(http.StripPrefix("/artifacts/", builder))
@@ -49,5 +50,27 @@ func TestPutServePull(t *testing.T) {
 	ents, _ := os.ReadDir(lab.Root)
 	if len(ents) != 1 {
 		t.Fatalf("store holds %d entries", len(ents))
+	}
+}
+
+// A cancelled context stops the copy with its error and leaves nothing
+// behind: no artifact under the key, no temporary directory.
+func TestPutCancelled(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "bzImage"), []byte("kernel"), 0o644)
+	d := Dir{Root: t.TempDir()}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Put(ctx, "mainline-abc123", src); !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
+	}
+	if d.Has("mainline-abc123") {
+		t.Fatal("a cancelled put stored the artifact")
+	}
+	if left, _ := os.ReadDir(d.Root); len(left) != 0 {
+		t.Fatalf("a cancelled put left %v behind", left)
+	}
+	if err := d.Put(context.Background(), "mainline-abc123", src); err != nil || !d.Has("mainline-abc123") {
+		t.Fatalf("the same put with a live context: %v", err)
 	}
 }

@@ -60,8 +60,9 @@ type Step struct {
 	StepsLeft int
 }
 
-// Next chooses the next commit to test.
-func Next(repo *git.Repository, st State) (Step, error) {
+// Next chooses the next commit to test. It walks history, which on a
+// kernel tree can be long, so ctx stops the walk.
+func Next(ctx context.Context, repo *git.Repository, st State) (Step, error) {
 	if st.Bad == "" || len(st.Good) == 0 {
 		return Step{}, fmt.Errorf("bisect: need a bad and at least one good commit")
 	}
@@ -86,7 +87,7 @@ func Next(repo *git.Repository, st State) (Step, error) {
 		}
 		skip[h] = true
 	}
-	cands, err := g.candidates(bad, goods)
+	cands, err := g.candidates(ctx, bad, goods)
 	if err != nil {
 		return Step{}, err
 	}
@@ -141,7 +142,7 @@ type Tested struct {
 func Run(ctx context.Context, repo *git.Repository, st State, t Tester) (Result, error) {
 	var res Result
 	for {
-		step, err := Next(repo, st)
+		step, err := Next(ctx, repo, st)
 		if err != nil {
 			return res, err
 		}
@@ -192,7 +193,7 @@ const (
 // newest first. Like git's revision walk, it goes newest-first by
 // committer date and stops once everything left to walk is reachable from
 // a good commit, so it never walks the whole history of a kernel tree.
-func (g *graph) candidates(bad plumbing.Hash, goods []plumbing.Hash) ([]plumbing.Hash, error) {
+func (g *graph) candidates(ctx context.Context, bad plumbing.Hash, goods []plumbing.Hash) ([]plumbing.Hash, error) {
 	flags := map[plumbing.Hash]uint8{}
 	q := &byDate{}
 	push := func(h plumbing.Hash, f uint8) error {
@@ -219,6 +220,9 @@ func (g *graph) candidates(bad plumbing.Hash, goods []plumbing.Hash) ([]plumbing
 	// git's SLOP does.
 	slop := 8
 	for q.Len() > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bisect: walking history: %w", err)
+		}
 		if q.allUninteresting(flags) {
 			if slop == 0 {
 				break

@@ -2,6 +2,7 @@ package bisect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -227,7 +228,22 @@ func TestOnlySkippedLeft(t *testing.T) {
 func TestBadAncestorOfGood(t *testing.T) {
 	h := makeHistory(t, 7, 5, 0)
 	repo, _ := git.PlainOpen(h.dir)
-	if _, err := Next(repo, State{Good: []string{h.head}, Bad: h.good}); err == nil {
+	if _, err := Next(context.Background(), repo, State{Good: []string{h.head}, Bad: h.good}); err == nil {
 		t.Fatal("want an error")
+	}
+}
+
+// A cancelled context stops the history walk with the context's error.
+func TestNextCancelled(t *testing.T) {
+	h := makeHistory(t, 7, 20, 0)
+	repo, _ := git.PlainOpen(h.dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Next(ctx, repo, State{Good: []string{h.good}, Bad: h.head})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
+	}
+	if _, err := Next(context.Background(), repo, State{Good: []string{h.good}, Bad: h.head}); err != nil {
+		t.Fatalf("the same search with a live context: %v", err)
 	}
 }

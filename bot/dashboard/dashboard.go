@@ -297,10 +297,10 @@ type Chart struct {
 
 // ChartPoint is one tested head.
 type ChartPoint struct {
-	Commit string    `json:"commit"`
-	State  string    `json:"state"`
-	Value  float64   `json:"value"`
-	At     time.Time `json:"at"`
+	Commit string              `json:"commit"`
+	State  store.MainlineState `json:"state"`
+	Value  float64             `json:"value"`
+	At     time.Time           `json:"at"`
 }
 
 func (s *Server) charts(ctx context.Context) ([]Chart, error) {
@@ -358,7 +358,7 @@ func svgChart(metric string, pts []ChartPoint) template.HTML {
 	fmt.Fprintf(&b, `<polyline fill="none" stroke="#36c" stroke-width="2" points="%s"/>`, strings.Join(poly, " "))
 	for i, p := range pts {
 		color := "#36c"
-		if p.State == "bad" {
+		if p.State == store.MainlineBad {
 			color = "#c33"
 		}
 		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s %s %.2f (%s)</title></circle>`,

@@ -69,7 +69,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		t.Fatal(err)
 	}
 	for i, c := range []string{"dddddddddddd0001", "dddddddddddd0002"} {
-		if _, err := st.AddMainlineRun(ctx, st.DB, store.MainlineRun{Tree: "mainline", Branch: "master", Commit: c, TestID: int64(100 + i), State: []string{"good", "bad"}[i], Metrics: fmt.Sprintf(`{"read_mbps": %d}`, 100-i*20)}); err != nil {
+		if _, err := st.AddMainlineRun(ctx, st.DB, store.MainlineRun{Tree: "mainline", Branch: "master", Commit: c, TestID: int64(100 + i), State: []store.MainlineState{store.MainlineGood, store.MainlineBad}[i], Metrics: fmt.Sprintf(`{"read_mbps": %d}`, 100-i*20)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lab"
 )
@@ -28,7 +29,7 @@ import (
 // statistics together made.
 type AA struct {
 	Lab     *Lab
-	Decide  func(base, cand []store.Sample) (verdict string, needMore int, summary string)
+	Decide  bot.Decider // the bot's: Reports
 	Pair    string
 	Kernel  string // directory holding bzImage (and modules/)
 	Runs    int    // runs per side at the first look (reports.runs)
@@ -118,7 +119,10 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 		}
 		if r.Error == "" {
 			if cached != nil {
-				r.Cached, r.CachedSummary = a.cachedJudgement(cached, rounds)
+				var err error
+				if r.Cached, r.CachedSummary, err = a.cachedJudgement(ctx, cached, rounds); err != nil {
+					return out, err
+				}
 			}
 			if r.CacheDropped {
 				cached = nil
@@ -167,7 +171,12 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 		}
 		rounds = append(rounds, rd)
 		if n == 1 && len(cached) > 0 {
-			if a.drifted(cached, rd.base) {
+			drift, err := a.drifted(ctx, cached, rd.base)
+			if err != nil {
+				r.Verdict, r.Error = "INFRA", err.Error()
+				return r, nil
+			}
+			if drift {
 				r.CacheDropped = true
 			} else {
 				base = append(base, cached...)
@@ -175,22 +184,31 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 		}
 		base, cand, own = append(base, rd.base...), append(cand, rd.cand...), append(own, rd.base...)
 		r.Base, r.Cand = copyMBps(own), copyMBps(cand)
-		v, more, summary := a.Decide(base, cand)
-		r.Verdict, r.Summary = v, summary
-		if more == 0 {
+		d, err := a.Decide.Decide(ctx, base, cand)
+		if err != nil {
+			r.Verdict, r.Error = "INFRA", err.Error()
+			return r, nil
+		}
+		r.Verdict, r.Summary = d.Verdict, d.Summary
+		if d.NeedMore == 0 {
 			break
 		}
-		runs = more
+		runs = d.NeedMore
 	}
-	r.Fresh, _, _ = a.Decide(own, cand)
+	fresh, err := a.Decide.Decide(ctx, own, cand)
+	if err != nil {
+		r.Verdict, r.Error = "INFRA", err.Error()
+		return r, nil
+	}
+	r.Fresh = fresh.Verdict
 	return r, rounds
 }
 
 // drifted is the lab job's check (bot.drifted): the cached base against
 // the fresh boots, as a regression or an improvement would be called.
-func (a *AA) drifted(cached, fresh []store.Sample) bool {
-	v, _, _ := a.Decide(cached, fresh)
-	return v == "REGRESSION" || v == "IMPROVEMENT"
+func (a *AA) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, error) {
+	d, err := a.Decide.Decide(ctx, cached, fresh)
+	return d.Verdict == "REGRESSION" || d.Verdict == "IMPROVEMENT", err
 }
 
 // cachedJudgement is what the bot would have said with a cached base:
@@ -198,22 +216,24 @@ func (a *AA) drifted(cached, fresh []store.Sample) bool {
 // rounds adding fresh base boots to it, as the lab job does. It uses the
 // boots the fresh comparison made; where it would want more than those,
 // it stays INCONCLUSIVE.
-func (a *AA) cachedJudgement(cached []store.Sample, rounds []round) (string, string) {
+func (a *AA) cachedJudgement(ctx context.Context, cached []store.Sample, rounds []round) (string, string, error) {
 	base := append([]store.Sample(nil), cached...)
 	var cand []store.Sample
-	v, s := "", ""
+	var d bot.Decision
 	for i, rd := range rounds {
 		if i > 0 {
 			base = append(base, rd.base...)
 		}
 		cand = append(cand, rd.cand...)
-		var more int
-		v, more, s = a.Decide(base, cand)
-		if more == 0 {
-			return v, s
+		var err error
+		if d, err = a.Decide.Decide(ctx, base, cand); err != nil {
+			return "", "", err
+		}
+		if d.NeedMore == 0 {
+			return d.Verdict, d.Summary, nil
 		}
 	}
-	return v, s + " (the fresh comparison stopped first)"
+	return d.Verdict, d.Summary + " (the fresh comparison stopped first)", nil
 }
 
 func copyMBps(s []store.Sample) []float64 {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports"
 )
@@ -50,12 +49,9 @@ func newAA(t *testing.T, p *noisyPair) *AA {
 	test := lab.DefaultTest()
 	r := &Reports{Cfg: reports.DefaultConfig()}
 	return &AA{
-		Lab: &Lab{Cfg: lab.DefaultConfig(), Test: test, Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": p}},
-		Decide: func(base, cand []store.Sample) (string, int, string) {
-			d := r.Decide(base, cand)
-			return d.Verdict, d.NeedMore, d.Summary
-		},
-		Pair: "qemu", Kernel: t.TempDir(), Runs: 5, Rounds: 6, Results: filepath.Join(t.TempDir(), "aa", "aa.jsonl"),
+		Lab:    &Lab{Cfg: lab.DefaultConfig(), Test: test, Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": p}},
+		Decide: r,
+		Pair:   "qemu", Kernel: t.TempDir(), Runs: 5, Rounds: 6, Results: filepath.Join(t.TempDir(), "aa", "aa.jsonl"),
 		Condition: "idle", Commit: "abc", Rand: rand.New(rand.NewPCG(1, 2)), Out: io.Discard,
 	}
 }

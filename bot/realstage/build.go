@@ -175,7 +175,7 @@ func (b *Build) Fetch(ctx context.Context, tree string) error {
 			continue
 		}
 		if t.URL == "" {
-			return infra(b.Store.Refresh())
+			return infra(b.Store.Refresh(ctx))
 		}
 		return infra(b.Store.Fetch(ctx, t))
 	}
@@ -218,7 +218,7 @@ func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {
 		if t.URL != "" {
 			err = b.Store.Fetch(ctx, t)
 		} else {
-			err = b.Store.Refresh()
+			err = b.Store.Refresh(ctx)
 		}
 		if err != nil {
 			return "", infra(err)

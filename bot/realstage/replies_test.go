@@ -136,7 +136,7 @@ func TestRepliesGolden(t *testing.T) {
 	measured := func(name string, id int, base, cand []store.Sample) {
 		t.Run(name, func(t *testing.T) {
 			g := newReplyRig(t)
-			d := g.r.Decide(base, cand)
+			d := decide(t, g.r, base, cand)
 			e := g.deliver(t, g.report(id, d.Verdict, d.Summary, d.Detail, base, cand))
 			golden(t, "replies/"+strings.ToLower(d.Verdict)+".eml", e.Raw)
 			checkReply(t, e, d.Verdict, cover)
@@ -154,7 +154,7 @@ func TestRepliesGolden(t *testing.T) {
 	t.Run("GITHUB_REGRESSION", func(t *testing.T) {
 		g := newReplyRig(t)
 		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
-		d := g.r.Decide(base, cand)
+		d := decide(t, g.r, base, cand)
 		rep := g.report(6, d.Verdict, d.Summary, d.Detail, base, cand)
 		rep.Key += ":github:rdmabot/linux#12"
 		rep.Origin = bot.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 12, Comment: 99, User: "chuck"}
@@ -385,7 +385,7 @@ func TestReplyCcsMaintainers(t *testing.T) {
 		g.r.Maintainers = fixedMaintainers{"jlayton@kernel.org", "cel@kernel.org", "JLayton@kernel.org"}
 		runs := 2 * g.r.Cfg.Runs
 		base, cand := samples(runs, 100, 2), samples(runs, 100, 2)
-		d := g.r.Decide(base, cand)
+		d := decide(t, g.r, base, cand)
 		e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
 		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
 		if err != nil {

@@ -188,8 +188,13 @@ func excerptTail(s string, n int) string {
 
 // Decide judges candidate against base samples with reports' statistics,
 // once: the judgement goes into the decision's Detail, which the bot
-// stores and every reply renders.
-func (r *Reports) Decide(base, cand []store.Sample) bot.Decision {
+// stores and every reply renders. A cancelled ctx judges nothing (the
+// judgement itself is one bounded computation: reports.Judge takes no
+// context).
+func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return bot.Decision{}, err
+	}
 	in := &reports.Input{Test: r.testInfo(nil, "", len(base), len(cand)), Metrics: metrics(base, cand),
 		BaseCrashes: crashes(base), CandCrashes: crashes(cand)}
 	v := reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
@@ -201,7 +206,7 @@ func (r *Reports) Decide(base, cand []store.Sample) bot.Decision {
 	if b, err := json.Marshal(detail{Judgement: &j}); err == nil {
 		d.Detail = b
 	}
-	return d
+	return d, nil
 }
 
 // thread describes the posting a series reply answers.

@@ -2,6 +2,7 @@ package realstage
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -40,20 +41,20 @@ func TestDecideWithReports(t *testing.T) {
 	runs := cfg.Reports.Runs
 	// At 5 runs a side no rank test can reach the per-look alpha, so the
 	// first look may only ask for more.
-	if d := r.Decide(samples(runs, 100, 2), samples(runs, 52, 2)); d.Verdict != "REGRESSION" && d.NeedMore == 0 {
+	if d := decide(t, r, samples(runs, 100, 2), samples(runs, 52, 2)); d.Verdict != "REGRESSION" && d.NeedMore == 0 {
 		t.Errorf("48%% slower at the first look: %+v", d)
 	}
 	second := runs + cfg.Reports.RunsStep
-	if d := r.Decide(samples(second, 100, 2), samples(second, 52, 2)); d.Verdict != "REGRESSION" {
+	if d := decide(t, r, samples(second, 100, 2), samples(second, 52, 2)); d.Verdict != "REGRESSION" {
 		t.Errorf("48%% slower at %d runs: %+v", second, d)
 	}
-	d := r.Decide(samples(runs, 100, 2), samples(runs, 100, 2))
+	d := decide(t, r, samples(runs, 100, 2), samples(runs, 100, 2))
 	if d.Verdict != "PASS" && d.NeedMore == 0 {
 		t.Errorf("equal: %+v", d)
 	}
 	crashed := samples(runs, 100, 2)
 	crashed[1] = store.Sample{Crash: "INFO: task hung in svc_rdma_drain"}
-	if d := r.Decide(samples(runs, 100, 2), crashed); d.Verdict != "CRASH" {
+	if d := decide(t, r, samples(runs, 100, 2), crashed); d.Verdict != "CRASH" {
 		t.Errorf("crash: %+v", d)
 	}
 }
@@ -82,7 +83,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 	}
 	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Now: time.Now}
 	base, cand := samples(2*cfg.Reports.Runs, 100, 2), samples(2*cfg.Reports.Runs, 52, 2)
-	d := r.Decide(base, cand)
+	d := decide(t, r, base, cand)
 	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Detail: d.Detail, Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
 		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
 	for range 3 {
@@ -132,5 +133,27 @@ func TestReproduceLineShellSafe(t *testing.T) {
 	}
 	if got := reproduce("a@b.example"); got != "rdmabot test --config config.toml --msgid a@b.example --wait" {
 		t.Errorf("a plain id is left as is: %q", got)
+	}
+}
+
+// decide is Reports.Decide with a live context, which never fails it.
+func decide(t *testing.T, r *Reports, base, cand []store.Sample) bot.Decision {
+	t.Helper()
+	d, err := r.Decide(context.Background(), base, cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A cancelled context judges nothing and says so with its own error.
+func TestDecideCancelled(t *testing.T) {
+	cfg := config.Default()
+	r := &Reports{Cfg: cfg.Reports}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	runs := r.Cfg.Runs
+	if _, err := r.Decide(ctx, samples(runs, 100, 2), samples(runs, 52, 2)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
 	}
 }

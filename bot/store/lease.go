@@ -150,6 +150,16 @@ func (s *Store) LabUsages(ctx context.Context) ([]LabUsage, error) {
 	return out, rows.Err()
 }
 
+// MainlineState is what a scheduled branch head's test said.
+type MainlineState string
+
+const (
+	MainlineTesting MainlineState = "testing"
+	MainlineGood    MainlineState = "good"
+	MainlineBad     MainlineState = "bad"
+	MainlineFailed  MainlineState = "failed" // no verdict: the head is neither good nor bad
+)
+
 // MainlineRun is one tested head of a scheduled branch.
 type MainlineRun struct {
 	ID        int64
@@ -157,7 +167,7 @@ type MainlineRun struct {
 	Branch    string
 	Commit    string
 	TestID    int64
-	State     string // testing, good, bad, failed
+	State     MainlineState
 	Metrics   string // JSON: metric -> median
 	CreatedAt time.Time
 }
@@ -174,7 +184,7 @@ func (s *Store) AddMainlineRun(ctx context.Context, q Querier, r MainlineRun) (b
 }
 
 // SetMainlineResult records the outcome of a head's test.
-func (s *Store) SetMainlineResult(ctx context.Context, q Querier, testID int64, state, metrics string) error {
+func (s *Store) SetMainlineResult(ctx context.Context, q Querier, testID int64, state MainlineState, metrics string) error {
 	_, err := q.ExecContext(ctx, `UPDATE mainline_runs SET state = $2, metrics = $3 WHERE test_id = $1`, testID, state, metrics)
 	return err
 }
@@ -201,6 +211,17 @@ func (s *Store) MainlineHistory(ctx context.Context, q Querier, tree, branch str
 	return out, rows.Err()
 }
 
+// BisectionState is where a bisection is: searching, confirming the
+// culprit, or ended.
+type BisectionState string
+
+const (
+	BisectionRunning    BisectionState = "running"
+	BisectionConfirming BisectionState = "confirming"
+	BisectionDone       BisectionState = "done" // culprit confirmed
+	BisectionFailed     BisectionState = "failed"
+)
+
 // Bisection is a search for the first bad commit.
 type Bisection struct {
 	ID        int64
@@ -211,7 +232,7 @@ type Bisection struct {
 	Lab       string
 	Metric    string
 	Origin    string
-	State     string // running, confirming, done, failed, canceled
+	State     BisectionState
 	Culprit   string
 	Summary   string
 	CreatedAt time.Time

@@ -76,18 +76,23 @@ func (s *Store) Series(ctx context.Context, q Querier, id int64) (SeriesRow, err
 	return r, err
 }
 
-// Test kinds and states.
+// Test kinds.
 const (
 	KindSeries   = "series"   // a series from the lists or a GitHub command
 	KindRef      = "ref"      // a tree ref, no patches
 	KindMainline = "mainline" // a scheduled branch head against the last good one
+)
 
-	StateQueued   = "queued"
-	StateBuilding = "building"
-	StateTesting  = "testing"
-	StateDone     = "done"
-	StateCanceled = "canceled"
-	StateFailed   = "failed" // infrastructure gave up: no verdict on the patch
+// State is where a test is in its life.
+type State string
+
+const (
+	StateQueued   State = "queued"
+	StateBuilding State = "building"
+	StateTesting  State = "testing"
+	StateDone     State = "done"
+	StateCanceled State = "canceled"
+	StateFailed   State = "failed" // infrastructure gave up: no verdict on the patch
 )
 
 // Test is one comparison of a candidate against its base.
@@ -106,7 +111,7 @@ type Test struct {
 	Params     string
 	Origin     string // JSON: where the request came from, where the reply goes
 	Thread     string // the conversation it belongs to (github:o/r#N, a Message-ID)
-	State      string
+	State      State
 	Verdict    string
 	Summary    string
 	// Detail is the deciding stage's structured account of the verdict

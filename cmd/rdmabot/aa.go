@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/realstage"
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lab"
 )
 
@@ -72,11 +71,8 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	aa := &realstage.AA{
 		Lab: &realstage.Lab{Cfg: c.Lab, Dirs: lab.Dirs{Cache: filepath.Join(c.CacheDir, "lab"), Leases: filepath.Join(c.DataDir, "lab-leases")},
 			Test: c.Lab.Test, Log: e.log},
-		Decide: func(base, cand []store.Sample) (string, int, string) {
-			d := r.Decide(base, cand)
-			return d.Verdict, d.NeedMore, d.Summary
-		},
-		Pair: *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
+		Decide: r,
+		Pair:   *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
 		Condition: *condition, Neighbour: *neighbourCmd, Commit: readVersion().Revision, Lock: *lock,
 		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Out: e.stdout,
 	}

@@ -56,12 +56,12 @@ type leaseJSON struct {
 }
 
 func toTestJSON(t store.Test) testJSON {
-	return testJSON{ID: t.ID, Kind: t.Kind, Tree: t.Tree, Base: t.Base, State: t.State, Verdict: t.Verdict,
+	return testJSON{ID: t.ID, Kind: t.Kind, Tree: t.Tree, Base: t.Base, State: string(t.State), Verdict: t.Verdict,
 		Summary: t.Summary, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 }
 
 func toBisectionJSON(b store.Bisection) bisectionJSON {
-	return bisectionJSON{ID: b.ID, Tree: b.Tree, Good: b.Good, Bad: b.Bad, State: b.State, Culprit: b.Culprit, UpdatedAt: b.UpdatedAt}
+	return bisectionJSON{ID: b.ID, Tree: b.Tree, Good: b.Good, Bad: b.Bad, State: string(b.State), Culprit: b.Culprit, UpdatedAt: b.UpdatedAt}
 }
 
 // outboxJSON is one entry of rdmabot outbox list --json.

@@ -396,28 +396,31 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 // borderline change.
 type Decider struct{}
 
-func (Decider) Decide(base, cand []store.Sample) bot.Decision {
+func (Decider) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return bot.Decision{}, err
+	}
 	for _, s := range cand {
 		if s.Crash != "" {
-			return bot.Decision{Verdict: "CRASH", Summary: s.Crash}
+			return bot.Decision{Verdict: "CRASH", Summary: s.Crash}, nil
 		}
 	}
 	b, c := median(base), median(cand)
 	if b == 0 {
-		return bot.Decision{Verdict: "PASS", Summary: "no base"}
+		return bot.Decision{Verdict: "PASS", Summary: "no base"}, nil
 	}
 	change := c/b - 1
 	summary := fmt.Sprintf("write_MBps %.1f -> %.1f (%+.0f%%)", b, c, change*100)
 	if change < -0.10 {
-		return bot.Decision{Verdict: "REGRESSION", Summary: summary, Metric: "write_MBps", Change: change}
+		return bot.Decision{Verdict: "REGRESSION", Summary: summary, Metric: "write_MBps", Change: change}, nil
 	}
 	if change > 0.10 {
-		return bot.Decision{Verdict: "IMPROVEMENT", Summary: summary, Metric: "write_MBps", Change: change}
+		return bot.Decision{Verdict: "IMPROVEMENT", Summary: summary, Metric: "write_MBps", Change: change}, nil
 	}
 	if change < -0.02 && len(cand) < 6 {
-		return bot.Decision{NeedMore: 3, Summary: summary}
+		return bot.Decision{NeedMore: 3, Summary: summary}, nil
 	}
-	return bot.Decision{Verdict: "PASS", Summary: summary}
+	return bot.Decision{Verdict: "PASS", Summary: summary}, nil
 }
 
 func median(samples []store.Sample) float64 {

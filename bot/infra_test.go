@@ -1,0 +1,33 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// A stage's failure is the bot's side when it is infrastructure (typed,
+// however wrapped) or when the job's context ended; any other failure is
+// the code under test's and becomes a verdict.
+func TestInfraOrInterrupted(t *testing.T) {
+	live := context.Background()
+	done, cancel := context.WithCancel(live)
+	cancel()
+	plain := errors.New("does not build")
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"author's failure", live, plain, false},
+		{"infrastructure", live, infra(plain), true},
+		{"wrapped infrastructure", live, fmt.Errorf("build: %w", infra(plain)), true},
+		{"interrupted", done, plain, true},
+	} {
+		if got := infraOrInterrupted(c.ctx, c.err); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
