@@ -367,9 +367,11 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	if r.Bisect == nil || r.Bisect.Culprit != commits[13] || !r.Bisect.Confirmed {
 		t.Fatalf("bisect report %+v, want culprit %s confirmed", r.Bisect, commits[13])
 	}
-	wantTitle := fmt.Sprintf("[mainline] %s: nfs-rdma write_MBps -48%% regression", commits[13][:12])
-	if r.Title != wantTitle {
-		t.Fatalf("title %q, want %q", r.Title, wantTitle)
+	// The fake slow kernel writes at 52 against 100, each boot +-2: the
+	// title names the commit, the metric and a change of about -48 %.
+	wantTitle := regexp.MustCompile(`^\[mainline\] ` + commits[13][:12] + `: nfs-rdma write_MBps -(4[5-9]|5[01])% regression$`)
+	if !wantTitle.MatchString(r.Title) {
+		t.Fatalf("title %q, want %s", r.Title, wantTitle)
 	}
 	phases := map[string]int{}
 	for _, s := range r.Bisect.Steps {
