@@ -214,7 +214,12 @@ func LockFile(ctx context.Context, path string) (release func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	// flock needs no write access: a lock file another user made (root,
+	// before serve ran as its own user) still locks when opened to read.
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -894,7 +894,12 @@ func (s CCacheStats) since(before CCacheStats) CCacheStats {
 // wait is a blocking flock (so the kernel queues us with the other
 // waiters) in a goroutine that gives the lock back if ctx ended first.
 func flock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// flock needs no write access: a lock file another user made (root,
+	// before serve ran as its own user) still locks when opened to read.
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	}
 	if err != nil {
 		return nil, &InfraError{Op: "lock", Err: err}
 	}
