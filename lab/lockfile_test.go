@@ -1,0 +1,33 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// A lock file serve may not write (made by root before serve ran as its
+// own user) still locks: flock needs only a read-only descriptor. An
+// immutable file stands in for it, since root may write any file but not
+// an immutable one.
+func TestLockFileReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heavy.lock")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s (needs root on a file system with attributes)", err, out)
+	}
+	defer exec.Command("chattr", "-i", path).Run()
+	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+		f.Close()
+		t.Fatal("an immutable file opened for writing: the test proves nothing here")
+	}
+	release, err := LockFile(context.Background(), path)
+	if err != nil {
+		t.Fatalf("a lock file that cannot be written: %v", err)
+	}
+	release()
+}
