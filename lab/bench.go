@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // ReferenceSecs is the reference lab's whole run of 32 MiB x 3 on plain
@@ -77,7 +79,7 @@ func spread(metric string, v []float64) Spread {
 // every metric over o.Boots boots in each mode. The caller holds no lock;
 // the pairs inside take none, so two can run together.
 func Bench(ctx context.Context, o BenchOptions) error {
-	release, err := LockFile(ctx, o.QEMU.HeavyLock)
+	release, err := flock.Exclusive(ctx, o.QEMU.HeavyLock)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -204,39 +203,6 @@ func waitListening(ctx context.Context, pid, port int, events <-chan consoleEven
 				return &ev, nil
 			}
 		case <-tick.C:
-		}
-	}
-}
-
-// LockFile takes an exclusive flock on path ("" = none), such as the
-// shared heavy-work lock, giving up when ctx ends.
-func LockFile(ctx context.Context, path string) (release func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	// flock needs no write access: a lock file another user made (root,
-	// before serve ran as its own user) still locks when opened to read.
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
-	}
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/lab/console"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // QEMUPair is the built-in pair: two TCG guests whose only link is a QEMU
@@ -105,7 +107,7 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 	if err != nil {
 		return nil, &InfraError{Op: "guest image", Err: err}
 	}
-	release, err := LockFile(ctx, p.cfg.HeavyLock)
+	release, err := flock.Exclusive(ctx, p.cfg.HeavyLock)
 	if err != nil {
 		return nil, &InfraError{Op: "heavy lock", Err: err}
 	}

@@ -17,7 +17,8 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/lab"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // AA runs A/A comparisons: one kernel as both base and candidate, boots
@@ -101,7 +102,7 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	// cache holds every run of one base kernel.
 	var cached []store.Sample
 	for i := range n {
-		unlock, err := lab.LockFile(ctx, a.Lock)
+		unlock, err := flock.Exclusive(ctx, a.Lock)
 		if err != nil {
 			return out, err
 		}

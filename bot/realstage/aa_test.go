@@ -16,6 +16,8 @@ import (
 
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // noisyPair is a lab pair whose copy rate is speed x (1 + 2 % noise);
@@ -179,7 +181,7 @@ func TestAAStopsWithoutARecord(t *testing.T) {
 	p := &noisyPair{rng: rand.New(rand.NewPCG(1, 1)), speed: 100}
 	a := newAA(t, p)
 	a.Lock = filepath.Join(t.TempDir(), "lab.lock")
-	held, err := lab.LockFile(context.Background(), a.Lock)
+	held, err := flock.Exclusive(context.Background(), a.Lock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // Options configure a Builder.
@@ -312,7 +314,7 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	if err := os.MkdirAll(slotDir, 0o755); err != nil {
 		return nil, nil, nil, &InfraError{Op: "slot", Err: err}
 	}
-	unlock, err := flock(ctx, filepath.Join(slotDir, "lock"))
+	unlock, err := lockFile(ctx, filepath.Join(slotDir, "lock"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -339,7 +341,7 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 			lockCtx, cancel = context.WithTimeout(ctx, b.opt.Timeout)
 			defer cancel()
 		}
-		unlockHeavy, err := flock(lockCtx, b.opt.HeavyLock)
+		unlockHeavy, err := lockFile(lockCtx, b.opt.HeavyLock)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -890,33 +892,12 @@ func (s CCacheStats) since(before CCacheStats) CCacheStats {
 	return CCacheStats{Hits: s.Hits - before.Hits, Misses: s.Misses - before.Misses}
 }
 
-// flock takes an exclusive lock on path, waiting while ctx allows. The
-// wait is a blocking flock (so the kernel queues us with the other
-// waiters) in a goroutine that gives the lock back if ctx ended first.
-func flock(ctx context.Context, path string) (func(), error) {
-	// flock needs no write access: a lock file another user made (root,
-	// before serve ran as its own user) still locks when opened to read.
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
-	}
+// lockFile takes an exclusive lock on path, waiting while ctx allows; a
+// lock that cannot be had is the machine's fault, not the series'.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	release, err := flock.Exclusive(ctx, path)
 	if err != nil {
 		return nil, &InfraError{Op: "lock", Err: err}
 	}
-	got := make(chan error, 1)
-	go func() { got <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
-	select {
-	case err := <-got:
-		if err != nil {
-			f.Close()
-			return nil, &InfraError{Op: "lock", Err: err}
-		}
-		return func() { f.Close() }, nil
-	case <-ctx.Done():
-		go func() {
-			<-got
-			f.Close()
-		}()
-		return nil, &InfraError{Op: "lock", Err: fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))}
-	}
+	return release, nil
 }

@@ -298,28 +298,6 @@ func TestStorePutIsAtomicAndLookupValidates(t *testing.T) {
 	}
 }
 
-func TestFlockWaitsAndGivesUpWithContext(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "heavy.lock")
-	unlock, err := flock(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	if _, err := flock(ctx, p); err == nil {
-		t.Fatal("took a held lock")
-	}
-	unlock()
-	// The abandoned waiter must not keep the lock once it gets it.
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel2()
-	unlock2, err := flock(ctx2, p)
-	if err != nil {
-		t.Fatalf("lock not free after release: %v", err)
-	}
-	unlock2()
-}
-
 // A slot whose recorded tree is not in the request's object store (another
 // process's store, a store rebuilt since) is healed by a full checkout; a
 // request for a tree the store lacks fails cleanly and releases the slot.

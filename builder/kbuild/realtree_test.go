@@ -177,7 +177,7 @@ func holdHeavyLock(tb testing.TB) {
 		return
 	}
 	start := time.Now()
-	unlock, err := flock(context.Background(), lock)
+	unlock, err := lockFile(context.Background(), lock)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,49 @@
+// Package flock takes exclusive advisory locks on files: the heavy-work
+// lock the builder and the lab share, and the kbuild slot locks. It is
+// the one implementation both use, since builder may not import lab.
+package flock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// Exclusive takes an exclusive flock on path ("" = no lock), waiting
+// while ctx allows. The wait is a blocking flock in a goroutine, so the
+// kernel queues us with the other waiters instead of whoever polls first
+// winning; if ctx ends first the goroutine gives the lock back as soon as
+// it gets it. The error carries context.Cause(ctx), so a build timeout
+// says it was one.
+func Exclusive(ctx context.Context, path string) (release func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	// flock needs no write access: a lock file another user made (root,
+	// before serve ran as its own user) still locks when opened to read.
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	}
+	if err != nil {
+		return nil, err
+	}
+	got := make(chan error, 1)
+	go func() { got <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
+	select {
+	case err := <-got:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		return func() { f.Close() }, nil
+	case <-ctx.Done():
+		go func() {
+			<-got
+			f.Close()
+		}()
+		return nil, fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))
+	}
+}
