@@ -87,6 +87,9 @@ func Bench(ctx context.Context, o BenchOptions) error {
 	plainCfg, quietCfg := o.QEMU, o.QEMU
 	plainCfg.HeavyLock, quietCfg.HeavyLock = "", ""
 	plainCfg.Icount = ""
+	// The bench measures what contention does (two pairs at once), so
+	// no boot of it may be set aside for being contended.
+	plainCfg.BusyHostCores, quietCfg.BusyHostCores = 0, 0
 	if quietCfg.Icount == "" {
 		quietCfg.Icount = DefaultConfig().QEMU.Icount
 	}

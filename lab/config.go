@@ -43,6 +43,13 @@ type QEMUConfig struct {
 	// CrashGrace is how long the console is still read after a fatal
 	// crash starts, for the rest of its trace.
 	CrashGrace cfgtype.Duration `toml:"crash_grace"`
+	// BusyHostCores: a boot during which programs other than the pair's
+	// two QEMUs used more than this many of the host's cores, on average,
+	// was measured under contention. Its figures and whatever it crashed
+	// of are not evidence; it is booted again, up to BusyRepeats times,
+	// and then the run is the lab's fault (INFRA, retried later). 0: off.
+	BusyHostCores float64 `toml:"busy_host_cores"`
+	BusyRepeats   int     `toml:"busy_repeats"`
 }
 
 // KernelLab names the kernel configuration (builder/kbuild's labs) that
@@ -107,6 +114,8 @@ func DefaultConfig() Config {
 			PerMiBTimeout:    cfgtype.D(time.Second),
 			ShutdownTimeout:  cfgtype.D(60 * time.Second),
 			CrashGrace:       cfgtype.D(10 * time.Second),
+			BusyHostCores:    0.35,
+			BusyRepeats:      2,
 		},
 		Test: DefaultTest(),
 	}
@@ -131,6 +140,9 @@ func (c *Config) Validate() error {
 		if d.Duration <= 0 {
 			return fmt.Errorf("lab.qemu.%s must be positive", name)
 		}
+	}
+	if q.BusyHostCores < 0 || q.BusyRepeats < 0 {
+		return fmt.Errorf("lab.qemu.busy_host_cores and busy_repeats must not be negative")
 	}
 	if err := c.Test.Validate(); err != nil {
 		return fmt.Errorf("lab.test: %w", err)

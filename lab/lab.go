@@ -213,8 +213,14 @@ type Result struct {
 	// Failure says why not, in a line; empty when passed.
 	Failure string `json:"failure,omitempty"`
 	Phases  Phases `json:"phases"`
-	Server  Host   `json:"server"`
-	Client  Host   `json:"client"`
+	// HostOtherCores is how many host cores other programs used, on
+	// average, during this boot of the QEMU pair (-1: unknown; 0 on real
+	// pairs, which are lent whole). Busy lists the same figure for each
+	// boot before it that was measured under contention and repeated.
+	HostOtherCores float64   `json:"host_other_cores"`
+	Busy           []float64 `json:"busy_boots,omitempty"`
+	Server         Host      `json:"server"`
+	Client         Host      `json:"client"`
 }
 
 // Crash is the first fatal crash on either host, else the first WARNING.

@@ -75,7 +75,12 @@ type AAResult struct {
 	CachedSummary string    `json:"cached_summary,omitempty"`
 	Base          []float64 `json:"base_copy_MBps"`
 	Cand          []float64 `json:"cand_copy_MBps"`
-	Seconds       float64   `json:"seconds"`
+	// HostCores is, per boot used (base and candidate alike, in boot
+	// order), the host's cores other programs held; Busy the same for the
+	// boots set aside as measured under contention and booted again.
+	HostCores []float64 `json:"host_other_cores"`
+	Busy      []float64 `json:"busy_boots,omitempty"`
+	Seconds   float64   `json:"seconds"`
 	// NeighbourOn is the fraction of the comparison's time the
 	// neighbour ran.
 	NeighbourOn float64 `json:"neighbour_on"`
@@ -136,8 +141,8 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 			return out, err
 		}
 		out = append(out, r)
-		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots, %.0f s, neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
-			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), r.Seconds, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
+		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots (%d more set aside as contended), %.0f s, neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
+			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), len(r.Busy), r.Seconds, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
 			map[bool]string{true: "; cache dropped (drift)"}[r.CacheDropped], r.Error)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -168,6 +173,10 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 					return r, nil
 				}
 				*side = append(*side, s...)
+				for _, x := range s {
+					r.HostCores = append(r.HostCores, x.HostOtherCores)
+					r.Busy = append(r.Busy, x.BusyRepeated...)
+				}
 			}
 		}
 		rounds = append(rounds, rd)

@@ -32,6 +32,11 @@ type Sample struct {
 	Iterations map[string][]float64 `json:"iterations,omitempty"`
 	Crash      string               `json:"crash,omitempty"`
 	Log        string               `json:"log,omitempty"`
+	// HostOtherCores is the host's CPU other programs used during the
+	// boot (lab.Result's); BusyRepeated the same for each boot before it
+	// that was set aside as measured under contention.
+	HostOtherCores float64   `json:"host_other_cores,omitempty"`
+	BusyRepeated   []float64 `json:"busy_repeated,omitempty"`
 }
 
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.

@@ -138,6 +138,32 @@ func printAASummary(e *env, rs []realstage.AAResult) {
 	if len(rs) == 0 {
 		fmt.Fprintln(e.stdout, "(no comparisons)")
 	}
+	// What the host's other programs held, per boot: the figure the lab
+	// sets contended boots aside by (lab.qemu.busy_host_cores).
+	used, busy := map[string][]float64{}, map[string]int{}
+	conds := []string{}
+	for _, r := range rs {
+		if _, ok := used[r.Condition]; !ok {
+			conds = append(conds, r.Condition)
+			used[r.Condition] = nil
+		}
+		for _, c := range r.HostCores {
+			if c >= 0 {
+				used[r.Condition] = append(used[r.Condition], c)
+			}
+		}
+		busy[r.Condition] += len(r.Busy)
+	}
+	sort.Strings(conds)
+	for _, c := range conds {
+		u := used[c]
+		if len(u) == 0 && busy[c] == 0 {
+			continue
+		}
+		sort.Float64s(u)
+		fmt.Fprintf(e.stdout, "%s: other programs' share of the host per boot used: p50 %s, p95 %s, max %s cores; %d boots used, %d set aside as contended\n",
+			c, cores(u, 0.5), cores(u, 0.95), cores(u, 1), len(u), busy[c])
+	}
 }
 
 func quantile(sorted []float64, q float64) string {
@@ -146,4 +172,11 @@ func quantile(sorted []float64, q float64) string {
 	}
 	i := int(q*float64(len(sorted)-1) + 0.5)
 	return strings.TrimSuffix(fmt.Sprintf("%.0f", sorted[i]), ".0")
+}
+
+func cores(sorted []float64, q float64) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", sorted[int(q*float64(len(sorted)-1)+0.5)])
 }

@@ -1,0 +1,105 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A TCG guest is a host program like any other: while something else on
+// the host wants a core, the guests get less of it and their timings
+// drift (a comment-only series once measured +2.9 % while other programs
+// shared the CPU; guest RCU stalls appear when a cold kernel build runs
+// beside a pair). The pair therefore measures, per boot, how much of the
+// host's CPU went to programs other than its own two QEMUs, and a boot
+// measured under contention is not evidence: it is repeated, and a host
+// that stays busy is the lab's fault (INFRA), never a verdict.
+
+// clockTicks is USER_HZ, the unit of /proc/stat: 100 on every Linux
+// architecture Go supports (the kernel fixes it for the ABI).
+const clockTicks = 100
+
+// hostBusy is the CPU time all of the host's CPUs spent running programs
+// since boot: user, nice and system, and steal (a hypervisor's other
+// guests are contention too; guest time is already inside user). irq and
+// softirq time is left out: the guests' own loopback traffic is most of
+// it, and the kernel charges it to no process.
+func hostBusy(stat []byte) (time.Duration, error) {
+	sc := bufio.NewScanner(bytes.NewReader(stat))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 9 || f[0] != "cpu" {
+			continue
+		}
+		var ticks int64
+		for _, i := range []int{1, 2, 3, 8} { // user nice system steal
+			n, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/stat: %q: %w", sc.Text(), err)
+			}
+			ticks += n
+		}
+		return time.Duration(ticks) * time.Second / clockTicks, nil
+	}
+	return 0, fmt.Errorf("/proc/stat has no cpu line")
+}
+
+// hostMeter measures one boot's contention: the host's busy time over
+// the boot, less the time the pair's own QEMUs used.
+type hostMeter struct {
+	read  func() ([]byte, error) // /proc/stat
+	now   func() time.Time
+	busy0 time.Duration
+	t0    time.Time
+	err   error
+}
+
+func startHostMeter(read func() ([]byte, error), now func() time.Time) *hostMeter {
+	m := &hostMeter{read: read, now: now}
+	b, err := read()
+	if err == nil {
+		m.busy0, err = hostBusy(b)
+	}
+	m.err, m.t0 = err, now()
+	return m
+}
+
+func procStat() ([]byte, error) { return os.ReadFile("/proc/stat") }
+
+// otherCores is how many of the host's cores, on average over the boot,
+// went to other programs than the pair's QEMUs (whose CPU time is own);
+// -1 when the host could not be read.
+func (m *hostMeter) otherCores(own time.Duration) float64 {
+	if m.err != nil {
+		return -1
+	}
+	b, err := m.read()
+	if err != nil {
+		return -1
+	}
+	busy1, err := hostBusy(b)
+	wall := m.now().Sub(m.t0)
+	if err != nil || wall <= 0 {
+		return -1
+	}
+	other := busy1 - m.busy0 - own
+	if other < 0 {
+		other = 0
+	}
+	return other.Seconds() / wall.Seconds()
+}
+
+// qemuCPU is the CPU time the run's guests used, once reaped.
+func (r *run) qemuCPU() time.Duration {
+	var d time.Duration
+	for _, g := range r.guests {
+		if ps := g.cmd.ProcessState; ps != nil {
+			d += ps.UserTime() + ps.SystemTime()
+		}
+	}
+	return d
+}

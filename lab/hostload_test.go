@@ -1,0 +1,137 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestHostBusyReadsProgramTime(t *testing.T) {
+	stat := []byte("cpu  1000 20 300 9000 50 7 8 40 0 0\ncpu0 500 10 150 4500 25 3 4 20 0 0\nintr 1\n")
+	got, err := hostBusy(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// user+nice+system+steal = 1360 ticks of 10 ms; idle, iowait, irq
+	// and softirq are not programs.
+	if want := 13600 * time.Millisecond; got != want {
+		t.Fatalf("busy %v, want %v", got, want)
+	}
+	for _, bad := range []string{"intr 1\n", "cpu  a b c d e f g h i j\n"} {
+		if _, err := hostBusy([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// A program spinning on the host while a boot is measured is seen as
+// about a core of other programs; counted as the pair's own, it is not.
+func TestHostMeterSeesABusyProgram(t *testing.T) {
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc/stat")
+	}
+	m := startHostMeter(procStat, time.Now)
+	spin := exec.Command("sh", "-c", "while :; do :; done")
+	spin.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := spin.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	syscall.Kill(-spin.Process.Pid, syscall.SIGKILL)
+	spin.Wait()
+	own := spin.ProcessState.UserTime() + spin.ProcessState.SystemTime()
+	other := m.otherCores(0)
+	// The spinner gets at least half a core even on a two-core host
+	// whose other core is taken.
+	if other < 0.4 {
+		t.Fatalf("other programs %.2f cores while one spun (it used %v)", other, own)
+	}
+	if mine := m.otherCores(own); mine > other-0.3 {
+		t.Fatalf("the spinner counted as the pair's own still leaves %.2f cores of %.2f", mine, other)
+	}
+	bad := startHostMeter(func() ([]byte, error) { return nil, errors.New("no proc") }, time.Now)
+	if c := bad.otherCores(0); c != -1 {
+		t.Fatalf("unreadable host: %.2f, want -1 (unknown)", c)
+	}
+}
+
+// Boots measured under contention are set aside and booted again; a host
+// that stays busy is the lab's fault; a crash seen under contention is
+// not the kernel's evidence either.
+func TestRepeatWhileBusy(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := QEMUConfig{BusyHostCores: 0.35, BusyRepeats: 2}
+	boots := func(cores ...float64) (func() (*Result, error), *int) {
+		n := 0
+		return func() (*Result, error) {
+			c := cores[n]
+			n++
+			if c == 9 { // a starved guest's stall
+				return &Result{HostOtherCores: c}, &BootError{Host: "client", Phase: "rdma"}
+			}
+			return &Result{HostOtherCores: c, Passed: true}, nil
+		}, &n
+	}
+	ctx := context.Background()
+
+	boot, n := boots(0.9, 9, 0.1)
+	res, err := repeatWhileBusy(ctx, cfg, log, boot)
+	if err != nil || *n != 3 || len(res.Busy) != 2 || res.Busy[0] != 0.9 || res.HostOtherCores != 0.1 {
+		t.Fatalf("busy, busy with a boot error, calm: %d boots, %+v, %v", *n, res, err)
+	}
+
+	boot, n = boots(0.9, 0.8, 0.7, 0.1)
+	_, err = repeatWhileBusy(ctx, cfg, log, boot)
+	if !IsInfra(err) || *n != 3 || !strings.Contains(err.Error(), "0.90, 0.80, 0.70 of the host's cores during 3 boots") {
+		t.Fatalf("always busy: %d boots, %v", *n, err)
+	}
+
+	boot, n = boots(-1)
+	if res, err := repeatWhileBusy(ctx, cfg, log, boot); err != nil || *n != 1 || len(res.Busy) != 0 {
+		t.Fatalf("an unknown host load is taken as it is: %d boots, %v", *n, err)
+	}
+
+	off := cfg
+	off.BusyHostCores = 0
+	boot, n = boots(0.9)
+	if res, err := repeatWhileBusy(ctx, off, log, boot); err != nil || *n != 1 || res.HostOtherCores != 0.9 {
+		t.Fatalf("off: %d boots, %v", *n, err)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	boot, n = boots(0.9)
+	if _, err := repeatWhileBusy(cancelled, cfg, log, boot); err != nil || *n != 1 {
+		t.Fatalf("stopped: %d boots, %v (a stop is no reason to boot again)", *n, err)
+	}
+}
+
+// On the real pair: the meter is read around each boot, and a host that
+// reads busy throughout gives INFRA after the repeats, each boot booted
+// for real and no QEMU left behind.
+func TestPairBusyHostIsInfra(t *testing.T) {
+	p, pids := testPair(t)
+	p.cfg.BusyRepeats = 0
+	reads := 0
+	p.hooks.procStat = func() ([]byte, error) {
+		reads++
+		// Another program ran a whole core-hour between the two reads.
+		return []byte("cpu  " + map[bool]string{true: "0", false: "360000"}[reads%2 == 1] + " 0 0 0 0 0 0 0 0 0\n"), nil
+	}
+	_, err := p.Run(context.Background(), testKernel(t), DefaultTest())
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.Op != "busy host" {
+		t.Fatalf("want busy host INFRA, got %v", err)
+	}
+	if reads != 2 {
+		t.Fatalf("host read %d times for one boot, want 2", reads)
+	}
+	noSurvivors(t, *pids)
+}
