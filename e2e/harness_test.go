@@ -228,6 +228,7 @@ func (b *bot) post(mails ...[]byte) {
 // reply is one mail the bot wrote to its outbox.
 type reply struct {
 	File    string
+	Raw     []byte // the message as the outbox holds it
 	Header  mail.Header
 	Body    string
 	Arrived time.Time
@@ -265,7 +266,7 @@ func (b *bot) replies() []reply {
 			body := new(bytes.Buffer)
 			body.ReadFrom(m.Body)
 			info, _ := e.Info()
-			out = append(out, reply{File: p, Header: m.Header, Body: body.String(), Arrived: info.ModTime()})
+			out = append(out, reply{File: p, Raw: raw, Header: m.Header, Body: body.String(), Arrived: info.ModTime()})
 		}
 	}
 	return out
