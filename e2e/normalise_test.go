@@ -31,7 +31,7 @@ func savedReplies(t *testing.T) (map[string][]byte, vary) {
 		}
 		out[strings.TrimSuffix(filepath.Base(f), ".eml")] = b
 	}
-	for _, name := range []string{"harmless", "slow-send", "lab-fault", "broken", "drain-hang", "stale"} {
+	for _, name := range []string{"harmless", "slow-send", "broken", "drain-hang", "stale"} {
 		if out[name] == nil {
 			t.Fatalf("no saved reply %s.eml", name)
 		}
