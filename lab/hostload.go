@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -102,4 +104,81 @@ func (r *run) qemuCPU() time.Duration {
 		}
 	}
 	return d
+}
+
+// waitMeter follows how long the guests' own threads waited for a CPU
+// while runnable (the second field of /proc/<pid>/task/<tid>/schedstat,
+// nanoseconds): the starvation a busy host inflicts, which a niced
+// program that only takes idle time barely adds to. Threads vanish with
+// their process, so each is sampled while it lives and its last value
+// kept.
+type waitMeter struct {
+	mu   sync.Mutex
+	last map[string]int64 // "pid/tid" -> ns waited
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startWaitMeter(pids []int, every time.Duration) *waitMeter {
+	w := &waitMeter{last: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			w.sample(pids)
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *waitMeter) sample(pids []int) {
+	for _, pid := range pids {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+		for _, path := range tasks {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue
+			}
+			f := strings.Fields(string(b))
+			if len(f) < 2 {
+				continue
+			}
+			ns, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				continue
+			}
+			w.mu.Lock()
+			key := strings.TrimPrefix(filepath.Dir(path), "/proc/")
+			if ns > w.last[key] {
+				w.last[key] = ns
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// finish stops sampling and returns the guests' total wait.
+func (w *waitMeter) finish() time.Duration {
+	if w == nil {
+		return 0
+	}
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ns int64
+	for _, v := range w.last {
+		ns += v
+	}
+	return time.Duration(ns)
 }

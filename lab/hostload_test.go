@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,4 +135,39 @@ func TestPairBusyHostIsInfra(t *testing.T) {
 		t.Fatalf("host read %d times for one boot, want 2", reads)
 	}
 	noSurvivors(t, *pids)
+}
+
+// More spinning programs than cores: together they wait for a CPU about
+// one core's worth of the time, and the meter, sampling their threads,
+// sees it.
+func TestWaitMeterSeesStarvation(t *testing.T) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skip("no /proc/<pid>/schedstat (CONFIG_SCHED_INFO)")
+	}
+	var pids []int
+	var spins []*exec.Cmd
+	for range runtime.NumCPU() + 1 {
+		spin := exec.Command("sh", "-c", "while :; do :; done")
+		spin.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := spin.Start(); err != nil {
+			t.Fatal(err)
+		}
+		spins = append(spins, spin)
+		pids = append(pids, spin.Process.Pid)
+	}
+	start := time.Now()
+	w := startWaitMeter(pids, 100*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	w.sample(pids) // the last look while they live
+	for _, s := range spins {
+		syscall.Kill(-s.Process.Pid, syscall.SIGKILL)
+		s.Wait()
+	}
+	waited := w.finish().Seconds() / time.Since(start).Seconds()
+	if waited < 0.5 {
+		t.Fatalf("%d spinners on %d CPUs waited %.2f CPUs' worth, want about 1", len(pids), runtime.NumCPU(), waited)
+	}
+	if again := w.finish(); again <= 0 {
+		t.Fatal("a second finish lost the figure")
+	}
 }

@@ -217,10 +217,13 @@ type Result struct {
 	// average, during this boot of the QEMU pair (-1: unknown; 0 on real
 	// pairs, which are lent whole). Busy lists the same figure for each
 	// boot before it that was measured under contention and repeated.
-	HostOtherCores float64   `json:"host_other_cores"`
-	Busy           []float64 `json:"busy_boots,omitempty"`
-	Server         Host      `json:"server"`
-	Client         Host      `json:"client"`
+	HostOtherCores float64 `json:"host_other_cores"`
+	// GuestCPUWait is how many of the QEMUs' threads, on average, were
+	// runnable but waiting for a CPU: starvation, whoever caused it.
+	GuestCPUWait float64   `json:"guest_cpu_wait"`
+	Busy         []float64 `json:"busy_boots,omitempty"`
+	Server       Host      `json:"server"`
+	Client       Host      `json:"client"`
 }
 
 // Crash is the first fatal crash on either host, else the first WARNING.

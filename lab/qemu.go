@@ -158,11 +158,20 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	if err := r.launch(ctx); err != nil {
 		return nil, err
 	}
+	var pids []int
+	for _, g := range r.guests {
+		pids = append(pids, g.cmd.Process.Pid)
+	}
+	wait := startWaitMeter(pids, 500*time.Millisecond)
+	defer wait.finish()
 	r.loop(ctx)
 	r.stop()
 	res, err := r.result(ctx)
 	if res != nil {
 		res.HostOtherCores = meter.otherCores(r.qemuCPU())
+		if wall := time.Since(meter.t0).Seconds(); wall > 0 {
+			res.GuestCPUWait = wait.finish().Seconds() / wall
+		}
 	}
 	return res, err
 }

@@ -79,6 +79,7 @@ type AAResult struct {
 	// order), the host's cores other programs held; Busy the same for the
 	// boots set aside as measured under contention and booted again.
 	HostCores []float64 `json:"host_other_cores"`
+	GuestWait []float64 `json:"guest_cpu_wait"`
 	Busy      []float64 `json:"busy_boots,omitempty"`
 	Seconds   float64   `json:"seconds"`
 	// NeighbourOn is the fraction of the comparison's time the
@@ -175,6 +176,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 				*side = append(*side, s...)
 				for _, x := range s {
 					r.HostCores = append(r.HostCores, x.HostOtherCores)
+					r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
 					r.Busy = append(r.Busy, x.BusyRepeated...)
 				}
 			}

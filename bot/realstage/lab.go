@@ -67,7 +67,7 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 			return nil, infra(err)
 		}
 		s := store.Sample{Metrics: map[string]float64{}, Iterations: map[string][]float64{},
-			HostOtherCores: res.HostOtherCores, BusyRepeated: res.Busy}
+			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy}
 		for _, it := range res.Iterations {
 			if it.WriteMBps > 0 {
 				s.Iterations["write_MBps"] = append(s.Iterations["write_MBps"], it.WriteMBps)
@@ -104,8 +104,8 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 			fmt.Fprintf(trace, "%s on %s: booted again: other programs used %.2f of the host's cores (limit %.2f), so it was not measured\n",
 				which, res.Pair, c, l.Cfg.QEMU.BusyHostCores)
 		}
-		fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s, host busy %.2f cores %s\n", which, res.Pair, res.Mode,
-			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], res.HostOtherCores, s.Crash)
+		fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s, host busy %.2f cores, guests waited for a CPU %.2f %s\n", which, res.Pair, res.Mode,
+			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], res.HostOtherCores, res.GuestCPUWait, s.Crash)
 		out = append(out, s)
 		if s.Crash != "" && i+1 < n {
 			// A crash decides the verdict before any metric does; more

@@ -36,6 +36,7 @@ type Sample struct {
 	// boot (lab.Result's); BusyRepeated the same for each boot before it
 	// that was set aside as measured under contention.
 	HostOtherCores float64   `json:"host_other_cores,omitempty"`
+	GuestCPUWait   float64   `json:"guest_cpu_wait,omitempty"`
 	BusyRepeated   []float64 `json:"busy_repeated,omitempty"`
 }
 

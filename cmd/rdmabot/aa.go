@@ -140,7 +140,7 @@ func printAASummary(e *env, rs []realstage.AAResult) {
 	}
 	// What the host's other programs held, per boot: the figure the lab
 	// sets contended boots aside by (lab.qemu.busy_host_cores).
-	used, busy := map[string][]float64{}, map[string]int{}
+	used, waits, busy := map[string][]float64{}, map[string][]float64{}, map[string]int{}
 	conds := []string{}
 	for _, r := range rs {
 		if _, ok := used[r.Condition]; !ok {
@@ -152,6 +152,7 @@ func printAASummary(e *env, rs []realstage.AAResult) {
 				used[r.Condition] = append(used[r.Condition], c)
 			}
 		}
+		waits[r.Condition] = append(waits[r.Condition], r.GuestWait...)
 		busy[r.Condition] += len(r.Busy)
 	}
 	sort.Strings(conds)
@@ -160,9 +161,11 @@ func printAASummary(e *env, rs []realstage.AAResult) {
 		if len(u) == 0 && busy[c] == 0 {
 			continue
 		}
+		w := waits[c]
 		sort.Float64s(u)
-		fmt.Fprintf(e.stdout, "%s: other programs' share of the host per boot used: p50 %s, p95 %s, max %s cores; %d boots used, %d set aside as contended\n",
-			c, cores(u, 0.5), cores(u, 0.95), cores(u, 1), len(u), busy[c])
+		sort.Float64s(w)
+		fmt.Fprintf(e.stdout, "%s: per boot used, other programs held p50 %s, p95 %s, max %s host cores and the guests' threads waited for a CPU p50 %s, p95 %s, max %s; %d boots used, %d set aside as contended\n",
+			c, cores(u, 0.5), cores(u, 0.95), cores(u, 1), cores(w, 0.5), cores(w, 0.95), cores(w, 1), len(u), busy[c])
 	}
 }
 
