@@ -27,9 +27,9 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/internal/pitest"
 	"github.com/rdmabot/rdmabot/internal/testenv"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 // list is the one mailing list of the scenario.
@@ -89,7 +89,7 @@ type bot struct {
 	m       machine
 	bin     string
 	dir     string // data_dir
-	cfg     config.Config
+	cfg     wire.Config
 	cfgPath string
 	pi      *pitest.Server
 	cmd     *exec.Cmd
@@ -99,7 +99,7 @@ type bot struct {
 
 // startBot writes a config for the local inbox and tree (adjust edits it
 // further) and starts `rdmabot serve`.
-func startBot(t testing.TB, m machine, adjust func(*config.Config)) *bot {
+func startBot(t testing.TB, m machine, adjust func(*wire.Config)) *bot {
 	t.Helper()
 	b := &bot{t: t, m: m, bin: buildBinary(t), dir: t.TempDir()}
 	b.pi = pitest.Start(t, pitest.Inbox{Name: list})
@@ -112,7 +112,7 @@ func startBot(t testing.TB, m machine, adjust func(*config.Config)) *bot {
 	if err := os.Symlink(m.store, filepath.Join(b.dir, "trees", "kernel.git")); err != nil {
 		t.Fatal(err)
 	}
-	c := config.Default()
+	c := wire.Default()
 	c.DataDir, c.CacheDir = b.dir, m.cache
 	c.Lore.PollInterval.Duration = 2 * time.Second
 	// lore.grace_period stays config.toml's (6 h): the scenario's mails are
@@ -143,7 +143,7 @@ func startBot(t testing.TB, m machine, adjust func(*config.Config)) *bot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.Parse(raw); err != nil {
+	if _, err := wire.Parse(raw); err != nil {
 		t.Fatalf("the test's config does not load: %v\n%s", err, raw)
 	}
 	b.cfg, b.cfgPath = c, filepath.Join(b.dir, "config.toml")

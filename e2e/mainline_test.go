@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 // history writes n commits on the base, one small change each to a file
@@ -75,7 +75,7 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	t.Cleanup(func() { a.run(nil, "--git-dir", m.store, "update-ref", "-d", ref) })
 
 	start := time.Now()
-	b := startBot(t, m, func(c *config.Config) {
+	b := startBot(t, m, func(c *wire.Config) {
 		c.Reports.Runs, c.Reports.RunsStep, c.Reports.MaxRuns, c.Reports.MinEffect = 6, 6, 6, 0.10
 		c.Lab.Test.SizeMiB, c.Lab.Test.Iterations = 8, 3
 		c.Builder.Trees = append(c.Builder.Trees, c.Builder.Trees[0])

@@ -95,7 +95,7 @@ func input() *Input {
 }
 
 // verdicts builds one verdict per outcome, through Judge: the renderers'
-// unit tests use them; the golden replies are bot/realstage's, made the
+// unit tests use them; the golden replies are wire's, made the
 // way production makes them.
 func verdicts(t *testing.T) map[Outcome]Verdict {
 	t.Helper()

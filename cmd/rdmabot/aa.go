@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/realstage"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 // runLabAA runs real A/A comparisons through the bot's lab rounds and
@@ -39,7 +39,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		*results = filepath.Join(c.CacheDir, "aa", "aa.jsonl")
 	}
 	if *summary {
-		rs, err := realstage.ReadAA(*results)
+		rs, err := wire.ReadAA(*results)
 		if err != nil {
 			return err
 		}
@@ -67,9 +67,9 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	if *pair == "" {
 		*pair = c.Lab.Default
 	}
-	r := &realstage.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
-	aa := &realstage.AA{
-		Lab: &realstage.Lab{Cfg: c.Lab, Dirs: lab.Dirs{Cache: filepath.Join(c.CacheDir, "lab"), Leases: filepath.Join(c.DataDir, "lab-leases")},
+	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
+	aa := &wire.AA{
+		Lab: &wire.Lab{Cfg: c.Lab, Dirs: lab.Dirs{Cache: filepath.Join(c.CacheDir, "lab"), Leases: filepath.Join(c.DataDir, "lab-leases")},
 			Test: c.Lab.Test, Log: e.log},
 		Decide: r,
 		Pair:   *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
@@ -87,7 +87,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 // (fresh base boots, with the cache when it agrees), the comparison's
 // own boots alone, and the cached base alone (the bot before every round
 // booted the base), with the time per comparison.
-func printAASummary(e *env, rs []realstage.AAResult) {
+func printAASummary(e *env, rs []wire.AAResult) {
 	type key struct{ cond, mode string }
 	counts := map[key]map[string]int{}
 	secs := map[string][]float64{}

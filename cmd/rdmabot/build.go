@@ -12,7 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/builder/kbuild"
-	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 func runBuild(ctx context.Context, e *env, args []string) error {
@@ -39,10 +39,10 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	if *repoDir == "" || fs.NArg() != 0 {
 		return fmt.Errorf("%w: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", errUsage)
 	}
-	cfg := config.Default()
+	cfg := wire.Default()
 	if *cfgPath != "" {
 		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
+		if cfg, err = wire.Load(*cfgPath); err != nil {
 			return err
 		}
 	}

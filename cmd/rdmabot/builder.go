@@ -8,18 +8,18 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/builder"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 // loadConfigOrDefault reads path, or returns the built-in defaults when
 // path is empty.
-func loadConfigOrDefault(path string) (config.Config, error) {
+func loadConfigOrDefault(path string) (wire.Config, error) {
 	if path == "" {
-		return config.Default(), nil
+		return wire.Default(), nil
 	}
-	return config.Load(path)
+	return wire.Load(path)
 }
 
 const treeUsage = `rdmabot tree import --tarball FILE --name NAME [--data-dir DIR] [--config FILE]

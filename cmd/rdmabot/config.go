@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 func runConfig(ctx context.Context, e *env, args []string) error {
@@ -16,7 +16,7 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if _, err := config.Load(*path); err != nil {
+	if _, err := wire.Load(*path); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s: ok\n", *path)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 const labUsage = `rdmabot lab image [--config FILE]
@@ -37,14 +37,14 @@ func runLab(ctx context.Context, e *env, args []string) error {
 	return fmt.Errorf("%w: %s", errUsage, labUsage)
 }
 
-func loadConfig(path string) (config.Config, error) {
+func loadConfig(path string) (wire.Config, error) {
 	if path == "" {
-		return config.Default(), nil
+		return wire.Default(), nil
 	}
-	return config.Load(path)
+	return wire.Load(path)
 }
 
-func labImageDir(c config.Config) string { return filepath.Join(c.CacheDir, "lab", "images") }
+func labImageDir(c wire.Config) string { return filepath.Join(c.CacheDir, "lab", "images") }
 
 func runLabImage(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "lab image")

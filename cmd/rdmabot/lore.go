@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 const loreUsage = "rdmabot lore scan (--git DIR | --mbox FILE | --eml-dir DIR | --imap URL) [--list NAME] [--json] [--relevant] [--window DUR] [--config FILE]"
@@ -34,9 +34,9 @@ func runLore(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	cfg := config.Default()
+	cfg := wire.Default()
 	if *cfgPath != "" {
-		c, err := config.Load(*cfgPath)
+		c, err := wire.Load(*cfgPath)
 		if err != nil {
 			return err
 		}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/reports/outbox"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 const outboxUsage = "rdmabot outbox list [--all] [--json] | show ID | approve ID... (flags such as --config FILE go before the IDs)"
@@ -33,7 +33,7 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := wire.Load(*path)
 	if err != nil {
 		return err
 	}

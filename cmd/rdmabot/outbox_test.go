@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/reports/outbox"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 // TestOutboxCommand lists, shows and approves a held reply through the
@@ -30,7 +30,7 @@ func TestOutboxCommand(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(cfgPath)
+	cfg, err := wire.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,8 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/ghbot"
-	"github.com/rdmabot/rdmabot/bot/realstage"
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/internal/config"
+	"github.com/rdmabot/rdmabot/wire"
 )
 
 // runServe runs the pipeline: the jobs of its role, the dashboard, the
@@ -33,7 +32,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := wire.Load(*path)
 	if err != nil {
 		return err
 	}
@@ -50,7 +49,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	stages, err := realstage.New(ctx, cfg, st, *role, ghc, e.log)
+	stages, err := wire.New(ctx, cfg, st, *role, ghc, e.log)
 	if err != nil {
 		return err
 	}
@@ -62,8 +61,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := bot.Options{Config: cfg.Bot, Token: token, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab),
-		Branches: realstage.Branches(cfg), FetchTrees: realstage.FetchTrees(cfg), FetchInterval: cfg.Builder.FetchInterval.Duration,
+	opts := bot.Options{Config: cfg.Bot, Token: token, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: wire.Params(cfg.Lab),
+		Branches: wire.Branches(cfg), FetchTrees: wire.FetchTrees(cfg), FetchInterval: cfg.Builder.FetchInterval.Duration,
 		Stages: stages, Log: e.log, ID: *id}
 	var gh *ghbot.Bot
 	if ghc != nil {
@@ -136,7 +135,7 @@ func longWrite(h http.Handler, d time.Duration) http.Handler {
 }
 
 // githubClient is the REST client of bot.github: its token, its API.
-func githubClient(cfg config.Config) (*github.Client, error) {
+func githubClient(cfg wire.Config) (*github.Client, error) {
 	g := cfg.Bot.GitHub
 	c := github.NewClient(nil)
 	if g.TokenFile != "" {
@@ -157,7 +156,7 @@ func githubClient(cfg config.Config) (*github.Client, error) {
 }
 
 // newGitHub is the trigger side of bot.github: webhook, polling, commands.
-func newGitHub(cfg config.Config, c *github.Client) (*ghbot.Bot, error) {
+func newGitHub(cfg wire.Config, c *github.Client) (*ghbot.Bot, error) {
 	g := cfg.Bot.GitHub
 	owner, repo, _ := strings.Cut(g.Repo, "/")
 	var secret []byte
@@ -177,8 +176,8 @@ func newGitHub(cfg config.Config, c *github.Client) (*ghbot.Bot, error) {
 
 // client opens the database and an insert-only bot: the CLI queues work
 // for a running `rdmabot serve`.
-func client(ctx context.Context, e *env, path string, withLore bool) (*bot.Bot, *store.Store, config.Config, error) {
-	cfg, err := config.Load(path)
+func client(ctx context.Context, e *env, path string, withLore bool) (*bot.Bot, *store.Store, wire.Config, error) {
+	cfg, err := wire.Load(path)
 	if err != nil {
 		return nil, nil, cfg, err
 	}
@@ -188,11 +187,11 @@ func client(ctx context.Context, e *env, path string, withLore bool) (*bot.Bot, 
 	}
 	var stages bot.Stages
 	if withLore {
-		lo := realstage.NewLore(cfg, st, e.log)
+		lo := wire.NewLore(cfg, st, e.log)
 		stages = bot.Stages{Fetch: lo, Mbox: lo}
 	}
-	b, err := bot.New(st, bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Lab: cfg.Lab.Default, Params: realstage.Params(cfg.Lab),
-		Branches: realstage.Branches(cfg), Stages: stages, Log: e.log})
+	b, err := bot.New(st, bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Lab: cfg.Lab.Default, Params: wire.Params(cfg.Lab),
+		Branches: wire.Branches(cfg), Stages: stages, Log: e.log})
 	if err != nil {
 		st.Close()
 		return nil, nil, cfg, err
@@ -225,7 +224,7 @@ func runTest(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		s, err := realstage.NewLore(cfg, st, e.log).ReadMbox(ctx, data)
+		s, err := wire.NewLore(cfg, st, e.log).ReadMbox(ctx, data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", *mbox, err)
 		}
@@ -295,7 +294,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := wire.Load(*path)
 	if err != nil {
 		return err
 	}

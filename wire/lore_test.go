@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"bytes"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
 )
@@ -53,7 +52,7 @@ func mboxOf(t *testing.T, dir string) []byte {
 // from an mbox as `rdmabot test --mbox` does.
 func TestReadMboxRealSeries(t *testing.T) {
 	sh := shared(t)
-	cfg := config.Default()
+	cfg := Default()
 	st, err := store.Open(context.Background(), "", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +77,7 @@ func TestPollRealArchive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: reads a year of linux-rdma")
 	}
-	cfg := config.Default()
+	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[:1]
 	cfg.Lore.Lists[0].URL = filepath.Join(sh, "corpus", "linux-rdma-2024.git")
 	ctx := context.Background()
@@ -209,7 +208,7 @@ func TestPollGraceRunsFromIngest(t *testing.T) {
 	postToInbox(t, dir, now.Add(-window-time.Minute), mail("edge1@x", "[PATCH 1/2] svcrdma: edge", "", now.Add(-window-time.Minute)))
 	postToInbox(t, dir, now.Add(-window+2*grace), mail("edge2@x", "[PATCH 2/2] svcrdma: edge", "edge1@x", now.Add(-window+2*grace)))
 	postToInbox(t, dir, old, mail("a1@x", "[PATCH 1/2] svcrdma: late", "", old))
-	cfg := config.Default()
+	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[1:2]
 	cfg.Lore.Lists[0].URL = dir
 	cfg.Lore.GracePeriod.Duration = grace
@@ -275,7 +274,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 		"Signed-off-by: Dev <dev@example.org>\n---\n" +
 		"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
 		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
-	cfg := config.Default()
+	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[:2]
 	cfg.Lore.Lists[0].URL = filepath.Join(t.TempDir(), "no-such-inbox") // linux-rdma: dead
 	cfg.Lore.Lists[1].URL = inboxEpoch(t, patch)                        // linux-nfs: fine
@@ -364,7 +363,7 @@ func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := config.Default()
+	cfg := Default()
 	cfg.Lore.Lists = nil // the mail is stored already: nothing to read
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
@@ -418,7 +417,7 @@ func TestPollMailCommandErrors(t *testing.T) {
 		msg("Dev <dev@example.org>", "c-author@x", re, "p@x", "#rdmabot test rdma for-rc\n"),
 		msg("Ok <ok@example.org>", "c-ok@x", re, "p@x", "#rdmabot retest\n"),
 	}
-	cfg := config.Default()
+	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[:2]
 	cfg.Lore.Lists[0].URL = "imap://[::1/nope" // linux-rdma: not a URL
 	cfg.Lore.Lists[1].URL = inboxEpoch(t, mails...)

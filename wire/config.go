@@ -1,7 +1,8 @@
-// Package config reads config.toml: one section per pipeline stage, each
-// owned by its package. Unknown keys are an error, so a typo never
-// silently falls back to a default.
-package config
+// config.toml: one section per pipeline stage, each owned by its
+// package. Unknown keys are an error, so a typo never silently falls
+// back to a default.
+
+package wire
 
 import (
 	"bytes"

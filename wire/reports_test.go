@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -36,7 +35,7 @@ func samples(n int, copy float64, spread float64) []store.Sample {
 // regression by the second look, equal samples pass, a crash in the
 // candidate is a crash.
 func TestDecideWithReports(t *testing.T) {
-	cfg := config.Default()
+	cfg := Default()
 	r := &Reports{Cfg: cfg.Reports}
 	runs := cfg.Reports.Runs
 	// At 5 runs a side no rank test can reach the per-look alpha, so the
@@ -70,7 +69,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cfg := config.Default()
+	cfg := Default()
 	cfg.DataDir = dir
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, dir, nil, time.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -148,7 +147,7 @@ func decide(t *testing.T, r *Reports, base, cand []store.Sample) bot.Decision {
 
 // A cancelled context judges nothing and says so with its own error.
 func TestDecideCancelled(t *testing.T) {
-	cfg := config.Default()
+	cfg := Default()
 	r := &Reports{Cfg: cfg.Reports}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -1,4 +1,4 @@
-package config
+package wire
 
 import (
 	"os"
@@ -14,7 +14,7 @@ import (
 // must say exactly what the built-in defaults say, so the file never
 // drifts from the code.
 func TestShippedConfigIsTheDefault(t *testing.T) {
-	path := filepath.Join("..", "..", "config.toml")
+	path := filepath.Join("..", "config.toml")
 	got, err := Load(path)
 	if err != nil {
 		t.Fatal(err)

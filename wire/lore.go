@@ -1,9 +1,10 @@
-// Package realstage wires the real stages (lore, builder, kbuild, lab,
-// reports) behind the bot's interfaces. It is the only bot package that
-// knows them; each adapter converts types and sorts the stage's typed
-// errors into the bot's two kinds: infrastructure (retried) or the
-// patch's fault (a verdict).
-package realstage
+// Package wire is the one place that joins the pipeline: it reads
+// config.toml (one section per stage, each owned by its package) and
+// puts the real stages (lore, builder, kbuild, lab, reports) behind the
+// bot's interfaces. It alone imports every stage; each adapter converts
+// types and sorts the stage's typed errors into the bot's two kinds:
+// infrastructure (retried) or the patch's fault (a verdict).
+package wire
 
 import (
 	"context"

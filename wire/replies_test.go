@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"bytes"
@@ -20,7 +20,6 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
@@ -64,7 +63,7 @@ func newReplyRig(t *testing.T) *replyRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cfg := config.Default()
+	cfg := Default()
 	cfg.DataDir = dir
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, dir, nil, func() time.Time { return replyNow }, slog.New(slog.DiscardHandler))
 	if err != nil {

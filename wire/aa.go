@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"bytes"

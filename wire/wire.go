@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"context"
@@ -16,14 +16,13 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore/feed"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
 // NewLore reads the lists configured in cfg into st.
-func NewLore(cfg config.Config, st *store.Store, log *slog.Logger) *Lore {
+func NewLore(cfg Config, st *store.Store, log *slog.Logger) *Lore {
 	window := 30 * 24 * time.Hour
 	if g := 4 * cfg.Lore.GracePeriod.Duration; g > window {
 		window = g
@@ -33,7 +32,7 @@ func NewLore(cfg config.Config, st *store.Store, log *slog.Logger) *Lore {
 }
 
 // Branches are the configured trees' branches by tree name.
-func Branches(cfg config.Config) map[string][]string {
+func Branches(cfg Config) map[string][]string {
 	out := map[string][]string{}
 	for _, t := range cfg.Builder.Trees {
 		out[t.Name] = append([]string(nil), t.Branches...)
@@ -42,7 +41,7 @@ func Branches(cfg config.Config) map[string][]string {
 }
 
 // FetchTrees are the configured trees that have a URL, in config order.
-func FetchTrees(cfg config.Config) []string {
+func FetchTrees(cfg Config) []string {
 	var out []string
 	for _, t := range cfg.Builder.Trees {
 		if t.URL != "" {
@@ -57,7 +56,7 @@ func FetchTrees(cfg config.Config) []string {
 // first use; a lab-only machine needs no compiler and no trees. gh is the
 // client of bot.github (nil when it is off): the outbox posts the
 // comments that answer GitHub requests with it.
-func New(ctx context.Context, cfg config.Config, st *store.Store, role string, gh *github.Client, log *slog.Logger) (bot.Stages, error) {
+func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *github.Client, log *slog.Logger) (bot.Stages, error) {
 	lo := NewLore(cfg, st, log)
 	l := &Lab{Cfg: cfg.Lab, Dirs: lab.Dirs{Cache: filepath.Join(cfg.CacheDir, "lab"), Leases: filepath.Join(cfg.DataDir, "lab-leases")},
 		Test: cfg.Lab.Test, Log: log}

@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"bytes"
@@ -108,7 +108,7 @@ type Reports struct {
 	Now         func() time.Time
 }
 
-// detail is what realstage stores with a test (bot.Decision.Detail,
+// detail is what wire stores with a test (bot.Decision.Detail,
 // bot.Detailed): the statistics' judgement, or the failure of a stage.
 type detail struct {
 	Judgement *reports.Judgement    `json:"judgement,omitempty"`

@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/lab"
 )
 
@@ -33,7 +32,7 @@ func TestNewConfiguresTheDefaultPairsKernel(t *testing.T) {
 		{"cx7", "hw", "hw"},
 	} {
 		t.Run(c.pair, func(t *testing.T) {
-			cfg := config.Default()
+			cfg := Default()
 			cfg.DataDir, cfg.CacheDir = t.TempDir(), t.TempDir()
 			cfg.Builder.HeavyLock = ""
 			if c.rdma != "" {
@@ -57,7 +56,7 @@ func TestNewConfiguresTheDefaultPairsKernel(t *testing.T) {
 			}
 		})
 	}
-	cfg := config.Default()
+	cfg := Default()
 	cfg.DataDir, cfg.CacheDir = t.TempDir(), t.TempDir()
 	cfg.Lab.Default = "nowhere" // not validated: New must still refuse it
 	st, err := store.Open(context.Background(), "", filepath.Join(t.TempDir(), "db"))

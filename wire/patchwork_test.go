@@ -1,4 +1,4 @@
-package realstage
+package wire
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/internal/config"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -64,7 +63,7 @@ func TestDeliverPostsPatchworkChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cfg := config.Default()
+	cfg := Default()
 	cfg.DataDir = dir
 	cfg.Reports.Patchwork.URL = srv.URL
 	cfg.Reports.Patchwork.TokenFile = filepath.Join(dir, "pw-token")
