@@ -1,0 +1,120 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// The test job: choose the base (the job kind is "test", as stored).
+
+type testWorker struct {
+	river.WorkerDefaults[TestArgs]
+	b *Bot
+}
+
+func (w *testWorker) Timeout(*river.Job[TestArgs]) time.Duration { return time.Hour }
+
+func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			tr.Logf("test %d was canceled", t.ID)
+			return complete(ctx, b, job, nil)
+		}
+		switch t.Kind {
+		case store.KindSeries:
+			s, err := b.series(ctx, t.SeriesID)
+			if err != nil {
+				return err
+			}
+			if err := b.refreshStaleTrees(ctx, tr); err != nil {
+				return err
+			}
+			base, err := b.stages.Build.SelectBase(ctx, s)
+			if err != nil {
+				// No base in the store (trees not fetched) is infra; any
+				// other error is the series' (mail that does not parse).
+				if infraOrInterrupted(ctx, err) {
+					return err
+				}
+				tr.Logf("no base: %v", err)
+				t.Detail = detailOf(err)
+				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("The series cannot be read: %v", err))
+			}
+			t.Tree, t.Base, t.BaseReason, t.BaseBranch = base.Tree, base.Commit, base.Reason, base.Branch
+			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)
+			if err := b.started(ctx, t, s, tr); err != nil {
+				return err
+			}
+		case store.KindRef:
+			cand, err := b.stages.Trees.Head(ctx, t.Tree, t.Ref)
+			if err != nil {
+				if infraOrInterrupted(ctx, err) {
+					return err
+				}
+				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
+			}
+			t.Candidate = cand
+			if br := b.opts.Branches[t.Tree]; len(br) > 0 {
+				base, err := b.stages.Trees.Head(ctx, t.Tree, br[0])
+				if err != nil {
+					return infra(err)
+				}
+				if base != cand {
+					t.Base, t.BaseReason = base, "head of "+t.Tree+"/"+br[0]
+				}
+			}
+			tr.Logf("%s %s is %s, base %s", t.Tree, t.Ref, t.Candidate, t.Base)
+		case store.KindMainline:
+			t.BaseReason = "last good mainline run"
+			tr.Logf("%s %s head %s against last good %s", t.Tree, t.Ref, t.Candidate, t.Base)
+		}
+		t.State = store.StateBuilding
+		return complete(ctx, b, job, func(tx *sql.Tx) error {
+			if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+				return err
+			}
+			_, err := b.river.InsertTx(ctx, tx, BuildArgs{TestID: t.ID}, nil)
+			return err
+		})
+	})
+}
+
+func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
+	row, err := b.st.Series(ctx, b.st.DB, id)
+	if err != nil {
+		return Series{}, infra(err)
+	}
+	var s Series
+	if err := json.Unmarshal(row.Data, &s); err != nil {
+		return Series{}, fmt.Errorf("series %d: %w", id, err)
+	}
+	return s, nil
+}
+
+// finishWithVerdictTx ends a test early (does not apply, build failed,
+// boot failed) and queues its report. t.Detail, when set, is the failing
+// stage's structured account.
+func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, verdict, summary string) error {
+	t.State, t.Verdict, t.Summary = store.StateDone, verdict, summary
+	if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+		return err
+	}
+	_, err := b.river.InsertTx(ctx, tx, ReportArgs{TestID: t.ID, Round: t.Rounds}, nil)
+	return err
+}
+
+func (b *Bot) finishWithVerdict(ctx context.Context, job *river.Job[TestArgs], t store.Test, verdict, summary string) error {
+	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, verdict, summary) })
+}

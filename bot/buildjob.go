@@ -1,0 +1,147 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// The build: apply, build base (unless its results are cached) and candidate.
+
+type buildWorker struct {
+	river.WorkerDefaults[BuildArgs]
+	b *Bot
+}
+
+func (w *buildWorker) Timeout(*river.Job[BuildArgs]) time.Duration { return 3 * time.Hour }
+
+func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			return complete(ctx, b, job, nil)
+		}
+		verdict := func(v string, err error) error {
+			t.Detail = detailOf(err)
+			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })
+		}
+		if t.Kind == store.KindSeries {
+			s, err := b.series(ctx, t.SeriesID)
+			if err != nil {
+				return err
+			}
+			cand, err := b.stages.Build.Apply(ctx, Base{Tree: t.Tree, Commit: t.Base}, s, tr)
+			if err != nil {
+				if infraOrInterrupted(ctx, err) {
+					return err
+				}
+				tr.Logf("does not apply: %v", err)
+				return verdict(VerdictNotApplied, err)
+			}
+			t.Candidate = cand
+			tr.Logf("applied: %s", cand)
+		}
+		if t.Base != "" {
+			// Built even when its results are cached: they may be stale by
+			// the time the lab runs, or the statistics may ask for more
+			// runs. A kernel is never built twice (artifact store, kbuild).
+			key, err := b.buildKernel(ctx, t.Tree, t.Base, tr)
+			if err != nil {
+				if infraOrInterrupted(ctx, err) {
+					return err
+				}
+				// Not the patch's fault: no verdict, no reply blaming it.
+				tr.Logf("base does not build: %v", err)
+				t.State, t.Summary = store.StateFailed, "base does not build: "+err.Error()
+				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+			}
+			t.BaseArtifact = key
+		}
+		key, err := b.buildKernel(ctx, t.Tree, t.Candidate, tr)
+		if err != nil {
+			if infraOrInterrupted(ctx, err) {
+				return err
+			}
+			tr.Logf("build failed: %v", err)
+			return verdict(VerdictBuildFailed, err)
+		}
+		t.CandArtifact = key
+		t.State = store.StateTesting
+		return complete(ctx, b, job, func(tx *sql.Tx) error {
+			if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+				return err
+			}
+			_, err := b.river.InsertTx(ctx, tx, LabArgs{TestID: t.ID, Round: 1, Runs: b.cfg.Runs}, nil)
+			return err
+		})
+	})
+}
+
+// buildKernel builds tree at commit and files the kernel in the artifact
+// store, recording which worker holds it.
+func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (string, error) {
+	kk, err := b.stages.Build.KernelKey(ctx, tree, commit)
+	if err != nil {
+		return "", infra(err)
+	}
+	key := artifactKey(tree, kk)
+	if b.art.Has(key) {
+		tr.Logf("kernel %s already built", key)
+		return key, nil
+	}
+	tr.Logf("building %s %s", tree, short(commit))
+	start := time.Now()
+	dir, err := b.stages.Build.Build(ctx, tree, commit, tr)
+	if err != nil {
+		return "", err
+	}
+	if err := b.art.Put(ctx, key, dir); err != nil {
+		return "", infra(err)
+	}
+	if err := b.st.PutArtifact(ctx, key, b.cfg.URL); err != nil {
+		return "", infra(err)
+	}
+	tr.Logf("built %s in %s", key, time.Since(start).Round(time.Second))
+	return key, nil
+}
+
+// artifactKey names a kernel in the artifact store: the tree for the
+// reader, the builder's key for what it is.
+func artifactKey(tree, kernel string) string {
+	return fmt.Sprintf("%s-%s", tree, kernel)
+}
+
+// fetchArtifact returns a local directory holding key, pulling it from
+// the worker that built it when that is another machine.
+func (b *Bot) fetchArtifact(ctx context.Context, key string, tr *Trace) (string, error) {
+	if b.art.Has(key) {
+		return b.art.Path(key), nil
+	}
+	url, err := b.st.ArtifactWorker(ctx, key)
+	if err != nil {
+		return "", infra(err)
+	}
+	tr.Logf("pulling %s from %s", key, url)
+	p, err := b.art.Pull(ctx, b.http, url, key)
+	return p, infra(err)
+}
+
+func (b *Bot) baseKey(tree, commit, lab string) store.BaseKey {
+	return store.BaseKey{Tree: tree, Commit: commit, Lab: lab, Params: b.opts.Params}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

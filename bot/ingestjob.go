@@ -1,0 +1,178 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// The ingest.
+
+type ingestWorker struct {
+	river.WorkerDefaults[IngestArgs]
+	b *Bot
+}
+
+func (w *ingestWorker) Timeout(*river.Job[IngestArgs]) time.Duration { return 30 * time.Minute }
+
+func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		if b.stages.Ingest == nil {
+			tr.Logf("no mail sources on this worker")
+			return complete(ctx, b, job, nil)
+		}
+		cp := &pendingCheckpoints{st: b.st, set: map[string]string{}}
+		series, err := b.stages.Ingest.Poll(ctx, cp)
+		if err != nil {
+			return infra(fmt.Errorf("ingest: %w", err))
+		}
+		tr.Logf("%d new series", len(series))
+		// Nothing inside the transaction may write the trace: on SQLite
+		// the transaction holds the one connection.
+		var queued []string
+		err = complete(ctx, b, job, func(tx *sql.Tx) error {
+			queued = queued[:0]
+			for _, s := range series {
+				what := "test"
+				var id int64
+				var created bool
+				var err error
+				switch r := s.Request; {
+				case r != nil && r.Refused != "":
+					what = "refused " + r.Line + " from " + r.From
+					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, VerdictRefused, r.Refused, Origin{Kind: "mail", Request: r})
+				case r != nil:
+					what = r.Line + " from " + r.From
+					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail", Request: r}, 0)
+				case s.Incomplete != "":
+					what = "incomplete"
+					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), VerdictIncomplete, s.Incomplete, Origin{Kind: "mail"})
+				default:
+					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0)
+				}
+				if err != nil {
+					return err
+				}
+				queued = append(queued, fmt.Sprintf("series %s v%d %q: %s: test %d (new: %v)", s.MsgID, s.Version, s.Subject, what, id, created))
+			}
+			// Checkpoints move with the series they led to.
+			for src, v := range cp.set {
+				if err := b.st.SetCheckpoint(ctx, tx, src, v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, l := range queued {
+			tr.Logf("%s", l)
+		}
+		return err
+	})
+}
+
+// pendingCheckpoints reads the stored checkpoints and holds new ones
+// until the ingest job commits them with the series.
+type pendingCheckpoints struct {
+	st  *store.Store
+	set map[string]string
+}
+
+func (c *pendingCheckpoints) Checkpoint(ctx context.Context, source string) (string, error) {
+	if v, ok := c.set[source]; ok {
+		return v, nil
+	}
+	return c.st.Checkpoint(ctx, c.st.DB, source)
+}
+
+func (c *pendingCheckpoints) SetCheckpoint(ctx context.Context, source, value string) error {
+	c.set[source] = value
+	return nil
+}
+
+// enqueueSeries records a series and its test once per (Message-ID,
+// version, tree, retest number).
+func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin, retest int) (int64, bool, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return 0, false, err
+	}
+	rowTree := s.Tree
+	if s.Branch != "" {
+		rowTree += "/" + s.Branch
+	}
+	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: rowTree,
+		Subject: s.Subject, Author: s.Author, Link: s.Link, Data: data})
+	if err != nil {
+		return 0, false, err
+	}
+	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, rowTree)
+	if o.Request != nil {
+		// Asked for in a reply: a test of its own, once per command mail.
+		key += ":cmd:" + o.Request.MsgID
+	}
+	if o.Kind == "github" {
+		// Asked for in an issue: tested (and answered) there, even when
+		// the list already had its reply.
+		key += ":" + threadOf(o)
+	}
+	if retest > 0 {
+		key += fmt.Sprintf(":retest%d", retest)
+	}
+	return b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree}, o)
+}
+
+// enqueueNotice records an answer that needs no test (a refused command,
+// an incomplete series): a test row that is done at once with its
+// verdict, whose report job renders and delivers the answer. The key
+// makes it happen once.
+func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key, verdict, summary string, o Origin) (int64, bool, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return 0, false, err
+	}
+	// Its own series row: the posting may still be completed, and its
+	// test must then read the complete series, not this snapshot.
+	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: key,
+		Subject: s.Subject, Author: s.Author, Link: s.Link, Data: data})
+	if err != nil {
+		return 0, false, err
+	}
+	t := store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree, Lab: b.opts.Lab, Params: b.opts.Params, Origin: mustJSON(o)}
+	id, created, err := b.st.AddTest(ctx, tx, t)
+	if err != nil || !created {
+		return id, created, err
+	}
+	t.ID = id
+	return id, true, finishWithVerdictTx(ctx, b, tx, t, verdict, summary)
+}
+
+func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (int64, bool, error) {
+	if t.Lab == "" {
+		t.Lab = b.opts.Lab
+	}
+	t.Params = b.opts.Params
+	t.Origin = mustJSON(o)
+	if t.Thread == "" {
+		t.Thread = threadOf(o)
+	}
+	id, created, err := b.st.AddTest(ctx, tx, t)
+	if err != nil || !created {
+		return id, created, err
+	}
+	_, err = b.river.InsertTx(ctx, tx, TestArgs{TestID: id}, nil)
+	return id, true, err
+}
+
+func threadOf(o Origin) string {
+	if o.Kind == "github" {
+		return fmt.Sprintf("github:%s#%d", o.Repo, o.Issue)
+	}
+	return ""
+}

@@ -1,0 +1,207 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// The lab: one round on a leased pair.
+
+type labWorker struct {
+	river.WorkerDefaults[LabArgs]
+	b *Bot
+}
+
+func (w *labWorker) Timeout(*river.Job[LabArgs]) time.Duration { return 3 * time.Hour }
+
+func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			return complete(ctx, b, job, nil)
+		}
+		var basePath, candPath string
+		bk := b.baseKey(t.Tree, t.Base, t.Lab)
+		var cached []store.Sample
+		if t.Base != "" {
+			// Every round boots the base beside the candidate, so that a
+			// machine busier or quieter than when the cached runs were
+			// measured moves both sides alike. The cache only adds
+			// evidence, once it agrees with the fresh boots (below).
+			if cached, _, err = b.st.BaseResults(ctx, b.st.DB, bk, b.cfg.BaseMaxAge.Duration); err != nil {
+				return infra(err)
+			}
+			if basePath, err = b.fetchArtifact(ctx, t.BaseArtifact, tr); err != nil {
+				return err
+			}
+			if len(cached) > 0 && job.Args.Round == 1 {
+				tr.Logf("base %s: %d cached samples, to be checked against this round's fresh base boots", short(t.Base), len(cached))
+			}
+		}
+		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
+			return err
+		}
+		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
+			n := job.Args.Runs
+			start := time.Now()
+			// Base and candidate boots alternate, so that a drift of the
+			// machine during the round hits both sides alike.
+			var baseSamples, candSamples []store.Sample
+			if basePath != "" {
+				tr.Logf("round %d: %d runs each of base %s and candidate %s on %s, alternating", job.Args.Round, n, short(t.Base), short(t.Candidate), t.Lab)
+			} else {
+				tr.Logf("round %d: %d candidate runs of %s on %s", job.Args.Round, n, short(t.Candidate), t.Lab)
+			}
+			for i := range n {
+				if basePath != "" {
+					tr.Logf("base %d/%d", i+1, n)
+					s, err := b.stages.Lab.Run(ctx, t.Lab, basePath, 1, tr)
+					if err != nil {
+						if infraOrInterrupted(ctx, err) {
+							return err
+						}
+						tr.Logf("base kernel failed in the lab: %v", err)
+						t.State, t.Summary = store.StateFailed, "base kernel failed in the lab: "+err.Error()
+						return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+					}
+					baseSamples = append(baseSamples, s...)
+				}
+				tr.Logf("candidate %d/%d", i+1, n)
+				s, err := b.stages.Lab.Run(ctx, t.Lab, candPath, 1, tr)
+				if err != nil {
+					if infraOrInterrupted(ctx, err) {
+						return err
+					}
+					tr.Logf("candidate kernel failed: %v", err)
+					t.Detail = detailOf(err)
+					return complete(ctx, b, job, func(tx *sql.Tx) error {
+						return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
+					})
+				}
+				candSamples = append(candSamples, s...)
+				// A crash is the answer already; more boots would only
+				// crash again.
+				if crashed(baseSamples) || crashed(candSamples) {
+					break
+				}
+			}
+			fin := time.Now()
+			// The base's cache: this round's boots, after the cached ones
+			// unless those disagree with them (the machine drifted).
+			all := baseSamples
+			drift := false
+			if len(cached) > 0 && job.Args.Round == 1 {
+				if drift, err = b.drifted(ctx, cached, baseSamples); err != nil {
+					return err
+				}
+			}
+			switch {
+			case len(cached) == 0:
+			case drift:
+				tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(baseSamples))
+			default:
+				all = append(append([]store.Sample(nil), cached...), baseSamples...)
+			}
+			return complete(ctx, b, job, func(tx *sql.Tx) error {
+				if basePath != "" {
+					if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "base", Commit: t.Base,
+						Lab: t.Lab, Samples: baseSamples, StartedAt: start, FinishedAt: fin}); err != nil {
+						return err
+					}
+					if err := b.st.PutBaseResults(ctx, tx, bk, all); err != nil {
+						return err
+					}
+				}
+				if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "candidate", Commit: t.Candidate,
+					Lab: t.Lab, Samples: candSamples, StartedAt: start, FinishedAt: fin}); err != nil {
+					return err
+				}
+				t.Rounds = job.Args.Round
+				if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+					return err
+				}
+				_, err := b.river.InsertTx(ctx, tx, ReportArgs{TestID: t.ID, Round: job.Args.Round}, nil)
+				return err
+			})
+		})
+	})
+}
+
+// drifted says whether cached base runs and fresh boots of the same base
+// kernel differ as a regression or an improvement would: the decision's
+// own test, with its effect floor, run on the base against itself.
+func (b *Bot) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, error) {
+	if crashed(fresh) || len(fresh) == 0 {
+		return false, nil
+	}
+	d, err := b.stages.Decide.Decide(ctx, cached, fresh)
+	if err != nil {
+		return false, infra(err)
+	}
+	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement, nil
+}
+
+func crashed(samples []store.Sample) bool {
+	for _, s := range samples {
+		if s.Crash != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// withLease runs f holding the lab pair's lease, renewing it while f
+// runs. A busy pair snoozes the job; a lost lease cancels f.
+func (b *Bot) withLease(ctx context.Context, pair string, jobID, rank int64, tr *Trace, f func(ctx context.Context) error) error {
+	ttl := b.cfg.LeaseTTL.Duration
+	holder := fmt.Sprintf("%s#%d", sanitizeID(b.opts.ID), jobID)
+	// In posting order: the oldest test waiting for the pair gets it. A
+	// waiter asks every LeaseWait; one silent for three is gone.
+	ok, err := b.st.AcquireLeaseInTurn(ctx, pair, holder, jobID, rank, ttl, 3*b.opts.LeaseWait+ttl/3)
+	if err != nil {
+		return infra(err)
+	}
+	if !ok {
+		tr.Logf("lab pair %s is busy; waiting", pair)
+		return errSnoozed
+	}
+	defer func() {
+		if err := b.st.ReleaseLease(context.WithoutCancel(ctx), pair, holder); err != nil {
+			b.log.Warn("lease release", "pair", pair, "err", err)
+		}
+	}()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if ok, err := b.st.RenewLease(ctx, pair, holder, ttl); err == nil && !ok {
+					cancel(&InfraError{fmt.Errorf("lease on %s lost", pair)})
+					return
+				}
+			}
+		}
+	}()
+	err = f(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil && IsInfra(cause) {
+		return cause
+	}
+	return err
+}

@@ -1,0 +1,174 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// The report: decide, ask for more runs, reply.
+
+type reportWorker struct {
+	river.WorkerDefaults[ReportArgs]
+	b *Bot
+}
+
+func (w *reportWorker) Timeout(*river.Job[ReportArgs]) time.Duration { return 30 * time.Minute }
+
+func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) error {
+	b := w.b
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		if job.Args.BisectionID != 0 {
+			return b.reportBisection(ctx, job, tr)
+		}
+		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
+		if err != nil {
+			return infra(err)
+		}
+		if t.State == store.StateCanceled {
+			return complete(ctx, b, job, nil)
+		}
+		var d Decision
+		if t.Verdict == "" {
+			base, cand, err := b.samples(ctx, t)
+			if err != nil {
+				return err
+			}
+			if t.Base == "" {
+				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
+			} else {
+				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
+					return infra(err)
+				}
+			}
+			tr.Logf("decision after round %d: %s (need %d more) %s", job.Args.Round, d.Verdict, d.NeedMore, d.Summary)
+			if d.NeedMore > 0 && job.Args.Round < b.cfg.MaxRounds {
+				return complete(ctx, b, job, func(tx *sql.Tx) error {
+					_, err := b.river.InsertTx(ctx, tx, LabArgs{TestID: t.ID, Round: job.Args.Round + 1, Runs: d.NeedMore}, nil)
+					return err
+				})
+			}
+			t.Verdict, t.Summary, t.Detail = d.Verdict, d.Summary, string(d.Detail)
+		}
+		if t.Kind == store.KindMainline {
+			return b.mainlineOutcome(ctx, job, t, d, tr)
+		}
+		o, err := b.storedOrigin(fmt.Sprintf("test %d", t.ID), t.Origin, tr)
+		if err != nil {
+			return err
+		}
+		if err := b.deliver(ctx, t, o, tr); err != nil {
+			return err
+		}
+		t.State = store.StateDone
+		return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+	})
+}
+
+// storedOrigin reads the origin stored with a test or a bisection (what):
+// where its reply goes. An unreadable one is the bot's own failure, an
+// INFRA error of the job, logged; never a zero Origin that would send
+// the reply nowhere.
+func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
+	var o Origin
+	if err := json.Unmarshal([]byte(raw), &o); err != nil {
+		err = fmt.Errorf("%s: stored origin unreadable: %w", what, err)
+		tr.Logf("%v", err)
+		b.log.Error("stored origin unreadable", "of", what, "err", err)
+		return Origin{}, infra(err)
+	}
+	return o, nil
+}
+
+// samples are a test's candidate samples and its base's samples. The
+// base's come from the cache, which holds every run of that base kernel
+// (this test's rounds appended to what an earlier test measured).
+func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sample, err error) {
+	runs, err := b.st.Runs(ctx, b.st.DB, t.ID)
+	if err != nil {
+		return nil, nil, infra(err)
+	}
+	var own []store.Sample
+	for _, r := range runs {
+		if r.Role == "base" {
+			own = append(own, r.Samples...)
+		} else {
+			cand = append(cand, r.Samples...)
+		}
+	}
+	if t.Base != "" {
+		// Any age: it was fresh when the lab round started.
+		base, _, err = b.st.BaseResults(ctx, b.st.DB, b.baseKey(t.Tree, t.Base, t.Lab), 100*365*24*time.Hour)
+		if err != nil {
+			return nil, nil, infra(err)
+		}
+	}
+	if len(base) == 0 {
+		base = own
+	}
+	return base, cand, nil
+}
+
+// deliver sends a test's reply to where the request came from. Delivery
+// is idempotent by key, so a crash after sending and before this job
+// completes does not send it twice.
+func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) error {
+	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason,
+		BaseBranch: t.BaseBranch, Lab: t.Lab, Candidate: t.Candidate, URL: b.testURL(t.ID),
+		TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
+	if t.Detail != "" {
+		r.Detail = json.RawMessage(t.Detail)
+	}
+	if t.Verdict == VerdictBuildFailed || t.Verdict == VerdictNotApplied || t.Verdict == VerdictBootFailed {
+		r.Log = t.Summary
+	}
+	base, cand, err := b.samples(ctx, t)
+	if err != nil {
+		return err
+	}
+	r.BaseSamples, r.CandSamples = base, cand
+	if t.SeriesID != 0 {
+		s, err := b.series(ctx, t.SeriesID)
+		if err != nil {
+			return err
+		}
+		r.Series = &s
+	}
+	rep := b.stages.Report
+	if rep == nil {
+		tr.Logf("no reporter: verdict %s kept on the dashboard only", t.Verdict)
+		return nil
+	}
+	if err := rep.Deliver(ctx, r); err != nil {
+		return infra(fmt.Errorf("deliver: %w", err))
+	}
+	tr.Logf("delivered %s reply %s", t.Verdict, t.Key)
+	return nil
+}
+
+// started tells the series' reporter that its testing starts, on the
+// base just chosen, when it wants to know (a Starter). A failure is the
+// infrastructure's: the test job is retried, and the reporter acts once.
+func (b *Bot) started(ctx context.Context, t store.Test, s Series, tr *Trace) error {
+	var o Origin
+	json.Unmarshal([]byte(t.Origin), &o)
+	st, ok := b.stages.Report.(Starter)
+	if !ok {
+		return nil
+	}
+	r := Report{Key: t.Key, Kind: t.Kind, Series: &s, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason, BaseBranch: t.BaseBranch,
+		Lab: t.Lab, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
+	if err := st.Started(ctx, r); err != nil {
+		return infra(fmt.Errorf("testing started: %w", err))
+	}
+	tr.Logf("told the reporter testing started")
+	return nil
+}
+
+func (b *Bot) testURL(id int64) string { return fmt.Sprintf("%s/tests/%d", b.cfg.URL, id) }
