@@ -11,7 +11,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 )
 
-// The build: apply, build base (unless its results are cached) and candidate.
+// The build job: apply, build base (unless its results are cached) and candidate.
 
 type buildWorker struct {
 	river.WorkerDefaults[BuildArgs]

@@ -12,7 +12,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 )
 
-// The ingest.
+// The ingest job: poll every list, store new mail, queue relevant series.
 
 type ingestWorker struct {
 	river.WorkerDefaults[IngestArgs]

@@ -11,7 +11,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 )
 
-// The lab: one round on a leased pair.
+// The lab job: one round on a leased pair.
 
 type labWorker struct {
 	river.WorkerDefaults[LabArgs]

@@ -12,7 +12,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 )
 
-// The mainline: test each new branch head.
+// The mainline job: test each new branch head.
 
 type mainlineWorker struct {
 	river.WorkerDefaults[MainlineArgs]

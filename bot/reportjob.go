@@ -12,7 +12,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 )
 
-// The report: decide, ask for more runs, reply.
+// The report job: decide, ask for more runs, reply.
 
 type reportWorker struct {
 	river.WorkerDefaults[ReportArgs]
