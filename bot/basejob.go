@@ -26,7 +26,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
 		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		if t.State == store.StateCanceled {
 			tr.Logf("test %d was canceled", t.ID)
@@ -69,7 +69,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			if br := b.opts.Branches[t.Tree]; len(br) > 0 {
 				base, err := b.stages.Trees.Head(ctx, t.Tree, br[0])
 				if err != nil {
-					return infra(err)
+					return Infra(err)
 				}
 				if base != cand {
 					t.Base, t.BaseReason = base, "head of "+t.Tree+"/"+br[0]
@@ -94,7 +94,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
 	row, err := b.st.Series(ctx, b.st.DB, id)
 	if err != nil {
-		return Series{}, infra(err)
+		return Series{}, Infra(err)
 	}
 	var s Series
 	if err := json.Unmarshal(row.Data, &s); err != nil {

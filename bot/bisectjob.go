@@ -41,7 +41,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
 		bis, err := b.st.Bisection(ctx, b.st.DB, job.Args.BisectionID)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		if bis.State != store.BisectionRunning && bis.State != store.BisectionConfirming {
 			tr.Logf("bisection %d is %s", bis.ID, bis.State)
@@ -49,7 +49,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		}
 		steps, err := b.st.BisectSteps(ctx, b.st.DB, bis.ID)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		n := len(steps) + 1
 		next := func(tx *sql.Tx) error {
@@ -67,7 +67,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		}
 		gitDir, err := b.stages.Trees.GitDir(bis.Tree)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		// A bare store opens only without DetectDotGit (which looks for a
 		// .git above it and fails); a work tree's path needs it.
@@ -76,11 +76,11 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 			repo, err = git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 		}
 		if err != nil {
-			return infra(fmt.Errorf("open %s: %w", gitDir, err))
+			return Infra(fmt.Errorf("open %s: %w", gitDir, err))
 		}
 		ref, _, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Good, bis.Lab), 100*365*24*time.Hour)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		if len(ref) == 0 {
 			tr.Logf("no results for good commit %s: measuring it", short(bis.Good))
@@ -227,14 +227,14 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	}
 	// Every measured commit is a cached base for later tests.
 	if err := b.st.PutBaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, commit, bis.Lab), samples); err != nil {
-		return nil, "", "", infra(err)
+		return nil, "", "", Infra(err)
 	}
 	if ref == nil {
 		return samples, bisect.Good, fmt.Sprintf("%s %.1f", bis.Metric, medians(samples)[bis.Metric]), nil
 	}
 	d, err := b.stages.Decide.Decide(ctx, ref, samples)
 	if err != nil {
-		return nil, "", "", infra(err)
+		return nil, "", "", Infra(err)
 	}
 	detail := fmt.Sprintf("%s %.1f (good %.1f): %s", bis.Metric, medians(samples)[bis.Metric], medians(ref)[bis.Metric], d.Verdict)
 	if d.Verdict == VerdictRegression || d.Verdict == VerdictCrash {
@@ -253,20 +253,20 @@ func firstLine(s string) string {
 func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], tr *Trace) error {
 	bis, err := b.st.Bisection(ctx, b.st.DB, job.Args.BisectionID)
 	if err != nil {
-		return infra(err)
+		return Infra(err)
 	}
 	steps, err := b.st.BisectSteps(ctx, b.st.DB, bis.ID)
 	if err != nil {
-		return infra(err)
+		return Infra(err)
 	}
 	forever := 100 * 365 * 24 * time.Hour
 	good, _, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Good, bis.Lab), forever)
 	if err != nil {
-		return infra(err)
+		return Infra(err)
 	}
 	bad, _, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Bad, bis.Lab), forever)
 	if err != nil {
-		return infra(err)
+		return Infra(err)
 	}
 	change := 0.0
 	if g := medians(good)[bis.Metric]; g != 0 {
@@ -297,7 +297,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	}
 	if rep := b.stages.Report; rep != nil {
 		if err := rep.Deliver(ctx, r); err != nil {
-			return infra(fmt.Errorf("deliver: %w", err))
+			return Infra(fmt.Errorf("deliver: %w", err))
 		}
 		tr.Logf("delivered %q", r.Title)
 	}

@@ -493,18 +493,18 @@ func (b *Bot) giveUp(ctx context.Context, row *rivertype.JobRow, cause error) {
 func complete[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], f func(tx *sql.Tx) error) error {
 	tx, err := b.st.DB.BeginTx(ctx, nil)
 	if err != nil {
-		return infra(err)
+		return Infra(err)
 	}
 	defer tx.Rollback()
 	if f != nil {
 		if err := f(tx); err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 	}
 	if _, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job); err != nil {
-		return infra(fmt.Errorf("complete job %d: %w", job.ID, err))
+		return Infra(fmt.Errorf("complete job %d: %w", job.ID, err))
 	}
-	return infra(tx.Commit())
+	return Infra(tx.Commit())
 }
 
 func mustJSON(v any) string {

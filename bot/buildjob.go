@@ -25,7 +25,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
 		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		if t.State == store.StateCanceled {
 			return complete(ctx, b, job, nil)
@@ -91,7 +91,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (string, error) {
 	kk, err := b.stages.Build.KernelKey(ctx, tree, commit)
 	if err != nil {
-		return "", infra(err)
+		return "", Infra(err)
 	}
 	key := artifactKey(tree, kk)
 	if b.art.Has(key) {
@@ -105,10 +105,10 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 		return "", err
 	}
 	if err := b.art.Put(ctx, key, dir); err != nil {
-		return "", infra(err)
+		return "", Infra(err)
 	}
 	if err := b.st.PutArtifact(ctx, key, b.cfg.URL); err != nil {
-		return "", infra(err)
+		return "", Infra(err)
 	}
 	tr.Logf("built %s in %s", key, time.Since(start).Round(time.Second))
 	return key, nil
@@ -128,11 +128,11 @@ func (b *Bot) fetchArtifact(ctx context.Context, key string, tr *Trace) (string,
 	}
 	url, err := b.st.ArtifactWorker(ctx, key)
 	if err != nil {
-		return "", infra(err)
+		return "", Infra(err)
 	}
 	tr.Logf("pulling %s from %s", key, url)
 	p, err := b.art.Pull(ctx, b.http, url, key)
-	return p, infra(err)
+	return p, Infra(err)
 }
 
 func (b *Bot) baseKey(tree, commit, lab string) store.BaseKey {

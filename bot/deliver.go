@@ -35,7 +35,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		if f, ok := b.stages.Report.(Flusher); ok {
 			n, err := f.Flush(ctx)
 			if err != nil {
-				return infra(err)
+				return Infra(err)
 			}
 			if n > 0 {
 				tr.Logf("sent %d replies that were due", n)

@@ -54,7 +54,7 @@ func (b *Bot) fetchTree(ctx context.Context, tree string, tr *Trace) error {
 	}
 	h, serr := b.st.RecordHealth(context.WithoutCancel(ctx), b.st.DB, "tree", tree, took, err)
 	if serr != nil {
-		return infra(serr)
+		return Infra(serr)
 	}
 	if err != nil {
 		tr.Logf("tree %s: fetch failed after %s (%d in a row): %v", tree, took.Round(time.Millisecond), h.Failures, err)
@@ -77,7 +77,7 @@ func (b *Bot) refreshStaleTrees(ctx context.Context, tr *Trace) error {
 	for _, tree := range b.opts.FetchTrees {
 		h, found, err := b.st.HealthOf(ctx, b.st.DB, "tree", tree)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		if found && b.st.Now().Sub(h.At) < b.opts.FetchInterval {
 			continue

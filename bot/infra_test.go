@@ -22,8 +22,8 @@ func TestInfraOrInterrupted(t *testing.T) {
 		want bool
 	}{
 		{"author's failure", live, plain, false},
-		{"infrastructure", live, infra(plain), true},
-		{"wrapped infrastructure", live, fmt.Errorf("build: %w", infra(plain)), true},
+		{"infrastructure", live, Infra(plain), true},
+		{"wrapped infrastructure", live, fmt.Errorf("build: %w", Infra(plain)), true},
 		{"interrupted", done, plain, true},
 	} {
 		if got := infraOrInterrupted(c.ctx, c.err); got != c.want {

@@ -31,7 +31,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 		cp := &pendingCheckpoints{st: b.st, set: map[string]string{}}
 		series, err := b.stages.Ingest.Poll(ctx, cp)
 		if err != nil {
-			return infra(fmt.Errorf("ingest: %w", err))
+			return Infra(fmt.Errorf("ingest: %w", err))
 		}
 		tr.Logf("%d new series", len(series))
 		// Nothing inside the transaction may write the trace: on SQLite

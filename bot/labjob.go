@@ -25,7 +25,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
 		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		if t.State == store.StateCanceled {
 			return complete(ctx, b, job, nil)
@@ -39,7 +39,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			// measured moves both sides alike. The cache only adds
 			// evidence, once it agrees with the fresh boots (below).
 			if cached, _, err = b.st.BaseResults(ctx, b.st.DB, bk, b.cfg.BaseMaxAge.Duration); err != nil {
-				return infra(err)
+				return Infra(err)
 			}
 			if basePath, err = b.fetchArtifact(ctx, t.BaseArtifact, tr); err != nil {
 				return err
@@ -146,7 +146,7 @@ func (b *Bot) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, 
 	}
 	d, err := b.stages.Decide.Decide(ctx, cached, fresh)
 	if err != nil {
-		return false, infra(err)
+		return false, Infra(err)
 	}
 	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement, nil
 }
@@ -169,7 +169,7 @@ func (b *Bot) withLease(ctx context.Context, pair string, jobID, rank int64, tr 
 	// waiter asks every LeaseWait; one silent for three is gone.
 	ok, err := b.st.AcquireLeaseInTurn(ctx, pair, holder, jobID, rank, ttl, 3*b.opts.LeaseWait+ttl/3)
 	if err != nil {
-		return infra(err)
+		return Infra(err)
 	}
 	if !ok {
 		tr.Logf("lab pair %s is busy; waiting", pair)

@@ -30,11 +30,11 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 		}
 		head, err := b.stages.Trees.Head(ctx, a.Tree, a.Branch)
 		if err != nil {
-			return infra(fmt.Errorf("fetch %s %s: %w", a.Tree, a.Branch, err))
+			return Infra(fmt.Errorf("fetch %s %s: %w", a.Tree, a.Branch, err))
 		}
 		hist, err := b.st.MainlineHistory(ctx, b.st.DB, a.Tree, a.Branch)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		lastGood := ""
 		for _, r := range hist {

@@ -29,7 +29,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		}
 		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
 		if err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		if t.State == store.StateCanceled {
 			return complete(ctx, b, job, nil)
@@ -44,7 +44,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
 			} else {
 				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
-					return infra(err)
+					return Infra(err)
 				}
 			}
 			tr.Logf("decision after round %d: %s (need %d more) %s", job.Args.Round, d.Verdict, d.NeedMore, d.Summary)
@@ -81,7 +81,7 @@ func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
 		err = fmt.Errorf("%s: stored origin unreadable: %w", what, err)
 		tr.Logf("%v", err)
 		b.log.Error("stored origin unreadable", "of", what, "err", err)
-		return Origin{}, infra(err)
+		return Origin{}, Infra(err)
 	}
 	return o, nil
 }
@@ -92,7 +92,7 @@ func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
 func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sample, err error) {
 	runs, err := b.st.Runs(ctx, b.st.DB, t.ID)
 	if err != nil {
-		return nil, nil, infra(err)
+		return nil, nil, Infra(err)
 	}
 	var own []store.Sample
 	for _, r := range runs {
@@ -106,7 +106,7 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 		// Any age: it was fresh when the lab round started.
 		base, _, err = b.st.BaseResults(ctx, b.st.DB, b.baseKey(t.Tree, t.Base, t.Lab), 100*365*24*time.Hour)
 		if err != nil {
-			return nil, nil, infra(err)
+			return nil, nil, Infra(err)
 		}
 	}
 	if len(base) == 0 {
@@ -146,7 +146,7 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 		return nil
 	}
 	if err := rep.Deliver(ctx, r); err != nil {
-		return infra(fmt.Errorf("deliver: %w", err))
+		return Infra(fmt.Errorf("deliver: %w", err))
 	}
 	tr.Logf("delivered %s reply %s", t.Verdict, t.Key)
 	return nil
@@ -165,7 +165,7 @@ func (b *Bot) started(ctx context.Context, t store.Test, s Series, tr *Trace) er
 	r := Report{Key: t.Key, Kind: t.Kind, Series: &s, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason, BaseBranch: t.BaseBranch,
 		Lab: t.Lab, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
 	if err := st.Started(ctx, r); err != nil {
-		return infra(fmt.Errorf("testing started: %w", err))
+		return Infra(fmt.Errorf("testing started: %w", err))
 	}
 	tr.Logf("told the reporter testing started")
 	return nil

@@ -251,7 +251,9 @@ func (e *InfraError) Error() string { return e.Err.Error() }
 func (e *InfraError) Unwrap() error { return e.Err }
 func (e *InfraError) Infra() bool   { return true }
 
-func infra(err error) error {
+// Infra marks err as the infrastructure's fault, unless it says so
+// already; nil stays nil.
+func Infra(err error) error {
 	if err == nil || IsInfra(err) {
 		return err
 	}

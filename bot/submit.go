@@ -131,7 +131,7 @@ func (w *githubPollWorker) Work(ctx context.Context, job *river.Job[GitHubPollAr
 			return complete(ctx, b, job, nil)
 		}
 		if err := b.opts.GitHub.Poll(ctx); err != nil {
-			return infra(err)
+			return Infra(err)
 		}
 		return complete(ctx, b, job, nil)
 	})

@@ -90,7 +90,7 @@ func TestRepeatWhileBusy(t *testing.T) {
 
 	boot, n = boots(0.9, 0.8, 0.7, 0.1)
 	_, err = repeatWhileBusy(ctx, cfg, log, boot)
-	if !IsInfra(err) || *n != 3 || !strings.Contains(err.Error(), "0.90, 0.80, 0.70 of the host's cores during 3 boots") {
+	if !isInfra(err) || *n != 3 || !strings.Contains(err.Error(), "0.90, 0.80, 0.70 of the host's cores during 3 boots") {
 		t.Fatalf("always busy: %d boots, %v", *n, err)
 	}
 

@@ -13,7 +13,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -85,11 +84,9 @@ func (e *InfraError) Error() string {
 
 func (e *InfraError) Unwrap() error { return e.Err }
 
-// IsInfra reports whether err is the lab's fault.
-func IsInfra(err error) bool {
-	var ie *InfraError
-	return errors.As(err, &ie)
-}
+// Infra says the lab, not the patch, failed: the bot's classification
+// (bot.IsInfra) asks every error in a chain for it.
+func (e *InfraError) Infra() bool { return true }
 
 // Test says what to run once both hosts are up.
 type Test struct {

@@ -230,3 +230,9 @@ func TestGuestArgs(t *testing.T) {
 		}
 	}
 }
+
+// isInfra is bot.IsInfra's question, asked of the lab's own errors.
+func isInfra(err error) bool {
+	var ie interface{ Infra() bool }
+	return errors.As(err, &ie) && ie.Infra()
+}

@@ -163,8 +163,8 @@ func TestPairPanicIsBootError(t *testing.T) {
 	if be.Crash == nil || be.Crash.Title != "kernel panic: sysrq triggered crash" || be.Crash.Kind != console.Panic {
 		t.Fatalf("crash %+v", be.Crash)
 	}
-	if IsInfra(err) || res == nil || !strings.Contains(be.Console, "Kernel panic") {
-		t.Errorf("infra=%v res=%v console:\n%s", IsInfra(err), res != nil, be.Console)
+	if isInfra(err) || res == nil || !strings.Contains(be.Console, "Kernel panic") {
+		t.Errorf("infra=%v res=%v console:\n%s", isInfra(err), res != nil, be.Console)
 	}
 }
 
@@ -220,7 +220,7 @@ func TestPairCancel(t *testing.T) {
 	}
 	_, err := p.Run(ctx, testKernel(t), DefaultTest())
 	noSurvivors(t, *pids)
-	if !IsInfra(err) || !errors.Is(err, context.Canceled) {
+	if !isInfra(err) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("want an InfraError wrapping context.Canceled, got %v", err)
 	}
 }
@@ -267,14 +267,14 @@ func TestPairQEMUFailsToStart(t *testing.T) {
 	p, _ := testPair(t)
 	p.cfg.Binary = "/nonexistent/qemu-system-x86_64"
 	_, err := p.Run(context.Background(), testKernel(t), DefaultTest())
-	if !IsInfra(err) {
+	if !isInfra(err) {
 		t.Fatalf("missing binary: want InfraError, got %v", err)
 	}
 	p, pids := testPair(t)
 	p.cfg.Icount = "shift=bogus"
 	_, err = p.Run(context.Background(), testKernel(t), DefaultTest())
 	noSurvivors(t, *pids)
-	if !IsInfra(err) || !strings.Contains(err.Error(), "icount") {
+	if !isInfra(err) || !strings.Contains(err.Error(), "icount") {
 		t.Fatalf("bad option: want InfraError quoting QEMU, got %v", err)
 	}
 }

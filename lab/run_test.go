@@ -106,7 +106,7 @@ server EXIT
 `
 	_, err := feed(t, DefaultTest(), script).result(context.Background())
 	var be *BootError
-	if !errors.As(err, &be) || be.Host != "server" || be.Phase != "rdma" || IsInfra(err) {
+	if !errors.As(err, &be) || be.Host != "server" || be.Phase != "rdma" || isInfra(err) {
 		t.Fatalf("want BootError on server in phase rdma, got %v", err)
 	}
 }

@@ -82,7 +82,7 @@ func (b *Build) askedBase(tree, branch string) (bot.Base, error) {
 		}
 		ref, err := b.Store.Repository().Reference(builder.TreeRef(tree, branch), true)
 		if err != nil {
-			return bot.Base{}, infra(fmt.Errorf("%s/%s is not in the tree store (fetch it: rdmabot tree fetch --name %s): %w", tree, branch, tree, err))
+			return bot.Base{}, bot.Infra(fmt.Errorf("%s/%s is not in the tree store (fetch it: rdmabot tree fetch --name %s): %w", tree, branch, tree, err))
 		}
 		return bot.Base{Tree: tree, Commit: ref.Hash().String(), Reason: fmt.Sprintf("asked for: head of %s/%s", tree, branch)}, nil
 	}
@@ -102,7 +102,7 @@ func (b *Build) MaintainersOf(ctx context.Context, s bot.Series, files []string)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, infra(err)
+		return nil, bot.Infra(err)
 	}
 	var out []string
 	for _, c := range m.For(files) {
@@ -128,7 +128,7 @@ func (b *Build) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io
 		if errors.As(err, &ae) || errors.As(err, &ue) {
 			return "", applyFailure(err)
 		}
-		return "", infra(err)
+		return "", bot.Infra(err)
 	}
 	if len(res.Commits) == 0 {
 		return "", fmt.Errorf("the series has no patches")
@@ -152,7 +152,7 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 		if errors.As(err, &be) {
 			return "", buildFailure(err)
 		}
-		return "", infra(err)
+		return "", bot.Infra(err)
 	}
 	fmt.Fprintf(trace, "kernel %s (reused %v, synced %+v, timings %+v)\n", res.Key, res.Reused, res.Sync, res.Timings)
 	return res.Dir, nil
@@ -175,11 +175,11 @@ func (b *Build) Fetch(ctx context.Context, tree string) error {
 			continue
 		}
 		if t.URL == "" {
-			return infra(b.Store.Refresh(ctx))
+			return bot.Infra(b.Store.Refresh(ctx))
 		}
-		return infra(b.Store.Fetch(ctx, t))
+		return bot.Infra(b.Store.Fetch(ctx, t))
 	}
-	return infra(fmt.Errorf("tree %s is not configured ([[builder.trees]])", tree))
+	return bot.Infra(fmt.Errorf("tree %s is not configured ([[builder.trees]])", tree))
 }
 
 // resolve finds a commit and the kernel configuration of the lab; a
@@ -187,11 +187,11 @@ func (b *Build) Fetch(ctx context.Context, tree string) error {
 func (b *Build) resolve(commit string) (*object.Commit, kbuild.Lab, error) {
 	c, err := b.Store.Resolve(commit)
 	if err != nil {
-		return nil, kbuild.Lab{}, infra(err)
+		return nil, kbuild.Lab{}, bot.Infra(err)
 	}
 	labCfg, err := kbuild.LookupLab(b.Lab)
 	if err != nil {
-		return nil, kbuild.Lab{}, infra(err)
+		return nil, kbuild.Lab{}, bot.Infra(err)
 	}
 	return c, labCfg, nil
 }
@@ -204,7 +204,7 @@ func (b *Build) KernelKey(ctx context.Context, tree, commit string) (string, err
 		return "", err
 	}
 	key, err := b.Kbuild.Key(kbuild.Request{Tree: c.TreeHash, Lab: labCfg})
-	return key, infra(err)
+	return key, bot.Infra(err)
 }
 
 // Head fetches a tree's branch (when it has a URL; else re-reads the
@@ -221,7 +221,7 @@ func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {
 			err = b.Store.Refresh(ctx)
 		}
 		if err != nil {
-			return "", infra(err)
+			return "", bot.Infra(err)
 		}
 	}
 	c, err := b.Store.Resolve(tree + "/" + ref)
@@ -245,7 +245,7 @@ const revertTimeout = 15 * time.Minute
 func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, error) {
 	wt, err := os.MkdirTemp("", "rdmabot-revert-")
 	if err != nil {
-		return "", infra(err)
+		return "", bot.Infra(err)
 	}
 	os.Remove(wt)
 	defer func() {
@@ -253,7 +253,7 @@ func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, 
 		os.RemoveAll(wt)
 	}()
 	if _, err := builder.RunGit(ctx, b.RepoDir, revertTimeout, "worktree", "add", "--detach", wt, onto); err != nil {
-		return "", infra(err)
+		return "", bot.Infra(err)
 	}
 	// The worktree's own git dir (its HEAD and index), with it as the
 	// work tree; the commit is the configured committer's.
@@ -266,7 +266,7 @@ func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, 
 	}
 	out, err := inWT("rev-parse", "HEAD")
 	if err != nil {
-		return "", infra(err)
+		return "", bot.Infra(err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lab"
 )
@@ -50,7 +51,7 @@ func (l *Lab) pair(ctx context.Context, name string) (lab.Pair, error) {
 func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Writer) ([]store.Sample, error) {
 	p, err := l.pair(ctx, pairName)
 	if err != nil {
-		return nil, infra(err)
+		return nil, bot.Infra(err)
 	}
 	k := lab.Kernel{BzImage: filepath.Join(dir, "bzImage")}
 	if st, err := os.Stat(filepath.Join(dir, "modules")); err == nil && st.IsDir() {
@@ -61,10 +62,10 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 		res, err := p.Run(ctx, k, l.Test)
 		if err != nil {
 			var be *lab.BootError
-			if errors.As(err, &be) && !lab.IsInfra(err) {
+			if errors.As(err, &be) && !bot.IsInfra(err) {
 				return nil, err
 			}
-			return nil, infra(err)
+			return nil, bot.Infra(err)
 		}
 		s := store.Sample{Metrics: map[string]float64{}, Iterations: map[string][]float64{},
 			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy}

@@ -223,7 +223,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	}
 	if len(errs) > 0 && len(errs) == len(l.Cfg.Lists) {
 		// Not one list could be read: the poll itself failed, and says why.
-		return nil, infra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
+		return nil, bot.Infra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
 	// The window is in the archive's time: mail older than it is not
 	// news, however recently the bot first read it (a first start on an
@@ -231,7 +231,7 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 	cut := l.Now().Add(-l.Window)
 	mail, err := l.St.MailSince(ctx, cut)
 	if err != nil {
-		return nil, infra(err)
+		return nil, bot.Infra(err)
 	}
 	a, err := lore.NewAssembler(l.Cfg.Assembler(l.Now))
 	if err != nil {
@@ -406,7 +406,7 @@ func joinInts(v []int) string {
 func (l *Lore) due(ctx context.Context, list string) (bool, error) {
 	h, _, err := l.St.HealthOf(ctx, l.St.DB, "list", list)
 	if err != nil {
-		return false, infra(err)
+		return false, bot.Infra(err)
 	}
 	return h.OK || h.Failures == 0 || !l.Now().Before(h.At.Add(listBackoff(h.Failures))), nil
 }
@@ -415,7 +415,7 @@ func (l *Lore) due(ctx context.Context, list string) (bool, error) {
 func (l *Lore) record(ctx context.Context, list string, took time.Duration, err error) error {
 	h, serr := l.St.RecordHealth(ctx, l.St.DB, "list", list, took, err)
 	if serr != nil {
-		return infra(serr)
+		return bot.Infra(serr)
 	}
 	if err != nil {
 		l.Log.Warn("lore: list failed; the others go on", "list", list, "failures", h.Failures,
@@ -480,7 +480,7 @@ func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
 	// Offline, or not on the server: the mail already read from the lists.
 	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
 	if err != nil {
-		return bot.Series{}, infra(err)
+		return bot.Series{}, bot.Infra(err)
 	}
 	items := make([]feed.Item, 0, len(mail))
 	for _, m := range mail {
@@ -554,12 +554,4 @@ func (l *Lore) assembleOne(items []feed.Item, msgID string) (bot.Series, error) 
 		return bot.Series{}, fmt.Errorf("series %q is incomplete: missing %v", found[0].Subject, found[0].Missing)
 	}
 	return convert(found[0], l.Cfg), nil
-}
-
-// infra marks an error as the infrastructure's fault.
-func infra(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &bot.InfraError{Err: err}
 }

@@ -438,7 +438,7 @@ func (r *Reports) enqueueChecks(ctx context.Context, th reports.Thread, phase st
 			return err
 		}
 		if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
-			return infra(err)
+			return bot.Infra(err)
 		}
 	}
 	return nil
@@ -452,10 +452,10 @@ func (r *Reports) Flush(ctx context.Context) (int, error) {
 
 func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
 	if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
-		return infra(err)
+		return bot.Infra(err)
 	}
 	if _, err := r.Outbox.Deliver(ctx); err != nil {
-		return infra(err)
+		return bot.Infra(err)
 	}
 	return nil
 }

@@ -16,6 +16,9 @@ type InfraError struct {
 func (e *InfraError) Error() string { return "kbuild " + e.Op + " (infrastructure): " + e.Err.Error() }
 func (e *InfraError) Unwrap() error { return e.Err }
 
+// Infra says the machine or the bot, not the patch, failed (bot.IsInfra).
+func (e *InfraError) Infra() bool { return true }
+
 // BuildError is a kernel that does not build: the source's fault. Whether
 // the patch or its base is to blame is decided by comparing Diagnostics
 // with the base's build (NewSince).
