@@ -143,6 +143,8 @@ func Bench(ctx context.Context, o BenchOptions) error {
 				continue
 			}
 			runs[m.name] = append(runs[m.name], res)
+			f := res.Figures()
+			res.Saved = &f
 			b, _ := json.MarshalIndent(res, "", "  ")
 			name := filepath.Join(o.NoiseDir, fmt.Sprintf("%s-%s-%02d.json", stamp, m.name, i+1))
 			if err := os.WriteFile(name, b, 0o644); err != nil {

@@ -215,6 +215,9 @@ type Result struct {
 	// pairs, which are lent whole). Busy lists the same figure for each
 	// boot before it that was measured under contention and repeated.
 	HostOtherCores float64 `json:"host_other_cores"`
+	// Figures are filled where a result is saved for others to read
+	// (the lab bench's noise files), from Figures().
+	Saved *Figures `json:"figures,omitempty"`
 	// GuestCPUWait is how many of the QEMUs' threads, on average, were
 	// runnable but waiting for a CPU: starvation, whoever caused it.
 	GuestCPUWait float64   `json:"guest_cpu_wait"`
@@ -238,6 +241,42 @@ func (r *Result) Crash() *console.Crash {
 		}
 	}
 	return warn
+}
+
+// Figures are a boot's measurements as the bot decides on them: per
+// iteration, and the boot's mean of each (loop_s is one figure per boot).
+type Figures struct {
+	PerIteration map[string][]float64 `json:"per_iteration"`
+	Means        map[string]float64   `json:"means"`
+}
+
+// Figures derives the decided metrics from the iterations: write_MBps
+// and read_MBps as measured, copy_MBps both copies together (writeback
+// moves work between the write and the read-back, so their sum varies
+// about half as much from boot to boot as either alone), loop_s the
+// whole loop on the guest's clock.
+func (r *Result) Figures() Figures {
+	f := Figures{PerIteration: map[string][]float64{}, Means: map[string]float64{}}
+	for _, it := range r.Iterations {
+		if it.WriteMBps > 0 {
+			f.PerIteration["write_MBps"] = append(f.PerIteration["write_MBps"], it.WriteMBps)
+		}
+		f.PerIteration["read_MBps"] = append(f.PerIteration["read_MBps"], it.ReadMBps)
+		if it.WriteSecs > 0 && it.ReadSecs > 0 && r.Test.SizeMiB > 0 {
+			f.PerIteration["copy_MBps"] = append(f.PerIteration["copy_MBps"], 2*float64(r.Test.SizeMiB)/(it.WriteSecs+it.ReadSecs))
+		}
+	}
+	for k, v := range f.PerIteration {
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		f.Means[k] = sum / float64(len(v))
+	}
+	if r.LoopSecs > 0 {
+		f.Means["loop_s"] = r.LoopSecs
+	}
+	return f
 }
 
 // Mean of a metric over the iterations.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -235,4 +236,29 @@ func TestGuestArgs(t *testing.T) {
 func isInfra(err error) bool {
 	var ie interface{ Infra() bool }
 	return errors.As(err, &ie) && ie.Infra()
+}
+
+// The lab defines the decided metrics: copy_MBps is both copies of the
+// file over their summed time, and each boot's figure is the mean of its
+// iterations; a fio run has read bandwidth only.
+func TestFiguresDeriveDecidedMetrics(t *testing.T) {
+	r := Result{Test: Test{SizeMiB: 8}, LoopSecs: 30, Iterations: []Iteration{
+		{N: 1, WriteMBps: 4, ReadMBps: 8, WriteSecs: 2, ReadSecs: 1},
+		{N: 2, WriteMBps: 2, ReadMBps: 4, WriteSecs: 4, ReadSecs: 2},
+	}}
+	f := r.Figures()
+	c := f.PerIteration["copy_MBps"]
+	if len(c) != 2 || math.Abs(c[0]-16.0/3) > 1e-9 || math.Abs(c[1]-16.0/6) > 1e-9 {
+		t.Fatalf("copy per iteration %v, want 16/3 and 16/6", c)
+	}
+	if m := f.Means["copy_MBps"]; math.Abs(m-(16.0/3+16.0/6)/2) > 1e-9 {
+		t.Errorf("copy mean %v", m)
+	}
+	if f.Means["write_MBps"] != 3 || f.Means["read_MBps"] != 6 || f.Means["loop_s"] != 30 {
+		t.Errorf("means %v", f.Means)
+	}
+	fio := Result{Test: Test{SizeMiB: 8}, Iterations: []Iteration{{N: 1, ReadMBps: 9, ReadSecs: 1}}}
+	if g := fio.Figures(); len(g.PerIteration["copy_MBps"]) != 0 || g.Means["read_MBps"] != 9 {
+		t.Errorf("fio figures %+v", g)
+	}
 }

@@ -37,7 +37,7 @@ func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Res
 	if p.boots == p.fail {
 		return nil, &lab.InfraError{Err: errors.New("guest lost")}
 	}
-	r := &lab.Result{Pair: "qemu", Passed: true, LoopSecs: 10}
+	r := &lab.Result{Pair: "qemu", Test: t, Passed: true, LoopSecs: 10}
 	for i := range 3 {
 		v := p.speed * (1 + 0.02*p.rng.NormFloat64())
 		secs := float64(t.SizeMiB) / v

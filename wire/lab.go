@@ -67,30 +67,9 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 			}
 			return nil, bot.Infra(err)
 		}
-		s := store.Sample{Metrics: map[string]float64{}, Iterations: map[string][]float64{},
+		f := res.Figures()
+		s := store.Sample{Metrics: f.Means, Iterations: f.PerIteration,
 			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy}
-		for _, it := range res.Iterations {
-			if it.WriteMBps > 0 {
-				s.Iterations["write_MBps"] = append(s.Iterations["write_MBps"], it.WriteMBps)
-			}
-			s.Iterations["read_MBps"] = append(s.Iterations["read_MBps"], it.ReadMBps)
-			// Both copies together: writeback moves work between the
-			// write and the read-back, so their sum varies about half
-			// as much from boot to boot as either alone.
-			if it.WriteSecs > 0 && it.ReadSecs > 0 {
-				s.Iterations["copy_MBps"] = append(s.Iterations["copy_MBps"], 2*float64(l.Test.SizeMiB)/(it.WriteSecs+it.ReadSecs))
-			}
-		}
-		for k, v := range s.Iterations {
-			sum := 0.0
-			for _, x := range v {
-				sum += x
-			}
-			s.Metrics[k] = sum / float64(len(v))
-		}
-		if res.LoopSecs > 0 {
-			s.Metrics["loop_s"] = res.LoopSecs
-		}
 		if c := res.Crash(); c != nil {
 			s.Crash = c.Title
 			s.Log = c.Report

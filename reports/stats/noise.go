@@ -132,20 +132,16 @@ func PlainTCGNoise() NoiseModel {
 }
 
 // labRun is the part of the lab's per-boot result JSON (lab.Result) the
-// noise model reads: the lab mode, whether the run passed, the per
-// iteration throughputs and the whole loop's seconds.
+// noise model reads: the lab mode, whether the run passed, and the
+// figures the lab derived from the boot (lab.Figures: the metrics are
+// the lab's to define, not recomputed here).
 type labRun struct {
-	Mode     string  `json:"mode"`
-	Passed   bool    `json:"passed"`
-	LoopSecs float64 `json:"loop_s"`
-	Test     struct {
-		SizeMiB int `json:"size_mib"`
-	} `json:"test"`
-	Iterations []struct {
-		ReadMBps  float64 `json:"read_mbps"`
-		WriteSecs float64 `json:"write_s"`
-		ReadSecs  float64 `json:"read_s"`
-	} `json:"iterations"`
+	Mode    string `json:"mode"`
+	Passed  bool   `json:"passed"`
+	Figures *struct {
+		PerIteration map[string][]float64 `json:"per_iteration"`
+		Means        map[string]float64   `json:"means"`
+	} `json:"figures"`
 }
 
 // LoadNoiseDir fits one model per lab mode (plain TCG, icount, ...) to
@@ -177,21 +173,20 @@ func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		if !r.Passed || len(r.Iterations) == 0 {
+		if !r.Passed {
 			continue
+		}
+		if r.Figures == nil {
+			return nil, fmt.Errorf("%s: no figures (saved before the lab wrote them): run rdmabot lab bench again", f)
 		}
 		m := modes[r.Mode]
 		if m == nil {
 			m = &perMode{}
 			modes[r.Mode] = m
 		}
-		var c, rd []float64
-		for _, it := range r.Iterations {
-			if it.WriteSecs > 0 && it.ReadSecs > 0 && r.Test.SizeMiB > 0 {
-				c = append(c, 2*float64(r.Test.SizeMiB)/(it.WriteSecs+it.ReadSecs))
-			} else if it.ReadMBps > 0 {
-				rd = append(rd, it.ReadMBps)
-			}
+		c, rd := r.Figures.PerIteration["copy_MBps"], []float64(nil)
+		if len(c) == 0 {
+			rd = r.Figures.PerIteration["read_MBps"] // fio: read bandwidth only
 		}
 		if len(c) > 0 {
 			m.copy = append(m.copy, c)
@@ -199,8 +194,8 @@ func LoadNoiseDir(dir string) ([]NoiseModel, error) {
 		if len(rd) > 0 {
 			m.read = append(m.read, rd)
 		}
-		if r.LoopSecs > 0 {
-			m.loop = append(m.loop, []float64{r.LoopSecs})
+		if l := r.Figures.Means["loop_s"]; l > 0 {
+			m.loop = append(m.loop, []float64{l})
 		}
 	}
 	names := make([]string, 0, len(modes))

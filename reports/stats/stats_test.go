@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -292,14 +293,17 @@ func TestLoadNoiseDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The shape of lab.Result, trimmed.
+	// The shape of lab.Result, trimmed: the figures are the lab's
+	// (lab.Result.Figures), 2 x 8 MiB over write_s + read_s per iteration.
 	for i, v := range []float64{16.0, 16.5, 17.0, 16.2} {
+		c1, c2 := 16/(8/v+2.2), 16/(8/(v+0.2)+2.1)
 		write(fmt.Sprintf("s-quiet-%02d.json", i), fmt.Sprintf(`{"pair":"qemu","mode":"qemu-tcg-icount2","passed":true,"loop_s":%v,"test":{"size_mib":8},
-			"iterations":[{"n":1,"write_mbps":%v,"read_mbps":14.5,"write_s":%v,"read_s":2.2,"cmp":"ok"},{"n":2,"write_mbps":%v,"read_mbps":14.9,"write_s":%v,"read_s":2.1,"cmp":"ok"}]}`,
-			50+i, v, 8/v, v+0.2, 8/(v+0.2)))
+			"iterations":[{"n":1,"write_mbps":%v,"read_mbps":14.5,"write_s":%v,"read_s":2.2,"cmp":"ok"},{"n":2,"write_mbps":%v,"read_mbps":14.9,"write_s":%v,"read_s":2.1,"cmp":"ok"}],
+			"figures":{"per_iteration":{"copy_MBps":[%v,%v],"read_MBps":[14.5,14.9]},"means":{"copy_MBps":%v,"loop_s":%v}}}`,
+			50+i, v, 8/v, v+0.2, 8/(v+0.2), c1, c2, (c1+c2)/2, 50+i))
 	}
 	write("s-summary.json", `{"kernel":{"path":"bzImage"},"boots":4,"spread":{"quiet":[{"metric":"loop_s","values":[1,2],"mean":1.5,"cv":0.4}]}}`)
-	write("s-plain-01.json", `{"mode":"qemu-tcg","passed":true,"loop_s":20,"iterations":[{"write_mbps":20,"read_mbps":19}]}`)
+	write("s-plain-01.json", `{"mode":"qemu-tcg","passed":true,"loop_s":20,"figures":{"per_iteration":{"read_MBps":[19]},"means":{"loop_s":20}}}`)
 	write("s-quiet-99.json", `{"mode":"qemu-tcg-icount2","passed":false,"loop_s":500,"iterations":[{"write_mbps":1,"read_mbps":1}]}`)
 	models, err := LoadNoiseDir(dir)
 	if err != nil {
@@ -318,6 +322,11 @@ func TestLoadNoiseDir(t *testing.T) {
 	}
 	if _, err := LoadNoiseDir(t.TempDir()); err == nil {
 		t.Error("an empty directory is an error")
+	}
+	old := t.TempDir()
+	os.WriteFile(filepath.Join(old, "s-quiet-01.json"), []byte(`{"mode":"qemu-tcg-icount2","passed":true,"loop_s":50}`), 0o644)
+	if _, err := LoadNoiseDir(old); err == nil || !strings.Contains(err.Error(), "no figures") {
+		t.Errorf("a run saved without the lab's figures: %v", err)
 	}
 }
 
