@@ -22,25 +22,11 @@ import (
 	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
-// decided are the metrics a verdict rests on, in the order reports
-// show them: both copies' throughput together (about 2.5 % boot-to-boot
-// spread in quiet mode, where write and read alone spread 4-6 %) and the
-// whole loop's seconds (under 1 %). Write and read alone stay in the
-// samples for the run page. A fio run has only read bandwidth.
-var decided = []struct {
-	name, label, unit string
-	higher            bool
-}{
-	{"copy_MBps", "copy", "MB/s", true},
-	{"loop_s", "loop", "s", false},
-	{"read_MBps", "read", "MB/s", true},
-}
-
 // sampleKey is the sample name of a decided metric's label.
 func sampleKey(label string) string {
-	for _, d := range decided {
-		if d.label == label {
-			return d.name
+	for _, d := range reports.DecidedMetrics() {
+		if d.Label == label {
+			return d.Name
 		}
 	}
 	return label
@@ -70,11 +56,11 @@ func metrics(base, cand []store.Sample) []stats.Metric {
 		return out
 	}
 	var out []stats.Metric
-	for _, d := range decided {
-		if !has[d.name] || (d.name == "read_MBps" && has["copy_MBps"]) {
+	for _, d := range reports.DecidedMetrics() {
+		if !has[d.Name] || (d.Name == "read_MBps" && has["copy_MBps"]) {
 			continue
 		}
-		out = append(out, stats.Metric{Name: d.label, Unit: d.unit, HigherIsBetter: d.higher, Base: runs(base, d.name), Cand: runs(cand, d.name)})
+		out = append(out, stats.Metric{Name: d.Label, Unit: d.Unit, HigherIsBetter: d.HigherIsBetter, Base: runs(base, d.Name), Cand: runs(cand, d.Name)})
 	}
 	return out
 }
