@@ -33,11 +33,7 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	cfg, err := wire.Load(*path)
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	cfg, st, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}

@@ -32,11 +32,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := wire.Load(*path)
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	cfg, st, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
@@ -174,14 +170,20 @@ func newGitHub(cfg wire.Config, c *github.Client) (*ghbot.Bot, error) {
 	return &ghbot.Bot{Client: c, Owner: owner, Repo: repo, Secret: secret, Allow: g.Allow, Org: g.Org, Tree: tree, URL: cfg.Bot.URL}, nil
 }
 
+// openStore loads the config at path and opens its database.
+func openStore(ctx context.Context, path string) (wire.Config, *store.Store, error) {
+	cfg, err := wire.Load(path)
+	if err != nil {
+		return cfg, nil, err
+	}
+	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	return cfg, st, err
+}
+
 // client opens the database and an insert-only bot: the CLI queues work
 // for a running `rdmabot serve`.
 func client(ctx context.Context, e *env, path string, withLore bool) (*bot.Bot, *store.Store, wire.Config, error) {
-	cfg, err := wire.Load(path)
-	if err != nil {
-		return nil, nil, cfg, err
-	}
-	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	cfg, st, err := openStore(ctx, path)
 	if err != nil {
 		return nil, nil, cfg, err
 	}
@@ -294,11 +296,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := wire.Load(*path)
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
+	_, st, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
