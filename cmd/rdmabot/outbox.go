@@ -7,9 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/reports/outbox"
-	"github.com/rdmabot/rdmabot/wire"
 )
 
 const outboxUsage = "rdmabot outbox list [--all] [--json] | show ID | approve ID... (flags such as --config FILE go before the IDs)"
