@@ -23,7 +23,7 @@ func TestHelp(t *testing.T) {
 		cases = append(cases, []string{name, "-h"}, []string{name, "--help"})
 	}
 	for _, v := range [][]string{{"tree", "import"}, {"tree", "fetch"}, {"tree", "list"}, {"lab", "image"}, {"lab", "run"},
-		{"lab", "bench"}, {"lore", "scan"}, {"outbox", "list"}, {"outbox", "show"}, {"outbox", "approve", "ID"}, {"config", "check"}} {
+		{"lab", "bench"}, {"lab", "aa"}, {"lab", "queue"}, {"lore", "scan"}, {"outbox", "list"}, {"outbox", "show"}, {"outbox", "approve", "ID"}, {"config", "check"}} {
 		cases = append(cases, append(v, "--help"), append(append([]string{}, v...), "-h"))
 	}
 	for _, args := range cases {

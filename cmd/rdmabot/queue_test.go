@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// lab queue replays lore scan's series against the stored A/A times:
+// a series on both lists counts once, and a burst on one pair waits
+// where two pairs do not.
+func TestLabQueueReplaysPostings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rdma := write("rdma.json", `{"series": [
+		{"root_message_id": "a@x", "date": "2024-03-01T09:00:00Z"},
+		{"root_message_id": "b@x", "date": "2024-03-01T09:01:00Z"},
+		{"root_message_id": "c@x", "date": "2024-03-01T09:02:00Z"}], "commands": []}`)
+	nfs := write("nfs.json", `{"series": [{"root_message_id": "c@x", "date": "2024-03-01T09:02:00Z"}], "commands": []}`)
+	aa := write("aa.jsonl", `{"condition":"idle","verdict":"PASS","seconds":600}
+{"condition":"busy","verdict":"PASS","seconds":6000}
+{"condition":"idle","verdict":"INFRA","seconds":30,"error":"guest lost"}
+`)
+	cfg := write("config.toml", "[lore]\npoll_interval = \"1s\"\n")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"lab", "queue", "--config", cfg, "--scan", rdma, "--scan", nfs, "--aa", aa, "--build", "0s", "--reps", "1"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got := out.String()
+	// One pair: done 10, 20, 30 min after 9:00, waits of about 10, 19
+	// and 28 min; two pairs: 10, 10, 18.
+	for _, want := range []string{"3 relevant series", "from 1 idle A/A comparisons", "1      3       19m", "2      3       10m"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	code = run(context.Background(), []string{"lab", "queue", "--config", cfg, "--scan", rdma, "--aa", aa, "--condition", "loaded"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "no loaded A/A comparison") {
+		t.Errorf("no measured times: exit %d, %s", code, errb.String())
+	}
+}
