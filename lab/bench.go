@@ -89,7 +89,7 @@ func Bench(ctx context.Context, o BenchOptions) error {
 	plainCfg.Icount = ""
 	// The bench measures what contention does (two pairs at once), so
 	// no boot of it may be set aside for being contended.
-	plainCfg.BusyHostCores, quietCfg.BusyHostCores = 0, 0
+	plainCfg.BusyGuestWait, quietCfg.BusyGuestWait = 0, 0
 	if quietCfg.Icount == "" {
 		quietCfg.Icount = DefaultConfig().QEMU.Icount
 	}

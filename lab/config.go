@@ -43,12 +43,12 @@ type QEMUConfig struct {
 	// CrashGrace is how long the console is still read after a fatal
 	// crash starts, for the rest of its trace.
 	CrashGrace cfgtype.Duration `toml:"crash_grace"`
-	// BusyHostCores: a boot during which programs other than the pair's
-	// two QEMUs used more than this many of the host's cores, on average,
-	// was measured under contention. Its figures and whatever it crashed
-	// of are not evidence; it is booted again, up to BusyRepeats times,
-	// and then the run is the lab's fault (INFRA, retried later). 0: off.
-	BusyHostCores float64 `toml:"busy_host_cores"`
+	// BusyGuestWait: a boot during which the guests' threads waited for
+	// a CPU more than this on average (threads waiting, as a count) was
+	// measured under contention. Its figures and whatever it crashed of
+	// are not evidence; it is booted again, up to BusyRepeats times, and
+	// then the run is the lab's fault (INFRA, retried later). 0: off.
+	BusyGuestWait float64 `toml:"busy_guest_wait"`
 	BusyRepeats   int     `toml:"busy_repeats"`
 }
 
@@ -114,7 +114,7 @@ func DefaultConfig() Config {
 			PerMiBTimeout:    cfgtype.D(time.Second),
 			ShutdownTimeout:  cfgtype.D(60 * time.Second),
 			CrashGrace:       cfgtype.D(10 * time.Second),
-			BusyHostCores:    0.35,
+			BusyGuestWait:    0.55,
 			BusyRepeats:      2,
 		},
 		Test: DefaultTest(),
@@ -141,8 +141,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("lab.qemu.%s must be positive", name)
 		}
 	}
-	if q.BusyHostCores < 0 || q.BusyRepeats < 0 {
-		return fmt.Errorf("lab.qemu.busy_host_cores and busy_repeats must not be negative")
+	if q.BusyGuestWait < 0 || q.BusyRepeats < 0 {
+		return fmt.Errorf("lab.qemu.busy_guest_wait and busy_repeats must not be negative")
 	}
 	if err := c.Test.Validate(); err != nil {
 		return fmt.Errorf("lab.test: %w", err)

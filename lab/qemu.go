@@ -45,8 +45,8 @@ type testHooks struct {
 	port    func() (int, error) // replaces freePort
 	started func(role string, pid int)
 	event   func(ev consoleEvent, g map[string]*guest)
-	// procStat replaces reading /proc/stat.
-	procStat func() ([]byte, error)
+	// guestWait replaces a boot's measured guest CPU wait.
+	guestWait func(measured float64) float64
 }
 
 // NewQEMUPair returns the pair for a guest image from EnsureImage.
@@ -96,26 +96,27 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 	return repeatWhileBusy(ctx, p.cfg, p.log, func() (*Result, error) { return p.runOnce(ctx, k, t) })
 }
 
-// repeatWhileBusy runs boot until one is measured on a host whose other
-// programs held at most BusyHostCores; after BusyRepeats repeats the
-// host is too busy to measure, which is the lab's fault.
+// repeatWhileBusy runs boot until one is measured while the guests'
+// threads waited for a CPU no more than BusyGuestWait on average; after
+// BusyRepeats repeats the host is too busy to measure, which is the
+// lab's fault.
 func repeatWhileBusy(ctx context.Context, cfg QEMUConfig, log *slog.Logger, boot func() (*Result, error)) (*Result, error) {
 	var busy []float64
 	for {
 		res, err := boot()
-		if res == nil || cfg.BusyHostCores <= 0 || res.HostOtherCores <= cfg.BusyHostCores || ctx.Err() != nil {
+		if res == nil || cfg.BusyGuestWait <= 0 || res.GuestCPUWait <= cfg.BusyGuestWait || ctx.Err() != nil {
 			if res != nil {
 				res.Busy = busy
 			}
 			return res, err
 		}
-		busy = append(busy, res.HostOtherCores)
-		log.Warn("lab: boot measured under contention, not used", "other_cores", res.HostOtherCores,
-			"limit", cfg.BusyHostCores, "boot_error", err)
+		busy = append(busy, res.GuestCPUWait)
+		log.Warn("lab: boot measured under contention, not used", "guest_cpu_wait", res.GuestCPUWait,
+			"other_cores", res.HostOtherCores, "limit", cfg.BusyGuestWait, "boot_error", err)
 		if len(busy) > cfg.BusyRepeats {
 			return nil, &InfraError{Op: "busy host", Err: fmt.Errorf(
-				"other programs used %s of the host's cores during %d boots in a row (limit %.2f): too busy to measure",
-				coresList(busy), len(busy), cfg.BusyHostCores)}
+				"the guests waited for a CPU %s on average during %d boots in a row (limit %.2f): the host is too busy to measure",
+				coresList(busy), len(busy), cfg.BusyGuestWait)}
 		}
 	}
 }
@@ -154,7 +155,7 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	r := &run{pair: p, test: t, kernel: k, initrd: initrd, events: make(chan consoleEvent, 1024)}
 	r.init()
 	defer r.stop()
-	meter := startHostMeter(p.procStat(), time.Now)
+	meter := startHostMeter(procStat, time.Now)
 	if err := r.launch(ctx); err != nil {
 		return nil, err
 	}
@@ -172,17 +173,11 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 		if wall := time.Since(meter.t0).Seconds(); wall > 0 {
 			res.GuestCPUWait = wait.finish().Seconds() / wall
 		}
+		if h := p.hooks.guestWait; h != nil {
+			res.GuestCPUWait = h(res.GuestCPUWait)
+		}
 	}
 	return res, err
-}
-
-// procStat reads the host's CPU counters (a test may stand in a busy
-// host).
-func (p *QEMUPair) procStat() func() ([]byte, error) {
-	if p.hooks.procStat != nil {
-		return p.hooks.procStat
-	}
-	return procStat
 }
 
 // initrd is the image with the layers the test needs.

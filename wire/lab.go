@@ -81,8 +81,8 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 			which = fmt.Sprintf("boot %d/%d", i+1, n)
 		}
 		for _, c := range res.Busy {
-			fmt.Fprintf(trace, "%s on %s: booted again: other programs used %.2f of the host's cores (limit %.2f), so it was not measured\n",
-				which, res.Pair, c, l.Cfg.QEMU.BusyHostCores)
+			fmt.Fprintf(trace, "%s on %s: booted again: its guests waited for a CPU %.2f on average (limit %.2f), so it was not measured\n",
+				which, res.Pair, c, l.Cfg.QEMU.BusyGuestWait)
 		}
 		fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s, host busy %.2f cores, guests waited for a CPU %.2f %s\n", which, res.Pair, res.Mode,
 			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], res.HostOtherCores, res.GuestCPUWait, s.Crash)

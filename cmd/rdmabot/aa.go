@@ -139,7 +139,7 @@ func printAASummary(e *env, rs []wire.AAResult) {
 		fmt.Fprintln(e.stdout, "(no comparisons)")
 	}
 	// What the host's other programs held, per boot: the figure the lab
-	// sets contended boots aside by (lab.qemu.busy_host_cores).
+	// sets contended boots aside by (lab.qemu.busy_guest_wait).
 	used, waits, busy := map[string][]float64{}, map[string][]float64{}, map[string]int{}
 	conds := []string{}
 	for _, r := range rs {
