@@ -116,12 +116,12 @@ func repeatWhileBusy(ctx context.Context, cfg QEMUConfig, log *slog.Logger, boot
 		if len(busy) > cfg.BusyRepeats {
 			return nil, &InfraError{Op: "busy host", Err: fmt.Errorf(
 				"the guests waited for a CPU %s on average during %d boots in a row (limit %.2f): the host is too busy to measure",
-				coresList(busy), len(busy), cfg.BusyGuestWait)}
+				twoDecimals(busy), len(busy), cfg.BusyGuestWait)}
 		}
 	}
 }
 
-func coresList(c []float64) string {
+func twoDecimals(c []float64) string {
 	s := make([]string, len(c))
 	for i, x := range c {
 		s[i] = fmt.Sprintf("%.2f", x)

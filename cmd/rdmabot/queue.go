@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -68,7 +69,7 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("--build: %w", err)
 	}
 	fmt.Fprintf(e.stdout, "%d relevant series posted %s..%s; lab time to a verdict from %d %s A/A comparisons (%s); build %s; poll every %s; %d replays\n",
-		len(arrivals), minTime(arrivals).Format("2006-01-02"), maxTime(arrivals).Format("2006-01-02"), len(labTimes), *condition, *aaPath, *builds, c.Lore.PollInterval.Duration, *reps)
+		len(arrivals), slices.MinFunc(arrivals, time.Time.Compare).Format("2006-01-02"), slices.MaxFunc(arrivals, time.Time.Compare).Format("2006-01-02"), len(labTimes), *condition, *aaPath, *builds, c.Lore.PollInterval.Duration, *reps)
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PAIRS\tSERIES\tP50\tP95\tMAX\tUTILIZATION\tBUSIEST DAY")
 	for _, f := range strings.Split(*pairs, ",") {
@@ -130,26 +131,6 @@ func durations(list string) ([]time.Duration, error) {
 		out = append(out, d)
 	}
 	return out, nil
-}
-
-func minTime(ts []time.Time) time.Time {
-	m := ts[0]
-	for _, t := range ts {
-		if t.Before(m) {
-			m = t
-		}
-	}
-	return m
-}
-
-func maxTime(ts []time.Time) time.Time {
-	m := ts[0]
-	for _, t := range ts {
-		if t.After(m) {
-			m = t
-		}
-	}
-	return m
 }
 
 // multiFlag is a repeatable string flag.
