@@ -6,28 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
 )
-
-// heavyLock takes the machine's shared lock for heavy work, when the
-// machine has one, so timings are not noise from other jobs.
-func heavyLock(tb testing.TB) {
-	f, err := os.OpenFile("/var/cache/rdmabot/heavy.lock", os.O_RDONLY, 0)
-	if err != nil {
-		return
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-}
 
 // realChain picks, from the 2024 linux-rdma patches touching ib_core or
 // xprtrdma, those that apply one after the other on base, in list
@@ -68,7 +54,7 @@ func realChain(tb testing.TB, ws *Store, base plumbing.Hash, max int) []*lore.Me
 //	  go test -run '^$' -bench ApplySeries -benchtime 5x ./builder
 func BenchmarkApplySeries(b *testing.B) {
 	st, baseRef := testTree(b)
-	heavyLock(b)
+	testenv.HoldHeavyLock(b)
 	c, err := st.Resolve(baseRef)
 	if err != nil {
 		b.Fatal(err)

@@ -34,7 +34,8 @@ type Config struct {
 	// or imports a tarball.
 	Committer Identity `toml:"committer"`
 	// HeavyLock is flocked around every kernel build so that builds and
-	// lab runs on one machine take turns; "" = none.
+	// lab runs on one machine take turns; a relative path is in
+	// cache_dir; "" = none.
 	HeavyLock string `toml:"heavy_lock"`
 	// BuildTimeout bounds one kernel build (configure and make); a build
 	// that takes longer is the machine's fault and is retried.
@@ -77,7 +78,7 @@ func DefaultConfig() Config {
 			{Name: "local", Branches: []string{"import"}},
 		},
 		Committer:     Identity{Name: "rdmabot", Email: "rdmabot@localhost"},
-		HeavyLock:     "/var/cache/rdmabot/heavy.lock",
+		HeavyLock:     "heavy.lock",
 		BuildTimeout:  cfgtype.D(time.Hour),
 		FetchInterval: cfgtype.D(time.Hour),
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // BenchmarkImportTarball imports the tarball RDMABOT_TEST_TARBALL names
@@ -26,7 +28,7 @@ func BenchmarkImportTarball(b *testing.B) {
 	if tarball == "" {
 		b.Skip("RDMABOT_TEST_TARBALL unset: set it to /usr/src/linux-source-6.12.tar.xz (Debian package linux-source-6.12)")
 	}
-	heavyLock(b)
+	testenv.HoldHeavyLock(b)
 	var ours, theirs time.Duration
 	for i := range b.N {
 		dir := b.TempDir()

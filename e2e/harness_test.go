@@ -132,10 +132,10 @@ func startBot(t testing.TB, m machine, adjust func(*wire.Config)) *bot {
 	c.Bot.IngestInterval.Duration = 2 * time.Second // not in the file: serve takes lore.poll_interval
 	c.Bot.Mainline.Trees = []string{"local"}
 	c.Bot.Mainline.Schedules = []string{}
-	if os.Getenv("RDMABOT_TEST_LOCKED") == "1" {
-		// The caller holds the heavy lock for the whole test.
-		c.Builder.HeavyLock, c.Lab.QEMU.HeavyLock = "", ""
-	}
+	// The tests' own heavy lock (none when the caller holds it for the
+	// whole run), never a production serve's.
+	c.Builder.HeavyLock = testenv.HeavyLockPath()
+	c.Lab.QEMU.HeavyLock = c.Builder.HeavyLock
 	if adjust != nil {
 		adjust(&c)
 	}

@@ -32,7 +32,8 @@ type QEMUConfig struct {
 	// 1.2x the wall time of plain TCG). Empty runs plain TCG (fast, noisy).
 	Icount string `toml:"icount"`
 	// HeavyLock is flock'ed around a run so pairs and kernel builds on one
-	// machine do not disturb each other's timings. Empty: no lock.
+	// machine do not disturb each other's timings; a relative path is in
+	// cache_dir. Empty: no lock.
 	HeavyLock string `toml:"heavy_lock"`
 	// Per-phase deadlines; a guest that misses one is killed.
 	BootTimeout      cfgtype.Duration `toml:"boot_timeout"`
@@ -107,7 +108,7 @@ func DefaultConfig() Config {
 			Binary:           "qemu-system-x86_64",
 			MemoryMiB:        1024,
 			Icount:           "shift=3,sleep=on",
-			HeavyLock:        "/var/cache/rdmabot/heavy.lock",
+			HeavyLock:        "heavy.lock",
 			BootTimeout:      cfgtype.D(90 * time.Second),
 			SetupTimeout:     cfgtype.D(180 * time.Second),
 			IterationTimeout: cfgtype.D(60 * time.Second),

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab/console"
 )
 
@@ -42,11 +45,7 @@ func testPair(t *testing.T) (*QEMUPair, *[]int) {
 	_ = kernel
 	cfg := DefaultConfig().QEMU
 	cfg.Icount = ""
-	// RDMABOT_TEST_LOCKED=1: the caller holds the heavy lock around the
-	// whole test run (so a build cannot slip in between two pairs).
-	if _, err := os.Stat(cfg.HeavyLock); err != nil || os.Getenv("RDMABOT_TEST_LOCKED") == "1" {
-		cfg.HeavyLock = ""
-	}
+	cfg.HeavyLock = testenv.HeavyLockPath()
 	p := NewQEMUPair(cfg, ImageAt(image), testLogger(t))
 	var mu sync.Mutex
 	pids := &[]int{}
@@ -222,6 +221,28 @@ func TestPairCancel(t *testing.T) {
 	noSurvivors(t, *pids)
 	if !isInfra(err) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("want an InfraError wrapping context.Canceled, got %v", err)
+	}
+}
+
+// lab.qemu.heavy_lock: a run waits while a kernel build holds the lock,
+// and a wait its context ends is the lab's fault, before any guest starts.
+func TestPairWaitsForTheHeavyLock(t *testing.T) {
+	p, pids := testPair(t)
+	p.cfg.HeavyLock = filepath.Join(t.TempDir(), "heavy.lock")
+	held, err := flock.Exclusive(context.Background(), p.cfg.HeavyLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = p.Run(ctx, testKernel(t), DefaultTest())
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.Op != "heavy lock" {
+		t.Fatalf("a run behind a held heavy lock: want INFRA heavy lock, got %v", err)
+	}
+	if len(*pids) != 0 {
+		t.Fatalf("%d guests started while the lock was held", len(*pids))
 	}
 }
 

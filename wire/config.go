@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -35,6 +36,14 @@ type Config struct {
 
 // Default is the configuration with no file at all.
 func Default() Config {
+	c := defaults()
+	c.resolvePaths()
+	return c
+}
+
+// defaults are Default before relative paths are resolved: a file that
+// sets cache_dir moves every path that is relative to it.
+func defaults() Config {
 	c := Config{
 		DataDir:  "/var/lib/rdmabot",
 		CacheDir: "/var/cache/rdmabot",
@@ -61,9 +70,21 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
+// resolvePaths makes the heavy locks' relative paths absolute in
+// cache_dir, where serve may write (it owns cache_dir) and which a test
+// run points elsewhere: a lock outside it is shared with whatever else
+// uses that path. Absolute and empty paths stay as they are.
+func (c *Config) resolvePaths() {
+	for _, p := range []*string{&c.Builder.HeavyLock, &c.Lab.QEMU.HeavyLock} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(c.CacheDir, *p)
+		}
+	}
+}
+
 // Parse decodes TOML over the defaults, strictly, and validates.
 func Parse(b []byte) (Config, error) {
-	c := Default()
+	c := defaults()
 	dec := toml.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -78,6 +99,7 @@ func Parse(b []byte) (Config, error) {
 		}
 		return Config{}, err
 	}
+	c.resolvePaths()
 	// The bot polls the lists as often as [lore] says.
 	c.Bot.IngestInterval = c.Lore.PollInterval
 	if err := c.Validate(); err != nil {

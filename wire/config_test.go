@@ -62,3 +62,26 @@ func unwrapAll(err error) error {
 		err = u.Unwrap()
 	}
 }
+
+// The heavy locks live in cache_dir unless a path is absolute: a serve,
+// or a test run, given its own cache_dir never waits on another's lock,
+// and serve (which owns cache_dir) can always open it.
+func TestHeavyLockIsInCacheDir(t *testing.T) {
+	c, err := Parse([]byte("cache_dir = \"/srv/cache\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Builder.HeavyLock != "/srv/cache/heavy.lock" || c.Lab.QEMU.HeavyLock != "/srv/cache/heavy.lock" {
+		t.Errorf("default locks with cache_dir /srv/cache: builder %q, lab %q", c.Builder.HeavyLock, c.Lab.QEMU.HeavyLock)
+	}
+	c, err = Parse([]byte("cache_dir = \"/srv/cache\"\n[builder]\nheavy_lock = \"/run/lock/kernel.lock\"\n[lab.qemu]\nheavy_lock = \"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Builder.HeavyLock != "/run/lock/kernel.lock" || c.Lab.QEMU.HeavyLock != "" {
+		t.Errorf("an absolute lock and no lock: builder %q, lab %q", c.Builder.HeavyLock, c.Lab.QEMU.HeavyLock)
+	}
+	if d := Default(); d.Builder.HeavyLock != filepath.Join(d.CacheDir, "heavy.lock") {
+		t.Errorf("Default: %q", d.Builder.HeavyLock)
+	}
+}

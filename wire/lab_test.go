@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab"
 )
 
@@ -21,10 +22,8 @@ func TestLabAdapterRealPair(t *testing.T) {
 	cfg := lab.DefaultConfig()
 	qc := cfg.QEMU
 	qc.Icount = ""
-	// The pair takes the heavy lock itself, unless the caller holds it.
-	if _, err := os.Stat(qc.HeavyLock); err != nil || os.Getenv("RDMABOT_TEST_LOCKED") == "1" {
-		qc.HeavyLock = ""
-	}
+	// The pair takes the tests' heavy lock itself, unless the caller holds it.
+	qc.HeavyLock = testenv.HeavyLockPath()
 	dir := t.TempDir()
 	if err := os.Symlink(kernel, filepath.Join(dir, "bzImage")); err != nil {
 		t.Fatal(err)

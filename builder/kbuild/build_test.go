@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // toyRepo is a git repository holding testdata/toykernel, committed
@@ -331,5 +333,38 @@ func TestBuildSlotHealsAndEarlyErrorsReleaseIt(t *testing.T) {
 	}
 	if !res.Sync.Full {
 		t.Errorf("sync from a tree the store lacks was not a full checkout: %+v", res.Sync)
+	}
+}
+
+// builder.heavy_lock: a build waits while another holder (a lab run)
+// has the lock, builds once it is free, and a wait the timeout ends is
+// the machine's (INFRA), never the tree's.
+func TestBuildTakesTheHeavyLock(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	lock := filepath.Join(t.TempDir(), "heavy.lock")
+	b := newToyBuilder(t, Options{HeavyLock: lock, Timeout: 2 * time.Second})
+	head := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	req := Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Trusted: true}
+
+	held, err := flock.Exclusive(context.Background(), lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Build(context.Background(), req)
+	var ie *InfraError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), lock) {
+		t.Fatalf("a build behind a held heavy lock: want an InfraError naming %s, got %v", lock, err)
+	}
+	released := make(chan struct{})
+	time.AfterFunc(500*time.Millisecond, func() { held(); close(released) })
+	b = newToyBuilder(t, Options{HeavyLock: lock, Timeout: time.Minute})
+	if _, err := b.Build(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("the build ran while the heavy lock was held")
 	}
 }

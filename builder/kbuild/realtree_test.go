@@ -16,6 +16,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // Tests on the real kernel need RDMABOT_TEST_TREE: a git repository
@@ -166,25 +168,6 @@ func presync(tb testing.TB, b *Builder, slot string, objs storer.EncodedObjectSt
 	tb.Logf("slot %s: checkout %v (%d files)", slot, st.Duration.Round(time.Millisecond), st.Written)
 }
 
-// holdHeavyLock takes the machine's lock for kernel builds and lab runs,
-// when it exists, until the test ends: the test's builds then run
-// back to back instead of queueing again for each one.
-// RDMABOT_TEST_LOCKED=1 says the caller already holds it (as in the lab
-// tests), and taking it again would wait forever.
-func holdHeavyLock(tb testing.TB) {
-	const lock = "/var/cache/rdmabot/heavy.lock"
-	if _, err := os.Stat(lock); err != nil || os.Getenv("RDMABOT_TEST_LOCKED") == "1" {
-		return
-	}
-	start := time.Now()
-	unlock, err := lockFile(context.Background(), lock)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Logf("waited %v for %s", time.Since(start).Round(time.Second), lock)
-	tb.Cleanup(unlock)
-}
-
 // testCCacheDir is kept between runs so CI's later runs are warm:
 // RDMABOT_TEST_CCACHE, else the ccache of the tests' cache
 // (RDMABOT_TEST_CACHE, which prepare-lab.sh sets and fills), else a fresh
@@ -209,7 +192,7 @@ func TestBuildLabKernel(t *testing.T) {
 	lab := toyLab(t)
 	objs := newOverlay(rt.repo.Storer)
 	presync(t, b, "default", objs, rt.tree)
-	holdHeavyLock(t)
+	testenv.HoldHeavyLock(t)
 
 	// The imported tree is a configured branch: trusted, built in the
 	// slot itself, so the candidate below starts from its output tree.
@@ -403,7 +386,7 @@ func BenchmarkLabKernelBuild(b *testing.B) {
 		presync(b, bld, "cold", objs, rt.tree)
 	}
 	presync(b, bld, "warm", objs, rt.tree)
-	holdHeavyLock(b)
+	testenv.HoldHeavyLock(b)
 	type row struct {
 		step string
 		res  *Result
