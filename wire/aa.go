@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -301,7 +303,12 @@ func ReadAA(path string) ([]AAResult, error) {
 }
 
 // neighbour runs a CPU-heavy command on and off at random, as another
-// program on the lab machine would.
+// program on the lab machine would. The command is a program and its
+// arguments, with no shell between: it gets SIGKILL when the runner
+// dies, even by kill -9, where a shell's child would go on spinning on a
+// core and slow every later run on the machine (a CI run after an A/A
+// bench stopped that way). A script that starts more must exec its last
+// command.
 type neighbour struct {
 	mu     sync.Mutex
 	on     time.Duration
@@ -322,11 +329,15 @@ func startNeighbour(ctx context.Context, command string, span [2]time.Duration, 
 		}
 	}
 	period := func() time.Duration { return span[0] + time.Duration(rng.Int64N(int64(span[1]-span[0]))) }
+	argv := strings.Fields(command)
 	go func() {
 		defer close(n.done)
-		for pause(period()) {
-			cmd := exec.Command("sh", "-c", command)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// The parent-death signal follows the thread that started the
+		// child: this goroutine keeps its thread for as long as it runs.
+		runtime.LockOSThread()
+		for len(argv) > 0 && pause(period()) {
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 			if cmd.Start() != nil {
 				return
 			}

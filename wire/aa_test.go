@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,8 +154,9 @@ func TestAANeighbourOnAndOff(t *testing.T) {
 		t.Skip("no sleep(1)")
 	}
 	mark := filepath.Join(t.TempDir(), "ran")
+	script := neighbourScript(t, "echo x >> "+mark+"\nexec sleep 1000")
 	ctx, cancel := context.WithCancel(context.Background())
-	n := startNeighbour(ctx, "echo x >> "+mark+"; exec sleep 1000", [2]time.Duration{20 * time.Millisecond, 60 * time.Millisecond}, rand.New(rand.NewPCG(9, 9)))
+	n := startNeighbour(ctx, script, [2]time.Duration{20 * time.Millisecond, 60 * time.Millisecond}, rand.New(rand.NewPCG(9, 9)))
 	time.Sleep(700 * time.Millisecond)
 	on := n.onTime()
 	cancel()
@@ -167,6 +170,59 @@ func TestAANeighbourOnAndOff(t *testing.T) {
 	}
 	if out, _ := exec.Command("pgrep", "-f", "sleep 1000").Output(); len(out) > 0 {
 		t.Errorf("the neighbour's command outlived it: %s", out)
+	}
+}
+
+// neighbourScript is an executable shell script running body.
+func neighbourScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "neighbour.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A runner killed with SIGKILL takes its neighbour with it: a neighbour
+// left spinning would slow every later run on the machine. The runner is
+// this test binary run again as a child (RDMABOT_AA_NEIGHBOUR_CHILD),
+// killed once its neighbour has started.
+func TestAANeighbourDiesWithItsRunner(t *testing.T) {
+	if script := os.Getenv("RDMABOT_AA_NEIGHBOUR_CHILD"); script != "" {
+		// Off, then on, for a second or two each: the neighbour is still
+		// in its first on period when the parent kills this runner.
+		startNeighbour(context.Background(), script+" child", [2]time.Duration{time.Second, 2 * time.Second}, rand.New(rand.NewPCG(1, 1)))
+		time.Sleep(time.Minute)
+		return
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The neighbour writes its pid, then spins as a CPU-heavy one would.
+	script := neighbourScript(t, "echo $$ > "+pidFile+".tmp && mv "+pidFile+".tmp "+pidFile+"\nexec sleep 1000")
+	runner := exec.Command(os.Args[0], "-test.run=^TestAANeighbourDiesWithItsRunner$")
+	runner.Env = append(os.Environ(), "RDMABOT_AA_NEIGHBOUR_CHILD="+script)
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer runner.Process.Kill()
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the neighbour never started")
+		}
+		if b, err := os.ReadFile(pidFile); err == nil {
+			fmt.Sscan(string(b), &pid)
+		}
+	}
+	runner.Process.Signal(syscall.SIGKILL)
+	runner.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			t.Fatalf("neighbour pid %d outlived its runner's kill -9", pid)
+		}
 	}
 }
 

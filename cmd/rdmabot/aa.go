@@ -23,7 +23,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	kernel := fs.String("kernel", "", "the kernel both sides boot: its bzImage, or a directory holding bzImage (and modules/)")
 	n := fs.Int("comparisons", 20, "A/A comparisons to make")
 	condition := fs.String("condition", "", `what the machine is doing, stored with each result: "idle", or "busy" (default: busy with --neighbour, else idle)`)
-	neighbourCmd := fs.String("neighbour", "", `a CPU-heavy command run on and off at random during the comparisons, e.g. "stress-ng --cpu 1"`)
+	neighbourCmd := fs.String("neighbour", "", `a CPU-heavy program and its arguments (no shell), run on and off at random during the comparisons, e.g. "stress-ng --cpu 1"`)
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
 	results := fs.String("results", "", "JSON-lines file of results (default: <cache_dir>/aa/aa.jsonl)")
 	lock := fs.String("lock", "", "a file flock'ed around each comparison, to take turns with other heavy work")
