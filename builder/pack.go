@@ -86,9 +86,6 @@ func objectHash(t plumbing.ObjectType, content []byte) plumbing.Hash {
 	return id
 }
 
-// Has reports whether the pack already holds id.
-func (w *packWriter) Has(id plumbing.Hash) bool { return w.seen[id] }
-
 // Add compresses content into the pack and returns its id. Adding the
 // same object twice writes it once.
 func (w *packWriter) Add(t plumbing.ObjectType, content []byte) (plumbing.Hash, error) {

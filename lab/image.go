@@ -28,9 +28,6 @@ var initScript []byte
 //go:embed guest/labtest.sh
 var labtestScript []byte
 
-// LabtestScript is the test's shell functions, for hosts driven over SSH.
-func LabtestScript() []byte { return bytes.Clone(labtestScript) }
-
 // Recipe says how the guest root image is made. Its hash names the cached
 // image, so any change to the packages or the scripts rebuilds it.
 type Recipe struct {
