@@ -1,5 +1,8 @@
 package stats
 
+// The noise model of the lab, fitted to its saved runs: only the
+// VerdictPolicy benchmark (bench_test.go) and its tests use it.
+
 import (
 	"encoding/json"
 	"fmt"
