@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -46,6 +47,12 @@ func Default() Config {
 	}
 	c.Bot.IngestInterval = c.Lore.PollInterval
 	return c
+}
+
+// LabDirs are where the lab keeps its cache (guest images, noise runs)
+// and the leases of real hosts.
+func (c Config) LabDirs() lab.Dirs {
+	return lab.Dirs{Cache: filepath.Join(c.CacheDir, "lab"), Leases: filepath.Join(c.DataDir, "lab-leases")}
 }
 
 // Load reads a config file over the defaults and validates the result.
