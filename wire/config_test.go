@@ -62,3 +62,13 @@ func unwrapAll(err error) error {
 		err = u.Unwrap()
 	}
 }
+
+// Serve and the CLI find the lab's cache (its guest images) and the
+// hosts' leases in the same places.
+func TestLabDirs(t *testing.T) {
+	c := Default()
+	c.CacheDir, c.DataDir = "/c", "/d"
+	if d := c.LabDirs(); d.Cache != "/c/lab" || d.Leases != "/d/lab-leases" {
+		t.Fatalf("LabDirs = %+v", d)
+	}
+}
