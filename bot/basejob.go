@@ -23,15 +23,7 @@ func (w *testWorker) Timeout(*river.Job[TestArgs]) time.Duration { return time.H
 
 func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 	b := w.b
-	return b.work(ctx, job.JobRow, func(tr *Trace) error {
-		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
-		if err != nil {
-			return Infra(err)
-		}
-		if t.State == store.StateCanceled {
-			tr.Logf("test %d was canceled", t.ID)
-			return complete(ctx, b, job, nil)
-		}
+	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		switch t.Kind {
 		case store.KindSeries:
 			s, err := b.series(ctx, t.SeriesID)

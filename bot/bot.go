@@ -488,6 +488,23 @@ func (b *Bot) giveUp(ctx context.Context, row *rivertype.JobRow, cause error) {
 	b.log.Error("test failed on infrastructure", "test", t.ID, "job", row.ID, "kind", row.Kind, "err", cause)
 }
 
+// testJob is the work of a job for one test: it loads the test and
+// runs stage on it, or completes the job at once when the test was
+// canceled.
+func testJob[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], testID int64, stage func(tr *Trace, t store.Test) error) error {
+	return b.work(ctx, job.JobRow, func(tr *Trace) error {
+		t, err := b.st.Test(ctx, b.st.DB, testID)
+		if err != nil {
+			return Infra(err)
+		}
+		if t.State == store.StateCanceled {
+			tr.Logf("test %d was canceled", t.ID)
+			return complete(ctx, b, job, nil)
+		}
+		return stage(tr, t)
+	})
+}
+
 // complete runs f and marks job completed in one transaction: the next
 // job of the pipeline exists if and only if this one is done.
 func complete[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], f func(tx *sql.Tx) error) error {

@@ -22,14 +22,7 @@ func (w *buildWorker) Timeout(*river.Job[BuildArgs]) time.Duration { return 3 * 
 
 func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
 	b := w.b
-	return b.work(ctx, job.JobRow, func(tr *Trace) error {
-		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
-		if err != nil {
-			return Infra(err)
-		}
-		if t.State == store.StateCanceled {
-			return complete(ctx, b, job, nil)
-		}
+	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		verdict := func(v string, err error) error {
 			t.Detail = detailOf(err)
 			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })

@@ -22,15 +22,9 @@ func (w *labWorker) Timeout(*river.Job[LabArgs]) time.Duration { return 3 * time
 
 func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 	b := w.b
-	return b.work(ctx, job.JobRow, func(tr *Trace) error {
-		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
-		if err != nil {
-			return Infra(err)
-		}
-		if t.State == store.StateCanceled {
-			return complete(ctx, b, job, nil)
-		}
+	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		var basePath, candPath string
+		var err error
 		bk := b.baseKey(t.Tree, t.Base, t.Lab)
 		var cached []store.Sample
 		if t.Base != "" {

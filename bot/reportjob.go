@@ -23,17 +23,10 @@ func (w *reportWorker) Timeout(*river.Job[ReportArgs]) time.Duration { return 30
 
 func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) error {
 	b := w.b
-	return b.work(ctx, job.JobRow, func(tr *Trace) error {
-		if job.Args.BisectionID != 0 {
-			return b.reportBisection(ctx, job, tr)
-		}
-		t, err := b.st.Test(ctx, b.st.DB, job.Args.TestID)
-		if err != nil {
-			return Infra(err)
-		}
-		if t.State == store.StateCanceled {
-			return complete(ctx, b, job, nil)
-		}
+	if job.Args.BisectionID != 0 {
+		return b.work(ctx, job.JobRow, func(tr *Trace) error { return b.reportBisection(ctx, job, tr) })
+	}
+	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		var d Decision
 		if t.Verdict == "" {
 			base, cand, err := b.samples(ctx, t)

@@ -86,9 +86,6 @@ func objectHash(t plumbing.ObjectType, content []byte) plumbing.Hash {
 	return id
 }
 
-// Has reports whether the pack already holds id.
-func (w *packWriter) Has(id plumbing.Hash) bool { return w.seen[id] }
-
 // Add compresses content into the pack and returns its id. Adding the
 // same object twice writes it once.
 func (w *packWriter) Add(t plumbing.ObjectType, content []byte) (plumbing.Hash, error) {
@@ -98,33 +95,28 @@ func (w *packWriter) Add(t plumbing.ObjectType, content []byte) (plumbing.Hash, 
 
 // AddHashed is Add for a caller that computed id already.
 func (w *packWriter) AddHashed(id plumbing.Hash, t plumbing.ObjectType, content []byte) error {
-	if w.seen[id] {
-		return nil
-	}
-	w.seen[id] = true
-	w.scratch.crc.Reset()
-	w.scratch.n = 0
-	var hdr [16]byte
-	n := packObjectHeader(hdr[:], t, int64(len(content)))
-	if _, err := w.scratch.Write(hdr[:n]); err != nil {
-		return err
-	}
-	w.zw.Reset(&w.scratch)
-	if _, err := w.zw.Write(content); err != nil {
-		return err
-	}
-	if err := w.zw.Close(); err != nil {
-		return err
-	}
-	w.idx.Add(id, uint64(w.off), w.scratch.crc.Sum32())
-	w.off += w.scratch.n
-	w.count++
-	return nil
+	return w.add(id, t, int64(len(content)), func() error {
+		w.zw.Reset(&w.scratch)
+		if _, err := w.zw.Write(content); err != nil {
+			return err
+		}
+		return w.zw.Close()
+	})
 }
 
 // AddCompressed stores an object whose zlib stream was made elsewhere (by
 // a parallel worker); the stream must be a complete zlib stream of content.
 func (w *packWriter) AddCompressed(id plumbing.Hash, t plumbing.ObjectType, size int64, zdata []byte) error {
+	return w.add(id, t, size, func() error {
+		_, err := w.scratch.Write(zdata)
+		return err
+	})
+}
+
+// add packs one object: its header, then the zlib stream body writes to
+// w.scratch, indexed at its offset. An object already packed is not
+// written again.
+func (w *packWriter) add(id plumbing.Hash, t plumbing.ObjectType, size int64, body func() error) error {
 	if w.seen[id] {
 		return nil
 	}
@@ -136,7 +128,7 @@ func (w *packWriter) AddCompressed(id plumbing.Hash, t plumbing.ObjectType, size
 	if _, err := w.scratch.Write(hdr[:n]); err != nil {
 		return err
 	}
-	if _, err := w.scratch.Write(zdata); err != nil {
+	if err := body(); err != nil {
 		return err
 	}
 	w.idx.Add(id, uint64(w.off), w.scratch.crc.Sum32())

@@ -40,8 +40,8 @@ type BenchOptions struct {
 	Peer *Peer
 	// Rounds of full runs (ours, then the peer's); at least one.
 	Rounds int
-	// NoiseDir receives every run's Result as JSON, for the reports
-	// package's noise model.
+	// NoiseDir receives every run's Result as JSON, for the noise model
+	// reports/stats's VerdictPolicy benchmark fits.
 	NoiseDir string
 	Out      io.Writer
 	Log      *slog.Logger

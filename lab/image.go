@@ -28,9 +28,6 @@ var initScript []byte
 //go:embed guest/labtest.sh
 var labtestScript []byte
 
-// LabtestScript is the test's shell functions, for hosts driven over SSH.
-func LabtestScript() []byte { return bytes.Clone(labtestScript) }
-
 // Recipe says how the guest root image is made. Its hash names the cached
 // image, so any change to the packages or the scripts rebuilds it.
 type Recipe struct {
@@ -111,12 +108,6 @@ type Image struct {
 	Hash  string
 	Built bool // built now rather than found in the cache
 	Bytes int64
-}
-
-// ImageAt is the image whose base archive is at path (as `rdmabot lab
-// image` prints it); its layers sit next to it.
-func ImageAt(path string) Image {
-	return Image{Dir: filepath.Dir(path), Path: path}
 }
 
 // WithLayers returns an initrd of the base plus the named layers, made

@@ -19,6 +19,12 @@ type Dirs struct {
 	Leases string
 }
 
+// Image returns the guest image of the default recipe, from the cache or
+// built now.
+func (d Dirs) Image(ctx context.Context, log *slog.Logger) (Image, error) {
+	return EnsureImage(ctx, filepath.Join(d.Cache, "images"), DefaultRecipe(), log)
+}
+
 // NewPair returns the pair called name ("" for the configured default):
 // the QEMU pair, with its guest image built if need be, or a real pair.
 func NewPair(ctx context.Context, c Config, dirs Dirs, name string, log *slog.Logger) (Pair, error) {
@@ -26,7 +32,7 @@ func NewPair(ctx context.Context, c Config, dirs Dirs, name string, log *slog.Lo
 		name = c.Default
 	}
 	if name == "qemu" {
-		img, err := EnsureImage(ctx, filepath.Join(dirs.Cache, "images"), DefaultRecipe(), log)
+		img, err := dirs.Image(ctx, log)
 		if err != nil {
 			return nil, err
 		}

@@ -46,7 +46,9 @@ func testPair(t *testing.T) (*QEMUPair, *[]int) {
 	cfg := DefaultConfig().QEMU
 	cfg.Icount = ""
 	cfg.HeavyLock = testenv.HeavyLockPath()
-	p := NewQEMUPair(cfg, ImageAt(image), testLogger(t))
+	// The image whose base archive `rdmabot lab image` printed; its
+	// layers sit next to it.
+	p := NewQEMUPair(cfg, Image{Dir: filepath.Dir(image), Path: image}, testLogger(t))
 	var mu sync.Mutex
 	pids := &[]int{}
 	p.hooks.started = func(role string, pid int) {

@@ -202,8 +202,7 @@ func isWordByte(c byte) bool {
 // matches any number of segments (also none) and other segments use
 // path.Match syntax (*, ?, [...]) within one segment.
 type Glob struct {
-	pattern string
-	segs    []string
+	segs []string
 }
 
 // CompileGlob checks a pattern once so matching cannot fail later.
@@ -217,7 +216,7 @@ func CompileGlob(pattern string) (Glob, error) {
 			return Glob{}, &GlobError{Pattern: pattern, Err: err}
 		}
 	}
-	return Glob{pattern: pattern, segs: segs}, nil
+	return Glob{segs: segs}, nil
 }
 
 // GlobError is a bad pattern in lore.paths.
@@ -227,9 +226,6 @@ type GlobError struct {
 }
 
 func (e *GlobError) Error() string { return "bad path glob " + e.Pattern + ": " + e.Err.Error() }
-
-// String is the pattern as written.
-func (g Glob) String() string { return g.pattern }
 
 // Match reports whether the '/'-separated path p matches.
 func (g Glob) Match(p string) bool {

@@ -44,6 +44,7 @@
 //		if s.Incomplete != "" { /* report what is missing */ }
 //	}
 //
-// An Assembler is not safe for concurrent use; Prune bounds its memory
-// to a window of recent mail.
+// An Assembler is not safe for concurrent use. It holds what it was
+// given: serve builds one per poll from the window of stored mail, and a
+// long scan bounds its memory with Flush.
 package lore

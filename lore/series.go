@@ -237,9 +237,6 @@ func NewAssembler(cfg AssemblerConfig) (*Assembler, error) {
 	return a, nil
 }
 
-// Len is the number of messages held.
-func (a *Assembler) Len() int { return len(a.byID) }
-
 // Add takes a message that arrived at the given time (the commit or
 // Received time the source knows; zero when unknown). Its Date is
 // clamped to that time: senders' clocks lie, the archive's does not.
@@ -384,41 +381,12 @@ func (a *Assembler) Remove(messageID string) bool {
 	return e != nil
 }
 
-// Prune forgets messages that arrived before the cutoff and returns how
-// many; a watcher keeps a window of recent mail this way.
-func (a *Assembler) Prune(before time.Time) int {
-	n := 0
-	for _, e := range a.byID {
-		if e.arrived.Before(before) {
-			a.forget(e)
-			n++
-		}
-	}
-	return n
-}
-
 // Assembly is the result of Assemble.
 type Assembly struct {
 	// Series ordered by date, then ID.
 	Series []*Series `json:"series"`
 	// Commands found in replies, ordered by date, then Message-ID.
 	Commands []Command `json:"commands"`
-}
-
-// Containing returns the series whose cover, root or patch has the
-// Message-ID, or nil.
-func (asm *Assembly) Containing(messageID string) *Series {
-	for _, s := range asm.Series {
-		if s.RootMessageID == messageID || s.CoverMessageID == messageID {
-			return s
-		}
-		for _, p := range s.Patches {
-			if p.MessageID == messageID {
-				return s
-			}
-		}
-	}
-	return nil
 }
 
 // seriesKey is what the messages of one posting share.

@@ -473,3 +473,25 @@ func TestAssemblerFlush(t *testing.T) {
 		t.Fatalf("%d messages left", a.Len())
 	}
 }
+
+// Only the tests ask how much an Assembler holds, or which series holds
+// a message.
+
+// Len is the number of messages held.
+func (a *Assembler) Len() int { return len(a.byID) }
+
+// Containing returns the series whose cover, root or patch has the
+// Message-ID, or nil.
+func (asm *Assembly) Containing(messageID string) *Series {
+	for _, s := range asm.Series {
+		if s.RootMessageID == messageID || s.CoverMessageID == messageID {
+			return s
+		}
+		for _, p := range s.Patches {
+			if p.MessageID == messageID {
+				return s
+			}
+		}
+	}
+	return nil
+}

@@ -57,6 +57,12 @@ func defaults() Config {
 	return c
 }
 
+// LabDirs are where the lab keeps its cache (guest images, noise runs)
+// and the leases of real hosts.
+func (c Config) LabDirs() lab.Dirs {
+	return lab.Dirs{Cache: filepath.Join(c.CacheDir, "lab"), Leases: filepath.Join(c.DataDir, "lab-leases")}
+}
+
 // Load reads a config file over the defaults and validates the result.
 func Load(path string) (Config, error) {
 	b, err := os.ReadFile(path)

@@ -85,3 +85,13 @@ func TestHeavyLockIsInCacheDir(t *testing.T) {
 		t.Errorf("Default: %q", d.Builder.HeavyLock)
 	}
 }
+
+// Serve and the CLI find the lab's cache (its guest images) and the
+// hosts' leases in the same places.
+func TestLabDirs(t *testing.T) {
+	c := Default()
+	c.CacheDir, c.DataDir = "/c", "/d"
+	if d := c.LabDirs(); d.Cache != "/c/lab" || d.Leases != "/d/lab-leases" {
+		t.Fatalf("LabDirs = %+v", d)
+	}
+}

@@ -31,7 +31,7 @@ func TestLabAdapterRealPair(t *testing.T) {
 	test := lab.DefaultTest()
 	test.SizeMiB, test.Iterations = 32, 2
 	l := &Lab{Cfg: cfg, Test: test, Log: slog.New(slog.DiscardHandler),
-		Pairs: map[string]lab.Pair{"qemu": lab.NewQEMUPair(qc, lab.ImageAt(image), slog.New(slog.DiscardHandler))}}
+		Pairs: map[string]lab.Pair{"qemu": lab.NewQEMUPair(qc, lab.Image{Dir: filepath.Dir(image), Path: image}, slog.New(slog.DiscardHandler))}}
 	var trace bytes.Buffer
 	samples, err := l.Run(context.Background(), "qemu", dir, 1, &trace)
 	if err != nil {

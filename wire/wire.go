@@ -58,7 +58,7 @@ func FetchTrees(cfg Config) []string {
 // comments that answer GitHub requests with it.
 func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *github.Client, log *slog.Logger) (bot.Stages, error) {
 	lo := NewLore(cfg, st, log)
-	l := &Lab{Cfg: cfg.Lab, Dirs: lab.Dirs{Cache: filepath.Join(cfg.CacheDir, "lab"), Leases: filepath.Join(cfg.DataDir, "lab-leases")},
+	l := &Lab{Cfg: cfg.Lab, Dirs: cfg.LabDirs(),
 		Test: cfg.Lab.Test, Log: log}
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, gh, time.Now, log)
 	if err != nil {

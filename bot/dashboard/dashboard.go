@@ -59,13 +59,13 @@ func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 // Register adds the dashboard's routes to mux.
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", s.index)
-	mux.HandleFunc("GET /tests/{id}", s.test)
+	mux.HandleFunc("GET /tests/{id}", byID(s, s.testView, "test.html"))
 	mux.HandleFunc("GET /jobs/{id}/trace", s.trace)
-	mux.HandleFunc("GET /bisect/{id}", s.bisection)
+	mux.HandleFunc("GET /bisect/{id}", byID(s, s.bisectView, "bisect.html"))
 	mux.HandleFunc("GET /mainline", s.mainline)
 	mux.HandleFunc("GET /api/tests", s.apiTests)
-	mux.HandleFunc("GET /api/tests/{id}", s.apiTest)
-	mux.HandleFunc("GET /api/bisect/{id}", s.apiBisection)
+	mux.HandleFunc("GET /api/tests/{id}", byID(s, s.testView, ""))
+	mux.HandleFunc("GET /api/bisect/{id}", byID(s, s.bisectView, ""))
 	mux.HandleFunc("GET /api/mainline", s.apiMainline)
 	mux.HandleFunc("GET /metrics", s.metrics)
 }
@@ -88,6 +88,29 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 
 func pathID(r *http.Request) (int64, error) {
 	return strconv.ParseInt(r.PathValue("id"), 10, 64)
+}
+
+// byID serves the record the path's id names, loaded by load: as the
+// page template when page is set, else as JSON. An id that is not a
+// number is not found.
+func byID[V any](s *Server, load func(context.Context, int64) (V, error), page string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := pathID(r)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		v, err := load(r.Context(), id)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		if page == "" {
+			writeJSON(w, v)
+			return
+		}
+		s.render(w, page, v)
+	}
 }
 
 // TestView is a test as pages and the API show it.
@@ -224,20 +247,6 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
 }
 
-func (s *Server) test(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	v, err := s.testView(r.Context(), id)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	s.render(w, "test.html", v)
-}
-
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
@@ -272,20 +281,6 @@ func (s *Server) bisectView(ctx context.Context, id int64) (BisectView, error) {
 	}
 	steps, err := s.st.BisectSteps(ctx, s.st.DB, id)
 	return BisectView{Bisection: b, Steps: steps}, err
-}
-
-func (s *Server) bisection(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	v, err := s.bisectView(r.Context(), id)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	s.render(w, "bisect.html", v)
 }
 
 // Chart is one metric's history on one branch, drawn as inline SVG.
@@ -391,34 +386,6 @@ func (s *Server) apiTests(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, ts)
-}
-
-func (s *Server) apiTest(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	v, err := s.testView(r.Context(), id)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	writeJSON(w, v)
-}
-
-func (s *Server) apiBisection(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	v, err := s.bisectView(r.Context(), id)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	writeJSON(w, v)
 }
 
 func (s *Server) apiMainline(w http.ResponseWriter, r *http.Request) {

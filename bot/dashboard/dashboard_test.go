@@ -173,3 +173,34 @@ func TestVerdictColours(t *testing.T) {
 		}
 	}
 }
+
+// TestByID: the pages and the API answers about one test or bisection
+// share their handling of the path's id.
+func TestByID(t *testing.T) {
+	st, ids := seed(t)
+	srv := server(t, st)
+	for _, tc := range []struct {
+		path, ctype string
+		code        int
+		want        string
+	}{
+		{fmt.Sprintf("/api/tests/%d", ids["apply"]), "application/json", 200, `"subject": "[PATCH v2 0/3] svcrdma: fix the send path"`},
+		{fmt.Sprintf("/api/bisect/%d", ids["bisect"]), "application/json", 200, "cccccccccccccccc"},
+		{fmt.Sprintf("/tests/%d", ids["apply"]), "text/html; charset=utf-8", 200, "patch 2/3 does not apply"},
+		{fmt.Sprintf("/bisect/%d", ids["bisect"]), "text/html; charset=utf-8", 200, "read_mbps -12%"},
+		{"/api/tests/x", "", 404, ""},
+		{"/bisect/x", "", 404, ""},
+		{"/api/tests/999999", "", 404, ""},
+		{"/api/bisect/999999", "", 404, ""},
+	} {
+		resp, err := http.Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || tc.ctype != "" && resp.Header.Get("Content-Type") != tc.ctype || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s: %d %q, want %d %q with %q:\n%s", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), tc.code, tc.ctype, tc.want, body)
+		}
+	}
+}

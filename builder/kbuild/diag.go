@@ -57,13 +57,6 @@ var (
 	makeRuleRE = regexp.MustCompile(`^make(?:\[\d+\])?: \*\*\* (No rule to make target .*)$`)
 )
 
-// ParseDiagnostics reads a build log and returns its first errors, with
-// paths made relative to the source tree (srcPrefixes are stripped).
-func ParseDiagnostics(r io.Reader, srcPrefixes ...string) []Diagnostic {
-	errs, _ := ParseLog(r, srcPrefixes...)
-	return errs
-}
-
 // ParseLog reads a build log and returns its first errors and its first
 // compiler warnings, each with the source excerpt the compiler printed
 // under it, paths made relative to the source tree (srcPrefixes are

@@ -20,7 +20,7 @@ ld: vmlinux.o: undefined reference to ` + "`other'" + `
 ERROR: modpost: "ib_foo" [drivers/infiniband/hw/hfi1/hfi1.ko] undefined!
 make[1]: *** No rule to make target 'net/sunrpc/gone.o', needed by 'net/sunrpc/built-in.a'.  Stop.
 `
-	got := ParseDiagnostics(strings.NewReader(log), "/kbuild/src/", "../src/")
+	got, _ := ParseLog(strings.NewReader(log), "/kbuild/src/", "../src/")
 	var lines []string
 	for _, d := range got {
 		lines = append(lines, d.String())

@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -69,7 +68,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	}
 	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
 	aa := &wire.AA{
-		Lab: &wire.Lab{Cfg: c.Lab, Dirs: lab.Dirs{Cache: filepath.Join(c.CacheDir, "lab"), Leases: filepath.Join(c.DataDir, "lab-leases")},
+		Lab: &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(),
 			Test: c.Lab.Test, Log: e.log},
 		Decide: r,
 		Pair:   *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,

@@ -47,8 +47,6 @@ func loadConfig(path string) (wire.Config, error) {
 	return wire.Load(path)
 }
 
-func labImageDir(c wire.Config) string { return filepath.Join(c.CacheDir, "lab", "images") }
-
 func runLabImage(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "lab image")
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
@@ -59,7 +57,7 @@ func runLabImage(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	img, err := lab.EnsureImage(ctx, labImageDir(c), lab.DefaultRecipe(), e.log)
+	img, err := c.LabDirs().Image(ctx, e.log)
 	if err != nil {
 		return err
 	}
@@ -119,7 +117,7 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	if err := test.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	img, err := lab.EnsureImage(ctx, labImageDir(c), lab.DefaultRecipe(), e.log)
+	img, err := c.LabDirs().Image(ctx, e.log)
 	if err != nil {
 		return err
 	}
@@ -206,7 +204,7 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	img, err := lab.EnsureImage(ctx, labImageDir(c), lab.DefaultRecipe(), e.log)
+	img, err := c.LabDirs().Image(ctx, e.log)
 	if err != nil {
 		return err
 	}
@@ -216,13 +214,13 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	}
 	var peer *lab.Peer
 	if _, err := os.Stat(filepath.Join(*refDir, "run-pair.sh")); err == nil {
-		peer = &lab.Peer{Dir: *refDir, Work: filepath.Join(c.CacheDir, "lab", "reference")}
+		peer = &lab.Peer{Dir: *refDir, Work: filepath.Join(c.LabDirs().Cache, "reference")}
 	} else if !*spreadOnly {
 		fmt.Fprintf(e.stdout, "no reference lab at %s: full runs are compared with its published figure only\n", *refDir)
 	}
 	return lab.Bench(ctx, lab.BenchOptions{
 		Kernel: lab.Kernel{BzImage: *kernel}, Image: img, QEMU: qc, Boots: *boots, Test: test,
 		SpreadOnly: *spreadOnly, QuietOnly: *quietOnly, Peer: peer, Rounds: *rounds,
-		NoiseDir: filepath.Join(c.CacheDir, "lab", "noise"), Out: e.stdout, Log: e.log,
+		NoiseDir: filepath.Join(c.LabDirs().Cache, "noise"), Out: e.stdout, Log: e.log,
 	})
 }

@@ -10,7 +10,7 @@
 //     (git/N.git epochs), a single bare epoch repository, or a lore URL that
 //     is mirrored with go-git (epochs found through manifest.js.gz).
 //   - IMAP: a public-inbox-imapd server (mailboxes <newsgroup>.<K>).
-//   - Mbox, EMLDir, Maildir: local files.
+//   - Mbox, EMLDir: local files.
 //   - HTTPClient.FetchThread: one thread by Message-ID over HTTP, for manual triggers
 //     (not a Source: it has no position to resume from).
 //
@@ -26,27 +26,23 @@
 //
 // Errors say whose fault a failure is: a *SourceError is the archive's or
 // the network's (retry later, nothing is lost); an error wrapped with Skip
-// is the message's (logged, acknowledged, never retried); ErrBotWall,
-// ErrCheckpointLost and ErrNoIdle name specific infrastructure states.
+// is the message's (logged, acknowledged, never retried); ErrBotWall and
+// ErrCheckpointLost name specific infrastructure states.
 //
-// A consumer (the lore assembler, the bot) typically builds its sources,
-// then either calls Pump once (a scan, a catch-up) or runs a Watcher, which
-// pumps every source each poll interval, waits on IMAP IDLE where the
-// server offers it, and logs and skips bad items instead of stalling:
+// A consumer builds its sources and pumps each, once (`rdmabot lore
+// scan`, with MemCheckpoints) or on every poll (serve's ingest job stores
+// the mail and its checkpoints in the database and backs off a failing
+// list on its own). Pump logs and skips bad items instead of stalling:
 //
-//	cps, _ := feed.OpenFileCheckpoints("/var/lib/rdmabot/lore-checkpoints.json")
-//	w := &feed.Watcher{
-//		Sources:     []feed.Source{&feed.Git{List: "linux-rdma", Dir: dir, URL: url}},
-//		Checkpoints: cps,
-//		Interval:    2 * time.Minute,
-//		Log:         log,
-//	}
-//	err := w.Run(ctx, func(ctx context.Context, it feed.Item) error {
-//		if it.Deleted { return assembler.Forget(it.Raw) }
-//		if err := assembler.Add(it.Raw, it.Received); err != nil {
+//	src := &feed.Git{List: "linux-rdma", Dir: dir, URL: url}
+//	_, err := feed.Pump(ctx, src, cps, feed.PumpOptions{Log: log}, func(ctx context.Context, it feed.Item) error {
+//		if it.Deleted {
+//			return assembler.ForgetRaw(it.Raw)
+//		}
+//		if err := assembler.AddRaw(it.Raw, it.Received); err != nil {
 //			return feed.Skip(err) // the mail is bad: log, go on
 //		}
-//		return nil // any other error: retried next poll
+//		return nil // any other error stops the pump: read again next time
 //	})
 package feed
 
@@ -154,7 +150,7 @@ type PumpStats struct {
 // ErrSkip error: the item is bad, and re-reading it would not help).
 // Any other consume error stops the pump without saving, so the item is
 // read again next time. A panic in consume is recovered and treated as a
-// bad item: one malformed mail must not take the watcher down.
+// bad item: one malformed mail must not take the poller down.
 func Pump(ctx context.Context, src Source, cps Checkpoints, opts PumpOptions, consume func(context.Context, Item) error) (PumpStats, error) {
 	var st PumpStats
 	log := opts.Log

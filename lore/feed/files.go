@@ -113,7 +113,7 @@ func fromLineTime(from []byte) time.Time {
 // fileEntry is one message file of a directory source.
 type fileEntry struct {
 	path  string // absolute
-	id    string // stable name: relative path (EML), unique part (Maildir)
+	id    string // stable name: the path relative to the directory
 	mtime time.Time
 }
 
@@ -176,7 +176,7 @@ func readFiles(ctx context.Context, key, list, after string, entries []fileEntry
 		}
 		raw, err := readCapped(e.path)
 		if errors.Is(err, fs.ErrNotExist) {
-			break // moved (new/ to cur/) or removed: list again next time
+			break // moved or removed: list again next time
 		}
 		if err != nil {
 			return "", &SourceError{Source: key, Err: err}
@@ -235,43 +235,6 @@ func (d *EMLDir) Read(ctx context.Context, after string, yield func(Item) error)
 		return "", &SourceError{Source: d.Key(), Err: err}
 	}
 	return readFiles(ctx, d.Key(), d.List, after, entries, yield)
-}
-
-// Maildir reads a Maildir's new/ and cur/ without changing it (a mail
-// reader may own it). A message keeps its unique name (the part before
-// ':') and its mtime when a reader moves it from new/ to cur/, so the move
-// neither repeats nor loses it.
-type Maildir struct {
-	List string
-	Dir  string
-}
-
-// Key implements Source.
-func (m *Maildir) Key() string { return "maildir " + m.Dir }
-
-// Read implements Source.
-func (m *Maildir) Read(ctx context.Context, after string, yield func(Item) error) (string, error) {
-	var entries []fileEntry
-	seen := map[string]bool{}
-	for _, sub := range []string{"cur", "new"} {
-		des, err := os.ReadDir(filepath.Join(m.Dir, sub))
-		if err != nil {
-			return "", &SourceError{Source: m.Key(), Err: fmt.Errorf("not a Maildir: %w", err)}
-		}
-		for _, de := range des {
-			if de.IsDir() || strings.HasPrefix(de.Name(), ".") {
-				continue
-			}
-			id, _, _ := strings.Cut(de.Name(), ":")
-			fi, err := de.Info()
-			if err != nil || seen[id] {
-				continue // moved while listing: listed under its other name
-			}
-			seen[id] = true
-			entries = append(entries, fileEntry{path: filepath.Join(m.Dir, sub, de.Name()), id: id, mtime: fi.ModTime()})
-		}
-	}
-	return readFiles(ctx, m.Key(), m.List, after, entries, yield)
 }
 
 func logOrDiscard(l *slog.Logger) *slog.Logger {

@@ -136,36 +136,3 @@ func TestEMLDir(t *testing.T) {
 	items, _ = readAll(t, src, cp)
 	same(t, "again", subjects(items), nil)
 }
-
-func TestMaildir(t *testing.T) {
-	dir := t.TempDir()
-	for _, d := range []string{"new", "cur", "tmp"} {
-		os.MkdirAll(filepath.Join(dir, d), 0o755)
-	}
-	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	writeAged(t, filepath.Join(dir, "cur", "1704067200.M1.host:2,S"), "Subject: seen\n\n", t0)
-	writeAged(t, filepath.Join(dir, "new", "1704067201.M2.host"), "Subject: fresh\n\n", t0.Add(time.Second))
-	writeAged(t, filepath.Join(dir, "tmp", "1704067202.M3.host"), "Subject: half written\n\n", t0)
-	cps := &MemCheckpoints{}
-	src := &Maildir{List: "l", Dir: dir}
-	c := &collector{}
-	if err := pumpAll(t, src, cps, c); err != nil {
-		t.Fatal(err)
-	}
-	wantGot(t, c, "seen", "fresh")
-
-	// A mail reader moves the new message to cur/ (rename keeps mtime),
-	// and one more arrives.
-	if err := os.Rename(filepath.Join(dir, "new", "1704067201.M2.host"), filepath.Join(dir, "cur", "1704067201.M2.host:2,S")); err != nil {
-		t.Fatal(err)
-	}
-	writeAged(t, filepath.Join(dir, "new", "1704067300.M4.host"), "Subject: later\n\n", t0.Add(time.Minute))
-	if err := pumpAll(t, src, cps, c); err != nil {
-		t.Fatal(err)
-	}
-	wantGot(t, c, "later")
-
-	if _, err := (&Maildir{Dir: t.TempDir()}).Read(context.Background(), "", func(Item) error { return nil }); err == nil {
-		t.Fatal("a directory without new/ and cur/ was taken for a Maildir")
-	}
-}

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -49,11 +48,6 @@ type IMAP struct {
 	Timeout time.Duration
 	// Log receives warnings; nil discards.
 	Log *slog.Logger
-
-	// seenNext is the UIDNEXT the last Read saw: Wait returns at once
-	// only when it grew, not merely because the newest UIDs were
-	// removed and can never be read (that would spin the watcher).
-	seenNext atomic.Uint32
 }
 
 // IsIMAPURL says whether a list URL names an IMAP server.
@@ -133,7 +127,7 @@ func (s *IMAP) log() *slog.Logger {
 
 // dial connects and logs in; the client is closed when ctx ends, which
 // also unblocks any command waiting on a silent server.
-func (s *IMAP) dial(ctx context.Context, opts *imapclient.Options) (*imapclient.Client, error) {
+func (s *IMAP) dial(ctx context.Context) (*imapclient.Client, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", s.Addr)
 	if err != nil {
@@ -148,7 +142,7 @@ func (s *IMAP) dial(ctx context.Context, opts *imapclient.Options) (*imapclient.
 		}
 		conn = tc
 	}
-	c := imapclient.New(conn, opts)
+	c := imapclient.New(conn, nil)
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	go func() {
 		<-c.Closed()
@@ -216,7 +210,7 @@ func (s *IMAP) Read(ctx context.Context, after string, yield func(Item) error) (
 			return "", err
 		}
 	}
-	c, err := s.dial(ctx, nil)
+	c, err := s.dial(ctx)
 	if err != nil {
 		return "", &SourceError{Source: s.Key(), Err: err}
 	}
@@ -261,9 +255,6 @@ func (s *IMAP) readSlice(ctx context.Context, c *imapclient.Client, cp imapCheck
 		return cp, 0, &SourceError{Source: s.Key(), Err: fmt.Errorf("select %s: %w", box, err)}
 	}
 	cp, err = s.fetchNew(c, box, sel, cp, yield)
-	if err == nil {
-		s.seenNext.Store(uint32(sel.UIDNext))
-	}
 	return cp, sel.UIDNext, err
 }
 
@@ -328,80 +319,4 @@ func (s *IMAP) fetchNew(c *imapclient.Client, box string, sel *imap.SelectData, 
 		uids = uids[n:]
 	}
 	return cp, nil
-}
-
-// ErrNoIdle means the server cannot push: poll instead.
-var ErrNoIdle = errors.New("server does not support IDLE")
-
-// Wait implements Notifier: it IDLEs on the checkpoint's slice (the newest
-// one without a checkpoint) and returns nil as soon as the server reports
-// more messages than there were at the start, or ctx's error when ctx ends
-// first. It returns ErrNoIdle when the server lacks IDLE.
-func (s *IMAP) Wait(ctx context.Context, after string) error {
-	notify := make(chan struct{}, 1)
-	opts := &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
-		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
-			if d.NumMessages != nil {
-				select {
-				case notify <- struct{}{}:
-				default:
-				}
-			}
-		},
-	}}
-	c, err := s.dial(ctx, opts)
-	if err != nil {
-		return &SourceError{Source: s.Key(), Err: err}
-	}
-	defer c.Close()
-	if !c.Caps().Has(imap.CapIdle) {
-		return ErrNoIdle
-	}
-	k, last := -1, imap.UID(0)
-	if after != "" {
-		if cp, err := parseIMAPCheckpoint(after); err == nil {
-			k, last = cp.Slice, cp.UID
-		}
-	}
-	if k < 0 {
-		if k, err = s.newestSlice(c); err != nil {
-			return &SourceError{Source: s.Key(), Err: err}
-		}
-	}
-	if last >= imap.UID((k+1)*IMAPSlice) {
-		// Slice k is complete; new mail goes to k+1, which Read found
-		// missing. Nothing to IDLE on: leave it to the poll.
-		k++
-		if _, err := c.Status(s.mailbox(k), &imap.StatusOptions{UIDValidity: true}).Wait(); err != nil {
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		return nil // it exists now
-	}
-	sel, err := c.Select(s.mailbox(k), &imap.SelectOptions{ReadOnly: true}).Wait()
-	if err != nil {
-		return &SourceError{Source: s.Key(), Err: err}
-	}
-	if last > 0 && sel.UIDNext > last+1 && uint32(sel.UIDNext) > s.seenNext.Load() {
-		return nil // mail arrived since the last Read
-	}
-	// The SELECT itself reported EXISTS; drop that news.
-	select {
-	case <-notify:
-	default:
-	}
-	idle, err := c.Idle()
-	if err != nil {
-		return &SourceError{Source: s.Key(), Err: fmt.Errorf("idle: %w", err)}
-	}
-	select {
-	case <-notify:
-		idle.Close()
-		idle.Wait()
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.Closed():
-		return &SourceError{Source: s.Key(), Err: errors.New("connection closed while idling")}
-	}
 }

@@ -5,14 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/rdmabot/rdmabot/internal/pitest"
 )
@@ -55,50 +52,6 @@ func startPeer(t *testing.T) (*pitest.Server, []byte) {
 	return pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: mails}), late
 }
 
-// syncCollector is a collector for a consumer running in a Watcher.
-type syncCollector struct {
-	mu    sync.Mutex
-	got   []string
-	items []Item
-	seen  chan struct{}
-}
-
-func newSyncCollector() *syncCollector { return &syncCollector{seen: make(chan struct{}, 100)} }
-
-func (c *syncCollector) consume(_ context.Context, it Item) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := subjectOf(it.Raw)
-	if it.Deleted {
-		s = "deleted " + s
-	}
-	c.got = append(c.got, s)
-	c.items = append(c.items, it)
-	c.seen <- struct{}{}
-	return nil
-}
-
-func (c *syncCollector) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.got
-	c.got = nil
-	return g
-}
-
-func (c *syncCollector) waitFor(t *testing.T, n int, within time.Duration) []string {
-	t.Helper()
-	deadline := time.After(within)
-	for i := 0; i < n; i++ {
-		select {
-		case <-c.seen:
-		case <-deadline:
-			t.Fatalf("saw %d of %d messages within %v: %q", i, n, within, c.take())
-		}
-	}
-	return c.take()
-}
-
 func same(t *testing.T, what string, got, want []string) {
 	t.Helper()
 	if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -109,11 +62,7 @@ func same(t *testing.T, what string, got, want []string) {
 func TestIMAPPeer(t *testing.T) {
 	srv, late := startPeer(t)
 	src := &IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}
-	cpPath := filepath.Join(t.TempDir(), "cp.json")
-	cps, err := OpenFileCheckpoints(cpPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cps := &MemCheckpoints{}
 	c := &collector{failAt: peerSubjects[3]}
 	if err := pumpAll(t, src, cps, c); err == nil {
 		t.Fatal("consumer error not returned")
@@ -121,12 +70,10 @@ func TestIMAPPeer(t *testing.T) {
 	same(t, "first read", c.got, peerSubjects[:3])
 	c.got = nil
 
-	cps, err = OpenFileCheckpoints(cpPath) // a restart
-	if err != nil {
-		t.Fatal(err)
-	}
+	cps = restarted(cps)
+	src = &IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}
 	var items []Item
-	_, err = Pump(context.Background(), src, cps, PumpOptions{}, func(ctx context.Context, it Item) error {
+	_, err := Pump(context.Background(), src, cps, PumpOptions{}, func(ctx context.Context, it Item) error {
 		items = append(items, it)
 		return c.consume(ctx, it)
 	})
@@ -150,29 +97,6 @@ func TestIMAPPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	same(t, "nothing new", c.got, nil)
-}
-
-func TestIMAPPeerIdleWakesWatcher(t *testing.T) {
-	srv, late := startPeer(t)
-	clock := newFakeClock()
-	passes := make(chan time.Time, 10)
-	w := &Watcher{
-		Sources:     []Source{&IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}},
-		Checkpoints: &MemCheckpoints{},
-		Interval:    time.Hour,
-		Clock:       clock,
-		Passes:      passes,
-	}
-	c := newSyncCollector()
-	done := runWatcher(t, w, c)
-	same(t, "first pass", c.waitFor(t, 5, time.Minute), peerSubjects)
-	<-passes
-	// The clock stands still: only IDLE can bring the new message in.
-	clock.waitForWaiters(t, 1)
-	time.Sleep(200 * time.Millisecond) // let the IDLE command reach the server
-	srv.Add(t, "linux-rdma", late)
-	same(t, "after Add", c.waitFor(t, 1, time.Minute), []string{lateSubject})
-	done()
 }
 
 func TestGitPeerOverHTTP(t *testing.T) {
@@ -200,48 +124,6 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// The watcher reads the inbox directory itself (as a bot next to its
-// own public-inbox would); a message injected while it runs is delivered
-// in the next poll, and a restart neither loses nor repeats anything.
-func TestWatcherPeerInjectionAndRestart(t *testing.T) {
-	srv, late := startPeer(t)
-	cpPath := filepath.Join(t.TempDir(), "cp.json")
-	newWatcher := func(clock Clock, passes chan time.Time) *Watcher {
-		cps, err := OpenFileCheckpoints(cpPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &Watcher{
-			Sources:     []Source{&Git{List: "linux-rdma", Dir: srv.InboxDir("linux-rdma")}},
-			Checkpoints: cps,
-			Interval:    2 * time.Minute,
-			Clock:       clock,
-			Passes:      passes,
-		}
-	}
-	clock := newFakeClock()
-	passes := make(chan time.Time, 10)
-	c := newSyncCollector()
-	done := runWatcher(t, newWatcher(clock, passes), c)
-	same(t, "first pass", c.waitFor(t, 5, time.Minute), peerSubjects)
-	<-passes
-	srv.Add(t, "linux-rdma", late)
-	clock.waitForWaiters(t, 1)
-	clock.Advance(2 * time.Minute)
-	<-passes
-	same(t, "one poll later", c.take(), []string{lateSubject})
-	done()
-
-	// Stopped; one more message arrives; a new watcher starts.
-	srv.Remove(t, "linux-rdma", late)
-	clock2 := newFakeClock()
-	passes2 := make(chan time.Time, 10)
-	done = runWatcher(t, newWatcher(clock2, passes2), c)
-	<-passes2
-	same(t, "after restart", c.take(), []string{"deleted " + lateSubject})
-	done()
 }
 
 func TestFetchThreadPeer(t *testing.T) {
@@ -274,94 +156,6 @@ func TestFetchThreadPeer(t *testing.T) {
 	if err != nil || len(epochs) != 1 || epochs[0] != 0 {
 		t.Fatalf("epochs %v %v", epochs, err)
 	}
-}
-
-// runWatcher runs w in the background; the returned func stops it and
-// checks that Run returned nil.
-func runWatcher(t *testing.T, w *Watcher, c *syncCollector) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx, c.consume) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-errc:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Error("watcher did not stop")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-// fakeClock moves only when told to.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-}
-
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2024, 1, 5, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeWaiter{c.now.Add(d), ch})
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
-
-func (c *fakeClock) waitForWaiters(t *testing.T, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		c.mu.Lock()
-		k := len(c.waiters)
-		c.mu.Unlock()
-		if k >= n {
-			return
-		}
-	}
-	t.Fatalf("nobody waits on the clock")
 }
 
 // public-inbox-imapd splits a newsgroup into mailboxes of 50,000 UIDs;
@@ -449,38 +243,6 @@ func TestGitPeerEpochRollover(t *testing.T) {
 	same(t, "scan", sc.got, want)
 }
 
-// The server goes away under an IDLE: the watcher reconnects (after its
-// one-second backoff) and IDLE brings the next message in.
-func TestIMAPPeerIdleReconnects(t *testing.T) {
-	srv, late := startPeer(t)
-	clock := newFakeClock()
-	passes := make(chan time.Time, 10)
-	var logs syncBuffer
-	w := &Watcher{
-		Sources:     []Source{&IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}},
-		Checkpoints: &MemCheckpoints{},
-		Interval:    time.Hour,
-		Clock:       clock,
-		Passes:      passes,
-		Log:         slog.New(slog.NewTextHandler(&logs, nil)),
-	}
-	c := newSyncCollector()
-	done := runWatcher(t, w, c)
-	same(t, "first pass", c.waitFor(t, 5, time.Minute), peerSubjects)
-	<-passes
-	clock.waitForWaiters(t, 1)
-	time.Sleep(300 * time.Millisecond) // IDLE is set up
-	srv.Restart(t)
-	clock.waitForWaiters(t, 2) // the interval, and the reconnect backoff
-	if !strings.Contains(logs.String(), "reconnecting") {
-		t.Fatalf("no reconnect logged:\n%s", logs.String())
-	}
-	clock.Advance(time.Second)
-	srv.Add(t, "linux-rdma", late)
-	same(t, "after restart", c.waitFor(t, 1, time.Minute), []string{lateSubject})
-	done()
-}
-
 // public-inbox-purge rewrites the epoch's history (the purged message's
 // commit keeps an empty blob) and prunes the inbox: readers of a go-git
 // mirror and of the inbox itself read on without repeating anything.
@@ -536,29 +298,27 @@ func TestIMAPPeerSliceGap(t *testing.T) {
 }
 
 // The newest message removed: IMAP's UIDNEXT stays past the last UID a
-// reader can see. The watcher must IDLE then, not spin.
-func TestIMAPPeerRemovedTailDoesNotSpin(t *testing.T) {
+// reader can see. The next poll reads nothing new, and the one after a
+// new message reads that message.
+func TestIMAPPeerRemovedTail(t *testing.T) {
 	srv, late := startPeer(t)
 	mails, _ := peerMails(t)
 	srv.Remove(t, "linux-rdma", mails[4])
-	clock := newFakeClock()
-	passes := make(chan time.Time, 100)
-	w := &Watcher{
-		Sources:     []Source{&IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}},
-		Checkpoints: &MemCheckpoints{},
-		Interval:    time.Hour,
-		Clock:       clock,
-		Passes:      passes,
+	src := &IMAP{List: "linux-rdma", Addr: srv.IMAPAddr, Newsgroup: "org.kernel.vger.linux-rdma"}
+	cps := &MemCheckpoints{}
+	c := &collector{}
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
 	}
-	c := newSyncCollector()
-	done := runWatcher(t, w, c)
-	same(t, "first pass", c.waitFor(t, 4, time.Minute), peerSubjects[:4])
-	<-passes
-	time.Sleep(2 * time.Second)
-	if n := len(passes); n != 0 {
-		t.Fatalf("%d more passes without new mail or time", n)
+	same(t, "first pass", c.got, peerSubjects[:4])
+	c.got = nil
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
 	}
+	same(t, "nothing new", c.got, nil)
 	srv.Add(t, "linux-rdma", late)
-	same(t, "after Add", c.waitFor(t, 1, time.Minute), []string{lateSubject})
-	done()
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "after Add", c.got, []string{lateSubject})
 }

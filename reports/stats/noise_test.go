@@ -1,5 +1,8 @@
 package stats
 
+// The noise model of the lab, fitted to its saved runs: only the
+// VerdictPolicy benchmark (bench_test.go) and its tests use it.
+
 import (
 	"encoding/json"
 	"fmt"
@@ -86,20 +89,22 @@ func FitNoise(name, unit string, higherIsBetter bool, runs [][]float64) MetricNo
 // per-iteration figures were published, so the iteration noise is folded
 // into the run noise).
 func ReferenceNoise() NoiseModel {
-	one := func(v ...float64) [][]float64 {
-		out := make([][]float64, len(v))
-		for i, x := range v {
-			out[i] = []float64{x}
-		}
-		return out
-	}
 	return NoiseModel{
 		Source: "lab REPORT.md §9 (-icount shift=2,sleep=on, 4 boots)",
 		Metrics: []MetricNoise{
-			FitNoise("copy", "MB/s", true, one(copyMBps([]float64{15.9, 16.5, 17.1, 16.1}, []float64{14.5, 14.8, 15.6, 14.4})...)),
-			FitNoise("loop", "s", false, one(50.67, 50.23, 49.53, 50.63)),
+			FitNoise("copy", "MB/s", true, perBoot(copyMBps([]float64{15.9, 16.5, 17.1, 16.1}, []float64{14.5, 14.8, 15.6, 14.4})...)),
+			FitNoise("loop", "s", false, perBoot(50.67, 50.23, 49.53, 50.63)),
 		},
 	}
+}
+
+// perBoot are runs known only by their means: one figure per boot.
+func perBoot(v ...float64) [][]float64 {
+	out := make([][]float64, len(v))
+	for i, x := range v {
+		out[i] = []float64{x}
+	}
+	return out
 }
 
 // copyMBps is both copies' throughput from write and read throughputs
@@ -115,18 +120,11 @@ func copyMBps(write, read []float64) []float64 {
 // PlainTCGNoise is the same study without instruction counting (5 boots):
 // about ten times noisier, shown so the bench can say what it would cost.
 func PlainTCGNoise() NoiseModel {
-	one := func(v ...float64) [][]float64 {
-		out := make([][]float64, len(v))
-		for i, x := range v {
-			out[i] = []float64{x}
-		}
-		return out
-	}
 	return NoiseModel{
 		Source: "lab REPORT.md §9 (plain TCG, 5 boots)",
 		Metrics: []MetricNoise{
-			FitNoise("copy", "MB/s", true, one(copyMBps([]float64{23.4, 15.6, 20.0, 18.7, 19.4}, []float64{23.1, 16.2, 19.5, 17.9, 19.6})...)),
-			FitNoise("loop", "s", false, one(19.6, 26.6, 21.9, 22.7, 22.2)),
+			FitNoise("copy", "MB/s", true, perBoot(copyMBps([]float64{23.4, 15.6, 20.0, 18.7, 19.4}, []float64{23.1, 16.2, 19.5, 17.9, 19.6})...)),
+			FitNoise("loop", "s", false, perBoot(19.6, 26.6, 21.9, 22.7, 22.2)),
 		},
 	}
 }

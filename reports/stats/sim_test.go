@@ -1,5 +1,8 @@
 package stats
 
+// The simulation that proves the verdict policy and sizes its budget
+// (bench_test.go); the bot itself only calls Decide.
+
 import (
 	"context"
 	"math"
