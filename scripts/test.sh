@@ -46,6 +46,13 @@ tidy_clean() {
   rm -rf "$tmp"
   return $rc
 }
+# Code the one binary never calls is wired or deleted: deadcode lists
+# every function unreachable from cmd/rdmabot, and the list must be empty.
+dead_code() {
+  local out
+  out=$(go run golang.org/x/tools/cmd/deadcode@v0.52.0 ./cmd/rdmabot) || return 1
+  [ -z "$out" ] || { echo "unreachable from cmd/rdmabot (wire it or delete it):" >&2; echo "$out" >&2; return 1; }
+}
 prepare() {
   local out
   out=$(bash scripts/prepare-lab.sh) || return 1
@@ -64,6 +71,7 @@ fuzz() {
 stage "gofmt" gofmt_clean
 stage "go vet" go vet ./...
 stage "go mod tidy" tidy_clean
+stage "dead code" dead_code
 stage "prepare: kernel tree, lab kernel, guest image" prepare
 # Other heavy work on the machine (a serve, an A/A bench, a kernel
 # build) starves the tests' guests: their boots are set aside and the
