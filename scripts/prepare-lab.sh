@@ -34,7 +34,7 @@ force=()
   --lock "$CACHE/heavy.lock" --out "$CACHE/lab-kernel" >&2
 
 echo "prepare: guest image" >&2
-image=$("$bin" lab image | awk '{print $1}')
+image=$("$bin" lab image --cache-dir "$CACHE" | awk '{print $1}')
 
 echo "export RDMABOT_TEST_TREE=$repo"
 echo "export RDMABOT_TEST_TREE_REV=$ref"

@@ -50,12 +50,16 @@ func loadConfig(path string) (wire.Config, error) {
 func runLabImage(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "lab image")
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	cacheDir := fs.String("cache-dir", "", "cache directory (default: cache_dir from the config)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
+	}
+	if *cacheDir != "" {
+		c.CacheDir = *cacheDir
 	}
 	img, err := c.LabDirs().Image(ctx, e.log)
 	if err != nil {
