@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
@@ -490,8 +491,9 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, rs *read
 		return rd.rewrite(ctx, cp, tip, nil)
 	}
 	for i := len(newer) - 1; i >= 0; i-- {
-		c := newer[i]
-		next, err := rd.deliver(c, false, gitCheckpoint{Epoch: e.n, Commit: c, Recent: cp.Recent})
+		w := newer[i]
+		next, err := rd.deliverCommit(w.hash, rawCommit{tree: w.tree, committed: w.committed}, false,
+			gitCheckpoint{Epoch: e.n, Commit: w.hash, Recent: cp.Recent})
 		if err != nil {
 			return cp, err
 		}
@@ -557,6 +559,9 @@ type epochReader struct {
 	n     int
 	yield func(Item) error
 	rs    *readState
+	// zones are the commit time zones seen: the walk keeps every
+	// commit's time, and a zone each would outweigh the list.
+	zones map[int]*time.Location
 }
 
 // walkBack returns the commits from tip back to stop (excluded), newest
@@ -565,17 +570,30 @@ type epochReader struct {
 // An unreadable commit is an error: the rewrite logic must not take a
 // broken history for a shorter one.
 func (rd *epochReader) walkBack(ctx context.Context, tip, stop plumbing.Hash) ([]plumbing.Hash, bool, error) {
-	out, found, broken, err := rd.walkBackBroken(ctx, tip, stop)
+	ws, found, broken, err := rd.walkBackBroken(ctx, tip, stop)
 	if err == nil && !broken.IsZero() {
 		_, err = rd.commit(broken)
+	}
+	out := make([]plumbing.Hash, len(ws))
+	for i, w := range ws {
+		out[i] = w.hash
 	}
 	return out, found, err
 }
 
+// walked is a commit the walk back read, with what delivering its
+// message needs: reading it again costs a second inflate, which for an
+// object this small is mostly building the Huffman tables (a tenth of
+// a scan's CPU went to reading every commit twice).
+type walked struct {
+	hash, tree plumbing.Hash
+	committed  time.Time
+}
+
 // walkBackBroken is walkBack that stops at an unreadable commit below
 // the tip and returns it as broken (the tip itself must be readable).
-func (rd *epochReader) walkBackBroken(ctx context.Context, tip, stop plumbing.Hash) ([]plumbing.Hash, bool, plumbing.Hash, error) {
-	var out []plumbing.Hash
+func (rd *epochReader) walkBackBroken(ctx context.Context, tip, stop plumbing.Hash) ([]walked, bool, plumbing.Hash, error) {
+	var out []walked
 	for h := tip; ; {
 		if h == stop {
 			return out, true, plumbing.ZeroHash, nil
@@ -592,7 +610,7 @@ func (rd *epochReader) walkBackBroken(ctx context.Context, tip, stop plumbing.Ha
 			}
 			return out, false, h, nil
 		}
-		out = append(out, h)
+		out = append(out, walked{h, c.tree, c.committed})
 		if c.parent.IsZero() {
 			return out, stop.IsZero(), plumbing.ZeroHash, nil
 		}
@@ -627,7 +645,10 @@ func (rd *epochReader) commit(h plumbing.Hash) (rawCommit, error) {
 	if err != nil {
 		return rawCommit{}, err
 	}
-	c, err := parseRawCommit(b)
+	if rd.zones == nil {
+		rd.zones = map[int]*time.Location{}
+	}
+	c, err := parseRawCommit(b, rd.zones)
 	if err != nil {
 		return c, rd.sourceErr(fmt.Errorf("commit %s: %w", h, err))
 	}
@@ -645,12 +666,18 @@ func (rd *epochReader) entryOf(h plumbing.Hash) (rawCommit, entry, bool, error) 
 	if err != nil {
 		return c, entry{}, false, err
 	}
+	e, ok, err := rd.entryIn(c)
+	return c, e, ok, err
+}
+
+// entryIn is entryOf for a commit already read.
+func (rd *epochReader) entryIn(c rawCommit) (entry, bool, error) {
 	t, err := rd.object(c.tree, plumbing.TreeObject)
 	if err != nil {
-		return c, entry{}, false, err
+		return entry{}, false, err
 	}
 	e, ok := treeEntry(t)
-	return c, e, ok && e.blob != emptyBlob, nil
+	return e, ok && e.blob != emptyBlob, nil
 }
 
 func readAllInto(b []byte, r io.Reader) ([]byte, error) {
@@ -677,7 +704,16 @@ func readAllInto(b []byte, r io.Reader) ([]byte, error) {
 // is not an error: it is yielded as an unreadable Item (Err set), kept
 // in the checkpoint's retry list, and the read goes on.
 func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint) (gitCheckpoint, error) {
-	c, e, raw, ok, err := rd.load(h)
+	c, err := rd.commit(h)
+	if err != nil {
+		return rd.unreadable(h, c, next, err)
+	}
+	return rd.deliverCommit(h, c, purged, next)
+}
+
+// deliverCommit is deliver for commit h already read as c.
+func (rd *epochReader) deliverCommit(h plumbing.Hash, c rawCommit, purged bool, next gitCheckpoint) (gitCheckpoint, error) {
+	e, raw, ok, err := rd.message(c)
 	if err != nil {
 		return rd.unreadable(h, c, next, err)
 	}
@@ -702,15 +738,25 @@ func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint)
 // load reads commit h's entry and blob; ok is false when the commit
 // holds no message.
 func (rd *epochReader) load(h plumbing.Hash) (rawCommit, entry, []byte, bool, error) {
-	c, e, ok, err := rd.entryOf(h)
+	c, err := rd.commit(h)
+	if err != nil {
+		return c, entry{}, nil, false, err
+	}
+	e, raw, ok, err := rd.message(c)
+	return c, e, raw, ok, err
+}
+
+// message reads the entry and blob of a commit already read.
+func (rd *epochReader) message(c rawCommit) (entry, []byte, bool, error) {
+	e, ok, err := rd.entryIn(c)
 	if err != nil || !ok {
-		return c, e, nil, ok, err
+		return e, nil, ok, err
 	}
 	raw, err := rd.object(e.blob, plumbing.BlobObject)
 	if err != nil {
-		return c, e, nil, false, err
+		return e, nil, false, err
 	}
-	return c, e, raw, true, nil
+	return e, raw, true, nil
 }
 
 // unreadable yields commit h as a message that cannot be read and

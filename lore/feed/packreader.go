@@ -320,7 +320,9 @@ type rawCommit struct {
 	committed time.Time
 }
 
-func parseRawCommit(b []byte) (rawCommit, error) {
+// parseRawCommit parses a commit; zones holds the time zones made so
+// far, shared by the commits with the same offset (nil: a zone each).
+func parseRawCommit(b []byte, zones map[int]*time.Location) (rawCommit, error) {
 	var c rawCommit
 	for len(b) > 0 {
 		line := b
@@ -349,7 +351,14 @@ func parseRawCommit(b []byte) (rawCommit, error) {
 					tz, err2 := strconv.Atoi(string(f[1]))
 					if err == nil && err2 == nil {
 						off := (tz/100*60 + tz%100) * 60
-						c.committed = time.Unix(sec, 0).In(time.FixedZone("", off))
+						loc := zones[off]
+						if loc == nil {
+							loc = time.FixedZone("", off)
+							if zones != nil {
+								zones[off] = loc
+							}
+						}
+						c.committed = time.Unix(sec, 0).In(loc)
 					}
 				}
 			}
