@@ -175,6 +175,10 @@ type Assembler struct {
 	alias map[string]string
 	// implicit are the plain-subject covers the last Assemble found.
 	implicit map[*entry]bool
+	// gen changes whenever the held set does; heldParent's answers are
+	// kept per entry for as long as it stays (a flush asks about the
+	// same messages from several walks up their threads).
+	gen uint64
 }
 
 type kind int
@@ -202,9 +206,13 @@ type entry struct {
 	// assembles the same held messages again at every flush.
 	matched, lists, otherLists []string
 	key                        string // seriesKey, computed once
-	ltitle                     string // lowerTitle, computed once
-	links                      []string
-	linksDone                  bool
+	// held and heldGen: heldParent's answer while Assembler.gen is
+	// heldGen.
+	held      *entry
+	heldGen   uint64
+	ltitle    string // lowerTitle, computed once
+	links     []string
+	linksDone bool
 	// pwhash is b4's patchwork hash of the body, to carry trailers
 	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
@@ -320,6 +328,7 @@ func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
 		e.applied, e.commits = appliedNote(m.Body)
 		e.commands = parseCommands(m.Body)
 	}
+	a.gen++
 	a.byID[m.MessageID] = e
 	for _, id := range m.MessageIDs[1:] {
 		if a.lookup(id) == nil {
@@ -342,6 +351,7 @@ func (a *Assembler) lookup(id string) *entry {
 
 // forget drops a held message and its aliases.
 func (a *Assembler) forget(e *entry) {
+	a.gen++
 	delete(a.byID, e.msg.MessageID)
 	for _, id := range e.msg.MessageIDs[1:] {
 		if a.alias[id] == e.msg.MessageID {
@@ -450,6 +460,13 @@ func (e *entry) index() int {
 // heldParent returns the nearest held ancestor: the parent if held,
 // else the newest held reference; nil when none is held.
 func (a *Assembler) heldParent(e *entry) *entry {
+	if e.heldGen != a.gen {
+		e.held, e.heldGen = a.findHeldParent(e), a.gen
+	}
+	return e.held
+}
+
+func (a *Assembler) findHeldParent(e *entry) *entry {
 	if p := a.lookup(e.parent); p != nil {
 		return p
 	}
