@@ -175,9 +175,9 @@ type Assembler struct {
 	alias map[string]string
 	// implicit are the plain-subject covers the last Assemble found.
 	implicit map[*entry]bool
-	// gen changes whenever the held set does; heldParent's answers are
-	// kept per entry for as long as it stays (a flush asks about the
-	// same messages from several walks up their threads).
+	// gen changes whenever the held set does. parentOf and heldParent
+	// keep their answers per entry while it stays: every flush walks up
+	// the threads of all the replies held, most of them more than once.
 	gen uint64
 }
 
@@ -206,13 +206,16 @@ type entry struct {
 	// assembles the same held messages again at every flush.
 	matched, lists, otherLists []string
 	key                        string // seriesKey, computed once
-	// held and heldGen: heldParent's answer while Assembler.gen is
-	// heldGen.
-	held      *entry
-	heldGen   uint64
-	ltitle    string // lowerTitle, computed once
-	links     []string
-	linksDone bool
+	// parentOf's and heldParent's answers, valid (see there) while
+	// Assembler.gen is still parentGen and heldGen; gone is set when
+	// the entry is forgotten.
+	parentE            *entry
+	held               *entry
+	parentGen, heldGen uint64
+	gone               bool
+	ltitle             string // lowerTitle, computed once
+	links              []string
+	linksDone          bool
 	// pwhash is b4's patchwork hash of the body, to carry trailers
 	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
@@ -352,6 +355,7 @@ func (a *Assembler) lookup(id string) *entry {
 // forget drops a held message and its aliases.
 func (a *Assembler) forget(e *entry) {
 	a.gen++
+	e.gone = true
 	delete(a.byID, e.msg.MessageID)
 	for _, id := range e.msg.MessageIDs[1:] {
 		if a.alias[id] == e.msg.MessageID {
@@ -460,16 +464,31 @@ func (e *entry) index() int {
 // heldParent returns the nearest held ancestor: the parent if held,
 // else the newest held reference; nil when none is held.
 func (a *Assembler) heldParent(e *entry) *entry {
+	if p := a.parentOf(e); p != nil {
+		return p
+	}
 	if e.heldGen != a.gen {
-		e.held, e.heldGen = a.findHeldParent(e), a.gen
+		e.held, e.heldGen = a.heldReference(e), a.gen
 	}
 	return e.held
 }
 
-func (a *Assembler) findHeldParent(e *entry) *entry {
-	if p := a.lookup(e.parent); p != nil {
+// parentOf is lookup(e.parent), kept in e. A parent held under that very
+// Message-ID stays the answer until it is forgotten, whatever else comes
+// (Add keeps the first message with an ID); any other answer, nil or a
+// parent found by a second ID, holds only while the held set is the same.
+func (a *Assembler) parentOf(e *entry) *entry {
+	if p := e.parentE; p != nil && !p.gone && p.msg.MessageID == e.parent {
 		return p
 	}
+	if e.parentGen != a.gen {
+		e.parentE, e.parentGen = a.lookup(e.parent), a.gen
+	}
+	return e.parentE
+}
+
+// heldReference is the newest held reference of e, or nil.
+func (a *Assembler) heldReference(e *entry) *entry {
 	refs := e.msg.References
 	for i := len(refs) - 1; i >= 0; i-- {
 		if p := a.lookup(refs[i]); p != nil {
@@ -497,7 +516,7 @@ func (a *Assembler) rootOf(e *entry) string {
 		if cur.parent == "" {
 			return cur.msg.MessageID
 		}
-		p := a.lookup(cur.parent)
+		p := a.parentOf(cur)
 		if p == nil {
 			// Try an older reference: a missing middle patch must not
 			// split a chained series, but only if it is the same work.
@@ -613,7 +632,7 @@ func (a *Assembler) implicitCovers(order []*group, memberOf map[*entry]*group) {
 		if r == nil || r.kind != kindOther || r.reply || r.subj.Pull || r.author != first.author || memberOf[r] != nil {
 			continue
 		}
-		if !slices.ContainsFunc(g.members, func(e *entry) bool { return a.lookup(e.parent) == r }) {
+		if !slices.ContainsFunc(g.members, func(e *entry) bool { return a.parentOf(e) == r }) {
 			continue
 		}
 		a.implicit[r] = true
@@ -950,7 +969,7 @@ func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, ser
 func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, seriesOf map[*group]*Series, patchOf map[*entry]*Patch) {
 	var p *entry
 	if f.msg.InReplyTo != "" {
-		p = a.lookup(f.msg.InReplyTo)
+		p = a.parentOf(f) // the parent is In-Reply-To
 	} else {
 		for _, r := range f.msg.References {
 			if p = a.lookup(r); p != nil && p != f {
@@ -984,7 +1003,7 @@ func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, series
 			t.From, t.MessageID = p.msg.From, p.msg.MessageID
 			ts = append(ts, t)
 		}
-		p = a.lookup(p.msg.InReplyTo)
+		p = a.parentOf(p) // In-Reply-To, as it is not empty
 	}
 }
 
