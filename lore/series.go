@@ -207,12 +207,13 @@ type entry struct {
 	matched, lists, otherLists []string
 	key                        string // seriesKey, computed once
 	// parentOf's and heldParent's answers, valid (see there) while
-	// Assembler.gen is still parentGen and heldGen; gone is set when
+	// Assembler.gen is still parentGen and heldGen; parentByID says
+	// parentE was found under e.parent itself, and gone is set when
 	// the entry is forgotten.
 	parentE            *entry
 	held               *entry
 	parentGen, heldGen uint64
-	gone               bool
+	parentByID, gone   bool
 	ltitle             string // lowerTitle, computed once
 	links              []string
 	linksDone          bool
@@ -478,11 +479,13 @@ func (a *Assembler) heldParent(e *entry) *entry {
 // (Add keeps the first message with an ID); any other answer, nil or a
 // parent found by a second ID, holds only while the held set is the same.
 func (a *Assembler) parentOf(e *entry) *entry {
-	if p := e.parentE; p != nil && !p.gone && p.msg.MessageID == e.parent {
+	if p := e.parentE; e.parentByID && !p.gone {
 		return p
 	}
 	if e.parentGen != a.gen {
-		e.parentE, e.parentGen = a.lookup(e.parent), a.gen
+		p := a.lookup(e.parent)
+		e.parentE, e.parentGen = p, a.gen
+		e.parentByID = p != nil && p.msg.MessageID == e.parent
 	}
 	return e.parentE
 }
