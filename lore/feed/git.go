@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -107,26 +108,40 @@ const maxRetry = 64
 const recentBlobs = 8
 
 func (c gitCheckpoint) String() string {
-	recent := "-"
-	if len(c.Recent) > 0 {
-		hs := make([]string, len(c.Recent))
-		for i, h := range c.Recent {
-			hs[i] = h.String()
-		}
-		recent = strings.Join(hs, ",")
+	// "git1 <epoch> <commit> <recent,...|->", built in one buffer: every
+	// message delivered carries a checkpoint.
+	b := make([]byte, 0, 64+41*max(1, len(c.Recent)))
+	b = append(b, "git1 "...)
+	b = strconv.AppendInt(b, int64(c.Epoch), 10)
+	b = append(b, ' ')
+	b = hex.AppendEncode(b, c.Commit[:])
+	b = append(b, ' ')
+	if len(c.Recent) == 0 {
+		b = append(b, '-')
 	}
-	s := fmt.Sprintf("git1 %d %s %s", c.Epoch, c.Commit, recent)
+	for i, h := range c.Recent {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = hex.AppendEncode(b, h[:])
+	}
+	s := string(b)
 	if !c.Tip.IsZero() {
 		s += fmt.Sprintf(" %s %d", c.Tip, c.Done)
 	}
 	if len(c.Retry) > 0 {
 		rs := make([]string, len(c.Retry))
 		for i, r := range c.Retry {
-			rs[i] = fmt.Sprintf("%d:%s", r.Epoch, r.Commit)
+			rs[i] = position(r.Epoch, r.Commit)
 		}
 		s += " retry=" + strings.Join(rs, ",")
 	}
 	return s
+}
+
+// position is an Item's Pos: "<epoch>:<commit>".
+func position(epoch int, commit plumbing.Hash) string {
+	return strconv.Itoa(epoch) + ":" + commit.String()
 }
 
 // withDelivered returns c with blob added to Recent.
@@ -328,7 +343,7 @@ func (g *Git) retryUnreadable(ctx context.Context, epochs []epoch, cp gitCheckpo
 			List:       g.List,
 			Raw:        raw,
 			Received:   c.committed,
-			Pos:        fmt.Sprintf("%d:%s", ref.Epoch, ref.Commit),
+			Pos:        position(ref.Epoch, ref.Commit),
 			Deleted:    e.name == "d",
 			Checkpoint: next.String(),
 		}); err != nil {
@@ -481,7 +496,7 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, rs *read
 		// to stop reading the archive.
 		rd.log().Error("feed: archive history is broken at an unreadable commit; the commits behind it cannot be read",
 			"source", g.Key(), "epoch", e.n, "commit", broken, "after", cp.Commit)
-		if err := yield(Item{List: g.List, Pos: fmt.Sprintf("%d:%s", e.n, broken),
+		if err := yield(Item{List: g.List, Pos: position(e.n, broken),
 			Err: rd.sourceErr(fmt.Errorf("commit %s unreadable: history behind it lost", broken))}); err != nil {
 			return cp, err
 		}
@@ -729,7 +744,7 @@ func (rd *epochReader) deliverCommit(h plumbing.Hash, c rawCommit, purged bool, 
 		List:       rd.g.List,
 		Raw:        raw,
 		Received:   c.committed,
-		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
+		Pos:        position(rd.n, h),
 		Deleted:    purged || e.name == "d",
 		Checkpoint: next.String(),
 	})
@@ -774,7 +789,7 @@ func (rd *epochReader) unreadable(h plumbing.Hash, c rawCommit, next gitCheckpoi
 	return next, rd.yield(Item{
 		List:       rd.g.List,
 		Received:   c.committed,
-		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
+		Pos:        position(rd.n, h),
 		Checkpoint: next.String(),
 		Err:        err,
 	})
