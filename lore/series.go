@@ -1119,15 +1119,32 @@ func sortTrailers(ts []Trailer) {
 // in one version's cover or first patch to a message of the other.
 func linkVersions(all []*Series) {
 	byAuthor := map[string][]*Series{}
-	byMsg := map[string]*Series{}
 	for _, s := range all {
 		a := strings.ToLower(s.Author.Email)
 		byAuthor[a] = append(byAuthor[a], s)
-		if s.Cover != nil {
+	}
+	// byMsg finds the series of a linked message; only the linked ones
+	// go in (a flush links again every held series, and links are few).
+	linked := map[string]bool{}
+	for _, s := range all {
+		if e := s.linkSource(); e != nil {
+			for _, id := range e.loreLinks() {
+				linked[id] = true
+			}
+		}
+	}
+	byMsg := map[string]*Series{}
+	for _, s := range all {
+		if len(linked) == 0 {
+			break
+		}
+		if s.Cover != nil && linked[s.Cover.MessageID] {
 			byMsg[s.Cover.MessageID] = s
 		}
 		for _, p := range s.Patches {
-			byMsg[p.Message.MessageID] = s
+			if linked[p.Message.MessageID] {
+				byMsg[p.Message.MessageID] = s
+			}
 		}
 	}
 	link := func(x, y *Series) {
@@ -1147,12 +1164,7 @@ func linkVersions(all []*Series) {
 		}
 	}
 	for _, s := range all {
-		var e *entry
-		if s.cover != nil {
-			e = s.cover
-		} else if len(s.Patches) > 0 {
-			e = s.Patches[0].entry
-		}
+		e := s.linkSource()
 		if e == nil {
 			continue
 		}
@@ -1175,6 +1187,18 @@ func linkVersions(all []*Series) {
 			return vi.ID < vj.ID
 		})
 	}
+}
+
+// linkSource is the message whose lore links name other versions: the
+// cover, else the first patch.
+func (s *Series) linkSource() *entry {
+	if s.cover != nil {
+		return s.cover
+	}
+	if len(s.Patches) > 0 {
+		return s.Patches[0].entry
+	}
+	return nil
 }
 
 // versionWindow is how far apart two versions linked by their titles
