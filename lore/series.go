@@ -223,8 +223,11 @@ type entry struct {
 	// b4's base-commit: and change-id: lines, if the body has them.
 	baseCommit, changeID string
 	// For replies (b4's "reply"): trailers, applied notes, commands.
+	// signed are the trailers that name the sender (trailerFrom),
+	// with From and MessageID set: every flush gives them again.
 	reply    bool
 	trailers []Trailer
+	signed   []Trailer
 	applied  bool
 	commits  []string
 	commands []Command
@@ -325,6 +328,12 @@ func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
 	}
 	if e.kind == kindOther {
 		e.trailers = followupTrailers(m.Body)
+		for _, t := range e.trailers {
+			if trailerFrom(t, m.From) {
+				t.From, t.MessageID = m.From, m.MessageID
+				e.signed = append(e.signed, t)
+			}
+		}
 		if !e.reply && len(e.trailers) > 0 && m.InReplyTo != "" {
 			// b4: a follow-up without "Re:" that gives trailers.
 			e.reply = true
@@ -980,13 +989,7 @@ func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, series
 			}
 		}
 	}
-	var ts []Trailer
-	for _, t := range f.trailers {
-		if trailerFrom(t, f.msg.From) {
-			t.From, t.MessageID = f.msg.From, f.msg.MessageID
-			ts = append(ts, t)
-		}
-	}
+	ts := slices.Clip(f.signed) // appending below must not write into f
 	seen := map[*entry]bool{f: true}
 	for p != nil && !seen[p] {
 		seen[p] = true
