@@ -299,8 +299,13 @@ var (
 // or digit: "Reviewed_by:" and "Reviewed-by::" are not trailers.
 func splitTrailer(line string) (name, value string, ok bool) {
 	l := strings.TrimLeft(line, " \t")
+	// The first byte first: it turns away quoted lines (most of a
+	// reply) without looking for the end of the name.
+	if l == "" || !isWordByte(l[0]) || l[0] == '_' {
+		return "", "", false
+	}
 	sp := strings.IndexAny(l, " \t")
-	if sp < 3 || l[sp-1] != ':' || !isWordByte(l[0]) || l[0] == '_' {
+	if sp < 3 || l[sp-1] != ':' {
 		return "", "", false
 	}
 	for i := 1; i < sp-1; i++ {
@@ -328,30 +333,40 @@ func gluedAfterAddress(value string) bool {
 	return rest != "" && rest[0] != '#' && rest[0] != '[' && rest[0] != '('
 }
 
-// unwrapTrailers rejoins two wrappings b4 repairs: "Fixes: sha (title"
-// + "rest)" and "Name: Some Name" + "<addr>".
-func unwrapTrailers(lines []string) []string {
-	out := lines[:0:0]
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if i+1 < len(lines) {
-			if _, v, ok := splitTrailer(l); ok && !strings.ContainsAny(l[:1], " \t") {
-				next := lines[i+1]
-				sha, rest, _ := strings.Cut(v, " ")
-				fixes := hexRe.MatchString(sha) && strings.HasPrefix(strings.TrimLeft(rest, " \t"), "(") &&
-					!strings.Contains(rest, ")") && strings.Index(next, ")") > 0
-				addr := !strings.Contains(v, "<") && len(next) > 2 && next[0] == '<' && next[len(next)-1] == '>' &&
-					strings.Count(next, ">") == 1
-				if fixes || addr {
-					out = append(out, l+" "+next)
-					i++
-					continue
-				}
+// unwrapTrailers calls fn with each line of body (split at "\n" as
+// strings.Split does), rejoining two wrappings b4 repairs: "Fixes: sha
+// (title" + "rest)" and "Name: Some Name" + "<addr>". It reads the lines
+// in place: a reply quoting a whole patch has thousands.
+func unwrapTrailers(body string, fn func(line string)) {
+	l, rest, more := strings.Cut(body, "\n")
+	for more {
+		next, after, nextMore := strings.Cut(rest, "\n")
+		if wrapped(l, next) {
+			fn(l + " " + next)
+			if !nextMore {
+				return
 			}
+			l, rest, more = strings.Cut(after, "\n")
+			continue
 		}
-		out = append(out, l)
+		fn(l)
+		l, rest, more = next, after, nextMore
 	}
-	return out
+	fn(l)
+}
+
+// wrapped says whether next continues the trailer on line l.
+func wrapped(l, next string) bool {
+	_, v, ok := splitTrailer(l)
+	if !ok || strings.ContainsAny(l[:1], " \t") {
+		return false
+	}
+	sha, rest, _ := strings.Cut(v, " ")
+	fixes := hexRe.MatchString(sha) && strings.HasPrefix(strings.TrimLeft(rest, " \t"), "(") &&
+		!strings.Contains(rest, ")") && strings.Index(next, ")") > 0
+	addr := !strings.Contains(v, "<") && len(next) > 2 && next[0] == '<' && next[len(next)-1] == '>' &&
+		strings.Count(next, ">") == 1
+	return fixes || addr
 }
 
 // followupTrailers finds the trailers a reply gives, by b4 0.12's rules
@@ -366,13 +381,12 @@ func followupTrailers(body string) []Trailer {
 	if !strings.Contains(body, ": ") && !strings.Contains(body, ":\t") {
 		return nil
 	}
-	lines := unwrapTrailers(strings.Split(body, "\n"))
 	var out []Trailer
-	for _, line := range lines {
+	unwrapTrailers(body, func(line string) {
 		line = strings.TrimSuffix(line, "\r")
 		name, value, ok := splitTrailer(line)
 		if !ok {
-			continue
+			return
 		}
 		lname := strings.ToLower(name)
 		switch lname {
@@ -380,13 +394,13 @@ func followupTrailers(body string) []Trailer {
 			// Subject: and Date: are the lines of a quoted mail's
 			// attribution block ("From: X / Date: Y / Subject: Z"),
 			// never trailers: git and b4 add no such trailer.
-			continue
+			return
 		}
 		if gluedAfterAddress(value) {
-			continue
+			return
 		}
 		if !isASCII(lname) {
-			continue
+			return
 		}
 		nonperson := false
 		switch lname {
@@ -394,14 +408,14 @@ func followupTrailers(body string) []Trailer {
 			nonperson = true
 		}
 		if !nonperson && !(strings.Contains(value, "@") && emailInRe.MatchString(value)) {
-			continue
+			return
 		}
 		if strings.Contains(value, "http://") || strings.Contains(value, "https://") {
-			continue
+			return
 		}
 		switch lname {
 		case "from", "author", "cc", "to":
-			continue
+			return
 		}
 		comment := ""
 		if strings.Contains(value, "#") {
@@ -410,7 +424,7 @@ func followupTrailers(body string) []Trailer {
 			}
 		}
 		out = append(out, Trailer{Name: name, Value: value, Comment: comment})
-	}
+	})
 	return out
 }
 

@@ -75,10 +75,13 @@ func decodePart(h Header, body []byte, depth int, inPatch *bool) (string, error)
 		return string(b), nil
 	}
 	cut := patchBreak(b)
-	if cut < 0 {
+	if cut >= 0 {
+		*inPatch = true
+	}
+	if cut < 0 || lookupCharset(params["charset"]) == nil {
+		// Nothing to convert: one copy of the body, not three.
 		return toUTF8(b, params["charset"]), nil
 	}
-	*inPatch = true
 	return toUTF8(b[:cut], params["charset"]) + string(b[cut:]), nil
 }
 
@@ -88,7 +91,8 @@ func decodePart(h Header, body []byte, depth int, inPatch *bool) (string, error)
 // is dropped; the "-- " signature line stays as it is. Like git it
 // looks at neither quote depth nor where the patch starts.
 func unflow(b []byte, delsp bool) []byte {
-	var out, prev []byte
+	out := make([]byte, 0, len(b)+1)
+	var prev []byte
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -209,25 +213,27 @@ func contentType(v string) (string, map[string]string) {
 func splitMultipart(body []byte, boundary string) ([][]byte, error) {
 	delim := []byte("--" + boundary)
 	var parts [][]byte
-	var cur []byte
+	// A part is the lines between two boundary lines, a slice of body
+	// (not a copy), capped so that appending to it cannot touch body.
+	start := -1
 	in, closed := false, false
-	rest := body
-	for len(rest) > 0 {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			rest = nil
+	off := 0
+	for off < len(body) {
+		line := body[off:]
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i+1]
 		}
+		lineStart := off
+		off += len(line)
 		trimmed := bytes.TrimRight(line, " \t\n")
 		if bytes.HasPrefix(trimmed, delim) {
 			tail := trimmed[len(delim):]
 			if len(tail) == 0 || bytes.Equal(tail, []byte("--")) {
 				if in {
 					// The line break before a boundary belongs to it.
-					parts = append(parts, bytes.TrimSuffix(cur, []byte("\n")))
+					parts = append(parts, bytes.TrimSuffix(body[start:lineStart:lineStart], []byte("\n")))
 				}
-				cur = nil
+				start = off
 				in = true
 				if len(tail) == 2 {
 					closed = true
@@ -236,16 +242,13 @@ func splitMultipart(body []byte, boundary string) ([][]byte, error) {
 				continue
 			}
 		}
-		if in {
-			cur = append(cur, line...)
-		}
 	}
 	if !in {
 		return nil, fmt.Errorf("multipart boundary %q never appears", boundary)
 	}
-	if !closed && len(cur) > 0 {
+	if !closed && start < len(body) {
 		// Truncated mail: keep what arrived rather than lose the patch.
-		parts = append(parts, cur)
+		parts = append(parts, body[start:])
 	}
 	return parts, nil
 }

@@ -175,6 +175,10 @@ type Assembler struct {
 	alias map[string]string
 	// implicit are the plain-subject covers the last Assemble found.
 	implicit map[*entry]bool
+	// gen changes whenever the held set does. parentOf and heldParent
+	// keep their answers per entry while it stays: every flush walks up
+	// the threads of all the replies held, most of them more than once.
+	gen uint64
 }
 
 type kind int
@@ -202,17 +206,28 @@ type entry struct {
 	// assembles the same held messages again at every flush.
 	matched, lists, otherLists []string
 	key                        string // seriesKey, computed once
-	ltitle                     string // lowerTitle, computed once
-	links                      []string
-	linksDone                  bool
+	// parentOf's and heldParent's answers, valid (see there) while
+	// Assembler.gen is still parentGen and heldGen; parentByID says
+	// parentE was found under e.parent itself, and gone is set when
+	// the entry is forgotten.
+	parentE            *entry
+	held               *entry
+	parentGen, heldGen uint64
+	parentByID, gone   bool
+	ltitle             string // lowerTitle, computed once
+	links              []string
+	linksDone          bool
 	// pwhash is b4's patchwork hash of the body, to carry trailers
 	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
 	// b4's base-commit: and change-id: lines, if the body has them.
 	baseCommit, changeID string
 	// For replies (b4's "reply"): trailers, applied notes, commands.
+	// signed are the trailers that name the sender (trailerFrom),
+	// with From and MessageID set: every flush gives them again.
 	reply    bool
 	trailers []Trailer
+	signed   []Trailer
 	applied  bool
 	commits  []string
 	commands []Command
@@ -310,6 +325,12 @@ func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
 	}
 	if e.kind == kindOther {
 		e.trailers = followupTrailers(m.Body)
+		for _, t := range e.trailers {
+			if trailerFrom(t, m.From) {
+				t.From, t.MessageID = m.From, m.MessageID
+				e.signed = append(e.signed, t)
+			}
+		}
 		if !e.reply && len(e.trailers) > 0 && m.InReplyTo != "" {
 			// b4: a follow-up without "Re:" that gives trailers.
 			e.reply = true
@@ -317,6 +338,7 @@ func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
 		e.applied, e.commits = appliedNote(m.Body)
 		e.commands = parseCommands(m.Body)
 	}
+	a.gen++
 	a.byID[m.MessageID] = e
 	for _, id := range m.MessageIDs[1:] {
 		if a.lookup(id) == nil {
@@ -339,6 +361,8 @@ func (a *Assembler) lookup(id string) *entry {
 
 // forget drops a held message and its aliases.
 func (a *Assembler) forget(e *entry) {
+	a.gen++
+	e.gone = true
 	delete(a.byID, e.msg.MessageID)
 	for _, id := range e.msg.MessageIDs[1:] {
 		if a.alias[id] == e.msg.MessageID {
@@ -418,9 +442,33 @@ func (e *entry) index() int {
 // heldParent returns the nearest held ancestor: the parent if held,
 // else the newest held reference; nil when none is held.
 func (a *Assembler) heldParent(e *entry) *entry {
-	if p := a.lookup(e.parent); p != nil {
+	if p := a.parentOf(e); p != nil {
 		return p
 	}
+	if e.heldGen != a.gen {
+		e.held, e.heldGen = a.heldReference(e), a.gen
+	}
+	return e.held
+}
+
+// parentOf is lookup(e.parent), kept in e. A parent held under that very
+// Message-ID stays the answer until it is forgotten, whatever else comes
+// (Add keeps the first message with an ID); any other answer, nil or a
+// parent found by a second ID, holds only while the held set is the same.
+func (a *Assembler) parentOf(e *entry) *entry {
+	if p := e.parentE; e.parentByID && !p.gone {
+		return p
+	}
+	if e.parentGen != a.gen {
+		p := a.lookup(e.parent)
+		e.parentE, e.parentGen = p, a.gen
+		e.parentByID = p != nil && p.msg.MessageID == e.parent
+	}
+	return e.parentE
+}
+
+// heldReference is the newest held reference of e, or nil.
+func (a *Assembler) heldReference(e *entry) *entry {
 	refs := e.msg.References
 	for i := len(refs) - 1; i >= 0; i-- {
 		if p := a.lookup(refs[i]); p != nil {
@@ -448,7 +496,7 @@ func (a *Assembler) rootOf(e *entry) string {
 		if cur.parent == "" {
 			return cur.msg.MessageID
 		}
-		p := a.lookup(cur.parent)
+		p := a.parentOf(cur)
 		if p == nil {
 			// Try an older reference: a missing middle patch must not
 			// split a chained series, but only if it is the same work.
@@ -564,7 +612,7 @@ func (a *Assembler) implicitCovers(order []*group, memberOf map[*entry]*group) {
 		if r == nil || r.kind != kindOther || r.reply || r.subj.Pull || r.author != first.author || memberOf[r] != nil {
 			continue
 		}
-		if !slices.ContainsFunc(g.members, func(e *entry) bool { return a.lookup(e.parent) == r }) {
+		if !slices.ContainsFunc(g.members, func(e *entry) bool { return a.parentOf(e) == r }) {
 			continue
 		}
 		a.implicit[r] = true
@@ -901,7 +949,7 @@ func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, ser
 func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, seriesOf map[*group]*Series, patchOf map[*entry]*Patch) {
 	var p *entry
 	if f.msg.InReplyTo != "" {
-		p = a.lookup(f.msg.InReplyTo)
+		p = a.parentOf(f) // the parent is In-Reply-To
 	} else {
 		for _, r := range f.msg.References {
 			if p = a.lookup(r); p != nil && p != f {
@@ -909,13 +957,7 @@ func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, series
 			}
 		}
 	}
-	var ts []Trailer
-	for _, t := range f.trailers {
-		if trailerFrom(t, f.msg.From) {
-			t.From, t.MessageID = f.msg.From, f.msg.MessageID
-			ts = append(ts, t)
-		}
-	}
+	ts := slices.Clip(f.signed) // appending below must not write into f
 	seen := map[*entry]bool{f: true}
 	for p != nil && !seen[p] {
 		seen[p] = true
@@ -935,7 +977,7 @@ func (a *Assembler) collectTrailers(f *entry, memberOf map[*entry]*group, series
 			t.From, t.MessageID = p.msg.From, p.msg.MessageID
 			ts = append(ts, t)
 		}
-		p = a.lookup(p.msg.InReplyTo)
+		p = a.parentOf(p) // In-Reply-To, as it is not empty
 	}
 }
 
@@ -1048,15 +1090,32 @@ func sortTrailers(ts []Trailer) {
 // in one version's cover or first patch to a message of the other.
 func linkVersions(all []*Series) {
 	byAuthor := map[string][]*Series{}
-	byMsg := map[string]*Series{}
 	for _, s := range all {
 		a := strings.ToLower(s.Author.Email)
 		byAuthor[a] = append(byAuthor[a], s)
-		if s.Cover != nil {
+	}
+	// byMsg finds the series of a linked message; only the linked ones
+	// go in (a flush links again every held series, and links are few).
+	linked := map[string]bool{}
+	for _, s := range all {
+		if e := s.linkSource(); e != nil {
+			for _, id := range e.loreLinks() {
+				linked[id] = true
+			}
+		}
+	}
+	byMsg := map[string]*Series{}
+	for _, s := range all {
+		if len(linked) == 0 {
+			break
+		}
+		if s.Cover != nil && linked[s.Cover.MessageID] {
 			byMsg[s.Cover.MessageID] = s
 		}
 		for _, p := range s.Patches {
-			byMsg[p.Message.MessageID] = s
+			if linked[p.Message.MessageID] {
+				byMsg[p.Message.MessageID] = s
+			}
 		}
 	}
 	link := func(x, y *Series) {
@@ -1076,12 +1135,7 @@ func linkVersions(all []*Series) {
 		}
 	}
 	for _, s := range all {
-		var e *entry
-		if s.cover != nil {
-			e = s.cover
-		} else if len(s.Patches) > 0 {
-			e = s.Patches[0].entry
-		}
+		e := s.linkSource()
 		if e == nil {
 			continue
 		}
@@ -1104,6 +1158,18 @@ func linkVersions(all []*Series) {
 			return vi.ID < vj.ID
 		})
 	}
+}
+
+// linkSource is the message whose lore links name other versions: the
+// cover, else the first patch.
+func (s *Series) linkSource() *entry {
+	if s.cover != nil {
+		return s.cover
+	}
+	if len(s.Patches) > 0 {
+		return s.Patches[0].entry
+	}
+	return nil
 }
 
 // versionWindow is how far apart two versions linked by their titles

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
@@ -106,26 +108,40 @@ const maxRetry = 64
 const recentBlobs = 8
 
 func (c gitCheckpoint) String() string {
-	recent := "-"
-	if len(c.Recent) > 0 {
-		hs := make([]string, len(c.Recent))
-		for i, h := range c.Recent {
-			hs[i] = h.String()
-		}
-		recent = strings.Join(hs, ",")
+	// "git1 <epoch> <commit> <recent,...|->", built in one buffer: every
+	// message delivered carries a checkpoint.
+	b := make([]byte, 0, 64+41*max(1, len(c.Recent)))
+	b = append(b, "git1 "...)
+	b = strconv.AppendInt(b, int64(c.Epoch), 10)
+	b = append(b, ' ')
+	b = hex.AppendEncode(b, c.Commit[:])
+	b = append(b, ' ')
+	if len(c.Recent) == 0 {
+		b = append(b, '-')
 	}
-	s := fmt.Sprintf("git1 %d %s %s", c.Epoch, c.Commit, recent)
+	for i, h := range c.Recent {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = hex.AppendEncode(b, h[:])
+	}
+	s := string(b)
 	if !c.Tip.IsZero() {
 		s += fmt.Sprintf(" %s %d", c.Tip, c.Done)
 	}
 	if len(c.Retry) > 0 {
 		rs := make([]string, len(c.Retry))
 		for i, r := range c.Retry {
-			rs[i] = fmt.Sprintf("%d:%s", r.Epoch, r.Commit)
+			rs[i] = position(r.Epoch, r.Commit)
 		}
 		s += " retry=" + strings.Join(rs, ",")
 	}
 	return s
+}
+
+// position is an Item's Pos: "<epoch>:<commit>".
+func position(epoch int, commit plumbing.Hash) string {
+	return strconv.Itoa(epoch) + ":" + commit.String()
 }
 
 // withDelivered returns c with blob added to Recent.
@@ -327,7 +343,7 @@ func (g *Git) retryUnreadable(ctx context.Context, epochs []epoch, cp gitCheckpo
 			List:       g.List,
 			Raw:        raw,
 			Received:   c.committed,
-			Pos:        fmt.Sprintf("%d:%s", ref.Epoch, ref.Commit),
+			Pos:        position(ref.Epoch, ref.Commit),
 			Deleted:    e.name == "d",
 			Checkpoint: next.String(),
 		}); err != nil {
@@ -480,7 +496,7 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, rs *read
 		// to stop reading the archive.
 		rd.log().Error("feed: archive history is broken at an unreadable commit; the commits behind it cannot be read",
 			"source", g.Key(), "epoch", e.n, "commit", broken, "after", cp.Commit)
-		if err := yield(Item{List: g.List, Pos: fmt.Sprintf("%d:%s", e.n, broken),
+		if err := yield(Item{List: g.List, Pos: position(e.n, broken),
 			Err: rd.sourceErr(fmt.Errorf("commit %s unreadable: history behind it lost", broken))}); err != nil {
 			return cp, err
 		}
@@ -490,8 +506,9 @@ func (g *Git) readEpoch(ctx context.Context, e epoch, cp gitCheckpoint, rs *read
 		return rd.rewrite(ctx, cp, tip, nil)
 	}
 	for i := len(newer) - 1; i >= 0; i-- {
-		c := newer[i]
-		next, err := rd.deliver(c, false, gitCheckpoint{Epoch: e.n, Commit: c, Recent: cp.Recent})
+		w := newer[i]
+		next, err := rd.deliverCommit(w.hash, rawCommit{tree: w.tree, committed: w.committed}, false,
+			gitCheckpoint{Epoch: e.n, Commit: w.hash, Recent: cp.Recent})
 		if err != nil {
 			return cp, err
 		}
@@ -557,6 +574,9 @@ type epochReader struct {
 	n     int
 	yield func(Item) error
 	rs    *readState
+	// zones are the commit time zones seen: the walk keeps every
+	// commit's time, and a zone each would outweigh the list.
+	zones map[int]*time.Location
 }
 
 // walkBack returns the commits from tip back to stop (excluded), newest
@@ -565,17 +585,30 @@ type epochReader struct {
 // An unreadable commit is an error: the rewrite logic must not take a
 // broken history for a shorter one.
 func (rd *epochReader) walkBack(ctx context.Context, tip, stop plumbing.Hash) ([]plumbing.Hash, bool, error) {
-	out, found, broken, err := rd.walkBackBroken(ctx, tip, stop)
+	ws, found, broken, err := rd.walkBackBroken(ctx, tip, stop)
 	if err == nil && !broken.IsZero() {
 		_, err = rd.commit(broken)
+	}
+	out := make([]plumbing.Hash, len(ws))
+	for i, w := range ws {
+		out[i] = w.hash
 	}
 	return out, found, err
 }
 
+// walked is a commit the walk back read, with what delivering its
+// message needs: reading it again costs a second inflate, which for an
+// object this small is mostly building the Huffman tables (a tenth of
+// a scan's CPU went to reading every commit twice).
+type walked struct {
+	hash, tree plumbing.Hash
+	committed  time.Time
+}
+
 // walkBackBroken is walkBack that stops at an unreadable commit below
 // the tip and returns it as broken (the tip itself must be readable).
-func (rd *epochReader) walkBackBroken(ctx context.Context, tip, stop plumbing.Hash) ([]plumbing.Hash, bool, plumbing.Hash, error) {
-	var out []plumbing.Hash
+func (rd *epochReader) walkBackBroken(ctx context.Context, tip, stop plumbing.Hash) ([]walked, bool, plumbing.Hash, error) {
+	var out []walked
 	for h := tip; ; {
 		if h == stop {
 			return out, true, plumbing.ZeroHash, nil
@@ -592,7 +625,7 @@ func (rd *epochReader) walkBackBroken(ctx context.Context, tip, stop plumbing.Ha
 			}
 			return out, false, h, nil
 		}
-		out = append(out, h)
+		out = append(out, walked{h, c.tree, c.committed})
 		if c.parent.IsZero() {
 			return out, stop.IsZero(), plumbing.ZeroHash, nil
 		}
@@ -627,7 +660,10 @@ func (rd *epochReader) commit(h plumbing.Hash) (rawCommit, error) {
 	if err != nil {
 		return rawCommit{}, err
 	}
-	c, err := parseRawCommit(b)
+	if rd.zones == nil {
+		rd.zones = map[int]*time.Location{}
+	}
+	c, err := parseRawCommit(b, rd.zones)
 	if err != nil {
 		return c, rd.sourceErr(fmt.Errorf("commit %s: %w", h, err))
 	}
@@ -645,12 +681,18 @@ func (rd *epochReader) entryOf(h plumbing.Hash) (rawCommit, entry, bool, error) 
 	if err != nil {
 		return c, entry{}, false, err
 	}
+	e, ok, err := rd.entryIn(c)
+	return c, e, ok, err
+}
+
+// entryIn is entryOf for a commit already read.
+func (rd *epochReader) entryIn(c rawCommit) (entry, bool, error) {
 	t, err := rd.object(c.tree, plumbing.TreeObject)
 	if err != nil {
-		return c, entry{}, false, err
+		return entry{}, false, err
 	}
 	e, ok := treeEntry(t)
-	return c, e, ok && e.blob != emptyBlob, nil
+	return e, ok && e.blob != emptyBlob, nil
 }
 
 func readAllInto(b []byte, r io.Reader) ([]byte, error) {
@@ -677,7 +719,16 @@ func readAllInto(b []byte, r io.Reader) ([]byte, error) {
 // is not an error: it is yielded as an unreadable Item (Err set), kept
 // in the checkpoint's retry list, and the read goes on.
 func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint) (gitCheckpoint, error) {
-	c, e, raw, ok, err := rd.load(h)
+	c, err := rd.commit(h)
+	if err != nil {
+		return rd.unreadable(h, c, next, err)
+	}
+	return rd.deliverCommit(h, c, purged, next)
+}
+
+// deliverCommit is deliver for commit h already read as c.
+func (rd *epochReader) deliverCommit(h plumbing.Hash, c rawCommit, purged bool, next gitCheckpoint) (gitCheckpoint, error) {
+	e, raw, ok, err := rd.message(c)
 	if err != nil {
 		return rd.unreadable(h, c, next, err)
 	}
@@ -693,7 +744,7 @@ func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint)
 		List:       rd.g.List,
 		Raw:        raw,
 		Received:   c.committed,
-		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
+		Pos:        position(rd.n, h),
 		Deleted:    purged || e.name == "d",
 		Checkpoint: next.String(),
 	})
@@ -702,15 +753,25 @@ func (rd *epochReader) deliver(h plumbing.Hash, purged bool, next gitCheckpoint)
 // load reads commit h's entry and blob; ok is false when the commit
 // holds no message.
 func (rd *epochReader) load(h plumbing.Hash) (rawCommit, entry, []byte, bool, error) {
-	c, e, ok, err := rd.entryOf(h)
+	c, err := rd.commit(h)
+	if err != nil {
+		return c, entry{}, nil, false, err
+	}
+	e, raw, ok, err := rd.message(c)
+	return c, e, raw, ok, err
+}
+
+// message reads the entry and blob of a commit already read.
+func (rd *epochReader) message(c rawCommit) (entry, []byte, bool, error) {
+	e, ok, err := rd.entryIn(c)
 	if err != nil || !ok {
-		return c, e, nil, ok, err
+		return e, nil, ok, err
 	}
 	raw, err := rd.object(e.blob, plumbing.BlobObject)
 	if err != nil {
-		return c, e, nil, false, err
+		return e, nil, false, err
 	}
-	return c, e, raw, true, nil
+	return e, raw, true, nil
 }
 
 // unreadable yields commit h as a message that cannot be read and
@@ -728,7 +789,7 @@ func (rd *epochReader) unreadable(h plumbing.Hash, c rawCommit, next gitCheckpoi
 	return next, rd.yield(Item{
 		List:       rd.g.List,
 		Received:   c.committed,
-		Pos:        fmt.Sprintf("%d:%s", rd.n, h),
+		Pos:        position(rd.n, h),
 		Checkpoint: next.String(),
 		Err:        err,
 	})

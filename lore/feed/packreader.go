@@ -33,7 +33,14 @@ type packReader struct {
 	// per object (an archive's objects are small and many).
 	buf []byte
 	br  bytes.Reader
-	zr  io.ReadCloser
+	// win is what buf holds: the bytes of pack winPack from winOff. A
+	// public-inbox pack stores each message's tree right before its
+	// blob, so reading a small object reads the next one along, and
+	// the blob comes without a pread of its own.
+	win     []byte
+	winPack int
+	winOff  int64
+	zr      io.ReadCloser
 	// deltas are scratch space for delta instructions, one per level
 	// of the chain being resolved (depth is the current level).
 	deltas [][]byte
@@ -177,12 +184,25 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 	}
 	if n := end - off; n > maxFileRead+1<<16 {
 		return 0, nil, false, fmt.Errorf("pack offset %d: object of %d compressed bytes", off, n)
-	} else if int64(cap(pr.buf)) < n {
-		pr.buf = make([]byte, n)
 	}
-	buf := pr.buf[:end-off]
-	if _, err := pk.f.ReadAt(buf, off); err != nil {
-		return 0, nil, false, fmt.Errorf("pack offset %d: %w", off, err)
+	var buf []byte
+	if i == pr.winPack && off >= pr.winOff && end <= pr.winOff+int64(len(pr.win)) {
+		buf = pr.win[off-pr.winOff : end-pr.winOff]
+	} else {
+		readEnd := end
+		if next := pk.extent(end); end-off <= smallObject && next-off <= readAhead && end < next {
+			readEnd = next
+		}
+		if int64(cap(pr.buf)) < readEnd-off {
+			pr.buf = make([]byte, readEnd-off)
+		}
+		pr.win, pr.winPack, pr.winOff = nil, 0, 0
+		win := pr.buf[:readEnd-off]
+		if _, err := pk.f.ReadAt(win, off); err != nil {
+			return 0, nil, false, fmt.Errorf("pack offset %d: %w", off, err)
+		}
+		pr.win, pr.winPack, pr.winOff = win, i, off
+		buf = win[:end-off]
 	}
 	pr.br.Reset(buf)
 	c, err := pr.br.ReadByte()
@@ -276,6 +296,13 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 	return baseType, out, false, nil
 }
 
+// A read of an object of up to smallObject compressed bytes (a tree, a
+// commit) reads the next object too, when both fit in readAhead.
+const (
+	smallObject = 1 << 10
+	readAhead   = 1 << 20
+)
+
 // maxDeltaDepth bounds a delta chain (git writes at most 50; deltas by
 // hash could loop).
 const maxDeltaDepth = 1000
@@ -320,7 +347,9 @@ type rawCommit struct {
 	committed time.Time
 }
 
-func parseRawCommit(b []byte) (rawCommit, error) {
+// parseRawCommit parses a commit; zones holds the time zones made so
+// far, shared by the commits with the same offset (nil: a zone each).
+func parseRawCommit(b []byte, zones map[int]*time.Location) (rawCommit, error) {
 	var c rawCommit
 	for len(b) > 0 {
 		line := b
@@ -349,7 +378,14 @@ func parseRawCommit(b []byte) (rawCommit, error) {
 					tz, err2 := strconv.Atoi(string(f[1]))
 					if err == nil && err2 == nil {
 						off := (tz/100*60 + tz%100) * 60
-						c.committed = time.Unix(sec, 0).In(time.FixedZone("", off))
+						loc := zones[off]
+						if loc == nil {
+							loc = time.FixedZone("", off)
+							if zones != nil {
+								zones[off] = loc
+							}
+						}
+						c.committed = time.Unix(sec, 0).In(loc)
 					}
 				}
 			}
