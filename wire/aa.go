@@ -306,9 +306,8 @@ func ReadAA(path string) ([]AAResult, error) {
 // program on the lab machine would. The command is a program and its
 // arguments, with no shell between: it gets SIGKILL when the runner
 // dies, even by kill -9, where a shell's child would go on spinning on a
-// core and slow every later run on the machine (a CI run after an A/A
-// bench stopped that way). A script that starts more must exec its last
-// command.
+// core and slow every later run on the machine. A script that starts
+// more must exec its last command.
 type neighbour struct {
 	mu     sync.Mutex
 	on     time.Duration
