@@ -178,6 +178,26 @@ func outbox(t *testing.T, shared string) map[string]bot.Report {
 	return out
 }
 
+// allTestsDone reads the child's database beside it (WAL lets a reader in).
+func allTestsDone(t *testing.T, dir string) bool {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tests, err := st.Tests(ctx, st.DB, 10)
+	if err != nil || len(tests) == 0 {
+		return false
+	}
+	for _, tt := range tests {
+		if tt.State != store.StateDone {
+			return false
+		}
+	}
+	return true
+}
+
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool, logs ...string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -223,8 +243,11 @@ func TestCrashAndRestart(t *testing.T) {
 		c.start()
 	}
 	waitFor(t, "three replies", 120*time.Second, func() bool { return len(outbox(t, dir)) == 3 }, logs)
-	// Let the last report jobs complete, then stop cleanly and inspect.
-	time.Sleep(time.Second)
+	// The reply sent just before the last kill is already in the outbox;
+	// its report job is rerun by the successor (and must not send again).
+	// Wait for every test to be done, not for a fixed time: a busy CI
+	// machine took longer than a second to rerun it.
+	waitFor(t, "every test done", 120*time.Second, func() bool { return allTestsDone(t, dir) }, logs)
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	c.cmd.Wait()
 	c.cmd = nil
