@@ -115,11 +115,22 @@ func repeatWhileBusy(ctx context.Context, cfg QEMUConfig, log *slog.Logger, boot
 		log.Warn("lab: boot measured under contention, not used", "guest_cpu_wait", res.GuestCPUWait,
 			"other_cores", res.HostOtherCores, "limit", cfg.BusyGuestWait, "boot_error", err)
 		if len(busy) > cfg.BusyRepeats {
-			return nil, &InfraError{Op: "busy host", Err: fmt.Errorf(
-				"the guests waited for a CPU %s on average during %d boots in a row (limit %.2f): the host is too busy to measure",
-				twoDecimals(busy), len(busy), cfg.BusyGuestWait)}
+			return nil, &InfraError{Op: "busy host", Err: &BusyError{Waits: busy, Limit: cfg.BusyGuestWait}}
 		}
 	}
+}
+
+// BusyError is a host too busy to measure: every boot in a row was set
+// aside as contended. Waits are those boots' figures, for whoever counts
+// the boots a comparison cost.
+type BusyError struct {
+	Waits []float64
+	Limit float64
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("the guests waited for a CPU %s on average during %d boots in a row (limit %.2f): the host is too busy to measure",
+		twoDecimals(e.Waits), len(e.Waits), e.Limit)
 }
 
 func twoDecimals(c []float64) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/lab"
 )
 
 // AA runs A/A comparisons: one kernel as both base and candidate, boots
@@ -93,6 +94,12 @@ type AAResult struct {
 
 // Run makes n comparisons, appending each to Results as it ends.
 func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
+	// The pair flocks its heavy lock around every boot; the same file
+	// flocked again around the comparison by another descriptor of this
+	// process would wait for ever on itself.
+	if a.Lock != "" && a.Lab != nil && sameFile(a.Lock, a.Lab.Cfg.QEMU.HeavyLock) {
+		return nil, fmt.Errorf("lab aa: --lock %s is the lab's own heavy_lock, which every boot takes already: give another file, or none", a.Lock)
+	}
 	if err := os.MkdirAll(filepath.Dir(a.Results), 0o755); err != nil {
 		return nil, err
 	}
@@ -172,6 +179,10 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 			for _, side := range []*[]store.Sample{&rd.base, &rd.cand} {
 				s, err := a.Lab.Run(ctx, a.Pair, a.Kernel, 1, io.Discard)
 				if err != nil {
+					var busy *lab.BusyError
+					if errors.As(err, &busy) {
+						r.Busy = append(r.Busy, busy.Waits...)
+					}
 					r.Verdict, r.Error = "INFRA", err.Error()
 					return r, nil
 				}
@@ -371,4 +382,18 @@ func (n *neighbour) onTime() time.Duration {
 func (n *neighbour) stop() {
 	n.cancel()
 	<-n.done
+}
+
+// sameFile reports whether a and b name one file: the same path once
+// cleaned, or (both existing) the same inode.
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }

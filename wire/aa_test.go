@@ -30,6 +30,7 @@ type noisyPair struct {
 	speed float64
 	boots int
 	fail  int
+	busy  []float64 // the failing boot is a host too busy, these boots set aside
 }
 
 func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
@@ -37,6 +38,9 @@ func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Res
 	defer p.mu.Unlock()
 	p.boots++
 	if p.boots == p.fail {
+		if p.busy != nil {
+			return nil, &lab.InfraError{Op: "busy host", Err: &lab.BusyError{Waits: p.busy, Limit: 0.55}}
+		}
 		return nil, &lab.InfraError{Err: errors.New("guest lost")}
 	}
 	r := &lab.Result{Pair: "qemu", Test: t, Passed: true, LoopSecs: 10}
@@ -265,4 +269,49 @@ type cancelling struct{ cancel context.CancelFunc }
 func (c cancelling) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
 	c.cancel()
 	return nil, &lab.InfraError{Err: ctx.Err()}
+}
+
+// --lock naming the lab's own heavy_lock (also through a symlink) is
+// refused at once: every boot flocks that file through another
+// descriptor, so the bench would wait on itself for ever (as one did).
+func TestAARefusesTheLabsOwnLock(t *testing.T) {
+	dir := t.TempDir()
+	heavy := filepath.Join(dir, "heavy.lock")
+	if err := os.WriteFile(heavy, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.lock")
+	if err := os.Symlink(heavy, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, lock := range []string{heavy, link, dir + "/./heavy.lock"} {
+		a := newAA(t, &noisyPair{rng: rand.New(rand.NewPCG(1, 1)), speed: 100})
+		a.Lab.Cfg.QEMU.HeavyLock, a.Lock = heavy, lock
+		if _, err := a.Run(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "heavy_lock") {
+			t.Errorf("--lock %s: %v", lock, err)
+		}
+		if _, err := os.Stat(a.Results); !os.IsNotExist(err) {
+			t.Errorf("--lock %s: results written (%v)", lock, err)
+		}
+	}
+	// Another file is taken around each comparison as before.
+	a := newAA(t, &noisyPair{rng: rand.New(rand.NewPCG(1, 1)), speed: 100})
+	a.Lab.Cfg.QEMU.HeavyLock, a.Lock = heavy, filepath.Join(dir, "other.lock")
+	if rs, err := a.Run(context.Background(), 1); err != nil || len(rs) != 1 {
+		t.Fatalf("another lock: %d results, %v", len(rs), err)
+	}
+}
+
+// A host too busy to measure ends the comparison as INFRA, and the boots
+// it set aside are counted with it (they were lost before).
+func TestAABusyHostCountsItsBoots(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(7, 8)), speed: 100, fail: 4, busy: []float64{0.61, 0.59, 0.6}}
+	a := newAA(t, p)
+	rs, err := a.Run(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Verdict != "INFRA" || !strings.Contains(rs[0].Error, "too busy to measure") || len(rs[0].Busy) != 3 {
+		t.Fatalf("%+v", rs)
+	}
 }
