@@ -68,6 +68,7 @@ var (
 		{regexp.MustCompile(`<bot>/tests/\d+`), "<bot>/tests/<id>"},
 		{regexp.MustCompile(`\b\d+ boots of the patched kernel and \d+ of the base`), "<n> boots of the patched kernel and <n> of the base"},
 		{regexp.MustCompile(`none of the \d+ base runs`), "none of the <n> base runs"},
+		{regexp.MustCompile(`in any of the \d+ boots of either kernel`), "in any of the <n> boots of either kernel"},
 		{regexp.MustCompile(`median \d+\.\d+ to \d+\.\d+`), "median <x> to <y>"},
 		{regexp.MustCompile(`\d+\.\d+ ± \d+\.\d+`), "<mean ± sd>"},
 		{regexp.MustCompile(`[+-]?\d+\.\d%`), "<pct>"},

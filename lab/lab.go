@@ -200,8 +200,10 @@ type Result struct {
 	Kernel Kernel `json:"kernel"`
 	Test   Test   `json:"test"`
 	// Transport is what the client's mountstats said (rdma, tcp).
-	Transport  string      `json:"transport"`
-	MountOpts  string      `json:"mount_opts"`
+	Transport string `json:"transport"`
+	MountOpts string `json:"mount_opts"`
+	// Health is what the transport counted during the test.
+	Health     Health      `json:"health"`
 	Iterations []Iteration `json:"iterations"`
 	// LoopSecs is the whole test loop on the guest's clock.
 	LoopSecs float64 `json:"loop_s"`

@@ -598,6 +598,7 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	if m, ok := r.last["client SUMMARY"]; ok {
 		res.LoopSecs = m.float("loop_s")
 	}
+	res.Health = healthOf(res.Client.Console, res.Server.Console)
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
 	return res, nil

@@ -464,7 +464,7 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	}
 	testLimit := 5*time.Minute + time.Duration(t.Iterations)*(time.Minute+time.Duration(t.SizeMiB)*time.Second)
 	tClient, cerr := step(cli, srv.cfg, "rdma_up && client_run", testLimit)
-	step(srv, cli.cfg, "server_down", time.Minute)
+	step(srv, cli.cfg, "server_health; server_down", time.Minute)
 
 	res := &Result{Pair: p.cfg.Name, Mode: "ssh", Kernel: k, Test: t}
 	for _, h := range []*sshHost{srv, cli} {
@@ -497,6 +497,7 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 			return res, &BootError{Host: "client", Phase: "rdma", Err: fmt.Errorf("%v", m.Args), Console: tail(res.Client.Console, 40)}
 		}
 	}
+	res.Health = healthOf(res.Client.Console, res.Server.Console)
 	// Over SSH the client's RDMA bring-up and mount are part of its step.
 	res.Phases = Phases{RDMAUp: tServer.Sub(t0).Seconds(), Test: tClient.Sub(tServer).Seconds()}
 	switch c := res.Crash(); {

@@ -30,6 +30,13 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
 				v.Decision.Comparisons[0].TestAlpha)
 		}
+		if v.Health != nil {
+			text, rows := healthText(v.Health)
+			b.WriteString(text + "\n\n")
+			if rows != nil {
+				b.WriteString(markdownTable(rows, "lrr") + "\n")
+			}
+		}
 	case ApplyFailed:
 		if a := in.Apply; a != nil {
 			if a.Index > 0 {

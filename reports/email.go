@@ -164,6 +164,10 @@ func Sentence(c *Config, v *Verdict) string {
 		}
 		return s + "."
 	case Regression, Improvement:
+		if f := v.Health.fault(); f != nil {
+			return fmt.Sprintf("%s noticed transport errors with this series on the %s test: %d %s in %d of %s of the patched kernel, none in %s of the base.",
+				bot, testName(in), f.Cand, f.Label, f.CandWith, boots(v.Health.CandBoots), boots(v.Health.BaseBoots))
+		}
 		h := Headline(v)
 		kind := "regression"
 		if v.Outcome == Improvement {
@@ -322,6 +326,13 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 			}
 		}
 		para(note)
+		if v.Health != nil {
+			text, rows := healthText(v.Health)
+			para(text)
+			if rows != nil {
+				raw(table(rows, ""))
+			}
+		}
 	case ApplyFailed:
 		a := in.Apply
 		if a.Index > 0 {

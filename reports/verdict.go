@@ -31,6 +31,9 @@ type Input struct {
 	Corruption *Corruption
 	// Crashes seen on the consoles of base and candidate runs.
 	BaseCrashes, CandCrashes []Crash
+	// BaseHealth and CandHealth are the transport's counts, one map per
+	// boot that reported them (HealthCounters names the keys).
+	BaseHealth, CandHealth []map[string]int
 	// Patch is the 1-based patch of the series a failure is in, whose
 	// mail the reply answers; 0 answers the series (its cover letter).
 	Patch int
@@ -207,6 +210,9 @@ type Verdict struct {
 	Decision stats.Decision
 	// Crash is the candidate crash that the base does not show.
 	Crash *Crash
+	// Health is the transport's counts over the boots; a Fault in it
+	// decided a REGRESSION whatever the throughput.
+	Health *Health
 	// Reason explains Infra and Inconclusive outcomes for the log.
 	Reason string
 }
@@ -219,11 +225,12 @@ type Judgement struct {
 	Reason   string         `json:"reason,omitempty"`
 	Decision stats.Decision `json:"decision"`
 	Crash    *Crash         `json:"crash,omitempty"`
+	Health   *Health        `json:"health,omitempty"`
 }
 
 // Judgement is v's stored form.
 func (v Verdict) Judgement() Judgement {
-	return Judgement{Outcome: v.Outcome.String(), Reason: v.Reason, Decision: v.Decision, Crash: v.Crash}
+	return Judgement{Outcome: v.Outcome.String(), Reason: v.Reason, Decision: v.Decision, Crash: v.Crash, Health: v.Health}
 }
 
 // Verdict is the stored judgement again, answering in.
@@ -232,12 +239,18 @@ func (j Judgement) Verdict(in *Input) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	return Verdict{Outcome: o, In: in, Decision: j.Decision, Crash: j.Crash, Reason: j.Reason}, nil
+	return Verdict{Outcome: o, In: in, Decision: j.Decision, Crash: j.Crash, Health: j.Health, Reason: j.Reason}, nil
 }
 
 // NeedMore is how many more runs per kernel the comparison wants before
-// it can decide; 0 when the verdict is final.
-func (v Verdict) NeedMore() int { return v.Decision.More }
+// it can decide; 0 when the verdict is final (a transport fault is,
+// whatever the throughput still needs).
+func (v Verdict) NeedMore() int {
+	if v.Health.fault() != nil {
+		return 0
+	}
+	return v.Decision.More
+}
 
 // Rand is the bootstrap's generator for one series version, seeded from
 // its identity: the same runs always give the same verdict and interval.
@@ -286,6 +299,10 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 		return v.as(Infra, "no metrics measured")
 	}
 	v.Decision = stats.Decide(rng, p, in.Metrics)
+	v.Health = judgeHealth(in.BaseHealth, in.CandHealth)
+	if v.Health.fault() != nil {
+		return v.as(Regression, "")
+	}
 	if !v.Decision.Final() {
 		return v.as(Inconclusive, fmt.Sprintf("needs %d more runs per kernel", v.Decision.More))
 	}

@@ -69,7 +69,8 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 		}
 		f := res.Figures()
 		s := store.Sample{Metrics: f.Means, Iterations: f.PerIteration,
-			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy}
+			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy,
+			Health: res.Health.Counters()}
 		if c := res.Crash(); c != nil {
 			s.Crash = c.Title
 			s.Log = c.Report
@@ -84,8 +85,8 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 			fmt.Fprintf(trace, "%s on %s: booted again: its guests waited for a CPU %.2f on average (limit %.2f), so it was not measured\n",
 				which, res.Pair, c, l.Cfg.QEMU.BusyGuestWait)
 		}
-		fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s, host busy %.2f cores, guests waited for a CPU %.2f %s\n", which, res.Pair, res.Mode,
-			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], res.HostOtherCores, res.GuestCPUWait, s.Crash)
+		fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s, host busy %.2f cores, guests waited for a CPU %.2f%s %s\n", which, res.Pair, res.Mode,
+			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], res.HostOtherCores, res.GuestCPUWait, healthTrace(res.Health), s.Crash)
 		out = append(out, s)
 		if s.Crash != "" && i+1 < n {
 			// A crash decides the verdict before any metric does; more
@@ -95,4 +96,17 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 		}
 	}
 	return out, nil
+}
+
+// healthTrace is a boot's transport counts for the test's trace, when
+// any is not zero.
+func healthTrace(h lab.Health) string {
+	if !h.Reported {
+		return ", no transport counts"
+	}
+	if h.Retrans+h.Timeouts+h.Reconnects+h.BadXIDs+h.BadReplies+h.ServerBadCalls == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", transport: %d retransmissions, %d timeouts, %d reconnects, %d bad xids, %d bad replies, %d server bad calls",
+		h.Retrans, h.Timeouts, h.Reconnects, h.BadXIDs, h.BadReplies, h.ServerBadCalls)
 }

@@ -147,6 +147,21 @@ func TestRepliesGolden(t *testing.T) {
 	crashed := samples(4, 100, 2)
 	crashed[1] = store.Sample{Crash: "BUG: KASAN: slab-use-after-free in svc_rdma_send", Log: "BUG: KASAN: slab-use-after-free in svc_rdma_send+0x3a1/0x5c0\nRead of size 8 at addr ffff888004a3c1d8 by task nfsd/212\nCall Trace:\n <TASK>\n svc_rdma_send+0x3a1/0x5c0\n svc_rdma_sendto+0x2f7/0x8b0\n </TASK>"}
 	measured("CRASH", 3, samples(4, 100, 2), crashed[:2])
+	// A transport fault at unchanged throughput: its own golden file.
+	t.Run("TRANSPORT", func(t *testing.T) {
+		g := newReplyRig(t)
+		base, cand := samples(runs, 100, 2), withRetrans(samples(runs, 100, 2), 7, 1, 2, 4)
+		cand[4].Health["reconnects"] = 1
+		d := decide(t, g.r, base, cand)
+		e := g.deliver(t, g.report(7, d.Verdict, d.Summary, d.Detail, base, cand))
+		golden(t, "replies/regression_transport.eml", e.Raw)
+		checkReply(t, e, d.Verdict, cover)
+		for _, want := range []string{"noticed transport errors with this series", "21 in 3/10 boots"} {
+			if !strings.Contains(string(e.Raw), want) {
+				t.Errorf("the reply lacks %q", want)
+			}
+		}
+	})
 
 	// Asked for in a GitHub issue: the same judgement, as a comment in
 	// the issue (and no mail).

@@ -65,6 +65,17 @@ func metrics(base, cand []store.Sample) []stats.Metric {
 	return out
 }
 
+// health is the transport counts of the boots that reported them.
+func health(samples []store.Sample) []map[string]int {
+	var out []map[string]int
+	for _, s := range samples {
+		if s.Health != nil {
+			out = append(out, s.Health)
+		}
+	}
+	return out
+}
+
 func crashes(samples []store.Sample) []reports.Crash {
 	var out []reports.Crash
 	for _, s := range samples {
@@ -182,7 +193,7 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 		return bot.Decision{}, err
 	}
 	in := &reports.Input{Test: r.testInfo(nil, "", len(base), len(cand)), Metrics: metrics(base, cand),
-		BaseCrashes: crashes(base), CandCrashes: crashes(cand)}
+		BaseCrashes: crashes(base), CandCrashes: crashes(cand), BaseHealth: health(base), CandHealth: health(cand)}
 	v := reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
 	d := bot.Decision{Verdict: v.Outcome.String(), NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
 	if h := reports.Headline(&v); h != nil {
@@ -533,6 +544,7 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
 	}
 	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
+	in.BaseHealth, in.CandHealth = health(rep.BaseSamples), health(rep.CandSamples)
 	var d detail
 	if len(rep.Detail) > 0 {
 		if err := json.Unmarshal(rep.Detail, &d); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -26,7 +27,8 @@ func samples(n int, copy float64, spread float64) []store.Sample {
 			it = append(it, copy+spread*float64((i*5+j*3)%7-3)/3)
 		}
 		loop := 2000 / (copy + spread*float64(i%3-1)/3)
-		out = append(out, store.Sample{Metrics: map[string]float64{"copy_MBps": copy, "loop_s": loop}, Iterations: map[string][]float64{"copy_MBps": it}})
+		out = append(out, store.Sample{Metrics: map[string]float64{"copy_MBps": copy, "loop_s": loop}, Iterations: map[string][]float64{"copy_MBps": it},
+			Health: lab.Health{Reported: true}.Counters()})
 	}
 	return out
 }
@@ -55,6 +57,49 @@ func TestDecideWithReports(t *testing.T) {
 	crashed[1] = store.Sample{Crash: "INFO: task hung in svc_rdma_drain"}
 	if d := decide(t, r, samples(runs, 100, 2), crashed); d.Verdict != "CRASH" {
 		t.Errorf("crash: %+v", d)
+	}
+}
+
+// withRetrans gives the boots at idx of s (copies) n RPC retransmissions.
+func withRetrans(s []store.Sample, n int, idx ...int) []store.Sample {
+	out := append([]store.Sample(nil), s...)
+	for _, i := range idx {
+		h := lab.Health{Reported: true, Retrans: n}
+		out[i].Health = h.Counters()
+	}
+	return out
+}
+
+// Transport health decides whatever the throughput: retransmissions in
+// two or more patched boots where no base boot had any are a REGRESSION
+// at the first look; in one boot alone, or where the base has them too,
+// they decide nothing. Boots that reported no counts (a crash, an older
+// image's cached base) are left out, and with no base counts at all the
+// rule is not applied.
+func TestTransportHealthDecides(t *testing.T) {
+	cfg := Default()
+	r := &Reports{Cfg: cfg.Reports}
+	runs := cfg.Reports.Runs
+	base, same := samples(runs, 100, 2), samples(runs, 100, 2)
+	d := decide(t, r, base, withRetrans(same, 12, 0, 3))
+	if d.Verdict != "REGRESSION" || d.NeedMore != 0 || !strings.Contains(d.Summary, "24 RPC retransmissions in 2 of 5 boots of the patched kernel, none in 5 boots of the base") {
+		t.Errorf("retransmissions in 2 of 5 patched boots: %+v", d)
+	}
+	for name, c := range map[string][2][]store.Sample{
+		"one patched boot":      {base, withRetrans(same, 40, 2)},
+		"the base has them too": {withRetrans(base, 1, 4), withRetrans(same, 12, 0, 3)},
+		"no base counts":        {withRetrans(base, 0), withRetrans(same, 12, 0, 3)},
+	} {
+		b := c[0]
+		if name == "no base counts" {
+			b = append([]store.Sample(nil), base...)
+			for i := range b {
+				b[i].Health = nil
+			}
+		}
+		if d := decide(t, r, b, c[1]); d.Verdict == "REGRESSION" {
+			t.Errorf("%s: %+v", name, d)
+		}
 	}
 }
 

@@ -53,7 +53,8 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: "PASS", Summary: "no change", Lab: "qemu"})
 	for i, role := range []string{"base", "candidate"} {
 		if err := st.SaveRun(ctx, st.DB, store.Run{TestID: ids["measured"], JobID: 7, Round: 1, Role: role, Commit: "abcabcabcabc0000", Lab: "qemu",
-			Samples: []store.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}}}, StartedAt: time.Now(), FinishedAt: time.Now()}); err != nil {
+			Samples:   []store.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}, Health: map[string]int{"retrans": 7 * i, "reconnects": 0}}},
+			StartedAt: time.Now(), FinishedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +136,7 @@ func TestPagesInChromium(t *testing.T) {
 		{"/", []string{"[PATCH v2 0/3] svcrdma: fix the send path", `class="apply_failed"`, "APPLY_FAILED", "<h2>Sources</h2>",
 			"linux-rdma", "failing (1 in a row", "imap: connection refused", fmt.Sprintf(`href="/bisect/%d"`, ids["bisect"])}},
 		{fmt.Sprintf("/tests/%d", ids["apply"]), []string{"test " + fmt.Sprint(ids["apply"]), `class="apply_failed"`, "patch 2/3 does not apply"}},
-		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change"}},
+		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change", `<span class="crash">retrans=7</span>`}},
 		{fmt.Sprintf("/bisect/%d", ids["bisect"]), []string{"bisection " + fmt.Sprint(ids["bisect"]), "read_mbps -12%", "cccccccccccc", `href="/jobs/7/trace"`}},
 		{"/mainline", []string{"mainline master: read_mbps", "<svg", "dddddddddddd", `class="bad"`}},
 		{"/jobs/7/trace", []string{"build: started", "build: kernel ready"}},

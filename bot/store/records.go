@@ -38,6 +38,9 @@ type Sample struct {
 	HostOtherCores float64   `json:"host_other_cores,omitempty"`
 	GuestCPUWait   float64   `json:"guest_cpu_wait,omitempty"`
 	BusyRepeated   []float64 `json:"busy_repeated,omitempty"`
+	// Health is what the transport counted during the boot's test
+	// (lab.Health.Counters); nil when the boot did not report it.
+	Health map[string]int `json:"health,omitempty"`
 }
 
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.

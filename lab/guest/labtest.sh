@@ -72,9 +72,34 @@ server_up() {
 
 # server_wait: until the client says it is done (plain TCP on the link).
 server_wait() {
+	[ "${RB_CRASH:-none}" = reconnect ] && server_bounce &
 	msg=$(nc -l -p 7777)
 	mark CLIENT_DONE "msg=$msg"
+	server_health
 	[ "$msg" = ok ]
+}
+
+# server_health: the server's count of RPCs it could not decode
+# ("rpc calls badcalls ..." of /proc/net/rpc/nfsd).
+server_health() {
+	awk '$1 == "rpc" {print "@@RB SRVSTAT calls=" $2 " badcalls=" $3}' /proc/net/rpc/nfsd
+}
+
+# server_bounce (rb.crash=reconnect, the host's self-test of transport
+# health): once the client has written 4 MiB, restart nfsd, which closes
+# every connection, so the client must reconnect and send again.
+server_bounce() {
+	n=0
+	until [ "$(awk '$1 == "io" {print $3}' /proc/net/rpc/nfsd)" -ge 4194304 ] 2>/dev/null; do
+		n=$((n + 1))
+		[ $n -gt 3000 ] && return
+		sleep 0.1
+	done
+	rpc.nfsd 0
+	sleep 2
+	rpc.nfsd 8
+	[ "$RB_PROTO" = rdma ] && echo "rdma 20049" >/proc/fs/nfsd/portlist
+	mark BOUNCED
 }
 
 server_down() {
@@ -116,6 +141,16 @@ client_mount() {
 	done
 	mark MOUNT_FAIL "opts=$opts"
 	return 1
+}
+
+# client_health: the transport's own account of the test, for the host
+# to judge: the test mount's xprt line and per-op lines of mountstats
+# (sends, retransmissions, timeouts, connects, bad replies) and the
+# client's RPC totals. It runs before umount, which drops the mount's.
+client_health() {
+	awk -v m="$MNT" '$1 == "device" {on = ($5 == m)}
+		on && ($1 == "xprt:" || $1 ~ /^[A-Z_0-9]+:$/) {$1 = $1; print "@@RB MSTAT line=" $0}' /proc/self/mountstats
+	awk '$1 == "rpc" {print "@@RB RPCSTAT calls=" $2 " retrans=" $3}' /proc/net/rpc/nfs
 }
 
 client_transfer() {
@@ -192,6 +227,7 @@ client_run() {
 	esac
 	rc=$?
 	mark SUMMARY "test=$RB_TEST loop_s=$(since "$t0") ok=$([ $rc = 0 ] && echo 1 || echo 0)"
+	client_health
 	umount $MNT || mark UMOUNT_FAIL
 	echo "$([ $rc = 0 ] && echo ok || echo fail)" | nc "$RB_PEER" 7777
 	return $rc

@@ -1,0 +1,126 @@
+package lab
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Health is the transport's own account of one boot's test, from the
+// NFS client's mountstats and RPC totals and the server's RPC totals:
+// what users hit even when throughput holds (the seed report's hung
+// drain came with a slowdown; a later RDMA/rw bug showed as 71 % of RPCs
+// retransmitted). Every counter is zero on a healthy boot.
+type Health struct {
+	// Reported: the guests printed their counts (a boot that crashed or
+	// an older image did not).
+	Reported bool `json:"reported"`
+	// Retrans counts RPCs the client sent again: the test mount's per-op
+	// transmissions less its operations, or the client's RPC total where
+	// mountstats was missing.
+	Retrans int `json:"retrans"`
+	// Timeouts are the mount's RPC major timeouts.
+	Timeouts int `json:"timeouts"`
+	// Reconnects are the mount transport's connects after the first.
+	Reconnects int `json:"reconnects"`
+	// BadXIDs are replies that matched no outstanding request.
+	BadXIDs int `json:"bad_xids"`
+	// BadReplies are RPC/RDMA replies the client could not parse, and
+	// calls it failed to marshal (rdma transports only).
+	BadReplies int `json:"bad_replies"`
+	// ServerBadCalls are calls the server could not decode or refused.
+	ServerBadCalls int `json:"server_bad_calls"`
+	// Ops (the mount's RPCs) and Sends (its transport's) say how much
+	// traffic the counts are out of.
+	Ops   int `json:"ops"`
+	Sends int `json:"sends"`
+}
+
+// Counters are h's counts by the names reports decides on.
+func (h Health) Counters() map[string]int {
+	if !h.Reported {
+		return nil
+	}
+	return map[string]int{
+		"retrans": h.Retrans, "timeouts": h.Timeouts, "reconnects": h.Reconnects,
+		"bad_xids": h.BadXIDs, "bad_replies": h.BadReplies, "server_bad_calls": h.ServerBadCalls,
+	}
+}
+
+// healthOf reads the health markers of both consoles (labtest.sh's
+// client_health and server_health).
+func healthOf(clientConsole, serverConsole string) Health {
+	var h Health
+	var opsSeen, rpcSeen, xprtSeen bool
+	rpcRetrans := 0
+	for _, l := range strings.Split(clientConsole, "\n") {
+		m, ok := parseMarker(l)
+		if !ok {
+			continue
+		}
+		switch m.Event {
+		case "RPCSTAT":
+			rpcSeen, rpcRetrans = true, m.int("retrans")
+		case "MSTAT":
+			f := strings.Fields(m.Args["line"])
+			if len(f) == 0 {
+				continue
+			}
+			if f[0] == "xprt:" {
+				xprtSeen = true
+				mountXprt(&h, f[1:])
+				continue
+			}
+			// "OP: ops trans timeouts bytes_sent bytes_recv queue rtt execute [errors]"
+			if n := ints(f[1:]); len(n) >= 3 {
+				opsSeen = true
+				h.Ops += n[0]
+				h.Retrans += max(n[1]-n[0], 0)
+				h.Timeouts += n[2]
+			}
+		}
+	}
+	if !opsSeen && rpcSeen {
+		h.Retrans = rpcRetrans
+	}
+	for _, l := range strings.Split(serverConsole, "\n") {
+		if m, ok := parseMarker(l); ok && m.Event == "SRVSTAT" {
+			h.ServerBadCalls = m.int("badcalls")
+		}
+	}
+	h.Reported = opsSeen || rpcSeen || xprtSeen
+	return h
+}
+
+// mountXprt reads a mountstats xprt line after "xprt:": the transport,
+// then for tcp and rdma "port bind_count connect_count connect_time
+// idle_time sends recvs bad_xids req_u bklog_u ...", and for rdma after
+// those ten its own counters, of which the 9th and 10th are
+// failed_marshal_count and bad_reply_count (xprt_rdma_print_stats).
+func mountXprt(h *Health, f []string) {
+	if len(f) < 2 || (f[0] != "tcp" && f[0] != "rdma") {
+		return
+	}
+	n := ints(f[1:])
+	if len(n) < 8 {
+		return
+	}
+	h.Reconnects = max(n[2]-1, 0)
+	h.Sends = n[5]
+	h.BadXIDs = n[7]
+	if f[0] == "rdma" && len(n) >= 20 {
+		h.BadReplies = n[18] + n[19]
+	}
+}
+
+// ints parses leading integer fields, stopping at the first that is not.
+func ints(f []string) []int {
+	var out []int
+	for _, s := range f {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
+}
