@@ -68,6 +68,10 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 				}
 			}
 			tr.Logf("%s %s is %s, base %s", t.Tree, t.Ref, t.Candidate, t.Base)
+		case store.KindCanary:
+			if err := b.canaryBase(ctx, &t, tr); err != nil {
+				return err
+			}
 		case store.KindMainline:
 			t.BaseReason = "last good mainline run"
 			tr.Logf("%s %s head %s against last good %s", t.Tree, t.Ref, t.Candidate, t.Base)

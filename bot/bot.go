@@ -145,6 +145,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	river.AddWorker(workers, &labWorker{b: b})
 	river.AddWorker(workers, &reportWorker{b: b})
 	river.AddWorker(workers, &mainlineWorker{b: b})
+	river.AddWorker(workers, &canaryWorker{b: b})
 	river.AddWorker(workers, &bisectWorker{b: b})
 	river.AddWorker(workers, &githubPollWorker{b: b})
 	river.AddWorker(workers, &fetchWorker{b: b})
@@ -229,6 +230,17 @@ func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
 		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.GitHub.PollInterval.Duration),
 			func() (river.JobArgs, *river.InsertOpts) { return GitHubPollArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "github-poll", RunOnStart: true}))
+	}
+	if spec := b.cfg.Canary.Schedule; spec != "" {
+		sched, err := cron.ParseStandard(spec)
+		if err != nil {
+			return nil, fmt.Errorf("bot.canary.schedule: %q: %w", spec, err)
+		}
+		out = append(out, river.NewPeriodicJob(sched,
+			func() (river.JobArgs, *river.InsertOpts) {
+				return CanaryArgs{At: time.Now().UTC().Truncate(time.Second)}, nil
+			},
+			&river.PeriodicJobOpts{ID: "canary"}))
 	}
 	for i, spec := range b.cfg.Mainline.Schedules {
 		sched, err := cron.ParseStandard(spec)

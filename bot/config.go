@@ -58,7 +58,22 @@ type Config struct {
 	IngestInterval cfgtype.Duration `toml:"-"`
 
 	Mainline MainlineConfig `toml:"mainline"`
+	Canary   CanaryConfig   `toml:"canary"`
 	GitHub   GitHubConfig   `toml:"github"`
+}
+
+// CanaryConfig schedules the A/A canary: the default base (the base a
+// series naming none gets) compared with itself on the default pair, as
+// a series is, round for round. Any REGRESSION or IMPROVEMENT it finds is
+// a false alarm; a metric with too many of them is muted.
+type CanaryConfig struct {
+	// Schedule is a cron spec; "" turns the canary off.
+	Schedule string `toml:"schedule"`
+	// Window is how far back the false-alarm rate is measured.
+	Window cfgtype.Duration `toml:"window"`
+	// MaxFalseAlarmRate is the rate over Window above which a metric is
+	// not decided on (muted) until its rate falls back to it.
+	MaxFalseAlarmRate float64 `toml:"max_false_alarm_rate"`
 }
 
 // MainlineConfig schedules runs of the configured trees' branch heads.
@@ -107,6 +122,11 @@ func DefaultConfig() Config {
 			Trees:     []string{"mainline"},
 			Metric:    "copy_MBps",
 		},
+		Canary: CanaryConfig{
+			Schedule:          "CRON_TZ=UTC 30 3 * * *",
+			Window:            cfgtype.D(30 * 24 * time.Hour),
+			MaxFalseAlarmRate: 0.05,
+		},
 		GitHub: GitHubConfig{
 			PollInterval: cfgtype.D(time.Minute),
 			Allow:        []string{},
@@ -138,6 +158,14 @@ func (c *Config) Validate() error {
 		if _, err := cron.ParseStandard(s); err != nil {
 			return fmt.Errorf("bot.mainline.schedules: %q: %w", s, err)
 		}
+	}
+	if c.Canary.Schedule != "" {
+		if _, err := cron.ParseStandard(c.Canary.Schedule); err != nil {
+			return fmt.Errorf("bot.canary.schedule: %q: %w", c.Canary.Schedule, err)
+		}
+	}
+	if c.Canary.Window.Duration <= 0 || c.Canary.MaxFalseAlarmRate < 0 || c.Canary.MaxFalseAlarmRate >= 1 {
+		return fmt.Errorf("bot.canary.window must be positive and bot.canary.max_false_alarm_rate in [0, 1)")
 	}
 	if len(c.Mainline.Schedules) > 0 && c.Mainline.Metric == "" {
 		return fmt.Errorf("bot.mainline.metric is empty")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -78,6 +79,17 @@ func (ReportArgs) InsertOpts() river.InsertOpts {
 }
 
 // MainlineArgs tests a branch head if it is new.
+// CanaryArgs is one tick of the A/A canary; At (the tick's time) makes
+// each tick its own comparison.
+type CanaryArgs struct {
+	At time.Time `json:"at"`
+}
+
+func (CanaryArgs) Kind() string { return "canary" }
+func (CanaryArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueBuild, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
 type MainlineArgs struct {
 	Tree   string `json:"tree"`
 	Branch string `json:"branch"`
@@ -109,16 +121,17 @@ func (GitHubPollArgs) InsertOpts() river.InsertOpts {
 
 // Verdicts the bot decides itself; the statistics decide the others.
 const (
-	VerdictNotApplied  = "APPLY_FAILED"
-	VerdictBuildFailed = "BUILD_FAILED"
-	VerdictBootFailed  = "BOOT_FAILED" // the candidate kernel did not come up
-	VerdictCrash       = "CRASH"
-	VerdictMeasured    = "MEASURED" // a first mainline head: nothing to compare with
-	VerdictPass        = "PASS"
-	VerdictRegression  = "REGRESSION"
-	VerdictImprovement = "IMPROVEMENT"
-	VerdictIncomplete  = "INCOMPLETE" // patches missing after lore.grace_period: answered, not tested
-	VerdictRefused     = "REFUSED"    // a mail command from someone who may not ask
+	VerdictNotApplied   = "APPLY_FAILED"
+	VerdictBuildFailed  = "BUILD_FAILED"
+	VerdictBootFailed   = "BOOT_FAILED" // the candidate kernel did not come up
+	VerdictCrash        = "CRASH"
+	VerdictMeasured     = "MEASURED" // a first mainline head: nothing to compare with
+	VerdictPass         = "PASS"
+	VerdictRegression   = "REGRESSION"
+	VerdictImprovement  = "IMPROVEMENT"
+	VerdictInconclusive = "INCONCLUSIVE" // undecided after the budget
+	VerdictIncomplete   = "INCOMPLETE"   // patches missing after lore.grace_period: answered, not tested
+	VerdictRefused      = "REFUSED"      // a mail command from someone who may not ask
 )
 
 // --- cancellation

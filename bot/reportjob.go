@@ -36,6 +36,9 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			if t.Base == "" {
 				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
 			} else {
+				if base, cand, err = b.unmuted(ctx, base, cand, tr); err != nil {
+					return err
+				}
 				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
 					return Infra(err)
 				}
@@ -49,8 +52,11 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			}
 			t.Verdict, t.Summary, t.Detail = d.Verdict, d.Summary, string(d.Detail)
 		}
-		if t.Kind == store.KindMainline {
+		switch t.Kind {
+		case store.KindMainline:
 			return b.mainlineOutcome(ctx, job, t, d, tr)
+		case store.KindCanary:
+			return b.canaryOutcome(ctx, job, t, d, tr)
 		}
 		o, err := b.storedOrigin(fmt.Sprintf("test %d", t.ID), t.Origin, tr)
 		if err != nil {

@@ -132,6 +132,7 @@ func startBot(t testing.TB, m machine, adjust func(*wire.Config)) *bot {
 	c.Bot.IngestInterval.Duration = 2 * time.Second // not in the file: serve takes lore.poll_interval
 	c.Bot.Mainline.Trees = []string{"local"}
 	c.Bot.Mainline.Schedules = []string{}
+	c.Bot.Canary.Schedule = "" // a canary would take the lab pair for a whole A/A comparison
 	// The tests' own heavy lock (none when the caller holds it for the
 	// whole run), never a production serve's.
 	c.Builder.HeavyLock = testenv.HeavyLockPath()

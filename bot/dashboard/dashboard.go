@@ -20,15 +20,18 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 )
 
 //go:embed templates/*.html
 var templateFS embed.FS
 
-// Jobs lists the River jobs of a test.
+// Jobs lists the River jobs of a test and the A/A canary's false alarms
+// (bot.Bot).
 type Jobs interface {
 	JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error)
+	FalseAlarmRates(ctx context.Context) ([]bot.FalseAlarms, []store.Canary, error)
 }
 
 // Server is the dashboard.
@@ -63,6 +66,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /jobs/{id}/trace", s.trace)
 	mux.HandleFunc("GET /bisect/{id}", byID(s, s.bisectView, "bisect.html"))
 	mux.HandleFunc("GET /mainline", s.mainline)
+	mux.HandleFunc("GET /canary", s.canary)
 	mux.HandleFunc("GET /api/tests", s.apiTests)
 	mux.HandleFunc("GET /api/tests/{id}", byID(s, s.testView, ""))
 	mux.HandleFunc("GET /api/bisect/{id}", byID(s, s.bisectView, ""))
@@ -370,6 +374,22 @@ func (s *Server) mainline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, "mainline.html", charts)
+}
+
+// CanaryView is the A/A canary page: the false alarms per metric over
+// the window (and which are muted), and every comparison.
+type CanaryView struct {
+	Rates       []bot.FalseAlarms
+	Comparisons []store.Canary
+}
+
+func (s *Server) canary(w http.ResponseWriter, r *http.Request) {
+	rates, cs, err := s.jobs.FalseAlarmRates(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, "canary.html", CanaryView{Rates: rates, Comparisons: cs})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -16,12 +16,16 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 )
 
 type noJobs struct{}
 
 func (noJobs) JobsOfTest(context.Context, int64) ([]*rivertype.JobRow, error) { return nil, nil }
+func (noJobs) FalseAlarmRates(context.Context) ([]bot.FalseAlarms, []store.Canary, error) {
+	return nil, nil, nil
+}
 
 // seed fills a SQLite store through its API: a series tested with
 // APPLY_FAILED, a measured test with runs, a trace, a bisection with a

@@ -90,6 +90,7 @@ const (
 	KindSeries   = "series"   // a series from the lists or a GitHub command
 	KindRef      = "ref"      // a tree ref, no patches
 	KindMainline = "mainline" // a scheduled branch head against the last good one
+	KindCanary   = "canary"   // the A/A canary: the default base against itself
 )
 
 // State is where a test is in its life.

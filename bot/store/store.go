@@ -346,4 +346,17 @@ CREATE TABLE lab_waiters (
 	// When the bot first read each mail: an incomplete series' grace
 	// period runs from it (0 for mail stored before: its received).
 	`ALTER TABLE lore_mail ADD COLUMN ingested BIGINT NOT NULL DEFAULT 0`,
+	// The A/A canary's comparisons: one kernel against itself, so every
+	// REGRESSION or IMPROVEMENT is a false alarm of the metric named.
+	`
+CREATE TABLE canaries (
+	test_id BIGINT PRIMARY KEY,
+	tree TEXT NOT NULL,
+	commit_sha TEXT NOT NULL,
+	lab TEXT NOT NULL,
+	verdict TEXT NOT NULL,
+	metric TEXT NOT NULL,
+	summary TEXT NOT NULL,
+	created_at BIGINT NOT NULL
+)`,
 }
