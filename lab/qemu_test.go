@@ -113,7 +113,66 @@ func TestPairTransferRxe(t *testing.T) {
 	if !strings.Contains(res.Server.Dmesg, "Linux version") || strings.Contains(res.Server.Dmesg, markerPrefix) {
 		t.Errorf("server dmesg is not the kernel's log")
 	}
-	t.Logf("phases %+v, iterations %+v", ph, res.Iterations)
+	// A healthy transfer: the transport counted its traffic and nothing
+	// went wrong.
+	h := res.Health
+	if !h.Reported || h.Ops == 0 || h.Sends == 0 || h.Retrans+h.Timeouts+h.Reconnects+h.BadXIDs+h.BadReplies+h.ServerBadCalls != 0 {
+		t.Errorf("health %+v\n%s", h, healthLines(res))
+	}
+	saveHealthConsole(t, "rxe-clean", res)
+	t.Logf("phases %+v, iterations %+v, health %+v", ph, res.Iterations, h)
+}
+
+// The lab's self-test of transport health: nfsd restarts mid-transfer
+// (rb.crash=reconnect), so the client must connect again and send again;
+// the data still compares equal, and the counts show it.
+func TestPairReconnectCounted(t *testing.T) {
+	p, pids := testPair(t)
+	p.SelfTest = "reconnect"
+	test := DefaultTest()
+	test.SizeMiB, test.Iterations = 8, 2
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Server.Console, "@@RB BOUNCED") {
+		t.Fatalf("nfsd was not restarted\n%s", tail(res.Server.Console, 30))
+	}
+	if !res.Passed || res.Health.Reconnects < 1 {
+		t.Fatalf("passed=%v %s health %+v\n%s", res.Passed, res.Failure, res.Health, healthLines(res))
+	}
+	saveHealthConsole(t, "rxe-reconnect", res)
+	t.Logf("health %+v", res.Health)
+}
+
+// healthLines are the health markers of both consoles.
+func healthLines(res *Result) string {
+	var b strings.Builder
+	for _, c := range []string{res.Client.Console, res.Server.Console} {
+		for _, l := range strings.Split(c, "\n") {
+			if m, ok := parseMarker(l); ok && (m.Event == "MSTAT" || m.Event == "RPCSTAT" || m.Event == "SRVSTAT") {
+				b.WriteString(strings.TrimSpace(l[strings.Index(l, markerPrefix):]) + "\n")
+			}
+		}
+		b.WriteString("--\n")
+	}
+	return b.String()
+}
+
+// saveHealthConsole keeps a real run's health markers (client, "--",
+// server) for TestHealthOfRealConsoles, under -update.
+func saveHealthConsole(t *testing.T, name string, res *Result) {
+	t.Helper()
+	if !*update {
+		return
+	}
+	if err := os.MkdirAll("testdata", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "health-"+name+".txt"), []byte(healthLines(res)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // siw, NFSv4.2 over TCP: the other provider and the non-RDMA transport.
@@ -127,6 +186,9 @@ func TestPairSiwV42TCP(t *testing.T) {
 	}
 	if !res.Passed || res.Transport != "tcp" || !strings.Contains(res.MountOpts, "vers=4.2") {
 		t.Fatalf("passed=%v %s transport %q opts %q", res.Passed, res.Failure, res.Transport, res.MountOpts)
+	}
+	if h := res.Health; !h.Reported || h.Ops == 0 || h.Retrans+h.Reconnects != 0 {
+		t.Errorf("health over tcp %+v\n%s", h, healthLines(res))
 	}
 	if !strings.Contains(res.Client.Console, "RDMA_UP dev=siw0") {
 		t.Error("siw0 was not brought up")
