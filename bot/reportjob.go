@@ -36,8 +36,12 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			if t.Base == "" {
 				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
 			} else {
-				if base, cand, err = b.unmuted(ctx, base, cand, tr); err != nil {
-					return err
+				// The canary itself judges every metric: a muted one's
+				// recovery is what it measures.
+				if t.Kind != store.KindCanary {
+					if base, cand, err = b.unmuted(ctx, base, cand, tr); err != nil {
+						return err
+					}
 				}
 				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
 					return Infra(err)
