@@ -1,0 +1,67 @@
+package lab
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files (and, in the QEMU tests, the saved consoles)")
+
+// healthOf on the health markers of real runs (saved by
+// TestPairTransferRxe and TestPairReconnectCounted under -update): a
+// clean NFSv3/RDMA transfer, and one whose nfsd restarted mid-transfer.
+func TestHealthOfRealConsoles(t *testing.T) {
+	for _, name := range []string{"rxe-clean", "rxe-reconnect"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", "health-"+name+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, server, _ := strings.Cut(string(raw), "--\n")
+			got, _ := json.MarshalIndent(healthOf(client, server), "", "  ")
+			golden := filepath.Join("testdata", "health-"+name+".json")
+			if *update {
+				os.WriteFile(golden, append(got, '\n'), 0o644)
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(want) != string(got)+"\n" {
+				t.Errorf("got\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+// The counts as the kernel prints them: per-op retransmissions are
+// transmissions beyond the operations, reconnects are connects after the
+// first, RPC/RDMA bad replies are the rdma xprt's 20th figure (not the
+// 19th, marshal failures); with no mountstats the client's RPC total
+// stands in; a console without markers reports nothing.
+func TestHealthOf(t *testing.T) {
+	client := `[   12.3] some kernel line
+@@RB MSTAT line=xprt: rdma 0 0 3 0 12 400 398 2 400 0 0 0 0 0 0 0 0 0 4 1 0 0 0 0 0 0 0
+@@RB MSTAT line=READ: 100 103 1 12800 104857600 20 900 1000 0
+@@RB MSTAT line=WRITE: 100 100 0 104857600 12800 10 800 950 0
+@@RB MSTAT line=NULL: 1 1 0 44 24 0 0 0 0
+@@RB RPCSTAT calls=210 retrans=9
+`
+	server := "@@RB SRVSTAT calls=210 badcalls=2\n"
+	h := healthOf(client, server)
+	want := Health{Reported: true, Retrans: 3, Timeouts: 1, Reconnects: 2, BadXIDs: 2, BadReplies: 1, ServerBadCalls: 2, Ops: 201, Sends: 400}
+	if h != want {
+		t.Errorf("got %+v\nwant %+v", h, want)
+	}
+	if h := healthOf("@@RB RPCSTAT calls=210 retrans=9\n", ""); !h.Reported || h.Retrans != 9 {
+		t.Errorf("RPC totals only: %+v", h)
+	}
+	if h := healthOf("[ 1.0] Linux version\n", ""); h.Reported || h.Counters() != nil {
+		t.Errorf("no markers: %+v", h)
+	}
+}
