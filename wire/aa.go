@@ -83,8 +83,12 @@ type AAResult struct {
 	// boots set aside as measured under contention and booted again.
 	HostCores []float64 `json:"host_other_cores"`
 	GuestWait []float64 `json:"guest_cpu_wait"`
-	Busy      []float64 `json:"busy_boots,omitempty"`
-	Seconds   float64   `json:"seconds"`
+	// Health is each boot's transport counts, in the same order: how
+	// often a healthy lab counts anything is what the transport rule's
+	// "two boots, none in the base" rests on.
+	Health  []map[string]int `json:"health,omitempty"`
+	Busy    []float64        `json:"busy_boots,omitempty"`
+	Seconds float64          `json:"seconds"`
 	// NeighbourOn is the fraction of the comparison's time the
 	// neighbour ran.
 	NeighbourOn float64 `json:"neighbour_on"`
@@ -190,6 +194,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 				for _, x := range s {
 					r.HostCores = append(r.HostCores, x.HostOtherCores)
 					r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
+					r.Health = append(r.Health, x.Health)
 					r.Busy = append(r.Busy, x.BusyRepeated...)
 				}
 			}

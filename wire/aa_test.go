@@ -43,7 +43,7 @@ func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Res
 		}
 		return nil, &lab.InfraError{Err: errors.New("guest lost")}
 	}
-	r := &lab.Result{Pair: "qemu", Test: t, Passed: true, LoopSecs: 10}
+	r := &lab.Result{Pair: "qemu", Test: t, Passed: true, LoopSecs: 10, Health: lab.Health{Reported: true, Ops: 100}}
 	for i := range 3 {
 		v := p.speed * (1 + 0.02*p.rng.NormFloat64())
 		secs := float64(t.SizeMiB) / v
@@ -82,6 +82,9 @@ func TestAARunsThroughTheDecision(t *testing.T) {
 		}
 		if len(r.Base) != len(r.Cand) || len(r.Base) < 5 || r.Rounds < 1 || r.Commit != "abc" || r.Condition != "idle" {
 			t.Errorf("comparison %d: %d+%d boots, %d rounds, %q %q", i, len(r.Base), len(r.Cand), r.Rounds, r.Commit, r.Condition)
+		}
+		if len(r.Health) != 2*len(r.Base) || r.Health[0] == nil || r.Health[0]["retrans"] != 0 {
+			t.Errorf("comparison %d: transport counts %v", i, r.Health)
 		}
 	}
 	if rs[0].Cached != "" || rs[1].Cached == "" {

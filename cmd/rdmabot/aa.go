@@ -140,6 +140,7 @@ func printAASummary(e *env, rs []wire.AAResult) {
 	// What the host's other programs held, per boot: the figure the lab
 	// sets contended boots aside by (lab.qemu.busy_guest_wait).
 	used, waits, busy := map[string][]float64{}, map[string][]float64{}, map[string]int{}
+	reported, counted := map[string]int{}, map[string]int{}
 	conds := []string{}
 	for _, r := range rs {
 		if _, ok := used[r.Condition]; !ok {
@@ -153,6 +154,17 @@ func printAASummary(e *env, rs []wire.AAResult) {
 		}
 		waits[r.Condition] = append(waits[r.Condition], r.GuestWait...)
 		busy[r.Condition] += len(r.Busy)
+		for _, h := range r.Health {
+			if h == nil {
+				continue
+			}
+			reported[r.Condition]++
+			for k, v := range h {
+				if v > 0 {
+					counted[r.Condition+" "+k]++
+				}
+			}
+		}
 	}
 	sort.Strings(conds)
 	for _, c := range conds {
@@ -165,6 +177,24 @@ func printAASummary(e *env, rs []wire.AAResult) {
 		sort.Float64s(w)
 		fmt.Fprintf(e.stdout, "%s: per boot used, other programs held p50 %s, p95 %s, max %s host cores and the guests' threads waited for a CPU p50 %s, p95 %s, max %s; %d boots used, %d set aside as contended\n",
 			c, cores(u, 0.5), cores(u, 0.95), cores(u, 1), cores(w, 0.5), cores(w, 0.95), cores(w, 1), len(u), busy[c])
+	}
+	// How often a boot of one healthy kernel counts a transport fault:
+	// what the transport rule (two patched boots, none in the base) risks.
+	for _, c := range conds {
+		if reported[c] == 0 {
+			continue
+		}
+		var nz []string
+		for k, n := range counted {
+			if name, ok := strings.CutPrefix(k, c+" "); ok {
+				nz = append(nz, fmt.Sprintf("%s in %d", name, n))
+			}
+		}
+		sort.Strings(nz)
+		if len(nz) == 0 {
+			nz = []string{"none"}
+		}
+		fmt.Fprintf(e.stdout, "%s: transport counts not zero, of %d boots that reported them: %s\n", c, reported[c], strings.Join(nz, ", "))
 	}
 }
 

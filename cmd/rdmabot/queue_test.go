@@ -49,3 +49,33 @@ func TestLabQueueReplaysPostings(t *testing.T) {
 		t.Errorf("no measured times: exit %d, %s", code, errb.String())
 	}
 }
+
+// lab aa --summary counts outcomes per condition and judging, the
+// contended boots, and how many boots counted any transport fault.
+func TestLabAASummary(t *testing.T) {
+	dir := t.TempDir()
+	aa := filepath.Join(dir, "aa.jsonl")
+	if err := os.WriteFile(aa, []byte(`{"condition":"idle","verdict":"PASS","fresh":"PASS","seconds":240,"host_other_cores":[0,0],"guest_cpu_wait":[0.3,0.31],"health":[{"retrans":0,"reconnects":0},{"retrans":0,"reconnects":1}]}
+{"condition":"idle","verdict":"REGRESSION","fresh":"PASS","seconds":500,"host_other_cores":[0.1,0],"guest_cpu_wait":[0.29,0.33],"health":[{"retrans":2},null]}
+{"condition":"busy","verdict":"INFRA","seconds":100,"busy_boots":[0.6,0.61,0.62],"error":"too busy"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	os.WriteFile(cfg, nil, 0o644)
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"lab", "aa", "--config", cfg, "--results", aa, "--summary"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"idle       bot             2  1           0            1",
+		"busy       bot             1  0           0            0     0             1",
+		"idle: transport counts not zero, of 3 boots that reported them: reconnects in 1, retrans in 1",
+		"busy: per boot used", "3 set aside as contended",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}
