@@ -243,22 +243,12 @@ func scanArchiveObserved(b *testing.B, list, dir string, flushed func(*lore.Asse
 	if err != nil {
 		b.Fatal(err)
 	}
-	const window = 30 * 24 * time.Hour
-	var newest, last time.Time
+	stream := &lore.Stream{A: a, Window: 30 * 24 * time.Hour}
 	src := &feed.Git{List: list, Dir: dir, AllEpochs: true}
 	st, err = feed.Pump(context.Background(), src, &feed.MemCheckpoints{}, feed.PumpOptions{}, func(_ context.Context, it feed.Item) error {
-		var err error
-		if it.Deleted {
-			err = a.ForgetRaw(it.Raw)
-		} else {
-			err = a.AddRaw(it.Raw, it.Received)
-		}
-		if it.Received.After(newest) {
-			newest = it.Received
-		}
-		if newest.Sub(last) >= 24*time.Hour {
-			series += len(a.Flush(newest.Add(-window)).Series)
-			last = newest
+		settled, err := stream.Add(it.Raw, it.Received, it.Deleted)
+		if settled != nil {
+			series += len(settled.Series)
 			if flushed != nil {
 				flushed(a)
 			}
@@ -271,7 +261,7 @@ func scanArchiveObserved(b *testing.B, list, dir string, flushed func(*lore.Asse
 	if err != nil {
 		b.Fatal(err)
 	}
-	return series + len(a.Flush(time.Now().Add(100*365*24*time.Hour)).Series), st
+	return series + len(stream.Close().Series), st
 }
 
 // BenchmarkScanVsCatFile times the whole lore scan job on each 2024

@@ -79,6 +79,14 @@ type tmail struct {
 
 func (m tmail) parse(t testing.TB) *Message {
 	t.Helper()
+	msg, err := ParseMessage(m.raw())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+func (m tmail) raw() []byte {
 	var b strings.Builder
 	from := m.from
 	if from == "" {
@@ -97,11 +105,7 @@ func (m tmail) parse(t testing.TB) *Message {
 		fmt.Fprintf(&b, "References: %s\n", m.refs)
 	}
 	b.WriteString("\n" + m.body)
-	msg, err := ParseMessage([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return msg
+	return []byte(b.String())
 }
 
 func diffBody(file string) string {

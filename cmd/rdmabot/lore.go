@@ -51,26 +51,17 @@ func runLore(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	out := &scanPrinter{w: e.stdout, json: *asJSON, relevant: *relevant}
-	// The scan streams: every day of archive time, the series settled
-	// a window ago are printed and forgotten, so memory holds the
-	// window, not the archive.
-	var newest, flushed time.Time
+	// The scan streams: the series settled a window ago are printed and
+	// forgotten as archive time passes, so memory holds the window, not
+	// the archive.
+	stream := &lore.Stream{A: asm, Window: *window}
 	start := time.Now()
 	st, err := feed.Pump(ctx, src, &feed.MemCheckpoints{}, feed.PumpOptions{Log: e.log}, func(_ context.Context, it feed.Item) error {
-		var err error
-		if it.Deleted {
-			err = asm.ForgetRaw(it.Raw)
-		} else {
-			err = asm.AddRaw(it.Raw, it.Received)
-		}
-		if it.Received.After(newest) {
-			newest = it.Received
-		}
-		if *window > 0 && newest.Sub(flushed) >= 24*time.Hour {
-			if err := out.print(asm.Flush(newest.Add(-*window))); err != nil {
+		settled, err := stream.Add(it.Raw, it.Received, it.Deleted)
+		if settled != nil {
+			if err := out.print(settled); err != nil {
 				return err
 			}
-			flushed = newest
 		}
 		if err != nil {
 			return feed.Skip(err)
@@ -80,7 +71,7 @@ func runLore(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := out.print(asm.Flush(time.Now().Add(100 * 365 * 24 * time.Hour))); err != nil {
+	if err := out.print(stream.Close()); err != nil {
 		return err
 	}
 	if err := out.finish(); err != nil {
