@@ -69,6 +69,9 @@ var (
 		{regexp.MustCompile(`\b\d+ boots of the patched kernel and \d+ of the base`), "<n> boots of the patched kernel and <n> of the base"},
 		{regexp.MustCompile(`none of the \d+ base runs`), "none of the <n> base runs"},
 		{regexp.MustCompile(`in any of the \d+ boots of either kernel`), "in any of the <n> boots of either kernel"},
+		// Whether the first iteration was a warm-up is the data's say:
+		// a fresh machine's run showed one where the golden run did not.
+		{regexp.MustCompile(` The first iteration of each run was dropped as a warm-up\.`), ""},
 		{regexp.MustCompile(`median \d+\.\d+ to \d+\.\d+`), "median <x> to <y>"},
 		{regexp.MustCompile(`\d+\.\d+ ± \d+\.\d+`), "<mean ± sd>"},
 		{regexp.MustCompile(`[+-]?\d+\.\d%`), "<pct>"},

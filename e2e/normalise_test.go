@@ -55,6 +55,17 @@ func TestNormaliseStrict(t *testing.T) {
 		}
 	}
 
+	// The warm-up sentence comes and goes with the data: a reply with it
+	// matches the golden file without it.
+	warm := strings.Replace(string(saved["harmless"]), "per metric and look.", "per metric and look. The first iteration of each\nrun was dropped as a warm-up.", 1)
+	if warm == string(saved["harmless"]) {
+		t.Fatal("the harmless reply has no note to add the warm-up sentence to")
+	}
+	want, _ := os.ReadFile(filepath.Join("testdata", "replies", "harmless.txt"))
+	if got, err := normalise([]byte(warm), v); err != nil || firstDiff(string(want), got) != "" {
+		t.Errorf("harmless with the warm-up sentence: %v %s", err, firstDiff(string(want), got))
+	}
+
 	// Each change must alter the reply (else the case tests nothing) and
 	// must fail the comparison.
 	wrong := []struct {
