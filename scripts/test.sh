@@ -61,7 +61,7 @@ prepare() {
 fuzz() {
   local rc=0 pkg fn
   while read -r pkg fn; do
-    go test -run '^$' -fuzz "^${fn}\$" -fuzztime 15s "$pkg" || rc=1
+    go test -run '^$' -fuzz "^${fn}\$" -fuzztime 5s "$pkg" || rc=1
   done < <(grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do
     grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed 's/^func //' | sed "s|^|$(dirname "$f") |"
   done)
