@@ -91,9 +91,15 @@ func (f FalseAlarms) Rate() float64 {
 	return float64(f.Alarms) / float64(f.Comparisons)
 }
 
-// decidedByCanary are the verdicts of a canary that measured something;
+// measuredVerdict says whether a canary's verdict measured something;
 // INFRA, a build or boot failure say nothing of false alarms.
-var decidedByCanary = map[string]bool{VerdictPass: true, VerdictRegression: true, VerdictImprovement: true, VerdictInconclusive: true}
+func measuredVerdict(v string) bool {
+	switch v {
+	case VerdictPass, VerdictRegression, VerdictImprovement, VerdictInconclusive:
+		return true
+	}
+	return false
+}
 
 // FalseAlarmRates are the canary's false alarms per metric over
 // bot.canary.window, and which of them are muted. Every metric that had
@@ -106,7 +112,7 @@ func (b *Bot) FalseAlarmRates(ctx context.Context) ([]FalseAlarms, []store.Canar
 	n := 0
 	alarms := map[string]int{}
 	for _, c := range cs {
-		if !decidedByCanary[c.Verdict] {
+		if !measuredVerdict(c.Verdict) {
 			continue
 		}
 		n++

@@ -48,6 +48,11 @@ func (h Health) Counters() map[string]int {
 	}
 }
 
+// Faults is the sum of h's counts: 0 on a healthy boot.
+func (h Health) Faults() int {
+	return h.Retrans + h.Timeouts + h.Reconnects + h.BadXIDs + h.BadReplies + h.ServerBadCalls
+}
+
 // healthOf reads the health markers of both consoles (labtest.sh's
 // client_health and server_health).
 func healthOf(clientConsole, serverConsole string) Health {

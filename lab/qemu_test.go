@@ -116,7 +116,7 @@ func TestPairTransferRxe(t *testing.T) {
 	// A healthy transfer: the transport counted its traffic and nothing
 	// went wrong.
 	h := res.Health
-	if !h.Reported || h.Ops == 0 || h.Sends == 0 || h.Retrans+h.Timeouts+h.Reconnects+h.BadXIDs+h.BadReplies+h.ServerBadCalls != 0 {
+	if !h.Reported || h.Ops == 0 || h.Sends == 0 || h.Faults() != 0 {
 		t.Errorf("health %+v\n%s", h, healthLines(res))
 	}
 	saveHealthConsole(t, "rxe-clean", res)

@@ -104,7 +104,7 @@ func healthTrace(h lab.Health) string {
 	if !h.Reported {
 		return ", no transport counts"
 	}
-	if h.Retrans+h.Timeouts+h.Reconnects+h.BadXIDs+h.BadReplies+h.ServerBadCalls == 0 {
+	if h.Faults() == 0 {
 		return ""
 	}
 	return fmt.Sprintf(", transport: %d retransmissions, %d timeouts, %d reconnects, %d bad xids, %d bad replies, %d server bad calls",
