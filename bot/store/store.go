@@ -55,7 +55,11 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 		// synchronous FULL syncs the WAL at every commit: the outbox
 		// ledger's "sent" is in this file, and NORMAL may lose the last
 		// commits on power loss, so a reply would be sent again.
-		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+		// _txlock=immediate: a transaction takes the write lock at BEGIN,
+		// where busy_timeout applies. A deferred one that has read cannot
+		// wait for another process's write: SQLite fails it at once with
+		// SQLITE_BUSY (River's transactions read, then write).
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)

@@ -208,3 +208,55 @@ func TestLeaseRace(t *testing.T) {
 		}
 	})
 }
+
+// Two processes on one SQLite file (serve, and `rdmabot outbox list`
+// beside it): a transaction that reads and then writes must wait for the
+// other's write, not fail at once with SQLITE_BUSY. A deferred BEGIN
+// fails: its read snapshot cannot become a write while another writer
+// holds the lock, and SQLite does not call the busy handler then (a
+// serve died of it at start while a test polled its outbox).
+func TestSQLiteWriteWaitsForAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	a, err := Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.DB.Exec("CREATE TABLE t (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	held, err := b.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Exec("INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	release := time.AfterFunc(300*time.Millisecond, func() { held.Commit() })
+	defer release.Stop()
+
+	tx, err := a.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO t VALUES (2)"); err != nil {
+		t.Fatalf("write after read, beside another writer: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DB.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows = %d (%v), want 2", n, err)
+	}
+}
