@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/mail"
 	"os"
@@ -129,6 +130,16 @@ func TestSeriesAnswered(t *testing.T) {
 			stages = append(stages, fmt.Sprintf("%s %.0fs", j.Kind, j.Took))
 		}
 		t.Logf("test %d %q: %s; jobs: %s", tv.ID, tv.Subject, tv.Verdict, strings.Join(stages, ", "))
+		// The dashboard's page of a series: its archive link and
+		// patches, and for a measured one every boot drawn.
+		if tv.Kind == "series" && (tv.Link == "" || len(tv.Patches) == 0 || tv.Patches[0].Subject == "") {
+			t.Errorf("test %d (%s): the dashboard shows link %q and patches %+v", tv.ID, tv.Subject, tv.Link, tv.Patches)
+		}
+		if tv.Verdict == "PASS" || tv.Verdict == "REGRESSION" {
+			if page := getPage(t, fmt.Sprintf("%s/tests/%d", b.cfg.Bot.URL, tv.ID)); !strings.Contains(page, `aria-label="copy_MBps per boot"`) {
+				t.Errorf("test %d (%s): its page draws no per-boot copy_MBps chart", tv.ID, tv.Subject)
+			}
+		}
 		for _, j := range tv.Jobs {
 			if j.Kind == "lab" && (j.Attempt > 1 || len(j.Errors) > 0) {
 				retried = true
@@ -231,8 +242,13 @@ func descendants(pid int) []int {
 
 // testView is the dashboard API's view of a test, as much as we read.
 type testView struct {
-	ID        int64     `json:"ID"`
-	Subject   string    `json:"subject"`
+	ID      int64  `json:"ID"`
+	Kind    string `json:"Kind"`
+	Subject string `json:"subject"`
+	Link    string `json:"link"`
+	Patches []struct {
+		Subject string `json:"subject"`
+	} `json:"patches"`
 	Verdict   string    `json:"Verdict"`
 	CreatedAt time.Time `json:"CreatedAt"`
 	UpdatedAt time.Time `json:"UpdatedAt"`
@@ -254,6 +270,20 @@ func (b *bot) tests(t testing.TB) []testView {
 		getJSON(t, fmt.Sprintf("%s/api/tests/%d", b.cfg.Bot.URL, list[i].ID), &list[i])
 	}
 	return list
+}
+
+func getPage(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(body)
 }
 
 func getJSON(t testing.TB, url string, v any) {

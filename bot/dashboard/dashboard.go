@@ -22,6 +22,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lore"
 )
 
 //go:embed templates/*.html
@@ -120,10 +121,29 @@ func byID[V any](s *Server, load func(context.Context, int64) (V, error), page s
 // TestView is a test as pages and the API show it.
 type TestView struct {
 	store.Test
-	Subject string         `json:"subject"`
+	Subject string `json:"subject"`
+	// Link is the series on its list's archive; Patches are its patches
+	// in order (a series test only).
+	Link    string         `json:"link,omitempty"`
+	Patches []PatchView    `json:"patches,omitempty"`
 	Runs    []store.Run    `json:"runs,omitempty"`
 	Jobs    []JobView      `json:"jobs,omitempty"`
 	Medians []MetricMedian `json:"medians,omitempty"`
+	// Charts draw every boot's value of each metric, base beside
+	// patched: the spread a verdict was decided on.
+	Charts []BootChart `json:"-"`
+}
+
+// PatchView is one patch of a tested series.
+type PatchView struct {
+	Subject   string `json:"subject"`
+	MessageID string `json:"message_id"`
+}
+
+// BootChart is one metric's per-boot values as inline SVG.
+type BootChart struct {
+	Metric string
+	SVG    template.HTML
 }
 
 // JobView is one job of a test, with its trace.
@@ -177,6 +197,11 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		return TestView{}, err
 	}
 	v := TestView{Test: t, Subject: s.subject(ctx, t)}
+	if t.SeriesID != 0 {
+		if v.Link, v.Patches, err = s.patches(ctx, t.SeriesID); err != nil {
+			return v, err
+		}
+	}
 	if v.Runs, err = s.st.Runs(ctx, s.st.DB, id); err != nil {
 		return v, err
 	}
@@ -200,6 +225,9 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		v.Medians = append(v.Medians, m)
 	}
 	sort.Slice(v.Medians, func(i, j int) bool { return v.Medians[i].Metric < v.Medians[j].Metric })
+	for _, m := range v.Medians {
+		v.Charts = append(v.Charts, BootChart{Metric: m.Metric, SVG: bootChart(m.Metric, base[m.Metric], cand[m.Metric])})
+	}
 	jobs, err := s.jobs.JobsOfTest(ctx, id)
 	if err != nil {
 		return v, err
@@ -218,6 +246,79 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		v.Jobs = append(v.Jobs, jv)
 	}
 	return v, nil
+}
+
+// patches reads a series' archive link and its patches' subjects and
+// Message-IDs from the stored series. A patch that no longer parses is
+// listed by its position, not an error: the page still shows the rest.
+func (s *Server) patches(ctx context.Context, seriesID int64) (string, []PatchView, error) {
+	row, err := s.st.Series(ctx, s.st.DB, seriesID)
+	if err != nil {
+		return "", nil, err
+	}
+	var sr bot.Series
+	if err := json.Unmarshal(row.Data, &sr); err != nil {
+		return row.Link, nil, nil
+	}
+	var out []PatchView
+	for i, raw := range sr.Patches {
+		m, err := lore.ParseMessage(raw)
+		if err != nil {
+			out = append(out, PatchView{Subject: fmt.Sprintf("patch %d: %v", i+1, err)})
+			continue
+		}
+		pv := PatchView{Subject: m.Subject}
+		if len(m.MessageIDs) > 0 {
+			pv.MessageID = m.MessageIDs[0]
+		}
+		out = append(out, pv)
+	}
+	return row.Link, out, nil
+}
+
+// bootChart draws each boot's value of a metric as a dot, the base's in
+// the left column and the patched kernel's in the right, each with its
+// median as a bar: how far apart the two kernels were, and how noisy.
+func bootChart(metric string, base, cand []float64) template.HTML {
+	const w, h, pad = 420.0, 200.0, 30.0
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, x := range append(append([]float64(nil), base...), cand...) {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	if math.IsInf(lo, 0) {
+		return ""
+	}
+	if hi == lo {
+		lo, hi = lo-1, hi+1
+	}
+	y := func(v float64) float64 { return h - pad - (v-lo)/(hi-lo)*(h-2*pad) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s per boot">`,
+		w, h, w, h, template.HTMLEscapeString(metric))
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="#fff" stroke="#ccc"/>`, w, h)
+	fmt.Fprintf(&b, `<text x="4" y="%.0f" font-size="11">%.2f</text><text x="4" y="%.0f" font-size="11">%.2f</text>`, y(hi)+4, hi, y(lo)+4, lo)
+	for i, col := range []struct {
+		name  string
+		vals  []float64
+		color string
+	}{{"base", base, "#36c"}, {"patched", cand, "#c60"}} {
+		cx := w * float64(1+2*i) / 4
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="12" text-anchor="middle">%s (%d boots)</text>`, cx, h-8, col.name, len(col.vals))
+		if len(col.vals) == 0 {
+			continue
+		}
+		med := median(col.vals)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"><title>%s median %.2f</title></line>`,
+			cx-60, y(med), cx+60, y(med), col.color, col.name, med)
+		for j, x := range col.vals {
+			// Spread the dots sideways by boot so equal values stay apart.
+			dx := (float64(j%9) - 4) * 10
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" fill-opacity="0.7"><title>%s boot %d: %.2f</title></circle>`,
+				cx+dx, y(x), col.color, col.name, j+1, x)
+		}
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
 }
 
 func median(v []float64) float64 {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,17 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	}
 	t.Cleanup(func() { st.Close() })
 	ids := map[string]int64{}
-	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 2, Tree: "rdma", Subject: "[PATCH v2 0/3] svcrdma: fix the send path", Author: "cel@kernel.org", Data: []byte("{}")})
+	// Two patches as mail, and a third that no longer parses.
+	patch := func(n int, subject string) []byte {
+		return fmt.Appendf(nil, "From: Chuck <cel@kernel.org>\nSubject: [PATCH v2 %d/3] %s\nMessage-ID: <p%d@x>\n\nbody\n", n, subject, n)
+	}
+	link := "https://lore.kernel.org/linux-rdma/a@x/"
+	data, err := json.Marshal(bot.Series{MsgID: "a@x", Version: 2, Link: link,
+		Patches: [][]byte{patch(1, "svcrdma: count Send WRs"), patch(2, "svcrdma: chain the Write WRs"), nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 2, Tree: "rdma", Subject: "[PATCH v2 0/3] svcrdma: fix the send path", Author: "cel@kernel.org", Link: link, Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +151,9 @@ func TestPagesInChromium(t *testing.T) {
 		{"/", []string{"[PATCH v2 0/3] svcrdma: fix the send path", `class="apply_failed"`, "APPLY_FAILED", "<h2>Sources</h2>",
 			"linux-rdma", "failing (1 in a row", "imap: connection refused", fmt.Sprintf(`href="/bisect/%d"`, ids["bisect"])}},
 		{fmt.Sprintf("/tests/%d", ids["apply"]), []string{"test " + fmt.Sprint(ids["apply"]), `class="apply_failed"`, "patch 2/3 does not apply"}},
-		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change", `<span class="crash">retrans=7</span>`}},
+		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change", `<span class="crash">retrans=7</span>`,
+			`<a href="https://lore.kernel.org/linux-rdma/a@x/">archive</a>`, "<h2>Patches</h2>", "[PATCH v2 2/3] svcrdma: chain the Write WRs", "&lt;p2@x&gt;",
+			"patch 3: ", `aria-label="read_mbps per boot"`, "base (1 boots)", "patched (1 boots)", "<title>patched boot 1: 110.00</title>"}},
 		{fmt.Sprintf("/bisect/%d", ids["bisect"]), []string{"bisection " + fmt.Sprint(ids["bisect"]), "read_mbps -12%", "cccccccccccc", `href="/jobs/7/trace"`}},
 		{"/mainline", []string{"mainline master: read_mbps", "<svg", "dddddddddddd", `class="bad"`}},
 		{"/jobs/7/trace", []string{"build: started", "build: kernel ready"}},
