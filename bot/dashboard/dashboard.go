@@ -196,11 +196,16 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	if err != nil {
 		return TestView{}, err
 	}
-	v := TestView{Test: t, Subject: s.subject(ctx, t)}
+	v := TestView{Test: t}
 	if t.SeriesID != 0 {
-		if v.Link, v.Patches, err = s.patches(ctx, t.SeriesID); err != nil {
+		// One read of the series gives the subject, link and patches.
+		row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
+		if err != nil {
 			return v, err
 		}
+		v.Subject, v.Link, v.Patches = row.Subject, row.Link, patches(row.Data)
+	} else {
+		v.Subject = s.subject(ctx, t)
 	}
 	if v.Runs, err = s.st.Runs(ctx, s.st.DB, id); err != nil {
 		return v, err
@@ -248,17 +253,13 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	return v, nil
 }
 
-// patches reads a series' archive link and its patches' subjects and
-// Message-IDs from the stored series. A patch that no longer parses is
-// listed by its position, not an error: the page still shows the rest.
-func (s *Server) patches(ctx context.Context, seriesID int64) (string, []PatchView, error) {
-	row, err := s.st.Series(ctx, s.st.DB, seriesID)
-	if err != nil {
-		return "", nil, err
-	}
+// patches lists a stored series' patches (its JSON) by subject and
+// Message-ID. What no longer parses is listed with its error, not
+// failed: the page still shows the rest.
+func patches(data []byte) []PatchView {
 	var sr bot.Series
-	if err := json.Unmarshal(row.Data, &sr); err != nil {
-		return row.Link, nil, nil
+	if err := json.Unmarshal(data, &sr); err != nil {
+		return []PatchView{{Subject: fmt.Sprintf("patches unreadable: %v", err)}}
 	}
 	var out []PatchView
 	for i, raw := range sr.Patches {
@@ -273,7 +274,7 @@ func (s *Server) patches(ctx context.Context, seriesID int64) (string, []PatchVi
 		}
 		out = append(out, pv)
 	}
-	return row.Link, out, nil
+	return out
 }
 
 // bootChart draws each boot's value of a metric as a dot, the base's in
