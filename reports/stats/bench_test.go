@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"testing"
 )
 
@@ -18,6 +19,7 @@ var (
 	fitOnly   = flag.Bool("fit-only", false, "print the fitted noise model and stop (no simulation: cheap)")
 	simSearch = flag.Int("search-trials", 500, "simulated comparisons per scenario while searching for the budget needed")
 	simBudget = flag.String("budget", "", "runs/step/max to prove instead of the default policy's, e.g. 6/6/30")
+	aaResults = flag.String("aa", "../../measurements/aa.jsonl", "real A/A comparisons (rdmabot lab aa): the drift each condition measured is added to the first model")
 )
 
 // BenchmarkVerdictPolicy proves the default policy on the lab's noise:
@@ -40,6 +42,7 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 			models[i] = models[i].Scaled(*simScale)
 		}
 	}
+	models = append(models, driftModels(models[0])...)
 	if *fitOnly {
 		for _, m := range models {
 			printModel(m)
@@ -56,6 +59,35 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 			}
 		}
 	}
+}
+
+// driftModels are m with the drift each machine condition of the real
+// A/A comparisons measured (FitDrift over their boots in boot order),
+// so that the budget is proven on drift a real machine showed, not only
+// on independent boots.
+func driftModels(m NoiseModel) []NoiseModel {
+	byCond, err := LoadAA(*aaResults)
+	if err != nil {
+		fmt.Printf("A/A comparisons: %v; no drift modelled\n", err)
+		return nil
+	}
+	conds := make([]string, 0, len(byCond))
+	for c := range byCond {
+		conds = append(conds, c)
+	}
+	sort.Strings(conds)
+	var out []NoiseModel
+	for _, c := range conds {
+		drift, sigma, pairs := FitDrift(byCond[c], 6)
+		fmt.Printf("A/A %s: %d comparisons, drift %.2f %% per boot, boot noise %.2f %% (%d boot pairs, lags 1-6)\n",
+			c, len(byCond[c]), 100*drift, 100*sigma, pairs)
+		if len(byCond[c]) < 3 {
+			fmt.Printf("  (too few to model: the drift of %s is left out)\n", c)
+			continue
+		}
+		out = append(out, m.WithDrift(drift, fmt.Sprintf("A/A %s, %d comparisons", c, len(byCond[c]))))
+	}
+	return out
 }
 
 func prove(b *testing.B, model NoiseModel, t Targets) SimResult {
@@ -107,7 +139,7 @@ func report(w *os.File, label string, p Policy, m NoiseModel, r SimResult, t Tar
 func printModel(model NoiseModel) {
 	fmt.Printf("\nnoise model: %s\n", model.Source)
 	for _, m := range model.Metrics {
-		fmt.Printf("  %-10s mean %8.2f %-4s run CV %5.2f %%  iteration CV %5.2f %%  (%d iterations, %d runs fitted)\n",
-			m.Name, m.Mean, m.Unit, 100*m.RunSigma, 100*m.IterSigma, m.Iterations, m.Runs)
+		fmt.Printf("  %-10s mean %8.2f %-4s run CV %5.2f %%  iteration CV %5.2f %%  drift %5.2f %% per boot  (%d iterations, %d runs fitted)\n",
+			m.Name, m.Mean, m.Unit, 100*m.RunSigma, 100*m.IterSigma, 100*m.Drift, m.Iterations, m.Runs)
 	}
 }

@@ -24,6 +24,102 @@ type MetricNoise struct {
 	IterSigma      float64
 	Iterations     int
 	Runs           int // how many runs the fit saw
+	// Drift is the log-sd of one boot's step of a random walk the
+	// machine's speed takes, boot after boot, base and candidate alike
+	// (a neighbour starting, the host warming): what makes boots measured
+	// far apart disagree more than boots measured side by side.
+	Drift float64
+}
+
+// WithDrift is the model with every metric drifting by drift per boot
+// (a slower machine lowers a higher-is-better metric and raises the
+// others).
+func (m NoiseModel) WithDrift(drift float64, source string) NoiseModel {
+	out := NoiseModel{Source: fmt.Sprintf("%s, drift %.2f %% per boot (%s)", m.Source, 100*drift, source)}
+	for _, x := range m.Metrics {
+		x.Drift = drift
+		out.Metrics = append(out.Metrics, x)
+	}
+	return out
+}
+
+// FitDrift estimates the per-boot drift and the boot-to-boot noise from
+// series of one kernel's figures in boot order (an A/A comparison's
+// boots, base and candidate interleaved): a random walk of step drift
+// under independent noise sigma makes Var(log x[t+k] - log x[t]) =
+// 2 sigma^2 + k drift^2, so the slope of that variance over the lag k
+// is drift^2 and its intercept 2 sigma^2 (least squares over lags 1 to
+// maxLag, pooled over the series, each lag weighted by its pairs).
+func FitDrift(series [][]float64, maxLag int) (drift, sigma float64, pairs int) {
+	var ks, vs, ws []float64
+	for k := 1; k <= maxLag; k++ {
+		var sum float64
+		n := 0
+		for _, x := range series {
+			for t := 0; t+k < len(x); t++ {
+				if x[t] <= 0 || x[t+k] <= 0 {
+					continue
+				}
+				d := math.Log(x[t+k]) - math.Log(x[t])
+				sum += d * d
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		ks, vs, ws = append(ks, float64(k)), append(vs, sum/float64(n)), append(ws, float64(n))
+		pairs += n
+	}
+	if len(ks) < 2 {
+		return 0, 0, pairs
+	}
+	var sw, sk, sv, skk, skv float64
+	for i := range ks {
+		sw += ws[i]
+		sk += ws[i] * ks[i]
+		sv += ws[i] * vs[i]
+		skk += ws[i] * ks[i] * ks[i]
+		skv += ws[i] * ks[i] * vs[i]
+	}
+	slope := (sw*skv - sk*sv) / (sw*skk - sk*sk)
+	icept := (sv - slope*sk) / sw
+	return math.Sqrt(math.Max(0, slope)), math.Sqrt(math.Max(0, icept/2)), pairs
+}
+
+// aaRecord is what FitDrift reads of a stored A/A comparison
+// (wire.AAResult): each side's per-boot copy rate, boots alternating
+// base then candidate.
+type aaRecord struct {
+	Condition string    `json:"condition"`
+	Base      []float64 `json:"base_copy_MBps"`
+	Cand      []float64 `json:"cand_copy_MBps"`
+	Error     string    `json:"error"`
+}
+
+// LoadAA reads stored A/A comparisons (JSON lines) and returns, per
+// condition, each comparison's boots in the order they were booted.
+func LoadAA(path string) (map[string][][]float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][][]float64{}
+	for i, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r aaRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		if r.Error != "" || len(r.Base) != len(r.Cand) {
+			continue
+		}
+		var x []float64
+		for j := range r.Base {
+			x = append(x, r.Base[j], r.Cand[j])
+		}
+		out[r.Condition] = append(out[r.Condition], x)
+	}
+	return out, nil
 }
 
 // NoiseModel is the noise of every metric and where it was measured.

@@ -129,12 +129,27 @@ func simulateOne(rng *rand.Rand, p Policy, model NoiseModel, target int, effect 
 	for i, mn := range model.Metrics {
 		metrics[i] = Metric{Name: mn.Name, Unit: mn.Unit, HigherIsBetter: mn.HigherIsBetter}
 	}
+	// walk is the machine's drift so far, in steps of one boot: base and
+	// candidate boots alternate, as the lab's rounds boot them.
+	// A model with no drift draws nothing for it: its trials stay the
+	// ones proven before drift was modelled.
+	walk, drifts := 0.0, false
+	for _, mn := range model.Metrics {
+		drifts = drifts || mn.Drift > 0
+	}
+	step := func() float64 {
+		if drifts {
+			walk += rng.NormFloat64()
+		}
+		return walk
+	}
 	for {
 		d := Decide(rng, p, metrics)
 		if d.Final() {
 			return d
 		}
 		for range d.More {
+			wb, wc := step(), step()
 			for i, mn := range model.Metrics {
 				factor := 1.0
 				if i == target {
@@ -144,11 +159,20 @@ func simulateOne(rng *rand.Rand, p Policy, model NoiseModel, target int, effect 
 						factor = 1 + effect
 					}
 				}
-				metrics[i].Base = append(metrics[i].Base, drawRun(rng, mn, 1))
-				metrics[i].Cand = append(metrics[i].Cand, drawRun(rng, mn, factor))
+				metrics[i].Base = append(metrics[i].Base, drawRun(rng, mn, drifted(mn, wb)))
+				metrics[i].Cand = append(metrics[i].Cand, drawRun(rng, mn, factor*drifted(mn, wc)))
 			}
 		}
 	}
+}
+
+// drifted is the factor a walk of w unit steps makes of metric mn: a
+// slower machine lowers what is better higher and raises the rest.
+func drifted(mn MetricNoise, w float64) float64 {
+	if mn.HigherIsBetter {
+		return math.Exp(-mn.Drift * w)
+	}
+	return math.Exp(mn.Drift * w)
 }
 
 func drawRun(rng *rand.Rand, mn MetricNoise, factor float64) []float64 {

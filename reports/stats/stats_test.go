@@ -378,3 +378,51 @@ func TestDecisionJSONRoundTrip(t *testing.T) {
 		t.Errorf("round trip: %s -> %+v", b, got)
 	}
 }
+
+// FitDrift recovers a random walk's step and the boots' own noise from
+// series drawn with them, and finds no drift in independent noise.
+func TestFitDrift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	draw := func(drift, sigma float64) [][]float64 {
+		var out [][]float64
+		for range 200 {
+			w := 0.0
+			var x []float64
+			for range 10 {
+				w += drift * rng.NormFloat64()
+				x = append(x, 8*math.Exp(w+sigma*rng.NormFloat64()))
+			}
+			out = append(out, x)
+		}
+		return out
+	}
+	for _, tc := range []struct{ drift, sigma float64 }{{0.01, 0.02}, {0.03, 0.01}, {0, 0.02}} {
+		d, s, n := FitDrift(draw(tc.drift, tc.sigma), 6)
+		if math.Abs(d-tc.drift) > 0.004 || math.Abs(s-tc.sigma) > 0.003 || n == 0 {
+			t.Errorf("drawn with drift %.3f, sigma %.3f: fitted %.4f, %.4f (%d pairs)", tc.drift, tc.sigma, d, s, n)
+		}
+	}
+	if d, s, n := FitDrift([][]float64{{1}}, 6); d != 0 || s != 0 || n != 0 {
+		t.Errorf("one boot: %v %v %v", d, s, n)
+	}
+}
+
+// Drift in the noise model is drift in the simulated boots: the same
+// seed with drift spreads the base boots of a long comparison further.
+func TestSimulateDrifts(t *testing.T) {
+	m := ReferenceNoise()
+	p := DefaultPolicy()
+	calm := simulateOne(rand.New(rand.NewPCG(1, 1)), p, m, -1, 0)
+	drifting := simulateOne(rand.New(rand.NewPCG(1, 1)), p, m.WithDrift(0.05, "test"), -1, 0)
+	spread := func(d Decision) float64 {
+		c := d.Comparisons[0]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, x := range c.Base {
+			lo, hi = math.Min(lo, x), math.Max(hi, x)
+		}
+		return hi / lo
+	}
+	if spread(drifting) <= spread(calm) {
+		t.Errorf("base spread with drift %.3f, without %.3f", spread(drifting), spread(calm))
+	}
+}
