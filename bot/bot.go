@@ -125,10 +125,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	if o.Lab == "" {
 		o.Lab = "qemu"
 	}
-	root := o.Config.Artifacts
-	if root == "" {
-		root = filepath.Join(o.CacheDir, "artifacts")
-	}
+	root := ArtifactRoot(o.Config, o.CacheDir)
 	b := &Bot{
 		cfg:    o.Config,
 		opts:   o,
@@ -350,6 +347,15 @@ func (b *Bot) Stop(ctx context.Context) error {
 
 // Store is the bot's database.
 func (b *Bot) Store() *store.Store { return b.st }
+
+// ArtifactRoot is where a worker keeps the kernels it built or pulled:
+// bot.artifacts, else <cache_dir>/artifacts.
+func ArtifactRoot(c Config, cacheDir string) string {
+	if c.Artifacts != "" {
+		return c.Artifacts
+	}
+	return filepath.Join(cacheDir, "artifacts")
+}
 
 // Artifacts is the local artifact store (served to other workers).
 func (b *Bot) Artifacts() artifact.Dir { return b.art }

@@ -123,8 +123,8 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 // completes does not send it twice.
 func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) error {
 	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason,
-		BaseBranch: t.BaseBranch, Lab: t.Lab, Candidate: t.Candidate, URL: b.testURL(t.ID),
-		TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
+		BaseBranch: t.BaseBranch, Lab: t.Lab, Candidate: t.Candidate, BaseArtifact: t.BaseArtifact, CandArtifact: t.CandArtifact,
+		URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
 	if t.Detail != "" {
 		r.Detail = json.RawMessage(t.Detail)
 	}

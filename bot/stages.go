@@ -162,15 +162,19 @@ type Report struct {
 	Tree    string  `json:"tree"`
 	Base    string  `json:"base"`
 	// BaseReason says how the base was chosen, BaseBranch where it is.
-	BaseReason string        `json:"base_reason,omitempty"`
-	BaseBranch string        `json:"base_branch,omitempty"`
-	Lab        string        `json:"lab,omitempty"` // the lab pair the kernels ran on
-	Candidate  string        `json:"candidate"`
-	Log        string        `json:"log,omitempty"` // the build or apply error, the crash
-	URL        string        `json:"url"`           // the dashboard page
-	TraceURL   string        `json:"trace_url"`
-	Origin     Origin        `json:"origin"`
-	Bisect     *BisectReport `json:"bisect,omitempty"`
+	BaseReason string `json:"base_reason,omitempty"`
+	BaseBranch string `json:"base_branch,omitempty"`
+	Lab        string `json:"lab,omitempty"` // the lab pair the kernels ran on
+	Candidate  string `json:"candidate"`
+	// BaseArtifact and CandArtifact are the built kernels' keys in the
+	// artifact store ("" when none was built): what the reply can link.
+	BaseArtifact string        `json:"base_artifact,omitempty"`
+	CandArtifact string        `json:"cand_artifact,omitempty"`
+	Log          string        `json:"log,omitempty"` // the build or apply error, the crash
+	URL          string        `json:"url"`           // the dashboard page
+	TraceURL     string        `json:"trace_url"`
+	Origin       Origin        `json:"origin"`
+	Bisect       *BisectReport `json:"bisect,omitempty"`
 	// Detail is the verdict's structured account as the deciding stage
 	// stored it (Decision.Detail, Detailed).
 	Detail json.RawMessage `json:"detail,omitempty"`

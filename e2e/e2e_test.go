@@ -83,6 +83,7 @@ func TestSeriesAnswered(t *testing.T) {
 		"broken": "BUILD_FAILED", "drain-hang": "CRASH", "stale": "APPLY_FAILED",
 		"relaxed-ordering-v1": "APPLY_FAILED",
 	}
+	bodies := map[string]string{}
 	for _, name := range []string{"relaxed-ordering-v1", "broken", "stale", "drain-hang", "slow-send", "harmless"} {
 		s, ok := all[name]
 		if !ok {
@@ -98,6 +99,7 @@ func TestSeriesAnswered(t *testing.T) {
 			ids = append(ids, id)
 		}
 		r := b.waitReply(ctx, ids...)
+		bodies[name] = r.Body
 		t.Logf("reply to %s, %s after posting (all series share one lab pair):\n%s", s, r.Arrived.Sub(posted[name]).Round(time.Second), r)
 		if got := r.Header.Get("X-Rdmabot-Outcome"); got != want[name] {
 			t.Errorf("%s: outcome %s, want %s", s.name, got, want[name])
@@ -149,6 +151,66 @@ func TestSeriesAnswered(t *testing.T) {
 	}
 	if !retried {
 		t.Error("no lab job was retried after the guest was killed")
+	}
+	// Every link a reply gives on the bot's URL resolves for a reader
+	// with no token: the page, the reproducer and each file.
+	for name, body := range bodies {
+		for _, l := range strings.Split(body, "\n") {
+			if i := strings.Index(l, b.cfg.Bot.URL+"/"); i > 0 && strings.Contains(l[:i], ":") {
+				url, _, _ := strings.Cut(l[i:], " ")
+				if len(getPage(t, url)) == 0 {
+					t.Errorf("%s: %s is empty", name, url)
+				}
+			}
+		}
+	}
+	reproduceCrash(ctx, t, b, bodies["drain-hang"])
+}
+
+// reproduceCrash follows the crash reply's reproduce link as a reader
+// would: it downloads the bundle from the dashboard, unpacks it into an
+// empty directory and runs its run.sh, with no rdmabot server or
+// database in it (only the bundle's own binary, offline). The kernels
+// come out of the test cache's artifact store (the same trees the bot
+// built); the boots are real, and the verdict must be the reply's.
+func reproduceCrash(ctx context.Context, t *testing.T, b *bot, reply string) {
+	t.Helper()
+	var url string
+	for _, l := range strings.Split(reply, "\n") {
+		if v, ok := strings.CutPrefix(l, "reproduce:"); ok {
+			url, _, _ = strings.Cut(strings.TrimSpace(v), " ")
+		}
+	}
+	if !strings.HasPrefix(url, b.cfg.Bot.URL+"/tests/") || !strings.HasSuffix(url, "/reproducer.tar.gz") {
+		t.Fatalf("the crash reply's reproduce line links %q:\n%s", url, reply)
+	}
+	dir := t.TempDir()
+	tgz := filepath.Join(dir, "reproducer.tar.gz")
+	if err := os.WriteFile(tgz, []byte(getPage(t, url)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, "tar", "-xzf", tgz, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	scripts, _ := filepath.Glob(filepath.Join(dir, "rdmabot-test-*", "run.sh"))
+	if len(scripts) != 1 {
+		t.Fatalf("the bundle holds %q", scripts)
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "sh", scripts[0])
+	cmd.Dir = dir
+	// PATH without the Go toolchain: the bundle needs no Go.
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "LINUX=" + b.m.store, "CACHE=" + b.m.cache}
+	out, err := cmd.CombinedOutput()
+	t.Logf("the crash's reproducer, %s:\n%s", time.Since(start).Round(time.Second), out)
+	if err != nil {
+		t.Fatalf("run.sh: %v", err)
+	}
+	flat := strings.Join(strings.Fields(string(out)), " ")
+	for _, w := range []string{"CRASH: ", "INFO: task hung in __ib_drain_", "Console:"} {
+		if !strings.Contains(flat, w) {
+			t.Errorf("the reproducer did not print %q", w)
+		}
 	}
 }
 

@@ -277,7 +277,7 @@ func infoBlock(v *Verdict) string {
 	if v.Outcome == ApplyFailed || v.Outcome == BuildFailed {
 		lab, test = "", "" // nothing ran
 	}
-	return keyValues([][2]string{
+	return keyValues(append(append([][2]string{
 		{"url", in.Build.SeriesURL},
 		{"base", base},
 		{"patch link", link},
@@ -287,9 +287,9 @@ func infoBlock(v *Verdict) string {
 		{"compiler", in.Build.Compiler},
 		{"lab", lab},
 		{"test", test},
-		{"reproduce", in.Test.Reproduce},
-		{"details", in.Test.RunURL},
-	})
+		{"reproduce", in.Test.Reproduce}},
+		in.Test.Files...),
+		[2]string{"details", in.Test.RunURL}))
 }
 
 func emailBody(c *Config, v *Verdict, msgID string) string {
@@ -317,22 +317,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	}
 	switch v.Outcome {
 	case Pass, Regression, Improvement:
-		raw(table(metricRows(v.Decision), ""))
-		note := fmt.Sprintf("Base and patched kernels ran on the same pair, one boot per run. Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
-		for _, cmp := range v.Decision.Comparisons {
-			if cmp.Warmup {
-				note += " The first iteration of each run was dropped as a warm-up."
-				break
-			}
-		}
-		para(note)
-		if v.Health != nil {
-			text, rows := healthText(v.Health)
-			para(text)
-			if rows != nil {
-				raw(table(rows, ""))
-			}
-		}
+		raw(Measurements(v))
 	case ApplyFailed:
 		a := in.Apply
 		if a.Index > 0 {
@@ -370,12 +355,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	case BootFailed:
 		raw("Console:\n\n" + indent(excerpt(in.Boot.Console, 40)))
 	case CrashFound:
-		if n := baseRuns(in); n > 0 {
-			para(fmt.Sprintf("The crash showed on the console of the patched kernel and on none of the %d base runs.", n))
-		} else {
-			para("The crash showed on the console of the patched kernel and not on the base kernel's.")
-		}
-		raw("Console:\n\n" + indent(excerpt(v.Crash.Console, 50)))
+		raw(Measurements(v))
 	case DataCorruption:
 		raw("cmp:\n\n" + indent(excerpt(in.Corruption.Detail, 20)))
 	}
@@ -385,6 +365,54 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	}
 	b.WriteString(signature(c))
 	return b.String()
+}
+
+// Results is a verdict in plain text, as a reproducer prints it: the
+// outcome and the reply's sentence, then what was measured.
+func Results(c *Config, v *Verdict) string {
+	head := wrap(v.Outcome.String()+": "+Sentence(c, v), 72) + "\n\n"
+	if t := Title(v); t != "" {
+		head += "  " + t + "\n\n"
+	}
+	return strings.TrimRight(head+Measurements(v), "\n") + "\n"
+}
+
+// Measurements is what a verdict measured, as the reply shows it: the
+// metrics table with how it was computed and the transport's health, or
+// the crash with its console. A reproducer prints the same.
+func Measurements(v *Verdict) string {
+	var b strings.Builder
+	para := func(s string) { b.WriteString(wrap(s, 72) + "\n\n") }
+	raw := func(s string) { b.WriteString(strings.TrimRight(s, "\n") + "\n\n") }
+	switch v.Outcome {
+	case Pass, Regression, Improvement:
+		raw(table(metricRows(v.Decision), ""))
+		note := fmt.Sprintf("Base and patched kernels ran on the same pair, one boot per run. Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
+		for _, cmp := range v.Decision.Comparisons {
+			if cmp.Warmup {
+				note += " The first iteration of each run was dropped as a warm-up."
+				break
+			}
+		}
+		para(note)
+		if v.Health != nil {
+			text, rows := healthText(v.Health)
+			para(text)
+			if rows != nil {
+				raw(table(rows, ""))
+			}
+		}
+	case CrashFound:
+		if n := baseRuns(v.In); n == 1 {
+			para("The crash showed on the console of the patched kernel and not in the one base run.")
+		} else if n > 1 {
+			para(fmt.Sprintf("The crash showed on the console of the patched kernel and on none of the %d base runs.", n))
+		} else {
+			para("The crash showed on the console of the patched kernel and not on the base kernel's.")
+		}
+		raw("Console:\n\n" + indent(excerpt(v.Crash.Console, 50)))
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // diagnostics lists compiler messages as 0-day does: each line marked,

@@ -96,6 +96,10 @@ type TestInfo struct {
 	// Test describes what one run does (file size, iterations).
 	Test      string
 	Reproduce string
+	// Files link what a reader may want of the run, each alone (label,
+	// URL): the series as applied, the .config, the build log, every
+	// boot's figures.
+	Files [][2]string
 	// RunURL links the run page with the charts and logs.
 	RunURL string
 }

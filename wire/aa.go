@@ -32,13 +32,17 @@ import (
 // REGRESSION or IMPROVEMENT it reports is a false alarm the lab and the
 // statistics together made.
 type AA struct {
-	Lab     *Lab
-	Decide  bot.Decider // the bot's: Reports
-	Pair    string
-	Kernel  string // directory holding bzImage (and modules/)
-	Runs    int    // runs per side at the first look (reports.runs)
-	Rounds  int    // bot.max_rounds
-	Results string // JSON-lines file the comparisons are appended to
+	Lab    *Lab
+	Decide bot.Decider // the bot's: Reports
+	Pair   string
+	Kernel string // directory holding bzImage (and modules/)
+	// Candidate, when set, is another kernel directory booted as the
+	// candidate: a comparison of two kernels (a reproducer's), no
+	// longer A/A.
+	Candidate string
+	Runs      int    // runs per side at the first look (reports.runs)
+	Rounds    int    // bot.max_rounds
+	Results   string // JSON-lines file the comparisons are appended to
 	// Condition names the machine's state ("idle", "busy"), Neighbour
 	// the command run on and off during the comparisons ("" = none).
 	Condition, Neighbour string
@@ -179,9 +183,15 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	for n := 1; n <= a.Rounds; n++ {
 		r.Rounds = n
 		var rd round
-		for range runs {
-			for _, side := range []*[]store.Sample{&rd.base, &rd.cand} {
-				s, err := a.Lab.Run(ctx, a.Pair, a.Kernel, 1, io.Discard)
+		crashed := false
+		// A crash decides before any metric does, as in the lab job:
+		// the round stops at the first crashed boot, of either side.
+		for i := 0; i < runs && !crashed; i++ {
+			for _, side := range []struct {
+				boots  *[]store.Sample
+				kernel string
+			}{{&rd.base, a.Kernel}, {&rd.cand, a.candidate()}} {
+				s, err := a.Lab.Run(ctx, a.Pair, side.kernel, 1, a.trace())
 				if err != nil {
 					var busy *lab.BusyError
 					if errors.As(err, &busy) {
@@ -190,12 +200,16 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 					r.Verdict, r.Error = "INFRA", err.Error()
 					return r, nil
 				}
-				*side = append(*side, s...)
+				*side.boots = append(*side.boots, s...)
 				for _, x := range s {
 					r.HostCores = append(r.HostCores, x.HostOtherCores)
 					r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
 					r.Health = append(r.Health, x.Health)
 					r.Busy = append(r.Busy, x.BusyRepeated...)
+					crashed = crashed || x.Crash != ""
+				}
+				if crashed {
+					break
 				}
 			}
 		}
@@ -232,6 +246,35 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	}
 	r.Fresh = fresh.Verdict
 	return r, rounds
+}
+
+func (a *AA) candidate() string {
+	if a.Candidate != "" {
+		return a.Candidate
+	}
+	return a.Kernel
+}
+
+// trace is where each boot's line goes: nowhere for A/A (its summary
+// line says enough), Out for a comparison of two kernels, whose reader
+// waits on it boot by boot.
+func (a *AA) trace() io.Writer {
+	if a.Candidate != "" && a.Out != nil {
+		return a.Out
+	}
+	return io.Discard
+}
+
+// Compare makes one comparison of Kernel (base) against Candidate with
+// the bot's rounds, budget and decision, with no cached base, and
+// returns it with every boot of each side.
+func (a *AA) Compare(ctx context.Context) (AAResult, []store.Sample, []store.Sample) {
+	r, rounds := a.one(ctx, nil)
+	var base, cand []store.Sample
+	for _, rd := range rounds {
+		base, cand = append(base, rd.base...), append(cand, rd.cand...)
+	}
+	return r, base, cand
 }
 
 // drifted is the lab job's check (bot.drifted): the cached base against

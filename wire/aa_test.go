@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lab/console"
 	"github.com/rdmabot/rdmabot/reports"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
@@ -316,5 +317,94 @@ func TestAABusyHostCountsItsBoots(t *testing.T) {
 	}
 	if len(rs) != 1 || rs[0].Verdict != "INFRA" || !strings.Contains(rs[0].Error, "too busy to measure") || len(rs[0].Busy) != 3 {
 		t.Fatalf("%+v", rs)
+	}
+}
+
+// kernelPair runs the slow kernel 10 % slower and records which kernel
+// each boot booted.
+type kernelPair struct {
+	noisyPair
+	slow   string
+	booted []string
+}
+
+func (p *kernelPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
+	p.noisyPair.mu.Lock()
+	p.booted = append(p.booted, filepath.Dir(k.BzImage))
+	speed := 100.0
+	if filepath.Dir(k.BzImage) == p.slow {
+		speed = 90
+	}
+	p.noisyPair.speed = speed
+	p.noisyPair.mu.Unlock()
+	return p.noisyPair.Run(ctx, k, t)
+}
+
+// Compare boots two kernels alternately, base first, through the bot's
+// rounds, and its text is the reply's: a 10 % slower candidate is a
+// REGRESSION with the metrics table; the other way round a PASS at the
+// first look (no regression of 5 %: the bot asks no more of an
+// improvement). Nothing is appended to the A/A results.
+func TestCompareTwoKernels(t *testing.T) {
+	base, cand := t.TempDir(), t.TempDir()
+	for _, tc := range []struct{ slow, want string }{{cand, "REGRESSION"}, {base, "PASS"}} {
+		p := &kernelPair{noisyPair: noisyPair{rng: rand.New(rand.NewPCG(5, 6))}, slow: tc.slow}
+		a := newAA(t, &p.noisyPair)
+		a.Lab.Pairs["qemu"] = p
+		a.Kernel, a.Candidate = base, cand
+		var out strings.Builder
+		a.Out = &out
+		r, b, c := a.Compare(context.Background())
+		if r.Verdict != tc.want || r.Error != "" || len(b) != len(c) || len(b) < 5 {
+			t.Fatalf("slow %s: %s (%s), %d+%d boots %v %v %v", tc.slow, r.Verdict, r.Error, len(b), len(c), r.Base, r.Cand, p.booted)
+		}
+		for i, k := range p.booted {
+			if want := []string{base, cand}[i%2]; k != want {
+				t.Fatalf("boot %d booted %s, want %s", i+1, k, want)
+			}
+		}
+		if strings.Count(out.String(), "boot on qemu") != len(p.booted) {
+			t.Errorf("%d boots traced for %d booted:\n%s", strings.Count(out.String(), "boot on qemu"), len(p.booted), out.String())
+		}
+		text := a.Decide.(*Reports).Text(b, c)
+		if !strings.HasPrefix(text, tc.want+": ") || !strings.Contains(text, "copy") || !strings.Contains(text, "Mann-Whitney") {
+			t.Errorf("text:\n%s", text)
+		}
+		if _, err := os.Stat(a.Results); err == nil {
+			t.Error("a comparison of two kernels was stored as A/A")
+		}
+	}
+}
+
+// crashPair hangs every boot of one kernel, as the drain bug does.
+type crashPair struct {
+	noisyPair
+	crashing string
+}
+
+func (p *crashPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
+	r, err := p.noisyPair.Run(ctx, k, t)
+	if err == nil && filepath.Dir(k.BzImage) == p.crashing {
+		r.Passed, r.Failure = false, "hung"
+		r.Client.Crashes = []console.Crash{{Kind: "hang", Title: "INFO: task hung in __ib_drain_rq", Fatal: true,
+			Report: "INFO: task kworker/0:1:9 blocked for more than 21 seconds.\n __ib_drain_rq+0x11e/0x1a0\n"}}
+	}
+	return r, err
+}
+
+// A crashing candidate ends the comparison at its first boot: CRASH
+// after one boot of each side, not a whole round of hangs.
+func TestCompareStopsAtACrash(t *testing.T) {
+	base, cand := t.TempDir(), t.TempDir()
+	p := &crashPair{noisyPair: noisyPair{rng: rand.New(rand.NewPCG(9, 9)), speed: 100}, crashing: cand}
+	a := newAA(t, &p.noisyPair)
+	a.Lab.Pairs["qemu"] = p
+	a.Kernel, a.Candidate = base, cand
+	r, b, c := a.Compare(context.Background())
+	if r.Verdict != "CRASH" || len(b) != 1 || len(c) != 1 || p.boots != 2 {
+		t.Fatalf("%s after %d+%d samples, %d boots", r.Verdict, len(b), len(c), p.boots)
+	}
+	if text := a.Decide.(*Reports).Text(b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
+		t.Errorf("text:\n%s", text)
 	}
 }

@@ -192,9 +192,7 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 	if err := ctx.Err(); err != nil {
 		return bot.Decision{}, err
 	}
-	in := &reports.Input{Test: r.testInfo(nil, "", len(base), len(cand)), Metrics: metrics(base, cand),
-		BaseCrashes: crashes(base), CandCrashes: crashes(cand), BaseHealth: health(base), CandHealth: health(cand)}
-	v := reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
+	v := r.judge(base, cand)
 	d := bot.Decision{Verdict: v.Outcome.String(), NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
 	if h := reports.Headline(&v); h != nil {
 		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
@@ -204,6 +202,19 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 		d.Detail = b
 	}
 	return d, nil
+}
+
+func (r *Reports) judge(base, cand []store.Sample) reports.Verdict {
+	in := &reports.Input{Test: r.testInfo(nil, "", len(base), len(cand)), Metrics: metrics(base, cand),
+		BaseCrashes: crashes(base), CandCrashes: crashes(cand), BaseHealth: health(base), CandHealth: health(cand)}
+	return reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
+}
+
+// Text is the judgement of candidate against base samples as a reply
+// words it: the verdict's sentence, then what was measured.
+func (r *Reports) Text(base, cand []store.Sample) string {
+	v := r.judge(base, cand)
+	return reports.Results(&r.Cfg, &v)
 }
 
 // thread describes the posting a series reply answers.
@@ -682,7 +693,26 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, baseRuns, candRuns int
 		pair = r.Lab.Default
 	}
 	info.Lab = r.labWords(pair)
-	info.Reproduce, info.RunURL = reproduce(msgID), rep.URL
+	info.RunURL = rep.URL
+	if rep.Series != nil && rep.URL != "" {
+		// The dashboard serves it (wire.Reproducer): no rdmabot needed.
+		info.Reproduce = rep.URL + "/reproducer.tar.gz (./run.sh in it; no rdmabot needed)"
+		// The reproducer's files, each alone (wire.Reproducer): what was
+		// made, for what got that far.
+		file := func(label, name string) {
+			info.Files = append(info.Files, [2]string{label, rep.URL + "/files/" + name})
+		}
+		file("series", "series.mbox")
+		if rep.BaseArtifact != "" {
+			file(".config", "kernel.config")
+		}
+		if rep.CandArtifact != "" {
+			file("build log", "candidate-build.log")
+		}
+		if len(rep.BaseSamples)+len(rep.CandSamples) > 0 {
+			file("boots", "boots.json")
+		}
+	}
 	return info
 }
 
@@ -703,24 +733,6 @@ func (r *Reports) labWords(pair string) string {
 		}
 	}
 	return pair
-}
-
-// reproduce is the mailed command line that runs the same series through
-// the same stages on any rdmabot. The Message-ID is the sender's text:
-// it is quoted for the shell, so pasting the line passes it unchanged.
-func reproduce(msgID string) string {
-	return "rdmabot test --config config.toml --msgid " + shellQuote(msgID) + " --wait"
-}
-
-// shellQuote makes s one word for a POSIX shell: as is when it holds
-// only characters no shell treats specially, else in single quotes,
-// inside which nothing is special but the quote itself, written as
-// quote, backslash, quote, quote.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func firstLine(s string) string {

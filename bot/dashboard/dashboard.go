@@ -23,6 +23,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/reports/bundle"
 )
 
 //go:embed templates/*.html
@@ -35,12 +36,19 @@ type Jobs interface {
 	FalseAlarmRates(ctx context.Context) ([]bot.FalseAlarms, []store.Canary, error)
 }
 
+// Reproducers make a test's reproducer bundle (wire.Reproducer).
+type Reproducers interface {
+	Bundle(ctx context.Context, id int64) (*bundle.Bundle, error)
+}
+
 // Server is the dashboard.
 type Server struct {
 	st   *store.Store
 	jobs Jobs
 	log  *slog.Logger
 	tmpl *template.Template
+	// Reproducer, when set, serves each series test's reproducer.
+	Reproducer Reproducers
 }
 
 // New makes a dashboard over the store.
@@ -64,6 +72,8 @@ func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("GET /tests/{id}", byID(s, s.testView, "test.html"))
+	mux.HandleFunc("GET /tests/{id}/reproducer.tar.gz", s.reproducer)
+	mux.HandleFunc("GET /tests/{id}/files/{name}", s.reproducerFile)
 	mux.HandleFunc("GET /jobs/{id}/trace", s.trace)
 	mux.HandleFunc("GET /bisect/{id}", byID(s, s.bisectView, "bisect.html"))
 	mux.HandleFunc("GET /mainline", s.mainline)
@@ -89,6 +99,62 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 	s.log.Warn("dashboard", "err", err)
 	http.Error(w, err.Error(), http.StatusInternalServerError)
+}
+
+// bundle is the reproducer of the path's test, or an answer saying why
+// there is none.
+func (s *Server) bundle(w http.ResponseWriter, r *http.Request) (*bundle.Bundle, bool) {
+	id, err := pathID(r)
+	if err != nil || s.Reproducer == nil {
+		http.NotFound(w, r)
+		return nil, false
+	}
+	b, err := s.Reproducer.Bundle(r.Context(), id)
+	if err != nil {
+		s.fail(w, err)
+		return nil, false
+	}
+	return b, true
+}
+
+// reproducer serves a test's reproducer as a gzipped tar: one download
+// that redoes the test without the bot (its run.sh).
+func (s *Server) reproducer(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.bundle(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", b.Dir+".tar.gz"))
+	if err := b.WriteTarGz(w, time.Now()); err != nil {
+		// Headers are out: the reader gets a truncated gzip, which
+		// fails to unpack rather than passing as whole.
+		s.log.Warn("dashboard: reproducer", "path", r.URL.Path, "err", err)
+	}
+}
+
+// reproducerFile serves one file of a test's reproducer, as text where
+// it is text: what a reply links (the series as applied, the .config).
+func (s *Server) reproducerFile(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.bundle(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	for _, f := range b.Files {
+		if f.Name != name {
+			continue
+		}
+		if f.Path != "" {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			http.ServeFile(w, r, f.Path)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(f.Data)
+		return
+	}
+	http.Error(w, fmt.Sprintf("test %s's reproducer has no file %q", r.PathValue("id"), name), http.StatusNotFound)
 }
 
 func pathID(r *http.Request) (int64, error) {
@@ -132,6 +198,15 @@ type TestView struct {
 	// Charts draw every boot's value of each metric, base beside
 	// patched: the spread a verdict was decided on.
 	Charts []BootChart `json:"-"`
+	// Reproducer is the reproducer's download and its files, each
+	// readable alone (the series as applied, the .config, run.sh).
+	Reproducer *ReproducerView `json:"reproducer,omitempty"`
+}
+
+// ReproducerView links a test's reproducer bundle and its files.
+type ReproducerView struct {
+	URL   string   `json:"url"`
+	Files []string `json:"files"`
 }
 
 // PatchView is one patch of a tested series.
@@ -209,6 +284,19 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	}
 	if v.Runs, err = s.st.Runs(ctx, s.st.DB, id); err != nil {
 		return v, err
+	}
+	if s.Reproducer != nil && t.SeriesID != 0 && t.Base != "" {
+		b, err := s.Reproducer.Bundle(ctx, id)
+		if err != nil {
+			// The page still shows the rest; the download says why.
+			s.log.Warn("dashboard: reproducer", "test", id, "err", err)
+		} else {
+			rv := &ReproducerView{URL: fmt.Sprintf("/tests/%d/reproducer.tar.gz", id)}
+			for _, f := range b.Files {
+				rv.Files = append(rv.Files, f.Name)
+			}
+			v.Reproducer = rv
+		}
 	}
 	base, cand := map[string][]float64{}, map[string][]float64{}
 	for _, r := range v.Runs {

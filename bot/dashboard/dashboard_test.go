@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/reports/bundle"
 )
 
 type noJobs struct{}
@@ -98,9 +101,35 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	return st, ids
 }
 
+// testReproducer makes bundles as wire.Reproducer does, from the stored
+// series, for every measured test; an APPLY_FAILED one fails to.
+type testReproducer struct{ st *store.Store }
+
+func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
+	t, err := r.st.Test(ctx, r.st.DB, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Verdict == "APPLY_FAILED" {
+		return nil, errors.New("reproducer: broken on purpose")
+	}
+	row, err := r.st.Series(ctx, r.st.DB, t.SeriesID)
+	if err != nil {
+		return nil, err
+	}
+	var s bot.Series
+	if err := json.Unmarshal(row.Data, &s); err != nil {
+		return nil, err
+	}
+	return bundle.Make(bundle.Input{TestID: id, Subject: row.Subject, Base: strings.Repeat("ab", 20), Patches: s.Patches[:2],
+		Config: []byte("CONFIG_INFINIBAND=y\n"), Settings: []byte("[lab]\n")})
+}
+
 func server(t *testing.T, st *store.Store) *httptest.Server {
 	mux := http.NewServeMux()
-	New(st, noJobs{}, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
+	d := New(st, noJobs{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Reproducer = testReproducer{st}
+	d.Register(mux)
 	// /probe/...: the page at ... with a script that writes the computed
 	// colour of every element with a class into the DOM, so that
 	// --dump-dom shows what the CSS did.
@@ -166,8 +195,61 @@ func TestPagesInChromium(t *testing.T) {
 			}
 		}
 	}
+	// The measured test's page links its reproducer; the download and
+	// each file are served, and the test whose bundle fails says so.
+	measured := fmt.Sprintf("/tests/%d", ids["measured"])
+	dom := chromium(t, srv.URL+measured)
+	for _, w := range []string{"Reproduce without rdmabot", `href="` + measured + `/reproducer.tar.gz"`, `href="` + measured + `/files/series.mbox"`,
+		`href="` + measured + `/files/kernel.config"`, `href="` + measured + `/files/run.sh"`} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("%s: no %q in\n%s", measured, w, dom)
+		}
+	}
+	if dom := chromium(t, srv.URL+fmt.Sprintf("/tests/%d", ids["apply"])); strings.Contains(dom, "Reproduce without rdmabot") {
+		t.Errorf("a test whose bundle failed links one:\n%s", dom)
+	}
+	get := func(path string, code int) string {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != code {
+			t.Errorf("%s: %s, want %d: %s", path, resp.Status, code, b)
+		}
+		return string(b)
+	}
+	if b := get(measured+"/files/series.mbox", 200); !strings.HasPrefix(b, "From mboxrd@z") || !strings.Contains(b, "Subject: [PATCH v2 2/3] svcrdma: chain the Write WRs") {
+		t.Errorf("series.mbox:\n%s", b)
+	}
+	if b := get(measured+"/files/kernel.config", 200); b != "CONFIG_INFINIBAND=y\n" {
+		t.Errorf("kernel.config: %q", b)
+	}
+	get(measured+"/files/nothing", 404)
+	get(fmt.Sprintf("/tests/%d/reproducer.tar.gz", ids["apply"]), 500)
+	get("/tests/999/reproducer.tar.gz", 404)
+	gz, err := gzip.NewReader(strings.NewReader(get(measured+"/reproducer.tar.gz", 200)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tr := tar.NewReader(gz); ; {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	if want := fmt.Sprintf("rdmabot-test-%d/", ids["measured"]); len(names) != 6 || names[0] != want || names[2] != want+"run.sh" {
+		t.Errorf("reproducer.tar.gz holds %q", names)
+	}
+
 	// The failing list is the only failing source: the healthy tree is ok.
-	dom := chromium(t, srv.URL+"/")
+	dom = chromium(t, srv.URL+"/")
 	if i := strings.Index(dom, "<h2>Sources</h2>"); i < 0 || !strings.Contains(dom[i:], "rdma</td>") || !strings.Contains(dom[i:], "<td>ok</td>") {
 		t.Errorf("sources table:\n%s", dom)
 	}

@@ -48,14 +48,9 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	if *kernel == "" {
 		return fmt.Errorf("%w: --kernel is required\nrdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--pair NAME] [--lock FILE] [--results FILE] [--summary] [--config FILE]", errUsage)
 	}
-	dir := *kernel
-	if st, err := os.Stat(dir); err != nil {
+	dir, err := kernelDir("--kernel", *kernel)
+	if err != nil {
 		return err
-	} else if !st.IsDir() {
-		dir = filepath.Dir(dir)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
-		return fmt.Errorf("--kernel: %w", err)
 	}
 	if *condition == "" {
 		*condition = "idle"
@@ -80,6 +75,71 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	rs, err := aa.Run(ctx, *n)
 	printAASummary(e, rs)
 	return err
+}
+
+// kernelDir is the directory of a kernel named by flag: the directory
+// itself, or the one holding the named bzImage.
+func kernelDir(flag, path string) (string, error) {
+	dir := path
+	if st, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	} else if !st.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	return dir, nil
+}
+
+// runLabCompare boots a base and a candidate kernel alternately, round
+// after round as the bot's lab job does, and prints the verdict as the
+// bot's reply words it. It needs no server and no database: it is what
+// a reproducer bundle runs.
+func runLabCompare(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "lab compare")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	baseFlag := fs.String("base", "", "the base kernel: its bzImage, or a directory holding bzImage (and modules/)")
+	candFlag := fs.String("candidate", "", "the patched kernel, likewise")
+	pair := fs.String("pair", "", "lab pair (default: lab.default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *baseFlag == "" || *candFlag == "" {
+		return fmt.Errorf("%w: --base and --candidate are required\nrdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--pair NAME] [--config FILE]", errUsage)
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	base, err := kernelDir("--base", *baseFlag)
+	if err != nil {
+		return err
+	}
+	cand, err := kernelDir("--candidate", *candFlag)
+	if err != nil {
+		return err
+	}
+	if *pair == "" {
+		*pair = c.Lab.Default
+	}
+	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
+	cmp := &wire.AA{
+		Lab:    &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(), Test: c.Lab.Test, Log: e.log},
+		Decide: r, Pair: *pair, Kernel: base, Candidate: cand,
+		Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Out: e.stdout,
+	}
+	fmt.Fprintf(e.stdout, "comparing %s (base) with %s (candidate) on %s: %d boots of each at first, up to %d rounds (budget %d/%d/%d)\n",
+		base, cand, *pair, c.Reports.Runs, c.Bot.MaxRounds, c.Reports.Runs, c.Reports.RunsStep, c.Reports.MaxRuns)
+	res, baseRuns, candRuns := cmp.Compare(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if res.Error != "" {
+		return fmt.Errorf("lab compare: INFRA after %d rounds (the lab's fault, not the kernels'): %s", res.Rounds, res.Error)
+	}
+	fmt.Fprintf(e.stdout, "\n%d rounds, %d base and %d candidate boots, %.0f s\n\n%s", res.Rounds, len(baseRuns), len(candRuns), time.Since(res.Time).Seconds(), r.Text(baseRuns, candRuns))
+	return nil
 }
 
 // printAASummary counts outcomes per condition: the bot's decision

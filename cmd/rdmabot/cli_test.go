@@ -23,7 +23,7 @@ func TestHelp(t *testing.T) {
 		cases = append(cases, []string{name, "-h"}, []string{name, "--help"})
 	}
 	for _, v := range [][]string{{"tree", "import"}, {"tree", "fetch"}, {"tree", "list"}, {"lab", "image"}, {"lab", "run"},
-		{"lab", "bench"}, {"lab", "aa"}, {"lab", "queue"}, {"lore", "scan"}, {"outbox", "list"}, {"outbox", "show"}, {"outbox", "approve", "ID"}, {"config", "check"}} {
+		{"lab", "bench"}, {"lab", "aa"}, {"lab", "compare"}, {"lab", "queue"}, {"lore", "scan"}, {"outbox", "list"}, {"outbox", "show"}, {"outbox", "approve", "ID"}, {"config", "check"}} {
 		cases = append(cases, append(v, "--help"), append(append([]string{}, v...), "-h"))
 	}
 	for _, args := range cases {
@@ -45,7 +45,7 @@ func TestHelp(t *testing.T) {
 // TestFlagStyle: every usage string writes flags as --flag.
 func TestFlagStyle(t *testing.T) {
 	single := regexp.MustCompile(`(^|[\s\[(|])-[a-z]`)
-	texts := []string{treeUsage, applyUsage, labUsage, loreUsage, outboxUsage}
+	texts := []string{treeUsage, applyUsage, labUsage, loreUsage, outboxUsage, reproduceUsage}
 	for _, c := range commands() {
 		texts = append(texts, c.summary)
 	}

@@ -16,6 +16,7 @@ import (
 
 const labUsage = `rdmabot lab image [--config FILE]
 rdmabot lab bench --kernel BZIMAGE [--boots 10] [--icount shift=3,sleep=on] [--spread-only] [--quiet-only] [--size 32M] [--iters 3]
+rdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--pair NAME] [--config FILE]
 rdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--summary]
 rdmabot lab queue --scan FILE [--scan FILE] [--aa FILE] [--build 15s] [--pairs 1,2]
 rdmabot lab run --kernel BZIMAGE [--test transfer|fio] [--size 32M] [--iters 3] [--rdma rxe|siw]
@@ -34,6 +35,8 @@ func runLab(ctx context.Context, e *env, args []string) error {
 		return runLabBench(ctx, e, args[1:])
 	case "aa":
 		return runLabAA(ctx, e, args[1:])
+	case "compare":
+		return runLabCompare(ctx, e, args[1:])
 	case "queue":
 		return runLabQueue(ctx, e, args[1:])
 	}

@@ -37,18 +37,19 @@ var errUsage = errors.New("usage")
 
 func commands() map[string]command {
 	return map[string]command{
-		"config":  {"check a config file: rdmabot config check [--config FILE]", runConfig},
-		"build":   {"build a lab kernel: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", runBuild},
-		"tree":    {"import, fetch and list kernel trees: rdmabot tree import|fetch|list [--json]", runTree},
-		"apply":   {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
-		"lab":     {"guest image, pair runs, benchmarks: rdmabot lab image|run|bench|aa|queue", runLab},
-		"lore":    {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
-		"outbox":  {"replies waiting to be sent: rdmabot outbox list [--all] [--json] | show ID | approve ID... [--config FILE before IDs]", runOutbox},
-		"serve":   {"run the pipeline, dashboard and webhook: rdmabot serve [--config FILE] [--role all|ingest|build|lab]", runServe},
-		"test":    {"queue a series for a running server: rdmabot test --mbox FILE | --msgid ID [--wait]", runTest},
-		"bisect":  {"queue a bisection: rdmabot bisect --tree T --good G --bad B", runBisect},
-		"version": {"print the module version and VCS revision: rdmabot version [--json]", runVersion},
-		"status":  {"tests, bisections, queues and leases: rdmabot status [--n 20] [--json]", runStatus},
+		"config":    {"check a config file: rdmabot config check [--config FILE]", runConfig},
+		"build":     {"build a lab kernel: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", runBuild},
+		"tree":      {"import, fetch and list kernel trees: rdmabot tree import|fetch|list [--json]", runTree},
+		"apply":     {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
+		"lab":       {"guest image, pair runs, benchmarks: rdmabot lab image|run|compare|bench|aa|queue", runLab},
+		"lore":      {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
+		"outbox":    {"replies waiting to be sent: rdmabot outbox list [--all] [--json] | show ID | approve ID... [--config FILE before IDs]", runOutbox},
+		"serve":     {"run the pipeline, dashboard and webhook: rdmabot serve [--config FILE] [--role all|ingest|build|lab]", runServe},
+		"test":      {"queue a series for a running server: rdmabot test --mbox FILE | --msgid ID [--wait]", runTest},
+		"bisect":    {"queue a bisection: rdmabot bisect --tree T --good G --bad B", runBisect},
+		"version":   {"print the module version and VCS revision: rdmabot version [--json]", runVersion},
+		"reproduce": {"write a test's reproducer, redone without the bot by its run.sh: " + reproduceUsage, runReproduce},
+		"status":    {"tests, bisections, queues and leases: rdmabot status [--n 20] [--json]", runStatus},
 	}
 }
 

@@ -75,7 +75,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		gh.Cmds, gh.Mem, gh.Log = b, st, e.log
 	}
 	mux := http.NewServeMux()
-	dashboard.New(st, b, e.log).Register(mux)
+	dash := dashboard.New(st, b, e.log)
+	dash.Reproducer = wire.NewReproducer(cfg, st, readVersion().String())
+	dash.Register(mux)
 	mux.Handle("GET /artifacts/", longWrite(http.StripPrefix("/artifacts/", b.Artifacts()), timeouts.artifact))
 	handler := http.Handler(mux)
 	if token != "" {

@@ -58,21 +58,26 @@ func runVersion(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e, v)
 	}
-	fmt.Fprintf(e.stdout, "rdmabot %s %s", v.Module, v.Version)
+	fmt.Fprintf(e.stdout, "rdmabot %s\n", v)
+	return nil
+}
+
+// String is the version in one line, as rdmabot version prints it.
+func (v versionInfo) String() string {
+	s := v.Module + " " + v.Version
 	if v.Revision != "" {
-		fmt.Fprintf(e.stdout, " revision %s", v.Revision)
+		s += " revision " + v.Revision
 		if v.Time != "" {
-			fmt.Fprintf(e.stdout, " (%s)", v.Time)
+			s += " (" + v.Time + ")"
 		}
 		if v.Modified {
-			fmt.Fprint(e.stdout, " modified")
+			s += " modified"
 		}
 	}
 	if v.GoVersion != "" {
-		fmt.Fprintf(e.stdout, " %s", v.GoVersion)
+		s += " " + v.GoVersion
 	}
-	fmt.Fprintln(e.stdout)
-	return nil
+	return s
 }
 
 // writeJSON prints v as indented JSON on stdout.

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/rdmabot/rdmabot/wire"
+)
+
+const reproduceUsage = "rdmabot reproduce --test ID [--out DIR] [--config FILE]"
+
+// runReproduce writes a test's reproducer bundle, the same the dashboard
+// serves at /tests/ID/reproducer.tar.gz, into a directory.
+func runReproduce(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "reproduce")
+	path := fs.String("config", "config.toml", "config file")
+	test := fs.String("test", "", "the test's id (rdmabot status, the dashboard)")
+	out := fs.String("out", ".", "directory to write the bundle's directory (rdmabot-test-ID) into")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(*test, 10, 64)
+	if err != nil || fs.NArg() != 0 {
+		return fmt.Errorf("%w: %s", errUsage, reproduceUsage)
+	}
+	cfg, st, err := openStore(ctx, *path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	b, err := wire.NewReproducer(cfg, st, readVersion().String()).Bundle(ctx, id)
+	if err != nil {
+		return err
+	}
+	dir, err := b.WriteDir(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: run %s/run.sh to redo test %d without rdmabot's server or database\n", dir, dir, id)
+	return nil
+}

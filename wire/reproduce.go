@@ -1,0 +1,156 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/artifact"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/reports/bundle"
+)
+
+// Reproducer makes a test's reproducer bundle from what the bot stored:
+// the series, the base, the base kernel's .config from the artifact
+// store, this configuration's lab and statistics, and this binary.
+type Reproducer struct {
+	St        *store.Store
+	Cfg       Config
+	Artifacts artifact.Dir
+	// Binary is the rdmabot executable put in the bundle ("": none).
+	Binary, Version string
+}
+
+// NewReproducer is the reproducer of the bot configured by cfg, with the
+// running executable in its bundles.
+func NewReproducer(cfg Config, st *store.Store, version string) *Reproducer {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = ""
+	}
+	return &Reproducer{St: st, Cfg: cfg, Artifacts: artifact.Dir{Root: bot.ArtifactRoot(cfg.Bot, cfg.CacheDir)}, Binary: exe, Version: version}
+}
+
+// ErrNoReproducer is a test that has nothing to reproduce: no series
+// (a mainline run), or no base chosen yet. It is a not-found: the
+// dashboard answers 404.
+var ErrNoReproducer = fmt.Errorf("no reproducer: %w", store.ErrNotFound)
+
+// Bundle is test id's reproducer.
+func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
+	t, err := r.St.Test(ctx, r.St.DB, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.SeriesID == 0 {
+		return nil, fmt.Errorf("test %d tests a branch, not a series: %w", id, ErrNoReproducer)
+	}
+	if t.Base == "" {
+		return nil, fmt.Errorf("test %d has no base yet: %w", id, ErrNoReproducer)
+	}
+	row, err := r.St.Series(ctx, r.St.DB, t.SeriesID)
+	if err != nil {
+		return nil, err
+	}
+	var s bot.Series
+	if err := json.Unmarshal(row.Data, &s); err != nil {
+		return nil, fmt.Errorf("test %d: stored series: %w", id, err)
+	}
+	settings, err := Settings(r.Cfg)
+	if err != nil {
+		return nil, err
+	}
+	in := bundle.Input{TestID: id, Subject: row.Subject, Link: row.Link, Tree: t.Tree, Branch: t.BaseBranch, Base: t.Base,
+		Patches: s.Patches, Settings: settings, Binary: r.Binary, Version: r.Version}
+	for _, tr := range r.Cfg.Builder.Trees {
+		if tr.Name == t.Tree {
+			in.TreeURL = tr.URL
+		}
+	}
+	// The .config and build logs are there while the artifacts are: a
+	// pruned or remote one leaves the bundle without them, which its
+	// README says.
+	if in.Config, err = r.artifactFile(t.BaseArtifact, "config"); err != nil {
+		return nil, err
+	}
+	for _, a := range []struct{ key, name string }{{t.BaseArtifact, "base-build.log"}, {t.CandArtifact, "candidate-build.log"}} {
+		b, err := r.artifactFile(a.key, "build.log")
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			in.Kept = append(in.Kept, bundle.File{Name: a.name, Mode: 0o644, Data: b})
+		}
+	}
+	runs, err := r.St.Runs(ctx, r.St.DB, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) > 0 {
+		b, err := json.MarshalIndent(runs, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		in.Kept = append(in.Kept, bundle.File{Name: "boots.json", Mode: 0o644, Data: append(b, '\n')})
+	}
+	return bundle.Make(in)
+}
+
+// artifactFile is a file of a stored artifact; nil when the artifact or
+// the file is not (or no longer) here.
+func (r *Reproducer) artifactFile(key, name string) ([]byte, error) {
+	if key == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(r.Artifacts.Path(key), name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// Settings is what a reproducer needs of cfg, as TOML: the QEMU lab
+// and its test, the statistics and the rounds. Real pairs stay out (a
+// reproducer runs where they are not), and so do paths of this machine:
+// the heavy lock is made relative again, to the reader's cache_dir.
+func Settings(cfg Config) ([]byte, error) {
+	l := cfg.Lab
+	l.Pairs, l.Default = nil, "qemu"
+	l.QEMU.HeavyLock = ""
+	if cfg.Lab.QEMU.HeavyLock != "" {
+		l.QEMU.HeavyLock = "heavy.lock"
+	}
+	type stats struct {
+		MinEffect float64 `toml:"min_effect"`
+		Alpha     float64 `toml:"alpha"`
+		Runs      int     `toml:"runs"`
+		RunsStep  int     `toml:"runs_step"`
+		MaxRuns   int     `toml:"max_runs"`
+		Resamples int     `toml:"resamples"`
+	}
+	type rounds struct {
+		MaxRounds int `toml:"max_rounds"`
+	}
+	rc := cfg.Reports
+	b, err := toml.Marshal(struct {
+		Lab     lab.Config `toml:"lab"`
+		Reports stats      `toml:"reports"`
+		Bot     rounds     `toml:"bot"`
+	}{l, stats{rc.MinEffect, rc.Alpha, rc.Runs, rc.RunsStep, rc.MaxRuns, rc.Resamples}, rounds{cfg.Bot.MaxRounds}})
+	if err != nil {
+		return nil, fmt.Errorf("reproducer settings: %w", err)
+	}
+	// The result must load as a configuration, as run.sh loads it.
+	if _, err := Parse(append([]byte("cache_dir = \"/x\"\n"), b...)); err != nil {
+		return nil, fmt.Errorf("reproducer settings do not load: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,117 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/artifact"
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// A series test's reproducer holds its patches, its base on the tree's
+// URL, the base kernel's .config from the artifact store and settings
+// that load as a configuration with this machine's paths and real pairs
+// left out; a branch test and a test with no base yet have none.
+func TestReproducerBundle(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	patch := []byte("From: a@x\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n\nbody\n")
+	data, _ := json.Marshal(bot.Series{MsgID: "p@x", Patches: [][]byte{patch}})
+	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: x", Link: "https://lore.kernel.org/r/p@x/", Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := strings.Repeat("1a", 20)
+	add := func(tst store.Test) int64 {
+		id, _, err := st.AddTest(ctx, st.DB, tst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tst.ID = id
+		if err := st.UpdateTest(ctx, st.DB, tst); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	series := add(store.Test{Key: "s", Kind: "series", SeriesID: sid, Tree: "rdma", BaseBranch: "for-next", Base: base, BaseArtifact: "k1", State: "done"})
+	pruned := add(store.Test{Key: "p", Kind: "series", SeriesID: sid, Tree: "rdma", Base: base, BaseArtifact: "gone", State: "done"})
+	branch := add(store.Test{Key: "m", Kind: "mainline", Tree: "mainline", Base: base, State: "done"})
+	waiting := add(store.Test{Key: "w", Kind: "series", SeriesID: sid, Tree: "rdma", State: "queued"})
+
+	cfg := Default()
+	cfg.Lab.QEMU.HeavyLock = "/var/cache/rdmabot/heavy.lock" // resolved, as Load leaves it
+	cfg.Lab.Pairs = append(cfg.Lab.Pairs, cfg.Lab.Pairs...)
+	art := artifact.Dir{Root: t.TempDir()}
+	os.MkdirAll(art.Path("k1"), 0o755)
+	os.WriteFile(filepath.Join(art.Path("k1"), "config"), []byte("CONFIG_INFINIBAND=y\n"), 0o644)
+	os.WriteFile(filepath.Join(art.Path("k1"), "build.log"), []byte("  CC      net/sunrpc/xprtrdma/svc_rdma.o\n"), 0o644)
+	if err := st.SaveRun(ctx, st.DB, store.Run{TestID: series, Round: 1, Role: "base", Commit: base, Lab: "qemu",
+		Samples: []store.Sample{{Metrics: map[string]float64{"copy_MBps": 8.25}}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reproducer{St: st, Cfg: cfg, Artifacts: art, Version: "v"}
+
+	b, err := r.Bundle(ctx, series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range b.Files {
+		files[f.Name] = string(f.Data)
+	}
+	if files["kernel.config"] != "CONFIG_INFINIBAND=y\n" {
+		t.Errorf("kernel.config %q", files["kernel.config"])
+	}
+	if files["base-build.log"] != "  CC      net/sunrpc/xprtrdma/svc_rdma.o\n" || !strings.Contains(files["boots.json"], `"copy_MBps": 8.25`) {
+		t.Errorf("kept: base-build.log %q, boots.json %q", files["base-build.log"], files["boots.json"])
+	}
+	if _, ok := files["candidate-build.log"]; ok {
+		t.Error("a candidate build log with no candidate artifact")
+	}
+	if !strings.Contains(files["series.mbox"], "Subject: [PATCH] svcrdma: x") {
+		t.Errorf("series.mbox:\n%s", files["series.mbox"])
+	}
+	if !strings.Contains(files["run.sh"], "tree_url='https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git'") ||
+		!strings.Contains(files["run.sh"], "branch='for-next'") || !strings.Contains(files["run.sh"], "base="+base) {
+		t.Errorf("run.sh does not name the base:\n%s", files["run.sh"])
+	}
+	c, err := Parse([]byte("cache_dir = \"/elsewhere\"\n" + files["lab.toml"]))
+	if err != nil {
+		t.Fatalf("lab.toml does not load: %v\n%s", err, files["lab.toml"])
+	}
+	if c.Lab.QEMU.HeavyLock != "/elsewhere/heavy.lock" || len(c.Lab.Pairs) != 0 || c.Lab.Default != "qemu" ||
+		c.Reports.Runs != cfg.Reports.Runs || c.Reports.MaxRuns != cfg.Reports.MaxRuns || c.Bot.MaxRounds != cfg.Bot.MaxRounds || c.Lab.Test != cfg.Lab.Test {
+		t.Errorf("lab.toml loads as %+v %+v %+v", c.Lab, c.Reports, c.Bot)
+	}
+	if strings.Contains(files["lab.toml"], "/var/cache/rdmabot") {
+		t.Errorf("lab.toml names this machine's cache:\n%s", files["lab.toml"])
+	}
+
+	b, err = r.Bundle(ctx, pruned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range b.Files {
+		if f.Name == "kernel.config" {
+			t.Error("a pruned artifact gave a kernel.config")
+		}
+	}
+	for _, id := range []int64{branch, waiting} {
+		if _, err := r.Bundle(ctx, id); !errors.Is(err, ErrNoReproducer) {
+			t.Errorf("test %d: %v, want ErrNoReproducer", id, err)
+		}
+	}
+	if _, err := r.Bundle(ctx, 999); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("no such test: %v", err)
+	}
+}
