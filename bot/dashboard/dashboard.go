@@ -24,6 +24,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports/bundle"
+	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
 //go:embed templates/*.html
@@ -41,6 +42,13 @@ type Reproducers interface {
 	Bundle(ctx context.Context, id int64) (*bundle.Bundle, error)
 }
 
+// Replies lists what the outbox holds for one series version
+// (outbox.Ledger): the reply and the patchwork checks, with their state.
+type Replies interface {
+	ForThread(ctx context.Context, threadID string, version int) ([]*outbox.Entry, error)
+	List(ctx context.Context, states ...outbox.State) ([]*outbox.Entry, error)
+}
+
 // Server is the dashboard.
 type Server struct {
 	st   *store.Store
@@ -49,6 +57,11 @@ type Server struct {
 	tmpl *template.Template
 	// Reproducer, when set, serves each series test's reproducer.
 	Reproducer Reproducers
+	// Replies, when set, shows each series test's reply and checks.
+	Replies Replies
+	// Lists are the watched lists' addresses by name (lore.lists), for
+	// the per-list page.
+	Lists map[string]string
 }
 
 // New makes a dashboard over the store.
@@ -76,6 +89,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /tests/{id}/files/{name}", s.reproducerFile)
 	mux.HandleFunc("GET /jobs/{id}/trace", s.trace)
 	mux.HandleFunc("GET /bisect/{id}", byID(s, s.bisectView, "bisect.html"))
+	mux.HandleFunc("GET /reports", s.reportsByState)
+	mux.HandleFunc("GET /lists", s.lists)
 	mux.HandleFunc("GET /mainline", s.mainline)
 	mux.HandleFunc("GET /canary", s.canary)
 	mux.HandleFunc("GET /api/tests", s.apiTests)
@@ -201,6 +216,22 @@ type TestView struct {
 	// Reproducer is the reproducer's download and its files, each
 	// readable alone (the series as applied, the .config, run.sh).
 	Reproducer *ReproducerView `json:"reproducer,omitempty"`
+	// Replies are the outbox's entries for the series version: the
+	// reply (mail or comment) and each patch's checks, with their state.
+	Replies []ReplyView `json:"replies,omitempty"`
+}
+
+// ReplyView is one outbox entry as a test's page shows it.
+type ReplyView struct {
+	Channel  string    `json:"channel"`
+	Outcome  string    `json:"outcome"`
+	State    string    `json:"state"`
+	Reason   string    `json:"reason,omitempty"`
+	Attempts int       `json:"attempts"`
+	Created  time.Time `json:"created"`
+	Sent     time.Time `json:"sent,omitzero"`
+	// Text is a mail's or comment's text (not a check's payload).
+	Text string `json:"-"`
 }
 
 // ReproducerView links a test's reproducer bundle and its files.
@@ -279,6 +310,20 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 			return v, err
 		}
 		v.Subject, v.Link, v.Patches = row.Subject, row.Link, patches(row.Data)
+		if s.Replies != nil {
+			es, err := s.Replies.ForThread(ctx, row.MsgID, row.Version)
+			if err != nil {
+				return v, err
+			}
+			for _, e := range es {
+				rv := ReplyView{Channel: e.Channel, Outcome: e.Outcome, State: string(e.State), Reason: e.Reason,
+					Attempts: e.Attempts, Created: e.Created, Sent: e.SentAt}
+				if !strings.HasPrefix(e.Channel, "patchwork") {
+					rv.Text = string(e.Raw)
+				}
+				v.Replies = append(v.Replies, rv)
+			}
+		}
 	} else {
 		v.Subject = s.subject(ctx, t)
 	}
@@ -439,6 +484,147 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
+}
+
+// failing are the verdicts a maintainer must act on: what the reply's
+// Reported-by/Closes block is for, and a kernel that did not boot or
+// corrupted data.
+var failing = map[string]bool{"REGRESSION": true, "CRASH": true, "BUILD_FAILED": true, "BOOT_FAILED": true, "DATA_CORRUPTION": true}
+
+// ReportState is one state of the regressions and crashes page: the
+// tests whose reply is in it.
+type ReportState struct {
+	State, Meaning string
+	Tests          []TestView
+}
+
+// replyState is where a test's reply is: the state of its mail or
+// comment in the outbox, "none" when none was queued.
+func (s *Server) replyState(ctx context.Context, t store.Test) (string, error) {
+	if s.Replies == nil || t.SeriesID == 0 {
+		return "none", nil
+	}
+	row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
+	if err != nil {
+		return "", err
+	}
+	es, err := s.Replies.ForThread(ctx, row.MsgID, row.Version)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range es {
+		if !strings.HasPrefix(e.Channel, "patchwork") {
+			return string(e.State), nil
+		}
+	}
+	return "none", nil
+}
+
+// reportsByState lists the regressions, crashes and build failures by
+// where their reply is: a maintainer's triage (what waits for approval,
+// what went out, what failed to).
+func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.tests(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	groups := []ReportState{
+		{State: "held", Meaning: "held for an operator's approval (rdmabot outbox approve)"},
+		{State: "ready", Meaning: "approved, waiting to be sent (mail off, or a daily limit)"},
+		{State: "sending", Meaning: "handed to the wire, not confirmed"},
+		{State: "failed", Meaning: "failed to send: an operator must look"},
+		{State: "sent", Meaning: "sent"},
+		{State: "suppressed", Meaning: "recorded, never sent (opt-out)"},
+		{State: "none", Meaning: "no reply queued"},
+	}
+	for _, t := range ts {
+		if !failing[t.Verdict] {
+			continue
+		}
+		st, err := s.replyState(r.Context(), t.Test)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		for i := range groups {
+			if groups[i].State == st {
+				groups[i].Tests = append(groups[i].Tests, t)
+			}
+		}
+	}
+	s.render(w, "reports.html", groups)
+}
+
+// ListView is one watched list: its source's health, the series seen
+// from it and the replies to it not sent yet.
+type ListView struct {
+	Name, Address string
+	Health        store.Health
+	Read          bool // the source was read at least once
+	// Lag is how long ago the last good read was: how far behind the
+	// list the bot may be.
+	Lag     string
+	Tests   []TestView
+	Pending []ReplyView
+}
+
+// lists shows each watched list: last poll, lag since the last good
+// read, the failing source's error, its series and its pending replies.
+func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	names := make([]string, 0, len(s.Lists))
+	for n := range s.Lists {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ts, err := s.tests(ctx)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	var pending []*outbox.Entry
+	if s.Replies != nil {
+		if pending, err = s.Replies.List(ctx, outbox.Held, outbox.Ready, outbox.Sending, outbox.Failed); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	var out []ListView
+	for _, n := range names {
+		lv := ListView{Name: n, Address: s.Lists[n]}
+		if lv.Health, lv.Read, err = s.st.HealthOf(ctx, s.st.DB, "list", n); err != nil {
+			s.fail(w, err)
+			return
+		}
+		if !lv.Health.LastOK.IsZero() {
+			lv.Lag = time.Since(lv.Health.LastOK).Round(time.Second).String()
+		}
+		for _, t := range ts {
+			if t.SeriesID == 0 {
+				continue
+			}
+			row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
+			if err != nil {
+				s.fail(w, err)
+				return
+			}
+			var ser bot.Series
+			if json.Unmarshal(row.Data, &ser) == nil && strings.EqualFold(ser.List, lv.Address) {
+				lv.Tests = append(lv.Tests, t)
+			}
+		}
+		for _, e := range pending {
+			for _, l := range e.Lists {
+				if strings.EqualFold(l, lv.Address) {
+					lv.Pending = append(lv.Pending, ReplyView{Channel: e.Channel, Outcome: e.Outcome, State: string(e.State),
+						Reason: e.Reason, Attempts: e.Attempts, Created: e.Created})
+				}
+			}
+		}
+		out = append(out, lv)
+	}
+	s.render(w, "lists.html", out)
 }
 
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) {

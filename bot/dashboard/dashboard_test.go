@@ -22,6 +22,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/reports/bundle"
+	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
 type noJobs struct{}
@@ -47,7 +48,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		return fmt.Appendf(nil, "From: Chuck <cel@kernel.org>\nSubject: [PATCH v2 %d/3] %s\nMessage-ID: <p%d@x>\n\nbody\n", n, subject, n)
 	}
 	link := "https://lore.kernel.org/linux-rdma/a@x/"
-	data, err := json.Marshal(bot.Series{MsgID: "a@x", Version: 2, Link: link,
+	data, err := json.Marshal(bot.Series{MsgID: "a@x", Version: 2, Link: link, List: "linux-rdma@vger.kernel.org",
 		Patches: [][]byte{patch(1, "svcrdma: count Send WRs"), patch(2, "svcrdma: chain the Write WRs"), nil}})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +70,17 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	}
 	add("apply", store.Test{Key: "k1", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "0123456789abcdef0123", State: "done", Verdict: "APPLY_FAILED", Summary: "patch 2/3 does not apply"})
 	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: "PASS", Summary: "no change", Lab: "qemu"})
+	// Version 3 regressed (its reply is held); version 4 crashed, no reply yet.
+	sid3, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 3, Tree: "rdma", Subject: "[PATCH v3 0/3] svcrdma: fix the send path", Link: link, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("regressed", store.Test{Key: "k3", Kind: "series", SeriesID: sid3, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "REGRESSION", Summary: "copy -20%"})
+	sid4, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 4, Tree: "rdma", Subject: "[PATCH v4 0/3] svcrdma: fix the send path", Link: link, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("crashed", store.Test{Key: "k4", Kind: "series", SeriesID: sid4, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "CRASH", Summary: "hung in __ib_drain_sq"})
 	for i, role := range []string{"base", "candidate"} {
 		if err := st.SaveRun(ctx, st.DB, store.Run{TestID: ids["measured"], JobID: 7, Round: 1, Role: role, Commit: "abcabcabcabc0000", Lab: "qemu",
 			Samples:   []store.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}, Health: map[string]int{"retrans": 7 * i, "reconnects": 0}}},
@@ -89,6 +101,27 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	}
 	for i, c := range []string{"dddddddddddd0001", "dddddddddddd0002"} {
 		if _, err := st.AddMainlineRun(ctx, st.DB, store.MainlineRun{Tree: "mainline", Branch: "master", Commit: c, TestID: int64(100 + i), State: []store.MainlineState{store.MainlineGood, store.MainlineBad}[i], Metrics: fmt.Sprintf(`{"read_mbps": %d}`, 100-i*20)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The measured test's reply, held for moderation, and a check.
+	l, err := outbox.OpenLedger(ctx, st.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.New(l, t.TempDir(), outbox.Policy{Moderate: true}, nil, time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := outbox.FromCheck("<p1@x>", "a@x", 2, outbox.PhaseFinal, "cel@kernel.org", outbox.Check{State: "success", Context: "rdmabot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []outbox.Reply{{MessageID: "r1@rdmabot", Key: outbox.Key("email", "a@x", 2), Channel: "email", Outcome: "PASS",
+		Recipient: "cel@kernel.org", Envelope: []string{"cel@kernel.org"}, Lists: []string{"linux-rdma@vger.kernel.org"}, Raw: []byte("Subject: Re: [PATCH v2 0/3]\n\nrdmabot tested this series\n")},
+		check, {MessageID: "r9@rdmabot", Key: outbox.Key("email", "a@x", 3), Channel: "email", Outcome: "REGRESSION", Recipient: "cel@kernel.org",
+			Envelope: []string{"cel@kernel.org"}, Raw: []byte("Subject: v3\n\nnot this version\n")}} {
+		if _, err := ob.Enqueue(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,6 +162,12 @@ func server(t *testing.T, st *store.Store) *httptest.Server {
 	mux := http.NewServeMux()
 	d := New(st, noJobs{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	d.Reproducer = testReproducer{st}
+	l, err := outbox.OpenLedger(context.Background(), st.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Replies = l
+	d.Lists = map[string]string{"linux-rdma": "linux-rdma@vger.kernel.org", "linux-nfs": "linux-nfs@vger.kernel.org"}
 	d.Register(mux)
 	// /probe/...: the page at ... with a script that writes the computed
 	// colour of every element with a class into the DOM, so that
@@ -182,10 +221,15 @@ func TestPagesInChromium(t *testing.T) {
 		{fmt.Sprintf("/tests/%d", ids["apply"]), []string{"test " + fmt.Sprint(ids["apply"]), `class="apply_failed"`, "patch 2/3 does not apply"}},
 		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change", `<span class="crash">retrans=7</span>`,
 			`<a href="https://lore.kernel.org/linux-rdma/a@x/">archive</a>`, "<h2>Patches</h2>", "[PATCH v2 2/3] svcrdma: chain the Write WRs", "&lt;p2@x&gt;",
-			"patch 3: ", `aria-label="read_mbps per boot"`, "base (1 boots)", "patched (1 boots)", "<title>patched boot 1: 110.00</title>"}},
+			"patch 3: ", "Replies and checks", "<td>email</td>", "held", "rdmabot tested this series", "patchwork:p1@x", "<td>ready</td>",
+			`aria-label="read_mbps per boot"`, "base (1 boots)", "patched (1 boots)", "<title>patched boot 1: 110.00</title>"}},
 		{fmt.Sprintf("/bisect/%d", ids["bisect"]), []string{"bisection " + fmt.Sprint(ids["bisect"]), "read_mbps -12%", "cccccccccccc", `href="/jobs/7/trace"`}},
 		{"/mainline", []string{"mainline master: read_mbps", "<svg", "dddddddddddd", `class="bad"`}},
 		{"/jobs/7/trace", []string{"build: started", "build: kernel ready"}},
+		{"/reports", []string{`<h2 id="held">held: 1</h2>`, fmt.Sprintf(`<a href="/tests/%d">`, ids["regressed"]), "copy -20%",
+			`<h2 id="none">none: 1</h2>`, "hung in __ib_drain_sq", `<h2 id="sent">sent: 0</h2>`}},
+		{"/lists", []string{`<h2 id="linux-rdma">linux-rdma &lt;linux-rdma@vger.kernel.org&gt;</h2>`, "failing (1 in a row", "imap: connection refused",
+			"Replies not sent yet: 1", "Series tested: 4", `<h2 id="linux-nfs">`, "not read yet"}},
 	}
 	for _, p := range pages {
 		dom := chromium(t, srv.URL+p.path)
@@ -204,6 +248,9 @@ func TestPagesInChromium(t *testing.T) {
 		if !strings.Contains(dom, w) {
 			t.Errorf("%s: no %q in\n%s", measured, w, dom)
 		}
+	}
+	if strings.Contains(dom, "not this version") {
+		t.Errorf("%s shows another version's reply", measured)
 	}
 	if dom := chromium(t, srv.URL+fmt.Sprintf("/tests/%d", ids["apply"])); strings.Contains(dom, "Reproduce without rdmabot") {
 		t.Errorf("a test whose bundle failed links one:\n%s", dom)

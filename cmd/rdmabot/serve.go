@@ -19,6 +19,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/ghbot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/reports/outbox"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -77,6 +78,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	mux := http.NewServeMux()
 	dash := dashboard.New(st, b, e.log)
 	dash.Reproducer = wire.NewReproducer(cfg, st, readVersion().String())
+	if dash.Replies, err = outbox.OpenLedger(ctx, st.DB); err != nil {
+		return err
+	}
+	dash.Lists = map[string]string{}
+	for _, l := range cfg.Lore.Lists {
+		dash.Lists[l.Name] = l.Address
+	}
 	dash.Register(mux)
 	mux.Handle("GET /artifacts/", longWrite(http.StripPrefix("/artifacts/", b.Artifacts()), timeouts.artifact))
 	handler := http.Handler(mux)

@@ -207,6 +207,21 @@ func (l *Ledger) List(ctx context.Context, states ...State) ([]*Entry, error) {
 	return scan(rows)
 }
 
+// ForThread returns every reply and patchwork check of one series
+// version (threadID, the series' Message-ID, and version: what Key
+// holds), whatever the channel, oldest first.
+func (l *Ledger) ForThread(ctx context.Context, threadID string, version int) ([]*Entry, error) {
+	// LIKE with the Message-ID's own % and _ escaped: both databases
+	// take ESCAPE.
+	esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace("|" + threadID + fmt.Sprintf("|v%d", version))
+	rows, err := l.db.QueryContext(ctx, `SELECT `+cols+` FROM rdmabot_replies
+		WHERE verdict_key LIKE $1 ESCAPE '\' OR verdict_key LIKE $2 ESCAPE '\' ORDER BY created, message_id`, "%"+esc, "%"+esc+"|%")
+	if err != nil {
+		return nil, err
+	}
+	return scan(rows)
+}
+
 // SentSince counts replies sent, or possibly sent, since t; patchwork
 // checks are no replies and do not count.
 func (l *Ledger) SentSince(ctx context.Context, t time.Time) (int, error) {

@@ -120,6 +120,7 @@ func TestOutbox(t *testing.T) {
 			t.Run("Addresses", func(t *testing.T) { testAddresses(t, open(t)) })
 			t.Run("ListLimit", func(t *testing.T) { testListLimit(t, open(t)) })
 			t.Run("LedgerBeforeLists", func(t *testing.T) { testLedgerBeforeLists(t, open(t)) })
+			t.Run("ForThread", func(t *testing.T) { testForThread(t, open(t)) })
 		})
 	}
 }
@@ -454,5 +455,36 @@ func testLedgerBeforeLists(t *testing.T, db *sql.DB) {
 	}
 	if e, err := l.Get(ctx, "new@x"); err != nil || len(e.Lists) != 1 || e.Lists[0] != "l@x" {
 		t.Fatalf("new row: %+v, %v", e, err)
+	}
+}
+
+// ForThread finds a series version's reply and its patchwork checks,
+// and nothing of another version or of a thread whose id the first's
+// % and _ would match as LIKE wildcards.
+func testForThread(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	c := &clock{t: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	o := newOutbox(t, db, t.TempDir(), Policy{Moderate: true}, &recorder{}, c)
+	thread := "a%_b@x"
+	check, err := FromCheck("<p1@x>", thread, 1, PhasePending, "cel@kernel.org", Check{State: "pending", Context: "rdmabot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Reply{reply("r1@bot", thread, 1), check, reply("r10@bot", thread, 10), reply("other@bot", "aXYb@x", 1)} {
+		if _, err := o.Enqueue(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Second)
+	}
+	es, err := o.Ledger().ForThread(ctx, thread, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.MessageID+" "+string(e.State))
+	}
+	if want := []string{"r1@bot held", check.MessageID + " ready"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("thread %s v1: %q, want %q", thread, got, want)
 	}
 }
