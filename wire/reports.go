@@ -243,11 +243,7 @@ func (r *Reports) maintainersCc(ctx context.Context, s *bot.Series) []string {
 }
 
 func (r *Reports) thread(s *bot.Series) (reports.Thread, error) {
-	raw := s.Cover
-	if len(raw) == 0 && len(s.Patches) > 0 {
-		raw = s.Patches[0]
-	}
-	root, err := lore.ParseMessage(raw)
+	root, err := lore.Root(s.Cover, s.Patches)
 	if err != nil {
 		return reports.Thread{}, err
 	}

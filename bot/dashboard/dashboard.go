@@ -310,8 +310,8 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 			return v, err
 		}
 		v.Subject, v.Link, v.Patches = row.Subject, row.Link, patches(row.Data)
-		if s.Replies != nil {
-			es, err := s.Replies.ForThread(ctx, row.MsgID, row.Version)
+		if thread, version, ok := threadOf(row.Data); ok && s.Replies != nil {
+			es, err := s.Replies.ForThread(ctx, thread, version)
 			if err != nil {
 				return v, err
 			}
@@ -486,6 +486,21 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
 }
 
+// threadOf is what a series' replies are keyed by in the outbox: its
+// root message's Message-ID (lore.Root, as the reply answers it) and
+// its version.
+func threadOf(data []byte) (string, int, bool) {
+	var ser bot.Series
+	if json.Unmarshal(data, &ser) != nil {
+		return "", 0, false
+	}
+	root, err := lore.Root(ser.Cover, ser.Patches)
+	if err != nil {
+		return "", 0, false
+	}
+	return root.MessageID, max(ser.Version, 1), true
+}
+
 // failing are the verdicts a maintainer must act on: what the reply's
 // Reported-by/Closes block is for, and a kernel that did not boot or
 // corrupted data.
@@ -508,7 +523,11 @@ func (s *Server) replyState(ctx context.Context, t store.Test) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	es, err := s.Replies.ForThread(ctx, row.MsgID, row.Version)
+	thread, version, ok := threadOf(row.Data)
+	if !ok {
+		return "none", nil
+	}
+	es, err := s.Replies.ForThread(ctx, thread, version)
 	if err != nil {
 		return "", err
 	}
@@ -590,6 +609,22 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Each series test's list, read once for every list.
+	listOf := map[int64]string{}
+	for _, t := range ts {
+		if t.SeriesID == 0 {
+			continue
+		}
+		row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		var ser bot.Series
+		if json.Unmarshal(row.Data, &ser) == nil {
+			listOf[t.ID] = ser.List
+		}
+	}
 	var out []ListView
 	for _, n := range names {
 		lv := ListView{Name: n, Address: s.Lists[n]}
@@ -601,16 +636,7 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 			lv.Lag = time.Since(lv.Health.LastOK).Round(time.Second).String()
 		}
 		for _, t := range ts {
-			if t.SeriesID == 0 {
-				continue
-			}
-			row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
-			if err != nil {
-				s.fail(w, err)
-				return
-			}
-			var ser bot.Series
-			if json.Unmarshal(row.Data, &ser) == nil && strings.EqualFold(ser.List, lv.Address) {
+			if l, ok := listOf[t.ID]; ok && lv.Address != "" && strings.EqualFold(l, lv.Address) {
 				lv.Tests = append(lv.Tests, t)
 			}
 		}

@@ -71,12 +71,21 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	add("apply", store.Test{Key: "k1", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "0123456789abcdef0123", State: "done", Verdict: "APPLY_FAILED", Summary: "patch 2/3 does not apply"})
 	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: "PASS", Summary: "no change", Lab: "qemu"})
 	// Version 3 regressed (its reply is held); version 4 crashed, no reply yet.
-	sid3, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 3, Tree: "rdma", Subject: "[PATCH v3 0/3] svcrdma: fix the send path", Link: link, Data: data})
+	// Replies are keyed by the series' root message and version, as
+	// wire keys them: the first patch (no cover letter), p1@x.
+	version := func(v int) []byte {
+		var ser bot.Series
+		json.Unmarshal(data, &ser)
+		ser.Version = v
+		b, _ := json.Marshal(ser)
+		return b
+	}
+	sid3, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 3, Tree: "rdma", Subject: "[PATCH v3 0/3] svcrdma: fix the send path", Link: link, Data: version(3)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	add("regressed", store.Test{Key: "k3", Kind: "series", SeriesID: sid3, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "REGRESSION", Summary: "copy -20%"})
-	sid4, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 4, Tree: "rdma", Subject: "[PATCH v4 0/3] svcrdma: fix the send path", Link: link, Data: data})
+	sid4, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 4, Tree: "rdma", Subject: "[PATCH v4 0/3] svcrdma: fix the send path", Link: link, Data: version(4)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +122,13 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check, err := outbox.FromCheck("<p1@x>", "a@x", 2, outbox.PhaseFinal, "cel@kernel.org", outbox.Check{State: "success", Context: "rdmabot"})
+	check, err := outbox.FromCheck("<p1@x>", "p1@x", 2, outbox.PhaseFinal, "cel@kernel.org", outbox.Check{State: "success", Context: "rdmabot"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []outbox.Reply{{MessageID: "r1@rdmabot", Key: outbox.Key("email", "a@x", 2), Channel: "email", Outcome: "PASS",
+	for _, r := range []outbox.Reply{{MessageID: "r1@rdmabot", Key: outbox.Key("email", "p1@x", 2), Channel: "email", Outcome: "PASS",
 		Recipient: "cel@kernel.org", Envelope: []string{"cel@kernel.org"}, Lists: []string{"linux-rdma@vger.kernel.org"}, Raw: []byte("Subject: Re: [PATCH v2 0/3]\n\nrdmabot tested this series\n")},
-		check, {MessageID: "r9@rdmabot", Key: outbox.Key("email", "a@x", 3), Channel: "email", Outcome: "REGRESSION", Recipient: "cel@kernel.org",
+		check, {MessageID: "r9@rdmabot", Key: outbox.Key("email", "p1@x", 3), Channel: "email", Outcome: "REGRESSION", Recipient: "cel@kernel.org",
 			Envelope: []string{"cel@kernel.org"}, Raw: []byte("Subject: v3\n\nnot this version\n")}} {
 		if _, err := ob.Enqueue(ctx, r); err != nil {
 			t.Fatal(err)
