@@ -3,9 +3,7 @@ package wire
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -77,17 +75,12 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	}
 	// The .config and build logs are there while the artifacts are: a
 	// pruned or remote one leaves the bundle without them, which its
-	// README says.
-	if in.Config, err = r.artifactFile(t.BaseArtifact, "config"); err != nil {
-		return nil, err
-	}
+	// README says. They are named by path: a page that lists the files
+	// reads none of them.
+	in.ConfigPath = r.artifactFile(t.BaseArtifact, "config")
 	for _, a := range []struct{ key, name string }{{t.BaseArtifact, "base-build.log"}, {t.CandArtifact, "candidate-build.log"}} {
-		b, err := r.artifactFile(a.key, "build.log")
-		if err != nil {
-			return nil, err
-		}
-		if b != nil {
-			in.Kept = append(in.Kept, bundle.File{Name: a.name, Mode: 0o644, Data: b})
+		if p := r.artifactFile(a.key, "build.log"); p != "" {
+			in.Kept = append(in.Kept, bundle.File{Name: a.name, Mode: 0o644, Path: p})
 		}
 	}
 	runs, err := r.St.Runs(ctx, r.St.DB, id)
@@ -104,17 +97,17 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	return bundle.Make(in)
 }
 
-// artifactFile is a file of a stored artifact; nil when the artifact or
-// the file is not (or no longer) here.
-func (r *Reproducer) artifactFile(key, name string) ([]byte, error) {
+// artifactFile is the path of a file of a stored artifact; "" when the
+// artifact or the file is not (or no longer) here.
+func (r *Reproducer) artifactFile(key, name string) string {
 	if key == "" {
-		return nil, nil
+		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(r.Artifacts.Path(key), name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	p := filepath.Join(r.Artifacts.Path(key), name)
+	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+		return ""
 	}
-	return b, err
+	return p
 }
 
 // Settings is what a reproducer needs of cfg, as TOML: the QEMU lab

@@ -68,6 +68,13 @@ func TestReproducerBundle(t *testing.T) {
 	files := map[string]string{}
 	for _, f := range b.Files {
 		files[f.Name] = string(f.Data)
+		if f.Path != "" && f.Name != "rdmabot" {
+			data, err := os.ReadFile(f.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[f.Name] = string(data)
+		}
 	}
 	if files["kernel.config"] != "CONFIG_INFINIBAND=y\n" {
 		t.Errorf("kernel.config %q", files["kernel.config"])

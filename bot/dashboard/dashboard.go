@@ -161,7 +161,11 @@ func (s *Server) reproducerFile(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if f.Path != "" {
-			w.Header().Set("Content-Type", "application/octet-stream")
+			ct := "text/plain; charset=utf-8"
+			if f.Mode&0o111 != 0 {
+				ct = "application/octet-stream" // the binary
+			}
+			w.Header().Set("Content-Type", ct)
 			http.ServeFile(w, r, f.Path)
 			return
 		}

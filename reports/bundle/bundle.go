@@ -36,6 +36,9 @@ type Input struct {
 	// Config is the base kernel's .config as the bot built it; nil when
 	// the artifact is no longer kept.
 	Config []byte
+	// ConfigPath, when Config is nil, is where that .config is: read
+	// when the bundle is written, not when it is made.
+	ConfigPath string
 	// Settings is the lab's and the statistics' configuration (TOML,
 	// with no cache_dir or data_dir: run.sh puts its own first).
 	Settings []byte
@@ -94,6 +97,8 @@ func Make(in Input) (*Bundle, error) {
 		File{Name: "lab.toml", Mode: 0o644, Data: in.Settings})
 	if in.Config != nil {
 		b.Files = append(b.Files, File{Name: "kernel.config", Mode: 0o644, Data: in.Config})
+	} else if in.ConfigPath != "" {
+		b.Files = append(b.Files, File{Name: "kernel.config", Mode: 0o644, Path: in.ConfigPath})
 	}
 	b.Files = append(b.Files, in.Kept...)
 	if in.Binary != "" {
