@@ -51,6 +51,12 @@ type QEMUConfig struct {
 	// then the run is the lab's fault (INFRA, retried later). 0: off.
 	BusyGuestWait float64 `toml:"busy_guest_wait"`
 	BusyRepeats   int     `toml:"busy_repeats"`
+	// QuietCores and QuietWait: before each boot, while other programs
+	// keep more than QuietCores of the host's cores busy, the boot waits
+	// (up to QuietWait) for them to stop, rather than being measured
+	// under contention and set aside. 0 wait: boot at once.
+	QuietCores float64          `toml:"quiet_cores"`
+	QuietWait  cfgtype.Duration `toml:"quiet_wait"`
 }
 
 // KernelLab names the kernel configuration (builder/kbuild's labs) that
@@ -117,6 +123,8 @@ func DefaultConfig() Config {
 			CrashGrace:       cfgtype.D(10 * time.Second),
 			BusyGuestWait:    0.55,
 			BusyRepeats:      2,
+			QuietCores:       0.3,
+			QuietWait:        cfgtype.D(5 * time.Minute),
 		},
 		Test: DefaultTest(),
 	}
@@ -144,6 +152,9 @@ func (c *Config) Validate() error {
 	}
 	if q.BusyGuestWait < 0 || q.BusyRepeats < 0 {
 		return fmt.Errorf("lab.qemu.busy_guest_wait and busy_repeats must not be negative")
+	}
+	if q.QuietWait.Duration < 0 || (q.QuietWait.Duration > 0 && q.QuietCores <= 0) {
+		return fmt.Errorf("lab.qemu.quiet_wait must not be negative, and needs a positive quiet_cores")
 	}
 	if err := c.Test.Validate(); err != nil {
 		return fmt.Errorf("lab.test: %w", err)

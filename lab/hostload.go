@@ -3,6 +3,7 @@ package lab
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,18 @@ const clockTicks = 100
 // softirq time is left out: the guests' own loopback traffic is most of
 // it, and the kernel charges it to no process.
 func hostBusy(stat []byte) (time.Duration, error) {
+	return statTime(stat, 1, 2, 3, 8) // user nice system steal
+}
+
+// hostBusyUnniced is hostBusy without niced programs, which only take
+// time the guests leave idle (beside "nice -n 19 stress-ng --cpu 2" the
+// guests waited no longer and copied no slower).
+func hostBusyUnniced(stat []byte) (time.Duration, error) {
+	return statTime(stat, 1, 3, 8) // user system steal
+}
+
+// statTime sums the given columns of /proc/stat's "cpu" line.
+func statTime(stat []byte, columns ...int) (time.Duration, error) {
 	sc := bufio.NewScanner(bytes.NewReader(stat))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -38,7 +51,7 @@ func hostBusy(stat []byte) (time.Duration, error) {
 			continue
 		}
 		var ticks int64
-		for _, i := range []int{1, 2, 3, 8} { // user nice system steal
+		for _, i := range columns {
 			n, err := strconv.ParseInt(f[i], 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("/proc/stat: %q: %w", sc.Text(), err)
@@ -181,4 +194,72 @@ func (w *waitMeter) finish() time.Duration {
 		ns += v
 	}
 	return time.Duration(ns)
+}
+
+// quietSamples is how many one-second looks in a row must find the host
+// quiet before a boot starts: a neighbour that pauses for a moment (a
+// build between two compiler runs) is not gone.
+const quietSamples = 3
+
+// waitQuiet holds a boot back while other programs (not niced ones) keep
+// more than limit of the host's cores busy, for at most max: a boot measured beside them
+// would be set aside anyway, and three such boots make the run INFRA.
+// Before a boot none of the pair's QEMUs runs, so all busy time is
+// others'. It returns how long it waited and whether the host was quiet;
+// an unreadable /proc/stat waits for nothing (the boot's own contention
+// check still applies).
+func waitQuiet(ctx context.Context, read func() ([]byte, error), now func() time.Time, sleep func(context.Context, time.Duration) error, limit float64, max time.Duration) (time.Duration, bool, error) {
+	start := now()
+	b, err := read()
+	if err != nil {
+		return 0, true, nil
+	}
+	prev, err := hostBusyUnniced(b)
+	if err != nil {
+		return 0, true, nil
+	}
+	prevT := start
+	// An idle host boots after one look; once a neighbour was seen, it
+	// must stay away for quietSamples looks in a row.
+	quiet, need := 0, 1
+	for {
+		if err := sleep(ctx, time.Second); err != nil {
+			return now().Sub(start), false, err
+		}
+		b, err := read()
+		if err != nil {
+			return now().Sub(start), true, nil
+		}
+		busy, err := hostBusyUnniced(b)
+		if err != nil {
+			return now().Sub(start), true, nil
+		}
+		t := now()
+		cores := (busy - prev).Seconds() / t.Sub(prevT).Seconds()
+		prev, prevT = busy, t
+		if cores <= limit {
+			quiet++
+		} else {
+			quiet, need = 0, quietSamples
+		}
+		waited := t.Sub(start)
+		if quiet >= need {
+			return waited, true, nil
+		}
+		if waited >= max {
+			return waited, false, nil
+		}
+	}
+}
+
+// sleepCtx sleeps d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

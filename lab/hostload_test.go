@@ -75,9 +75,9 @@ func TestRepeatWhileBusy(t *testing.T) {
 			c := cores[n]
 			n++
 			if c == 9 { // a starved guest's stall
-				return &Result{GuestCPUWait: c}, &BootError{Host: "client", Phase: "rdma"}
+				return &Result{GuestCPUWait: c, QuietWait: 7}, &BootError{Host: "client", Phase: "rdma"}
 			}
-			return &Result{GuestCPUWait: c, Passed: true}, nil
+			return &Result{GuestCPUWait: c, Passed: true, QuietWait: 7}, nil
 		}, &n
 	}
 	ctx := context.Background()
@@ -86,6 +86,9 @@ func TestRepeatWhileBusy(t *testing.T) {
 	res, err := repeatWhileBusy(ctx, cfg, log, boot)
 	if err != nil || *n != 3 || len(res.Busy) != 2 || res.Busy[0] != 0.9 || res.GuestCPUWait != 0.1 {
 		t.Fatalf("busy, busy with a boot error, calm: %d boots, %+v, %v", *n, res, err)
+	}
+	if res.QuietWait != 3*7 {
+		t.Fatalf("waited for a quiet host %.0f s over 3 boots of 7 s each, want the sum 21", res.QuietWait)
 	}
 
 	boot, n = boots(0.9, 0.8, 0.7, 0.1)

@@ -224,8 +224,12 @@ type Result struct {
 	// runnable but waiting for a CPU: starvation, whoever caused it.
 	GuestCPUWait float64   `json:"guest_cpu_wait"`
 	Busy         []float64 `json:"busy_boots,omitempty"`
-	Server       Host      `json:"server"`
-	Client       Host      `json:"client"`
+	// QuietWait is how long, in seconds, the boots behind this result
+	// (the repeats included) waited for other programs to leave the host's
+	// CPUs before starting (lab.qemu.quiet_wait).
+	QuietWait float64 `json:"quiet_wait_s,omitempty"`
+	Server    Host    `json:"server"`
+	Client    Host    `json:"client"`
 }
 
 // Crash is the first fatal crash on either host, else the first WARNING.

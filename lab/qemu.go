@@ -103,11 +103,15 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 // lab's fault.
 func repeatWhileBusy(ctx context.Context, cfg QEMUConfig, log *slog.Logger, boot func() (*Result, error)) (*Result, error) {
 	var busy []float64
+	var waited float64
 	for {
 		res, err := boot()
+		if res != nil {
+			waited += res.QuietWait
+		}
 		if res == nil || cfg.BusyGuestWait <= 0 || res.GuestCPUWait <= cfg.BusyGuestWait || ctx.Err() != nil {
 			if res != nil {
-				res.Busy = busy
+				res.Busy, res.QuietWait = busy, waited
 			}
 			return res, err
 		}
@@ -164,6 +168,18 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 		return nil, &InfraError{Op: "heavy lock", Err: err}
 	}
 	defer release()
+	var waited time.Duration
+	if max := p.cfg.QuietWait.Duration; max > 0 {
+		var quiet bool
+		if waited, quiet, err = waitQuiet(ctx, procStat, time.Now, sleepCtx, p.cfg.QuietCores, max); err != nil {
+			return nil, err
+		}
+		if !quiet {
+			p.log.Warn("lab: the host stayed busy; booting anyway", "waited", waited.Round(time.Second), "quiet_cores", p.cfg.QuietCores)
+		} else if waited > 2*time.Second {
+			p.log.Info("lab: waited for the host to be quiet", "waited", waited.Round(time.Second))
+		}
+	}
 	r := &run{pair: p, test: t, kernel: k, initrd: initrd, events: make(chan consoleEvent, 1024)}
 	r.init()
 	defer r.stop()
@@ -181,6 +197,7 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	r.stop()
 	res, err := r.result(ctx)
 	if res != nil {
+		res.QuietWait = waited.Seconds()
 		res.HostOtherCores = meter.otherCores(r.qemuCPU())
 		if wall := time.Since(meter.t0).Seconds(); wall > 0 {
 			res.GuestCPUWait = wait.finish().Seconds() / wall

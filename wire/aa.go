@@ -93,6 +93,9 @@ type AAResult struct {
 	Health  []map[string]int `json:"health,omitempty"`
 	Busy    []float64        `json:"busy_boots,omitempty"`
 	Seconds float64          `json:"seconds"`
+	// QuietWait is the seconds the boots waited for a quiet host
+	// before starting (lab.qemu.quiet_wait), all boots together.
+	QuietWait float64 `json:"quiet_wait_s,omitempty"`
 	// NeighbourOn is the fraction of the comparison's time the
 	// neighbour ran.
 	NeighbourOn float64 `json:"neighbour_on"`
@@ -159,8 +162,8 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 			return out, err
 		}
 		out = append(out, r)
-		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots (%d more set aside as contended), %.0f s, neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
-			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), len(r.Busy), r.Seconds, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
+		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots (%d more set aside as contended), %.0f s (%.0f s of it waiting for a quiet host), neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
+			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), len(r.Busy), r.Seconds, r.QuietWait, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
 			map[bool]string{true: "; cache dropped (drift)"}[r.CacheDropped], r.Error)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -206,6 +209,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 					r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
 					r.Health = append(r.Health, x.Health)
 					r.Busy = append(r.Busy, x.BusyRepeated...)
+					r.QuietWait += x.QuietWait
 					crashed = crashed || x.Crash != ""
 				}
 				if crashed {

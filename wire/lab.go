@@ -70,7 +70,8 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 		f := res.Figures()
 		s := store.Sample{Metrics: f.Means, Iterations: f.PerIteration,
 			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy,
-			Health: res.Health.Counters()}
+			QuietWait: res.QuietWait,
+			Health:    res.Health.Counters()}
 		if c := res.Crash(); c != nil {
 			s.Crash = c.Title
 			s.Log = c.Report
@@ -80,6 +81,9 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 		which := "boot"
 		if n > 1 {
 			which = fmt.Sprintf("boot %d/%d", i+1, n)
+		}
+		if res.QuietWait >= 2 {
+			fmt.Fprintf(trace, "%s on %s: waited %.0f s for other programs to leave the host's CPUs first\n", which, res.Pair, res.QuietWait)
 		}
 		for _, c := range res.Busy {
 			fmt.Fprintf(trace, "%s on %s: booted again: its guests waited for a CPU %.2f on average (limit %.2f), so it was not measured\n",

@@ -38,6 +38,8 @@ type Sample struct {
 	HostOtherCores float64   `json:"host_other_cores,omitempty"`
 	GuestCPUWait   float64   `json:"guest_cpu_wait,omitempty"`
 	BusyRepeated   []float64 `json:"busy_repeated,omitempty"`
+	// QuietWait is the seconds the boot waited for a quiet host first.
+	QuietWait float64 `json:"quiet_wait_s,omitempty"`
 	// Health is what the transport counted during the boot's test
 	// (lab.Health.Counters); nil when the boot did not report it.
 	Health map[string]int `json:"health,omitempty"`
