@@ -22,6 +22,9 @@ type Lab struct {
 	Dirs lab.Dirs
 	Test lab.Test
 	Log  *slog.Logger
+	// Consoles keeps each boot's guest consoles (nil: they are not
+	// kept, as in the A/A runner); a sample names them.
+	Consoles ConsoleKeeper
 
 	mu sync.Mutex
 	// Pairs are made on first use (lab.NewPair); a test may preset one.
@@ -43,6 +46,11 @@ func (l *Lab) pair(ctx context.Context, name string) (lab.Pair, error) {
 	}
 	l.Pairs[name] = p
 	return p, nil
+}
+
+// ConsoleKeeper keeps a console and names it (store.Store).
+type ConsoleKeeper interface {
+	PutConsole(ctx context.Context, text string) (string, error)
 }
 
 // Run boots the kernel in dir n times, or until a boot crashes. A
@@ -72,6 +80,21 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy,
 			QuietWait: res.QuietWait,
 			Health:    res.Health.Counters()}
+		if l.Consoles != nil {
+			for _, h := range []lab.Host{res.Server, res.Client} {
+				if h.Console == "" {
+					continue
+				}
+				id, err := l.Consoles.PutConsole(ctx, h.Console)
+				if err != nil {
+					return nil, bot.Infra(err)
+				}
+				if s.Consoles == nil {
+					s.Consoles = map[string]string{}
+				}
+				s.Consoles[h.Role] = id
+			}
+		}
 		if c := res.Crash(); c != nil {
 			s.Crash = c.Title
 			s.Log = c.Report

@@ -3,11 +3,17 @@ package wire
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab"
 )
@@ -30,7 +36,12 @@ func TestLabAdapterRealPair(t *testing.T) {
 	}
 	test := lab.DefaultTest()
 	test.SizeMiB, test.Iterations = 32, 2
-	l := &Lab{Cfg: cfg, Test: test, Log: slog.New(slog.DiscardHandler),
+	st, err := store.Open(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := &Lab{Cfg: cfg, Test: test, Log: slog.New(slog.DiscardHandler), Consoles: st,
 		Pairs: map[string]lab.Pair{"qemu": lab.NewQEMUPair(qc, lab.Image{Dir: filepath.Dir(image), Path: image}, slog.New(slog.DiscardHandler))}}
 	var trace bytes.Buffer
 	samples, err := l.Run(context.Background(), "qemu", dir, 1, &trace)
@@ -41,5 +52,59 @@ func TestLabAdapterRealPair(t *testing.T) {
 	if s.Crash != "" || len(s.Iterations["read_MBps"]) != 2 || s.Metrics["write_MBps"] <= 0 {
 		t.Fatalf("sample %+v\n%s", s, trace.String())
 	}
+	// Both guests' whole consoles are kept and named by the sample.
+	for _, role := range []string{"server", "client"} {
+		text, err := st.Console(context.Background(), s.Consoles[role])
+		if err != nil || !strings.Contains(text, "Linux version") || !strings.Contains(text, "rb.role="+role) {
+			t.Errorf("%s console %q: %d bytes, %v", role, s.Consoles[role], len(text), err)
+		}
+	}
 	t.Logf("%s", trace.String())
+}
+
+// consolePair is a pair whose boots print a console on each guest.
+type consolePair struct{ n int }
+
+func (p *consolePair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
+	p.n++
+	r := &lab.Result{Pair: "qemu", Test: t, Passed: true, Iterations: []lab.Iteration{{N: 1, WriteMBps: 8, ReadMBps: 8, WriteSecs: 2, ReadSecs: 2}}}
+	r.Server = lab.Host{Role: "server", Console: fmt.Sprintf("server boot %d\n", p.n)}
+	r.Client = lab.Host{Role: "client", Console: fmt.Sprintf("client boot %d\n", p.n)}
+	return r, nil
+}
+
+type failingKeeper struct{}
+
+func (failingKeeper) PutConsole(context.Context, string) (string, error) {
+	return "", errors.New("database is gone")
+}
+
+// Every boot's consoles are kept and named by its sample; a console that
+// cannot be kept is the bot's fault (INFRA), not the kernel's.
+func TestLabKeepsConsoles(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := &Lab{Cfg: lab.DefaultConfig(), Test: lab.DefaultTest(), Log: slog.New(slog.DiscardHandler), Consoles: st,
+		Pairs: map[string]lab.Pair{"qemu": &consolePair{}}}
+	samples, err := l.Run(ctx, "qemu", t.TempDir(), 2, io.Discard)
+	if err != nil || len(samples) != 2 {
+		t.Fatalf("%d samples, %v", len(samples), err)
+	}
+	for i, s := range samples {
+		for _, role := range []string{"server", "client"} {
+			text, err := st.Console(ctx, s.Consoles[role])
+			if want := fmt.Sprintf("%s boot %d\n", role, i+1); err != nil || text != want {
+				t.Errorf("boot %d %s: %q %v, want %q", i+1, role, text, err, want)
+			}
+		}
+	}
+
+	l.Consoles = failingKeeper{}
+	if _, err := l.Run(ctx, "qemu", t.TempDir(), 1, io.Discard); !bot.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
+		t.Fatalf("console not kept: %v, want INFRA", err)
+	}
 }

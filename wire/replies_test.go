@@ -146,6 +146,8 @@ func TestRepliesGolden(t *testing.T) {
 	measured("REGRESSION", 2, samples(runs, 100, 2), samples(runs, 52, 2))
 	crashed := samples(4, 100, 2)
 	crashed[1] = store.Sample{Crash: "BUG: KASAN: slab-use-after-free in svc_rdma_send", Log: "BUG: KASAN: slab-use-after-free in svc_rdma_send+0x3a1/0x5c0\nRead of size 8 at addr ffff888004a3c1d8 by task nfsd/212\nCall Trace:\n <TASK>\n svc_rdma_send+0x3a1/0x5c0\n svc_rdma_sendto+0x2f7/0x8b0\n </TASK>"}
+	// The lab kept the crashed boot's consoles: the reply links them all.
+	crashed[1].Consoles = map[string]string{"server": strings.Repeat("a", 32), "client": strings.Repeat("b", 32)}
 	measured("CRASH", 3, samples(4, 100, 2), crashed[:2])
 	// A transport fault at unchanged throughput: its own golden file.
 	t.Run("TRANSPORT", func(t *testing.T) {

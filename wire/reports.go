@@ -708,8 +708,21 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, baseRuns, candRuns int
 		if len(rep.BaseSamples)+len(rep.CandSamples) > 0 {
 			file("boots", "boots.json")
 		}
+		// Every boot's guest consoles, in one text (dashboard).
+		if keptConsoles(rep.BaseSamples) || keptConsoles(rep.CandSamples) {
+			info.Files = append(info.Files, [2]string{"consoles", rep.URL + "/consoles"})
+		}
 	}
 	return info
+}
+
+func keptConsoles(samples []store.Sample) bool {
+	for _, s := range samples {
+		if len(s.Consoles) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Reports) labWords(pair string) string {

@@ -59,7 +59,7 @@ func FetchTrees(cfg Config) []string {
 func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *github.Client, log *slog.Logger) (bot.Stages, error) {
 	lo := NewLore(cfg, st, log)
 	l := &Lab{Cfg: cfg.Lab, Dirs: cfg.LabDirs(),
-		Test: cfg.Lab.Test, Log: log}
+		Test: cfg.Lab.Test, Log: log, Consoles: st}
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, gh, time.Now, log)
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("outbox: %w", err)

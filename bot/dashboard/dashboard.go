@@ -8,8 +8,10 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -67,12 +69,7 @@ type Server struct {
 // New makes a dashboard over the store.
 func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 	funcs := template.FuncMap{
-		"short": func(s string) string {
-			if len(s) > 12 {
-				return s[:12]
-			}
-			return s
-		},
+		"short": short,
 		"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 		"lower": strings.ToLower,
 		"mulf":  func(x float64) float64 { return x * 100 },
@@ -87,6 +84,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /tests/{id}", byID(s, s.testView, "test.html"))
 	mux.HandleFunc("GET /tests/{id}/reproducer.tar.gz", s.reproducer)
 	mux.HandleFunc("GET /tests/{id}/files/{name}", s.reproducerFile)
+	mux.HandleFunc("GET /tests/{id}/consoles", s.testConsoles)
+	mux.HandleFunc("GET /consoles/{id}", s.console)
 	mux.HandleFunc("GET /jobs/{id}/trace", s.trace)
 	mux.HandleFunc("GET /bisect/{id}", byID(s, s.bisectView, "bisect.html"))
 	mux.HandleFunc("GET /reports", s.reportsByState)
@@ -176,6 +175,71 @@ func (s *Server) reproducerFile(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, fmt.Sprintf("test %s's reproducer has no file %q", r.PathValue("id"), name), http.StatusNotFound)
 }
 
+// console serves one guest's whole console of one boot, as kept.
+func (s *Server) console(w http.ResponseWriter, r *http.Request) {
+	text, err := s.st.Console(r.Context(), r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, text)
+}
+
+// testConsoles serves every console a test kept, boot after boot in the
+// order they ran, each under a header naming it: the one link a reply
+// gives for "what did the guests print".
+func (s *Server) testConsoles(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		http.Error(w, "bad test id", http.StatusBadRequest)
+		return
+	}
+	runs, err := s.st.Runs(r.Context(), s.st.DB, id)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	type part struct{ header, id string }
+	var parts []part
+	for _, run := range runs {
+		for i, smp := range run.Samples {
+			for _, role := range []string{"server", "client"} {
+				if c := smp.Consoles[role]; c != "" {
+					parts = append(parts, part{fmt.Sprintf("round %d, %s boot %d (%s), %s console", run.Round, run.Role, i+1, short(run.Commit), role), c})
+				}
+			}
+		}
+	}
+	if len(parts) == 0 {
+		http.Error(w, fmt.Sprintf("test %d kept no consoles: it booted nothing, or before consoles were kept", id), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Test %d: the guests' whole serial consoles, %d of them, in the order they ran.\n", id, len(parts))
+	for _, p := range parts {
+		text, err := s.st.Console(r.Context(), p.id)
+		if err != nil {
+			text = "(not available: " + err.Error() + ")\n"
+		}
+		fmt.Fprintf(w, "\n===== %s (/consoles/%s) =====\n%s", p.header, p.id, text)
+		if !strings.HasSuffix(text, "\n") {
+			io.WriteString(w, "\n")
+		}
+	}
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
 func pathID(r *http.Request) (int64, error) {
 	return strconv.ParseInt(r.PathValue("id"), 10, 64)
 }
@@ -209,11 +273,14 @@ type TestView struct {
 	Subject string `json:"subject"`
 	// Link is the series on its list's archive; Patches are its patches
 	// in order (a series test only).
-	Link    string         `json:"link,omitempty"`
-	Patches []PatchView    `json:"patches,omitempty"`
-	Runs    []store.Run    `json:"runs,omitempty"`
-	Jobs    []JobView      `json:"jobs,omitempty"`
-	Medians []MetricMedian `json:"medians,omitempty"`
+	Link    string      `json:"link,omitempty"`
+	Patches []PatchView `json:"patches,omitempty"`
+	Runs    []store.Run `json:"runs,omitempty"`
+	// Consoles is where all of the runs' kept consoles are read in one
+	// text ("" when none was kept).
+	Consoles string         `json:"consoles,omitempty"`
+	Jobs     []JobView      `json:"jobs,omitempty"`
+	Medians  []MetricMedian `json:"medians,omitempty"`
 	// Charts draw every boot's value of each metric, base beside
 	// patched: the spread a verdict was decided on.
 	Charts []BootChart `json:"-"`
@@ -356,6 +423,9 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		for _, smp := range r.Samples {
 			for k, x := range smp.Metrics {
 				dst[k] = append(dst[k], x)
+			}
+			if len(smp.Consoles) > 0 {
+				v.Consoles = fmt.Sprintf("/tests/%d/consoles", id)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +92,16 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	}
 	add("crashed", store.Test{Key: "k4", Kind: "series", SeriesID: sid4, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "CRASH", Summary: "hung in __ib_drain_sq"})
 	for i, role := range []string{"base", "candidate"} {
+		consoles := map[string]string{}
+		for _, guest := range []string{"server", "client"} {
+			id, err := st.PutConsole(ctx, fmt.Sprintf("Linux version 6.12 (%s %s)\n", role, guest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			consoles[guest] = id
+		}
 		if err := st.SaveRun(ctx, st.DB, store.Run{TestID: ids["measured"], JobID: 7, Round: 1, Role: role, Commit: "abcabcabcabc0000", Lab: "qemu",
-			Samples:   []store.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}, Health: map[string]int{"retrans": 7 * i, "reconnects": 0}}},
+			Samples:   []store.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}, Health: map[string]int{"retrans": 7 * i, "reconnects": 0}, Consoles: consoles}},
 			StartedAt: time.Now(), FinishedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
@@ -283,6 +292,24 @@ func TestPagesInChromium(t *testing.T) {
 		t.Errorf("kernel.config: %q", b)
 	}
 	get(measured+"/files/nothing", 404)
+	// Every boot's consoles: linked from the page, served in one text in
+	// boot order and one by one; a test that kept none says so.
+	if !strings.Contains(dom, `href="`+measured+`/consoles"`) || !strings.Contains(dom, ">client console</a>") {
+		t.Errorf("%s links no consoles:\n%s", measured, dom)
+	}
+	all := get(measured+"/consoles", 200)
+	b, c := strings.Index(all, "round 1, base boot 1 (abcabcabcabc), server console"), strings.Index(all, "Linux version 6.12 (candidate client)")
+	if b < 0 || c < b || strings.Count(all, "=====\n") != 4 {
+		t.Errorf("%s/consoles:\n%s", measured, all)
+	}
+	one := regexp.MustCompile(`/consoles/[0-9a-f]{32}`).FindString(dom)
+	if got := get(one, 200); !strings.HasPrefix(got, "Linux version 6.12 (") {
+		t.Errorf("%s: %q", one, got)
+	}
+	get("/consoles/"+strings.Repeat("0", 32), 404)
+	get("/consoles/..%2f..%2fetc%2fpasswd", 404)
+	get(fmt.Sprintf("/tests/%d/consoles", ids["apply"]), 404)
+	get("/tests/x/consoles", 400)
 	get(fmt.Sprintf("/tests/%d/reproducer.tar.gz", ids["apply"]), 500)
 	get("/tests/999/reproducer.tar.gz", 404)
 	gz, err := gzip.NewReader(strings.NewReader(get(measured+"/reproducer.tar.gz", 200)))

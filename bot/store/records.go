@@ -43,6 +43,9 @@ type Sample struct {
 	// Health is what the transport counted during the boot's test
 	// (lab.Health.Counters); nil when the boot did not report it.
 	Health map[string]int `json:"health,omitempty"`
+	// Consoles names each guest's whole serial console of the boot
+	// (role: "server", "client") as PutConsole stored it.
+	Consoles map[string]string `json:"consoles,omitempty"`
 }
 
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.

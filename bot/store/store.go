@@ -363,4 +363,12 @@ CREATE TABLE canaries (
 	summary TEXT NOT NULL,
 	created_at BIGINT NOT NULL
 )`,
+	// Each boot's whole serial consoles, gzipped, named by their hash;
+	// a sample holds the names (Sample.Consoles).
+	`
+CREATE TABLE consoles (
+	id TEXT PRIMARY KEY,
+	gz {{blob}} NOT NULL,
+	created_at BIGINT NOT NULL
+)`,
 }

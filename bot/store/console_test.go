@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A console is kept once under the hash of its text and read back whole;
+// names that are not a stored console's are not found.
+func TestConsoles(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		text := strings.Repeat("[    0.000000] Linux version 6.12.57 (root@rdmabot)\n", 500) + "INFO: task kworker/u8:1 blocked for more than 20 seconds.\n"
+		id, err := s.PutConsole(ctx, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := s.PutConsole(ctx, text)
+		if err != nil || again != id {
+			t.Fatalf("the same console twice: %s, %s (%v)", id, again, err)
+		}
+		got, err := s.Console(ctx, id)
+		if err != nil || got != text {
+			t.Fatalf("read back: %d bytes of %d (%v)", len(got), len(text), err)
+		}
+		var n int
+		if err := s.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM consoles`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d rows (%v), want 1", n, err)
+		}
+		empty, err := s.PutConsole(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Console(ctx, empty); err != nil || got != "" {
+			t.Fatalf("an empty console: %q %v", got, err)
+		}
+		broken := strings.Repeat("b", 32)
+		if _, err := s.DB.ExecContext(ctx, `INSERT INTO consoles (id, gz, created_at) VALUES ($1, $2, 0)`, broken, []byte("not gzip")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Console(ctx, broken); err == nil || errors.Is(err, ErrNotFound) {
+			t.Errorf("a damaged console: %v, want an error that is not a not-found", err)
+		}
+		for _, bad := range []string{"", "../etc/passwd", strings.Repeat("0", 32), strings.ToUpper(id)} {
+			if _, err := s.Console(ctx, bad); !errors.Is(err, ErrNotFound) {
+				t.Errorf("console %q: %v, want not found", bad, err)
+			}
+		}
+	})
+}
