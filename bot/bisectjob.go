@@ -56,42 +56,37 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 			_, err := b.river.InsertTx(ctx, tx, BisectArgs{BisectionID: bis.ID, Step: job.Args.Step + 1}, nil)
 			return err
 		}
-		record := func(phase, commit string, o bisect.Outcome, detail string) error {
-			tr.Logf("step %d %s %s: %s %s", n, phase, short(commit), o, detail)
+		record := func(phase, commit string, m measured) error {
+			tr.Logf("step %d %s %s: %s %s", n, phase, short(commit), m.outcome, m.detail)
 			return complete(ctx, b, job, func(tx *sql.Tx) error {
-				if err := b.st.AddBisectStep(ctx, tx, bis.ID, store.BisectStep{N: n, Phase: phase, Commit: commit, Outcome: string(o), Detail: detail, JobID: job.ID}); err != nil {
+				if err := b.st.AddBisectStep(ctx, tx, bis.ID, store.BisectStep{N: n, Phase: phase, Commit: commit, Outcome: string(m.outcome),
+					Detail: m.detail, JobID: job.ID, Boots: m.boots}); err != nil {
 					return err
 				}
 				return next(tx)
 			})
 		}
-		gitDir, err := b.stages.Trees.GitDir(bis.Tree)
+		repo, err := b.openRepo(bis.Tree)
 		if err != nil {
-			return Infra(err)
+			return err
 		}
-		// A bare store opens only without DetectDotGit (which looks for a
-		// .git above it and fails); a work tree's path needs it.
-		repo, err := git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
-		if err != nil {
-			repo, err = git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
-		}
-		if err != nil {
-			return Infra(fmt.Errorf("open %s: %w", gitDir, err))
-		}
-		ref, _, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Good, bis.Lab), 100*365*24*time.Hour)
-		if err != nil {
-			return Infra(err)
-		}
-		if len(ref) == 0 {
-			tr.Logf("no results for good commit %s: measuring it", short(bis.Good))
-			samples, o, detail, err := b.measure(ctx, bis, bis.Good, nil, tr)
+		var ref []store.Sample
+		if bis.Metric != MetricBuild {
+			ref, _, err = b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Good, bis.Lab), 100*365*24*time.Hour)
 			if err != nil {
-				return err
+				return Infra(err)
 			}
-			if o != bisect.Good || len(samples) == 0 {
-				return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "the good commit "+short(bis.Good)+" could not be measured: "+detail)
+			if len(ref) == 0 {
+				tr.Logf("no results for good commit %s: measuring it", short(bis.Good))
+				m, err := b.measure(ctx, bis, bis.Good, nil, tr)
+				if err != nil {
+					return err
+				}
+				if m.outcome != bisect.Good || len(m.samples) == 0 {
+					return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "the good commit "+short(bis.Good)+" could not be measured: "+m.detail)
+				}
+				return record(phaseReference, bis.Good, m)
 			}
-			return record(phaseReference, bis.Good, o, detail)
 		}
 
 		if bis.Culprit == "" {
@@ -112,6 +107,22 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 				if step.Culprit == "" {
 					return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "only untestable commits are left; the first bad commit is one of:\n"+strings.Join(step.Candidates, "\n"))
 				}
+				if bis.TestID != 0 {
+					// A series' own patches: both ends were measured with
+					// the whole budget by the test itself and every step
+					// with the whole budget too, so there is no other
+					// history to confirm against; the patch is named.
+					k, of, err := seriesPatch(repo, bis.Good, bis.Bad, step.Culprit)
+					if IsInfra(err) {
+						return err
+					}
+					if err != nil {
+						return b.endBisection(ctx, job, bis, store.BisectionFailed, step.Culprit, err.Error())
+					}
+					tr.Logf("first bad patch: %d/%d (%s)", k, of, short(step.Culprit))
+					bis.CulpritPatch = k
+					return b.endBisection(ctx, job, bis, store.BisectionDone, step.Culprit, fmt.Sprintf("first bad: patch %d/%d", k, of))
+				}
 				tr.Logf("first bad commit %s; confirming", short(step.Culprit))
 				bis.Culprit, bis.State = step.Culprit, store.BisectionConfirming
 				return complete(ctx, b, job, func(tx *sql.Tx) error {
@@ -122,11 +133,11 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 				})
 			}
 			tr.Logf("%d candidates left, about %d steps: testing %s", step.Remaining, step.StepsLeft, short(step.Commit))
-			_, o, detail, err := b.measure(ctx, bis, step.Commit, ref, tr)
+			m, err := b.measure(ctx, bis, step.Commit, ref, tr)
 			if err != nil {
 				return err
 			}
-			return record(phaseBisect, step.Commit, o, detail)
+			return record(phaseBisect, step.Commit, m)
 		}
 
 		// Confirmation.
@@ -136,35 +147,35 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		}
 		switch {
 		case done[phaseCulprit] < b.cfg.ConfirmRuns:
-			_, o, detail, err := b.measure(ctx, bis, bis.Culprit, ref, tr)
+			m, err := b.measure(ctx, bis, bis.Culprit, ref, tr)
 			if err != nil {
 				return err
 			}
-			return record(phaseCulprit, bis.Culprit, o, detail)
+			return record(phaseCulprit, bis.Culprit, m)
 		case done[phaseParent] < b.cfg.ConfirmRuns:
 			c, err := repo.CommitObject(plumbing.NewHash(bis.Culprit))
 			if err != nil || c.NumParents() == 0 {
 				return b.endBisection(ctx, job, bis, store.BisectionFailed, bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))
 			}
 			parent := c.ParentHashes[0].String()
-			_, o, detail, err := b.measure(ctx, bis, parent, ref, tr)
+			m, err := b.measure(ctx, bis, parent, ref, tr)
 			if err != nil {
 				return err
 			}
-			return record(phaseParent, parent, o, detail)
+			return record(phaseParent, parent, m)
 		case done[phaseRevert] < 1:
 			reverted, err := b.stages.Trees.Revert(ctx, bis.Tree, bis.Bad, bis.Culprit)
 			if err != nil {
 				if infraOrInterrupted(ctx, err) {
 					return err
 				}
-				return record(phaseRevert, bis.Bad, bisect.Bad, "the revert does not apply: "+err.Error())
+				return record(phaseRevert, bis.Bad, measured{outcome: bisect.Bad, detail: "the revert does not apply: " + err.Error()})
 			}
-			_, o, detail, err := b.measure(ctx, bis, reverted, ref, tr)
+			m, err := b.measure(ctx, bis, reverted, ref, tr)
 			if err != nil {
 				return err
 			}
-			return record(phaseRevert, reverted, o, detail)
+			return record(phaseRevert, reverted, m)
 		}
 		confirmed := true
 		for _, s := range steps {
@@ -186,61 +197,172 @@ func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis 
 		if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
 			return err
 		}
-		_, err := b.river.InsertTx(ctx, tx, ReportArgs{BisectionID: bis.ID}, nil)
+		// A series' bisection ends in its test's reply, which waited.
+		args := ReportArgs{BisectionID: bis.ID}
+		if bis.TestID != 0 {
+			args = ReportArgs{TestID: bis.TestID, Bisected: bis.ID}
+		}
+		_, err := b.river.InsertTx(ctx, tx, args, nil)
 		return err
 	})
 }
 
-// measure builds commit and runs it on the bisection's lab pair, judging
-// it against the good commit's samples (ref; nil only measures). A commit
-// that does not build is skipped; one that does not boot is bad.
-// bisectRank puts bisection steps behind every test waiting for a pair.
+// openRepo opens the git store holding tree's commits (and the series
+// applied on them).
+func (b *Bot) openRepo(tree string) (*git.Repository, error) {
+	gitDir, err := b.stages.Trees.GitDir(tree)
+	if err != nil {
+		return nil, Infra(err)
+	}
+	// A bare store opens only without DetectDotGit (which looks for a
+	// .git above it and fails); a work tree's path needs it.
+	repo, err := git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		repo, err = git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	}
+	if err != nil {
+		return nil, Infra(fmt.Errorf("open %s: %w", gitDir, err))
+	}
+	return repo, nil
+}
+
+// seriesPatch says which patch of a series applied on base as the
+// commits base..head (one per patch, as git am makes them) commit is:
+// k of n, 1-based.
+func seriesPatch(repo *git.Repository, base, head, commit string) (k, n int, err error) {
+	var chain []string
+	for h := plumbing.NewHash(head); h.String() != base; {
+		if len(chain) > 1000 {
+			return 0, 0, fmt.Errorf("%s is not within 1000 commits above %s", short(head), short(base))
+		}
+		c, err := repo.CommitObject(h)
+		if err != nil {
+			return 0, 0, Infra(fmt.Errorf("series commit %s: %w", h, err))
+		}
+		chain = append(chain, h.String())
+		if c.NumParents() != 1 {
+			return 0, 0, fmt.Errorf("%s is not a series applied on %s: %s has %d parents", short(head), short(base), short(h.String()), c.NumParents())
+		}
+		h = c.ParentHashes[0]
+	}
+	for i, h := range chain {
+		if h == commit {
+			return len(chain) - i, len(chain), nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%s is not one of the series' commits", short(commit))
+}
+
+// MetricBuild is the metric of a bisection that only builds: the first
+// patch of a series that does not compile.
+const MetricBuild = "build"
+
+// bisectRank puts mainline bisection steps behind every test waiting
+// for a pair; a series' own bisection keeps its test's place.
 const bisectRank = 1 << 40
 
-func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, ref []store.Sample, tr *Trace) ([]store.Sample, bisect.Outcome, string, error) {
+// measured is one commit's outcome in a bisection.
+type measured struct {
+	samples []store.Sample
+	outcome bisect.Outcome
+	detail  string
+	boots   int
+}
+
+// measure builds commit and, unless the bisection only builds, runs it on
+// the bisection's lab pair, judging it against the good commit's samples
+// (ref; nil only measures) with the whole budget: when the statistics ask
+// for more boots it gives them, up to bot.max_rounds rounds, as a test
+// would. A commit that does not build is skipped (bad when the build is
+// what is bisected); one that does not boot is bad.
+func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, ref []store.Sample, tr *Trace) (measured, error) {
 	key, err := b.buildKernel(ctx, bis.Tree, commit, tr)
 	if err != nil {
 		if infraOrInterrupted(ctx, err) {
-			return nil, "", "", err
+			return measured{}, err
 		}
-		return nil, bisect.Skip, "does not build: " + firstLine(err.Error()), nil
+		if bis.Metric == MetricBuild {
+			return measured{outcome: bisect.Bad, detail: "does not build: " + firstLine(err.Error())}, nil
+		}
+		return measured{outcome: bisect.Skip, detail: "does not build: " + firstLine(err.Error())}, nil
+	}
+	if bis.Metric == MetricBuild {
+		return measured{outcome: bisect.Good, detail: "builds"}, nil
 	}
 	dir, err := b.fetchArtifact(ctx, key, tr)
 	if err != nil {
-		return nil, "", "", err
+		return measured{}, err
 	}
-	var samples []store.Sample
+	var m measured
 	var runErr error
-	// A bisection is background work: it waits behind every series.
-	err = b.withLease(ctx, bis.Lab, 0, bisectRank+bis.ID, tr, func(ctx context.Context) error {
-		samples, runErr = b.stages.Lab.Run(ctx, bis.Lab, dir, b.cfg.Runs, tr)
-		return nil
+	var d Decision
+	rank := bisectRank + bis.ID
+	if bis.TestID != 0 {
+		rank = bis.TestID
+	}
+	err = b.withLease(ctx, bis.Lab, 0, rank, tr, func(ctx context.Context) error {
+		n := b.cfg.Runs
+		for round := 1; ; round++ {
+			var s []store.Sample
+			s, runErr = b.stages.Lab.Run(ctx, bis.Lab, dir, n, tr)
+			m.samples = append(m.samples, s...)
+			m.boots += len(s)
+			if runErr != nil || ref == nil {
+				return nil
+			}
+			var err error
+			if d, err = b.stages.Decide.Decide(ctx, ref, m.samples); err != nil {
+				return Infra(err)
+			}
+			if d.NeedMore <= 0 || round >= b.cfg.MaxRounds || crashed(m.samples) {
+				return nil
+			}
+			tr.Logf("%s: %s after %d boots; %d more", short(commit), d.Verdict, m.boots, d.NeedMore)
+			n = d.NeedMore
+		}
 	})
 	if err != nil {
-		return nil, "", "", err
+		return measured{}, err
 	}
 	if runErr != nil {
 		if infraOrInterrupted(ctx, runErr) {
-			return nil, "", "", runErr
+			return measured{}, runErr
 		}
-		return nil, bisect.Bad, "does not boot: " + firstLine(runErr.Error()), nil
+		m.outcome, m.detail = bisect.Bad, "does not boot: "+firstLine(runErr.Error())
+		return m, nil
 	}
 	// Every measured commit is a cached base for later tests.
-	if err := b.st.PutBaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, commit, bis.Lab), samples); err != nil {
-		return nil, "", "", Infra(err)
+	if err := b.st.PutBaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, commit, bis.Lab), m.samples); err != nil {
+		return measured{}, Infra(err)
 	}
 	if ref == nil {
-		return samples, bisect.Good, fmt.Sprintf("%s %.1f", bis.Metric, medians(samples)[bis.Metric]), nil
+		m.outcome, m.detail = bisect.Good, fmt.Sprintf("%s %.1f", bis.Metric, medians(m.samples)[bis.Metric])
+		return m, nil
 	}
-	d, err := b.stages.Decide.Decide(ctx, ref, samples)
-	if err != nil {
-		return nil, "", "", Infra(err)
+	m.detail = fmt.Sprintf("%s %.1f (good %.1f): %s", bis.Metric, medians(m.samples)[bis.Metric], medians(ref)[bis.Metric], d.Verdict)
+	if bis.Metric == metricCrash {
+		m.detail = d.Verdict
+		if c := firstCrash(m.samples); c != "" {
+			m.detail += ": " + c
+		}
 	}
-	detail := fmt.Sprintf("%s %.1f (good %.1f): %s", bis.Metric, medians(samples)[bis.Metric], medians(ref)[bis.Metric], d.Verdict)
+	m.outcome = bisect.Good
 	if d.Verdict == VerdictRegression || d.Verdict == VerdictCrash {
-		return samples, bisect.Bad, detail, nil
+		m.outcome = bisect.Bad
 	}
-	return samples, bisect.Good, detail, nil
+	return m, nil
+}
+
+// metricCrash is the metric of a bisection for a crash.
+const metricCrash = "crash"
+
+func firstCrash(samples []store.Sample) string {
+	for _, s := range samples {
+		if s.Crash != "" {
+			return s.Crash
+		}
+	}
+	return ""
 }
 
 func firstLine(s string) string {

@@ -43,6 +43,10 @@ type Config struct {
 	// its parent again before blaming (each time a full comparison of
 	// Runs boots against the good commit), besides the revert.
 	ConfirmRuns int `toml:"confirm_runs"`
+	// SeriesBisect: when a series of several patches ends in REGRESSION,
+	// CRASH or BUILD_FAILED, its reply waits while the bot tests the
+	// series' prefixes and names the first bad patch, answering it.
+	SeriesBisect bool `toml:"series_bisect"`
 	// BaseMaxAge is how long measured base results are reused.
 	BaseMaxAge cfgtype.Duration `toml:"base_max_age"`
 	// LeaseTTL is how long a lab pair stays leased to a job whose
@@ -112,6 +116,7 @@ func DefaultConfig() Config {
 		Runs:           0,
 		MaxRounds:      6,
 		ConfirmRuns:    1,
+		SeriesBisect:   true,
 		BaseMaxAge:     cfgtype.D(7 * 24 * time.Hour),
 		LeaseTTL:       cfgtype.D(2 * time.Minute),
 		MaxAttempts:    8,

@@ -71,6 +71,10 @@ type ReportArgs struct {
 	TestID      int64 `json:"test_id,omitempty"`
 	Round       int   `json:"round,omitempty"`
 	BisectionID int64 `json:"bisection_id,omitempty"`
+	// Bisected is the bisection over the test's own patches that its
+	// reply waited for, now ended (unique: the test's first report job
+	// had the same test and round).
+	Bisected int64 `json:"bisected,omitempty"`
 }
 
 func (ReportArgs) Kind() string { return "report" }

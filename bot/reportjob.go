@@ -66,11 +66,59 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		if err != nil {
 			return err
 		}
+		if wait, err := b.bisectSeries(ctx, job, t, d, tr); wait || err != nil {
+			return err
+		}
 		if err := b.deliver(ctx, t, o, tr); err != nil {
 			return err
 		}
 		t.State = store.StateDone
 		return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+	})
+}
+
+// bisectSeries starts, when the verdict calls for it, the bisection over
+// a series' own patches that its reply waits for, keeping the verdict
+// with the test; wait says the job is done for now (the bisection's end
+// brings it back). d is the decision just made (zero when the verdict
+// was stored before).
+func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d Decision, tr *Trace) (wait bool, err error) {
+	if !b.cfg.SeriesBisect || t.Kind != store.KindSeries || t.SeriesID == 0 || t.Base == "" || t.Candidate == "" {
+		return false, nil
+	}
+	metric := map[string]string{VerdictRegression: d.Metric, VerdictCrash: metricCrash, VerdictBuildFailed: MetricBuild}[t.Verdict]
+	if _, ok := map[string]bool{VerdictRegression: true, VerdictCrash: true, VerdictBuildFailed: true}[t.Verdict]; !ok {
+		return false, nil
+	}
+	bis, ok, err := b.st.BisectionOfTest(ctx, b.st.DB, t.ID)
+	if err != nil {
+		return false, Infra(err)
+	}
+	if ok {
+		if bis.State == store.BisectionRunning || bis.State == store.BisectionConfirming {
+			tr.Logf("the bisection of the series' patches (%d) is still running; its end answers", bis.ID)
+			return true, complete(ctx, b, job, nil)
+		}
+		return false, nil
+	}
+	s, err := b.series(ctx, t.SeriesID)
+	if err != nil {
+		return false, err
+	}
+	if len(s.Patches) < 2 {
+		return false, nil
+	}
+	if metric == "" {
+		metric = b.cfg.Mainline.Metric
+	}
+	tr.Logf("%s with %d patches: testing the series' prefixes for the first bad patch before replying", t.Verdict, len(s.Patches))
+	return true, complete(ctx, b, job, func(tx *sql.Tx) error {
+		if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+			return err
+		}
+		_, err := b.startBisection(ctx, tx, store.Bisection{Key: fmt.Sprintf("series-test:%d", t.ID), Tree: t.Tree, Good: t.Base, Bad: t.Candidate,
+			Lab: t.Lab, Metric: metric, Origin: t.Origin, TestID: t.ID})
+		return err
 	})
 }
 
@@ -136,6 +184,26 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 		return err
 	}
 	r.BaseSamples, r.CandSamples = base, cand
+	if t.Kind == store.KindSeries {
+		bis, ok, err := b.st.BisectionOfTest(ctx, b.st.DB, t.ID)
+		if err != nil {
+			return Infra(err)
+		}
+		if ok {
+			steps, err := b.st.BisectSteps(ctx, b.st.DB, bis.ID)
+			if err != nil {
+				return Infra(err)
+			}
+			fb := &FirstBad{Summary: bis.Summary, Steps: len(steps), Took: bis.UpdatedAt.Sub(bis.CreatedAt)}
+			if bis.State == store.BisectionDone {
+				fb.Patch, fb.Commit = bis.CulpritPatch, bis.Culprit
+			}
+			for _, s := range steps {
+				fb.Boots += s.Boots
+			}
+			r.FirstBad = fb
+		}
+	}
 	if t.SeriesID != 0 {
 		s, err := b.series(ctx, t.SeriesID)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
 )
@@ -175,6 +176,9 @@ type Report struct {
 	TraceURL     string        `json:"trace_url"`
 	Origin       Origin        `json:"origin"`
 	Bisect       *BisectReport `json:"bisect,omitempty"`
+	// FirstBad is what testing the series' prefixes found (nil: not
+	// done, bot.series_bisect).
+	FirstBad *FirstBad `json:"first_bad,omitempty"`
 	// Detail is the verdict's structured account as the deciding stage
 	// stored it (Decision.Detail, Detailed).
 	Detail json.RawMessage `json:"detail,omitempty"`
@@ -191,6 +195,18 @@ type BisectReport struct {
 	Change    float64
 	Steps     []store.BisectStep
 	Confirmed bool
+}
+
+// FirstBad is the outcome of a bisection over a series' own patches.
+type FirstBad struct {
+	Patch   int    `json:"patch"` // 1-based; 0 when none was found (Summary says why)
+	Commit  string `json:"commit,omitempty"`
+	Summary string `json:"summary"`
+	// What it cost: prefixes tested, lab boots, and the time from its
+	// start to its end.
+	Steps int           `json:"steps"`
+	Boots int           `json:"boots"`
+	Took  time.Duration `json:"took"`
 }
 
 // Reporter renders and delivers a reply exactly once per Report.Key.

@@ -106,6 +106,9 @@ func TestSeriesAnswered(t *testing.T) {
 			continue
 		}
 		answered := byID[r.Header.Get("In-Reply-To")]
+		if name == "slow-send" && r.Header.Get("In-Reply-To") != messageID(t, s.mails[len(s.mails)-1]) {
+			t.Errorf("%s: answers %s, want the first bad patch, 2/2: %s", s.name, r.Header.Get("In-Reply-To"), messageID(t, s.mails[len(s.mails)-1]))
+		}
 		if subj := r.Header.Get("Subject"); subj != "Re: "+headerSubject(t, answered) {
 			t.Errorf("%s: subject %q, want Re: of the mail it answers, %q", s.name, subj, headerSubject(t, answered))
 		}
@@ -230,7 +233,10 @@ func checkBody(t *testing.T, name, body string) {
 	t.Helper()
 	must := map[string][]string{
 		"harmless":  {"copy MB/s", "loop s", "Tested-by: rdmabot", "two QEMU TCG guests", "compiler:"},
-		"slow-send": {"regression of copy (MB/s)", "Reported-by:", "Closes:", "99% interval"},
+		// Two patches: the bot tested the first alone and blames the
+		// second, answering it.
+		"slow-send": {"regression of copy (MB/s)", "Reported-by:", "Closes:", "99% interval",
+			`(1 prefix tested, `, `found the first bad patch: patch 2/2, "[PATCH 2/2] svcrdma: pace Send WRs to ease SQ contention". This reply answers that patch.`},
 		"broken":    {"svc_rdma_sendto.c", "sqecount", "error"},
 		// The SQ and RQ drains share the broken completion, and the
 		// watchdog names whichever task it finds first: __ib_drain_sq

@@ -73,6 +73,8 @@ var (
 		// a fresh machine's run showed one where the golden run did not.
 		{regexp.MustCompile(` The first iteration of each run was dropped as a warm-up\.`), ""},
 		{regexp.MustCompile(`median \d+\.\d+ to \d+\.\d+`), "median <x> to <y>"},
+		// What testing a series' prefixes cost.
+		{regexp.MustCompile(`tested, \d+ lab boots, \d+ min\)`), "tested, <n> lab boots, <n> min)"},
 		{regexp.MustCompile(`\d+\.\d+ ± \d+\.\d+`), "<mean ± sd>"},
 		{regexp.MustCompile(`[+-]?\d+\.\d%`), "<pct>"},
 		{regexp.MustCompile(`\bp[=<][01]\.\d{4}\b`), "p<p>"},

@@ -21,6 +21,9 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	if t := Title(v); t != "" {
 		b.WriteString(fenced(t))
 	}
+	if f := in.FirstBad; f != nil {
+		b.WriteString(f.Sentence() + "\n\n")
+	}
 	b.WriteString("`" + provenance(in.Base) + "`\n\n")
 	b.WriteString(fenced(infoBlock(v)))
 	switch v.Outcome {

@@ -37,6 +37,40 @@ type Input struct {
 	// Patch is the 1-based patch of the series a failure is in, whose
 	// mail the reply answers; 0 answers the series (its cover letter).
 	Patch int
+	// FirstBad is what testing the series' prefixes found, when the
+	// bot did (several patches, a failing verdict).
+	FirstBad *FirstBad
+}
+
+// FirstBad is the outcome of testing a series' prefixes on the same base.
+type FirstBad struct {
+	Patch, Of int    // the first bad patch, 1-based, of Of; 0 when none was singled out
+	Subject   string // its subject
+	Note      string // why none was singled out
+	// What it cost: prefixes tested, lab boots, minutes.
+	Steps, Boots int
+	Minutes      float64
+}
+
+// Sentence says what testing the prefixes found and what it cost.
+func (f *FirstBad) Sentence() string {
+	cost := fmt.Sprintf("%d %s tested", f.Steps, plural(f.Steps, "prefix", "prefixes"))
+	if f.Boots > 0 {
+		cost += fmt.Sprintf(", %d lab boots", f.Boots)
+	}
+	cost += fmt.Sprintf(", %.0f min", f.Minutes)
+	if f.Patch > 0 {
+		return fmt.Sprintf("Testing the series' prefixes on the same base (%s) found the first bad patch: patch %d/%d, %q. This reply answers that patch.",
+			cost, f.Patch, f.Of, oneLine(f.Subject, MaxSubject))
+	}
+	return fmt.Sprintf("Testing the series' prefixes on the same base (%s) did not single out one patch: %s.", cost, strings.TrimSuffix(f.Note, "."))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Thread is the posting being answered.

@@ -165,6 +165,29 @@ func TestRepliesGolden(t *testing.T) {
 		}
 	})
 
+	// A regression whose series' prefixes were tested: the reply names
+	// the first bad patch and what finding it cost, and answers that
+	// patch, not the cover letter.
+	t.Run("REGRESSION_FIRST_BAD", func(t *testing.T) {
+		g := newReplyRig(t)
+		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
+		d := decide(t, g.r, base, cand)
+		rep := g.report(8, d.Verdict, d.Summary, d.Detail, base, cand)
+		rep.FirstBad = &bot.FirstBad{Patch: 2, Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Summary: "first bad: patch 2/2", Steps: 1, Boots: 5, Took: 150 * time.Second}
+		e := g.deliver(t, rep)
+		golden(t, "replies/regression_first_bad.eml", e.Raw)
+		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get("In-Reply-To"); got != "<"+patchID(2)+">" {
+			t.Errorf("In-Reply-To %s, want patch 2's <%s>", got, patchID(2))
+		}
+		if want := "found the first bad patch: patch 2/12,"; !strings.Contains(strings.Join(strings.Fields(string(e.Raw)), " "), want) {
+			t.Errorf("no %q in\n%s", want, e.Raw)
+		}
+	})
+
 	// Asked for in a GitHub issue: the same judgement, as a comment in
 	// the issue (and no mail).
 	t.Run("GITHUB_REGRESSION", func(t *testing.T) {

@@ -552,6 +552,13 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 	}
 	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
 	in.BaseHealth, in.CandHealth = health(rep.BaseSamples), health(rep.CandSamples)
+	if f := rep.FirstBad; f != nil {
+		in.FirstBad = &reports.FirstBad{Patch: f.Patch, Of: len(th.Patches), Note: f.Summary, Steps: f.Steps, Boots: f.Boots, Minutes: f.Took.Minutes()}
+		if f.Patch > 0 && f.Patch <= len(th.Patches) {
+			in.FirstBad.Subject = th.Patches[f.Patch-1].Subject
+			in.Patch = f.Patch // the reply answers the first bad patch
+		}
+	}
 	var d detail
 	if len(rep.Detail) > 0 {
 		if err := json.Unmarshal(rep.Detail, &d); err != nil {
@@ -578,7 +585,7 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 		if in.BuildFail = d.Build; in.BuildFail == nil {
 			in.BuildFail = &reports.BuildFailure{New: []reports.Diagnostic{{Text: firstLine(rep.Log)}}}
 		}
-		if rep.Series != nil {
+		if rep.Series != nil && in.Patch == 0 {
 			in.Patch = culprit(rep.Series, in.BuildFail.New)
 		}
 	case reports.BootFailed:

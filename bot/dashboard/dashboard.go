@@ -73,6 +73,7 @@ func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 		"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 		"lower": strings.ToLower,
 		"mulf":  func(x float64) float64 { return x * 100 },
+		"inc":   func(i int) int { return i + 1 },
 	}
 	return &Server{st: st, jobs: jobs, log: log,
 		tmpl: template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))}
@@ -287,6 +288,9 @@ type TestView struct {
 	// Reproducer is the reproducer's download and its files, each
 	// readable alone (the series as applied, the .config, run.sh).
 	Reproducer *ReproducerView `json:"reproducer,omitempty"`
+	// Bisection is the test of the series' prefixes for the first bad
+	// patch (bot.series_bisect), when one ran.
+	Bisection *store.Bisection `json:"bisection,omitempty"`
 	// Replies are the outbox's entries for the series version: the
 	// reply (mail or comment) and each patch's checks, with their state.
 	Replies []ReplyView `json:"replies,omitempty"`
@@ -400,6 +404,11 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	}
 	if v.Runs, err = s.st.Runs(ctx, s.st.DB, id); err != nil {
 		return v, err
+	}
+	if bis, ok, err := s.st.BisectionOfTest(ctx, s.st.DB, id); err != nil {
+		return v, err
+	} else if ok {
+		v.Bisection = &bis
 	}
 	if s.Reproducer != nil && t.SeriesID != 0 && t.Base != "" {
 		b, err := s.Reproducer.Bundle(ctx, id)

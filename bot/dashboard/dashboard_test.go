@@ -117,6 +117,15 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	if err := st.AddBisectStep(ctx, st.DB, bid, store.BisectStep{N: 1, Phase: "bisect", Commit: "cccccccccccccccc", Outcome: "bad", Detail: "read_mbps -12%", JobID: 7, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	// The regressed series' prefixes were tested: patch 2 is first bad.
+	sb, _, err := st.AddBisection(ctx, st.DB, store.Bisection{Key: "series-test:x", Tree: "rdma", Good: "fedcba9876543210fedc", Bad: "dddddddddddddddd", Metric: "copy_MBps", TestID: ids["regressed"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids["series-bisect"] = sb
+	if err := st.UpdateBisection(ctx, st.DB, store.Bisection{ID: sb, State: store.BisectionDone, Culprit: "eeeeeeeeeeeeeeee", CulpritPatch: 2, Summary: "first bad: patch 2/3"}); err != nil {
+		t.Fatal(err)
+	}
 	for i, c := range []string{"dddddddddddd0001", "dddddddddddd0002"} {
 		if _, err := st.AddMainlineRun(ctx, st.DB, store.MainlineRun{Tree: "mainline", Branch: "master", Commit: c, TestID: int64(100 + i), State: []store.MainlineState{store.MainlineGood, store.MainlineBad}[i], Metrics: fmt.Sprintf(`{"read_mbps": %d}`, 100-i*20)}); err != nil {
 			t.Fatal(err)
@@ -242,6 +251,9 @@ func TestPagesInChromium(t *testing.T) {
 			"patch 3: ", "Replies and checks", "<td>email</td>", "held", "rdmabot tested this series", "patchwork:p1@x", "<td>ready</td>",
 			`aria-label="read_mbps per boot"`, "base (1 boots)", "patched (1 boots)", "<title>patched boot 1: 110.00</title>"}},
 		{fmt.Sprintf("/bisect/%d", ids["bisect"]), []string{"bisection " + fmt.Sprint(ids["bisect"]), "read_mbps -12%", "cccccccccccc", `href="/jobs/7/trace"`}},
+		{fmt.Sprintf("/tests/%d", ids["regressed"]), []string{`[PATCH v2 2/3] svcrdma: chain the Write WRs <code>&lt;p2@x&gt;</code> <span class="crash">first bad patch</span>`,
+			fmt.Sprintf(`<a href="/bisect/%d">bisection %d</a>, done: first bad: patch 2/3.`, ids["series-bisect"], ids["series-bisect"])}},
+		{fmt.Sprintf("/bisect/%d", ids["series-bisect"]), []string{fmt.Sprintf(`the patches of <a href="/tests/%d">test %d</a>: patch 2 is the first bad one`, ids["regressed"], ids["regressed"])}},
 		{"/mainline", []string{"mainline master: read_mbps", "<svg", "dddddddddddd", `class="bad"`}},
 		{"/jobs/7/trace", []string{"build: started", "build: kernel ready"}},
 		{"/reports", []string{`<h2 id="held">held: 1</h2>`, fmt.Sprintf(`<a href="/tests/%d">`, ids["regressed"]), "copy -20%",

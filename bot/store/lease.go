@@ -224,27 +224,32 @@ const (
 
 // Bisection is a search for the first bad commit.
 type Bisection struct {
-	ID        int64
-	Key       string
-	Tree      string
-	Good      string
-	Bad       string
-	Lab       string
-	Metric    string
-	Origin    string
-	State     BisectionState
-	Culprit   string
-	Summary   string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID     int64
+	Key    string
+	Tree   string
+	Good   string
+	Bad    string
+	Lab    string
+	Metric string
+	Origin string
+	// TestID is the series test whose own patches are bisected (0: a
+	// mainline bisection); its reply waits for the outcome.
+	TestID int64
+	// CulpritPatch is the series' patch (1-based) Culprit was made from.
+	CulpritPatch int
+	State        BisectionState
+	Culprit      string
+	Summary      string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // AddBisection creates a bisection once per key.
 func (s *Store) AddBisection(ctx context.Context, q Querier, b Bisection) (int64, bool, error) {
 	now := ms(s.now())
-	res, err := q.ExecContext(ctx, `INSERT INTO bisections (key, tree, good, bad, lab, metric, origin, state, culprit, summary, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', '', '', $8, $8) ON CONFLICT (key) DO NOTHING`,
-		b.Key, b.Tree, b.Good, b.Bad, b.Lab, b.Metric, b.Origin, now)
+	res, err := q.ExecContext(ctx, `INSERT INTO bisections (key, tree, good, bad, lab, metric, origin, test_id, state, culprit, summary, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', '', '', $9, $9) ON CONFLICT (key) DO NOTHING`,
+		b.Key, b.Tree, b.Good, b.Bad, b.Lab, b.Metric, b.Origin, b.TestID, now)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: add bisection: %w", err)
 	}
@@ -256,14 +261,24 @@ func (s *Store) AddBisection(ctx context.Context, q Querier, b Bisection) (int64
 	return id, n == 1, nil
 }
 
-const bisectCols = `id, key, tree, good, bad, lab, metric, origin, state, culprit, summary, created_at, updated_at`
+const bisectCols = `id, key, tree, good, bad, lab, metric, origin, test_id, culprit_patch, state, culprit, summary, created_at, updated_at`
 
 func scanBisection(sc interface{ Scan(...any) error }) (Bisection, error) {
 	var b Bisection
 	var c, u int64
-	err := sc.Scan(&b.ID, &b.Key, &b.Tree, &b.Good, &b.Bad, &b.Lab, &b.Metric, &b.Origin, &b.State, &b.Culprit, &b.Summary, &c, &u)
+	err := sc.Scan(&b.ID, &b.Key, &b.Tree, &b.Good, &b.Bad, &b.Lab, &b.Metric, &b.Origin, &b.TestID, &b.CulpritPatch, &b.State, &b.Culprit, &b.Summary, &c, &u)
 	b.CreatedAt, b.UpdatedAt = Time(c), Time(u)
 	return b, err
+}
+
+// BisectionOfTest is the bisection over series test id's own patches;
+// ok is false when there is none.
+func (s *Store) BisectionOfTest(ctx context.Context, q Querier, testID int64) (b Bisection, ok bool, err error) {
+	b, err = scanBisection(q.QueryRowContext(ctx, `SELECT `+bisectCols+` FROM bisections WHERE test_id = $1 AND test_id <> 0`, testID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Bisection{}, false, nil
+	}
+	return b, err == nil, err
 }
 
 // Bisection reads one bisection.
@@ -295,8 +310,8 @@ func (s *Store) Bisections(ctx context.Context, limit int) ([]Bisection, error) 
 
 // UpdateBisection writes a bisection's state, culprit and summary.
 func (s *Store) UpdateBisection(ctx context.Context, q Querier, b Bisection) error {
-	_, err := q.ExecContext(ctx, `UPDATE bisections SET state = $2, culprit = $3, summary = $4, updated_at = $5 WHERE id = $1`,
-		b.ID, b.State, b.Culprit, b.Summary, ms(s.now()))
+	_, err := q.ExecContext(ctx, `UPDATE bisections SET state = $2, culprit = $3, summary = $4, culprit_patch = $5, updated_at = $6 WHERE id = $1`,
+		b.ID, b.State, b.Culprit, b.Summary, b.CulpritPatch, ms(s.now()))
 	return err
 }
 
@@ -309,18 +324,19 @@ type BisectStep struct {
 	Detail  string
 	JobID   int64
 	At      time.Time
+	Boots   int // lab boots the step took (0: built only)
 }
 
 // AddBisectStep records a step; the same n twice keeps the first.
 func (s *Store) AddBisectStep(ctx context.Context, q Querier, id int64, st BisectStep) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO bisect_steps (bisection_id, n, phase, commit_sha, outcome, detail, job_id, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (bisection_id, n) DO NOTHING`, id, st.N, st.Phase, st.Commit, st.Outcome, st.Detail, st.JobID, ms(s.now()))
+	_, err := q.ExecContext(ctx, `INSERT INTO bisect_steps (bisection_id, n, phase, commit_sha, outcome, detail, job_id, at, boots) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (bisection_id, n) DO NOTHING`, id, st.N, st.Phase, st.Commit, st.Outcome, st.Detail, st.JobID, ms(s.now()), st.Boots)
 	return err
 }
 
 // BisectSteps lists a bisection's steps in order.
 func (s *Store) BisectSteps(ctx context.Context, q Querier, id int64) ([]BisectStep, error) {
-	rows, err := q.QueryContext(ctx, `SELECT n, phase, commit_sha, outcome, detail, job_id, at FROM bisect_steps WHERE bisection_id = $1 ORDER BY n`, id)
+	rows, err := q.QueryContext(ctx, `SELECT n, phase, commit_sha, outcome, detail, job_id, at, boots FROM bisect_steps WHERE bisection_id = $1 ORDER BY n`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +345,7 @@ func (s *Store) BisectSteps(ctx context.Context, q Querier, id int64) ([]BisectS
 	for rows.Next() {
 		var st BisectStep
 		var at int64
-		if err := rows.Scan(&st.N, &st.Phase, &st.Commit, &st.Outcome, &st.Detail, &st.JobID, &at); err != nil {
+		if err := rows.Scan(&st.N, &st.Phase, &st.Commit, &st.Outcome, &st.Detail, &st.JobID, &at, &st.Boots); err != nil {
 			return nil, err
 		}
 		st.At = Time(at)

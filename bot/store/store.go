@@ -371,4 +371,9 @@ CREATE TABLE consoles (
 	gz {{blob}} NOT NULL,
 	created_at BIGINT NOT NULL
 )`,
+	// A bisection over a series' own patches belongs to its test and
+	// names the patch it blames; each step counts the boots it took.
+	`ALTER TABLE bisections ADD COLUMN test_id BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE bisections ADD COLUMN culprit_patch INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE bisect_steps ADD COLUMN boots INTEGER NOT NULL DEFAULT 0`,
 }

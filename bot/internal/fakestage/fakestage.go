@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -127,8 +128,12 @@ func (f *Ingest) Poll(ctx context.Context, cp bot.Checkpoints) ([]bot.Series, er
 // steers it: "does-not-apply", "build-fails", "slow", "slightly-slow",
 // "crash".
 // Commits of Repo (a real git repository) are judged by their trees: a
-// SLOW file makes them slow, a NOBUILD file (in that commit's own
-// change) makes them fail to build.
+// SLOW file makes them slow, a CRASH file makes them crash, a BROKEN
+// file or "nobuild" in that commit's own message makes them fail to
+// build. With Base set, a series of several patches is applied to Repo
+// as real commits, one per patch (as git am makes them), each adding
+// the file its subject steers ("slow": SLOW, "crash": CRASH,
+// "build-fails": BROKEN).
 type Builder struct {
 	Dir   string // where kernels are written
 	Repo  string // a git repository for tree commits, optional
@@ -142,6 +147,8 @@ type Builder struct {
 	NoBase bool
 	// Config names the kernel configuration (part of KernelKey).
 	Config string
+	// Base, when set, is the commit of Repo every series is based on.
+	Base string
 
 	mu      sync.Mutex
 	applied map[string]string // candidate commit -> subject
@@ -152,13 +159,72 @@ func (f *Builder) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error
 	if f.NoBase {
 		return bot.Base{}, &InfraError{"no base: mainline/master is not in the store (rdmabot tree fetch)"}
 	}
+	if f.Base != "" {
+		return bot.Base{Tree: "mainline", Commit: f.Base}, nil
+	}
 	return bot.Base{Tree: "mainline", Commit: strings.Repeat("b", 40)}, nil
+}
+
+// applyCommits commits each patch of s on base in Repo.
+func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (string, error) {
+	wt, err := os.MkdirTemp("", "apply-")
+	if err != nil {
+		return "", err
+	}
+	os.Remove(wt)
+	defer func() {
+		exec.Command("git", "-C", f.Repo, "worktree", "remove", "--force", wt).Run()
+		os.RemoveAll(wt)
+	}()
+	run := func(dir string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=dev", "GIT_AUTHOR_EMAIL=dev@example.org",
+			"GIT_COMMITTER_NAME=rdmabot", "GIT_COMMITTER_EMAIL=bot@example.org")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	if _, err := run(f.Repo, "worktree", "add", "--detach", wt, base); err != nil {
+		return "", &InfraError{err.Error()}
+	}
+	head := ""
+	for i, p := range s.Patches {
+		subject := ""
+		if m := regexp.MustCompile(`(?m)^Subject: (.*)$`).FindSubmatch(p); m != nil {
+			subject = string(m[1])
+		}
+		file := fmt.Sprintf("patch%02d", i+1)
+		for steer, name := range map[string]string{"slow": "SLOW", "crash": "CRASH", "build-fails": "BROKEN"} {
+			if strings.Contains(subject, steer) {
+				file = name
+			}
+		}
+		if err := os.WriteFile(filepath.Join(wt, file), []byte(subject), 0o644); err != nil {
+			return "", err
+		}
+		if _, err := run(wt, "add", "-A"); err != nil {
+			return "", err
+		}
+		if _, err := run(wt, "commit", "-q", "-m", subject); err != nil {
+			return "", err
+		}
+		if head, err = run(wt, "rev-parse", "HEAD"); err != nil {
+			return "", err
+		}
+	}
+	return head, nil
 }
 
 func (f *Builder) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io.Writer) (string, error) {
 	f.Calls.Add("apply %s", s.MsgID)
 	if strings.Contains(s.Subject, "does-not-apply") {
 		return "", fmt.Errorf("patch 1/1 %q does not apply to %s", s.Subject, base.Commit[:12])
+	}
+	if f.Base != "" && f.Repo != "" && len(s.Patches) > 1 {
+		return f.applyCommits(ctx, base.Commit, s)
 	}
 	h := sha1.Sum([]byte(base.Commit + s.MsgID + fmt.Sprint(s.Version)))
 	c := hex.EncodeToString(h[:])
@@ -213,6 +279,8 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 	case strings.Contains(subject, "crash"):
 		speed = "crash"
 	case f.Repo != "" && subject == "" && commit != strings.Repeat("b", 40):
+		// A commit of Repo: a tree commit, or a patch of a series applied
+		// there.
 		var err error
 		if speed, err = f.judgeCommit(commit); err != nil {
 			return "", err
@@ -236,6 +304,12 @@ func (f *Builder) judgeCommit(commit string) (string, error) {
 	}
 	if strings.Contains(c.Message, "nobuild") {
 		return "", errors.New("drivers/infiniband/core/cma.c:1:1: error: nobuild")
+	}
+	if _, err := c.File("BROKEN"); err == nil {
+		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token")
+	}
+	if _, err := c.File("CRASH"); err == nil {
+		return "crash", nil
 	}
 	if _, err := c.File("SLOW"); err == nil {
 		return "slow", nil

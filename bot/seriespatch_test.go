@@ -1,0 +1,59 @@
+package bot
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5"
+)
+
+// seriesPatch numbers a series' commits from its base; what is not a
+// straight series on that base is an error, not a guess.
+func TestSeriesPatch(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("init", "-q", "-b", "master")
+	var c []string
+	for i := range 4 {
+		run("commit", "-q", "--allow-empty", "-m", "c"+string(rune('0'+i)))
+		c = append(c, run("rev-parse", "HEAD"))
+	}
+	run("checkout", "-q", "-b", "side", c[1])
+	run("commit", "-q", "--allow-empty", "-m", "side")
+	run("checkout", "-q", "master")
+	run("merge", "-q", "--no-ff", "-m", "merge", "side")
+	merge := run("rev-parse", "HEAD")
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// base c[0]; the series is c[1], c[2], c[3].
+	for i, want := range []int{1, 2, 3} {
+		if k, n, err := seriesPatch(repo, c[0], c[3], c[i+1]); err != nil || k != want || n != 3 {
+			t.Errorf("patch %d: %d/%d %v", i+1, k, n, err)
+		}
+	}
+	if _, _, err := seriesPatch(repo, c[0], c[3], c[0]); err == nil || !strings.Contains(err.Error(), "not one of the series' commits") {
+		t.Errorf("the base itself: %v", err)
+	}
+	if _, _, err := seriesPatch(repo, c[0], merge, c[3]); err == nil || !strings.Contains(err.Error(), "has 2 parents") {
+		t.Errorf("a merge: %v", err)
+	}
+	if _, _, err := seriesPatch(repo, c[3], c[2], c[2]); err == nil || !strings.Contains(err.Error(), "has 0 parents") {
+		t.Errorf("a base not below the head: %v", err)
+	}
+	if _, _, err := seriesPatch(repo, c[0], strings.Repeat("1", 40), c[1]); !IsInfra(err) {
+		t.Errorf("a head not in the store: %v, want INFRA", err)
+	}
+}
