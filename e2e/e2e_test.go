@@ -232,12 +232,12 @@ func reproduceCrash(ctx context.Context, t *testing.T, b *bot, reply string) {
 func checkBody(t *testing.T, name, body string) {
 	t.Helper()
 	must := map[string][]string{
-		"harmless":  {"copy MB/s", "loop s", "Tested-by: rdmabot", "two QEMU TCG guests", "compiler:"},
+		"harmless": {"copy MB/s", "loop s", "Tested-by: rdmabot", "two QEMU TCG guests", "compiler:"},
 		// Two patches: the bot tested the first alone and blames the
 		// second, answering it.
 		"slow-send": {"regression of copy (MB/s)", "Reported-by:", "Closes:", "99% interval",
 			`(1 prefix tested, `, `found the first bad patch: patch 2/2, "[PATCH 2/2] svcrdma: pace Send WRs to ease SQ contention". This reply answers that patch.`},
-		"broken":    {"svc_rdma_sendto.c", "sqecount", "error"},
+		"broken": {"svc_rdma_sendto.c", "sqecount", "error"},
 		// The SQ and RQ drains share the broken completion, and the
 		// watchdog names whichever task it finds first: __ib_drain_sq
 		// (nfsd, server) or __ib_drain_rq (xprt teardown, client).
