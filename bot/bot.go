@@ -485,9 +485,17 @@ func guard(tr *Trace, f func(tr *Trace) error) (panicked bool, err error) {
 // bot's fault: INFRA), unless the test already ended.
 func (b *Bot) giveUp(ctx context.Context, row *rivertype.JobRow, cause error) {
 	var a struct {
-		TestID int64 `json:"test_id"`
+		TestID      int64 `json:"test_id"`
+		BisectionID int64 `json:"bisection_id"`
 	}
-	if json.Unmarshal(row.EncodedArgs, &a) != nil || a.TestID == 0 {
+	if json.Unmarshal(row.EncodedArgs, &a) != nil {
+		return
+	}
+	if row.Kind == (BisectArgs{}).Kind() && a.BisectionID != 0 {
+		b.giveUpBisection(ctx, row, a.BisectionID, cause)
+		return
+	}
+	if a.TestID == 0 {
 		return
 	}
 	t, err := b.st.Test(ctx, b.st.DB, a.TestID)
@@ -504,6 +512,42 @@ func (b *Bot) giveUp(ctx context.Context, row *rivertype.JobRow, cause error) {
 		return
 	}
 	b.log.Error("test failed on infrastructure", "test", t.ID, "job", row.ID, "kind", row.Kind, "err", cause)
+}
+
+// giveUpBisection ends a bisection whose step finally failed. One over
+// a series' own patches held its test's reply: that reply now goes out,
+// saying the first bad patch was not found and why (the verdict stands).
+func (b *Bot) giveUpBisection(ctx context.Context, row *rivertype.JobRow, id int64, cause error) {
+	bis, err := b.st.Bisection(ctx, b.st.DB, id)
+	if err != nil {
+		b.log.Error("give up: read bisection", "bisection", id, "err", err)
+		return
+	}
+	if bis.State != store.BisectionRunning && bis.State != store.BisectionConfirming {
+		return
+	}
+	bis.State, bis.Summary = store.BisectionFailed, fmt.Sprintf("a step failed on the bot's side (INFRA) %d times: %v", row.Attempt, firstLine(cause.Error()))
+	tx, err := b.st.DB.BeginTx(ctx, nil)
+	if err != nil {
+		b.log.Error("give up: bisection", "bisection", id, "err", err)
+		return
+	}
+	defer tx.Rollback()
+	if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
+		b.log.Error("give up: update bisection", "bisection", id, "err", err)
+		return
+	}
+	if bis.TestID != 0 {
+		if _, err := b.river.InsertTx(ctx, tx, ReportArgs{TestID: bis.TestID, Bisected: bis.ID}, nil); err != nil {
+			b.log.Error("give up: the waiting reply", "bisection", id, "test", bis.TestID, "err", err)
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.log.Error("give up: bisection", "bisection", id, "err", err)
+		return
+	}
+	b.log.Error("bisection failed on infrastructure", "bisection", id, "test", bis.TestID, "job", row.ID, "err", cause)
 }
 
 // testJob is the work of a job for one test: it loads the test and

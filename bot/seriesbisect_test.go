@@ -91,6 +91,27 @@ func TestSeriesPatchBisected(t *testing.T) {
 	}
 }
 
+// A bisection step the lab keeps failing under ends the bisection as the
+// bot's failure after bot.max_attempts, and the series' reply, which
+// waited, goes out with its verdict and says why no patch is named.
+func TestSeriesBisectLabFailureStillAnswers(t *testing.T) {
+	repo, commits := gitRepo(t, 2, -1, nil)
+	cfg := testConfig()
+	cfg.MaxAttempts = 2
+	h := newHarnessWith(t, cfg, repo, "", nil)
+	h.build.Base = commits[1]
+	h.ingest.Add(seriesOf("<dies@x>", "svcrdma: lab-dies under this alone", "svcrdma: slow send"))
+	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	r, _ := h.report.Get("series:<dies@x>:v1:")
+	if r.Verdict != "REGRESSION" || r.FirstBad == nil || r.FirstBad.Patch != 0 || !strings.Contains(r.FirstBad.Summary, "failed on the bot's side (INFRA) 2 times: lab: guest 2 died") {
+		t.Fatalf("%s %+v", r.Verdict, r.FirstBad)
+	}
+	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<dies@x>:v1:")
+	if tt.State != "done" || tt.Verdict != "REGRESSION" {
+		t.Fatalf("test %s %s", tt.State, tt.Verdict)
+	}
+}
+
 // bot.series_bisect = false: the reply goes out at once.
 func TestSeriesBisectOff(t *testing.T) {
 	repo, commits := gitRepo(t, 2, -1, nil)

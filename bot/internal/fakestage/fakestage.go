@@ -128,9 +128,9 @@ func (f *Ingest) Poll(ctx context.Context, cp bot.Checkpoints) ([]bot.Series, er
 // steers it: "does-not-apply", "build-fails", "slow", "slightly-slow",
 // "crash".
 // Commits of Repo (a real git repository) are judged by their trees: a
-// SLOW file makes them slow, a CRASH file makes them crash, a BROKEN
-// file or "nobuild" in that commit's own message makes them fail to
-// build. With Base set, a series of several patches is applied to Repo
+// SLOW file makes them slow, a CRASH file makes them crash, a LABDIES
+// file (without SLOW) kills the lab under them, a BROKEN file or
+// "nobuild" in that commit's own message makes them fail to build. With Base set, a series of several patches is applied to Repo
 // as real commits, one per patch (as git am makes them), each adding
 // the file its subject steers ("slow": SLOW, "crash": CRASH,
 // "build-fails": BROKEN).
@@ -197,7 +197,7 @@ func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (
 			subject = string(m[1])
 		}
 		file := fmt.Sprintf("patch%02d", i+1)
-		for steer, name := range map[string]string{"slow": "SLOW", "crash": "CRASH", "build-fails": "BROKEN"} {
+		for steer, name := range map[string]string{"slow": "SLOW", "crash": "CRASH", "build-fails": "BROKEN", "lab-dies": "LABDIES"} {
 			if strings.Contains(subject, steer) {
 				file = name
 			}
@@ -313,6 +313,9 @@ func (f *Builder) judgeCommit(commit string) (string, error) {
 	}
 	if _, err := c.File("SLOW"); err == nil {
 		return "slow", nil
+	}
+	if _, err := c.File("LABDIES"); err == nil {
+		return "lab-dies", nil
 	}
 	return "fast", nil
 }
@@ -439,7 +442,7 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if fail {
+	if fail || string(speed) == "lab-dies" {
 		return nil, &InfraError{"lab: guest 2 died (qemu exited with signal 9)"}
 	}
 	if panics {
