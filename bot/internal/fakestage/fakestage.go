@@ -165,18 +165,14 @@ func (f *Builder) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error
 	return bot.Base{Tree: "mainline", Commit: strings.Repeat("b", 40)}, nil
 }
 
-// applyCommits commits each patch of s on base in Repo.
-func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (string, error) {
-	wt, err := os.MkdirTemp("", "apply-")
-	if err != nil {
-		return "", err
+// worktree checks rev of repo out in a temporary worktree; run runs git
+// there (dir "" is the worktree) as the bot would commit; done removes it.
+func worktree(ctx context.Context, repo, rev string) (wt string, run func(dir string, args ...string) (string, error), done func(), err error) {
+	if wt, err = os.MkdirTemp("", "worktree-"); err != nil {
+		return "", nil, nil, err
 	}
 	os.Remove(wt)
-	defer func() {
-		exec.Command("git", "-C", f.Repo, "worktree", "remove", "--force", wt).Run()
-		os.RemoveAll(wt)
-	}()
-	run := func(dir string, args ...string) (string, error) {
+	run = func(dir string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=dev", "GIT_AUTHOR_EMAIL=dev@example.org",
@@ -187,9 +183,24 @@ func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
-	if _, err := run(f.Repo, "worktree", "add", "--detach", wt, base); err != nil {
+	done = func() {
+		exec.Command("git", "-C", repo, "worktree", "remove", "--force", wt).Run()
+		os.RemoveAll(wt)
+	}
+	if _, err := run(repo, "worktree", "add", "--detach", wt, rev); err != nil {
+		done()
+		return "", nil, nil, err
+	}
+	return wt, run, done, nil
+}
+
+// applyCommits commits each patch of s on base in Repo.
+func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (string, error) {
+	wt, run, done, err := worktree(ctx, f.Repo, base)
+	if err != nil {
 		return "", &InfraError{err.Error()}
 	}
+	defer done()
 	head := ""
 	for i, p := range s.Patches {
 		subject := ""
@@ -347,29 +358,11 @@ func (f *Trees) Head(ctx context.Context, tree, ref string) (string, error) {
 
 func (f *Trees) Revert(ctx context.Context, tree, onto, commit string) (string, error) {
 	f.Calls.Add("revert %s on %s", commit, onto)
-	wt, err := os.MkdirTemp("", "revert-")
+	wt, run, done, err := worktree(ctx, f.Repo, onto)
 	if err != nil {
 		return "", err
 	}
-	os.Remove(wt)
-	defer func() {
-		exec.Command("git", "-C", f.Repo, "worktree", "remove", "--force", wt).Run()
-		os.RemoveAll(wt)
-	}()
-	run := func(dir string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=rdmabot", "GIT_AUTHOR_EMAIL=bot@example.org",
-			"GIT_COMMITTER_NAME=rdmabot", "GIT_COMMITTER_EMAIL=bot@example.org")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("git %v: %v: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
-	if _, err := run(f.Repo, "worktree", "add", "--detach", wt, onto); err != nil {
-		return "", err
-	}
+	defer done()
 	if _, err := run(wt, "revert", "--no-edit", commit); err != nil {
 		return "", err
 	}
