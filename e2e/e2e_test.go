@@ -172,7 +172,7 @@ func TestSeriesAnswered(t *testing.T) {
 	// off and the test does not moderate),
 	// the watched list with its tested series.
 	if page := getPage(t, b.cfg.Bot.URL+"/reports"); !strings.Contains(page, `<h2 id="ready">ready: 3</h2>`) ||
-		!strings.Contains(page, "svcrdma: pace Send WRs to ease SQ contention") || !strings.Contains(page, "RDMA/core: only complete a drain on a successful WC") {
+		!strings.Contains(page, "svcrdma: say where Sends are posted") || !strings.Contains(page, "RDMA/core: only complete a drain on a successful WC") {
 		t.Errorf("/reports does not hold the regression, the crash and the build failure as ready:\n%s", page)
 	}
 	if page := getPage(t, b.cfg.Bot.URL+"/lists"); !strings.Contains(page, `<h2 id="`+list+`">`) || !strings.Contains(page, "svcrdma: say when the SQ can starve") {
