@@ -86,8 +86,15 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 	if !b.cfg.SeriesBisect || t.Kind != store.KindSeries || t.SeriesID == 0 || t.Base == "" || t.Candidate == "" {
 		return false, nil
 	}
-	metric := map[string]string{VerdictRegression: d.Metric, VerdictCrash: metricCrash, VerdictBuildFailed: MetricBuild}[t.Verdict]
-	if _, ok := map[string]bool{VerdictRegression: true, VerdictCrash: true, VerdictBuildFailed: true}[t.Verdict]; !ok {
+	var metric string
+	switch t.Verdict {
+	case VerdictRegression:
+		metric = d.Metric // "" when the verdict was stored before: unused then
+	case VerdictCrash:
+		metric = metricCrash
+	case VerdictBuildFailed:
+		metric = MetricBuild
+	default:
 		return false, nil
 	}
 	bis, ok, err := b.st.BisectionOfTest(ctx, b.st.DB, t.ID)
