@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
 )
 
 // seriesOf is a series of several patches with these subjects, under a
@@ -76,9 +77,9 @@ func TestSeriesPatchBisected(t *testing.T) {
 	// The test's verdict was kept while its reply waited; the bisection
 	// shows its test and outcome.
 	ctx := context.Background()
-	tt, err := h.st.TestByKey(ctx, h.st.DB, "series:<reg@x>:v1:")
-	if err != nil || tt.Verdict != "REGRESSION" || tt.State != "done" {
-		t.Fatalf("test %+v %v", tt, err)
+	tt := h.testDone("series:<reg@x>:v1:")
+	if tt.Verdict != "REGRESSION" {
+		t.Fatalf("test %+v", tt)
 	}
 	bis, ok, err := h.st.BisectionOfTest(ctx, h.st.DB, tt.ID)
 	if err != nil || !ok || bis.CulpritPatch != 2 || bis.State != "done" || !strings.HasPrefix(bis.Key, "series-test:") {
@@ -106,8 +107,7 @@ func TestSeriesBisectLabFailureStillAnswers(t *testing.T) {
 	if r.Verdict != "REGRESSION" || r.FirstBad == nil || r.FirstBad.Patch != 0 || !strings.Contains(r.FirstBad.Summary, "failed on the bot's side (INFRA) 2 times: lab: guest 2 died") {
 		t.Fatalf("%s %+v", r.Verdict, r.FirstBad)
 	}
-	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<dies@x>:v1:")
-	if tt.State != "done" || tt.Verdict != "REGRESSION" {
+	if tt := h.testDone("series:<dies@x>:v1:"); tt.Verdict != "REGRESSION" {
 		t.Fatalf("test %s %s", tt.State, tt.Verdict)
 	}
 }
@@ -125,4 +125,17 @@ func TestSeriesBisectOff(t *testing.T) {
 	if r, _ := h.report.Get("series:<reg@x>:v1:"); r.Verdict != "REGRESSION" || r.FirstBad != nil {
 		t.Fatalf("%s %+v", r.Verdict, r.FirstBad)
 	}
+}
+
+// testDone waits for the test with key to be marked done: its reply is
+// delivered just before the report job commits that state.
+func (h *harness) testDone(key string) store.Test {
+	h.t.Helper()
+	var tt store.Test
+	h.wait("test "+key+" done", 10*time.Second, func() bool {
+		var err error
+		tt, err = h.st.TestByKey(context.Background(), h.st.DB, key)
+		return err == nil && tt.State == store.StateDone
+	})
+	return tt
 }
