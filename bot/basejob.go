@@ -33,6 +33,20 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			if err := b.refreshStaleTrees(ctx, tr); err != nil {
 				return err
 			}
+			orig, reply, isFix, err := b.reportedTest(ctx, s, tr)
+			if err != nil {
+				return err
+			}
+			if isFix {
+				// The reported test again, with the fix, on its base.
+				t.FixOf, t.Tree, t.Base, t.BaseBranch = orig.ID, orig.Tree, orig.Base, orig.BaseBranch
+				t.BaseReason = fmt.Sprintf("the reported test %d", orig.ID)
+				tr.Logf("Closes: %s: a fix of test %d (%s): rerunning it with the fix on %s %s", reply, orig.ID, orig.Verdict, t.Tree, t.Base)
+				if err := b.started(ctx, t, s, tr); err != nil {
+					return err
+				}
+				break
+			}
 			base, err := b.stages.Build.SelectBase(ctx, s)
 			if err != nil {
 				// No base in the store (trees not fetched) is infra; any

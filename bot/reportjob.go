@@ -83,7 +83,9 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 // brings it back). d is the decision just made (zero when the verdict
 // was stored before).
 func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d Decision, tr *Trace) (wait bool, err error) {
-	if !b.cfg.SeriesBisect || t.Kind != store.KindSeries || t.SeriesID == 0 || t.Base == "" || t.Candidate == "" {
+	// A fix follow-up asks whether the reported failure is gone, not
+	// which of its patches is bad (its commits do not start at the base).
+	if !b.cfg.SeriesBisect || t.Kind != store.KindSeries || t.SeriesID == 0 || t.Base == "" || t.Candidate == "" || t.FixOf != 0 {
 		return false, nil
 	}
 	var metric string
@@ -217,6 +219,11 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 			return err
 		}
 		r.Series = &s
+		if t.FixOf != 0 {
+			if r.Fix, err = b.fixFollowUp(ctx, t, s, tr); err != nil {
+				return err
+			}
+		}
 	}
 	rep := b.stages.Report
 	if rep == nil {

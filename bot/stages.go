@@ -33,6 +33,10 @@ type Series struct {
 	// within the grace period: the series is answered with that, not
 	// tested.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Closes are the Message-IDs its patches' Closes: trailers name.
+	// When one is a reply of the bot's that reported a failure, the
+	// series is a fix of it and reruns that test (a fix follow-up).
+	Closes []string `json:"closes,omitempty"`
 	// Request, set by the ingester, is the command in a reply that
 	// brought the series back: a test asked for by mail.
 	Request *MailRequest `json:"-"`
@@ -179,6 +183,9 @@ type Report struct {
 	// FirstBad is what testing the series' prefixes found (nil: not
 	// done, bot.series_bisect).
 	FirstBad *FirstBad `json:"first_bad,omitempty"`
+	// Fix says which reported test this series' test reran, when its
+	// Closes: named the bot's reply (nil: an ordinary test).
+	Fix *FixFollowUp `json:"fix,omitempty"`
 	// Detail is the verdict's structured account as the deciding stage
 	// stored it (Decision.Detail, Detailed).
 	Detail json.RawMessage `json:"detail,omitempty"`
@@ -207,6 +214,31 @@ type FirstBad struct {
 	Steps int           `json:"steps"`
 	Boots int           `json:"boots"`
 	Took  time.Duration `json:"took"`
+}
+
+// FixFollowUp is a test rerun with a fix: the reported test, how the fix
+// went on, and whether its verdict shows the failure gone.
+type FixFollowUp struct {
+	Test    int64  `json:"test"`    // the reported test
+	Verdict string `json:"verdict"` // its verdict
+	URL     string `json:"url"`     // its dashboard page
+	Reply   string `json:"reply"`   // the Message-ID of its reply, which the fix's Closes: names
+	// OnTop says the fix was applied on top of the reported series;
+	// false: in its place, on its base (a new version of it).
+	OnTop     bool `json:"on_top"`
+	Confirmed bool `json:"confirmed"`
+}
+
+// Fixed says whether a rerun's verdict shows a reported failure gone:
+// it built, booted and measured no regression.
+func Fixed(verdict string) bool { return verdict == VerdictPass || verdict == VerdictImprovement }
+
+// ReplyIndex tells which series version one of the bot's own replies
+// answered (the outbox keeps them): a later series whose Closes: names
+// that reply is a fix of what it reported. ok is false for a Message-ID
+// that is no reply of the bot's to a series.
+type ReplyIndex interface {
+	Answered(ctx context.Context, replyID string) (seriesMsgID string, version int, ok bool, err error)
 }
 
 // Reporter renders and delivers a reply exactly once per Report.Key.

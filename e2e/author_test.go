@@ -73,6 +73,13 @@ type edit struct {
 // commit records edits on parent and returns the new commit.
 func (a *author) commit(parent, subject, body string, edits ...edit) string {
 	a.t.Helper()
+	return a.commitTagged(parent, subject, body, "", edits...)
+}
+
+// commitTagged is commit with trailers (lines ending in "\n") above the
+// author's Signed-off-by, in one trailer block.
+func (a *author) commitTagged(parent, subject, body, trailers string, edits ...edit) string {
+	a.t.Helper()
 	a.now = a.now.Add(time.Minute)
 	index := filepath.Join(a.t.TempDir(), "index")
 	env := []string{"GIT_INDEX_FILE=" + index}
@@ -91,7 +98,7 @@ func (a *author) commit(parent, subject, body string, edits ...edit) string {
 		a.runEnv(env, nil, append(gd, "update-index", "--cacheinfo", "100644,"+blob+","+e.path)...)
 	}
 	tree := strings.TrimSpace(string(a.runEnv(env, nil, append(gd, "write-tree")...)))
-	msg := subject + "\n\n" + body + "\n\nSigned-off-by: Dana Developer <dana@example.org>\n"
+	msg := subject + "\n\n" + body + "\n\n" + trailers + "Signed-off-by: Dana Developer <dana@example.org>\n"
 	return strings.TrimSpace(string(a.runOut([]byte(msg), append(gd, "commit-tree", tree, "-p", parent)...)))
 }
 
@@ -138,11 +145,12 @@ type series struct {
 	name  string
 	mails [][]byte
 	root  string // the Message-ID the reply must answer
+	tip   string // its last commit
 }
 
 func (a *author) series(name, from, tip string) series {
 	ms := a.mails(from, tip)
-	return series{name: name, mails: ms, root: messageID(a.t, ms[0])}
+	return series{name: name, mails: ms, root: messageID(a.t, ms[0]), tip: tip}
 }
 
 const (
@@ -188,6 +196,19 @@ func (a *author) slowCommit(parent string) string {
 		edit{sendto, "#include <linux/spinlock.h>\n", "#include <linux/spinlock.h>\n#include <linux/delay.h>\n"},
 		edit{sendto, "\tmight_sleep();\n\n\t/* Sync the transport header buffer */\n",
 			"\tmight_sleep();\n\tudelay(1000);\n\n\t/* Sync the transport header buffer */\n"})
+}
+
+// fixSlowSend is the separate fix of slowSend's regression, written on
+// top of it as a developer does after the bot's reply: it takes the delay
+// out again and carries the tags the reply asked for (closes is the
+// reply's "Closes:" line).
+func (a *author) fixSlowSend(slow series, reportedBy, closes string) series {
+	c := a.commitTagged(slow.tip, "svcrdma: stop pacing Send WRs",
+		"Pacing every Send by 1 ms halves NFS/RDMA throughput, and the SQ\ncontention it was meant to ease is better handled by the wait in\nsvc_rdma_post_send(). Remove the delay.",
+		"Fixes: "+slow.tip[:12]+" (\"svcrdma: pace Send WRs to ease SQ contention\")\nReported-by: "+reportedBy+"\nCloses: "+closes+"\n",
+		edit{sendto, "\tmight_sleep();\n\tudelay(1000);\n", "\tmight_sleep();\n"},
+		edit{sendto, "#include <linux/spinlock.h>\n#include <linux/delay.h>\n", "#include <linux/spinlock.h>\n"})
+	return a.series("fix-slow-send", slow.tip, c)
 }
 
 // broken does not compile: a renamed local left behind.

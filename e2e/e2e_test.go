@@ -83,7 +83,7 @@ func TestSeriesAnswered(t *testing.T) {
 		"broken": "BUILD_FAILED", "drain-hang": "CRASH", "stale": "APPLY_FAILED",
 		"relaxed-ordering-v1": "APPLY_FAILED",
 	}
-	bodies := map[string]string{}
+	bodies, replyIDs := map[string]string{}, map[string]string{}
 	for _, name := range []string{"relaxed-ordering-v1", "broken", "stale", "drain-hang", "slow-send", "harmless"} {
 		s, ok := all[name]
 		if !ok {
@@ -100,6 +100,7 @@ func TestSeriesAnswered(t *testing.T) {
 		}
 		r := b.waitReply(ctx, ids...)
 		bodies[name] = r.Body
+		replyIDs[name] = strings.Trim(r.Header.Get("Message-ID"), "<>")
 		t.Logf("reply to %s, %s after posting (all series share one lab pair):\n%s", s, r.Arrived.Sub(posted[name]).Round(time.Second), r)
 		if got := r.Header.Get("X-Rdmabot-Outcome"); got != want[name] {
 			t.Errorf("%s: outcome %s, want %s", s.name, got, want[name])
@@ -118,8 +119,33 @@ func TestSeriesAnswered(t *testing.T) {
 		checkBody(t, name, r.Body)
 		golden(t, name, r.Raw, v)
 	}
-	writeVary(t, v)
 	t.Logf("all series answered %s after the first posting", time.Since(start).Round(time.Second))
+
+	// The developer answers the regression with a separate fix on top of
+	// the series, with the tags the reply asked for: the bot reruns the
+	// reported test with the fix and confirms it, in the fix's thread.
+	reportedBy, closes := replyTags(t, bodies["slow-send"])
+	fix := a.fixSlowSend(all["slow-send"], reportedBy, closes)
+	all[fix.name] = fix
+	v = newVary(t, b, a.base, all)
+	v.Exact = append(v.Exact, [2]string{replyIDs["slow-send"], "slow-send.reply"})
+	posted[fix.name] = time.Now()
+	b.post(fix.mails...)
+	r := b.waitReply(ctx, fix.root)
+	bodies[fix.name] = r.Body
+	t.Logf("reply to %s, %s after posting:\n%s", fix, r.Arrived.Sub(posted[fix.name]).Round(time.Second), r)
+	if got := r.Header.Get("X-Rdmabot-Outcome"); got != "PASS" {
+		t.Errorf("%s: outcome %s, want PASS", fix.name, got)
+	}
+	if r.Header.Get("In-Reply-To") != fix.root {
+		t.Errorf("%s: answers %s, want the fix, %s", fix.name, r.Header.Get("In-Reply-To"), fix.root)
+	}
+	checkBody(t, fix.name, r.Body)
+	if flat := strings.Join(strings.Fields(r.Body), " "); !strings.Contains(flat, "This series closes rdmabot's report "+closes+" (REGRESSION in test ") {
+		t.Errorf("%s: the reply does not name the report its Closes: names (%s)", fix.name, closes)
+	}
+	golden(t, fix.name, r.Raw, v)
+	writeVary(t, v)
 	// Exactly one reply per series, and none for anything else.
 	if rs := b.replies(); len(rs) != len(all) {
 		for _, r := range rs {
@@ -167,13 +193,14 @@ func TestSeriesAnswered(t *testing.T) {
 			}
 		}
 	}
-	// The triage pages of the running serve: the regression, the crash
-	// and the build failure under their replies' state (ready: mail is
-	// off and the test does not moderate),
+	// The triage pages of the running serve: the crash and the build
+	// failure under their replies' state (ready: mail is off and the test
+	// does not moderate), the regression closed by its confirmed fix,
 	// the watched list with its tested series.
-	if page := getPage(t, b.cfg.Bot.URL+"/reports"); !strings.Contains(page, `<h2 id="ready">ready: 3</h2>`) ||
+	if page := getPage(t, b.cfg.Bot.URL+"/reports"); !strings.Contains(page, `<h2 id="ready">ready: 2</h2>`) ||
+		!strings.Contains(page, `<h2 id="fixed">fixed: 1</h2>`) || !strings.Contains(page, "Confirmed fixed by <a") ||
 		!strings.Contains(page, "svcrdma: say where Sends are posted") || !strings.Contains(page, "RDMA/core: only complete a drain on a successful WC") {
-		t.Errorf("/reports does not hold the regression, the crash and the build failure as ready:\n%s", page)
+		t.Errorf("/reports does not hold the crash and the build failure as ready and the regression as fixed:\n%s", page)
 	}
 	if page := getPage(t, b.cfg.Bot.URL+"/lists"); !strings.Contains(page, `<h2 id="`+list+`">`) || !strings.Contains(page, "svcrdma: say when the SQ can starve") {
 		t.Errorf("/lists does not show %s with its series:\n%s", list, page)
@@ -246,6 +273,8 @@ func checkBody(t *testing.T, name, body string) {
 		// Posted against a 2021 rdma-next tree: its first patch's
 		// context is gone from 6.12.
 		"relaxed-ordering-v1": {"does not apply", "1/2"},
+		// The fix of slow-send, rerun as slow-send's test was.
+		"fix-slow-send": {"applied on top of the reported series. Confirmed fixed: the regression is gone.", "base chosen by the reported test", "Tested-by: rdmabot"},
 	}[name]
 	// Prose is wrapped at 72 columns: compare with the line breaks gone.
 	flat := strings.Join(strings.Fields(body), " ")
@@ -260,6 +289,24 @@ func checkBody(t *testing.T, name, body string) {
 	if got := strings.Contains(body, "Reported-by:"); got != reported {
 		t.Errorf("%s: Reported-by offered: %v, want %v", name, got, reported)
 	}
+}
+
+// replyTags are the Reported-by and Closes: values a reply offers a
+// separate fix ("| Reported-by: ..." lines).
+func replyTags(t *testing.T, body string) (reportedBy, closes string) {
+	t.Helper()
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, "| Reported-by: "); ok {
+			reportedBy = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "| Closes: "); ok {
+			closes = strings.TrimSpace(v)
+		}
+	}
+	if reportedBy == "" || closes == "" {
+		t.Fatalf("the reply offers no Reported-by and Closes:\n%s", body)
+	}
+	return reportedBy, closes
 }
 
 // killGuestMidRun waits for the bot's first QEMU guest to have run for

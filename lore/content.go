@@ -369,6 +369,30 @@ func wrapped(l, next string) bool {
 	return fixes || addr
 }
 
+// CommitTrailers are the trailers of a patch's own commit message: the
+// "Name: value" lines of the last paragraph above the "---" line that
+// ends the message (or the diff, when there is no such line), as git
+// interpret-trailers reads a message's trailer block.
+func CommitTrailers(body string) []Trailer {
+	var msg strings.Builder
+	bodyLines(body, func(line string) bool {
+		if line == "---" || strings.HasPrefix(line, "diff --git ") || strings.HasPrefix(line, "Index: ") {
+			return false
+		}
+		msg.WriteString(line + "\n")
+		return true
+	})
+	paras := strings.Split(strings.TrimSpace(msg.String()), "\n\n")
+	last := paras[len(paras)-1]
+	var out []Trailer
+	unwrapTrailers(last, func(line string) {
+		if name, value, ok := splitTrailer(line); ok {
+			out = append(out, Trailer{Name: name, Value: value})
+		}
+	})
+	return out
+}
+
 // followupTrailers finds the trailers a reply gives, by b4 0.12's rules
 // (find_trailers with followup=True): unquoted "Name: value" lines above
 // the signature whose value names an address or is a known utility

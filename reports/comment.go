@@ -24,6 +24,9 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	if f := in.FirstBad; f != nil {
 		b.WriteString(f.Sentence() + "\n\n")
 	}
+	if f := in.Fix; f != nil {
+		b.WriteString(f.Sentence() + "\n\n")
+	}
 	b.WriteString("`" + provenance(in.Base) + "`\n\n")
 	b.WriteString(fenced(infoBlock(v)))
 	switch v.Outcome {

@@ -309,6 +309,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	if f := in.FirstBad; f != nil {
 		para(f.Sentence())
 	}
+	if f := in.Fix; f != nil {
+		para(f.Sentence())
+	}
 	raw(provenance(in.Base)) // one line, as the 0-day tags are: greppable
 	if v.Outcome == ApplyFailed {
 		para("If the series is meant for another tree or base, please say so with base-commit: (git format-patch --base) in the next version.")

@@ -40,6 +40,54 @@ type Input struct {
 	// FirstBad is what testing the series' prefixes found, when the
 	// bot did (several patches, a failing verdict).
 	FirstBad *FirstBad
+	// Fix says which reported test the series reran, when it closes a
+	// report of the bot's (a fix follow-up).
+	Fix *FixFollowUp
+}
+
+// FixFollowUp is a reported test rerun with a fix.
+type FixFollowUp struct {
+	Test     int64  // the reported test
+	Verdict  string // its verdict
+	Now      string // the verdict with the fix
+	URL      string // the reported test's page
+	ReplyURL string // the report the fix's Closes: names ("" when unknown)
+	// OnTop: applied on top of the reported series; false: in its place,
+	// on its base (a new version of it).
+	OnTop     bool
+	Confirmed bool
+}
+
+// Sentence says what the fix was tested against and whether the
+// reported failure is gone.
+func (f *FixFollowUp) Sentence() string {
+	var b strings.Builder
+	report := "rdmabot's report"
+	if f.ReplyURL != "" {
+		report += " " + f.ReplyURL
+	}
+	fmt.Fprintf(&b, "This series closes %s (%s in test %d). It was tested as that test was, on the same base, ", report, f.Verdict, f.Test)
+	if f.OnTop {
+		b.WriteString("applied on top of the reported series. ")
+	} else {
+		b.WriteString("applied in place of the reported series (it does not apply on top of it). ")
+	}
+	switch {
+	case f.Confirmed:
+		gone := map[string]string{"REGRESSION": "the regression is gone", "CRASH": "the kernel no longer crashes",
+			"BUILD_FAILED": "the kernel builds and the test passes"}[f.Verdict]
+		if gone == "" {
+			gone = "the test passes"
+		}
+		fmt.Fprintf(&b, "Confirmed fixed: %s.", gone)
+	case f.Now == f.Verdict:
+		fmt.Fprintf(&b, "Not fixed: the verdict is still %s.", f.Now)
+	default:
+		fmt.Fprintf(&b, "Not confirmed fixed: the verdict is now %s.", f.Now)
+	}
+	// Last, with nothing glued to it: a reader's mailer links it whole.
+	fmt.Fprintf(&b, " The reported test: %s", f.URL)
+	return b.String()
 }
 
 // FirstBad is the outcome of testing a series' prefixes on the same base.

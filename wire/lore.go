@@ -441,25 +441,56 @@ func convert(s *lore.Series, cfg lore.Config) bot.Series {
 	for _, p := range s.Patches {
 		out.Patches = append(out.Patches, p.Message.Raw)
 	}
+	out.Closes = closes(s)
+	return out
+}
+
+// messageRef reads a reference to a message: a lore URL
+// (https://lore.kernel.org/<list>/<message-id>/, whose inbox it gives)
+// or a Message-ID, with or without <>.
+func messageRef(ref string) (inbox *lore.ListConfig, msgID string, err error) {
+	u, err := url.Parse(ref)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, strings.Trim(ref, "<> "), nil
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) < 2 {
+		return nil, "", fmt.Errorf("%s is not a lore message URL (https://lore.kernel.org/<list>/<message-id>/)", ref)
+	}
+	if msgID, err = url.PathUnescape(parts[len(parts)-1]); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", ref, err)
+	}
+	base := u.Scheme + "://" + u.Host + "/" + strings.Join(parts[:len(parts)-1], "/")
+	return &lore.ListConfig{Name: parts[len(parts)-2], URL: base}, msgID, nil
+}
+
+// closes are the Message-IDs the Closes: trailers of a series' patches
+// name (a lore URL or a Message-ID); what names no message is left out.
+func closes(s *lore.Series) []string {
+	var out []string
+	for _, p := range s.Patches {
+		for _, t := range lore.CommitTrailers(p.Message.Body) {
+			if !strings.EqualFold(t.Name, "Closes") {
+				continue
+			}
+			if _, id, err := messageRef(strings.TrimSpace(t.Value)); err == nil && strings.Contains(id, "@") && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
 	return out
 }
 
 // Fetch fetches one thread over HTTP from the inbox the reference names
 // (a lore URL) or from each configured list (a bare Message-ID).
 func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
-	inboxes, msgID := l.Cfg.Lists, strings.Trim(ref, "<> ")
-	if u, err := url.Parse(ref); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-		if len(parts) < 2 {
-			return bot.Series{}, fmt.Errorf("%s is not a lore message URL (https://lore.kernel.org/<list>/<message-id>/)", ref)
-		}
-		id, err := url.PathUnescape(parts[len(parts)-1])
-		if err != nil {
-			return bot.Series{}, err
-		}
-		msgID = id
-		base := u.Scheme + "://" + u.Host + "/" + strings.Join(parts[:len(parts)-1], "/")
-		inboxes = []lore.ListConfig{{Name: parts[len(parts)-2], URL: base}}
+	inboxes := l.Cfg.Lists
+	inbox, msgID, err := messageRef(ref)
+	if err != nil {
+		return bot.Series{}, err
+	}
+	if inbox != nil {
+		inboxes = []lore.ListConfig{*inbox}
 	}
 	var lastErr error
 	for _, li := range inboxes {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -468,4 +469,34 @@ type fixedMaintainers []string
 
 func (f fixedMaintainers) MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error) {
 	return f, nil
+}
+
+// A series' Closes: trailers reach the bot as Message-IDs, whether they
+// name a lore URL or a bare Message-ID; the patch's notes, a trailer in
+// prose and a URL that names no message do not.
+func TestReadMboxCloses(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "examples", "sample-series.mbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trailers := "Reported-by: rdmabot <rdmabot@rdmabot.invalid>\n" +
+		"Closes: https://lore.kernel.org/r/20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid/\n" +
+		"Closes: <second@example.org>\n" +
+		"Closes: https://bugzilla.kernel.org/show_bug.cgi?id=1\n" +
+		"Closes: https://lore.kernel.org/r/20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid/\n"
+	mbox := strings.Replace(string(raw), "Signed-off-by: Ada", trailers+"Signed-off-by: Ada", 1)
+	mbox = strings.Replace(mbox, " 1 file changed", "Closes: <in-the-notes@example.org>\n 1 file changed", 1)
+	st, err := store.Open(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := NewLore(Default(), st, slog.New(slog.DiscardHandler)).ReadMbox(context.Background(), []byte(mbox))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid", "second@example.org"}
+	if !slices.Equal(s.Closes, want) {
+		t.Fatalf("closes %q, want %q", s.Closes, want)
+	}
 }

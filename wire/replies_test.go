@@ -188,6 +188,39 @@ func TestRepliesGolden(t *testing.T) {
 		}
 	})
 
+	// A fix follow-up: the regression's reply is what the fix's Closes:
+	// names (the outbox tells which series version it answered); the
+	// fix's reply says what it closes and that it is confirmed fixed.
+	t.Run("FIX_CONFIRMED", func(t *testing.T) {
+		ctx := context.Background()
+		reg := newReplyRig(t)
+		base := samples(runs, 100, 2)
+		d := decide(t, reg.r, base, samples(runs, 52, 2))
+		reported := reg.deliver(t, reg.report(9, d.Verdict, d.Summary, d.Detail, base, samples(runs, 52, 2)))
+		thread, version, ok, err := reg.r.Answered(ctx, reported.MessageID)
+		if err != nil || !ok || thread != cover || version != 2 {
+			t.Fatalf("the regression's reply answered %q v%d (%v %v), want %q v2", thread, version, ok, err, cover)
+		}
+		if _, _, ok, err := reg.r.Answered(ctx, "20261130040506.000000000000-rdmabot@example.org"); ok || err != nil {
+			t.Fatalf("an unknown Message-ID: %v %v", ok, err)
+		}
+		g := newReplyRig(t)
+		d = decide(t, g.r, base, samples(runs, 100, 2))
+		rep := g.report(10, d.Verdict, d.Summary, d.Detail, base, samples(runs, 100, 2))
+		rep.BaseReason = "the reported test 9" // as bot's test job says it
+		rep.Fix = &bot.FixFollowUp{Test: 9, Verdict: bot.VerdictRegression, URL: "http://127.0.0.1:8480/tests/9", Reply: reported.MessageID, OnTop: true, Confirmed: true}
+		e := g.deliver(t, rep)
+		golden(t, "replies/fix_confirmed.eml", e.Raw)
+		checkReply(t, e, d.Verdict, cover)
+		if want := "This series closes rdmabot's report " + g.r.Cfg.CloseURL(reported.MessageID) + " (REGRESSION in test 9)."; !strings.Contains(strings.Join(strings.Fields(string(e.Raw)), " "), want) {
+			t.Errorf("no %q in\n%s", want, e.Raw)
+		}
+		// A PASS reported nothing to fix: a Closes: naming it is no fix.
+		if _, _, ok, err := g.r.Answered(ctx, e.MessageID); ok || err != nil {
+			t.Fatalf("a PASS reply: %v %v", ok, err)
+		}
+	})
+
 	// Asked for in a GitHub issue: the same judgement, as a comment in
 	// the issue (and no mail).
 	t.Run("GITHUB_REGRESSION", func(t *testing.T) {

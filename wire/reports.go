@@ -322,6 +322,24 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	return r.enqueue(ctx, reply)
 }
 
+// Answered tells which series version a reply of the bot's answered,
+// from the outbox's ledger: a mail reply that reported a failure to fix
+// (the ones offering Reported-by and Closes:).
+func (r *Reports) Answered(ctx context.Context, replyID string) (string, int, bool, error) {
+	e, err := r.Outbox.Ledger().Get(ctx, replyID)
+	if errors.Is(err, outbox.ErrNotFound) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", 0, false, err
+	}
+	channel, thread, version, ok := outbox.ParseKey(e.Key)
+	if o, err := reports.ParseOutcome(e.Outcome); !ok || channel != "email" || err != nil || !o.OffersTags() {
+		return "", 0, false, nil
+	}
+	return thread, version, true, nil
+}
+
 // deliverNotice answers without a test: which patches of a series never
 // came (to its author, in its thread), or why a command is not done (to
 // its sender, in reply to the command).
@@ -557,6 +575,12 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 		if f.Patch > 0 && f.Patch <= len(th.Patches) {
 			in.FirstBad.Subject = th.Patches[f.Patch-1].Subject
 			in.Patch = f.Patch // the reply answers the first bad patch
+		}
+	}
+	if f := rep.Fix; f != nil {
+		in.Fix = &reports.FixFollowUp{Test: f.Test, Verdict: f.Verdict, Now: rep.Verdict, URL: f.URL, OnTop: f.OnTop, Confirmed: f.Confirmed}
+		if f.Reply != "" {
+			in.Fix.ReplyURL = r.Cfg.CloseURL(f.Reply)
 		}
 	}
 	var d detail

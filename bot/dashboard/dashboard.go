@@ -291,9 +291,53 @@ type TestView struct {
 	// Bisection is the test of the series' prefixes for the first bad
 	// patch (bot.series_bisect), when one ran.
 	Bisection *store.Bisection `json:"bisection,omitempty"`
+	// FixOf is the reported test this one reran with the series as its
+	// fix (a fix follow-up); Fixes are the follow-ups of this one.
+	FixOf *FixLink  `json:"fix_of,omitempty"`
+	Fixes []FixLink `json:"fixes,omitempty"`
 	// Replies are the outbox's entries for the series version: the
 	// reply (mail or comment) and each patch's checks, with their state.
 	Replies []ReplyView `json:"replies,omitempty"`
+}
+
+// FixLink is one side of a fix follow-up: a test, and whether the fix's
+// rerun confirmed the reported failure gone.
+type FixLink struct {
+	ID        int64  `json:"id"`
+	Subject   string `json:"subject"`
+	Verdict   string `json:"verdict"`
+	Confirmed bool   `json:"confirmed"`
+}
+
+// fixLinks fills a test's fix follow-ups, both ways.
+func (s *Server) fixLinks(ctx context.Context, v *TestView) error {
+	if v.Test.FixOf != 0 {
+		orig, err := s.st.Test(ctx, s.st.DB, v.Test.FixOf)
+		if err != nil {
+			return err
+		}
+		v.FixOf = &FixLink{ID: orig.ID, Subject: s.subject(ctx, orig), Verdict: orig.Verdict,
+			Confirmed: v.Test.State == store.StateDone && bot.Fixed(v.Test.Verdict)}
+	}
+	fixes, err := s.st.FixesOf(ctx, s.st.DB, v.Test.ID)
+	if err != nil {
+		return err
+	}
+	for _, f := range fixes {
+		v.Fixes = append(v.Fixes, FixLink{ID: f.ID, Subject: s.subject(ctx, f), Verdict: f.Verdict, Confirmed: f.State == store.StateDone && bot.Fixed(f.Verdict)})
+	}
+	return nil
+}
+
+// ConfirmedFix is the first follow-up that confirmed a test's failure
+// fixed (nil: none did).
+func (v TestView) ConfirmedFix() *FixLink {
+	for i := range v.Fixes {
+		if v.Fixes[i].Confirmed {
+			return &v.Fixes[i]
+		}
+	}
+	return nil
 }
 
 // ReplyView is one outbox entry as a test's page shows it.
@@ -409,6 +453,9 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		return v, err
 	} else if ok {
 		v.Bisection = &bis
+	}
+	if err := s.fixLinks(ctx, &v); err != nil {
+		return v, err
 	}
 	if s.Reproducer != nil && t.SeriesID != 0 && t.Base != "" {
 		b, err := s.Reproducer.Bundle(ctx, id)
@@ -639,15 +686,23 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 		{State: "sent", Meaning: "sent"},
 		{State: "suppressed", Meaning: "recorded, never sent (opt-out)"},
 		{State: "none", Meaning: "no reply queued"},
+		{State: "fixed", Meaning: "closed: a later series' Closes: named the reply, and rerunning the test with it confirmed the failure gone"},
 	}
 	for _, t := range ts {
 		if !failing[t.Verdict] {
 			continue
 		}
+		if err := s.fixLinks(r.Context(), &t); err != nil {
+			s.fail(w, err)
+			return
+		}
 		st, err := s.replyState(r.Context(), t.Test)
 		if err != nil {
 			s.fail(w, err)
 			return
+		}
+		if t.ConfirmedFix() != nil {
+			st = "fixed"
 		}
 		for i := range groups {
 			if groups[i].State == st {

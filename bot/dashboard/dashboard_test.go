@@ -91,6 +91,20 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		t.Fatal(err)
 	}
 	add("crashed", store.Test{Key: "k4", Kind: "series", SeriesID: sid4, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "CRASH", Summary: "hung in __ib_drain_sq"})
+	// Version 5 regressed, and a later series closed its report: the
+	// rerun with that fix passed.
+	sid5, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 5, Tree: "rdma", Subject: "[PATCH v5 0/3] svcrdma: fix the send path", Link: link, Data: version(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("reported", store.Test{Key: "k5", Kind: "series", SeriesID: sid5, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "5555555555555555", State: "done", Verdict: "REGRESSION", Summary: "copy -31%"})
+	fixData, _ := json.Marshal(bot.Series{MsgID: "fix@x", Version: 1, Patches: [][]byte{[]byte("From: Chuck <cel@kernel.org>\nSubject: [PATCH] svcrdma: post the Write WRs before the Send\nMessage-ID: <fix@x>\n\nbody\n")}})
+	fixSid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "fix@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: post the Write WRs before the Send", Data: fixData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("fix", store.Test{Key: "k6", Kind: "series", SeriesID: fixSid, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "PASS", Summary: "no change",
+		FixOf: ids["reported"], ApplyOn: "5555555555555555"})
 	for i, role := range []string{"base", "candidate"} {
 		consoles := map[string]string{}
 		for _, guest := range []string{"server", "client"} {
@@ -181,7 +195,7 @@ func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, e
 	if err := json.Unmarshal(row.Data, &s); err != nil {
 		return nil, err
 	}
-	return bundle.Make(bundle.Input{TestID: id, Subject: row.Subject, Base: strings.Repeat("ab", 20), Patches: s.Patches[:2],
+	return bundle.Make(bundle.Input{TestID: id, Subject: row.Subject, Base: strings.Repeat("ab", 20), Patches: s.Patches[:min(2, len(s.Patches))],
 		Config: []byte("CONFIG_INFINIBAND=y\n"), Settings: []byte("[lab]\n")})
 }
 
@@ -257,9 +271,12 @@ func TestPagesInChromium(t *testing.T) {
 		{"/mainline", []string{"mainline master: read_mbps", "<svg", "dddddddddddd", `class="bad"`}},
 		{"/jobs/7/trace", []string{"build: started", "build: kernel ready"}},
 		{"/reports", []string{`<h2 id="held">held: 1</h2>`, fmt.Sprintf(`<a href="/tests/%d">`, ids["regressed"]), "copy -20%",
-			`<h2 id="none">none: 1</h2>`, "hung in __ib_drain_sq", `<h2 id="sent">sent: 0</h2>`}},
+			`<h2 id="none">none: 1</h2>`, "hung in __ib_drain_sq", `<h2 id="sent">sent: 0</h2>`,
+			`<h2 id="fixed">fixed: 1</h2>`, fmt.Sprintf(`copy -31%% Confirmed fixed by <a href="/tests/%d">test %d</a>.`, ids["fix"], ids["fix"])}},
+		{fmt.Sprintf("/tests/%d", ids["reported"]), []string{fmt.Sprintf(`Fix follow-up: <a href="/tests/%d">test %d</a> ([PATCH] svcrdma: post the Write WRs before the Send) reran this test with its fix: <strong>confirmed fixed</strong>.`, ids["fix"], ids["fix"])}},
+		{fmt.Sprintf("/tests/%d", ids["fix"]), []string{fmt.Sprintf(`This series closes the report of <a href="/tests/%d">test %d</a> (REGRESSION: [PATCH v5 0/3] svcrdma: fix the send path), and this test reran it with the series: <strong>confirmed fixed</strong>.`, ids["reported"], ids["reported"])}},
 		{"/lists", []string{`<h2 id="linux-rdma">linux-rdma &lt;linux-rdma@vger.kernel.org&gt;</h2>`, "failing (1 in a row", "imap: connection refused",
-			"Replies not sent yet: 1", "Series tested: 4", `<h2 id="linux-nfs">`, "not read yet"}},
+			"Replies not sent yet: 1", "Series tested: 5", `<h2 id="linux-nfs">`, "not read yet"}},
 	}
 	for _, p := range pages {
 		dom := chromium(t, srv.URL+p.path)

@@ -136,8 +136,14 @@ type Test struct {
 	Rounds       int
 	BaseArtifact string
 	CandArtifact string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// FixOf is the test whose report this series closes (a fix
+	// follow-up: the same test rerun with the fix), 0 for none.
+	FixOf int64
+	// ApplyOn is the commit the series was applied on when it is not
+	// Base: the fixed test's candidate, the fix on top of its series.
+	ApplyOn   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // AddTest creates a test unless one with its key exists; it returns the
@@ -158,13 +164,13 @@ func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, er
 	return id, n == 1, nil
 }
 
-const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason, base_branch, detail`
+const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason, base_branch, detail, fix_of, apply_on`
 
 func scanTest(sc interface{ Scan(...any) error }) (Test, error) {
 	var t Test
 	var c, u int64
 	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin, &t.Thread,
-		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason, &t.BaseBranch, &t.Detail)
+		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason, &t.BaseBranch, &t.Detail, &t.FixOf, &t.ApplyOn)
 	t.CreatedAt, t.UpdatedAt = Time(c), Time(u)
 	return t, err
 }
@@ -200,13 +206,49 @@ func (s *Store) LatestInThread(ctx context.Context, q Querier, thread string) (T
 // canceled meanwhile: a job finishing after a cancel must not revive it.
 func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
 	_, err := q.ExecContext(ctx, `UPDATE tests SET base = $2, candidate = $3, state = $4, verdict = $5, summary = $6, rounds = $7,
-		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11, base_reason = $12, base_branch = $13, detail = $14 WHERE id = $1 AND state <> 'canceled'`,
+		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11, base_reason = $12, base_branch = $13, detail = $14,
+		fix_of = $15, apply_on = $16 WHERE id = $1 AND state <> 'canceled'`,
 		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree, t.BaseReason,
-		t.BaseBranch, t.Detail)
+		t.BaseBranch, t.Detail, t.FixOf, t.ApplyOn)
 	if err != nil {
 		return fmt.Errorf("store: update test %d: %w", t.ID, err)
 	}
 	return nil
+}
+
+// ReportedTest is the newest test of a series version (its cover's or
+// first patch's Message-ID and version) whose verdict the reply asked
+// the author to fix: what a later series' Closes: naming that reply
+// closes. ok is false when there is none.
+func (s *Store) ReportedTest(ctx context.Context, q Querier, msgID string, version int) (t Test, ok bool, err error) {
+	t, err = scanTest(q.QueryRowContext(ctx, `SELECT `+testCols+` FROM tests
+		WHERE kind = $1 AND verdict IN ('REGRESSION', 'CRASH', 'BUILD_FAILED')
+		AND series_id IN (SELECT id FROM series WHERE msgid = $2 AND version = $3) ORDER BY id DESC LIMIT 1`, KindSeries, msgID, version))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, fmt.Errorf("store: reported test of %s v%d: %w", msgID, version, err)
+	}
+	return t, true, nil
+}
+
+// FixesOf lists the fix follow-ups of a test, oldest first.
+func (s *Store) FixesOf(ctx context.Context, q Querier, id int64) ([]Test, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+testCols+` FROM tests WHERE fix_of = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: fixes of test %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Test
+	for rows.Next() {
+		t, err := scanTest(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }
 
 // Tests lists the newest tests first.

@@ -376,4 +376,9 @@ CREATE TABLE consoles (
 	`ALTER TABLE bisections ADD COLUMN test_id BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE bisections ADD COLUMN culprit_patch INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE bisect_steps ADD COLUMN boots INTEGER NOT NULL DEFAULT 0`,
+	// A fix follow-up reruns the test whose report it closes (fix_of)
+	// with the fix applied on apply_on (that test's candidate, or "":
+	// on its base, as a new version).
+	`ALTER TABLE tests ADD COLUMN fix_of BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tests ADD COLUMN apply_on TEXT NOT NULL DEFAULT ''`,
 }

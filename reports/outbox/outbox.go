@@ -8,6 +8,7 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +73,20 @@ type Reply struct {
 // single patch's Message-ID and the version number).
 func Key(channel, threadID string, version int) string {
 	return fmt.Sprintf("%s|%s|v%d", channel, threadID, version)
+}
+
+// ParseKey reads a Key back, with whatever an answer added after it
+// ("|<command's Message-ID>"): ok is false for what Key did not make.
+func ParseKey(key string) (channel, threadID string, version int, ok bool) {
+	parts := strings.Split(key, "|")
+	if len(parts) < 3 || !strings.HasPrefix(parts[2], "v") {
+		return "", "", 0, false
+	}
+	v, err := strconv.Atoi(parts[2][1:])
+	if err != nil || v < 1 {
+		return "", "", 0, false
+	}
+	return parts[0], parts[1], v, true
 }
 
 // FromMail wraps a rendered email reply. A reply whose addresses are not

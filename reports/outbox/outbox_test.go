@@ -488,3 +488,27 @@ func testForThread(t *testing.T, db *sql.DB) {
 		t.Errorf("thread %s v1: %q, want %q", thread, got, want)
 	}
 }
+
+// A key reads back as Key made it, with an answer's suffix; what Key
+// did not make is refused.
+func TestParseKey(t *testing.T) {
+	for _, c := range []struct {
+		key, channel, thread string
+		version              int
+		ok                   bool
+	}{
+		{Key("email", "a@x", 2), "email", "a@x", 2, true},
+		{Key("email", "a@x", 1) + "|cmd@y", "email", "a@x", 1, true},
+		{Key("github:o/r#3", "a@x", 1), "github:o/r#3", "a@x", 1, true},
+		{"email|a@x", "", "", 0, false},
+		{"email|a@x|2", "", "", 0, false},
+		{"email|a@x|vX", "", "", 0, false},
+		{"email|a@x|v0", "", "", 0, false},
+		{"", "", "", 0, false},
+	} {
+		ch, th, v, ok := ParseKey(c.key)
+		if ch != c.channel || th != c.thread || v != c.version || ok != c.ok {
+			t.Errorf("ParseKey(%q) = %q %q %d %v, want %q %q %d %v", c.key, ch, th, v, ok, c.channel, c.thread, c.version, c.ok)
+		}
+	}
+}

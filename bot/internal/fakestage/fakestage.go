@@ -213,6 +213,11 @@ func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (
 				file = name
 			}
 		}
+		if strings.Contains(subject, "fix-slow") {
+			// A fix: takes the slowness out again.
+			file = fmt.Sprintf("patch%02d", i+1)
+			os.Remove(filepath.Join(wt, "SLOW"))
+		}
 		if err := os.WriteFile(filepath.Join(wt, file), []byte(subject), 0o644); err != nil {
 			return "", err
 		}
@@ -234,7 +239,11 @@ func (f *Builder) Apply(ctx context.Context, base bot.Base, s bot.Series, trace 
 	if strings.Contains(s.Subject, "does-not-apply") {
 		return "", fmt.Errorf("patch 1/1 %q does not apply to %s", s.Subject, base.Commit[:12])
 	}
-	if f.Base != "" && f.Repo != "" && len(s.Patches) > 1 {
+	if strings.Contains(s.Subject, "new-version") && f.Base != "" && base.Commit != f.Base {
+		// A new version of a series: it applies on the base only.
+		return "", fmt.Errorf("patch 1/1 %q does not apply to %s", s.Subject, base.Commit[:12])
+	}
+	if f.Base != "" && f.Repo != "" && (len(s.Patches) > 1 || len(s.Closes) > 0) {
 		return f.applyCommits(ctx, base.Commit, s)
 	}
 	h := sha1.Sum([]byte(base.Commit + s.MsgID + fmt.Sprint(s.Version)))
@@ -520,6 +529,38 @@ type Reporter struct {
 	// Started calls fail first (a reporter's database down).
 	Begun      map[string]bot.Report
 	FailStarts int
+	// failAnswered Answered calls fail first (the outbox's database down).
+	failAnswered int
+}
+
+// FailAnswered makes the next n Answered calls fail.
+func (f *Reporter) FailAnswered(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failAnswered = n
+}
+
+// MessageID is the Message-ID of the reply delivered under key.
+func (f *Reporter) MessageID(key string) string {
+	return "reply." + hex.EncodeToString([]byte(key)) + "@rdmabot.example.org"
+}
+
+// Answered tells which series version a delivered reply answered.
+func (f *Reporter) Answered(ctx context.Context, replyID string) (string, int, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failAnswered > 0 {
+		f.failAnswered--
+		f.Calls.Add("answered %s: failed", replyID)
+		return "", 0, false, errors.New("fake reporter: outbox unreadable")
+	}
+	for key, r := range f.Delivered {
+		if f.MessageID(key) == replyID && r.Series != nil {
+			f.Calls.Add("answered %s: %s", replyID, key)
+			return r.Series.MsgID, r.Series.Version, true, nil
+		}
+	}
+	return "", 0, false, nil
 }
 
 // Started records that a series' testing started.

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"testing"
+)
+
+// The test a reply reported is the newest failing test of its series
+// version; a passing or other version's test is not; fix follow-ups
+// keep what they fix and where they were applied.
+func TestReportedTestAndFixes(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		series := func(msgid string, version int) int64 {
+			id, err := s.AddSeries(ctx, s.DB, SeriesRow{MsgID: msgid, Version: version, Subject: "svcrdma: x", Data: []byte("{}")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		test := func(key string, sid int64, verdict string) Test {
+			id, _, err := s.AddTest(ctx, s.DB, Test{Key: key, Kind: KindSeries, SeriesID: sid, Tree: "nfsd"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt, err := s.Test(ctx, s.DB, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.State, tt.Verdict, tt.Base, tt.Candidate = StateDone, verdict, "b", "c-"+key
+			if err := s.UpdateTest(ctx, s.DB, tt); err != nil {
+				t.Fatal(err)
+			}
+			return tt
+		}
+		if _, ok, err := s.ReportedTest(ctx, s.DB, "<a@x>", 1); ok || err != nil {
+			t.Fatalf("nothing stored: %v %v", ok, err)
+		}
+		v1 := series("<a@x>", 1)
+		first := test("a1", v1, "REGRESSION")
+		crash := test("a1-retest", v1, "CRASH")
+		test("a1-pass", v1, "PASS")
+		test("a2", series("<a@x>", 2), "BUILD_FAILED")
+		got, ok, err := s.ReportedTest(ctx, s.DB, "<a@x>", 1)
+		if err != nil || !ok || got.ID != crash.ID {
+			t.Fatalf("reported test of v1: %+v %v %v (want the newest failing, %d; the first was %d)", got, ok, err, crash.ID, first.ID)
+		}
+		if _, ok, _ := s.ReportedTest(ctx, s.DB, "<a@x>", 3); ok {
+			t.Fatal("v3 was never tested")
+		}
+		fix := test("fix", series("<fix@x>", 1), "PASS")
+		fix.FixOf, fix.ApplyOn = crash.ID, crash.Candidate
+		if err := s.UpdateTest(ctx, s.DB, fix); err != nil {
+			t.Fatal(err)
+		}
+		fixes, err := s.FixesOf(ctx, s.DB, crash.ID)
+		if err != nil || len(fixes) != 1 || fixes[0].ID != fix.ID || fixes[0].FixOf != crash.ID || fixes[0].ApplyOn != "c-a1-retest" {
+			t.Fatalf("fixes: %+v %v", fixes, err)
+		}
+		if fixes, err := s.FixesOf(ctx, s.DB, first.ID); err != nil || len(fixes) != 0 {
+			t.Fatalf("fixes of the first: %+v %v", fixes, err)
+		}
+	})
+}

@@ -1,0 +1,28 @@
+package reports
+
+import "testing"
+
+// A fix follow-up's sentence names the report it closes, how the fix was
+// applied, and whether the failure is gone.
+func TestFixSentence(t *testing.T) {
+	const head = "This series closes rdmabot's report https://lore.kernel.org/r/1.a-rdmabot@example.org/ (REGRESSION in test 7). It was tested as that test was, on the same base, "
+	for _, c := range []struct {
+		f    FixFollowUp
+		want string
+	}{
+		{FixFollowUp{Test: 7, Verdict: "REGRESSION", Now: "PASS", URL: "https://bot.example.org/tests/7", ReplyURL: "https://lore.kernel.org/r/1.a-rdmabot@example.org/", OnTop: true, Confirmed: true},
+			head + "applied on top of the reported series. Confirmed fixed: the regression is gone. The reported test: https://bot.example.org/tests/7"},
+		{FixFollowUp{Test: 7, Verdict: "REGRESSION", Now: "REGRESSION", URL: "https://bot.example.org/tests/7", ReplyURL: "https://lore.kernel.org/r/1.a-rdmabot@example.org/"},
+			head + "applied in place of the reported series (it does not apply on top of it). Not fixed: the verdict is still REGRESSION. The reported test: https://bot.example.org/tests/7"},
+		{FixFollowUp{Test: 7, Verdict: "REGRESSION", Now: "CRASH", URL: "https://bot.example.org/tests/7", ReplyURL: "https://lore.kernel.org/r/1.a-rdmabot@example.org/", OnTop: true},
+			head + "applied on top of the reported series. Not confirmed fixed: the verdict is now CRASH. The reported test: https://bot.example.org/tests/7"},
+		{FixFollowUp{Test: 3, Verdict: "CRASH", Now: "PASS", URL: "u", OnTop: true, Confirmed: true},
+			"This series closes rdmabot's report (CRASH in test 3). It was tested as that test was, on the same base, applied on top of the reported series. Confirmed fixed: the kernel no longer crashes. The reported test: u"},
+		{FixFollowUp{Test: 3, Verdict: "BUILD_FAILED", Now: "IMPROVEMENT", URL: "u", Confirmed: true},
+			"This series closes rdmabot's report (BUILD_FAILED in test 3). It was tested as that test was, on the same base, applied in place of the reported series (it does not apply on top of it). Confirmed fixed: the kernel builds and the test passes. The reported test: u"},
+	} {
+		if got := c.f.Sentence(); got != c.want {
+			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}
