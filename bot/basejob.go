@@ -33,7 +33,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			if err := b.refreshStaleTrees(ctx, tr); err != nil {
 				return err
 			}
-			orig, reply, isFix, err := b.reportedTest(ctx, s, tr)
+			orig, how, isFix, err := b.reportedTest(ctx, s, tr)
 			if err != nil {
 				return err
 			}
@@ -41,7 +41,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 				// The reported test again, with the fix, on its base.
 				t.FixOf, t.Tree, t.Base, t.BaseBranch = orig.ID, orig.Tree, orig.Base, orig.BaseBranch
 				t.BaseReason = fmt.Sprintf("the reported test %d", orig.ID)
-				tr.Logf("Closes: %s: a fix of test %d (%s): rerunning it with the fix on %s %s", reply, orig.ID, orig.Verdict, t.Tree, t.Base)
+				tr.Logf("%s: a fix of test %d (%s): rerunning it with the fix on %s %s", how, orig.ID, orig.Verdict, t.Tree, t.Base)
 				if err := b.started(ctx, t, s, tr); err != nil {
 					return err
 				}

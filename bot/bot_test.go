@@ -394,8 +394,26 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	// Asking for the same head again does nothing.
 	insertMainline()
 	time.Sleep(500 * time.Millisecond)
-	if n := len(h.report.Delivered); n != 1 {
+	if n := h.report.Count(); n != 1 {
 		t.Fatalf("%d reports", n)
+	}
+	// A fix whose Fixes: names the culprit reruns the regressed head's
+	// test with it: on the last good head's results, the fix applied on
+	// the bad head.
+	h.build.Base = commits[0]
+	fix := series("<mfix@x>", "[PATCH] svcrdma: fix-slow send")
+	fix.Fixes = []string{"0123456789ab", commits[13][:12]}
+	h.ingest.Add(fix)
+	h.wait("the fix's reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
+	fr, _ := h.report.Get("series:<mfix@x>:v1:")
+	f := fr.Fix
+	if fr.Verdict != bot.VerdictPass || f == nil || f.Culprit != commits[13][:12] || f.Head != "mainline "+commits[23][:12] || !f.OnTop || !f.Confirmed || f.Reply != "" {
+		t.Fatalf("the fix's reply: %s %+v", fr.Verdict, f)
+	}
+	ft := h.testDone("series:<mfix@x>:v1:")
+	if orig, err := h.st.Test(ctx, h.st.DB, ft.FixOf); err != nil || orig.Kind != store.KindMainline || orig.Candidate != commits[23] ||
+		ft.Base != commits[0] || ft.ApplyOn != commits[23] {
+		t.Fatalf("the fix's test: fix of %+v (%v), base %s, applied on %s", orig, err, ft.Base, ft.ApplyOn)
 	}
 }
 

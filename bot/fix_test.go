@@ -12,8 +12,10 @@ import (
 // A series whose Closes: names the bot's reply to a failure reruns that
 // test with the fix: on the reported series when it applies there (a
 // separate fix), in its place on its base otherwise (a new version). Its
-// reply says whether the failure is gone; a Closes: that names no reply
-// of the bot's leaves an ordinary test.
+// reply says whether the failure is gone, also when a "#rdmabot test"
+// in the fix's thread asks for it again; a Closes: that names no reply
+// of the bot's, or one that reported nothing to fix, leaves an ordinary
+// test.
 func TestFixFollowUp(t *testing.T) {
 	repo, commits := gitRepo(t, 2, -1, nil)
 	cfg := testConfig()
@@ -44,7 +46,12 @@ func TestFixFollowUp(t *testing.T) {
 	h.ingest.Add(fix("<other@x>", "[PATCH] svcrdma: a comment too", "<unrelated@elsewhere>"))
 	// A reply that reported nothing to fix.
 	h.ingest.Add(fix("<afterpass@x>", "[PATCH] svcrdma: a comment again", h.report.MessageID("series:<pass@x>:v1:")))
-	h.wait("the follow-ups' replies", 90*time.Second, func() bool { return h.report.Count() == 7 })
+	// "#rdmabot test" in a fix's thread asks for the fix's test again:
+	// it reruns the report too.
+	asked := fix("<fix@x>", "[PATCH] svcrdma: fix-slow send", reply)
+	asked.Request = &bot.MailRequest{MsgID: "<cmd@x>", From: "dev@example.org", Line: "#rdmabot test"}
+	h.ingest.Add(asked)
+	h.wait("the follow-ups' replies", 90*time.Second, func() bool { return h.report.Count() == 8 })
 
 	for _, c := range []struct {
 		key       string
@@ -53,6 +60,7 @@ func TestFixFollowUp(t *testing.T) {
 		confirmed bool
 	}{
 		{"series:<fix@x>:v1:", bot.VerdictPass, true, true},
+		{"series:<fix@x>:v1::cmd:<cmd@x>", bot.VerdictPass, true, true},
 		{"series:<v2@x>:v1:", bot.VerdictPass, false, true},
 		{"series:<nofix@x>:v1:", bot.VerdictRegression, true, false},
 	} {
@@ -80,7 +88,7 @@ func TestFixFollowUp(t *testing.T) {
 		}
 	}
 	fixes, err := h.st.FixesOf(ctx, h.st.DB, orig.ID)
-	if err != nil || len(fixes) != 3 {
+	if err != nil || len(fixes) != 4 {
 		t.Fatalf("fixes of the reported test: %d %v", len(fixes), err)
 	}
 	if !strings.Contains(strings.Join(h.calls.List(), "\n"), ": failed") {
@@ -88,7 +96,7 @@ func TestFixFollowUp(t *testing.T) {
 	}
 	// Nothing answered twice.
 	time.Sleep(300 * time.Millisecond)
-	if n := h.report.Count(); n != 7 {
-		t.Errorf("%d replies, want 7", n)
+	if n := h.report.Count(); n != 8 {
+		t.Errorf("%d replies, want 8", n)
 	}
 }

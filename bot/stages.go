@@ -37,6 +37,10 @@ type Series struct {
 	// When one is a reply of the bot's that reported a failure, the
 	// series is a fix of it and reruns that test (a fix follow-up).
 	Closes []string `json:"closes,omitempty"`
+	// Fixes are the commits (abbreviated hashes) its patches' Fixes:
+	// trailers name: one a mainline bisection of the bot's blamed makes
+	// the series a fix of that regression, rerun the same way.
+	Fixes []string `json:"fixes,omitempty"`
 	// Request, set by the ingester, is the command in a reply that
 	// brought the series back: a test asked for by mail.
 	Request *MailRequest `json:"-"`
@@ -223,9 +227,15 @@ type FixFollowUp struct {
 	Verdict string `json:"verdict"` // its verdict
 	URL     string `json:"url"`     // its dashboard page
 	Reply   string `json:"reply"`   // the Message-ID of its reply, which the fix's Closes: names
-	// OnTop says the fix was applied on top of the reported series;
-	// false: in its place, on its base (a new version of it).
-	OnTop     bool `json:"on_top"`
+	// Culprit is the commit the fix's Fixes: names, when that named the
+	// report: the culprit of a mainline bisection.
+	Culprit string `json:"culprit,omitempty"`
+	// OnTop says the fix was applied on top of the reported series (or
+	// mainline head); false: in its place, on its base (a new version).
+	OnTop bool `json:"on_top"`
+	// Head is the reported mainline test's tree and head ("" for a
+	// series): the fix went on top of it.
+	Head      string `json:"head,omitempty"`
 	Confirmed bool `json:"confirmed"`
 }
 

@@ -17,9 +17,13 @@ func TestFixSentence(t *testing.T) {
 		{FixFollowUp{Test: 7, Verdict: "REGRESSION", Now: "CRASH", URL: "https://bot.example.org/tests/7", ReplyURL: "https://lore.kernel.org/r/1.a-rdmabot@example.org/", OnTop: true},
 			head + "applied on top of the reported series. Not confirmed fixed: the verdict is now CRASH. The reported test: https://bot.example.org/tests/7"},
 		{FixFollowUp{Test: 3, Verdict: "CRASH", Now: "PASS", URL: "u", OnTop: true, Confirmed: true},
-			"This series closes rdmabot's report (CRASH in test 3). It was tested as that test was, on the same base, applied on top of the reported series. Confirmed fixed: the kernel no longer crashes. The reported test: u"},
+			"This series closes rdmabot's report of test 3 (CRASH). It was tested as that test was, on the same base, applied on top of the reported series. Confirmed fixed: the kernel no longer crashes. The reported test: u"},
 		{FixFollowUp{Test: 3, Verdict: "BUILD_FAILED", Now: "IMPROVEMENT", URL: "u", Confirmed: true},
-			"This series closes rdmabot's report (BUILD_FAILED in test 3). It was tested as that test was, on the same base, applied in place of the reported series (it does not apply on top of it). Confirmed fixed: the kernel builds and the test passes. The reported test: u"},
+			"This series closes rdmabot's report of test 3 (BUILD_FAILED). It was tested as that test was, on the same base, applied in place of the reported series (it does not apply on top of it). Confirmed fixed: the kernel builds and the test passes. The reported test: u"},
+		{FixFollowUp{Test: 4, Verdict: "REGRESSION", Now: "PASS", URL: "u", Culprit: "0123456789ab", Head: "mainline 89abcdef0123", OnTop: true, Confirmed: true},
+			"This series fixes 0123456789ab, which rdmabot's bisection blamed for a REGRESSION (test 4). It was tested as that test was, on the same base, applied on mainline 89abcdef0123, the head the regression was found in. Confirmed fixed: the regression is gone. The reported test: u"},
+		{FixFollowUp{Test: 4, Verdict: "REGRESSION", Now: "REGRESSION", URL: "u", Culprit: "0123456789ab", Head: "mainline 89abcdef0123"},
+			"This series fixes 0123456789ab, which rdmabot's bisection blamed for a REGRESSION (test 4). It was tested as that test was, on the same base, applied on the base (it does not apply on mainline 89abcdef0123, the head the regression was found in). Not fixed: the verdict is still REGRESSION. The reported test: u"},
 	} {
 		if got := c.f.Sentence(); got != c.want {
 			t.Errorf("got  %q\nwant %q", got, c.want)

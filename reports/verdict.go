@@ -52,9 +52,13 @@ type FixFollowUp struct {
 	Now      string // the verdict with the fix
 	URL      string // the reported test's page
 	ReplyURL string // the report the fix's Closes: names ("" when unknown)
-	// OnTop: applied on top of the reported series; false: in its place,
-	// on its base (a new version of it).
-	OnTop     bool
+	Culprit  string // the commit its Fixes: names, when that named the report
+	// OnTop: applied on top of the reported series, or of Head; false:
+	// in its place, on its base (a new version of it).
+	OnTop bool
+	// Head is the mainline tree and head the regression was found in
+	// ("" when a series was reported).
+	Head      string
 	Confirmed bool
 }
 
@@ -62,14 +66,23 @@ type FixFollowUp struct {
 // reported failure is gone.
 func (f *FixFollowUp) Sentence() string {
 	var b strings.Builder
-	report := "rdmabot's report"
-	if f.ReplyURL != "" {
-		report += " " + f.ReplyURL
+	switch {
+	case f.Culprit != "":
+		fmt.Fprintf(&b, "This series fixes %s, which rdmabot's bisection blamed for a %s (test %d).", f.Culprit, f.Verdict, f.Test)
+	case f.ReplyURL != "":
+		fmt.Fprintf(&b, "This series closes rdmabot's report %s (%s in test %d).", f.ReplyURL, f.Verdict, f.Test)
+	default:
+		fmt.Fprintf(&b, "This series closes rdmabot's report of test %d (%s).", f.Test, f.Verdict)
 	}
-	fmt.Fprintf(&b, "This series closes %s (%s in test %d). It was tested as that test was, on the same base, ", report, f.Verdict, f.Test)
-	if f.OnTop {
+	b.WriteString(" It was tested as that test was, on the same base, ")
+	switch {
+	case f.OnTop && f.Head != "":
+		fmt.Fprintf(&b, "applied on %s, the head the regression was found in. ", f.Head)
+	case f.OnTop:
 		b.WriteString("applied on top of the reported series. ")
-	} else {
+	case f.Head != "":
+		fmt.Fprintf(&b, "applied on the base (it does not apply on %s, the head the regression was found in). ", f.Head)
+	default:
 		b.WriteString("applied in place of the reported series (it does not apply on top of it). ")
 	}
 	switch {

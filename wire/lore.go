@@ -441,7 +441,7 @@ func convert(s *lore.Series, cfg lore.Config) bot.Series {
 	for _, p := range s.Patches {
 		out.Patches = append(out.Patches, p.Message.Raw)
 	}
-	out.Closes = closes(s)
+	out.Closes, out.Fixes = closesAndFixes(s)
 	return out
 }
 
@@ -464,21 +464,27 @@ func messageRef(ref string) (inbox *lore.ListConfig, msgID string, err error) {
 	return &lore.ListConfig{Name: parts[len(parts)-2], URL: base}, msgID, nil
 }
 
-// closes are the Message-IDs the Closes: trailers of a series' patches
-// name (a lore URL or a Message-ID); what names no message is left out.
-func closes(s *lore.Series) []string {
-	var out []string
+// closesAndFixes read the Closes: and Fixes: trailers of a series'
+// patches: the Message-IDs Closes: names (a lore URL or a Message-ID)
+// and the commits Fixes: names (the abbreviated hash before the title).
+// What names no message or commit is left out.
+func closesAndFixes(s *lore.Series) (closes, fixes []string) {
 	for _, p := range s.Patches {
 		for _, t := range lore.CommitTrailers(p.Message.Body) {
-			if !strings.EqualFold(t.Name, "Closes") {
-				continue
-			}
-			if _, id, err := messageRef(strings.TrimSpace(t.Value)); err == nil && strings.Contains(id, "@") && !slices.Contains(out, id) {
-				out = append(out, id)
+			switch v := strings.TrimSpace(t.Value); strings.ToLower(t.Name) {
+			case "closes":
+				if _, id, err := messageRef(v); err == nil && strings.Contains(id, "@") && !slices.Contains(closes, id) {
+					closes = append(closes, id)
+				}
+			case "fixes":
+				c, _, _ := strings.Cut(v, " ")
+				if len(c) >= 8 && strings.Trim(strings.ToLower(c), "0123456789abcdef") == "" && !slices.Contains(fixes, c) {
+					fixes = append(fixes, strings.ToLower(c))
+				}
 			}
 		}
 	}
-	return out
+	return closes, fixes
 }
 
 // Fetch fetches one thread over HTTP from the inbox the reference names

@@ -472,8 +472,9 @@ func (f fixedMaintainers) MaintainersOf(ctx context.Context, s bot.Series, files
 }
 
 // A series' Closes: trailers reach the bot as Message-IDs, whether they
-// name a lore URL or a bare Message-ID; the patch's notes, a trailer in
-// prose and a URL that names no message do not.
+// name a lore URL or a bare Message-ID, and its Fixes: as commits; the
+// patch's notes, a URL that names no message and a Fixes: that names no
+// commit hash do not.
 func TestReadMboxCloses(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "examples", "sample-series.mbox"))
 	if err != nil {
@@ -483,7 +484,10 @@ func TestReadMboxCloses(t *testing.T) {
 		"Closes: https://lore.kernel.org/r/20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid/\n" +
 		"Closes: <second@example.org>\n" +
 		"Closes: https://bugzilla.kernel.org/show_bug.cgi?id=1\n" +
-		"Closes: https://lore.kernel.org/r/20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid/\n"
+		"Closes: https://lore.kernel.org/r/20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid/\n" +
+		"Fixes: 0123456789AB (\"svcrdma: pace Send WRs\")\n" +
+		"Fixes: not-a-commit\n" +
+		"Fixes: 0123abc (\"too short\")\n"
 	mbox := strings.Replace(string(raw), "Signed-off-by: Ada", trailers+"Signed-off-by: Ada", 1)
 	mbox = strings.Replace(mbox, " 1 file changed", "Closes: <in-the-notes@example.org>\n 1 file changed", 1)
 	st, err := store.Open(context.Background(), "", t.TempDir())
@@ -498,5 +502,8 @@ func TestReadMboxCloses(t *testing.T) {
 	want := []string{"20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid", "second@example.org"}
 	if !slices.Equal(s.Closes, want) {
 		t.Fatalf("closes %q, want %q", s.Closes, want)
+	}
+	if want := []string{"0123456789ab"}; !slices.Equal(s.Fixes, want) {
+		t.Fatalf("fixes %q, want %q", s.Fixes, want)
 	}
 }

@@ -578,7 +578,8 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 		}
 	}
 	if f := rep.Fix; f != nil {
-		in.Fix = &reports.FixFollowUp{Test: f.Test, Verdict: f.Verdict, Now: rep.Verdict, URL: f.URL, OnTop: f.OnTop, Confirmed: f.Confirmed}
+		in.Fix = &reports.FixFollowUp{Test: f.Test, Verdict: f.Verdict, Now: rep.Verdict, URL: f.URL, OnTop: f.OnTop, Confirmed: f.Confirmed,
+			Culprit: f.Culprit, Head: f.Head}
 		if f.Reply != "" {
 			in.Fix.ReplyURL = r.Cfg.CloseURL(f.Reply)
 		}

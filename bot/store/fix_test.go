@@ -62,3 +62,45 @@ func TestReportedTestAndFixes(t *testing.T) {
 		}
 	})
 }
+
+// The mainline test a bisection blamed on a commit is found by the
+// commit's abbreviated hash; an unfinished or series bisection, a short
+// or non-hex prefix, is not.
+func TestCulpritTest(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		head := func(key, cand, verdict string) Test {
+			id, _, err := s.AddTest(ctx, s.DB, Test{Key: key, Kind: KindMainline, Tree: "mainline", Ref: "master"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt, _ := s.Test(ctx, s.DB, id)
+			tt.State, tt.Verdict, tt.Base, tt.Candidate = StateDone, verdict, "good0", cand
+			if err := s.UpdateTest(ctx, s.DB, tt); err != nil {
+				t.Fatal(err)
+			}
+			return tt
+		}
+		bisect := func(key, bad, culprit string, state BisectionState, testID int64) {
+			id, _, err := s.AddBisection(ctx, s.DB, Bisection{Key: key, Tree: "mainline", Good: "good0", Bad: bad, Metric: "copy_MBps", TestID: testID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.UpdateBisection(ctx, s.DB, Bisection{ID: id, State: state, Culprit: culprit}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reg := head("m1", "bad1", "REGRESSION")
+		bisect("b1", "bad1", "0123456789abcdef0123456789abcdef01234567", BisectionDone, 0)
+		head("m2", "bad2", "REGRESSION")
+		bisect("b2", "bad2", "fedcba9876543210fedcba9876543210fedcba98", BisectionRunning, 0)
+		bisect("b3", "bad1", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", BisectionDone, 7)
+		for prefix, want := range map[string]int64{"0123456789ab": reg.ID, "0123456789AB": reg.ID, "01234567": reg.ID, "0123456": 0,
+			"fedcba987654": 0, "aaaaaaaaaaaa": 0, "0123456789zz": 0, "%": 0} {
+			got, ok, err := s.CulpritTest(ctx, s.DB, prefix)
+			if err != nil || ok != (want != 0) || (ok && got.ID != want) {
+				t.Errorf("%q: test %d %v %v, want %d", prefix, got.ID, ok, err, want)
+			}
+		}
+	})
+}

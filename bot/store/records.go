@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -229,6 +230,26 @@ func (s *Store) ReportedTest(ctx context.Context, q Querier, msgID string, versi
 	}
 	if err != nil {
 		return t, false, fmt.Errorf("store: reported test of %s v%d: %w", msgID, version, err)
+	}
+	return t, true, nil
+}
+
+// CulpritTest is the mainline test whose regression a finished
+// bisection blamed on a commit starting with prefix (a Fixes: hash,
+// at least 8 hex digits): the newest, ok false when there is none.
+func (s *Store) CulpritTest(ctx context.Context, q Querier, prefix string) (t Test, ok bool, err error) {
+	if len(prefix) < 8 || strings.Trim(strings.ToLower(prefix), "0123456789abcdef") != "" {
+		return t, false, nil
+	}
+	t, err = scanTest(q.QueryRowContext(ctx, `SELECT `+testCols+` FROM tests
+		WHERE kind = $1 AND verdict IN ('REGRESSION', 'CRASH') AND candidate IN
+		(SELECT bad FROM bisections WHERE test_id = 0 AND state = 'done' AND culprit LIKE $2) ORDER BY id DESC LIMIT 1`,
+		KindMainline, strings.ToLower(prefix)+"%"))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, fmt.Errorf("store: test blaming %s: %w", prefix, err)
 	}
 	return t, true, nil
 }

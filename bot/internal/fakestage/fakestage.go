@@ -243,7 +243,7 @@ func (f *Builder) Apply(ctx context.Context, base bot.Base, s bot.Series, trace 
 		// A new version of a series: it applies on the base only.
 		return "", fmt.Errorf("patch 1/1 %q does not apply to %s", s.Subject, base.Commit[:12])
 	}
-	if f.Base != "" && f.Repo != "" && (len(s.Patches) > 1 || len(s.Closes) > 0) {
+	if f.Base != "" && f.Repo != "" && (len(s.Patches) > 1 || len(s.Closes) > 0 || len(s.Fixes) > 0) {
 		return f.applyCommits(ctx, base.Commit, s)
 	}
 	h := sha1.Sum([]byte(base.Commit + s.MsgID + fmt.Sprint(s.Version)))
