@@ -236,7 +236,7 @@ type FixFollowUp struct {
 	// Head is the reported mainline test's tree and head ("" for a
 	// series): the fix went on top of it.
 	Head      string `json:"head,omitempty"`
-	Confirmed bool `json:"confirmed"`
+	Confirmed bool   `json:"confirmed"`
 }
 
 // Fixed says whether a rerun's verdict shows a reported failure gone:
