@@ -42,6 +42,32 @@ func NewReproducer(cfg Config, st *store.Store, version string) *Reproducer {
 // dashboard answers 404.
 var ErrNoReproducer = fmt.Errorf("no reproducer: %w", store.ErrNotFound)
 
+// appliedOn are the patches a fix follow-up's series went on top of (the
+// reported series'), to apply first on the base; none for other tests.
+// A fix applied on a mainline head cannot be redone from the base and
+// patches a bundle holds.
+func (r *Reproducer) appliedOn(ctx context.Context, t store.Test) ([][]byte, error) {
+	if t.FixOf == 0 || t.ApplyOn == "" {
+		return nil, nil
+	}
+	orig, err := r.St.Test(ctx, r.St.DB, t.FixOf)
+	if err != nil {
+		return nil, err
+	}
+	if orig.SeriesID == 0 {
+		return nil, fmt.Errorf("test %d applied its series on %s %s, a head no base and patches redo: %w", t.ID, orig.Tree, t.ApplyOn, ErrNoReproducer)
+	}
+	row, err := r.St.Series(ctx, r.St.DB, orig.SeriesID)
+	if err != nil {
+		return nil, err
+	}
+	var s bot.Series
+	if err := json.Unmarshal(row.Data, &s); err != nil {
+		return nil, fmt.Errorf("test %d: stored series: %w", orig.ID, err)
+	}
+	return s.Patches, nil
+}
+
 // Bundle is test id's reproducer.
 func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
 	t, err := r.St.Test(ctx, r.St.DB, id)
@@ -62,12 +88,16 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	if err := json.Unmarshal(row.Data, &s); err != nil {
 		return nil, fmt.Errorf("test %d: stored series: %w", id, err)
 	}
+	patches, err := r.appliedOn(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	settings, err := Settings(r.Cfg)
 	if err != nil {
 		return nil, err
 	}
 	in := bundle.Input{TestID: id, Subject: row.Subject, Link: row.Link, Tree: t.Tree, Branch: t.BaseBranch, Base: t.Base,
-		Patches: s.Patches, Settings: settings, Binary: r.Binary, Version: r.Version}
+		Patches: append(patches, s.Patches...), Settings: settings, Binary: r.Binary, Version: r.Version}
 	for _, tr := range r.Cfg.Builder.Trees {
 		if tr.Name == t.Tree {
 			in.TreeURL = tr.URL

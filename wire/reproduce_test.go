@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,17 @@ func TestReproducerBundle(t *testing.T) {
 	pruned := add(store.Test{Key: "p", Kind: "series", SeriesID: sid, Tree: "rdma", Base: base, BaseArtifact: "gone", State: "done"})
 	branch := add(store.Test{Key: "m", Kind: "mainline", Tree: "mainline", Base: base, State: "done"})
 	waiting := add(store.Test{Key: "w", Kind: "series", SeriesID: sid, Tree: "rdma", State: "queued"})
+	// Fix follow-ups: on top of the series above (the bundle applies
+	// both), in its place, and on a mainline head (no bundle can).
+	fixPatch := []byte("From: a@x\nSubject: [PATCH] svcrdma: fix x\nMessage-ID: <f@x>\n\nbody\n")
+	fixData, _ := json.Marshal(bot.Series{MsgID: "f@x", Patches: [][]byte{fixPatch}})
+	fsid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "f@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: fix x", Data: fixData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onTop := add(store.Test{Key: "f1", Kind: "series", SeriesID: fsid, Tree: "rdma", Base: base, State: "done", FixOf: series, ApplyOn: "c0ffee"})
+	inPlace := add(store.Test{Key: "f2", Kind: "series", SeriesID: fsid, Tree: "rdma", Base: base, State: "done", FixOf: series})
+	onHead := add(store.Test{Key: "f3", Kind: "series", SeriesID: fsid, Tree: "mainline", Base: base, State: "done", FixOf: branch, ApplyOn: "bad0"})
 
 	cfg := Default()
 	cfg.Lab.QEMU.HeavyLock = "/var/cache/rdmabot/heavy.lock" // resolved, as Load leaves it
@@ -113,7 +125,32 @@ func TestReproducerBundle(t *testing.T) {
 			t.Error("a pruned artifact gave a kernel.config")
 		}
 	}
-	for _, id := range []int64{branch, waiting} {
+	for id, want := range map[int64][]string{onTop: {"Subject: [PATCH] svcrdma: x", "Subject: [PATCH] svcrdma: fix x"}, inPlace: {"Subject: [PATCH] svcrdma: fix x"}} {
+		b, err := r.Bundle(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range b.Files {
+			if f.Name != "series.mbox" {
+				continue
+			}
+			found = true
+			var got []string
+			for _, l := range strings.Split(string(f.Data), "\n") {
+				if strings.HasPrefix(l, "Subject: ") {
+					got = append(got, l)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("fix test %d: series.mbox applies %q, want %q", id, got, want)
+			}
+		}
+		if !found {
+			t.Errorf("fix test %d: no series.mbox", id)
+		}
+	}
+	for _, id := range []int64{branch, waiting, onHead} {
 		if _, err := r.Bundle(ctx, id); !errors.Is(err, ErrNoReproducer) {
 			t.Errorf("test %d: %v, want ErrNoReproducer", id, err)
 		}
