@@ -44,6 +44,9 @@ func TestFixFollowUp(t *testing.T) {
 	h.ingest.Add(fix("<v2@x>", "[PATCH v2] svcrdma: new-version tidy", reply))
 	h.ingest.Add(fix("<nofix@x>", "[PATCH] svcrdma: a comment", reply))
 	h.ingest.Add(fix("<other@x>", "[PATCH] svcrdma: a comment too", "<unrelated@elsewhere>"))
+	// A series that never reaches the lab shows no boots, not even the
+	// base's cached ones (the reply would link boots it does not have).
+	h.ingest.Add(series("<na@x>", "[PATCH] svcrdma: does-not-apply"))
 	// A reply that reported nothing to fix.
 	h.ingest.Add(fix("<afterpass@x>", "[PATCH] svcrdma: a comment again", h.report.MessageID("series:<pass@x>:v1:")))
 	// "#rdmabot test" in a fix's thread asks for the fix's test again:
@@ -51,7 +54,7 @@ func TestFixFollowUp(t *testing.T) {
 	asked := fix("<fix@x>", "[PATCH] svcrdma: fix-slow send", reply)
 	asked.Request = &bot.MailRequest{MsgID: "<cmd@x>", From: "dev@example.org", Line: "#rdmabot test"}
 	h.ingest.Add(asked)
-	h.wait("the follow-ups' replies", 90*time.Second, func() bool { return h.report.Count() == 8 })
+	h.wait("the follow-ups' replies", 90*time.Second, func() bool { return h.report.Count() == 9 })
 
 	for _, c := range []struct {
 		key       string
@@ -96,7 +99,10 @@ func TestFixFollowUp(t *testing.T) {
 	}
 	// Nothing answered twice.
 	time.Sleep(300 * time.Millisecond)
-	if n := h.report.Count(); n != 8 {
-		t.Errorf("%d replies, want 8", n)
+	if r, _ := h.report.Get("series:<na@x>:v1:"); r.Verdict != bot.VerdictNotApplied || len(r.BaseSamples)+len(r.CandSamples) != 0 {
+		t.Errorf("a series that did not apply: %s with %d base and %d candidate samples", r.Verdict, len(r.BaseSamples), len(r.CandSamples))
+	}
+	if n := h.report.Count(); n != 9 {
+		t.Errorf("%d replies, want 9", n)
 	}
 }

@@ -108,7 +108,7 @@ func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin,
 		rowTree += "/" + s.Branch
 	}
 	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: rowTree,
-		Subject: s.Subject, Author: s.Author, Link: s.Link, Data: data})
+		Subject: s.Subject, Author: s.Author, Link: s.Link, Root: s.Root, Data: data})
 	if err != nil {
 		return 0, false, err
 	}

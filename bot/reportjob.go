@@ -154,6 +154,11 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 	if err != nil {
 		return nil, nil, Infra(err)
 	}
+	if len(runs) == 0 {
+		// It never reached the lab (it did not apply or build): no boots
+		// of its own, and none of the base's to show with it.
+		return nil, nil, nil
+	}
 	var own []store.Sample
 	for _, r := range runs {
 		if r.Role == "base" {

@@ -15,7 +15,10 @@ import (
 
 // Series is a patch series as the bot carries it between stages.
 type Series struct {
-	MsgID   string `json:"msgid"` // cover letter, or first patch when there is none
+	MsgID string `json:"msgid"` // cover letter, or first patch when there is none
+	// Root is the Message-ID the series' replies answer (the cover
+	// letter's, or the first patch's), when MsgID is not it.
+	Root    string `json:"root,omitempty"`
 	Version int    `json:"version"`
 	Subject string `json:"subject"`
 	Author  string `json:"author"`
@@ -248,7 +251,7 @@ func Fixed(verdict string) bool { return verdict == VerdictPass || verdict == Ve
 // that reply is a fix of what it reported. ok is false for a Message-ID
 // that is no reply of the bot's to a series.
 type ReplyIndex interface {
-	Answered(ctx context.Context, replyID string) (seriesMsgID string, version int, ok bool, err error)
+	Answered(ctx context.Context, replyID string) (root string, version int, ok bool, err error)
 }
 
 // Reporter renders and delivers a reply exactly once per Report.Key.

@@ -85,8 +85,13 @@ func (a *author) commitTagged(parent, subject, body, trailers string, edits ...e
 	env := []string{"GIT_INDEX_FILE=" + index}
 	gd := []string{"--git-dir", a.git}
 	a.runEnv(env, nil, append(gd, "read-tree", parent)...)
+	// Edits of one file apply one after the other.
+	files := map[string]string{}
 	for _, e := range edits {
-		src := string(a.runOut(nil, append(gd, "cat-file", "blob", parent+":"+e.path)...))
+		src, ok := files[e.path]
+		if !ok {
+			src = string(a.runOut(nil, append(gd, "cat-file", "blob", parent+":"+e.path)...))
+		}
 		if e.old == "" {
 			src += e.new
 		} else if n := strings.Count(src, e.old); n != 1 {
@@ -94,6 +99,7 @@ func (a *author) commitTagged(parent, subject, body, trailers string, edits ...e
 		} else {
 			src = strings.Replace(src, e.old, e.new, 1)
 		}
+		files[e.path] = src
 		blob := strings.TrimSpace(string(a.runOut([]byte(src), append(gd, "hash-object", "-w", "--stdin")...)))
 		a.runEnv(env, nil, append(gd, "update-index", "--cacheinfo", "100644,"+blob+","+e.path)...)
 	}

@@ -41,7 +41,7 @@ func TestSeriesAnswered(t *testing.T) {
 	v := newVary(t, b, a.base, all)
 	// Below go test's -timeout in scripts/test.sh, so a stuck scenario ends
 	// with its serve log rather than a stack dump.
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 
 	// The harmless series first: its first lab run loses a guest to

@@ -442,6 +442,10 @@ func convert(s *lore.Series, cfg lore.Config) bot.Series {
 		out.Patches = append(out.Patches, p.Message.Raw)
 	}
 	out.Closes, out.Fixes = closesAndFixes(s)
+	// The Message-ID replies answer, as Reports.thread finds it.
+	if root, err := lore.Root(out.Cover, out.Patches); err == nil {
+		out.Root = root.MessageID
+	}
 	return out
 }
 

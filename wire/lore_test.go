@@ -503,6 +503,9 @@ func TestReadMboxCloses(t *testing.T) {
 	if !slices.Equal(s.Closes, want) {
 		t.Fatalf("closes %q, want %q", s.Closes, want)
 	}
+	if s.Root != "20261201100000.4242-1-ada@example.org" {
+		t.Errorf("root %q, want the patch's Message-ID", s.Root)
+	}
 	if want := []string{"0123456789ab"}; !slices.Equal(s.Fixes, want) {
 		t.Fatalf("fixes %q, want %q", s.Fixes, want)
 	}

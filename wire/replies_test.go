@@ -198,8 +198,8 @@ func TestRepliesGolden(t *testing.T) {
 		d := decide(t, reg.r, base, samples(runs, 52, 2))
 		reported := reg.deliver(t, reg.report(9, d.Verdict, d.Summary, d.Detail, base, samples(runs, 52, 2)))
 		thread, version, ok, err := reg.r.Answered(ctx, reported.MessageID)
-		if err != nil || !ok || thread != cover || version != 2 {
-			t.Fatalf("the regression's reply answered %q v%d (%v %v), want %q v2", thread, version, ok, err, cover)
+		if err != nil || !ok || thread != cover || thread != reg.s.Root || version != 2 {
+			t.Fatalf("the regression's reply answered %q v%d (%v %v), want %q v2, the series' Root %q", thread, version, ok, err, cover, reg.s.Root)
 		}
 		if _, _, ok, err := reg.r.Answered(ctx, "20261130040506.000000000000-rdmabot@example.org"); ok || err != nil {
 			t.Fatalf("an unknown Message-ID: %v %v", ok, err)

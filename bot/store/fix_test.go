@@ -36,6 +36,14 @@ func TestReportedTestAndFixes(t *testing.T) {
 		if _, ok, err := s.ReportedTest(ctx, s.DB, "<a@x>", 1); ok || err != nil {
 			t.Fatalf("nothing stored: %v %v", ok, err)
 		}
+		// A lore series' ID is a hash; its replies answer its root.
+		if id, err := s.AddSeries(ctx, s.DB, SeriesRow{MsgID: "79ce98b08c497d76", Version: 1, Root: "p1@x", Subject: "svcrdma: y", Data: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		} else if lore := test("l1", id, "BUILD_FAILED"); true {
+			if got, ok, err := s.ReportedTest(ctx, s.DB, "p1@x", 1); err != nil || !ok || got.ID != lore.ID {
+				t.Fatalf("by root: %+v %v %v, want test %d", got, ok, err, lore.ID)
+			}
+		}
 		v1 := series("<a@x>", 1)
 		first := test("a1", v1, "REGRESSION")
 		crash := test("a1-retest", v1, "CRASH")

@@ -51,22 +51,25 @@ type Sample struct {
 
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.
 type SeriesRow struct {
-	ID        int64
-	MsgID     string
-	Version   int
-	Tree      string
-	Subject   string
-	Author    string
-	Link      string
+	ID      int64
+	MsgID   string
+	Version int
+	Tree    string
+	Subject string
+	Author  string
+	Link    string
+	// Root is the Message-ID replies answer (the cover letter's, or the
+	// first patch's); "" where the series' ID already is it.
+	Root      string
 	Data      []byte
 	CreatedAt time.Time
 }
 
 // AddSeries stores a series once per (msgid, version, tree) and returns its id.
 func (s *Store) AddSeries(ctx context.Context, q Querier, r SeriesRow) (int64, error) {
-	_, err := q.ExecContext(ctx, `INSERT INTO series (msgid, version, tree, subject, author, link, data, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (msgid, version, tree) DO NOTHING`,
-		r.MsgID, r.Version, r.Tree, r.Subject, r.Author, r.Link, r.Data, ms(s.now()))
+	_, err := q.ExecContext(ctx, `INSERT INTO series (msgid, version, tree, subject, author, link, data, created_at, root)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (msgid, version, tree) DO NOTHING`,
+		r.MsgID, r.Version, r.Tree, r.Subject, r.Author, r.Link, r.Data, ms(s.now()), r.Root)
 	if err != nil {
 		return 0, fmt.Errorf("store: add series: %w", err)
 	}
@@ -217,19 +220,20 @@ func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
 	return nil
 }
 
-// ReportedTest is the newest test of a series version (its cover's or
-// first patch's Message-ID and version) whose verdict the reply asked
-// the author to fix: what a later series' Closes: naming that reply
-// closes. ok is false when there is none.
-func (s *Store) ReportedTest(ctx context.Context, q Querier, msgID string, version int) (t Test, ok bool, err error) {
+// ReportedTest is the newest test of a series version (the Message-ID
+// its replies answer, SeriesRow.Root, or its ID where that is the
+// Message-ID, and its version) whose verdict the reply asked the author
+// to fix: what a later series' Closes: naming that reply closes. ok is
+// false when there is none.
+func (s *Store) ReportedTest(ctx context.Context, q Querier, root string, version int) (t Test, ok bool, err error) {
 	t, err = scanTest(q.QueryRowContext(ctx, `SELECT `+testCols+` FROM tests
 		WHERE kind = $1 AND verdict IN ('REGRESSION', 'CRASH', 'BUILD_FAILED')
-		AND series_id IN (SELECT id FROM series WHERE msgid = $2 AND version = $3) ORDER BY id DESC LIMIT 1`, KindSeries, msgID, version))
+		AND series_id IN (SELECT id FROM series WHERE (root = $2 OR msgid = $2) AND version = $3) ORDER BY id DESC LIMIT 1`, KindSeries, root, version))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, false, nil
 	}
 	if err != nil {
-		return t, false, fmt.Errorf("store: reported test of %s v%d: %w", msgID, version, err)
+		return t, false, fmt.Errorf("store: reported test of %s v%d: %w", root, version, err)
 	}
 	return t, true, nil
 }

@@ -381,4 +381,6 @@ ALTER TABLE bisect_steps ADD COLUMN boots INTEGER NOT NULL DEFAULT 0`,
 	// on its base, as a new version).
 	`ALTER TABLE tests ADD COLUMN fix_of BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE tests ADD COLUMN apply_on TEXT NOT NULL DEFAULT ''`,
+	// The Message-ID a series' replies answer: how the outbox names it.
+	`ALTER TABLE series ADD COLUMN root TEXT NOT NULL DEFAULT ''`,
 }
