@@ -81,6 +81,8 @@ var (
 		// A pass names the metric whose interval came nearest a loss:
 		// either, as the noise has it.
 		{regexp.MustCompile(`the closest was (copy \(MB/s\)|loop \(s\)),`), "the closest was <copy (MB/s) or loop (s)>,"},
+		// The reported test a fix follow-up names, by its id.
+		{regexp.MustCompile(`\b(in test|the reported test) \d+\b`), "$1 <id>"},
 		// The SQ and RQ drains share the broken completion; the watchdog
 		// names whichever task it finds first.
 		{regexp.MustCompile(`__ib_drain_[rs]q\b`), "__ib_drain_<rq|sq>"},
