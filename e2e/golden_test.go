@@ -44,11 +44,13 @@ func newVary(t testing.TB, b *bot, base string, all map[string]series) vary {
 }
 
 func (v vary) replace(s string, own string) string {
-	pairs := slices.Clone(v.Exact)
+	var pairs [][2]string
 	if own != "" {
-		// The reply's own Message-ID: Closes: must link to it.
+		// The reply's own Message-ID: Closes: must link to it. First, so
+		// that it wins over a name the same ID has in another reply.
 		pairs = append(pairs, [2]string{own, "this-reply"})
 	}
+	pairs = append(pairs, v.Exact...)
 	slices.SortStableFunc(pairs, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
 	for _, p := range pairs {
 		s = strings.ReplaceAll(s, p[0], p[1])
