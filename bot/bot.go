@@ -71,6 +71,10 @@ type Options struct {
 	// PollInterval is how often idle workers look for jobs (River's
 	// FetchPollInterval); tests shorten it.
 	PollInterval time.Duration
+	// Quick starts River's maintenance (periodic jobs, rescues) at once
+	// rather than after its random startup stagger, which spreads the
+	// load of many processes starting together; tests set it.
+	Quick bool
 	// DeliverInterval is how often replies that are due (approved, past
 	// the daily limit, retried) are sent; default a minute.
 	DeliverInterval time.Duration
@@ -157,6 +161,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 		RescueStuckJobsAfter: o.Config.RescueAfter.Duration,
 		FetchPollInterval:    o.PollInterval,
 		ErrorHandler:         &errorHandler{b: b},
+		TestOnly:             o.Quick,
 	}
 	if rc.FetchPollInterval == 0 {
 		rc.FetchPollInterval = time.Second

@@ -87,8 +87,9 @@ func newHarnessWith(t testing.TB, cfg bot.Config, repo, dbURL string, adjust fun
 			Decide: fakestage.Decider{}, Report: h.report},
 		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		ID:           "test/" + t.Name(),
-		PollInterval: 50 * time.Millisecond,
+		PollInterval: 250 * time.Millisecond,
 		LeaseWait:    100 * time.Millisecond,
+		Quick:        true,
 	}
 	if adjust != nil {
 		adjust(&opts)
@@ -249,9 +250,18 @@ func TestInfraFaultsRetried(t *testing.T) {
 func TestLeaseSerializesPair(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	h.lab.Delay = 200 * time.Millisecond
+	// The first test keeps the pair until the three others wait for it:
+	// the order is the pair's to decide, not which build ended first.
+	h.lab.Hold = make(chan struct{})
 	for i := range 4 {
 		h.ingest.Add(series(fmt.Sprintf("<s%d@x>", i), "[PATCH] svcrdma: harmless"))
 	}
+	h.wait("three tests waiting for the pair", 60*time.Second, func() bool {
+		var n int
+		err := h.st.DB.QueryRow(`SELECT COUNT(*) FROM lab_waiters`).Scan(&n)
+		return err == nil && n == 3
+	})
+	close(h.lab.Hold)
 	h.wait("four replies", 90*time.Second, func() bool { return h.report.Count() == 4 })
 	if h.lab.Overlap != 0 {
 		t.Fatalf("%d overlapping runs", h.lab.Overlap)

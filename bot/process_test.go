@@ -72,6 +72,7 @@ func childMain() int {
 		PollInterval: 100 * time.Millisecond,
 		LeaseWait:    200 * time.Millisecond,
 		Heartbeat:    200 * time.Millisecond,
+		Quick:        true,
 	})
 	if err != nil {
 		log.Error("bot", "err", err)

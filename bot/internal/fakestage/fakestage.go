@@ -390,6 +390,8 @@ type Lab struct {
 	FailRuns int
 	// PanicRuns makes this many runs panic first, holding the pair.
 	PanicRuns int
+	// Hold, when set, keeps every run on the pair until it is closed.
+	Hold chan struct{}
 
 	mu      sync.Mutex
 	busy    map[string]bool
@@ -439,6 +441,13 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 		return nil, &InfraError{"lab: cannot read kernel: " + err.Error()}
 	}
 	f.Calls.Add("run %s %s %d", pair, filepath.Base(dir), n)
+	if f.Hold != nil {
+		select {
+		case <-f.Hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	select {
 	case <-time.After(f.Delay):
 	case <-ctx.Done():
