@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -706,9 +707,9 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, baseRuns, candRuns int
 	switch t.Kind {
 	case "fio":
 		info.Name = "NFS/RDMA fio read"
-		info.Test = fmt.Sprintf("fio sequential READ of a %d MiB file, %d iterations per boot, %s", t.SizeMiB, t.Iterations, proto)
+		info.Test = fmt.Sprintf("fio sequential READ of %s %d MiB file, %d iterations per boot, %s", article(t.SizeMiB), t.SizeMiB, t.Iterations, proto)
 	default:
-		info.Test = fmt.Sprintf("a %d MiB file copied to the NFS mount, back, and compared, %d iterations per boot, %s", t.SizeMiB, t.Iterations, proto)
+		info.Test = fmt.Sprintf("%s %d MiB file copied to the NFS mount, back, and compared, %d iterations per boot, %s", article(t.SizeMiB), t.SizeMiB, t.Iterations, proto)
 	}
 	if candRuns > 0 {
 		info.Test += fmt.Sprintf("; %d boots of the patched kernel and %d of the base, alternating", candRuns, baseRuns)
@@ -779,4 +780,15 @@ func (r *Reports) labWords(pair string) string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+// article is the indefinite article before n as it is read aloud: "an"
+// for eight, eleven, eighteen, eighty-something, eight hundred, eleven
+// thousand...
+func article(n int) string {
+	d := strconv.Itoa(n)
+	if d[0] == '8' || len(d)%3 == 2 && (d[:2] == "11" || d[:2] == "18") {
+		return "an"
+	}
+	return "a"
 }
