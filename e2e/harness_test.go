@@ -157,7 +157,7 @@ func startBot(t testing.TB, m machine, adjust func(*wire.Config)) *bot {
 	t.Cleanup(func() {
 		b.stop()
 		if t.Failed() {
-			t.Logf("serve log (last 150 lines):\n%s", tailFile(b.log, 150))
+			t.Logf("serve log (last 150 lines but the periodic ingest and delivery rounds):\n%s", tailFile(b.log, 150))
 		}
 	})
 	return b
@@ -288,12 +288,36 @@ func (b *bot) waitReply(ctx context.Context, msgids ...string) reply {
 		}
 		select {
 		case <-ctx.Done():
+			b.explain()
 			b.t.Fatalf("no reply to %v: %v", msgids, ctx.Err())
 		case err := <-b.done:
 			b.cmd = nil
 			b.t.Fatalf("serve exited: %v", err)
 		case <-tick.C:
 		}
+	}
+}
+
+// explain logs where every test stands (state, and each job's state,
+// attempts, time and errors), so a scenario that ran out of time says
+// which stage held it.
+func (b *bot) explain() {
+	var list []testView
+	if err := getJSONErr(b.cfg.Bot.URL+"/api/tests", &list); err != nil {
+		b.t.Logf("tests: %v", err)
+		return
+	}
+	for _, tv := range list {
+		if err := getJSONErr(fmt.Sprintf("%s/api/tests/%d", b.cfg.Bot.URL, tv.ID), &tv); err != nil {
+			b.t.Logf("test %d: %v", tv.ID, err)
+			continue
+		}
+		var jobs []string
+		for _, j := range tv.Jobs {
+			jobs = append(jobs, fmt.Sprintf("%s %d %s attempt %d %.0fs %q", j.Kind, j.ID, j.State, j.Attempt, j.Took, j.Errors))
+		}
+		b.t.Logf("test %d %q: state %s, verdict %q, created %s, updated %s; jobs: %s", tv.ID, tv.Subject, tv.State, tv.Verdict,
+			tv.CreatedAt.Format(time.TimeOnly), tv.UpdatedAt.Format(time.TimeOnly), strings.Join(jobs, "; "))
 	}
 }
 
@@ -307,6 +331,12 @@ func tailFile(path string, n int) string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
+		// The periodic polls are most of an idle serve's log and say
+		// nothing about why a test stalled.
+		if l := sc.Text(); strings.Contains(l, "Producer job counts") ||
+			strings.Contains(l, `msg="job start"`) && (strings.Contains(l, "kind=ingest") || strings.Contains(l, "kind=deliver")) {
+			continue
+		}
 		lines = append(lines, sc.Text())
 		if len(lines) > n {
 			lines = lines[1:]
