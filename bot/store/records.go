@@ -260,27 +260,19 @@ func (s *Store) CulpritTest(ctx context.Context, q Querier, prefix string) (t Te
 
 // FixesOf lists the fix follow-ups of a test, oldest first.
 func (s *Store) FixesOf(ctx context.Context, q Querier, id int64) ([]Test, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+testCols+` FROM tests WHERE fix_of = $1 ORDER BY id`, id)
-	if err != nil {
-		return nil, fmt.Errorf("store: fixes of test %d: %w", id, err)
-	}
-	defer rows.Close()
-	var out []Test
-	for rows.Next() {
-		t, err := scanTest(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryTests(ctx, q, fmt.Sprintf("fixes of test %d", id), `SELECT `+testCols+` FROM tests WHERE fix_of = $1 ORDER BY id`, id)
 }
 
 // Tests lists the newest tests first.
 func (s *Store) Tests(ctx context.Context, q Querier, limit int) ([]Test, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+testCols+` FROM tests ORDER BY id DESC LIMIT $1`, limit)
+	return queryTests(ctx, q, "tests", `SELECT `+testCols+` FROM tests ORDER BY id DESC LIMIT $1`, limit)
+}
+
+// queryTests runs a query of testCols; what names it in errors.
+func queryTests(ctx context.Context, q Querier, what, query string, args ...any) ([]Test, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: tests: %w", err)
+		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []Test
