@@ -399,12 +399,24 @@ type testView struct {
 // tests reads every test with its jobs from the dashboard API.
 func (b *bot) tests(t testing.TB) []testView {
 	t.Helper()
-	var list []testView
-	getJSON(t, b.cfg.Bot.URL+"/api/tests", &list)
-	for i := range list {
-		getJSON(t, fmt.Sprintf("%s/api/tests/%d", b.cfg.Bot.URL, list[i].ID), &list[i])
+	list, err := b.testViews()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return list
+}
+
+func (b *bot) testViews() ([]testView, error) {
+	var list []testView
+	if err := getJSONErr(b.cfg.Bot.URL+"/api/tests", &list); err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if err := getJSONErr(fmt.Sprintf("%s/api/tests/%d", b.cfg.Bot.URL, list[i].ID), &list[i]); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
 }
 
 func getPage(t testing.TB, url string) string {
@@ -423,8 +435,8 @@ func getPage(t testing.TB, url string) string {
 
 func getJSON(t testing.TB, url string, v any) {
 	t.Helper()
-	if err := json.Unmarshal([]byte(getPage(t, url)), v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	if err := getJSONErr(url, v); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -438,7 +450,10 @@ func getJSONErr(url string, v any) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
 }
 
 // relaxedOrdering is the real relaxed-ordering v1 thread from

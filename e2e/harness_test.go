@@ -302,16 +302,12 @@ func (b *bot) waitReply(ctx context.Context, msgids ...string) reply {
 // attempts, time and errors), so a scenario that ran out of time says
 // which stage held it.
 func (b *bot) explain() {
-	var list []testView
-	if err := getJSONErr(b.cfg.Bot.URL+"/api/tests", &list); err != nil {
+	list, err := b.testViews()
+	if err != nil {
 		b.t.Logf("tests: %v", err)
 		return
 	}
 	for _, tv := range list {
-		if err := getJSONErr(fmt.Sprintf("%s/api/tests/%d", b.cfg.Bot.URL, tv.ID), &tv); err != nil {
-			b.t.Logf("test %d: %v", tv.ID, err)
-			continue
-		}
 		var jobs []string
 		for _, j := range tv.Jobs {
 			jobs = append(jobs, fmt.Sprintf("%s %d %s attempt %d %.0fs %q", j.Kind, j.ID, j.State, j.Attempt, j.Took, j.Errors))
@@ -333,11 +329,12 @@ func tailFile(path string, n int) string {
 	for sc.Scan() {
 		// The periodic polls are most of an idle serve's log and say
 		// nothing about why a test stalled.
-		if l := sc.Text(); strings.Contains(l, "Producer job counts") ||
+		l := sc.Text()
+		if strings.Contains(l, "Producer job counts") ||
 			strings.Contains(l, `msg="job start"`) && (strings.Contains(l, "kind=ingest") || strings.Contains(l, "kind=deliver")) {
 			continue
 		}
-		lines = append(lines, sc.Text())
+		lines = append(lines, l)
 		if len(lines) > n {
 			lines = lines[1:]
 		}
