@@ -3,7 +3,6 @@ package lab
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -68,8 +67,9 @@ func DefaultRecipe() Recipe {
 	}
 }
 
-// recipeVersion changes when the build steps below change meaning.
-const recipeVersion = "rdmabot-guest-image/2"
+// recipeVersion changes when the build steps below change meaning (3:
+// archives are no longer gzip'ed).
+const recipeVersion = "rdmabot-guest-image/3"
 
 func (r Recipe) String() string {
 	var b strings.Builder
@@ -101,7 +101,10 @@ func sorted(s []string) []string {
 	return c
 }
 
-// Image is a built guest root: gzip'ed newc cpio archives for -initrd.
+// Image is a built guest root: newc cpio archives for -initrd. They are
+// not compressed: inflating the 21 MB gzip of the base took the guest 6.5
+// of its 8.6 s to /init under TCG (1.3 s of each boot's host time), and
+// QEMU reads the 43 MB plain archive from the page cache in no time.
 type Image struct {
 	Dir   string
 	Path  string // the base archive
@@ -117,7 +120,7 @@ func (im Image) WithLayers(layers ...string) (string, error) {
 		return im.Path, nil
 	}
 	sort.Strings(layers)
-	out := filepath.Join(im.Dir, "rootfs+"+strings.Join(layers, "+")+".cpio.gz")
+	out := filepath.Join(im.Dir, "rootfs+"+strings.Join(layers, "+")+".cpio")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -148,7 +151,7 @@ func (im Image) WithLayers(layers ...string) (string, error) {
 func layerPaths(dir string, layers []string) []string {
 	var p []string
 	for _, l := range layers {
-		p = append(p, filepath.Join(dir, "layer-"+l+".cpio.gz"))
+		p = append(p, filepath.Join(dir, "layer-"+l+".cpio"))
 	}
 	return p
 }
@@ -158,7 +161,7 @@ func layerPaths(dir string, layers []string) []string {
 // serialize on a lock file and the second finds the first one's image.
 func EnsureImage(ctx context.Context, dir string, r Recipe, log *slog.Logger) (Image, error) {
 	hash := r.Hash()
-	img := Image{Dir: filepath.Join(dir, hash), Path: filepath.Join(dir, hash, "rootfs.cpio.gz"), Hash: hash}
+	img := Image{Dir: filepath.Join(dir, hash), Path: filepath.Join(dir, hash, "rootfs.cpio"), Hash: hash}
 	if fi, err := os.Stat(img.Path); err == nil {
 		img.Bytes = fi.Size()
 		return img, nil
@@ -293,7 +296,7 @@ func unpack(ctx context.Context, work, root string, pkgs []string) error {
 	return nil
 }
 
-// buildImage makes rootfs.cpio.gz and one layer-NAME.cpio.gz per layer in
+// buildImage makes rootfs.cpio and one layer-NAME.cpio per layer in
 // work. A layer holds only what its packages add to the base; its
 // libraries are found on the loader's default multiarch path.
 func buildImage(ctx context.Context, work string, r Recipe, log *slog.Logger) error {
@@ -328,7 +331,7 @@ func buildImage(ctx context.Context, work string, r Recipe, log *slog.Logger) er
 	if err := os.WriteFile(filepath.Join(lib, "labtest.sh"), labtestScript, 0o644); err != nil {
 		return err
 	}
-	if err := packRoot(root, filepath.Join(work, "rootfs.cpio.gz"), true); err != nil {
+	if err := packRoot(root, filepath.Join(work, "rootfs.cpio"), true); err != nil {
 		return err
 	}
 	inBase := map[string]bool{}
@@ -354,7 +357,7 @@ func buildImage(ctx context.Context, work string, r Recipe, log *slog.Logger) er
 		if err := unpack(ctx, work, lroot, extra); err != nil {
 			return fmt.Errorf("layer %s: %w", name, err)
 		}
-		if err := packRoot(lroot, filepath.Join(work, "layer-"+name+".cpio.gz"), false); err != nil {
+		if err := packRoot(lroot, filepath.Join(work, "layer-"+name+".cpio"), false); err != nil {
 			return err
 		}
 		os.RemoveAll(lroot)
@@ -448,7 +451,7 @@ func addEtc(root string) error {
 	return nil
 }
 
-// packRoot writes root as a gzip'ed newc cpio. Devices the kernel needs
+// packRoot writes root as a newc cpio. Devices the kernel needs
 // before devtmpfs is mounted are added as entries, so no mknod (and no
 // root privilege) is needed.
 func packRoot(root, out string, devices bool) error {
@@ -456,12 +459,8 @@ func packRoot(root, out string, devices bool) error {
 	if err != nil {
 		return err
 	}
-	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	cw := newCpioWriter(zw)
+	bw := bufio.NewWriterSize(f, 1<<20)
+	cw := newCpioWriter(bw)
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -483,7 +482,7 @@ func packRoot(root, out string, devices bool) error {
 		err = cw.close()
 	}
 	if err == nil {
-		err = zw.Close()
+		err = bw.Flush()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -40,7 +40,8 @@ func newKey(t *testing.T) (ed25519.PrivateKey, []byte, ssh.PublicKey) {
 }
 
 // overlay is the guest image plus a second archive with the test's keys;
-// the kernel unpacks concatenated archives in order.
+// the kernel unpacks concatenated archives in order, each compressed or
+// not (this one is gzip'ed, the image's are plain).
 func overlay(t *testing.T, base string, files map[string][]byte) string {
 	t.Helper()
 	b, err := os.ReadFile(base)
@@ -70,7 +71,7 @@ func overlay(t *testing.T, base string, files map[string][]byte) string {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "rootfs+keys.cpio.gz")
+	p := filepath.Join(t.TempDir(), "rootfs+keys.cpio")
 	if err := os.WriteFile(p, append(b, extra.Bytes()...), 0o644); err != nil {
 		t.Fatal(err)
 	}
