@@ -2,7 +2,6 @@ package lab
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -109,7 +108,8 @@ func (g *guest) signal(sig syscall.Signal) {
 	syscall.Kill(-g.cmd.Process.Pid, sig)
 }
 
-// tailBuffer keeps the last max bytes written (QEMU's stderr).
+// tailBuffer keeps the last max bytes written (all when max is 0), for
+// writers in other goroutines: QEMU's stderr, an SSH session's output.
 type tailBuffer struct {
 	mu  sync.Mutex
 	buf []byte
@@ -120,16 +120,19 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
+	if t.max > 0 && len(t.buf) > t.max {
 		t.buf = t.buf[len(t.buf)-t.max:]
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+func (t *tailBuffer) String() string { return strings.TrimSpace(t.text()) }
+
+// text is what the buffer keeps, as written.
+func (t *tailBuffer) text() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(bytes.TrimSpace(t.buf))
+	return string(t.buf)
 }
 
 // freePort asks the kernel for a free loopback port. Another process may

@@ -33,9 +33,11 @@ type SSHPair struct {
 	holder string
 	log    *slog.Logger
 	// BootWait bounds a reboot, Poll is how often a rebooting host is
-	// tried. Real hosts need minutes; tests shorten them.
+	// tried, Probe one try (connect and read the boot id). Real hosts
+	// need minutes; tests shorten them.
 	BootWait time.Duration
 	Poll     time.Duration
+	Probe    time.Duration
 	// RDMA overrides the pair's rdma setting (tests use "rxe" inside QEMU).
 	RDMA string
 }
@@ -44,7 +46,7 @@ type SSHPair struct {
 // this bot in leases.
 func NewSSHPair(cfg SSHPairConfig, leases *Leases, holder string, log *slog.Logger) *SSHPair {
 	return &SSHPair{cfg: cfg, leases: leases, holder: holder, log: log,
-		BootWait: 10 * time.Minute, Poll: 5 * time.Second, RDMA: cfg.RDMA}
+		BootWait: 10 * time.Minute, Poll: 5 * time.Second, Probe: 30 * time.Second, RDMA: cfg.RDMA}
 }
 
 // sshHost is one connected host.
@@ -114,20 +116,22 @@ func (h *sshHost) run(ctx context.Context, cmd string, stdin io.Reader) (string,
 		return "", err
 	}
 	defer s.Close()
-	var out, errb bytes.Buffer
-	s.Stdout, s.Stderr, s.Stdin = &out, &errb, stdin
+	// Locked buffers: a session given up on (ctx ended; a host that reset
+	// never answers) may still be writing when run returns what it has.
+	out, errb := &tailBuffer{}, &tailBuffer{max: 64 << 10}
+	s.Stdout, s.Stderr, s.Stdin = out, errb, stdin
 	done := make(chan error, 1)
 	go func() { done <- s.Run(cmd) }()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		s.Close()
-		return out.String(), ctx.Err()
+		return out.text(), ctx.Err()
 	}
 	if err != nil {
-		return out.String(), fmt.Errorf("%q: %w: %s", firstLine(cmd), err, strings.TrimSpace(lastLines(errb.String(), 5)))
+		return out.text(), fmt.Errorf("%q: %w: %s", firstLine(cmd), err, lastLines(errb.String(), 5))
 	}
-	return out.String(), nil
+	return out.text(), nil
 }
 
 func firstLine(s string) string {
@@ -287,17 +291,13 @@ func (p *SSHPair) waitUp(ctx context.Context, h *sshHost, old string) (string, e
 	deadline := time.Now().Add(p.BootWait)
 	var last error
 	for time.Now().Before(deadline) {
-		if err := h.dial(ctx); err == nil {
-			id, err := h.bootID(ctx)
-			if err == nil && id != old {
-				return id, nil
-			}
+		id, err := p.probe(ctx, h)
+		if err == nil && id != old {
+			return id, nil
+		}
+		last = err
+		if err == nil {
 			last = fmt.Errorf("still boot id %s", id)
-			if err != nil {
-				last = err
-			}
-		} else {
-			last = err
 		}
 		select {
 		case <-ctx.Done():
@@ -306,6 +306,23 @@ func (p *SSHPair) waitUp(ctx context.Context, h *sshHost, old string) (string, e
 		}
 	}
 	return "", fmt.Errorf("not back after %v: %w", p.BootWait, last)
+}
+
+// probe connects and reads the boot id within Probe. A host that resets
+// while a try is under way leaves a connection that never answers and
+// never closes (no FIN comes from a machine that is gone): the try is
+// abandoned and its connection dropped, and the next one dials anew.
+func (p *SSHPair) probe(ctx context.Context, h *sshHost) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Probe)
+	defer cancel()
+	if err := h.dial(ctx); err != nil {
+		return "", err
+	}
+	id, err := h.bootID(ctx)
+	if err != nil {
+		h.close()
+	}
+	return id, err
 }
 
 // detached runs cmd in the background a second late, so the SSH session

@@ -9,10 +9,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,5 +223,83 @@ func TestDetachedNeedsNoNohup(t *testing.T) {
 			t.Fatalf("the detached command never ran: %v %q", err, b)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A host that resets while the driver reads its boot id leaves an SSH
+// session that never answers and a connection that never closes. Before,
+// waitUp waited on it forever (seen when the guests' faster boot put a
+// poll inside the reboot); now each try is bounded and dials anew.
+func TestWaitUpAbandonsASilentSession(t *testing.T) {
+	hostPriv, _, hostPub := newKey(t)
+	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, clientKey, clientPub := newKey(t)
+	srv := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+		if !bytes.Equal(k.Marshal(), clientPub.Marshal()) {
+			return nil, errors.New("unknown key")
+		}
+		return nil, nil
+	}}
+	srv.AddHostKey(hostSigner)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				// Accept the session and its command, then go silent
+				// with the connection open, as a machine that reset.
+				_, chans, reqs, err := ssh.NewServerConn(c, srv)
+				if err != nil {
+					return
+				}
+				go ssh.DiscardRequests(reqs)
+				for nc := range chans {
+					ch, chReqs, err := nc.Accept()
+					if err != nil {
+						continue
+					}
+					go func() {
+						for r := range chReqs {
+							r.Reply(r.Type == "exec", nil)
+						}
+						ch.Close()
+					}()
+				}
+			}()
+		}
+	}()
+	dir := t.TempDir()
+	keyFile, known := filepath.Join(dir, "key"), filepath.Join(dir, "known_hosts")
+	os.WriteFile(keyFile, clientKey, 0o600)
+	os.WriteFile(known, []byte(knownhosts.Line([]string{knownhosts.Normalize(l.Addr().String())}, hostPub)+"\n"), 0o644)
+	h, err := newSSHHost("server", SSHHostConfig{Address: l.Addr().String(), User: "root", KeyFile: keyFile, KnownHosts: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &SSHPair{BootWait: 2 * time.Second, Poll: 50 * time.Millisecond, Probe: 300 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err = p.waitUp(ctx, h, "old")
+	if err == nil || !strings.Contains(err.Error(), "not back after") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want a host that is not back, the last try timed out; got %v", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("waitUp took %v", took)
+	}
+	if n := conns.Load(); n < 2 {
+		t.Errorf("%d connections: a try after a silent one must dial anew", n)
 	}
 }
