@@ -22,6 +22,11 @@ if ! git --git-dir="$repo" rev-parse -q --verify "$ref" >/dev/null 2>&1; then
   "$bin" tree import --tarball /usr/src/linux-source-6.12.tar.xz --name local --data-dir "$DATA" >&2
 fi
 
+# BUILD_NICE: the kernel build and the image run at this nice level.
+# test.sh sets 19, so the tests beside it take the CPU first, while the
+# binary and the tree import, which the kernel build waits for, keep
+# their share.
+[ -z "${BUILD_NICE:-}" ] || renice -n "$BUILD_NICE" -p $$ >/dev/null
 echo "prepare: lab kernel (artifact store and ccache under $CACHE)" >&2
 # Trusted: the Debian source is no posted patch; its objects fill the
 # compiler cache that later builds use (candidates read-only). Slot local
