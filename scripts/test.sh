@@ -137,28 +137,20 @@ stage "go test: the lab kernel build, without -race" go test -p 1 -timeout 20m -
 # harmless series needed a third round. Their output is printed once the
 # lab tests are done.
 bg_log=$(mktemp) bg_failed=$(mktemp)
-bg_stage() { # bg_stage NAME COMMAND...: stage, for the background
-  local name=$1 t0=$(date +%s)
-  shift
-  echo "== $name (in the background at nice 19 on one core, at $(( t0 - start )) s)"
-  "$@" || echo "$name" >> "$bg_failed"
-  echo "== $name took $(( $(date +%s) - t0 )) s"
-}
 (
   renice -n 19 -p $BASHPID > /dev/null
   export GOMAXPROCS=1
-  bg_stage "go test: the patch corpus beside git am, without -race" go test -p 1 -timeout 20m -run '^TestCorpusPatchesLikeGitAm$' ./builder
-  bg_stage "fuzz (briefly)" fuzz
+  failed=() # this subshell's own; handed back through $bg_failed
+  stage "go test: the patch corpus beside git am, without -race (background)" go test -p 1 -timeout 20m -run '^TestCorpusPatchesLikeGitAm$' ./builder
+  stage "fuzz, briefly (background)" fuzz
+  [ ${#failed[@]} -eq 0 ] || printf '%s\n' "${failed[@]}" > "$bg_failed"
 ) > "$bg_log" 2>&1 &
 bg=$!
 stage "go test: what needs the lab kernel" go test -race -p 1 -timeout 50m -skip "$plain" $(go list ./... | grep -E "$labpkgs")
 lap "waiting for the background stages"
 wait $bg
 cat "$bg_log"
-while read -r name; do
-  failed+=("$name")
-  echo "== FAILED: $name" >&2
-done < "$bg_failed"
+while read -r name; do failed+=("$name"); done < "$bg_failed"
 rm -f "$bg_log" "$bg_failed"
 lap "done"
 if [ ${#failed[@]} -gt 0 ]; then
