@@ -77,7 +77,7 @@ server)
 	# losing power, with the client's writes outstanding.
 	if [ "$msg" = poweroff ]; then
 		mark POWEROFF status=vanished
-		poweroff -f
+		reboot -f
 	fi
 	server_down
 	;;
@@ -93,4 +93,6 @@ esac
 mark MEM "$(free -k | awk '/Mem:/{print "total_kB=" $2 " used_kB=" $3}')"
 mark POWEROFF "status=$status"
 sync
-poweroff -f
+# The lab kernel has no ACPI to power off with: QEMU runs with -no-reboot,
+# so a reset ends it.
+reboot -f
