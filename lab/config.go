@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
@@ -18,6 +19,33 @@ type Config struct {
 	Pairs []SSHPairConfig `toml:"pairs"`
 	// Test is what the bot runs on every kernel it measures.
 	Test Test `toml:"test"`
+	// Lossy is the second profile: the test over a lossy, delaying,
+	// reordering link, for changes to the code the motivating hang lived
+	// in (error, flush, drain, teardown).
+	Lossy LossyConfig `toml:"lossy"`
+}
+
+// LossyConfig is the lossy link profile. Its boots follow the first
+// round of a series whose patches' changed lines or functions match
+// Touches, base and candidate alternating; only crashes count under it
+// (throughput over a lossy link says nothing a maintainer can use).
+type LossyConfig struct {
+	// Netem is tc netem's arguments for both hosts' side of the test
+	// link; "" turns the profile off.
+	Netem string `toml:"netem"`
+	// Boots per side.
+	Boots int `toml:"boots"`
+	// Touches is a regular expression over the series' changed lines
+	// and the functions their hunks are in.
+	Touches string `toml:"touches"`
+}
+
+// LossyTest is the lossy profile's test: the configured one over the shaped
+// link.
+func (c *Config) LossyTest() Test {
+	t := c.Test
+	t.Netem = c.Lossy.Netem
+	return t
 }
 
 // QEMUConfig tunes the built-in pair.
@@ -127,6 +155,11 @@ func DefaultConfig() Config {
 			QuietWait:        cfgtype.D(5 * time.Minute),
 		},
 		Test: DefaultTest(),
+		Lossy: LossyConfig{
+			Netem:   "delay 1ms loss 0.01%",
+			Boots:   3,
+			Touches: `(?i)drain|flush|teardown|destroy|disconnect|shutdown|close|error|_err\b|\berr\b`,
+		},
 	}
 }
 
@@ -158,6 +191,20 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Test.Validate(); err != nil {
 		return fmt.Errorf("lab.test: %w", err)
+	}
+	if l := c.Lossy; l.Netem != "" {
+		if c.Test.Netem != "" {
+			return fmt.Errorf("lab.lossy: lab.test.netem shapes every boot already; leave one of them empty")
+		}
+		if err := c.LossyTest().Validate(); err != nil {
+			return fmt.Errorf("lab.lossy: %w", err)
+		}
+		if l.Boots < 1 {
+			return fmt.Errorf("lab.lossy.boots %d: want at least 1 (or netem = \"\" to turn the profile off)", l.Boots)
+		}
+		if _, err := regexp.Compile(l.Touches); err != nil || l.Touches == "" {
+			return fmt.Errorf("lab.lossy.touches %q: want a regular expression: %v", l.Touches, err)
+		}
 	}
 	names := map[string]bool{"qemu": true}
 	for i, p := range c.Pairs {

@@ -14,6 +14,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/rdmabot/rdmabot/lab/console"
@@ -109,6 +110,11 @@ type Test struct {
 	// HungTaskSecs lowers kernel.hung_task_timeout_secs; 0 keeps the
 	// kernel's default.
 	HungTaskSecs int `json:"hung_task_secs,omitempty" toml:"hung_task_secs"`
+	// Netem shapes the test link of both hosts with tc's netem qdisc,
+	// its arguments as tc takes them ("delay 2ms 1ms loss 0.5%"): the
+	// lossy profile's link, or a seeded slowdown of the power bench.
+	// "" leaves the link as it is.
+	Netem string `json:"netem,omitempty" toml:"netem"`
 }
 
 // DefaultTest is what the bot runs on every kernel: the transfer test with
@@ -152,8 +158,15 @@ func (t Test) Validate() error {
 	default:
 		return fmt.Errorf("rdma %q: want rxe, siw, hw or opa", t.RDMA)
 	}
+	if t.Netem != "" && !netemArgs.MatchString(t.Netem) {
+		return fmt.Errorf("netem %q: want tc netem arguments, words of letters, digits, '.' and '%%' (e.g. \"delay 2ms 1ms loss 0.5%%\")", t.Netem)
+	}
 	return nil
 }
+
+// netemArgs are the netem arguments the guests accept: they travel on
+// the kernel command line with commas for spaces, and into tc unquoted.
+var netemArgs = regexp.MustCompile(`^[A-Za-z0-9.%]+( [A-Za-z0-9.%]+)*$`)
 
 // Iteration is one round of the test.
 type Iteration struct {

@@ -34,6 +34,11 @@ func TestTestValidate(t *testing.T) {
 	if err := DefaultTest().Validate(); err != nil {
 		t.Fatal(err)
 	}
+	lossy := DefaultTest()
+	lossy.Netem = "delay 2ms 1ms loss 0.5% reorder 5%"
+	if err := lossy.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	for _, bad := range []Test{
 		{Kind: "dd", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe"},
 		{Kind: "transfer", SizeMiB: 0, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe"},
@@ -41,6 +46,11 @@ func TestTestValidate(t *testing.T) {
 		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "udp", RDMA: "rxe"},
 		{Kind: "fio", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "tcp", RDMA: "rxe"},
 		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "mlx5"},
+		// netem's arguments go to tc unquoted and on the kernel command
+		// line with commas for spaces: no other characters get through.
+		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe", Netem: "delay 1ms; reboot"},
+		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe", Netem: "delay,1ms"},
+		{Kind: "transfer", SizeMiB: 1, Iterations: 1, NFSVersion: "auto", Transport: "rdma", RDMA: "rxe", Netem: " delay 1ms"},
 	} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v: want an error", bad)
@@ -171,6 +181,26 @@ func TestConfigValidate(t *testing.T) {
 	c.Pairs = []SSHPairConfig{{Name: "opa1", RDMA: "opa", Lease: cfgtype.D(time.Hour)}}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "required") {
 		t.Errorf("incomplete host accepted: %v", err)
+	}
+	// The lossy profile: each bad setting named; off when netem is empty.
+	for name, c := range map[string]struct {
+		edit func(*Config)
+		want string
+	}{
+		"boots":    {func(c *Config) { c.Lossy.Boots = 0 }, "lab.lossy.boots"},
+		"touches":  {func(c *Config) { c.Lossy.Touches = "drain(" }, "lab.lossy.touches"},
+		"empty":    {func(c *Config) { c.Lossy.Touches = "" }, "lab.lossy.touches"},
+		"netem":    {func(c *Config) { c.Lossy.Netem = "delay 1ms; reboot" }, "lab.lossy: netem"},
+		"twice":    {func(c *Config) { c.Test.Netem = "delay 1ms" }, "lab.test.netem shapes every boot"},
+		"off":      {func(c *Config) { c.Lossy = LossyConfig{} }, ""},
+		"defaults": {func(*Config) {}, ""},
+	} {
+		cfg := DefaultConfig()
+		c.edit(&cfg)
+		err := cfg.Validate()
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
 	}
 }
 

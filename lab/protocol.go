@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -54,4 +55,22 @@ func (m marker) float(key string) float64 {
 func (m marker) int(key string) int {
 	v, _ := strconv.Atoi(m.Args[key])
 	return v
+}
+
+// netemFailed finds a host's NETEM_FAIL marker: tc could not shape its
+// test link as the test asks.
+func netemFailed(console string) (string, bool) {
+	for _, l := range strings.Split(console, "\n") {
+		if m, ok := parseMarker(l); ok && m.Event == "NETEM_FAIL" {
+			return m.Args["msg"], true
+		}
+	}
+	return "", false
+}
+
+// netemError is a link the lab could not shape: the operator asked for
+// netem on a kernel built without it (CONFIG_NET_SCH_NETEM), or on a
+// host without tc. Never the patch's fault.
+func netemError(role, msg string) error {
+	return &InfraError{Host: role, Op: "netem", Err: fmt.Errorf("tc could not shape the test link (a lab kernel needs CONFIG_NET_SCHED and CONFIG_NET_SCH_NETEM): %s", msg)}
 }

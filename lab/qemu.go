@@ -83,6 +83,9 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 	if sshd {
 		c += " rb.sshd=1"
 	}
+	if t.Netem != "" {
+		c += " rb.netem=" + strings.ReplaceAll(t.Netem, " ", ",")
+	}
 	if p.SelfTest != "" {
 		c += " rb.crash=" + p.SelfTest
 	}
@@ -440,6 +443,11 @@ func (r *run) loop(ctx context.Context) {
 		if r.pair.idle && r.has("server", "IDLE") && r.has("client", "IDLE") {
 			return
 		}
+		// A link that could not be shaped makes the run meaningless; the
+		// peer would wait minutes for a server that is not coming.
+		if r.has("server", "NETEM_FAIL") || r.has("client", "NETEM_FAIL") {
+			return
+		}
 		// A guest gone without saying POWEROFF (killed, crashed, reset)
 		// leaves its peer waiting for nothing: end the run, unless a
 		// crash report is still being printed.
@@ -564,6 +572,11 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 		err := r.exitErr[role]
 		if err != nil && !g.killed && !crashed {
 			return nil, &InfraError{Host: role, Op: "qemu died", Err: fmt.Errorf("%v: %s", err, g.stderr)}
+		}
+	}
+	for _, role := range []string{"server", "client"} {
+		if m, ok := r.last[role+" NETEM_FAIL"]; ok {
+			return nil, netemError(role, m.Args["msg"])
 		}
 	}
 	for _, step := range []struct{ event, phase string }{{"BOOTED", "boot"}, {"RDMA_UP", "rdma"}} {

@@ -123,6 +123,51 @@ func TestPairTransferRxe(t *testing.T) {
 	t.Logf("phases %+v, iterations %+v, health %+v", ph, res.Iterations, h)
 }
 
+// A shaped link (the lossy profile, the power bench's slowdowns): both
+// guests put netem on their side of the test link, the transfer still
+// passes, and netem's own counts show it carried the test's packets.
+// Arguments tc refuses end the run at once as the lab's fault.
+func TestPairNetem(t *testing.T) {
+	p, pids := testPair(t)
+	test := DefaultTest()
+	test.SizeMiB, test.Iterations = 4, 1
+	test.Netem = "delay 1ms loss 0.01%"
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed {
+		t.Fatalf("failed: %s\nclient console tail:\n%s", res.Failure, tail(res.Client.Console, 40))
+	}
+	for _, h := range []Host{res.Server, res.Client} {
+		if !strings.Contains(h.Console, "@@RB NETEM dev=eth0 args=delay 1ms loss 0.01%") {
+			t.Errorf("%s: no NETEM marker:\n%s", h.Role, tail(h.Console, 30))
+		}
+		var stats marker
+		for _, l := range strings.Split(h.Console, "\n") {
+			if m, ok := parseMarker(l); ok && m.Event == "NETEM_STATS" {
+				stats = m
+			}
+		}
+		if stats.int("sent_pkt") < 100 {
+			t.Errorf("%s: netem sent %q packets, want the test's traffic", h.Role, stats.Args["sent_pkt"])
+		}
+		t.Logf("%s: netem %v", h.Role, stats.Args)
+	}
+
+	p, pids = testPair(t)
+	test.Netem = "bogus 1ms"
+	start := time.Now()
+	_, err = p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.Op != "netem" {
+		t.Fatalf("tc refusing its arguments: want the lab's netem error, got %v", err)
+	}
+	t.Logf("refused in %s: %v", time.Since(start).Round(time.Second), err)
+}
+
 // The lab's self-test of transport health: nfsd restarts mid-transfer
 // (rb.crash=reconnect), so the client must connect again and send again;
 // the data still compares equal, and the counts show it.

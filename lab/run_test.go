@@ -110,3 +110,21 @@ server EXIT
 		t.Fatalf("want BootError on server in phase rdma, got %v", err)
 	}
 }
+
+// A link netem could not shape is the operator's gap (a lab kernel
+// without netem, bad arguments in the config), never the kernel's.
+func TestRunNetemFailIsInfra(t *testing.T) {
+	script := `
+server @@RB BOOTED role=server kernel=6.12.117 t=1.5
+client @@RB BOOTED role=client kernel=6.12.117 t=1.6
+server @@RB NETEM_FAIL dev=eth0 msg=Error: Specified qdisc kind is unknown. t=1.8
+server EXIT
+`
+	test := DefaultTest()
+	test.Netem = "delay 1ms"
+	_, err := feed(t, test, script).result(context.Background())
+	var ie *InfraError
+	if !errors.As(err, &ie) || ie.Host != "server" || ie.Op != "netem" || !strings.Contains(err.Error(), "Specified qdisc kind is unknown") {
+		t.Fatalf("want the lab's netem error on the server, got %v", err)
+	}
+}

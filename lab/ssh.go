@@ -452,8 +452,9 @@ func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good m
 }
 
 func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test) string {
-	return fmt.Sprintf("RB_IP=%s RB_PEER=%s RB_DEV=%s RB_RDMA=%s RB_PROTO=%s RB_VERS=%s RB_TEST=%s RB_MB=%d RB_ITERS=%d RB_HUNG=%d",
-		h.cfg.TestIP, peer.TestIP, h.cfg.Netdev, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs)
+	// Netem is validated to words of [A-Za-z0-9.%]: double quotes hold it.
+	return fmt.Sprintf("RB_IP=%s RB_PEER=%s RB_DEV=%s RB_RDMA=%s RB_PROTO=%s RB_VERS=%s RB_TEST=%s RB_MB=%d RB_ITERS=%d RB_HUNG=%d RB_NETEM=\"%s\"",
+		h.cfg.TestIP, peer.TestIP, h.cfg.Netdev, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs, t.Netem)
 }
 
 const remoteScript = "/tmp/rdmabot-labtest.sh"
@@ -477,6 +478,9 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	t0 := time.Now()
 	tServer, serr := step(srv, cli.cfg, "rdma_up && server_up", 5*time.Minute)
 	if serr != nil {
+		if msg, ok := netemFailed(srv.out.String()); ok {
+			return nil, netemError("server", msg)
+		}
 		return nil, &BootError{Host: "server", Phase: "rdma", Err: serr, Console: tail(srv.out.String(), 40)}
 	}
 	testLimit := 5*time.Minute + time.Duration(t.Iterations)*(time.Minute+time.Duration(t.SizeMiB)*time.Second)
@@ -510,6 +514,8 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 		case "SUMMARY":
 			summary = m
 			res.LoopSecs = m.float("loop_s")
+		case "NETEM_FAIL":
+			return nil, netemError("client", m.Args["msg"])
 		case "RDMA_FAIL":
 			return res, &BootError{Host: "client", Phase: "rdma", Err: fmt.Errorf("%v", m.Args), Console: tail(res.Client.Console, 40)}
 		}

@@ -16,11 +16,12 @@ import (
 
 const labUsage = `rdmabot lab image [--config FILE]
 rdmabot lab bench --kernel BZIMAGE [--boots 10] [--icount shift=3,sleep=on] [--spread-only] [--quiet-only] [--size 32M] [--iters 3]
-rdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--pair NAME] [--config FILE]
-rdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--summary]
+rdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--pair NAME] [--config FILE]
+rdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--candidate DIR --seeded WHAT] [--summary]
 rdmabot lab queue --scan FILE [--scan FILE] [--aa FILE] [--build 15s] [--pairs 1,2]
 rdmabot lab run --kernel BZIMAGE [--test transfer|fio] [--size 32M] [--iters 3] [--rdma rxe|siw]
-                [--transport rdma|tcp] [--vers auto|3|4.2] [--quiet=true] [--json FILE] [--selftest KIND] [--config FILE]`
+                [--transport rdma|tcp] [--vers auto|3|4.2] [--quiet=true] [--json FILE] [--selftest KIND]
+                [--netem ARGS | --lossy] [--config FILE]`
 
 func runLab(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
@@ -106,6 +107,8 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	quiet := fs.Bool("quiet", true, "instruction counting (-icount) for low-noise timings")
 	jsonOut := fs.String("json", "", "also write the result as JSON to this file")
 	selftest := fs.String("selftest", "", "crash on purpose to check detection: panic, hang, or warn|oops|bug (self-test kernels)")
+	netem := fs.String("netem", "", `shape the test link with tc netem, e.g. "delay 1ms 500us loss 0.1%"`)
+	lossy := fs.Bool("lossy", false, "the lossy profile: the test over lab.lossy.netem's link, hung-task timeout as the bot sets it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,7 +123,13 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	test := lab.Test{Kind: *kind, SizeMiB: mib, Iterations: *iters, NFSVersion: *vers, Transport: *transport, RDMA: *rdma}
+	test := lab.Test{Kind: *kind, SizeMiB: mib, Iterations: *iters, NFSVersion: *vers, Transport: *transport, RDMA: *rdma, Netem: *netem}
+	if *lossy {
+		if c.Lab.Lossy.Netem == "" {
+			return fmt.Errorf("%w: --lossy: lab.lossy.netem is empty (the profile is off)", errUsage)
+		}
+		test.Netem, test.HungTaskSecs = c.Lab.Lossy.Netem, c.Lab.Test.HungTaskSecs
+	}
 	if err := test.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

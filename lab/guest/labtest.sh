@@ -8,6 +8,7 @@
 #   RB_PROTO        rdma | tcp     RB_VERS  auto | 3 | 4.0 | 4.1 | 4.2
 #   RB_TEST         transfer | fio RB_MB    file size (MiB)   RB_ITERS
 #   RB_HUNG         hung_task_timeout_secs to set (0: leave it)
+#   RB_NETEM        tc netem arguments for RB_DEV ("": leave the link alone)
 # Progress and results are "@@RB EVENT key=value ..." lines on stdout.
 
 mark() { echo "@@RB $1 $2 t=$(cut -d' ' -f1 /proc/uptime)"; }
@@ -23,8 +24,39 @@ build_id() {
 }
 MNT=/mnt/nfs_test
 
+# link_shape: the netem qdisc the test asks for, on this host's side of
+# the test link (both hosts shape their own sends).
+link_shape() {
+	[ -n "$RB_NETEM" ] || return 0
+	# shellcheck disable=SC2086 # the arguments are words for tc
+	out=$($(tc_bin) qdisc replace dev "$RB_DEV" root netem $RB_NETEM 2>&1) || {
+		mark NETEM_FAIL "dev=$RB_DEV msg=$(echo $out)"
+		return 1
+	}
+	mark NETEM "dev=$RB_DEV args=$RB_NETEM"
+}
+
+# tc_bin is iproute2's tc by its path: the guests' busybox sh runs its
+# own applets before PATH, and busybox's tc knows no netem.
+tc_bin() {
+	for d in /usr/sbin /sbin /usr/bin /bin; do
+		[ -x "$d/tc" ] && [ ! -L "$d/tc" ] && { echo "$d/tc"; return; }
+	done
+	echo tc
+}
+
+# link_unshape: back to the default qdisc, with netem's own count of
+# what it sent, dropped and reordered (real hosts outlive the test).
+link_unshape() {
+	[ -n "$RB_NETEM" ] || return 0
+	$(tc_bin) -s qdisc show dev "$RB_DEV" | awk '$1 == "Sent" {print "@@RB NETEM_STATS sent_pkt=" $4 " dropped=" substr($7, 1, length($7)-1)}'
+	$(tc_bin) qdisc del dev "$RB_DEV" root 2>/dev/null
+	return 0
+}
+
 rdma_up() {
 	[ "$RB_HUNG" != 0 ] && echo "$RB_HUNG" >/proc/sys/kernel/hung_task_timeout_secs
+	link_shape || return 1
 	case $RB_RDMA in
 	rxe | siw)
 		modprobe "$([ "$RB_RDMA" = rxe ] && echo rdma_rxe || echo siw)" 2>/dev/null
@@ -106,7 +138,7 @@ server_down() {
 	rpc.nfsd 0 2>/dev/null
 	exportfs -ua 2>/dev/null
 	umount $MNT 2>/dev/null
-	return 0
+	link_unshape
 }
 
 client_mount() {
@@ -230,5 +262,6 @@ client_run() {
 	client_health
 	umount $MNT || mark UMOUNT_FAIL
 	echo "$([ $rc = 0 ] && echo ok || echo fail)" | nc "$RB_PEER" 7777
+	link_unshape
 	return $rc
 }
