@@ -3,6 +3,7 @@ package lore
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"path"
 	"regexp"
 	"strconv"
@@ -641,6 +642,74 @@ func parseCommands(body string) []Command {
 			}
 		}
 		out = append(out, c)
+		return true
+	})
+	return out
+}
+
+// Change is one line a patch changes, or the function a hunk is in (the
+// text after a hunk header's second "@@"), with the file it is in.
+type Change struct {
+	File string
+	Text string
+	// Context says Text is a hunk's function context, not a change.
+	Context bool
+}
+
+// DiffChanges lists what a patch body's diff changes: each added or
+// removed line (without its +/-) and each hunk's function context, in
+// order. Hunks are read by their line counts, so a signature ("-- ")
+// after the last one is not taken for a removed line. A body with no
+// diff returns nil.
+func DiffChanges(body string) []Change {
+	var out []Change
+	file := ""
+	oldLeft, newLeft := 0, 0 // lines of the current hunk still to come
+	bodyLines(body, func(line string) bool {
+		if strings.HasPrefix(line, "diff --git ") {
+			oldLeft, newLeft = 0, 0 // a hunk shorter than its header said
+		}
+		if oldLeft > 0 || newLeft > 0 {
+			switch {
+			case strings.HasPrefix(line, "+"):
+				newLeft--
+				out = append(out, Change{File: file, Text: line[1:]})
+			case strings.HasPrefix(line, "-"):
+				oldLeft--
+				out = append(out, Change{File: file, Text: line[1:]})
+			case strings.HasPrefix(line, `\`): // "\ No newline at end of file"
+			default: // context; a mailer may have stripped its space
+				oldLeft--
+				newLeft--
+			}
+			return true
+		}
+		switch {
+		case strings.HasPrefix(line, "diff --git "):
+			_, file = splitGitDiffLine(line[len("diff --git "):])
+		case strings.HasPrefix(line, "+++ "):
+			if p := strings.TrimPrefix(line[4:], "b/"); p != "/dev/null" {
+				if i := strings.IndexByte(p, '\t'); i >= 0 {
+					p = p[:i]
+				}
+				file = strings.TrimSpace(p)
+			}
+		case strings.HasPrefix(line, "@@ -"):
+			var a, b, c, d int
+			oldLeft, newLeft = 1, 1
+			if n, _ := fmt.Sscanf(line, "@@ -%d,%d +%d,%d @@", &a, &b, &c, &d); n == 4 {
+				oldLeft, newLeft = b, d
+			} else if n, _ := fmt.Sscanf(line, "@@ -%d +%d,%d @@", &a, &c, &d); n == 3 {
+				newLeft = d
+			} else if n, _ := fmt.Sscanf(line, "@@ -%d,%d +%d @@", &a, &b, &c); n == 3 {
+				oldLeft = b
+			}
+			if i := strings.Index(line[2:], "@@"); i >= 0 {
+				if fn := strings.TrimSpace(line[2+i+2:]); fn != "" {
+					out = append(out, Change{File: file, Text: fn, Context: true})
+				}
+			}
+		}
 		return true
 	})
 	return out

@@ -1,6 +1,7 @@
 package lore
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,38 @@ func TestDiffFiles(t *testing.T) {
 	want := "net/sunrpc/xprtrdma/svc rdma.c,old.c,new.c,gone.c,plain.c"
 	if got != want {
 		t.Errorf("diffFiles = %s, want %s", got, want)
+	}
+}
+
+// DiffChanges: the changed lines and each hunk's function context, per
+// file, and nothing of the commit message, the diffstat or the
+// signature below the last hunk.
+func TestDiffChanges(t *testing.T) {
+	body := "Fix the drain.\n\nSigned-off-by: A <a@b>\n---\n drivers/infiniband/core/verbs.c | 3 ++-\n\n" +
+		"diff --git a/drivers/infiniband/core/verbs.c b/drivers/infiniband/core/verbs.c\n" +
+		"index 1..2 100644\n--- a/drivers/infiniband/core/verbs.c\n+++ b/drivers/infiniband/core/verbs.c\n" +
+		"@@ -2838,4 +2838,5 @@ static void ib_drain_qp_done(struct ib_cq *cq, struct ib_wc *wc)\n" +
+		" \tstruct ib_drain_cqe *cqe = container_of(wc->wr_cqe, struct ib_drain_cqe,\n\n" +
+		"-\tcomplete(&cqe->done);\n+\tif (wc->status == IB_WC_SUCCESS)\n+\t\tcomplete(&cqe->done);\n }\n" +
+		"diff --git a/net/x.c b/net/x.c\n--- a/net/x.c\n+++ b/net/x.c\n@@ -1 +1 @@\n-old\n+new\n" +
+		"-- \n2.43.0\n"
+	var got []string
+	for _, c := range DiffChanges(body) {
+		got = append(got, fmt.Sprintf("%s|%t|%s", c.File, c.Context, c.Text))
+	}
+	want := []string{
+		"drivers/infiniband/core/verbs.c|true|static void ib_drain_qp_done(struct ib_cq *cq, struct ib_wc *wc)",
+		"drivers/infiniband/core/verbs.c|false|\tcomplete(&cqe->done);",
+		"drivers/infiniband/core/verbs.c|false|\tif (wc->status == IB_WC_SUCCESS)",
+		"drivers/infiniband/core/verbs.c|false|\t\tcomplete(&cqe->done);",
+		"net/x.c|false|old",
+		"net/x.c|false|new",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("DiffChanges:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if DiffChanges("no diff here\n") != nil {
+		t.Error("a body without a diff has changes")
 	}
 }
 
