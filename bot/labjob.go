@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,9 +52,23 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			// Base and candidate boots alternate, so that a drift of the
 			// machine during the round hits both sides alike.
 			var baseSamples, candSamples []store.Sample
-			if basePath != "" {
+			// The lossy profile first: a crash it finds decides at once.
+			lossyBase, lossyCand, err := b.lossyBoots(ctx, t, job.Args.Round, basePath, candPath, tr)
+			if err != nil {
+				if infraOrInterrupted(ctx, err) {
+					return err
+				}
+				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.lossyFailed(ctx, tx, t, err, tr) })
+			}
+			if crashed(lossyCand) && !crashed(lossyBase) {
+				tr.Logf("the candidate crashed over the lossy link: no more boots")
+				n = 0
+			}
+			switch {
+			case n == 0:
+			case basePath != "":
 				tr.Logf("round %d: %d runs each of base %s and candidate %s on %s, alternating", job.Args.Round, n, short(t.Base), short(t.Candidate), t.Lab)
-			} else {
+			default:
 				tr.Logf("round %d: %d candidate runs of %s on %s", job.Args.Round, n, short(t.Candidate), t.Lab)
 			}
 			for i := range n {
@@ -100,24 +115,29 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				}
 			}
 			switch {
-			case len(cached) == 0:
+			case len(cached) == 0 || len(baseSamples) == 0:
 			case drift:
 				tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(baseSamples))
 			default:
 				all = append(append([]store.Sample(nil), cached...), baseSamples...)
 			}
 			return complete(ctx, b, job, func(tx *sql.Tx) error {
+				// The lossy boots are runs of the test like the others
+				// (their samples say the profile) but never base cache:
+				// their figures are not the default link's.
 				if basePath != "" {
 					if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "base", Commit: t.Base,
-						Lab: t.Lab, Samples: baseSamples, StartedAt: start, FinishedAt: fin}); err != nil {
+						Lab: t.Lab, Samples: append(lossyBase, baseSamples...), StartedAt: start, FinishedAt: fin}); err != nil {
 						return err
 					}
-					if err := b.st.PutBaseResults(ctx, tx, bk, all); err != nil {
-						return err
+					if len(baseSamples) > 0 {
+						if err := b.st.PutBaseResults(ctx, tx, bk, all); err != nil {
+							return err
+						}
 					}
 				}
 				if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "candidate", Commit: t.Candidate,
-					Lab: t.Lab, Samples: candSamples, StartedAt: start, FinishedAt: fin}); err != nil {
+					Lab: t.Lab, Samples: append(lossyCand, candSamples...), StartedAt: start, FinishedAt: fin}); err != nil {
 					return err
 				}
 				t.Rounds = job.Args.Round
@@ -129,6 +149,73 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			})
 		})
 	})
+}
+
+// lossyBoots are the lossy profile's boots (lab.lossy) of a series test's
+// first round, base and candidate alternating, when the series changes
+// error, flush, drain or teardown code: none otherwise. They stop at the
+// first crash. An error is the lab's, or a kernel that did not come up
+// over the lossy link (lossyFailed).
+func (b *Bot) lossyBoots(ctx context.Context, t store.Test, round int, basePath, candPath string, tr *Trace) (base, cand []store.Sample, err error) {
+	if b.stages.Lossy == nil || round != 1 || basePath == "" || t.SeriesID == 0 {
+		return nil, nil, nil
+	}
+	s, err := b.series(ctx, t.SeriesID)
+	if err != nil {
+		return nil, nil, Infra(err)
+	}
+	why := b.stages.Lossy.Why(s, t.Lab)
+	if why == "" {
+		return nil, nil, nil
+	}
+	n := b.stages.Lossy.Boots()
+	tr.Logf("the series changes %s: first %d boots each of base %s and candidate %s over the lossy link (lab.lossy), where only a crash counts",
+		why, n, short(t.Base), short(t.Candidate))
+	for i := range n {
+		for _, side := range []struct {
+			name, dir string
+			out       *[]store.Sample
+		}{{"base", basePath, &base}, {"candidate", candPath, &cand}} {
+			tr.Logf("lossy %s %d/%d", side.name, i+1, n)
+			smp, err := b.stages.Lossy.Run(ctx, t.Lab, side.dir, 1, tr)
+			if err != nil {
+				return base, cand, &lossyError{side: side.name, err: err}
+			}
+			for j := range smp {
+				smp[j].Profile = "lossy"
+			}
+			*side.out = append(*side.out, smp...)
+			if crashed(smp) {
+				tr.Logf("lossy %s %d/%d crashed: %s", side.name, i+1, n, firstCrash(smp))
+				return base, cand, nil
+			}
+		}
+	}
+	return base, cand, nil
+}
+
+// lossyError is a kernel that did not come up over the lossy link.
+type lossyError struct {
+	side string
+	err  error
+}
+
+func (e *lossyError) Error() string { return "over the lossy link: " + e.err.Error() }
+func (e *lossyError) Unwrap() error { return e.err }
+
+// lossyFailed ends a test whose kernel did not come up over the lossy
+// link: the candidate's is BOOT_FAILED, the base's leaves the test
+// failed, as on the default link.
+func (b *Bot) lossyFailed(ctx context.Context, tx *sql.Tx, t store.Test, err error, tr *Trace) error {
+	var le *lossyError
+	if errors.As(err, &le) && le.side == "base" {
+		tr.Logf("base kernel failed in the lab %v", err)
+		t.State, t.Summary = store.StateFailed, "base kernel failed in the lab "+err.Error()
+		return b.st.UpdateTest(ctx, tx, t)
+	}
+	tr.Logf("candidate kernel failed %v", err)
+	t.Detail = detailOf(err)
+	return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
 }
 
 // drifted says whether cached base runs and fresh boots of the same base

@@ -94,6 +94,16 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 		metric = d.Metric // "" when the verdict was stored before: unused then
 	case VerdictCrash:
 		metric = metricCrash
+		// The prefixes would be booted on the default link only, where
+		// this crash never showed: nothing to single out.
+		_, cand, err := b.samples(ctx, t)
+		if err != nil {
+			return false, err
+		}
+		if crashedOnlyLossy(cand) {
+			tr.Logf("the crash showed over the lossy link only: the series' prefixes are not tested one by one")
+			return false, nil
+		}
 	case VerdictBuildFailed:
 		metric = MetricBuild
 	default:
@@ -129,6 +139,20 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 			Lab: t.Lab, Metric: metric, Origin: t.Origin, TestID: t.ID})
 		return err
 	})
+}
+
+// crashedOnlyLossy says every crashed sample is a lossy profile boot.
+func crashedOnlyLossy(samples []store.Sample) bool {
+	n := 0
+	for _, s := range samples {
+		if s.Crash != "" {
+			if s.Profile == "" {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }
 
 // storedOrigin reads the origin stored with a test or a bisection (what):
@@ -176,6 +200,14 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 	}
 	if len(base) == 0 {
 		base = own
+	} else {
+		// The cache holds the default link's boots; the lossy ones of
+		// this test are the base's evidence for crashes over that link.
+		for _, s := range own {
+			if s.Profile != "" {
+				base = append(base, s)
+			}
+		}
 	}
 	return base, cand, nil
 }

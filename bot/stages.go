@@ -125,6 +125,20 @@ type Lab interface {
 	Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error)
 }
 
+// Lossy is the lab's second profile (lab.lossy): the same test over a
+// lossy, delaying, reordering link, where flushed completions, drains
+// and teardown run their error paths. Its boots count for crashes only.
+type Lossy interface {
+	// Why names what in the series asks for the profile on pair ("" =
+	// nothing, or a pair the profile cannot shape): changes to error,
+	// flush, drain or teardown code.
+	Why(s Series, pair string) string
+	// Boots per side.
+	Boots() int
+	// Run is Lab.Run over the shaped link.
+	Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error)
+}
+
 // Decision is the statistics' answer for one comparison.
 type Decision struct {
 	Verdict  string  // reports' outcome names: PASS, REGRESSION, IMPROVEMENT, INCONCLUSIVE, CRASH ...
@@ -286,6 +300,8 @@ type Stages struct {
 	Build  Builder
 	Trees  Trees
 	Lab    Lab
+	// Lossy is the second lab profile; nil when lab.lossy is off.
+	Lossy  Lossy
 	Decide Decider
 	// Report answers every request where it came from: mail in its
 	// thread, a GitHub request in its issue (Origin), new threads.

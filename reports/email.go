@@ -166,7 +166,7 @@ func Sentence(c *Config, v *Verdict) string {
 	case Regression, Improvement:
 		if f := v.Health.fault(); f != nil {
 			return fmt.Sprintf("%s noticed transport errors with this series on the %s test: %d %s in %d of %s of the patched kernel, none in %s of the base.",
-				bot, testName(in), f.Cand, f.Label, f.CandWith, boots(v.Health.CandBoots), boots(v.Health.BaseBoots))
+				bot, testName(in), f.Cand, f.Label, f.CandWith, Boots(v.Health.CandBoots), Boots(v.Health.BaseBoots))
 		}
 		h := Headline(v)
 		kind := "regression"
@@ -409,12 +409,18 @@ func Measurements(v *Verdict) string {
 			}
 		}
 	case CrashFound:
-		if n := baseRuns(v.In); n == 1 {
-			para("The crash showed on the console of the patched kernel and not in the one base run.")
+		where, same := "the console of the patched kernel", ""
+		n := baseRuns(v.In)
+		if v.Crash.Link != "" {
+			where += ", booted with " + v.Crash.Link + ","
+			same, n = " with the same link", v.Crash.LinkBaseRuns
+		}
+		if n == 1 {
+			para("The crash showed on " + where + " and not in the one base run" + same + ".")
 		} else if n > 1 {
-			para(fmt.Sprintf("The crash showed on the console of the patched kernel and on none of the %d base runs.", n))
+			para(fmt.Sprintf("The crash showed on %s and on none of the %d base runs%s.", where, n, same))
 		} else {
-			para("The crash showed on the console of the patched kernel and not on the base kernel's.")
+			para("The crash showed on " + where + " and not on the base kernel's.")
 		}
 		raw("Console:\n\n" + indent(excerpt(v.Crash.Console, 50)))
 	}

@@ -97,7 +97,8 @@ func (h *Health) clean() bool {
 	return true
 }
 
-func boots(n int) string {
+// Boots is "1 boot" or "n boots".
+func Boots(n int) string {
 	if n == 1 {
 		return "1 boot"
 	}
@@ -108,7 +109,7 @@ func boots(n int) string {
 // nothing was counted, else the counts that were not zero.
 func healthText(h *Health) (para string, rows [][]string) {
 	if h.clean() {
-		return fmt.Sprintf("The transport counted no RPC retransmissions, timeouts, reconnects or bad replies in any of the %s of either kernel.", boots(h.BaseBoots+h.CandBoots)), nil
+		return fmt.Sprintf("The transport counted no RPC retransmissions, timeouts, reconnects or bad replies in any of the %s of either kernel.", Boots(h.BaseBoots+h.CandBoots)), nil
 	}
 	rows = [][]string{{"transport count", "base", "patched"}}
 	for _, c := range h.Counts {

@@ -250,6 +250,11 @@ type Corruption struct {
 type Crash struct {
 	Title   string
 	Console string
+	// Link is the lab link it showed on when not the default one ("a
+	// lossy link (netem ...)"), and LinkBaseRuns how many base boots
+	// had the same link.
+	Link         string
+	LinkBaseRuns int
 }
 
 // InfraFailure is the lab's or the infrastructure's fault: retried,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/internal/flock"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
 // AA runs A/A comparisons: one kernel as both base and candidate, boots
@@ -40,9 +41,19 @@ type AA struct {
 	// candidate: a comparison of two kernels (a reproducer's), no
 	// longer A/A.
 	Candidate string
-	Runs      int    // runs per side at the first look (reports.runs)
-	Rounds    int    // bot.max_rounds
-	Results   string // JSON-lines file the comparisons are appended to
+	// Seeded, when set, says Candidate is Kernel with a slowdown of our
+	// own making ("udelay(60) per svc_rdma_post_send"), which the
+	// decision must call a REGRESSION: a power measurement, stored as
+	// such.
+	Seeded string
+	// Lossy, when set, starts a comparison with this many boots of each
+	// kernel over lab.lossy's link, as the lab job does for a series
+	// touching error, flush, drain or teardown code: a reproducer of a
+	// crash found there.
+	Lossy   int
+	Runs    int    // runs per side at the first look (reports.runs)
+	Rounds  int    // bot.max_rounds
+	Results string // JSON-lines file the comparisons are appended to
 	// Condition names the machine's state ("idle", "busy"), Neighbour
 	// the command run on and off during the comparisons ("" = none).
 	Condition, Neighbour string
@@ -64,7 +75,10 @@ type AAResult struct {
 	Commit    string    `json:"commit"`
 	Condition string    `json:"condition"`
 	Neighbour string    `json:"neighbour,omitempty"`
-	Pair      string    `json:"pair"`
+	// Seeded is the candidate's seeded slowdown (AA.Seeded): the
+	// comparison is a power measurement, not A/A.
+	Seeded string `json:"seeded,omitempty"`
+	Pair   string `json:"pair"`
 	// Verdict is the bot's decision, round after round as it asks for
 	// them: fresh alternating boots, with the cached base boots when
 	// they agree with the fresh ones (CacheDropped when they did not).
@@ -110,6 +124,9 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	// process would wait for ever on itself.
 	if a.Lock != "" && a.Lab != nil && sameFile(a.Lock, a.Lab.Cfg.QEMU.HeavyLock) {
 		return nil, fmt.Errorf("lab aa: --lock %s is the lab's own heavy_lock, which every boot takes already: give another file, or none", a.Lock)
+	}
+	if (a.Seeded != "") != (a.Candidate != "") {
+		return nil, fmt.Errorf("lab aa: a seeded slowdown needs both its kernel (--candidate) and what was seeded (--seeded)")
 	}
 	if err := os.MkdirAll(filepath.Dir(a.Results), 0o755); err != nil {
 		return nil, err
@@ -162,14 +179,27 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 			return out, err
 		}
 		out = append(out, r)
-		fmt.Fprintf(a.Out, "A/A %d/%d (%s): %s after %d rounds, %d+%d boots (%d more set aside as contended), %.0f s (%.0f s of it waiting for a quiet host), neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
-			i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), len(r.Busy), r.Seconds, r.QuietWait, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
+		label := "A/A"
+		if a.Seeded != "" {
+			label = fmt.Sprintf("seeded %q (copy %+.1f%%)", a.Seeded, 100*r.Effect())
+		}
+		fmt.Fprintf(a.Out, "%s %d/%d (%s): %s after %d rounds, %d+%d boots (%d more set aside as contended), %.0f s (%.0f s of it waiting for a quiet host), neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
+			label, i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), len(r.Busy), r.Seconds, r.QuietWait, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
 			map[bool]string{true: "; cache dropped (drift)"}[r.CacheDropped], r.Error)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
 	}
 	return out, nil
+}
+
+// Effect is the candidate's median copy_MBps against the base's own
+// boots', as a relative change (-0.1 = 10 % slower); 0 without boots.
+func (r AAResult) Effect() float64 {
+	if len(r.Base) == 0 || len(r.Cand) == 0 {
+		return 0
+	}
+	return stats.Median(r.Cand)/stats.Median(r.Base) - 1
 }
 
 // round is one round's boots of each side.
@@ -179,10 +209,28 @@ type round struct{ base, cand []store.Sample }
 // no more or the rounds run out; the decision's base is the lab job's:
 // the round's fresh boots, joined by the cached ones unless they drifted.
 func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round) {
-	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair}
+	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded}
 	var base, cand, own []store.Sample
 	var rounds []round
 	runs := a.Runs
+	if a.Lossy > 0 {
+		var err error
+		if base, cand, err = a.lossy(ctx, &r); err != nil {
+			r.Verdict, r.Error = "INFRA", err.Error()
+			return r, nil
+		}
+		own = append(own, base...)
+		if crashed(cand) {
+			d, err := a.Decide.Decide(ctx, base, cand)
+			if err != nil {
+				r.Verdict, r.Error = "INFRA", err.Error()
+				return r, nil
+			}
+			r.Verdict, r.Summary, r.Fresh = d.Verdict, d.Summary, d.Verdict
+			return r, []round{{base: base, cand: cand}}
+		}
+		rounds = append(rounds, round{base: base, cand: cand})
+	}
 	for n := 1; n <= a.Rounds; n++ {
 		r.Rounds = n
 		var rd round
@@ -252,6 +300,41 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	return r, rounds
 }
 
+// lossy boots each kernel a.Lossy times over the lossy link, base and
+// candidate alternating, until one crashes; the samples say the profile.
+func (a *AA) lossy(ctx context.Context, r *AAResult) (base, cand []store.Sample, err error) {
+	fmt.Fprintf(a.trace(), "first %d boots of each kernel over the lossy link (netem %s), for crashes only\n", a.Lossy, a.Lab.Cfg.Lossy.Netem)
+	for range a.Lossy {
+		for _, side := range []struct {
+			boots  *[]store.Sample
+			kernel string
+		}{{&base, a.Kernel}, {&cand, a.candidate()}} {
+			s, err := a.Lab.RunTest(ctx, a.Pair, side.kernel, 1, a.Lab.Cfg.LossyTest(), a.trace())
+			if err != nil {
+				return base, cand, err
+			}
+			for i := range s {
+				s[i].Profile = "lossy"
+				r.Busy = append(r.Busy, s[i].BusyRepeated...)
+			}
+			*side.boots = append(*side.boots, s...)
+			if crashed(s) {
+				return base, cand, nil
+			}
+		}
+	}
+	return base, cand, nil
+}
+
+func crashed(samples []store.Sample) bool {
+	for _, s := range samples {
+		if s.Crash != "" {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *AA) candidate() string {
 	if a.Candidate != "" {
 		return a.Candidate
@@ -259,11 +342,11 @@ func (a *AA) candidate() string {
 	return a.Kernel
 }
 
-// trace is where each boot's line goes: nowhere for A/A (its summary
-// line says enough), Out for a comparison of two kernels, whose reader
-// waits on it boot by boot.
+// trace is where each boot's line goes: nowhere for A/A or a power
+// bench (its summary line says enough), Out for a comparison of two
+// kernels, whose reader waits on it boot by boot.
 func (a *AA) trace() io.Writer {
-	if a.Candidate != "" && a.Out != nil {
+	if a.Candidate != "" && a.Seeded == "" && a.Out != nil {
 		return a.Out
 	}
 	return io.Discard

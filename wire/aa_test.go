@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,12 +33,28 @@ type noisyPair struct {
 	boots int
 	fail  int
 	busy  []float64 // the failing boot is a host too busy, these boots set aside
+	// seededCost slows the boots of a kernel whose path says "seeded".
+	seededCost  float64
+	seededBoots int
+	// lossyHang makes a kernel whose path says "hang" hang over a
+	// shaped link; netemBoots counts the boots over one.
+	lossyHang  bool
+	netemBoots int
 }
 
 func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.boots++
+	if strings.Contains(k.BzImage, "seeded") {
+		p.seededBoots++
+	}
+	if t.Netem != "" {
+		p.netemBoots++
+		if p.lossyHang && strings.Contains(k.BzImage, "hang") {
+			return &lab.Result{Pair: "qemu", Test: t, Failure: "INFO: task hung in __ib_drain_sq"}, nil
+		}
+	}
 	if p.boots == p.fail {
 		if p.busy != nil {
 			return nil, &lab.InfraError{Op: "busy host", Err: &lab.BusyError{Waits: p.busy, Limit: 0.55}}
@@ -45,8 +62,14 @@ func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Res
 		return nil, &lab.InfraError{Err: errors.New("guest lost")}
 	}
 	r := &lab.Result{Pair: "qemu", Test: t, Passed: true, LoopSecs: 10, Health: lab.Health{Reported: true, Ops: 100}}
+	speed := p.speed
+	if strings.Contains(k.BzImage, "seeded") {
+		// The power bench's kernel with a slowdown of our own making.
+		speed *= 1 - p.seededCost
+		r.LoopSecs /= 1 - p.seededCost
+	}
 	for i := range 3 {
-		v := p.speed * (1 + 0.02*p.rng.NormFloat64())
+		v := speed * (1 + 0.02*p.rng.NormFloat64())
 		secs := float64(t.SizeMiB) / v
 		r.Iterations = append(r.Iterations, lab.Iteration{N: i + 1, WriteMBps: v, ReadMBps: v, WriteSecs: secs, ReadSecs: secs})
 	}
@@ -406,5 +429,67 @@ func TestCompareStopsAtACrash(t *testing.T) {
 	}
 	if text := a.Decide.(*Reports).Text(b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
 		t.Errorf("text:\n%s", text)
+	}
+}
+
+// The power bench: a kernel with a slowdown of our own making as the
+// candidate, through the same rounds and decision as an A/A comparison;
+// 10 % slower is called a REGRESSION, with its effect stored and printed.
+func TestAASeededSlowdownIsARegression(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(7, 8)), speed: 100, seededCost: 0.10}
+	a := newAA(t, p)
+	a.Candidate, a.Seeded = filepath.Join(t.TempDir(), "seeded"), "udelay(60) per Send"
+	var out bytes.Buffer
+	a.Out = &out
+	rs, err := a.Run(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Verdict != "REGRESSION" || r.Seeded != "udelay(60) per Send" {
+			t.Errorf("comparison %d: %s (%s), seeded %q", i, r.Verdict, r.Summary, r.Seeded)
+		}
+		if e := r.Effect(); e > -0.07 || e < -0.13 {
+			t.Errorf("comparison %d: effect %+.3f, want about -0.10", i, e)
+		}
+	}
+	if total := 2 * (len(rs[0].Base) + len(rs[1].Base)); p.seededBoots != total/2 {
+		t.Errorf("%d of %d boots were of the seeded kernel, want the candidate's %d", p.seededBoots, total, total/2)
+	}
+	if !strings.Contains(out.String(), `seeded "udelay(60) per Send" (copy -`) {
+		t.Errorf("progress lines:\n%s", out.String())
+	}
+
+	a.Candidate = ""
+	if _, err := a.Run(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "--candidate") {
+		t.Errorf("a seeded slowdown without its kernel: %v, want refused", err)
+	}
+}
+
+// lab compare --lossy, the reproducer of a crash the lossy profile found:
+// lossy boots first, base and candidate alternating, a candidate that
+// hangs there is a CRASH at once; one that does not goes on to the
+// default rounds, its lossy boots kept for crashes only.
+func TestCompareLossyFirst(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(9, 10)), speed: 100, lossyHang: true}
+	a := newAA(t, p)
+	a.Candidate, a.Lossy = filepath.Join(t.TempDir(), "hang"), 3
+	r, base, cand := a.Compare(context.Background())
+	if r.Verdict != "CRASH" || len(base) != 1 || len(cand) != 1 || cand[0].Profile != "lossy" || base[0].Profile != "lossy" || p.netemBoots != 2 || p.boots != 2 {
+		t.Fatalf("hang over the lossy link: %s (%s), %d+%d samples, %d of %d boots shaped", r.Verdict, r.Summary, len(base), len(cand), p.netemBoots, p.boots)
+	}
+
+	p = &noisyPair{rng: rand.New(rand.NewPCG(9, 10)), speed: 100, lossyHang: true}
+	a = newAA(t, p)
+	a.Candidate, a.Lossy = filepath.Join(t.TempDir(), "fine"), 3
+	r, base, cand = a.Compare(context.Background())
+	lossy := 0
+	for _, s := range append(base, cand...) {
+		if s.Profile == "lossy" {
+			lossy++
+		}
+	}
+	if r.Verdict != "PASS" || lossy != 6 || p.netemBoots != 6 || len(cand) < 3+5 {
+		t.Errorf("a kernel fine over the lossy link: %s (%s), %d lossy samples, %d shaped boots, %d candidate samples", r.Verdict, r.Summary, lossy, p.netemBoots, len(cand))
 	}
 }

@@ -57,6 +57,12 @@ type ConsoleKeeper interface {
 // *BootError is returned as it is (the kernel's fault); every other error
 // is the lab's.
 func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Writer) ([]store.Sample, error) {
+	return l.RunTest(ctx, pairName, dir, n, l.Test, trace)
+}
+
+// RunTest is Run with another test than the configured one (a shaped
+// link: the power bench's seeded slowdown).
+func (l *Lab) RunTest(ctx context.Context, pairName, dir string, n int, test lab.Test, trace io.Writer) ([]store.Sample, error) {
 	p, err := l.pair(ctx, pairName)
 	if err != nil {
 		return nil, bot.Infra(err)
@@ -67,7 +73,7 @@ func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Wri
 	}
 	var out []store.Sample
 	for i := range n {
-		res, err := p.Run(ctx, k, l.Test)
+		res, err := p.Run(ctx, k, test)
 		if err != nil {
 			var be *lab.BootError
 			if errors.As(err, &be) && !bot.IsInfra(err) {

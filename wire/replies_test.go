@@ -149,6 +149,31 @@ func TestRepliesGolden(t *testing.T) {
 	// The lab kept the crashed boot's consoles: the reply links them all.
 	crashed[1].Consoles = map[string]string{"server": strings.Repeat("a", 32), "client": strings.Repeat("b", 32)}
 	measured("CRASH", 3, samples(4, 100, 2), crashed[:2])
+	// A hang that only the lossy profile brought out: the lab job ran
+	// the lossy boots first and stopped at the candidate's crash, so the
+	// candidate has no default-link boot and the base's cached boots
+	// stand beside its lossy one. The reply says which link crashed it.
+	t.Run("CRASH_LOSSY", func(t *testing.T) {
+		g := newReplyRig(t)
+		lossyBase := samples(1, 100, 2)[0]
+		lossyBase.Profile = "lossy"
+		base := append(samples(4, 100, 2), lossyBase)
+		cand := []store.Sample{{Profile: "lossy", Crash: "INFO: task hung in __ib_drain_sq",
+			Log: "INFO: task nfsd:231 blocked for more than 20 seconds.\n      Not tainted 6.12.118 #1\nCall Trace:\n <TASK>\n __schedule+0x275/0x5e0\n schedule+0x1b/0x90\n schedule_timeout+0x8e/0xf0\n __wait_for_common+0x93/0x1b0\n __ib_drain_sq+0xf5/0x130\n ib_drain_qp+0x1c/0x30\n svc_rdma_free+0x3e/0x2a0\n </TASK>"}}
+		d := decide(t, g.r, base, cand)
+		if d.Verdict != "CRASH" {
+			t.Fatalf("a crash over the lossy link: %s (%s)", d.Verdict, d.Summary)
+		}
+		e := g.deliver(t, g.report(8, d.Verdict, d.Summary, d.Detail, base, cand))
+		golden(t, "replies/crash_lossy.eml", e.Raw)
+		checkReply(t, e, d.Verdict, cover)
+		for _, want := range []string{"booted with a lossy link (netem delay 1ms loss 0.01% on both guests), and not in the one base run with",
+			"; 1 boot of the patched kernel and 1 of the base with a lossy link"} {
+			if !strings.Contains(strings.Join(strings.Fields(string(e.Raw)), " "), want) {
+				t.Errorf("the reply lacks %q:\n%s", want, e.Raw)
+			}
+		}
+	})
 	// A transport fault at unchanged throughput: its own golden file.
 	t.Run("TRANSPORT", func(t *testing.T) {
 		g := newReplyRig(t)

@@ -45,7 +45,9 @@ func metrics(base, cand []store.Sample) []stats.Metric {
 	runs := func(samples []store.Sample, k string) [][]float64 {
 		var out [][]float64
 		for _, s := range samples {
-			if s.Crash != "" {
+			// A boot of another profile (the lossy link) only tells
+			// whether the kernel crashes.
+			if s.Crash != "" || s.Profile != "" {
 				continue
 			}
 			if it := s.Iterations[k]; len(it) > 0 {
@@ -70,21 +72,51 @@ func metrics(base, cand []store.Sample) []stats.Metric {
 func health(samples []store.Sample) []map[string]int {
 	var out []map[string]int
 	for _, s := range samples {
-		if s.Health != nil {
+		// Over a lossy link retransmissions are the point, not a fault.
+		if s.Health != nil && s.Profile == "" {
 			out = append(out, s.Health)
 		}
 	}
 	return out
 }
 
-func crashes(samples []store.Sample) []reports.Crash {
+func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 	var out []reports.Crash
 	for _, s := range samples {
-		if s.Crash != "" {
-			out = append(out, reports.Crash{Title: s.Crash, Console: s.Log})
+		if s.Crash == "" {
+			continue
 		}
+		c := reports.Crash{Title: s.Crash, Console: s.Log}
+		if s.Profile != "" {
+			c.Link = r.linkWords(s.Profile)
+			for _, b := range base {
+				if b.Profile == s.Profile {
+					c.LinkBaseRuns++
+				}
+			}
+		}
+		out = append(out, c)
 	}
 	return out
+}
+
+// linkWords names the link of a lab profile for a reply.
+func (r *Reports) linkWords(profile string) string {
+	if profile == "lossy" {
+		return "a lossy link (netem " + r.Lab.Lossy.Netem + " on both guests)"
+	}
+	return profile
+}
+
+// profiled counts the boots of a lab profile other than the default.
+func profiled(samples []store.Sample) int {
+	n := 0
+	for _, s := range samples {
+		if s.Profile != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // Reports is the reports package behind bot.Decider and bot.Reporter.
@@ -206,8 +238,8 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 }
 
 func (r *Reports) judge(base, cand []store.Sample) reports.Verdict {
-	in := &reports.Input{Test: r.testInfo(nil, "", len(base), len(cand)), Metrics: metrics(base, cand),
-		BaseCrashes: crashes(base), CandCrashes: crashes(cand), BaseHealth: health(base), CandHealth: health(cand)}
+	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
+		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand)}
 	return reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
 }
 
@@ -566,10 +598,10 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 		Base: reports.Base{Tree: rep.Tree, Branch: rep.BaseBranch, SHA: rep.Base, Reason: rep.BaseReason,
 			URL: r.treeURL(rep.Tree)},
 		Build:   reports.BuildInfo{Config: r.configWords(), Compiler: r.compilerWords()},
-		Test:    r.testInfo(&rep, th.MessageID, len(rep.BaseSamples), len(rep.CandSamples)),
+		Test:    r.testInfo(&rep, th.MessageID, rep.BaseSamples, rep.CandSamples),
 		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
 	}
-	in.BaseCrashes, in.CandCrashes = crashes(rep.BaseSamples), crashes(rep.CandSamples)
+	in.BaseCrashes, in.CandCrashes = r.crashes(rep.BaseSamples, rep.BaseSamples), r.crashes(rep.CandSamples, rep.BaseSamples)
 	in.BaseHealth, in.CandHealth = health(rep.BaseSamples), health(rep.CandSamples)
 	if f := rep.FirstBad; f != nil {
 		in.FirstBad = &reports.FirstBad{Patch: f.Patch, Of: len(th.Patches), Note: f.Summary, Steps: f.Steps, Boots: f.Boots, Minutes: f.Took.Minutes()}
@@ -694,7 +726,9 @@ func (r *Reports) compilerWords() string {
 
 // testInfo describes the lab and the test in words, from the
 // configuration; rep is nil when deciding (no reply yet).
-func (r *Reports) testInfo(rep *bot.Report, msgID string, baseRuns, candRuns int) reports.TestInfo {
+func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sample) reports.TestInfo {
+	lossyBase, lossyCand := profiled(base), profiled(cand)
+	baseRuns, candRuns := len(base)-lossyBase, len(cand)-lossyCand
 	t := r.Lab.Test
 	info := reports.TestInfo{Name: "NFS/RDMA transfer"}
 	proto := "NFS " + t.NFSVersion
@@ -713,6 +747,9 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, baseRuns, candRuns int
 	}
 	if candRuns > 0 {
 		info.Test += fmt.Sprintf("; %d boots of the patched kernel and %d of the base, alternating", candRuns, baseRuns)
+	}
+	if lossyCand > 0 {
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(lossyCand), lossyBase, r.linkWords("lossy"))
 	}
 	if rep == nil {
 		return info

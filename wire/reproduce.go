@@ -117,6 +117,11 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	if err != nil {
 		return nil, err
 	}
+	for _, run := range runs {
+		for _, s := range run.Samples {
+			in.Lossy = in.Lossy || s.Profile == "lossy"
+		}
+	}
 	if len(runs) > 0 {
 		b, err := json.MarshalIndent(runs, "", "  ")
 		if err != nil {

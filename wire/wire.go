@@ -66,6 +66,13 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	}
 	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Log: log, Now: time.Now}
 	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
+	lossy, err := NewLossy(l)
+	if err != nil {
+		return bot.Stages{}, err
+	}
+	if lossy != nil {
+		stages.Lossy = lossy
+	}
 	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
 		r = strings.TrimSpace(r)
 		return r == bot.RoleAll || r == bot.RoleBuild
@@ -115,6 +122,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 func Params(c lab.Config) string {
 	t := c.Test
 	p := fmt.Sprintf("%s-%dMiB-x%d-nfs%s-%s-%s", t.Kind, t.SizeMiB, t.Iterations, t.NFSVersion, t.Transport, t.RDMA)
+	if t.Netem != "" {
+		p += "-netem(" + t.Netem + ")"
+	}
 	if c.QEMU.Icount != "" {
 		p += "-icount(" + c.QEMU.Icount + ")"
 	}

@@ -211,7 +211,11 @@ func (s *Server) testConsoles(w http.ResponseWriter, r *http.Request) {
 		for i, smp := range run.Samples {
 			for _, role := range []string{"server", "client"} {
 				if c := smp.Consoles[role]; c != "" {
-					parts = append(parts, part{fmt.Sprintf("round %d, %s boot %d (%s), %s console", run.Round, run.Role, i+1, short(run.Commit), role), c})
+					what := run.Role
+					if smp.Profile != "" {
+						what = smp.Profile + " " + what
+					}
+					parts = append(parts, part{fmt.Sprintf("round %d, %s boot %d (%s), %s console", run.Round, what, i+1, short(run.Commit), role), c})
 				}
 			}
 		}
@@ -477,8 +481,11 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 			dst = base
 		}
 		for _, smp := range r.Samples {
+			// A lossy boot's figures are not the default link's.
 			for k, x := range smp.Metrics {
-				dst[k] = append(dst[k], x)
+				if smp.Profile == "" {
+					dst[k] = append(dst[k], x)
+				}
 			}
 			if len(smp.Consoles) > 0 {
 				v.Consoles = fmt.Sprintf("/tests/%d/consoles", id)

@@ -33,6 +33,10 @@ type Sample struct {
 	Iterations map[string][]float64 `json:"iterations,omitempty"`
 	Crash      string               `json:"crash,omitempty"`
 	Log        string               `json:"log,omitempty"`
+	// Profile names the lab profile of a boot other than the default:
+	// "lossy" (lab.lossy). Such a boot is evidence of crashes only; its
+	// figures and transport counts are kept but never compared.
+	Profile string `json:"profile,omitempty"`
 	// HostOtherCores is the host's CPU other programs used during the
 	// boot (lab.Result's); BusyRepeated the same for each boot before it
 	// that was set aside as measured under contention.
@@ -292,7 +296,7 @@ type Run struct {
 	TestID     int64
 	JobID      int64
 	Round      int
-	Role       string // "base" or "candidate"
+	Role       string // "base" or "candidate" (a lossy boot says so in Sample.Profile)
 	Commit     string
 	Lab        string
 	Samples    []Sample

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rdmabot/rdmabot/reports/stats"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -24,7 +25,9 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	condition := fs.String("condition", "", `what the machine is doing, stored with each result: "idle", or "busy" (default: busy with --neighbour, else idle)`)
 	neighbourCmd := fs.String("neighbour", "", `a CPU-heavy program and its arguments (no shell), run on and off at random during the comparisons, e.g. "stress-ng --cpu 1"`)
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
-	results := fs.String("results", "", "JSON-lines file of results (default: <cache_dir>/aa/aa.jsonl)")
+	candidate := fs.String("candidate", "", "the power bench: a kernel (bzImage or its directory) that is --kernel with a slowdown of our own making, booted as the candidate")
+	seeded := fs.String("seeded", "", `what the --candidate kernel adds, stored with each result, e.g. "udelay(60) per svc_rdma_post_send" (results in <cache_dir>/aa/power.jsonl)`)
+	results := fs.String("results", "", "JSON-lines file of results (default: <cache_dir>/aa/aa.jsonl, the power bench's <cache_dir>/aa/power.jsonl)")
 	lock := fs.String("lock", "", "a file flock'ed around each comparison, to take turns with other heavy work")
 	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
 	if err := fs.Parse(args); err != nil {
@@ -35,7 +38,11 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *results == "" {
-		*results = filepath.Join(c.CacheDir, "aa", "aa.jsonl")
+		name := "aa.jsonl"
+		if *seeded != "" {
+			name = "power.jsonl"
+		}
+		*results = filepath.Join(c.CacheDir, "aa", name)
 	}
 	if *summary {
 		rs, err := wire.ReadAA(*results)
@@ -46,7 +53,16 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	if *kernel == "" {
-		return fmt.Errorf("%w: --kernel is required\nrdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--pair NAME] [--lock FILE] [--results FILE] [--summary] [--config FILE]", errUsage)
+		return fmt.Errorf("%w: --kernel is required\nrdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--candidate DIR|BZIMAGE --seeded WHAT] [--pair NAME] [--lock FILE] [--results FILE] [--summary] [--config FILE]", errUsage)
+	}
+	if (*candidate == "") != (*seeded == "") {
+		return fmt.Errorf("%w: the power bench needs both --candidate (the seeded kernel) and --seeded (what it adds)", errUsage)
+	}
+	var candDir string
+	if *candidate != "" {
+		if candDir, err = kernelDir("--candidate", *candidate); err != nil {
+			return err
+		}
 	}
 	dir, err := kernelDir("--kernel", *kernel)
 	if err != nil {
@@ -67,11 +83,15 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 			Test: c.Lab.Test, Log: e.log},
 		Decide: r,
 		Pair:   *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
-		Condition: *condition, Neighbour: *neighbourCmd, Commit: readVersion().Revision, Lock: *lock,
+		Condition: *condition, Neighbour: *neighbourCmd, Candidate: candDir, Seeded: *seeded, Commit: readVersion().Revision, Lock: *lock,
 		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Out: e.stdout,
 	}
-	fmt.Fprintf(e.stdout, "A/A: %d comparisons of %s on %s (%s), budget %d/%d/%d, min effect %.0f%%; results in %s\n",
-		*n, dir, *pair, *condition, c.Reports.Runs, c.Reports.RunsStep, c.Reports.MaxRuns, 100*c.Reports.MinEffect, *results)
+	kind := "A/A"
+	if *seeded != "" {
+		kind = fmt.Sprintf("power bench (candidate %s: %s)", candDir, *seeded)
+	}
+	fmt.Fprintf(e.stdout, "%s: %d comparisons of %s on %s (%s), budget %d/%d/%d, min effect %.0f%%; results in %s\n",
+		kind, *n, dir, *pair, *condition, c.Reports.Runs, c.Reports.RunsStep, c.Reports.MaxRuns, 100*c.Reports.MinEffect, *results)
 	rs, err := aa.Run(ctx, *n)
 	printAASummary(e, rs)
 	return err
@@ -102,15 +122,23 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	baseFlag := fs.String("base", "", "the base kernel: its bzImage, or a directory holding bzImage (and modules/)")
 	candFlag := fs.String("candidate", "", "the patched kernel, likewise")
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
+	lossy := fs.Bool("lossy", false, "first lab.lossy.boots boots of each kernel over the lossy link, as the bot does for a series touching error, flush, drain or teardown code")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *baseFlag == "" || *candFlag == "" {
-		return fmt.Errorf("%w: --base and --candidate are required\nrdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--pair NAME] [--config FILE]", errUsage)
+		return fmt.Errorf("%w: --base and --candidate are required\nrdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--pair NAME] [--config FILE]", errUsage)
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
+	}
+	lossyBoots := 0
+	if *lossy {
+		if c.Lab.Lossy.Netem == "" {
+			return fmt.Errorf("%w: --lossy: lab.lossy.netem is empty (the profile is off)", errUsage)
+		}
+		lossyBoots = c.Lab.Lossy.Boots
 	}
 	base, err := kernelDir("--base", *baseFlag)
 	if err != nil {
@@ -126,7 +154,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
 	cmp := &wire.AA{
 		Lab:    &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(), Test: c.Lab.Test, Log: e.log},
-		Decide: r, Pair: *pair, Kernel: base, Candidate: cand,
+		Decide: r, Pair: *pair, Kernel: base, Candidate: cand, Lossy: lossyBoots,
 		Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Out: e.stdout,
 	}
 	fmt.Fprintf(e.stdout, "comparing %s (base) with %s (candidate) on %s: %d boots of each at first, up to %d rounds (budget %d/%d/%d)\n",
@@ -147,6 +175,21 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 // own boots alone, and the cached base alone (the bot before every round
 // booted the base), with the time per comparison.
 func printAASummary(e *env, rs []wire.AAResult) {
+	var aa, power []wire.AAResult
+	for _, r := range rs {
+		if r.Seeded != "" {
+			power = append(power, r)
+		} else {
+			aa = append(aa, r)
+		}
+	}
+	if len(power) > 0 {
+		printPowerSummary(e, power)
+		if len(aa) == 0 {
+			return
+		}
+	}
+	rs = aa
 	type key struct{ cond, mode string }
 	counts := map[key]map[string]int{}
 	secs := map[string][]float64{}
@@ -271,4 +314,48 @@ func cores(sorted []float64, q float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", sorted[int(q*float64(len(sorted)-1)+0.5)])
+}
+
+// printPowerSummary is the power table: per seeded slowdown and
+// condition, the effect the boots measured (median over comparisons of
+// the candidate's median copy against the base's) and how often the
+// bot's decision called it a REGRESSION.
+func printPowerSummary(e *env, rs []wire.AAResult) {
+	type key struct{ seeded, cond string }
+	var keys []key
+	by := map[key][]wire.AAResult{}
+	for _, r := range rs {
+		k := key{r.Seeded, r.Condition}
+		if _, ok := by[k]; !ok {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SEEDED\tCONDITION\tN\tCOPY EFFECT\tREGRESSION\tPOWER\tPASS\tINCONCLUSIVE\tINFRA\tOTHER\tP50 S\tP95 S")
+	for _, k := range keys {
+		c := map[string]int{}
+		var effects, secs []float64
+		for _, r := range by[k] {
+			c[r.Verdict]++
+			if r.Error == "" {
+				effects = append(effects, r.Effect())
+				secs = append(secs, r.Seconds)
+			}
+		}
+		sort.Float64s(secs)
+		measured := c["REGRESSION"] + c["PASS"] + c["INCONCLUSIVE"] + c["IMPROVEMENT"]
+		other := len(by[k]) - measured - c["INFRA"]
+		power := "-"
+		if measured > 0 {
+			power = fmt.Sprintf("%.0f%%", 100*float64(c["REGRESSION"])/float64(measured))
+		}
+		effect := "-"
+		if len(effects) > 0 {
+			effect = fmt.Sprintf("%+.1f%%", 100*stats.Median(effects))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", k.seeded, k.cond, len(by[k]), effect, c["REGRESSION"], power,
+			c["PASS"], c["INCONCLUSIVE"], c["INFRA"], other, quantile(secs, 0.5), quantile(secs, 0.95))
+	}
+	w.Flush()
 }

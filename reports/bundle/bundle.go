@@ -48,6 +48,9 @@ type Input struct {
 	// Kept is what the bot kept of its own run, to compare with: the
 	// build logs, every boot's figures. run.sh does not read them.
 	Kept []File
+	// Lossy says the bot booted the kernels over the lossy link first
+	// (lab.lossy): run.sh does too.
+	Lossy bool
 }
 
 // File is one file of a bundle: its bytes, or a path to copy.
@@ -255,7 +258,7 @@ if [ -f "$here/kernel.config" ] && ! cmp -s "$here/kernel.config" "$work/base/co
 fi
 echo "run.sh: guest image" >&2
 "$RDMABOT" lab image --config "$cfg" >&2
-exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"
+exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"{{if .Lossy}} --lossy{{end}}
 `))
 
 var readmeTmpl = template.Must(template.New("README").Parse(`rdmabot test {{.TestID}}: a reproducer
@@ -279,7 +282,9 @@ builds both kernels with the lab's configuration, builds the guest
 image, then boots base and patched kernels alternately on two QEMU
 guests joined by soft-RoCE and runs the NFS/RDMA transfer test, round
 after round until the statistics decide, and prints the verdict and
-the metrics table as rdmabot's reply does. Nothing is sent anywhere.
+the metrics table as rdmabot's reply does. Nothing is sent anywhere.{{if .Lossy}}
+As the bot did, it first boots each kernel over the lossy link
+(lab.toml's [lab.lossy]), where only a crash counts.{{end}}
 
 Files:
   run.sh         the one command (LINUX, CACHE and RDMABOT are read from

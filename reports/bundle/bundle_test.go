@@ -233,3 +233,30 @@ func TestTarMatchesDir(t *testing.T) {
 		t.Error("a missing binary made a whole tar")
 	}
 }
+
+// A test whose crash the lossy profile found is reproduced the same way:
+// run.sh asks lab compare for the lossy boots first, and says so.
+func TestLossyReproducer(t *testing.T) {
+	in := input()
+	for _, lossy := range []bool{false, true} {
+		in.Lossy = lossy
+		b, err := Make(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range b.Files {
+			var has bool
+			switch f.Name {
+			case "run.sh":
+				has = strings.Contains(string(f.Data), `--candidate "$work/candidate" --lossy`+"\n")
+			case "README":
+				has = strings.Contains(string(f.Data), "over the lossy link")
+			default:
+				continue
+			}
+			if has != lossy {
+				t.Errorf("lossy %t: %s mentions the lossy boots: %t", lossy, f.Name, has)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@
 package fakestage
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -292,6 +293,8 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 	switch {
 	case strings.Contains(subject, "build-fails"):
 		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token")
+	case strings.Contains(subject, "lossy-hang"):
+		speed = "lossy-hang"
 	case strings.Contains(subject, "slightly-slow"):
 		speed = "slightly"
 	case strings.Contains(subject, "slow"):
@@ -476,6 +479,48 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 	}
 	fmt.Fprintf(trace, "lab: %d runs of %s done\n", n, speed)
 	return out, nil
+}
+
+// Lossy is the lossy profile over Lab: a "lossy-hang" kernel (a subject
+// saying so) runs like any other on the default link and hangs over the
+// lossy one. Why asks for it when a patch holds Match.
+type Lossy struct {
+	Lab   *Lab
+	Calls *Calls
+	Match string
+	N     int
+	// FailRuns makes this many lossy runs fail with an infra error first.
+	FailRuns int
+
+	mu sync.Mutex
+}
+
+func (f *Lossy) Why(s bot.Series, pair string) string {
+	for _, p := range s.Patches {
+		if bytes.Contains(p, []byte(f.Match)) {
+			return f.Match + " code (fake)"
+		}
+	}
+	return ""
+}
+
+func (f *Lossy) Boots() int { return f.N }
+
+func (f *Lossy) Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error) {
+	f.mu.Lock()
+	fail := f.FailRuns > 0
+	if fail {
+		f.FailRuns--
+	}
+	f.mu.Unlock()
+	f.Calls.Add("lossy %s %s %d", pair, filepath.Base(dir), n)
+	if fail {
+		return nil, &InfraError{"lab: lossy link: guest 1 died"}
+	}
+	if speed, err := os.ReadFile(filepath.Join(dir, "kernel")); err == nil && string(speed) == "lossy-hang" {
+		return []store.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, nil
+	}
+	return f.Lab.Run(ctx, pair, dir, n, trace)
 }
 
 // Decider calls a regression when write_MBps drops more than 10 % (an
