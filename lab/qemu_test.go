@@ -64,6 +64,21 @@ func testKernel(t *testing.T) Kernel {
 	return Kernel{BzImage: k}
 }
 
+// runPassing runs test on p and fails the test unless it passed and
+// left no QEMU behind.
+func runPassing(t *testing.T, p *QEMUPair, pids *[]int, test Test) *Result {
+	t.Helper()
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed {
+		t.Fatalf("failed: %s\nclient console tail:\n%s", res.Failure, tail(res.Client.Console, 40))
+	}
+	return res
+}
+
 // noSurvivors checks that no QEMU of the run is left, not even a zombie.
 func noSurvivors(t *testing.T, pids []int) {
 	t.Helper()
@@ -81,14 +96,7 @@ func TestPairTransferRxe(t *testing.T) {
 	p, pids := testPair(t)
 	test := DefaultTest()
 	test.SizeMiB, test.Iterations = 8, 2
-	res, err := p.Run(context.Background(), testKernel(t), test)
-	noSurvivors(t, *pids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Passed {
-		t.Fatalf("failed: %s\nclient console tail:\n%s", res.Failure, tail(res.Client.Console, 40))
-	}
+	res := runPassing(t, p, pids, test)
 	if res.Transport != "rdma" || !strings.Contains(res.MountOpts, "proto=rdma") || !strings.Contains(res.MountOpts, "port=20049") {
 		t.Errorf("transport %q mount %q: want NFS over RDMA on 20049", res.Transport, res.MountOpts)
 	}
@@ -132,14 +140,7 @@ func TestPairNetem(t *testing.T) {
 	test := DefaultTest()
 	test.SizeMiB, test.Iterations = 4, 1
 	test.Netem = "delay 1ms loss 0.01%"
-	res, err := p.Run(context.Background(), testKernel(t), test)
-	noSurvivors(t, *pids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Passed {
-		t.Fatalf("failed: %s\nclient console tail:\n%s", res.Failure, tail(res.Client.Console, 40))
-	}
+	res := runPassing(t, p, pids, test)
 	for _, h := range []Host{res.Server, res.Client} {
 		if !strings.Contains(h.Console, "@@RB NETEM dev=eth0 args=delay 1ms loss 0.01%") {
 			t.Errorf("%s: no NETEM marker:\n%s", h.Role, tail(h.Console, 30))
@@ -159,7 +160,7 @@ func TestPairNetem(t *testing.T) {
 	p, pids = testPair(t)
 	test.Netem = "bogus 1ms"
 	start := time.Now()
-	_, err = p.Run(context.Background(), testKernel(t), test)
+	_, err := p.Run(context.Background(), testKernel(t), test)
 	noSurvivors(t, *pids)
 	var ie *InfraError
 	if !errors.As(err, &ie) || ie.Op != "netem" {
