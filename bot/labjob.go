@@ -58,7 +58,10 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				if infraOrInterrupted(ctx, err) {
 					return err
 				}
-				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.lossyFailed(ctx, tx, t, err, tr) })
+				// Logged before the transaction: the trace is written
+				// through the database too.
+				tr.Logf("a kernel failed over the lossy link: %v", err)
+				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.lossyFailed(ctx, tx, t, err) })
 			}
 			if crashed(lossyCand) && !crashed(lossyBase) {
 				tr.Logf("the candidate crashed over the lossy link: no more boots")
@@ -206,14 +209,12 @@ func (e *lossyError) Unwrap() error { return e.err }
 // lossyFailed ends a test whose kernel did not come up over the lossy
 // link: the candidate's is BOOT_FAILED, the base's leaves the test
 // failed, as on the default link.
-func (b *Bot) lossyFailed(ctx context.Context, tx *sql.Tx, t store.Test, err error, tr *Trace) error {
+func (b *Bot) lossyFailed(ctx context.Context, tx *sql.Tx, t store.Test, err error) error {
 	var le *lossyError
 	if errors.As(err, &le) && le.side == "base" {
-		tr.Logf("base kernel failed in the lab %v", err)
 		t.State, t.Summary = store.StateFailed, "base kernel failed in the lab "+err.Error()
 		return b.st.UpdateTest(ctx, tx, t)
 	}
-	tr.Logf("candidate kernel failed %v", err)
 	t.Detail = detailOf(err)
 	return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
 }

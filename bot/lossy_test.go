@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
+	"github.com/rdmabot/rdmabot/bot/store"
 )
 
 // The lossy profile runs first for a series whose patches touch drain
@@ -83,5 +84,41 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 	}
 	if h.lab.Overlap != 0 {
 		t.Errorf("%d overlapping runs on one pair", h.lab.Overlap)
+	}
+}
+
+// A kernel that does not come up over the lossy link: the candidate's is
+// BOOT_FAILED, as on the default link; a base that does not leaves the
+// test failed and unanswered, never blamed on the series.
+func TestLossyBootFailures(t *testing.T) {
+	for _, c := range []struct {
+		noBoot, subject, want string
+	}{
+		{"lossy-hang", "[PATCH] RDMA/core: lossy-hang in the drain", "BOOT_FAILED"},
+		{"fast", "[PATCH] RDMA/core: reword the drain comment", ""},
+	} {
+		t.Run(c.noBoot, func(t *testing.T) {
+			h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+				o.Stages.Lossy = &fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, Match: "ib_drain", N: 2, NoBoot: c.noBoot}
+			})
+			s := series("<x@x>", c.subject)
+			s.Patches = [][]byte{[]byte("From: dev\nSubject: " + c.subject + "\n\n---\n@@ -1 +1 @@ static void ib_drain_qp_done(void)\n-x\n+y\n")}
+			h.ingest.Add(s)
+			if c.want != "" {
+				h.wait("the reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
+				if r, _ := h.report.Get("series:<x@x>:v1:"); r.Verdict != c.want || !strings.Contains(r.Summary, "over the lossy link") {
+					t.Errorf("%s %q, want %s", r.Verdict, r.Summary, c.want)
+				}
+				return
+			}
+			h.wait("the test to fail", 30*time.Second, func() bool {
+				tt, err := h.st.TestByKey(context.Background(), h.st.DB, "series:<x@x>:v1:")
+				return err == nil && tt.State == store.StateFailed
+			})
+			tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<x@x>:v1:")
+			if !strings.Contains(tt.Summary, "base kernel failed in the lab over the lossy link") || h.report.Count() != 0 {
+				t.Errorf("base down over the lossy link: %q, %d replies", tt.Summary, h.report.Count())
+			}
+		})
 	}
 }

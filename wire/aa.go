@@ -133,6 +133,16 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	}
 	var nb *neighbour
 	if a.Neighbour != "" {
+		// A neighbour that cannot start would leave a "busy" comparison
+		// measuring an idle machine, unseen (stress-ng is not installed
+		// everywhere: two such comparisons were made before this check).
+		argv := strings.Fields(a.Neighbour)
+		if len(argv) == 0 {
+			return nil, fmt.Errorf("lab aa: --neighbour %q names no program", a.Neighbour)
+		}
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return nil, fmt.Errorf("lab aa: --neighbour %q: %w", a.Neighbour, err)
+		}
 		span := a.NeighbourSpan
 		if span[1] <= span[0] {
 			span = [2]time.Duration{30 * time.Second, 2 * time.Minute}

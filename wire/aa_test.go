@@ -493,3 +493,14 @@ func TestCompareLossyFirst(t *testing.T) {
 		t.Errorf("a kernel fine over the lossy link: %s (%s), %d lossy samples, %d shaped boots, %d candidate samples", r.Verdict, r.Summary, lossy, p.netemBoots, len(cand))
 	}
 }
+
+// A neighbour program that is not there is refused before any boot:
+// otherwise the "busy" comparison measures an idle machine.
+func TestAANeighbourMissing(t *testing.T) {
+	p := &noisyPair{rng: rand.New(rand.NewPCG(1, 1)), speed: 100}
+	a := newAA(t, p)
+	a.Neighbour, a.Condition = "no-such-neighbour-xyz --cpu 1", "busy"
+	if _, err := a.Run(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "no-such-neighbour-xyz") || p.boots != 0 {
+		t.Fatalf("missing neighbour: %v after %d boots, want refused before any", err, p.boots)
+	}
+}

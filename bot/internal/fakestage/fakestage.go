@@ -491,6 +491,9 @@ type Lossy struct {
 	N     int
 	// FailRuns makes this many lossy runs fail with an infra error first.
 	FailRuns int
+	// NoBoot is a kernel ("fast", "lossy-hang", ...) that does not come
+	// up over the lossy link: the kernel's fault, not the lab's.
+	NoBoot string
 
 	mu sync.Mutex
 }
@@ -517,7 +520,11 @@ func (f *Lossy) Run(ctx context.Context, pair, dir string, n int, trace io.Write
 	if fail {
 		return nil, &InfraError{"lab: lossy link: guest 1 died"}
 	}
-	if speed, err := os.ReadFile(filepath.Join(dir, "kernel")); err == nil && string(speed) == "lossy-hang" {
+	speed, err := os.ReadFile(filepath.Join(dir, "kernel"))
+	if err == nil && f.NoBoot != "" && string(speed) == f.NoBoot {
+		return nil, errors.New("lab: server did not come up: no RDMA link")
+	}
+	if err == nil && string(speed) == "lossy-hang" {
 		return []store.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, nil
 	}
 	return f.Lab.Run(ctx, pair, dir, n, trace)
