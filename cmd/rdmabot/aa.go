@@ -23,7 +23,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	kernel := fs.String("kernel", "", "the kernel both sides boot: its bzImage, or a directory holding bzImage (and modules/)")
 	n := fs.Int("comparisons", 20, "A/A comparisons to make")
 	condition := fs.String("condition", "", `what the machine is doing, stored with each result: "idle", or "busy" (default: busy with --neighbour, else idle)`)
-	neighbourCmd := fs.String("neighbour", "", `a CPU-heavy program and its arguments (no shell), run on and off at random during the comparisons, e.g. "stress-ng --cpu 1"`)
+	neighbourCmd := fs.String("neighbour", "", `a CPU-heavy program and its arguments (no shell), run on and off at random during the comparisons, e.g. "sha256sum /dev/zero" (one core; refused when not installed)`)
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
 	candidate := fs.String("candidate", "", "the power bench: a kernel (bzImage or its directory) that is --kernel with a slowdown of our own making, booted as the candidate")
 	seeded := fs.String("seeded", "", `what the --candidate kernel adds, stored with each result, e.g. "udelay(60) per svc_rdma_post_send" (results in <cache_dir>/aa/power.jsonl)`)
