@@ -185,7 +185,7 @@ func (b *Bot) lossyBoots(ctx context.Context, t store.Test, round int, basePath,
 				return base, cand, &lossyError{side: side.name, err: err}
 			}
 			for j := range smp {
-				smp[j].Profile = "lossy"
+				smp[j].Profile = store.ProfileLossy
 			}
 			*side.out = append(*side.out, smp...)
 			if crashed(smp) {

@@ -324,7 +324,7 @@ func (a *AA) lossy(ctx context.Context, r *AAResult) (base, cand []store.Sample,
 				return base, cand, err
 			}
 			for i := range s {
-				s[i].Profile = "lossy"
+				s[i].Profile = store.ProfileLossy
 				r.Busy = append(r.Busy, s[i].BusyRepeated...)
 			}
 			*side.boots = append(*side.boots, s...)

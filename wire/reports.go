@@ -102,7 +102,7 @@ func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 
 // linkWords names the link of a lab profile for a reply.
 func (r *Reports) linkWords(profile string) string {
-	if profile == "lossy" {
+	if profile == store.ProfileLossy {
 		return "a lossy link (netem " + r.Lab.Lossy.Netem + " on both guests)"
 	}
 	return profile
@@ -749,7 +749,7 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 		info.Test += fmt.Sprintf("; %d boots of the patched kernel and %d of the base, alternating", candRuns, baseRuns)
 	}
 	if lossyCand > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(lossyCand), lossyBase, r.linkWords("lossy"))
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(lossyCand), lossyBase, r.linkWords(store.ProfileLossy))
 	}
 	if rep == nil {
 		return info

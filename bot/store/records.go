@@ -53,6 +53,9 @@ type Sample struct {
 	Consoles map[string]string `json:"consoles,omitempty"`
 }
 
+// ProfileLossy is Sample.Profile of a boot over lab.lossy's link.
+const ProfileLossy = "lossy"
+
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.
 type SeriesRow struct {
 	ID      int64
