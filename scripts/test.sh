@@ -53,10 +53,29 @@ dead_code() {
   out=$(go run golang.org/x/tools/cmd/deadcode@v0.52.0 ./cmd/rdmabot) || return 1
   [ -z "$out" ] || { echo "unreachable from cmd/rdmabot (wire it or delete it):" >&2; echo "$out" >&2; return 1; }
 }
+# Go 1.26's fuzz coordinator can fail a target with a bare "context
+# deadline exceeded" when -fuzztime ends while a starved worker (these run
+# at nice 19 beside the lab) has not yet stopped: golang/go#75804, fixed in
+# Go 1.27. No input failed then, so such a run is made once more; a run that
+# wrote a failing input, panicked or failed any other way fails the stage.
+fuzz_one() {
+  local pkg=$1 fn=$2 out try
+  for try in 1 2; do
+    if out=$(go test -run '^$' -fuzz "^${fn}\$" -fuzztime 5s "$pkg" 2>&1); then
+      printf '%s\n' "$out"
+      return 0
+    fi
+    printf '%s\n' "$out"
+    grep -q '^    context deadline exceeded$' <<<"$out" || return 1
+    grep -qE 'Failing input written|panic:|_test\.go:[0-9]+:' <<<"$out" && return 1
+    echo "== $fn: stopped by the fuzz coordinator's deadline race (golang/go#75804), no failing input: run again" >&2
+  done
+  return 1
+}
 fuzz() {
   local rc=0 pkg fn
   while read -r pkg fn; do
-    go test -run '^$' -fuzz "^${fn}\$" -fuzztime 5s "$pkg" || rc=1
+    fuzz_one "$pkg" "$fn" || rc=1
   done < <(grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do
     grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed 's/^func //' | sed "s|^|$(dirname "$f") |"
   done)
