@@ -154,25 +154,34 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 	})
 }
 
-// lossyBoots are the lossy profile's boots (lab.lossy) of a series test's
-// first round, base and candidate alternating, when the series changes
-// error, flush, drain or teardown code: none otherwise. They stop at the
+// lossyBoots are the lossy profile's boots (lab.lossy) in a test's first
+// round, base and candidate alternating: for a series that changes error,
+// flush, drain or teardown code, and for every new mainline head (its
+// merges change such code unseen); none otherwise. They stop at the
 // first crash. An error is the lab's, or a kernel that did not come up
 // over the lossy link (lossyFailed).
 func (b *Bot) lossyBoots(ctx context.Context, t store.Test, round int, basePath, candPath string, tr *Trace) (base, cand []store.Sample, err error) {
-	if b.stages.Lossy == nil || round != 1 || basePath == "" || t.SeriesID == 0 {
+	if b.stages.Lossy == nil || round != 1 || basePath == "" || !b.stages.Lossy.Shapes(t.Lab) {
 		return nil, nil, nil
 	}
-	s, err := b.series(ctx, t.SeriesID)
-	if err != nil {
-		return nil, nil, Infra(err)
+	var why string
+	switch {
+	case t.Kind == store.KindMainline:
+		why = "a new " + t.Tree + " " + t.Ref + " head"
+	case t.Kind == store.KindSeries && t.SeriesID != 0:
+		s, err := b.series(ctx, t.SeriesID)
+		if err != nil {
+			return nil, nil, Infra(err)
+		}
+		if w := b.stages.Lossy.Why(s); w != "" {
+			why = "the series changes " + w
+		}
 	}
-	why := b.stages.Lossy.Why(s, t.Lab)
 	if why == "" {
 		return nil, nil, nil
 	}
 	n := b.stages.Lossy.Boots()
-	tr.Logf("the series changes %s: first %d boots each of base %s and candidate %s over the lossy link (lab.lossy), where only a crash counts",
+	tr.Logf("%s: first %d boots each of base %s and candidate %s over the lossy link (lab.lossy), where only a crash counts",
 		why, n, short(t.Base), short(t.Candidate))
 	for i := range n {
 		for _, side := range []struct {

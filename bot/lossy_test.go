@@ -2,6 +2,9 @@ package bot_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +123,94 @@ func TestLossyBootFailures(t *testing.T) {
 				t.Errorf("base down over the lossy link: %q, %d replies", tt.Summary, h.report.Count())
 			}
 		})
+	}
+}
+
+// Every new mainline head gets the lossy boots too (its merges change
+// drain and teardown code no series test saw): a head that hangs only
+// over the lossy link is a bad head, CRASH, with no default-link boot and
+// no bisection (the bisection would boot on the default link); its lossy
+// boots never become the next head's base or the history's figures.
+func TestLossyProfileOnMainlineHeads(t *testing.T) {
+	repo, commits := gitRepo(t, 2, -1, nil)
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_CONFIG_NOSYSTEM=1", "HOME="+repo)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("update-ref", "refs/heads/master", commits[0])
+	var lossy *fakestage.Lossy
+	h := newHarnessWith(t, testConfig(), repo, "", func(o *bot.Options) {
+		lossy = &fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, N: 2}
+		o.Stages.Lossy = lossy
+	})
+	ctx := context.Background()
+	head := func(want int, state string) []store.MainlineRun {
+		t.Helper()
+		if _, err := h.bot.River().Insert(ctx, bot.MainlineArgs{Tree: "mainline", Branch: "master"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var hist []store.MainlineRun
+		h.wait("head "+state, 30*time.Second, func() bool {
+			hist, _ = h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
+			return len(hist) == want && hist[want-1].State == store.MainlineState(state)
+		})
+		return hist
+	}
+	// The first head has nothing to compare with: no lossy boots.
+	head(1, "good")
+	// A clean head: base and candidate each booted twice over the link,
+	// then the default rounds; the history's figures are the default's.
+	git("update-ref", "refs/heads/master", commits[1])
+	hist := head(2, "good")
+	if n := len(lossy.Calls.List()); n != 4 {
+		t.Fatalf("%d lossy boots for a clean head, want 2+2:\n%s", n, strings.Join(lossy.Calls.List(), "\n"))
+	}
+	if !strings.Contains(hist[1].Metrics, "write_MBps") {
+		t.Errorf("history figures %s", hist[1].Metrics)
+	}
+	tt, err := h.st.Test(ctx, h.st.DB, hist[1].TestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, _, err := h.st.BaseResults(ctx, h.st.DB, store.BaseKey{Tree: tt.Tree, Commit: commits[1], Lab: tt.Lab, Params: "nfs-rdma-write-256M"}, time.Hour)
+	if err != nil || len(cached) == 0 {
+		t.Fatalf("the clean head's runs are not the next base: %v", err)
+	}
+	for _, s := range cached {
+		if s.Profile != "" {
+			t.Fatalf("a %s boot became base cache: %+v", s.Profile, s)
+		}
+	}
+	// A head that hangs only over the lossy link.
+	os.WriteFile(filepath.Join(repo, "LOSSYHANG"), []byte("complete a drain only on success"), 0o644)
+	git("add", "-A")
+	git("commit", "-q", "-m", "RDMA/core: only complete a drain on a successful WC")
+	bad := git("rev-parse", "HEAD")
+	before := len(h.lab.Calls.List())
+	hist = head(3, "bad")
+	tt, err = h.st.Test(ctx, h.st.DB, hist[2].TestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt.Candidate != bad || tt.Verdict != bot.VerdictCrash || !strings.Contains(tt.Summary, "__ib_drain_sq") {
+		t.Errorf("the hanging head: %s %s %q, want CRASH in __ib_drain_sq", tt.Candidate, tt.Verdict, tt.Summary)
+	}
+	if n := len(lossy.Calls.List()); n != 4+2 {
+		t.Errorf("%d lossy boots, want 4 + base and the hanging candidate", n)
+	}
+	// (The fake lossy link boots a kernel that does not hang through the
+	// lab, so the base's lossy boot shows there too.)
+	for _, c := range h.lab.Calls.List()[before:] {
+		if strings.HasPrefix(c, "run ") && strings.Contains(c, bad) {
+			t.Errorf("a default-link boot of the hanging head: %s", c)
+		}
+	}
+	if bis, err := h.st.Bisections(ctx, 10); err != nil || len(bis) != 0 {
+		t.Errorf("bisections %+v (%v): a lossy-only crash is not bisected on the default link", bis, err)
 	}
 }

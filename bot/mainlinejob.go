@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -66,6 +67,9 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	if err != nil {
 		return err
 	}
+	// The lossy link's boots count for crashes only: they are neither the
+	// next head's base nor the history's figures.
+	cand = slices.DeleteFunc(cand, func(s store.Sample) bool { return s.Profile != "" })
 	state := store.MainlineGood
 	switch t.Verdict {
 	case VerdictRegression, VerdictCrash, VerdictBuildFailed, VerdictBootFailed:

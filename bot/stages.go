@@ -126,13 +126,14 @@ type Lab interface {
 }
 
 // Lossy is the lab's second profile (lab.lossy): the same test over a
-// lossy, delaying, reordering link, where flushed completions, drains
+// lossy, delaying link, where flushed completions, drains
 // and teardown run their error paths. Its boots count for crashes only.
 type Lossy interface {
-	// Why names what in the series asks for the profile on pair ("" =
-	// nothing, or a pair the profile cannot shape): changes to error,
-	// flush, drain or teardown code.
-	Why(s Series, pair string) string
+	// Shapes says whether pair's test link can be shaped at all.
+	Shapes(pair string) bool
+	// Why names what in the series asks for the profile ("" = nothing):
+	// changes to error, flush, drain or teardown code.
+	Why(s Series) string
 	// Boots per side.
 	Boots() int
 	// Run is Lab.Run over the shaped link.

@@ -19,16 +19,17 @@ type Config struct {
 	Pairs []SSHPairConfig `toml:"pairs"`
 	// Test is what the bot runs on every kernel it measures.
 	Test Test `toml:"test"`
-	// Lossy is the second profile: the test over a lossy, delaying,
-	// reordering link, for changes to the code the motivating hang lived
-	// in (error, flush, drain, teardown).
+	// Lossy is the second profile: the test over a lossy, delaying
+	// link, for changes to the code the motivating hang lived in (error,
+	// flush, drain, teardown) and for new mainline heads.
 	Lossy LossyConfig `toml:"lossy"`
 }
 
-// LossyConfig is the lossy link profile. Its boots follow the first
+// LossyConfig is the lossy link profile. Its boots start the first
 // round of a series whose patches' changed lines or functions match
-// Touches, base and candidate alternating; only crashes count under it
-// (throughput over a lossy link says nothing a maintainer can use).
+// Touches, and of every new mainline head, base and candidate
+// alternating; only crashes count under it (throughput over a lossy link
+// says nothing a maintainer can use).
 type LossyConfig struct {
 	// Netem is tc netem's arguments for both hosts' side of the test
 	// link; "" turns the profile off.

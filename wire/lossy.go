@@ -41,14 +41,14 @@ func (p *Lossy) Run(ctx context.Context, pair, dir string, n int, trace io.Write
 	return p.lab.RunTest(ctx, pair, dir, n, p.lab.Cfg.LossyTest(), trace)
 }
 
+// Shapes implements bot.Lossy. Only the QEMU pair's soft RDMA runs over
+// the shaped link: on a real pair's HCA the RDMA traffic never passes the
+// netdev's qdisc.
+func (p *Lossy) Shapes(pair string) bool { return pair == "qemu" }
+
 // Why implements bot.Lossy: the words of lab.lossy.touches the series'
-// changed lines and the functions of their hunks hold, with their files. Only the QEMU
-// pair's soft RDMA runs over the shaped link: on a real pair's HCA the
-// RDMA traffic never passes the netdev's qdisc, so it is never asked for.
-func (p *Lossy) Why(s bot.Series, pair string) string {
-	if pair != "qemu" {
-		return ""
-	}
+// changed lines and the functions of their hunks hold, with their files.
+func (p *Lossy) Why(s bot.Series) string {
 	words, files := map[string]bool{}, map[string]bool{}
 	for _, raw := range s.Patches {
 		m, err := lore.ParseMessage(raw)

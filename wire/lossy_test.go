@@ -29,18 +29,19 @@ func TestLossyWhy(t *testing.T) {
 	}
 	for name, c := range map[string]struct {
 		patches [][]byte
-		pair    string
 		want    string
 	}{
-		"drain":         {[][]byte{comment, drain}, "qemu", "drain code (drivers/infiniband/core/verbs.c)"},
-		"comment":       {[][]byte{comment}, "qemu", ""},
-		"teardown":      {[][]byte{teardown}, "qemu", "disconnect code (net/sunrpc/xprtrdma/verbs.c)"},
-		"real pair":     {[][]byte{drain}, "opa1", ""},
-		"not a message": {[][]byte{[]byte("\x00")}, "qemu", ""},
+		"drain":         {[][]byte{comment, drain}, "drain code (drivers/infiniband/core/verbs.c)"},
+		"comment":       {[][]byte{comment}, ""},
+		"teardown":      {[][]byte{teardown}, "disconnect code (net/sunrpc/xprtrdma/verbs.c)"},
+		"not a message": {[][]byte{[]byte("\x00")}, ""},
 	} {
-		if got := p.Why(bot.Series{Patches: c.patches}, c.pair); got != c.want {
+		if got := p.Why(bot.Series{Patches: c.patches}); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
 		}
+	}
+	if !p.Shapes("qemu") || p.Shapes("opa1") {
+		t.Errorf("Shapes: qemu %v, real pair opa1 %v; want only the QEMU pair", p.Shapes("qemu"), p.Shapes("opa1"))
 	}
 	l.Cfg.Lossy.Netem = ""
 	if p, err := NewLossy(l); p != nil || err != nil {

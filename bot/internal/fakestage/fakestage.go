@@ -129,7 +129,8 @@ func (f *Ingest) Poll(ctx context.Context, cp bot.Checkpoints) ([]bot.Series, er
 // steers it: "does-not-apply", "build-fails", "slow", "slightly-slow",
 // "crash".
 // Commits of Repo (a real git repository) are judged by their trees: a
-// SLOW file makes them slow, a CRASH file makes them crash, a LABDIES
+// SLOW file makes them slow, a CRASH file makes them crash, a LOSSYHANG
+// file makes them hang over the lossy link only (Lossy), a LABDIES
 // file (without SLOW) kills the lab under them, a BROKEN file or
 // "nobuild" in that commit's own message makes them fail to build. With Base set, a series of several patches is applied to Repo
 // as real commits, one per patch (as git am makes them), each adding
@@ -334,6 +335,9 @@ func (f *Builder) judgeCommit(commit string) (string, error) {
 	if _, err := c.File("CRASH"); err == nil {
 		return "crash", nil
 	}
+	if _, err := c.File("LOSSYHANG"); err == nil {
+		return "lossy-hang", nil
+	}
 	if _, err := c.File("SLOW"); err == nil {
 		return "slow", nil
 	}
@@ -498,7 +502,9 @@ type Lossy struct {
 	mu sync.Mutex
 }
 
-func (f *Lossy) Why(s bot.Series, pair string) string {
+func (f *Lossy) Shapes(pair string) bool { return true }
+
+func (f *Lossy) Why(s bot.Series) string {
 	for _, p := range s.Patches {
 		if bytes.Contains(p, []byte(f.Match)) {
 			return f.Match + " code (fake)"
