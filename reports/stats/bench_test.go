@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +22,7 @@ var (
 	simSearch = flag.Int("search-trials", 500, "simulated comparisons per scenario while searching for the budget needed")
 	simBudget = flag.String("budget", "", "runs/step/max to prove instead of the default policy's, e.g. 6/6/30")
 	aaResults = flag.String("aa", "../../measurements/aa.jsonl", "real A/A comparisons (rdmabot lab aa): the drift each condition measured is added to the first model")
+	effects   = flag.String("effects", "", "also print each model's power at these drops, e.g. 0.025,0.03,0.04,0.05,0.1, and the smallest with 90 % power (the real power bench's seeded kernels check points of it)")
 )
 
 // BenchmarkVerdictPolicy proves the default policy on the lab's noise:
@@ -50,6 +53,10 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 		b.Skip("fit only")
 	}
 	targets := Targets{Effect: 0.05, MaxFalseAlarm: 0.01, MinPower: 0.95}
+	curve, err := parseEffects(*effects)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
 		for i, m := range models {
 			r := prove(b, m, targets)
@@ -57,7 +64,56 @@ func BenchmarkVerdictPolicy(b *testing.B) {
 				b.ReportMetric(100*r.FalseAlarm, "false-alarm-%")
 				b.ReportMetric(100*r.MinPower, "power-%")
 			}
+			if len(curve) > 0 {
+				powerCurve(b, m, curve)
+			}
 		}
+	}
+}
+
+// parseEffects reads -effects: drops between 0 and 1, in rising order.
+func parseEffects(s string) ([]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		e, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || e <= 0 || e >= 1 || (len(out) > 0 && e <= out[len(out)-1]) {
+			return nil, fmt.Errorf("-effects %q: want rising drops between 0 and 1, e.g. 0.03,0.05,0.1", s)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// powerCurve prints each metric's power at each drop under the default
+// budget, and the smallest drop it catches in 90 % of trials: with the
+// decision's floor (half of MinEffect) no drop much below it can be.
+func powerCurve(b *testing.B, m NoiseModel, drops []float64) {
+	p := DefaultPolicy()
+	smallest := make([]float64, len(m.Metrics))
+	fmt.Printf("  power curve (%d trials per point):\n", *simTrials)
+	for _, e := range drops {
+		r, err := Simulate(context.Background(), p, m, e, *simTrials, *simSeed)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("    %4.1f %% worse:", 100*e)
+		for i, mn := range m.Metrics {
+			fmt.Printf("  %s %5.1f %%", mn.Name, 100*r.Power[i])
+			if r.Power[i] >= 0.9 && smallest[i] == 0 {
+				smallest[i] = e
+			}
+		}
+		fmt.Println()
+	}
+	for i, mn := range m.Metrics {
+		if smallest[i] == 0 {
+			fmt.Printf("    %s: below 90 %% power at every drop tried\n", mn.Name)
+			continue
+		}
+		fmt.Printf("    %s: smallest drop caught with 90 %% power: %.1f %%\n", mn.Name, 100*smallest[i])
 	}
 }
 
@@ -151,5 +207,19 @@ func printModel(model NoiseModel) {
 	for _, m := range model.Metrics {
 		fmt.Printf("  %-10s mean %8.2f %-4s run CV %5.2f %%  iteration CV %5.2f %%  drift %5.2f %% per boot  (%d iterations, %d runs fitted)\n",
 			m.Name, m.Mean, m.Unit, 100*m.RunSigma, 100*m.IterSigma, 100*m.Drift, m.Iterations, m.Runs)
+	}
+}
+
+func TestParseEffects(t *testing.T) {
+	if got, err := parseEffects("0.03, 0.05,0.1"); err != nil || len(got) != 3 || got[0] != 0.03 || got[2] != 0.1 {
+		t.Errorf("parseEffects: %v %v", got, err)
+	}
+	if got, err := parseEffects(""); got != nil || err != nil {
+		t.Errorf("no -effects: %v %v, want no curve", got, err)
+	}
+	for _, bad := range []string{"5", "0.05,0.03", "0.05,x", "0,0.1", "0.05,0.05"} {
+		if _, err := parseEffects(bad); err == nil {
+			t.Errorf("-effects %q accepted", bad)
+		}
 	}
 }
