@@ -307,12 +307,11 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// gitRepo makes a history of n commits on master; commit number slowAt
-// adds SLOW (every later commit inherits it), nobuild commits fail to
-// build. It returns the repository and its commits, oldest first.
-func gitRepo(t *testing.T, n, slowAt int, nobuild map[int]bool) (string, []string) {
-	dir := t.TempDir()
-	run := func(args ...string) string {
+// gitIn runs git in dir with a fixed identity and no user or system
+// configuration, returning its trimmed output.
+func gitIn(t *testing.T, dir string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
 		cmd := exec.Command("git", args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x",
@@ -323,6 +322,14 @@ func gitRepo(t *testing.T, n, slowAt int, nobuild map[int]bool) (string, []strin
 		}
 		return strings.TrimSpace(string(out))
 	}
+}
+
+// gitRepo makes a history of n commits on master; commit number slowAt
+// adds SLOW (every later commit inherits it), nobuild commits fail to
+// build. It returns the repository and its commits, oldest first.
+func gitRepo(t *testing.T, n, slowAt int, nobuild map[int]bool) (string, []string) {
+	dir := t.TempDir()
+	run := gitIn(t, dir)
 	run("init", "-q", "-b", "master")
 	var commits []string
 	for i := range n {

@@ -3,7 +3,6 @@ package bot_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,15 +132,7 @@ func TestLossyBootFailures(t *testing.T) {
 // boots never become the next head's base or the history's figures.
 func TestLossyProfileOnMainlineHeads(t *testing.T) {
 	repo, commits := gitRepo(t, 2, -1, nil)
-	git := func(args ...string) string {
-		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_CONFIG_NOSYSTEM=1", "HOME="+repo)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	git("update-ref", "refs/heads/master", commits[0])
 	var lossy *fakestage.Lossy
 	h := newHarnessWith(t, testConfig(), repo, "", func(o *bot.Options) {

@@ -87,11 +87,11 @@ func parseEffects(s string) ([]float64, error) {
 	return out, nil
 }
 
-// powerCurve prints each metric's power at each drop under the default
-// budget, and the smallest drop it catches in 90 % of trials: with the
+// powerCurve prints each metric's power at each drop under the budget
+// proven (-budget, else the default), and the smallest drop it catches in 90 % of trials: with the
 // decision's floor (half of MinEffect) no drop much below it can be.
 func powerCurve(b *testing.B, m NoiseModel, drops []float64) {
-	p := DefaultPolicy()
+	p := benchPolicy(b)
 	smallest := make([]float64, len(m.Metrics))
 	fmt.Printf("  power curve (%d trials per point):\n", *simTrials)
 	for _, e := range drops {
@@ -156,14 +156,20 @@ func driftModels(m NoiseModel) []NoiseModel {
 	return out
 }
 
-func prove(b *testing.B, model NoiseModel, t Targets) SimResult {
-	ctx := context.Background()
+// benchPolicy is the default policy, with -budget's runs when given.
+func benchPolicy(b *testing.B) Policy {
 	p := DefaultPolicy()
 	if *simBudget != "" {
 		if _, err := fmt.Sscanf(*simBudget, "%d/%d/%d", &p.Runs, &p.RunsStep, &p.MaxRuns); err != nil {
 			b.Fatalf("-budget %q: want runs/step/max: %v", *simBudget, err)
 		}
 	}
+	return p
+}
+
+func prove(b *testing.B, model NoiseModel, t Targets) SimResult {
+	ctx := context.Background()
+	p := benchPolicy(b)
 	printModel(model)
 	r, err := Simulate(ctx, p, model, t.Effect, *simTrials, *simSeed)
 	if err != nil {
