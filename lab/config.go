@@ -23,6 +23,48 @@ type Config struct {
 	// link, for changes to the code the motivating hang lived in (error,
 	// flush, drain, teardown) and for new mainline heads.
 	Lossy LossyConfig `toml:"lossy"`
+	// Pressure is the third: the Send Queue pressure test, for changes
+	// to the send, chunk and completion paths and for new mainline heads.
+	Pressure PressureConfig `toml:"pressure"`
+}
+
+// PressureConfig is the Send Queue pressure profile: boots that fill the
+// server's Send Queue with Write and Read chunks (Load), on each of
+// Providers, base and candidate alternating. What decides is evidence,
+// not throughput: a provider refusing a Send for a full queue, a
+// completion queue overflowing, reconnects, retransmissions or a crash
+// that no base boot shows.
+type PressureConfig struct {
+	// Providers are the soft RDMA devices the profile runs on, in
+	// turn; empty turns the profile off.
+	Providers []string `toml:"providers"`
+	// Boots per provider and side.
+	Boots int `toml:"boots"`
+	// NFSVersions are used in turn, boot by boot.
+	NFSVersions []string `toml:"nfs_versions"`
+	// SizeMiB is the file the readers read.
+	SizeMiB int `toml:"size_mib"`
+	Seconds int `toml:"seconds"`
+	Readers int `toml:"readers"`
+	Writers int `toml:"writers"`
+	Credits int `toml:"credits"`
+	Threads int `toml:"threads"`
+	// Touches is a regular expression over the series' changed files,
+	// changed lines and the functions their hunks are in.
+	Touches string `toml:"touches"`
+}
+
+// PressureTest is the pressure profile's test for its boot-th boot on
+// provider (0-based): NFS versions in turn.
+func (c Config) PressureTest(provider string, boot int) Test {
+	p := c.Pressure
+	t := Test{Kind: "pressure", SizeMiB: p.SizeMiB, Iterations: 1, NFSVersion: "3", Transport: "rdma", RDMA: provider,
+		HungTaskSecs: c.Test.HungTaskSecs,
+		Load:         &Load{Seconds: p.Seconds, Readers: p.Readers, Writers: p.Writers, Credits: p.Credits, Threads: p.Threads}}
+	if len(p.NFSVersions) > 0 {
+		t.NFSVersion = p.NFSVersions[boot%len(p.NFSVersions)]
+	}
+	return t
 }
 
 // LossyConfig is the lossy link profile. Its boots start the first
@@ -161,8 +203,20 @@ func DefaultConfig() Config {
 			Boots:   3,
 			Touches: `(?i)drain|flush|teardown|destroy|disconnect|shutdown|close|error|_err\b|\berr\b`,
 		},
+		// lab/PRESSURE.md works out why these reach the Send Queue's edge.
+		Pressure: PressureConfig{
+			Providers: []string{"rxe", "siw"}, Boots: 1, NFSVersions: []string{"3", "4.1"},
+			SizeMiB: 64, Seconds: 30, Readers: 24, Writers: 4, Credits: 20, Threads: 16,
+			Touches: PressureTouches,
+		},
 	}
 }
+
+// PressureTouches is what asks for the pressure profile by default:
+// svcrdma's send, rw and recv paths and the transport's setup,
+// the rdma_rw API, verbs' queue and CQ code, xprtrdma's send and
+// FRWR paths, and the words of Send Queue and completion accounting.
+const PressureTouches = `(?i)svc_rdma_(sendto|rw|recvfrom|transport)\.c|core/(rw|verbs|cq)\.c|xprtrdma/(frwr_ops|verbs|rpc_rdma)\.c|include/rdma/(rw|ib_verbs)\.h|svc_rdma\.h|sq_avail|sqecount|sq_depth|send_wr|post_send|ib_drain|wake_send_waiters|max_requests|cq_size|ib_alloc_cq`
 
 // Validate reports the first setting that cannot work.
 func (c *Config) Validate() error {
@@ -205,6 +259,24 @@ func (c *Config) Validate() error {
 		}
 		if _, err := regexp.Compile(l.Touches); err != nil || l.Touches == "" {
 			return fmt.Errorf("lab.lossy.touches %q: want a regular expression: %v", l.Touches, err)
+		}
+	}
+	if p := c.Pressure; len(p.Providers) > 0 {
+		if p.Boots < 1 {
+			return fmt.Errorf("lab.pressure.boots %d: want at least 1 (or providers = [] to turn the profile off)", p.Boots)
+		}
+		for _, prov := range p.Providers {
+			if prov != "rxe" && prov != "siw" {
+				return fmt.Errorf("lab.pressure.providers: %q: want rxe or siw (the QEMU pair's soft devices)", prov)
+			}
+		}
+		for i := range max(len(p.NFSVersions), 1) {
+			if err := c.PressureTest(p.Providers[0], i).Validate(); err != nil {
+				return fmt.Errorf("lab.pressure: %w", err)
+			}
+		}
+		if _, err := regexp.Compile(p.Touches); err != nil || p.Touches == "" {
+			return fmt.Errorf("lab.pressure.touches %q: want a regular expression: %v", p.Touches, err)
 		}
 	}
 	names := map[string]bool{"qemu": true}

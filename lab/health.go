@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -31,11 +32,34 @@ type Health struct {
 	BadReplies int `json:"bad_replies"`
 	// ServerBadCalls are calls the server could not decode or refused.
 	ServerBadCalls int `json:"server_bad_calls"`
+	// SQFull counts a provider's refusals of a Send WR because its Send
+	// Queue was full (rxe's "post_one_send: send queue full", printed
+	// rate-limited, so a count of at least the refusals), on either host:
+	// the ULP posted more than it sized the queue for, the seed
+	// regression's mechanism. CQFull counts completions dropped because
+	// the completion queue was full (rxe's "rxe_cq_post: queue full").
+	SQFull int `json:"sq_full,omitempty"`
+	CQFull int `json:"cq_full,omitempty"`
 	// Ops (the mount's RPCs) and Sends (its transport's) say how much
 	// traffic the counts are out of.
 	Ops   int `json:"ops"`
 	Sends int `json:"sends"`
+	// WriteChunks and ReadChunks are the client's RPC/RDMA Write chunk
+	// segments (READ replies placed by RDMA Write) and Read chunks
+	// (WRITE payloads pulled by RDMA Read): proof the test took the
+	// chunk paths. SQStarve is how often the server's Sends waited for
+	// Send Queue space (svcrdma's rdma_stat_sq_starve): a healthy server
+	// under pressure waits. Not faults: what the test reached.
+	WriteChunks int `json:"write_chunks,omitempty"`
+	ReadChunks  int `json:"read_chunks,omitempty"`
+	SQStarve    int `json:"sq_starve,omitempty"`
 }
+
+// Kernel messages that are transport faults whatever the throughput.
+var (
+	sqFullRe = regexp.MustCompile(`post_one_send: send queue full`)
+	cqFullRe = regexp.MustCompile(`rxe_cq_post: queue full`)
+)
 
 // Counters are h's counts by the names reports decides on.
 func (h Health) Counters() map[string]int {
@@ -45,12 +69,14 @@ func (h Health) Counters() map[string]int {
 	return map[string]int{
 		"retrans": h.Retrans, "timeouts": h.Timeouts, "reconnects": h.Reconnects,
 		"bad_xids": h.BadXIDs, "bad_replies": h.BadReplies, "server_bad_calls": h.ServerBadCalls,
+		"sq_full": h.SQFull, "cq_full": h.CQFull,
+		"write_chunks": h.WriteChunks, "read_chunks": h.ReadChunks, "sq_starve": h.SQStarve,
 	}
 }
 
-// Faults is the sum of h's counts: 0 on a healthy boot.
+// Faults is the sum of h's fault counts: 0 on a healthy boot.
 func (h Health) Faults() int {
-	return h.Retrans + h.Timeouts + h.Reconnects + h.BadXIDs + h.BadReplies + h.ServerBadCalls
+	return h.Retrans + h.Timeouts + h.Reconnects + h.BadXIDs + h.BadReplies + h.ServerBadCalls + h.SQFull + h.CQFull
 }
 
 // healthOf reads the health markers of both consoles (labtest.sh's
@@ -60,6 +86,7 @@ func healthOf(clientConsole, serverConsole string) Health {
 	var opsSeen, rpcSeen, xprtSeen bool
 	rpcRetrans := 0
 	for _, l := range strings.Split(clientConsole, "\n") {
+		kernelFaults(&h, l)
 		m, ok := parseMarker(l)
 		if !ok {
 			continue
@@ -90,12 +117,32 @@ func healthOf(clientConsole, serverConsole string) Health {
 		h.Retrans = rpcRetrans
 	}
 	for _, l := range strings.Split(serverConsole, "\n") {
-		if m, ok := parseMarker(l); ok && m.Event == "SRVSTAT" {
+		kernelFaults(&h, l)
+		m, ok := parseMarker(l)
+		switch {
+		case !ok:
+		case m.Event == "SRVSTAT":
 			h.ServerBadCalls = m.int("badcalls")
+		case m.Event == "SVCRDMA":
+			h.SQStarve = m.int("sq_starve")
 		}
 	}
 	h.Reported = opsSeen || rpcSeen || xprtSeen
 	return h
+}
+
+// kernelFaults counts the provider's queue-full messages in a console
+// line the kernel printed (a printk timestamp first), whichever host.
+func kernelFaults(h *Health, line string) {
+	if !strings.HasPrefix(line, "[") {
+		return
+	}
+	if sqFullRe.MatchString(line) {
+		h.SQFull++
+	}
+	if cqFullRe.MatchString(line) {
+		h.CQFull++
+	}
 }
 
 // mountXprt reads a mountstats xprt line after "xprt:": the transport,
@@ -115,6 +162,7 @@ func mountXprt(h *Health, f []string) {
 	h.Sends = n[5]
 	h.BadXIDs = n[7]
 	if f[0] == "rdma" && len(n) >= 20 {
+		h.ReadChunks, h.WriteChunks = n[10], n[11]
 		h.BadReplies = n[19]
 	}
 }

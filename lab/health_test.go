@@ -65,3 +65,32 @@ func TestHealthOf(t *testing.T) {
 		t.Errorf("no markers: %+v", h)
 	}
 }
+
+// The provider's queue-full messages count on either host, kernel lines
+// only (a marker or a userspace line quoting them does not), and the
+// chunk counts and svcrdma's Send Queue waits are read but are no fault.
+func TestHealthOfSendQueueEvidence(t *testing.T) {
+	client := `[   40.1] rdma_rxe: rxe0: qp#17 post_one_send: send queue full
+@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 7 96 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+@@RB MSTAT line=READ: 100 100 0 12800 104857600 20 900 1000 0
+echo post_one_send: send queue full
+`
+	server := `[   41.0] rdma_rxe: rxe0: qp#18 post_one_send: send queue full
+[   41.0] rdma_rxe: rxe0: qp#18 post_one_send: send queue full
+[   41.2] rdma_rxe: rxe0: cq#3 rxe_cq_post: queue full
+@@RB SRVSTAT calls=210 badcalls=0
+@@RB SVCRDMA sq_starve=1234 reads=7 writes=96 recvs=210
+`
+	h := healthOf(client, server)
+	want := Health{Reported: true, SQFull: 3, CQFull: 1, Ops: 100, Sends: 400, ReadChunks: 7, WriteChunks: 96, SQStarve: 1234}
+	if h != want {
+		t.Errorf("got %+v\nwant %+v", h, want)
+	}
+	if h.Faults() != 4 {
+		t.Errorf("faults %d, want the 4 queue-full messages", h.Faults())
+	}
+	c := h.Counters()
+	if c["sq_full"] != 3 || c["cq_full"] != 1 || c["write_chunks"] != 96 || c["sq_starve"] != 1234 {
+		t.Errorf("counters %v", c)
+	}
+}

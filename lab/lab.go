@@ -91,8 +91,9 @@ func (e *InfraError) Infra() bool { return true }
 
 // Test says what to run once both hosts are up.
 type Test struct {
-	// Kind is "transfer" (the bug report's cp/cp/cmp loop) or "fio"
-	// (sequential READ bandwidth).
+	// Kind is "transfer" (the bug report's cp/cp/cmp loop), "fio"
+	// (sequential READ bandwidth) or "pressure" (the Send Queue pressure
+	// test: parallel O_DIRECT 1 MiB READs and WRITEs, Load's settings).
 	Kind string `json:"kind" toml:"kind"`
 	// SizeMiB is the file size of one iteration.
 	SizeMiB int `json:"size_mib" toml:"size_mib"`
@@ -115,6 +116,41 @@ type Test struct {
 	// lossy profile's link, or a seeded slowdown of the power bench.
 	// "" leaves the link as it is.
 	Netem string `json:"netem,omitempty" toml:"netem"`
+	// Load is the pressure test's (Kind "pressure"); SizeMiB is then the
+	// file the readers read, and one boot is one iteration.
+	Load *Load `json:"load,omitempty" toml:"-"`
+}
+
+// Load drives the server's Send Queue to its edge: more 1 MiB O_DIRECT
+// READs (each reply a Write chunk of tens of Send Queue entries) and
+// WRITEs (Read chunks) outstanding than svcrdma grants credits, with
+// nfsd's block size raised to 1 MiB and threads enough that posting,
+// not nfsd, is what waits.
+type Load struct {
+	Seconds int `json:"seconds" toml:"seconds"`
+	Readers int `json:"readers" toml:"readers"`
+	Writers int `json:"writers" toml:"writers"`
+	// Credits is svcrdma's max_requests, read at each accept.
+	Credits int `json:"credits" toml:"credits"`
+	Threads int `json:"threads" toml:"threads"`
+}
+
+// validate rejects a load the guests cannot run.
+func (l Load) validate() error {
+	switch {
+	case l.Seconds < 5 || l.Seconds > 600:
+		return fmt.Errorf("pressure seconds %d: want 5..600", l.Seconds)
+	case l.Readers < 1 || l.Readers > 256:
+		return fmt.Errorf("pressure readers %d: want 1..256", l.Readers)
+	case l.Writers < 0 || l.Writers > 256:
+		return fmt.Errorf("pressure writers %d: want 0..256", l.Writers)
+	case l.Credits < 4 || l.Credits > 1024:
+		// svcrdma's own bounds for max_requests.
+		return fmt.Errorf("pressure credits %d: want 4..1024", l.Credits)
+	case l.Threads < 1 || l.Threads > 1024:
+		return fmt.Errorf("pressure threads %d: want 1..1024", l.Threads)
+	}
+	return nil
 }
 
 // DefaultTest is what the bot runs on every kernel: the transfer test with
@@ -137,8 +173,12 @@ func ReferenceTest() Test {
 // Validate rejects a test that cannot run.
 func (t Test) Validate() error {
 	switch {
-	case t.Kind != "transfer" && t.Kind != "fio":
-		return fmt.Errorf("test kind %q: want transfer or fio", t.Kind)
+	case t.Kind != "transfer" && t.Kind != "fio" && t.Kind != "pressure":
+		return fmt.Errorf("test kind %q: want transfer, fio or pressure", t.Kind)
+	case t.Kind == "pressure" && t.Load == nil:
+		return fmt.Errorf("the pressure test needs its load (lab.pressure)")
+	case t.Kind == "pressure" && (t.Transport != "rdma" || t.Iterations != 1 || t.SizeMiB < 8):
+		return fmt.Errorf("the pressure test runs once over rdma on a file of 8 MiB or more")
 	case t.SizeMiB < 1 || t.SizeMiB > 4096:
 		return fmt.Errorf("test size %d MiB: want 1..4096", t.SizeMiB)
 	case t.Iterations < 1 || t.Iterations > 1000:
@@ -157,6 +197,11 @@ func (t Test) Validate() error {
 	case "rxe", "siw", "hw", "opa":
 	default:
 		return fmt.Errorf("rdma %q: want rxe, siw, hw or opa", t.RDMA)
+	}
+	if t.Load != nil {
+		if err := t.Load.validate(); err != nil {
+			return err
+		}
 	}
 	if t.Netem != "" && !netemArgs.MatchString(t.Netem) {
 		return fmt.Errorf("netem %q: want tc netem arguments, words of letters, digits, '.' and '%%' (e.g. \"delay 2ms 1ms loss 0.5%%\")", t.Netem)
@@ -281,7 +326,8 @@ func (r *Result) Figures() Figures {
 			f.PerIteration["write_MBps"] = append(f.PerIteration["write_MBps"], it.WriteMBps)
 		}
 		f.PerIteration["read_MBps"] = append(f.PerIteration["read_MBps"], it.ReadMBps)
-		if it.WriteSecs > 0 && it.ReadSecs > 0 && r.Test.SizeMiB > 0 {
+		// Under pressure both directions run at once: no copy figure.
+		if it.WriteSecs > 0 && it.ReadSecs > 0 && r.Test.SizeMiB > 0 && r.Test.Kind != "pressure" {
 			f.PerIteration["copy_MBps"] = append(f.PerIteration["copy_MBps"], 2*float64(r.Test.SizeMiB)/(it.WriteSecs+it.ReadSecs))
 		}
 	}

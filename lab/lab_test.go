@@ -194,6 +194,16 @@ func TestConfigValidate(t *testing.T) {
 		"twice":    {func(c *Config) { c.Test.Netem = "delay 1ms" }, "lab.test.netem shapes every boot"},
 		"off":      {func(c *Config) { c.Lossy = LossyConfig{} }, ""},
 		"defaults": {func(*Config) {}, ""},
+		// The pressure profile likewise; off when it has no provider.
+		"p-boots":    {func(c *Config) { c.Pressure.Boots = 0 }, "lab.pressure.boots"},
+		"p-provider": {func(c *Config) { c.Pressure.Providers = []string{"rxe", "mlx5"} }, `lab.pressure.providers: "mlx5"`},
+		"p-version":  {func(c *Config) { c.Pressure.NFSVersions = []string{"3", "5"} }, "lab.pressure: NFS version \"5\""},
+		"p-credits":  {func(c *Config) { c.Pressure.Credits = 2 }, "pressure credits 2"},
+		"p-readers":  {func(c *Config) { c.Pressure.Readers = 0 }, "pressure readers 0"},
+		"p-seconds":  {func(c *Config) { c.Pressure.Seconds = 1 }, "pressure seconds 1"},
+		"p-size":     {func(c *Config) { c.Pressure.SizeMiB = 4 }, "file of 8 MiB or more"},
+		"p-touches":  {func(c *Config) { c.Pressure.Touches = "sq(" }, "lab.pressure.touches"},
+		"p-off":      {func(c *Config) { c.Pressure = PressureConfig{} }, ""},
 	} {
 		cfg := DefaultConfig()
 		c.edit(&cfg)

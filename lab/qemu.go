@@ -86,6 +86,14 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 	if t.Netem != "" {
 		c += " rb.netem=" + strings.ReplaceAll(t.Netem, " ", ",")
 	}
+	if l := t.Load; l != nil {
+		// The lab kernel preempts only when asked (PREEMPT_DYNAMIC, none
+		// by default): under pressure a one-CPU 6.12 server spins in
+		// svc_rdma_post_send() and starves its own completions otherwise
+		// (builder/kbuild/configs/qemu-softroce.config).
+		c += " preempt=full"
+		c += fmt.Sprintf(" rb.secs=%d rb.readers=%d rb.writers=%d rb.credits=%d rb.threads=%d", l.Seconds, l.Readers, l.Writers, l.Credits, l.Threads)
+	}
 	if p.SelfTest != "" {
 		c += " rb.crash=" + p.SelfTest
 	}
@@ -423,6 +431,11 @@ func (r *run) deadline() (time.Time, string) {
 	if done, ok := r.seen["client"]["POWEROFF"]; ok {
 		return done.Add(c.ShutdownTimeout.Duration), "shutdown"
 	}
+	if l := r.test.Load; l != nil {
+		// The load runs for its seconds on the guest's clock; what it has
+		// in flight then must finish within an iteration's timeout.
+		return mounted.Add(time.Duration(l.Seconds)*time.Second + c.IterationTimeout.Duration), "test"
+	}
 	progress := mounted
 	if n := len(r.iters); n > 0 {
 		progress = r.lastProgress
@@ -660,6 +673,8 @@ func (r *run) failure(res *Result) string {
 		return "mount failed"
 	case r.has("client", "FIO_FAIL"):
 		return ErrNoSysVIPC.Error()
+	case r.test.Load != nil && r.pressureUnset() != "":
+		return "pressure settings not in effect: " + r.pressureUnset()
 	case !r.has("client", "MOUNTED"):
 		return "client never mounted"
 	case res.Transport != r.test.Transport:
@@ -677,6 +692,30 @@ func (r *run) failure(res *Result) string {
 	}
 	if res.Client.Status != "ok" || res.Server.Status != "ok" {
 		return fmt.Sprintf("guests ended with status server=%q client=%q", res.Server.Status, res.Client.Status)
+	}
+	return ""
+}
+
+// pressureUnset names the pressure test's setting that did not take
+// effect on either guest ("" when all did): a 1 MiB block size, the
+// credits and threads asked for, rsize and wsize of 1 MiB on the mount.
+// Without them the test measures nothing it is meant to.
+func (r *run) pressureUnset() string {
+	for _, role := range []string{"server", "client"} {
+		if m, ok := r.last[role+" PRESSURE_FAIL"]; ok {
+			return fmt.Sprintf("%s: %s", role, strings.TrimSpace(m.Args["what"]+" "+m.Args["opts"]))
+		}
+	}
+	m, ok := r.last["server PRESSURE_SRV"]
+	if !ok {
+		return "server: no settings reported"
+	}
+	l := r.test.Load
+	want := map[string]int{"block": 1 << 20, "credits": l.Credits, "threads": l.Threads}
+	for _, k := range []string{"block", "credits", "threads"} {
+		if m.int(k) != want[k] {
+			return fmt.Sprintf("server: %s is %q, want %d", k, m.Args[k], want[k])
+		}
 	}
 	return ""
 }

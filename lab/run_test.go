@@ -128,3 +128,78 @@ server EXIT
 		t.Fatalf("want the lab's netem error on the server, got %v", err)
 	}
 }
+
+const pressureRun = `
+server @@RB BOOTED role=server kernel=6.12.117 build_id=ab t=1.5
+client @@RB BOOTED role=client kernel=6.12.117 build_id=ab t=1.6
+server @@RB RDMA_UP dev=rxe0 t=1.8
+client @@RB RDMA_UP dev=rxe0 t=1.9
+server @@RB PRESSURE_SRV block=1048576 credits=20 threads=16 t=2.9
+server @@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0
+client @@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,rsize=1048576,wsize=1048576,proto=rdma,port=20049 t=5.0
+client @@RB TRANSPORT xprt=rdma t=5.1
+client @@RB RESULT iter=1 mb=480 read_s=30.10 read_MBps=15.95 write_s=30.10 write_MBps=2.13 write_mb=64 t=36
+client @@RB SUMMARY test=pressure loop_s=30.50 ok=1 t=36.2
+client @@RB POWEROFF status=ok t=36.5
+client EXIT
+server @@RB CLIENT_DONE msg=ok t=36.4
+server @@RB POWEROFF status=ok t=36.6
+server EXIT
+`
+
+// The pressure test passes only with every setting it needs in effect:
+// a server that kept its default block size, credits or threads, or a
+// mount without 1 MiB rsize/wsize, measured nothing the test is for.
+// Its one result is read and write at once: no copy figure.
+func TestRunPressureSettings(t *testing.T) {
+	test := DefaultConfig().PressureTest("rxe", 0)
+	if err := test.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := feed(t, test, pressureRun).result(context.Background())
+	if err != nil || !res.Passed {
+		t.Fatalf("err %v res %+v", err, res)
+	}
+	f := res.Figures()
+	if f.Means["read_MBps"] != 15.95 || f.Means["write_MBps"] != 2.13 {
+		t.Errorf("figures %+v", f.Means)
+	}
+	if _, ok := f.Means["copy_MBps"]; ok {
+		t.Errorf("a copy figure under pressure: %+v", f.Means)
+	}
+	for name, c := range map[string]struct{ from, to, want string }{
+		"block":    {"block=1048576", "block=131072", `server: block is "131072", want 1048576`},
+		"credits":  {"credits=20", "credits=64", `server: credits is "64", want 20`},
+		"threads":  {"threads=16", "threads=8", `server: threads is "8", want 16`},
+		"silent":   {"server @@RB PRESSURE_SRV", "server x", "server: no settings reported"},
+		"rsize":    {"client @@RB TRANSPORT xprt=rdma t=5.1", "client @@RB TRANSPORT xprt=rdma t=5.1\nclient @@RB PRESSURE_FAIL what=rsize opts=rw,rsize=131072 t=5.2", "client: rsize rw,rsize=131072"},
+		"nfsd-set": {"server @@RB PRESSURE_SRV", "server @@RB PRESSURE_FAIL what=max_block_size t=2.8\nserver @@RB PRESSURE_SRV", "server: max_block_size"},
+	} {
+		res, err := feed(t, test, strings.Replace(pressureRun, c.from, c.to, 1)).result(context.Background())
+		if err != nil || res.Passed || res.Failure != "pressure settings not in effect: "+c.want {
+			t.Errorf("%s: err %v failure %q, want %q", name, err, res.Failure, c.want)
+		}
+	}
+}
+
+// The guests get the load on the kernel command line, and the test
+// phase lasts the load's seconds plus one iteration's timeout.
+func TestPressureCmdlineAndDeadline(t *testing.T) {
+	test := DefaultConfig().PressureTest("siw", 1)
+	if test.RDMA != "siw" || test.NFSVersion != "4.1" {
+		t.Errorf("boot 1 on siw: %+v", test)
+	}
+	p := NewQEMUPair(DefaultConfig().QEMU, Image{}, testLogger(t))
+	c := p.cmdline("client", test)
+	for _, w := range []string{"rb.test=pressure", "rb.rdma=siw", "rb.vers=4.1", "rb.secs=30", "rb.readers=24", "rb.writers=4", "rb.credits=20", "rb.threads=16", "rb.mb=64"} {
+		if !strings.Contains(" "+c+" ", " "+w+" ") {
+			t.Errorf("cmdline %q lacks %s", c, w)
+		}
+	}
+	r := feed(t, test, strings.Split(pressureRun, "client @@RB RESULT")[0])
+	dl, phase := r.deadline()
+	want := r.seen["client"]["MOUNTED"].Add(30*time.Second + DefaultConfig().QEMU.IterationTimeout.Duration)
+	if phase != "test" || !dl.Equal(want) {
+		t.Errorf("deadline %v %s, want %v test", dl, phase, want)
+	}
+}

@@ -98,7 +98,7 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
 	kernel := fs.String("kernel", "", "bzImage to boot on both guests")
 	def := lab.DefaultTest()
-	kind := fs.String("test", def.Kind, "transfer or fio")
+	kind := fs.String("test", def.Kind, "transfer, fio, or pressure (lab.pressure's load on --rdma's provider; --size and --iters do not apply)")
 	size := fs.String("size", strconv.Itoa(def.SizeMiB)+"M", "file size per iteration")
 	iters := fs.Int("iters", def.Iterations, "iterations")
 	rdma := fs.String("rdma", def.RDMA, "rxe or siw")
@@ -124,6 +124,13 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	test := lab.Test{Kind: *kind, SizeMiB: mib, Iterations: *iters, NFSVersion: *vers, Transport: *transport, RDMA: *rdma, Netem: *netem}
+	if *kind == "pressure" {
+		test = c.Lab.PressureTest(*rdma, 0)
+		test.NFSVersion, test.Netem = *vers, *netem
+		if *vers == def.NFSVersion {
+			test.NFSVersion = c.Lab.PressureTest(*rdma, 0).NFSVersion
+		}
+	}
 	if *lossy {
 		if c.Lab.Lossy.Netem == "" {
 			return fmt.Errorf("%w: --lossy: lab.lossy.netem is empty (the profile is off)", errUsage)
@@ -180,6 +187,10 @@ func printResult(e *env, r *lab.Result) {
 	p := r.Phases
 	fmt.Fprintf(e.stdout, "phases (s): boot %.1f  rdma-up %.1f  mount %.1f  test %.1f  shutdown %.1f  total %.1f  (guest loop %.2f s)\n",
 		p.Boot, p.RDMAUp, p.Mount, p.Test, p.Shutdown, p.Total, r.LoopSecs)
+	if h := r.Health; h.Reported {
+		fmt.Fprintf(e.stdout, "transport: %d retransmissions, %d timeouts, %d reconnects, %d bad replies, %d Send Queue full, %d CQ overflows; %d Write and %d Read chunks, %d Send Queue waits on the server\n",
+			h.Retrans, h.Timeouts, h.Reconnects, h.BadReplies, h.SQFull, h.CQFull, h.WriteChunks, h.ReadChunks, h.SQStarve)
+	}
 	for _, h := range []lab.Host{r.Server, r.Client} {
 		for _, c := range h.Crashes {
 			fmt.Fprintf(e.stdout, "%s console: %s (%s, lines %d-%d)\n", h.Role, c.Title, c.Kind, c.StartLine, c.EndLine)

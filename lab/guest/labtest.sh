@@ -9,6 +9,10 @@
 #   RB_TEST         transfer | fio RB_MB    file size (MiB)   RB_ITERS
 #   RB_HUNG         hung_task_timeout_secs to set (0: leave it)
 #   RB_NETEM        tc netem arguments for RB_DEV ("": leave the link alone)
+#   RB_SECS RB_READERS RB_WRITERS RB_CREDITS RB_THREADS
+#                   the pressure test (RB_TEST=pressure): seconds of load,
+#                   parallel O_DIRECT 1 MiB readers and writers, svcrdma's
+#                   credits (max_requests) and nfsd threads
 # Progress and results are "@@RB EVENT key=value ..." lines on stdout.
 
 mark() { echo "@@RB $1 $2 t=$(cut -d' ' -f1 /proc/uptime)"; }
@@ -94,12 +98,35 @@ server_up() {
 	# A fresh v4 server would refuse opens for its grace period (90 s).
 	echo 10 >/proc/fs/nfsd/nfsv4gracetime
 	echo 10 >/proc/fs/nfsd/nfsv4leasetime
-	rpc.nfsd 8 || { mark NFSD_FAIL; return 1; }
+	threads=8
+	if [ "$RB_TEST" = pressure ]; then
+		server_pressure_setup || return 1
+		threads=$RB_THREADS
+	fi
+	rpc.nfsd "$threads" || { mark NFSD_FAIL; return 1; }
 	if [ "$RB_PROTO" = rdma ]; then
 		echo "rdma 20049" >/proc/fs/nfsd/portlist || { mark PORTLIST_FAIL; return 1; }
 	fi
 	echo Y >/proc/fs/nfsd/v4_end_grace 2>/dev/null
+	[ "$RB_TEST" = pressure ] && server_pressure_report
 	mark NFSD_READY "portlist=$(tr '\n' ',' </proc/fs/nfsd/portlist)"
+}
+
+# server_pressure_setup: what the pressure test needs before nfsd starts:
+# 1 MiB READs (nfsd's block size is 1/4096 of RAM by default, 128 KiB
+# here, and can only be set while no thread runs), fewer credits than
+# the client has READs outstanding (svcrdma reads max_requests at each
+# accept), and the file the readers read.
+server_pressure_setup() {
+	echo 1048576 >/proc/fs/nfsd/max_block_size 2>/dev/null || mark PRESSURE_FAIL "what=max_block_size"
+	echo "$RB_CREDITS" >/proc/sys/sunrpc/svc_rdma/max_requests 2>/dev/null || mark PRESSURE_FAIL "what=max_requests"
+	dd if=/dev/zero of=$MNT/big bs=1M count="$RB_MB" 2>/dev/null || { mark PRESSURE_FAIL "what=file"; return 1; }
+}
+
+# server_pressure_report: the settings as the server has them, for the
+# host to check they took effect.
+server_pressure_report() {
+	mark PRESSURE_SRV "block=$(cat /proc/fs/nfsd/max_block_size) credits=$(cat /proc/sys/sunrpc/svc_rdma/max_requests) threads=$(cat /proc/fs/nfsd/threads)"
 }
 
 # server_wait: until the client says it is done (plain TCP on the link).
@@ -115,6 +142,12 @@ server_wait() {
 # ("rpc calls badcalls ..." of /proc/net/rpc/nfsd).
 server_health() {
 	awk '$1 == "rpc" {print "@@RB SRVSTAT calls=" $2 " badcalls=" $3}' /proc/net/rpc/nfsd
+	# svcrdma's own counters: sq_starve counts Sends that waited for
+	# Send Queue space (a healthy server under pressure waits; one whose
+	# accounting is inflated stops waiting).
+	d=/proc/sys/sunrpc/svc_rdma
+	[ -r $d/rdma_stat_sq_starve ] &&
+		echo "@@RB SVCRDMA sq_starve=$(cat $d/rdma_stat_sq_starve) reads=$(cat $d/rdma_stat_read) writes=$(cat $d/rdma_stat_write) recvs=$(cat $d/rdma_stat_recv)"
 }
 
 # server_bounce (rb.crash=reconnect, the host's self-test of transport
@@ -151,6 +184,7 @@ client_mount() {
 		sleep 0.5
 	done
 	if [ "$RB_PROTO" = rdma ]; then opts=rdma,port=20049; else opts=proto=tcp,port=2049; fi
+	[ "$RB_TEST" = pressure ] && opts=$opts,rsize=1048576,wsize=1048576
 	path=$MNT
 	case $RB_VERS in
 	auto) ;;
@@ -249,12 +283,60 @@ client_hang() {
 	return 1
 }
 
+# client_pressure: more O_DIRECT 1 MiB READs and WRITEs outstanding than
+# the server grants credits, for RB_SECS seconds: every READ reply
+# carries a Write chunk of about 57 Send Queue entries (rxe), so the
+# server's Send Queue runs full and its accounting decides what happens.
+# Reports the MiB moved each way as one RESULT.
+client_pressure() {
+	opts=$(awk -v m=$MNT '$2==m{print $4}' /proc/mounts)
+	case ,$opts, in
+	*,rsize=1048576,*wsize=1048576,*) ;;
+	*) mark PRESSURE_FAIL "what=rsize opts=$opts"; return 1 ;;
+	esac
+	rm -rf /tmp/press && mkdir -p /tmp/press
+	t0=$(now)
+	end=$(($(cut -d. -f1 /proc/uptime) + RB_SECS))
+	j=0
+	while [ $j -lt "$RB_READERS" ]; do
+		(
+			n=0
+			while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
+				dd if=$MNT/big of=/dev/null bs=1M count=8 skip=$(((j * 8 + n * 8) % (RB_MB - 7))) iflag=direct 2>/dev/null || break
+				n=$((n + 8))
+			done
+			echo $n >/tmp/press/r$j
+		) &
+		j=$((j + 1))
+	done
+	j=0
+	while [ $j -lt "$RB_WRITERS" ]; do
+		(
+			n=0
+			while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
+				dd if=/dev/zero of=$MNT/w$j bs=1M count=8 oflag=direct 2>/dev/null || break
+				n=$((n + 8))
+			done
+			echo $n >/tmp/press/w$j
+		) &
+		j=$((j + 1))
+	done
+	wait
+	secs=$(since "$t0")
+	rmb=$(cat /tmp/press/r* 2>/dev/null | awk '{s += $1} END {print s + 0}')
+	wmb=$(cat /tmp/press/w* 2>/dev/null | awk '{s += $1} END {print s + 0}')
+	mark RESULT "iter=1 mb=$rmb read_s=$secs read_MBps=$(mbps "$rmb" "$secs") write_s=$secs write_MBps=$(mbps "$wmb" "$secs") write_mb=$wmb"
+	rm -f $MNT/w*
+	[ "$rmb" -gt 0 ]
+}
+
 client_run() {
 	client_mount || { echo fail | nc "$RB_PEER" 7777; return 1; }
 	[ "${RB_CRASH:-none}" = hang ] && { client_hang; return 1; }
 	t0=$(now)
 	case $RB_TEST in
 	fio) client_fio ;;
+	pressure) client_pressure ;;
 	*) client_transfer ;;
 	esac
 	rc=$?
