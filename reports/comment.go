@@ -36,8 +36,11 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
 				v.Decision.Comparisons[0].TestAlpha)
 		}
-		if v.Health != nil {
-			text, rows := healthText(v.Health)
+		for _, h := range []*Health{v.Health, v.Pressure} {
+			if h == nil {
+				continue
+			}
+			text, rows := healthText(h)
 			b.WriteString(text + "\n\n")
 			if rows != nil {
 				b.WriteString(markdownTable(rows, "lrr") + "\n")

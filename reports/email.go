@@ -164,9 +164,14 @@ func Sentence(c *Config, v *Verdict) string {
 		}
 		return s + "."
 	case Regression, Improvement:
-		if f := v.Health.fault(); f != nil {
-			return fmt.Sprintf("%s noticed transport errors with this series on the %s test: %d %s in %d of %s of the patched kernel, none in %s of the base.",
-				bot, testName(in), f.Cand, f.Label, f.CandWith, Boots(v.Health.CandBoots), Boots(v.Health.BaseBoots))
+		if h := v.faultHealth(); h != nil {
+			f := h.fault()
+			test := "the " + testName(in) + " test"
+			if h.Profile != "" {
+				test = "Send Queue pressure (" + h.Profile + ")"
+			}
+			return fmt.Sprintf("%s noticed transport errors with this series under %s: %d %s in %d of %s of the patched kernel, none in %s of the base.",
+				bot, test, f.Cand, f.Label, f.CandWith, Boots(h.CandBoots), Boots(h.BaseBoots))
 		}
 		h := Headline(v)
 		kind := "regression"
@@ -392,17 +397,22 @@ func Measurements(v *Verdict) string {
 	raw := func(s string) { b.WriteString(strings.TrimRight(s, "\n") + "\n\n") }
 	switch v.Outcome {
 	case Pass, Regression, Improvement:
-		raw(table(metricRows(v.Decision), ""))
-		note := fmt.Sprintf("Base and patched kernels ran on the same pair, one boot per run. Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
-		for _, cmp := range v.Decision.Comparisons {
-			if cmp.Warmup {
-				note += " The first iteration of each run was dropped as a warm-up."
-				break
+		if len(v.Decision.Comparisons) > 0 {
+			raw(table(metricRows(v.Decision), ""))
+			note := fmt.Sprintf("Base and patched kernels ran on the same pair, one boot per run. Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
+			for _, cmp := range v.Decision.Comparisons {
+				if cmp.Warmup {
+					note += " The first iteration of each run was dropped as a warm-up."
+					break
+				}
 			}
+			para(note)
 		}
-		para(note)
-		if v.Health != nil {
-			text, rows := healthText(v.Health)
+		for _, h := range []*Health{v.Health, v.Pressure} {
+			if h == nil {
+				continue
+			}
+			text, rows := healthText(h)
 			para(text)
 			if rows != nil {
 				raw(table(rows, ""))

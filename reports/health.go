@@ -3,19 +3,39 @@ package reports
 import "fmt"
 
 // HealthCounter is a transport count a verdict can rest on: its name in
-// the lab's counts (lab.Health.Counters) and what replies call it.
-type HealthCounter struct{ Name, Label string }
+// the lab's counts (lab.Health.Counters), what replies call it, and in
+// how many boots of the patched kernel it must show (and in none of the
+// base's) to decide; 0: shown for context, never deciding.
+type HealthCounter struct {
+	Name, Label string
+	MinBoots    int
+}
 
 // HealthCounters are the counts judged, in the order replies show them.
+// A retransmission or reconnect in one boot could be the lab's hiccup
+// (A/A comparisons measure how often), two of a handful are the
+// kernel's; a provider refusing a Send for a full queue, or dropping a
+// completion, is the kernel's own accounting at fault in one boot.
 func HealthCounters() []HealthCounter {
 	return []HealthCounter{
-		{"retrans", "RPC retransmissions"},
-		{"timeouts", "RPC timeouts"},
-		{"reconnects", "transport reconnects"},
-		{"bad_xids", "replies matching no request"},
-		{"bad_replies", "bad RPC/RDMA replies"},
-		{"server_bad_calls", "calls the server rejected"},
+		{"retrans", "RPC retransmissions", minFaultBoots},
+		{"timeouts", "RPC timeouts", minFaultBoots},
+		{"reconnects", "transport reconnects", minFaultBoots},
+		{"bad_xids", "replies matching no request", minFaultBoots},
+		{"bad_replies", "bad RPC/RDMA replies", minFaultBoots},
+		{"server_bad_calls", "calls the server rejected", minFaultBoots},
+		{"sq_full", "Sends refused: Send Queue full", 1},
+		{"cq_full", "completions lost: CQ full", 1},
 	}
+}
+
+// pressureCounters are the pressure profile's: the faults, then what
+// shows the load reached the chunk paths and the Send Queue's edge.
+func pressureCounters() []HealthCounter {
+	return append(HealthCounters(),
+		HealthCounter{Name: "write_chunks", Label: "Write chunk segments (client)"},
+		HealthCounter{Name: "read_chunks", Label: "Read chunks (client)"},
+		HealthCounter{Name: "sq_starve", Label: "Sends that waited for the Send Queue (server)"})
 }
 
 // Health sums the transport's counts over a comparison's boots.
@@ -25,8 +45,12 @@ type Health struct {
 	CandBoots int           `json:"cand_boots"`
 	Counts    []HealthCount `json:"counts"`
 	// Fault names the counter that made the verdict a REGRESSION: the
-	// patched kernel counted it in two or more boots and the base in none.
+	// patched kernel counted it in its MinBoots or more boots and the
+	// base in none.
 	Fault string `json:"fault,omitempty"`
+	// Profile names the lab profile the boots ran ("" the default test;
+	// the pressure profile's words otherwise).
+	Profile string `json:"profile,omitempty"`
 }
 
 // HealthCount is one counter's totals and in how many boots it was not zero.
@@ -37,23 +61,25 @@ type HealthCount struct {
 	Cand     int    `json:"cand"`
 	BaseWith int    `json:"base_with"`
 	CandWith int    `json:"cand_with"`
+	// Context: shown for what the load reached, never a fault.
+	Context bool `json:"context,omitempty"`
 }
 
-// minFaultBoots is how many patched boots must show a count the base
-// never shows: one boot alone could be the lab's hiccup (A/A comparisons
-// measure how often), two of a handful are the kernel's.
+// minFaultBoots is how many patched boots must show a network-borne
+// count the base never shows.
 const minFaultBoots = 2
 
 // judgeHealth sums base and cand (one map per boot that reported; nil
-// when no boot of either side did) and names the first counter the base
-// never showed and the patched kernel showed in minFaultBoots boots.
-func judgeHealth(base, cand []map[string]int) *Health {
+// when no boot of either side did) over counters and names the first
+// counter the base never showed and the patched kernel showed in its
+// MinBoots boots.
+func judgeHealth(base, cand []map[string]int, counters []HealthCounter) *Health {
 	if len(base) == 0 || len(cand) == 0 {
 		return nil
 	}
 	h := &Health{BaseBoots: len(base), CandBoots: len(cand)}
-	for _, c := range HealthCounters() {
-		hc := HealthCount{Name: c.Name, Label: c.Label}
+	for _, c := range counters {
+		hc := HealthCount{Name: c.Name, Label: c.Label, Context: c.MinBoots == 0}
 		for _, b := range base {
 			hc.Base += b[c.Name]
 			if b[c.Name] > 0 {
@@ -66,7 +92,7 @@ func judgeHealth(base, cand []map[string]int) *Health {
 				hc.CandWith++
 			}
 		}
-		if h.Fault == "" && hc.BaseWith == 0 && hc.CandWith >= minFaultBoots {
+		if h.Fault == "" && c.MinBoots > 0 && hc.BaseWith == 0 && hc.CandWith >= c.MinBoots {
 			h.Fault = c.Name
 		}
 		h.Counts = append(h.Counts, hc)
@@ -108,6 +134,18 @@ func Boots(n int) string {
 // healthText is the replies' account of the transport: one sentence when
 // nothing was counted, else the counts that were not zero.
 func healthText(h *Health) (para string, rows [][]string) {
+	if h.Profile != "" {
+		rows = [][]string{{"count under pressure", "base", "patched"}}
+		for _, c := range h.Counts {
+			if c.Base+c.Cand == 0 && !c.Context {
+				continue
+			}
+			rows = append(rows, []string{c.Label,
+				fmt.Sprintf("%d in %d/%d boots", c.Base, c.BaseWith, h.BaseBoots),
+				fmt.Sprintf("%d in %d/%d boots", c.Cand, c.CandWith, h.CandBoots)})
+		}
+		return fmt.Sprintf("Under Send Queue pressure (%s), the transport and the provider counted (totals, and in how many boots they were not zero):", h.Profile), rows
+	}
 	if h.clean() {
 		return fmt.Sprintf("The transport counted no RPC retransmissions, timeouts, reconnects or bad replies in any of the %s of either kernel.", Boots(h.BaseBoots+h.CandBoots)), nil
 	}

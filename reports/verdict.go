@@ -34,6 +34,8 @@ type Input struct {
 	// BaseHealth and CandHealth are the transport's counts, one map per
 	// boot that reported them (HealthCounters names the keys).
 	BaseHealth, CandHealth []map[string]int
+	// Pressure is the Send Queue pressure profile's boots, when it ran.
+	Pressure *PressureRuns
 	// Patch is the 1-based patch of the series a failure is in, whose
 	// mail the reply answers; 0 answers the series (its cover letter).
 	Patch int
@@ -43,6 +45,14 @@ type Input struct {
 	// Fix says which reported test the series reran, when it closes a
 	// report of the bot's (a fix follow-up).
 	Fix *FixFollowUp
+}
+
+// PressureRuns are the pressure profile's counts, one map per boot of
+// each side that reported them, and what the profile ran ("rxe and siw,
+// 24 readers ..."), for the reply.
+type PressureRuns struct {
+	Base, Cand []map[string]int
+	Words      string
 }
 
 // FixFollowUp is a reported test rerun with a fix.
@@ -315,8 +325,10 @@ type Verdict struct {
 	// Crash is the candidate crash that the base does not show.
 	Crash *Crash
 	// Health is the transport's counts over the boots; a Fault in it
-	// decided a REGRESSION whatever the throughput.
-	Health *Health
+	// decided a REGRESSION whatever the throughput. Pressure is the same
+	// over the pressure profile's boots.
+	Health   *Health
+	Pressure *Health
 	// Reason explains Infra and Inconclusive outcomes for the log.
 	Reason string
 }
@@ -330,11 +342,12 @@ type Judgement struct {
 	Decision stats.Decision `json:"decision"`
 	Crash    *Crash         `json:"crash,omitempty"`
 	Health   *Health        `json:"health,omitempty"`
+	Pressure *Health        `json:"pressure,omitempty"`
 }
 
 // Judgement is v's stored form.
 func (v Verdict) Judgement() Judgement {
-	return Judgement{Outcome: v.Outcome.String(), Reason: v.Reason, Decision: v.Decision, Crash: v.Crash, Health: v.Health}
+	return Judgement{Outcome: v.Outcome.String(), Reason: v.Reason, Decision: v.Decision, Crash: v.Crash, Health: v.Health, Pressure: v.Pressure}
 }
 
 // Verdict is the stored judgement again, answering in.
@@ -343,14 +356,14 @@ func (j Judgement) Verdict(in *Input) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	return Verdict{Outcome: o, In: in, Decision: j.Decision, Crash: j.Crash, Health: j.Health, Reason: j.Reason}, nil
+	return Verdict{Outcome: o, In: in, Decision: j.Decision, Crash: j.Crash, Health: j.Health, Pressure: j.Pressure, Reason: j.Reason}, nil
 }
 
 // NeedMore is how many more runs per kernel the comparison wants before
 // it can decide; 0 when the verdict is final (a transport fault is,
 // whatever the throughput still needs).
 func (v Verdict) NeedMore() int {
-	if v.Health.fault() != nil {
+	if v.Fault() != nil {
 		return 0
 	}
 	return v.Decision.More
@@ -399,12 +412,23 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 		}
 		return v.as(DataCorruption, "")
 	}
+	if pr := in.Pressure; pr != nil {
+		v.Pressure = judgeHealth(pr.Base, pr.Cand, pressureCounters())
+		if v.Pressure != nil {
+			v.Pressure.Profile = pr.Words
+		}
+	}
 	if len(in.Metrics) == 0 {
+		// The pressure profile's evidence decides before any default
+		// boot has run.
+		if v.Pressure.fault() != nil {
+			return v.as(Regression, "")
+		}
 		return v.as(Infra, "no metrics measured")
 	}
 	v.Decision = stats.Decide(rng, p, in.Metrics)
-	v.Health = judgeHealth(in.BaseHealth, in.CandHealth)
-	if v.Health.fault() != nil {
+	v.Health = judgeHealth(in.BaseHealth, in.CandHealth, HealthCounters())
+	if v.Fault() != nil {
 		return v.as(Regression, "")
 	}
 	if !v.Decision.Final() {
@@ -430,6 +454,27 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 		return v.as(Improvement, "")
 	}
 	return v.as(Pass, "")
+}
+
+// Fault is the transport or provider count that decided a REGRESSION
+// whatever the throughput (the default test's first, then the pressure
+// profile's), with the boots it was counted over; nil when none did.
+func (v Verdict) Fault() *HealthCount {
+	if f := v.Health.fault(); f != nil {
+		return f
+	}
+	return v.Pressure.fault()
+}
+
+// faultHealth is the Health whose count decided (Fault), nil when none.
+func (v Verdict) faultHealth() *Health {
+	if v.Health.fault() != nil {
+		return v.Health
+	}
+	if v.Pressure.fault() != nil {
+		return v.Pressure
+	}
+	return nil
 }
 
 func (v Verdict) as(o Outcome, reason string) Verdict {
