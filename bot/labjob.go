@@ -52,20 +52,27 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			// Base and candidate boots alternate, so that a drift of the
 			// machine during the round hits both sides alike.
 			var baseSamples, candSamples []store.Sample
-			// The lossy profile first: a crash it finds decides at once.
-			lossyBase, lossyCand, err := b.lossyBoots(ctx, t, job.Args.Round, basePath, candPath, tr)
+			// The profiles first: a crash or evidence they find decides
+			// at once.
+			lossyBase, lossyCand, err := b.profileBoots(ctx, t, job.Args.Round, basePath, candPath, tr)
 			if err != nil {
 				if infraOrInterrupted(ctx, err) {
 					return err
 				}
 				// Logged before the transaction: the trace is written
 				// through the database too.
-				tr.Logf("a kernel failed over the lossy link: %v", err)
+				tr.Logf("a kernel failed under a lab profile: %v", err)
 				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.lossyFailed(ctx, tx, t, err) })
 			}
-			if crashed(lossyCand) && !crashed(lossyBase) {
-				tr.Logf("the candidate crashed over the lossy link: no more boots")
-				n = 0
+			if len(lossyCand) > 0 {
+				d, err := b.stages.Decide.Decide(ctx, lossyBase, lossyCand)
+				if err != nil {
+					return Infra(err)
+				}
+				if d.Verdict == VerdictCrash || d.Verdict == VerdictRegression {
+					tr.Logf("the profiles decided %s: no default boots", d.Verdict)
+					n = 0
+				}
 			}
 			switch {
 			case n == 0:
@@ -154,65 +161,81 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 	})
 }
 
-// lossyBoots are the lossy profile's boots (lab.lossy) in a test's first
-// round, base and candidate alternating: for a series that changes error,
-// flush, drain or teardown code, and for every new mainline head (its
-// merges change such code unseen); none otherwise. They stop at the
-// first crash. An error is the lab's, or a kernel that did not come up
-// over the lossy link (lossyFailed).
-func (b *Bot) lossyBoots(ctx context.Context, t store.Test, round int, basePath, candPath string, tr *Trace) (base, cand []store.Sample, err error) {
-	if b.stages.Lossy == nil || round != 1 || basePath == "" || !b.stages.Lossy.Shapes(t.Lab) {
+// profileBoots are the lab profiles' boots (lab.lossy, lab.pressure) in
+// a test's first round, each profile's base and candidate boots
+// alternating: for a series that changes what a profile is for, and for
+// every new mainline head (its merges change such code unseen); none
+// otherwise. They stop at the first crash. An error is the lab's, or a
+// kernel that did not come up under a profile (lossyFailed).
+func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, basePath, candPath string, tr *Trace) (base, cand []store.Sample, err error) {
+	if len(b.stages.Profiles) == 0 || round != 1 || basePath == "" {
 		return nil, nil, nil
 	}
-	var why string
-	switch {
-	case t.Kind == store.KindMainline:
-		why = "a new " + t.Tree + " " + t.Ref + " head"
-	case t.Kind == store.KindSeries && t.SeriesID != 0:
+	var series *Series
+	if t.Kind == store.KindSeries && t.SeriesID != 0 {
 		s, err := b.series(ctx, t.SeriesID)
 		if err != nil {
 			return nil, nil, Infra(err)
 		}
-		if w := b.stages.Lossy.Why(s); w != "" {
-			why = "the series changes " + w
+		series = &s
+	}
+	for _, p := range b.stages.Profiles {
+		if !p.Shapes(t.Lab) {
+			continue
 		}
-	}
-	if why == "" {
-		return nil, nil, nil
-	}
-	n := b.stages.Lossy.Boots()
-	tr.Logf("%s: first %d boots each of base %s and candidate %s over the lossy link (lab.lossy), where only a crash counts",
-		why, n, short(t.Base), short(t.Candidate))
-	for i := range n {
-		for _, side := range []struct {
-			name, dir string
-			out       *[]store.Sample
-		}{{"base", basePath, &base}, {"candidate", candPath, &cand}} {
-			tr.Logf("lossy %s %d/%d", side.name, i+1, n)
-			smp, err := b.stages.Lossy.Run(ctx, t.Lab, side.dir, 1, tr)
-			if err != nil {
-				return base, cand, &lossyError{side: side.name, err: err}
+		var why string
+		switch {
+		case t.Kind == store.KindMainline:
+			why = "a new " + t.Tree + " " + t.Ref + " head"
+		case series != nil:
+			if w := p.Why(*series); w != "" {
+				why = "the series changes " + w
 			}
-			for j := range smp {
-				smp[j].Profile = store.ProfileLossy
-			}
-			*side.out = append(*side.out, smp...)
-			if crashed(smp) {
-				tr.Logf("lossy %s %d/%d crashed: %s", side.name, i+1, n, firstCrash(smp))
-				return base, cand, nil
+		}
+		if why == "" {
+			continue
+		}
+		n := p.Boots()
+		tr.Logf("%s: first %d boots each of base %s and candidate %s under the %s profile",
+			why, n, short(t.Base), short(t.Candidate), p.Name())
+		for i := range n {
+			for _, side := range []struct {
+				name, dir string
+				out       *[]store.Sample
+			}{{"base", basePath, &base}, {"candidate", candPath, &cand}} {
+				tr.Logf("%s %s %d/%d", p.Name(), side.name, i+1, n)
+				smp, err := p.Run(ctx, t.Lab, side.dir, i, tr)
+				if err != nil {
+					return base, cand, &lossyError{profile: p.Name(), side: side.name, err: err}
+				}
+				for j := range smp {
+					if smp[j].Profile == "" {
+						smp[j].Profile = p.Name()
+					}
+				}
+				*side.out = append(*side.out, smp...)
+				if crashed(smp) {
+					tr.Logf("%s %s %d/%d crashed: %s", p.Name(), side.name, i+1, n, firstCrash(smp))
+					return base, cand, nil
+				}
 			}
 		}
 	}
 	return base, cand, nil
 }
 
-// lossyError is a kernel that did not come up over the lossy link.
+// lossyError is a kernel that did not come up under a lab profile.
 type lossyError struct {
-	side string
-	err  error
+	profile, side string
+	err           error
 }
 
-func (e *lossyError) Error() string { return "over the lossy link: " + e.err.Error() }
+func (e *lossyError) Error() string {
+	if e.profile == store.ProfileLossy {
+		return "over the lossy link: " + e.err.Error()
+	}
+	return "under the " + e.profile + " profile: " + e.err.Error()
+}
 func (e *lossyError) Unwrap() error { return e.err }
 
 // lossyFailed ends a test whose kernel did not come up over the lossy

@@ -22,7 +22,7 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 	var lossy *fakestage.Lossy
 	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
 		lossy = &fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: nil, Match: "ib_drain", N: 2, FailRuns: 1}
-		o.Stages.Lossy = lossy
+		o.Stages.Profiles = []bot.Profile{lossy}
 	})
 	lossy.Calls = h.calls
 	patch := func(id, subject, body string) bot.Series {
@@ -101,7 +101,7 @@ func TestLossyBootFailures(t *testing.T) {
 	} {
 		t.Run(c.noBoot, func(t *testing.T) {
 			h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
-				o.Stages.Lossy = &fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, Match: "ib_drain", N: 2, NoBoot: c.noBoot}
+				o.Stages.Profiles = []bot.Profile{&fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, Match: "ib_drain", N: 2, NoBoot: c.noBoot}}
 			})
 			s := series("<x@x>", c.subject)
 			s.Patches = [][]byte{[]byte("From: dev\nSubject: " + c.subject + "\n\n---\n@@ -1 +1 @@ static void ib_drain_qp_done(void)\n-x\n+y\n")}
@@ -137,7 +137,7 @@ func TestLossyProfileOnMainlineHeads(t *testing.T) {
 	var lossy *fakestage.Lossy
 	h := newHarnessWith(t, testConfig(), repo, "", func(o *bot.Options) {
 		lossy = &fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, N: 2}
-		o.Stages.Lossy = lossy
+		o.Stages.Profiles = []bot.Profile{lossy}
 	})
 	ctx := context.Background()
 	head := func(want int, state string) []store.MainlineRun {
@@ -203,5 +203,67 @@ func TestLossyProfileOnMainlineHeads(t *testing.T) {
 	}
 	if bis, err := h.st.Bisections(ctx, 10); err != nil || len(bis) != 0 {
 		t.Errorf("bisections %+v (%v): a lossy-only crash is not bisected on the default link", bis, err)
+	}
+}
+
+// The pressure profile runs, after the lossy one, for a series that
+// touches Send Queue code, on each provider, base and candidate
+// alternating: a kernel whose provider refuses Sends under pressure is a
+// REGRESSION without a single default boot, and neither its prefixes
+// nor anything else are bisected on the default test, where the fault
+// need not show. A series that touches no such code pays nothing.
+func TestPressureProfileDecidesWithoutDefaultBoots(t *testing.T) {
+	var pressure *fakestage.Pressure
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		pressure = &fakestage.Pressure{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "sqecount", Providers: []string{"rxe", "siw"}}
+		lossy := &fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, Match: "ib_drain", N: 1}
+		o.Stages.Profiles = []bot.Profile{lossy, pressure}
+	})
+	pressure.Calls = h.calls
+	patch := func(id, subject, body string) bot.Series {
+		s := series(id, subject)
+		s.Patches = [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
+		return s
+	}
+	over := patch("<over@x>", "[PATCH 1/2] svcrdma: sq-overflow by crediting twice", "@@ -1 +1 @@ void svc_rdma_write_chunk_release(void)\n-x\n+\tsvc_rdma_wake_send_waiters(rdma, cc->cc_sqecount);\n")
+	over.Patches = append(over.Patches, []byte("From: dev\nSubject: [PATCH 2/2] svcrdma: sq-overflow too\n\n---\n"))
+	h.ingest.Add(over)
+	h.ingest.Add(patch("<fine@x>", "[PATCH] svcrdma: count sqecount once", "@@ -1 +1 @@ void svc_rdma_write_chunk_release(void)\n-x\n+y = sqecount;\n"))
+	h.ingest.Add(patch("<away@x>", "[PATCH] svcrdma: sq-overflow where nothing asks", "@@ -1 +1 @@ int svc_rdma_recvfrom(void)\n-x\n+y\n"))
+	h.wait("three replies", 60*time.Second, func() bool { return h.report.Count() == 3 })
+
+	reply, _ := h.report.Get("series:<over@x>:v1:")
+	if reply.Verdict != "REGRESSION" || !strings.Contains(reply.Summary, "Send Queue full") {
+		t.Fatalf("overflow under pressure: %s %q, want REGRESSION", reply.Verdict, reply.Summary)
+	}
+	for _, s := range reply.CandSamples {
+		if !strings.HasPrefix(s.Profile, "pressure-") {
+			t.Errorf("a candidate boot outside the pressure profile: %+v", s)
+		}
+	}
+	if len(reply.CandSamples) != 2 {
+		t.Errorf("%d candidate boots, want one on each provider", len(reply.CandSamples))
+	}
+	fine, _ := h.report.Get("series:<fine@x>:v1:")
+	away, _ := h.report.Get("series:<away@x>:v1:")
+	if fine.Verdict != "PASS" || away.Verdict != "PASS" {
+		t.Errorf("fine %s, away %s: want PASS (the second touches no Send Queue code)", fine.Verdict, away.Verdict)
+	}
+	var calls []string
+	for _, c := range h.calls.List() {
+		if strings.HasPrefix(c, "pressure-") {
+			calls = append(calls, c)
+		}
+	}
+	// over and fine: base and candidate on rxe, then on siw.
+	if len(calls) != 8 || !strings.HasPrefix(calls[0], "pressure-rxe ") || !strings.HasPrefix(calls[2], "pressure-siw ") {
+		t.Errorf("pressure boots:\n%s", strings.Join(calls, "\n"))
+	}
+	ot, err := h.st.TestByKey(context.Background(), h.st.DB, "series:<over@x>:v1:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := h.st.BisectionOfTest(context.Background(), h.st.DB, ot.ID); ok || err != nil {
+		t.Errorf("the pressure-only regression was bisected over the series' prefixes (%v)", err)
 	}
 }

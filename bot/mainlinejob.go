@@ -79,7 +79,10 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 		state = store.MainlineFailed
 	}
 	metric := b.cfg.Mainline.Metric
-	bisect := state == store.MainlineBad && t.Verdict == VerdictRegression && t.Base != ""
+	// A regression only a profile showed (the pressure profile's
+	// evidence, with no default boot) is a bad head, not bisected: the
+	// bisection boots the default test, where it need not show.
+	bisect := state == store.MainlineBad && t.Verdict == VerdictRegression && t.Base != "" && len(cand) > 0
 	tr.Logf("mainline %s %s %s: %s", t.Tree, t.Ref, short(t.Candidate), t.Verdict)
 	return complete(ctx, b, job, func(tx *sql.Tx) error {
 		t.State = store.StateDone

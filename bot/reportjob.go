@@ -92,6 +92,14 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 	switch t.Verdict {
 	case VerdictRegression:
 		metric = d.Metric // "" when the verdict was stored before: unused then
+		_, cand, err := b.samples(ctx, t)
+		if err != nil {
+			return false, err
+		}
+		if profilesOnly(cand) {
+			tr.Logf("the regression showed under a lab profile only: the series' prefixes are not tested one by one")
+			return false, nil
+		}
 	case VerdictCrash:
 		metric = metricCrash
 		// The prefixes would be booted on the default link only, where
@@ -153,6 +161,17 @@ func crashedOnlyLossy(samples []store.Sample) bool {
 		}
 	}
 	return n > 0
+}
+
+// profilesOnly says no sample is a default test boot: the verdict rests
+// on the profiles' boots alone.
+func profilesOnly(samples []store.Sample) bool {
+	for _, s := range samples {
+		if s.Profile == "" {
+			return false
+		}
+	}
+	return len(samples) > 0
 }
 
 // storedOrigin reads the origin stored with a test or a bisection (what):

@@ -125,19 +125,25 @@ type Lab interface {
 	Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error)
 }
 
-// Lossy is the lab's second profile (lab.lossy): the same test over a
-// lossy, delaying link, where flushed completions, drains
-// and teardown run their error paths. Its boots count for crashes only.
-type Lossy interface {
-	// Shapes says whether pair's test link can be shaped at all.
+// Profile is a lab profile besides the default test: the test over a
+// lossy link (lab.lossy), where flushed completions, drains and teardown
+// run their error paths, or the Send Queue pressure test
+// (lab.pressure). Its boots come first in a test's first round, base and
+// candidate alternating; their figures are never compared with the
+// default test's, only their crashes and the evidence the decider reads
+// in them.
+type Profile interface {
+	// Name is Sample.Profile of its boots (store.ProfileLossy ...).
+	Name() string
+	// Shapes says whether the profile can run on pair at all.
 	Shapes(pair string) bool
-	// Why names what in the series asks for the profile ("" = nothing):
-	// changes to error, flush, drain or teardown code.
+	// Why names what in the series asks for the profile ("" = nothing).
 	Why(s Series) string
 	// Boots per side.
 	Boots() int
-	// Run is Lab.Run over the shaped link.
-	Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error)
+	// Run is the boot-th boot (0-based) of the kernel in dir: one
+	// sample, which may name a finer profile (its provider).
+	Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error)
 }
 
 // Decision is the statistics' answer for one comparison.
@@ -301,9 +307,10 @@ type Stages struct {
 	Build  Builder
 	Trees  Trees
 	Lab    Lab
-	// Lossy is the second lab profile; nil when lab.lossy is off.
-	Lossy  Lossy
-	Decide Decider
+	// Profiles are the lab's profiles besides the default test, in the
+	// order they boot; none when they are off.
+	Profiles []Profile
+	Decide   Decider
 	// Report answers every request where it came from: mail in its
 	// thread, a GitHub request in its issue (Origin), new threads.
 	Report Reporter

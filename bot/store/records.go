@@ -34,8 +34,9 @@ type Sample struct {
 	Crash      string               `json:"crash,omitempty"`
 	Log        string               `json:"log,omitempty"`
 	// Profile names the lab profile of a boot other than the default:
-	// "lossy" (lab.lossy). Such a boot is evidence of crashes only; its
-	// figures and transport counts are kept but never compared.
+	// "lossy" (lab.lossy), "pressure-rxe" (lab.pressure on rxe). Its
+	// figures are kept but never compared with the default test's; its
+	// crashes count, and a pressure boot's transport counts are evidence.
 	Profile string `json:"profile,omitempty"`
 	// HostOtherCores is the host's CPU other programs used during the
 	// boot (lab.Result's); BusyRepeated the same for each boot before it
@@ -55,6 +56,10 @@ type Sample struct {
 
 // ProfileLossy is Sample.Profile of a boot over lab.lossy's link.
 const ProfileLossy = "lossy"
+
+// ProfilePressure names the Send Queue pressure profile (lab.pressure);
+// its boots' Sample.Profile adds the provider: "pressure-rxe".
+const ProfilePressure = "pressure"
 
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.
 type SeriesRow struct {

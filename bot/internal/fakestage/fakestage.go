@@ -296,6 +296,8 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token")
 	case strings.Contains(subject, "lossy-hang"):
 		speed = "lossy-hang"
+	case strings.Contains(subject, "sq-overflow"):
+		speed = "sq-overflow"
 	case strings.Contains(subject, "slightly-slow"):
 		speed = "slightly"
 	case strings.Contains(subject, "slow"):
@@ -502,6 +504,8 @@ type Lossy struct {
 	mu sync.Mutex
 }
 
+func (f *Lossy) Name() string { return store.ProfileLossy }
+
 func (f *Lossy) Shapes(pair string) bool { return true }
 
 func (f *Lossy) Why(s bot.Series) string {
@@ -515,7 +519,8 @@ func (f *Lossy) Why(s bot.Series) string {
 
 func (f *Lossy) Boots() int { return f.N }
 
-func (f *Lossy) Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error) {
+func (f *Lossy) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
+	const n = 1
 	f.mu.Lock()
 	fail := f.FailRuns > 0
 	if fail {
@@ -536,6 +541,46 @@ func (f *Lossy) Run(ctx context.Context, pair, dir string, n int, trace io.Write
 	return f.Lab.Run(ctx, pair, dir, n, trace)
 }
 
+// Pressure is the Send Queue pressure profile over Lab: an "sq-overflow"
+// kernel (a subject saying so) runs like any other on the default test
+// and, under pressure, has its provider refuse Sends (sq_full) on each
+// of Providers. Why asks for it when a patch holds Match.
+type Pressure struct {
+	Lab       *Lab
+	Calls     *Calls
+	Match     string
+	Providers []string
+}
+
+func (f *Pressure) Name() string { return store.ProfilePressure }
+
+func (f *Pressure) Shapes(pair string) bool { return true }
+
+func (f *Pressure) Why(s bot.Series) string {
+	for _, p := range s.Patches {
+		if bytes.Contains(p, []byte(f.Match)) {
+			return f.Match + " code (fake)"
+		}
+	}
+	return ""
+}
+
+func (f *Pressure) Boots() int { return len(f.Providers) }
+
+func (f *Pressure) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
+	prov := f.Providers[boot%len(f.Providers)]
+	f.Calls.Add("pressure-%s %s %s", prov, pair, filepath.Base(dir))
+	speed, err := os.ReadFile(filepath.Join(dir, "kernel"))
+	if err != nil {
+		return nil, &InfraError{err.Error()}
+	}
+	h := map[string]int{"write_chunks": 3000, "sq_starve": 800}
+	if string(speed) == "sq-overflow" {
+		h["sq_full"], h["sq_starve"] = 3, 0
+	}
+	return []store.Sample{{Profile: store.ProfilePressure + "-" + prov, Health: h, Metrics: map[string]float64{"read_MBps": 9}}}, nil
+}
+
 // Decider calls a regression when write_MBps drops more than 10 % (an
 // improvement when it gains as much) and
 // asks for one more round when it has fewer than 6 candidate samples of a
@@ -550,6 +595,10 @@ func (Decider) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decis
 		if s.Crash != "" {
 			return bot.Decision{Verdict: "CRASH", Summary: s.Crash}, nil
 		}
+	}
+	// As reports judges: a full Send Queue no base boot shows decides.
+	if sqFull(cand) > 0 && sqFull(base) == 0 {
+		return bot.Decision{Verdict: "REGRESSION", Summary: fmt.Sprintf("%d Sends refused: Send Queue full", sqFull(cand))}, nil
 	}
 	b, c := median(base), median(cand)
 	if b == 0 {
@@ -569,9 +618,21 @@ func (Decider) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decis
 	return bot.Decision{Verdict: "PASS", Summary: summary}, nil
 }
 
+func sqFull(samples []store.Sample) int {
+	n := 0
+	for _, s := range samples {
+		n += s.Health["sq_full"]
+	}
+	return n
+}
+
 func median(samples []store.Sample) float64 {
 	var v []float64
 	for _, s := range samples {
+		// A profile's figures are not the default test's (wire.metrics).
+		if s.Profile != "" {
+			continue
+		}
 		if x, ok := s.Metrics["write_MBps"]; ok {
 			v = append(v, x)
 		}
