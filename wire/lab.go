@@ -118,8 +118,14 @@ func (l *Lab) RunTest(ctx context.Context, pairName, dir string, n int, test lab
 			fmt.Fprintf(trace, "%s on %s: booted again: its guests waited for a CPU %.2f on average (limit %.2f), so it was not measured\n",
 				which, res.Pair, c, l.Cfg.QEMU.BusyGuestWait)
 		}
-		fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s, host busy %.2f cores, guests waited for a CPU %.2f%s %s\n", which, res.Pair, res.Mode,
-			s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], res.HostOtherCores, res.GuestCPUWait, healthTrace(res.Health), s.Crash)
+		if test.Load != nil {
+			h := res.Health
+			fmt.Fprintf(trace, "%s on %s (%s): pressure on %s, NFS %s: read %.1f MB/s, write %.1f MB/s, %d Write chunk segments, %d Read chunks, %d server Send Queue waits, host busy %.2f cores%s %s\n",
+				which, res.Pair, res.Mode, test.RDMA, test.NFSVersion, s.Metrics["read_MBps"], s.Metrics["write_MBps"], h.WriteChunks, h.ReadChunks, h.SQStarve, res.HostOtherCores, healthTrace(h), s.Crash)
+		} else {
+			fmt.Fprintf(trace, "%s on %s (%s): copy %.2f MB/s (write %.1f, read %.1f), loop %.2f s, host busy %.2f cores, guests waited for a CPU %.2f%s %s\n", which, res.Pair, res.Mode,
+				s.Metrics["copy_MBps"], s.Metrics["write_MBps"], s.Metrics["read_MBps"], s.Metrics["loop_s"], res.HostOtherCores, res.GuestCPUWait, healthTrace(res.Health), s.Crash)
+		}
 		out = append(out, s)
 		if s.Crash != "" && i+1 < n {
 			// A crash decides the verdict before any metric does; more
@@ -140,6 +146,6 @@ func healthTrace(h lab.Health) string {
 	if h.Faults() == 0 {
 		return ""
 	}
-	return fmt.Sprintf(", transport: %d retransmissions, %d timeouts, %d reconnects, %d bad xids, %d bad replies, %d server bad calls",
-		h.Retrans, h.Timeouts, h.Reconnects, h.BadXIDs, h.BadReplies, h.ServerBadCalls)
+	return fmt.Sprintf(", transport: %d retransmissions, %d timeouts, %d reconnects, %d bad xids, %d bad replies, %d server bad calls, %d Sends refused for a full Send Queue, %d completions lost to a full CQ",
+		h.Retrans, h.Timeouts, h.Reconnects, h.BadXIDs, h.BadReplies, h.ServerBadCalls, h.SQFull, h.CQFull)
 }

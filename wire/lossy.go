@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"github.com/rdmabot/rdmabot/lore"
 )
 
-// Lossy is the lab's lossy link profile (bot.Lossy, lab.lossy).
+// Lossy is the lab's lossy link profile (bot.Profile, lab.lossy).
 type Lossy struct {
 	lab     *Lab
 	touches *regexp.Regexp
@@ -33,22 +34,32 @@ func NewLossy(l *Lab) (*Lossy, error) {
 	return &Lossy{lab: l, touches: re}, nil
 }
 
-// Boots implements bot.Lossy.
+// Name implements bot.Profile.
+func (p *Lossy) Name() string { return store.ProfileLossy }
+
+// Boots implements bot.Profile.
 func (p *Lossy) Boots() int { return p.lab.Cfg.Lossy.Boots }
 
-// Run implements bot.Lossy: the configured test over the shaped link.
-func (p *Lossy) Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error) {
-	return p.lab.RunTest(ctx, pair, dir, n, p.lab.Cfg.LossyTest(), trace)
+// Run implements bot.Profile: the configured test over the shaped link.
+func (p *Lossy) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
+	return p.lab.RunTest(ctx, pair, dir, 1, p.lab.Cfg.LossyTest(), trace)
 }
 
-// Shapes implements bot.Lossy. Only the QEMU pair's soft RDMA runs over
+// Shapes implements bot.Profile. Only the QEMU pair's soft RDMA runs over
 // the shaped link: on a real pair's HCA the RDMA traffic never passes the
 // netdev's qdisc.
 func (p *Lossy) Shapes(pair string) bool { return pair == "qemu" }
 
-// Why implements bot.Lossy: the words of lab.lossy.touches the series'
+// Why implements bot.Profile: the words of lab.lossy.touches the series'
 // changed lines and the functions of their hunks hold, with their files.
 func (p *Lossy) Why(s bot.Series) string {
+	return touched(s, p.touches, false)
+}
+
+// touched names what of a series re matches: the words of its changed
+// lines and of the functions their hunks are in (and, withFiles, the
+// changed files' paths), with the files they are in; "" when nothing.
+func touched(s bot.Series, re *regexp.Regexp, withFiles bool) string {
 	words, files := map[string]bool{}, map[string]bool{}
 	for _, raw := range s.Patches {
 		m, err := lore.ParseMessage(raw)
@@ -56,13 +67,18 @@ func (p *Lossy) Why(s bot.Series) string {
 			continue
 		}
 		for _, c := range lore.DiffChanges(m.Body) {
+			// A changed comment changes no code in the file.
+			if withFiles && !c.Context && !isComment(c.Text) && re.MatchString(c.File) {
+				words[path.Base(c.File)] = true
+				files[c.File] = true
+			}
 			// A hunk's context is the function it changes, or only the
 			// last line git took for one (a label, a struct) when the
 			// change is between functions.
 			if c.Context && !strings.Contains(c.Text, "(") {
 				continue
 			}
-			for _, w := range p.touches.FindAllString(c.Text, -1) {
+			for _, w := range re.FindAllString(c.Text, -1) {
 				words[strings.ToLower(w)] = true
 				files[c.File] = true
 			}
@@ -72,4 +88,11 @@ func (p *Lossy) Why(s bot.Series) string {
 		return ""
 	}
 	return fmt.Sprintf("%s code (%s)", strings.Join(slices.Sorted(maps.Keys(words)), "/"), strings.Join(slices.Sorted(maps.Keys(files)), ", "))
+}
+
+// isComment says a changed C line is only comment or blank: a line of a
+// block comment ("/*", " *", "*/") or a line comment.
+func isComment(line string) bool {
+	t := strings.TrimSpace(line)
+	return t == "" || strings.HasPrefix(t, "*") || strings.HasPrefix(t, "/*") || strings.HasPrefix(t, "//")
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,16 +69,45 @@ func metrics(base, cand []store.Sample) []stats.Metric {
 	return out
 }
 
-// health is the transport counts of the boots that reported them.
+// health is the transport counts of the default test's boots that
+// reported them.
 func health(samples []store.Sample) []map[string]int {
+	return healthOf(samples, func(s store.Sample) bool { return s.Profile == "" })
+}
+
+// healthOf is the transport counts of the boots keep takes (over a lossy
+// link retransmissions are the point, not a fault: never those).
+func healthOf(samples []store.Sample, keep func(store.Sample) bool) []map[string]int {
 	var out []map[string]int
 	for _, s := range samples {
-		// Over a lossy link retransmissions are the point, not a fault.
-		if s.Health != nil && s.Profile == "" {
+		if s.Health != nil && keep(s) {
 			out = append(out, s.Health)
 		}
 	}
 	return out
+}
+
+// pressure is the pressure profile's counts of both sides, nil when no
+// boot of it reported any.
+func (r *Reports) pressure(base, cand []store.Sample) *reports.PressureRuns {
+	b, c := healthOf(base, isPressure), healthOf(cand, isPressure)
+	if len(b) == 0 && len(c) == 0 {
+		return nil
+	}
+	return &reports.PressureRuns{Base: b, Cand: c, Words: r.pressureWords(cand)}
+}
+
+// pressureWords says what the pressure profile ran, for a reply.
+func (r *Reports) pressureWords(samples []store.Sample) string {
+	var provs []string
+	for _, s := range samples {
+		if p, ok := strings.CutPrefix(s.Profile, store.ProfilePressure+"-"); ok && !slices.Contains(provs, p) {
+			provs = append(provs, p)
+		}
+	}
+	p := r.Lab.Pressure
+	return fmt.Sprintf("%s under TCG; %d O_DIRECT 1 MiB readers and %d writers for %d s, %d credits, %d nfsd threads, 1 MiB rsize/wsize, NFS %s",
+		strings.Join(provs, " and "), p.Readers, p.Writers, p.Seconds, p.Credits, p.Threads, strings.Join(p.NFSVersions, " and "))
 }
 
 func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
@@ -105,14 +135,22 @@ func (r *Reports) linkWords(profile string) string {
 	if profile == store.ProfileLossy {
 		return "a lossy link (netem " + r.Lab.Lossy.Netem + " on both guests)"
 	}
+	if p, ok := strings.CutPrefix(profile, store.ProfilePressure+"-"); ok {
+		return fmt.Sprintf("Send Queue pressure on %s (%d O_DIRECT 1 MiB readers, %d writers, %d credits)", p, r.Lab.Pressure.Readers, r.Lab.Pressure.Writers, r.Lab.Pressure.Credits)
+	}
 	return profile
 }
 
 // profiled counts the boots of a lab profile other than the default.
 func profiled(samples []store.Sample) int {
+	return count(samples, func(s store.Sample) bool { return s.Profile != "" })
+}
+
+// count counts the samples that are what.
+func count(samples []store.Sample, what func(store.Sample) bool) int {
 	n := 0
 	for _, s := range samples {
-		if s.Profile != "" {
+		if what(s) {
 			n++
 		}
 	}
@@ -239,7 +277,8 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 
 func (r *Reports) judge(base, cand []store.Sample) reports.Verdict {
 	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
-		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand)}
+		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand),
+		Pressure: r.pressure(base, cand)}
 	return reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
 }
 
@@ -603,6 +642,7 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 	}
 	in.BaseCrashes, in.CandCrashes = r.crashes(rep.BaseSamples, rep.BaseSamples), r.crashes(rep.CandSamples, rep.BaseSamples)
 	in.BaseHealth, in.CandHealth = health(rep.BaseSamples), health(rep.CandSamples)
+	in.Pressure = r.pressure(rep.BaseSamples, rep.CandSamples)
 	if f := rep.FirstBad; f != nil {
 		in.FirstBad = &reports.FirstBad{Patch: f.Patch, Of: len(th.Patches), Note: f.Summary, Steps: f.Steps, Boots: f.Boots, Minutes: f.Took.Minutes()}
 		if f.Patch > 0 && f.Patch <= len(th.Patches) {
@@ -748,8 +788,13 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 	if candRuns > 0 {
 		info.Test += fmt.Sprintf("; %d boots of the patched kernel and %d of the base, alternating", candRuns, baseRuns)
 	}
-	if lossyCand > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(lossyCand), lossyBase, r.linkWords(store.ProfileLossy))
+	lossyOnly := func(s store.Sample) bool { return s.Profile == store.ProfileLossy }
+	if n := count(cand, lossyOnly); n > 0 {
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(n), count(base, lossyOnly), r.linkWords(store.ProfileLossy))
+	}
+	if n := count(cand, isPressure); n > 0 {
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are the providers', not a real HCA's), for crashes and transport errors",
+			reports.Boots(n), count(base, isPressure), r.pressureWords(cand))
 	}
 	if rep == nil {
 		return info

@@ -173,3 +173,56 @@ func TestArticle(t *testing.T) {
 		}
 	}
 }
+
+// pressured are n boots of the pressure profile on provider with the
+// given counts (the load reached the chunk paths in every one).
+func pressured(n int, provider string, counts map[string]int) []store.Sample {
+	var out []store.Sample
+	for range n {
+		h := lab.Health{Reported: true, WriteChunks: 3000, ReadChunks: 60, SQStarve: 800}.Counters()
+		for k, v := range counts {
+			h[k] = v
+		}
+		out = append(out, store.Sample{Profile: store.ProfilePressure + "-" + provider, Health: h,
+			Metrics: map[string]float64{"read_MBps": 9, "write_MBps": 1}})
+	}
+	return out
+}
+
+// The pressure profile's evidence decides whatever the throughput, and
+// before any default boot: a Send refused for a full Send Queue in one
+// patched boot where no base boot had one is a REGRESSION naming it;
+// reconnects need two boots; a base that shows the same decides nothing,
+// and the context counts (chunks, Send Queue waits) never decide. Its
+// figures are never compared with the default test's.
+func TestPressureEvidenceDecides(t *testing.T) {
+	cfg := Default()
+	r := &Reports{Cfg: cfg.Reports, Lab: cfg.Lab}
+	base := append(pressured(1, "rxe", nil), pressured(1, "siw", nil)...)
+	cand := append(pressured(1, "rxe", map[string]int{"sq_full": 3, "reconnects": 2}), pressured(1, "siw", map[string]int{"reconnects": 1})...)
+	d := decide(t, r, base, cand)
+	if d.Verdict != "REGRESSION" || d.NeedMore != 0 || !strings.Contains(d.Summary, "under Send Queue pressure (rxe and siw under TCG") ||
+		!strings.Contains(d.Summary, "3 transport reconnects in 2 of 2 boots of the patched kernel, none in 2 boots of the base") {
+		t.Errorf("reconnects in both pressure boots: %+v", d)
+	}
+	one := append(pressured(1, "rxe", map[string]int{"sq_full": 1}), pressured(1, "siw", nil)...)
+	if d := decide(t, r, base, one); d.Verdict != "REGRESSION" || !strings.Contains(d.Summary, "1 Sends refused: Send Queue full in 1 of 2 boots") {
+		t.Errorf("a full Send Queue in one boot: %+v", d)
+	}
+	for name, c := range map[string][2][]store.Sample{
+		"reconnects in one boot": {base, append(pressured(1, "rxe", map[string]int{"reconnects": 1}), pressured(1, "siw", nil)...)},
+		"the base has them too":  {append(pressured(1, "rxe", map[string]int{"sq_full": 1}), pressured(1, "siw", nil)...), one},
+		"context counts only":    {base, pressured(2, "rxe", map[string]int{"sq_starve": 0, "write_chunks": 10})},
+	} {
+		if d := decide(t, r, c[0], c[1]); d.Verdict == "REGRESSION" || d.Verdict == "IMPROVEMENT" {
+			t.Errorf("%s: %+v", name, d)
+		}
+	}
+	// Beside the default boots, the pressure boots' figures (9 MB/s
+	// read) are not compared with the default test's (100 MB/s copy).
+	runs := cfg.Reports.Runs
+	d = decide(t, r, append(samples(runs, 100, 2), base...), append(samples(runs, 100, 2), pressured(2, "rxe", nil)...))
+	if d.Verdict == "REGRESSION" {
+		t.Errorf("clean pressure boots beside equal default boots: %+v", d)
+	}
+}

@@ -71,7 +71,14 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 		return bot.Stages{}, err
 	}
 	if lossy != nil {
-		stages.Lossy = lossy
+		stages.Profiles = append(stages.Profiles, lossy)
+	}
+	pressure, err := NewPressure(l)
+	if err != nil {
+		return bot.Stages{}, err
+	}
+	if pressure != nil {
+		stages.Profiles = append(stages.Profiles, pressure)
 	}
 	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
 		r = strings.TrimSpace(r)

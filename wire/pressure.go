@@ -1,0 +1,68 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// Pressure is the lab's Send Queue pressure profile (bot.Profile,
+// lab.pressure): its boots run lab.pressure's load on each provider in
+// turn, and each sample names its provider ("pressure-rxe").
+type Pressure struct {
+	lab     *Lab
+	touches *regexp.Regexp
+}
+
+// NewPressure is the profile of l's configuration; nil when
+// lab.pressure.providers is empty (off).
+func NewPressure(l *Lab) (*Pressure, error) {
+	if len(l.Cfg.Pressure.Providers) == 0 {
+		return nil, nil
+	}
+	re, err := regexp.Compile(l.Cfg.Pressure.Touches)
+	if err != nil {
+		return nil, fmt.Errorf("lab.pressure.touches: %w", err)
+	}
+	return &Pressure{lab: l, touches: re}, nil
+}
+
+// Name implements bot.Profile.
+func (p *Pressure) Name() string { return store.ProfilePressure }
+
+// Shapes implements bot.Profile: the providers are the QEMU pair's soft
+// devices; a real pair's HCA is not one of them.
+func (p *Pressure) Shapes(pair string) bool { return pair == "qemu" }
+
+// Boots implements bot.Profile: lab.pressure.boots on each provider.
+func (p *Pressure) Boots() int {
+	return p.lab.Cfg.Pressure.Boots * len(p.lab.Cfg.Pressure.Providers)
+}
+
+// Run implements bot.Profile: the boot-th boot goes to the providers in
+// turn, and to the NFS versions in turn on each provider.
+func (p *Pressure) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
+	provs := p.lab.Cfg.Pressure.Providers
+	prov := provs[boot%len(provs)]
+	smp, err := p.lab.RunTest(ctx, pair, dir, 1, p.lab.Cfg.PressureTest(prov, boot/len(provs)), trace)
+	for i := range smp {
+		smp[i].Profile = store.ProfilePressure + "-" + prov
+	}
+	return smp, err
+}
+
+// Why implements bot.Profile: the files, words and functions of
+// lab.pressure.touches the series changes.
+func (p *Pressure) Why(s bot.Series) string {
+	return touched(s, p.touches, true)
+}
+
+// isPressure says a sample is a boot of the pressure profile.
+func isPressure(s store.Sample) bool {
+	return s.Profile == store.ProfilePressure || strings.HasPrefix(s.Profile, store.ProfilePressure+"-")
+}
