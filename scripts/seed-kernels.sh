@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the power bench's seeded kernels: the lab tree (prepare-lab.sh's
 # import) with udelay(N) before every server Send (svc_rdma_post_send),
-# one kernel per N microseconds, each in $CACHE/power/udelay-N:
-#   bash scripts/seed-kernels.sh 30 60 120
+# one kernel per N microseconds, each in $CACHE/power/udelay-N, or with a
+# seeded series (examples/seeded/NAME.mbox, applied by rdmabot's own
+# apply) in $CACHE/power/NAME:
+#   bash scripts/seed-kernels.sh 30 60 120 examples/seeded/sq-double-credit.mbox
 #   rdmabot lab aa --kernel $CACHE/lab-kernel --candidate $CACHE/power/udelay-60 --seeded "udelay(60) per Send" --comparisons 20
 # The commits are made with git plumbing (no checkout of the tree) under
 # refs/seeded/ of the tree's repository; the builds are incremental in
@@ -18,7 +20,17 @@ file=net/sunrpc/xprtrdma/svc_rdma_sendto.c
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for us in "$@"; do
-  case $us in '' | *[!0-9]*) echo "seed-kernels: $us: want a whole number of microseconds" >&2; exit 2 ;; esac
+  if [[ $us == *.mbox ]]; then
+    name=$(basename "$us" .mbox)
+    "$bin" apply --repo "$repo" --base "$base" --mbox "$us" --ref "refs/seeded/$name" \
+      --committer-date 2026-01-01T00:00:00Z >&2
+    echo "seed-kernels: $name: $(git --git-dir="$repo" rev-parse "refs/seeded/$name")" >&2
+    "$bin" build --repo "$repo" --rev "refs/seeded/$name" --lab qemu --cache-dir "$CACHE" --slot local \
+      --lock "$CACHE/heavy.lock" --out "$CACHE/power/$name" >&2
+    echo "$CACHE/power/$name"
+    continue
+  fi
+  case $us in '' | *[!0-9]*) echo "seed-kernels: $us: want a whole number of microseconds or a .mbox" >&2; exit 2 ;; esac
   git --git-dir="$repo" show "$base:$file" |
     sed -e 's|^#include <linux/spinlock.h>$|&\n#include <linux/delay.h>|' \
         -e '/^int svc_rdma_post_send(/,/^}/ s|^\tmight_sleep();$|&\n\tudelay('"$us"');|' >"$work/f"
