@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -179,34 +180,45 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, basePat
 		}
 		series = &s
 	}
-	for _, p := range b.stages.Profiles {
-		if !p.Shapes(t.Lab) {
-			continue
-		}
-		var why string
+	return RunProfiles(ctx, b.stages.Profiles, t.Lab, basePath, candPath, short(t.Base), short(t.Candidate), func(p Profile) string {
 		switch {
 		case t.Kind == store.KindMainline:
-			why = "a new " + t.Tree + " " + t.Ref + " head"
+			return "a new " + t.Tree + " " + t.Ref + " head"
 		case series != nil:
 			if w := p.Why(*series); w != "" {
-				why = "the series changes " + w
+				return "the series changes " + w
 			}
 		}
-		if why == "" {
+		return ""
+	}, tr)
+}
+
+// RunProfiles boots base and candidate (named baseName and candName in
+// trace) under each profile that can run on pair and that why names a
+// reason for ("" = skip it), base and candidate alternating, until a
+// boot crashes. It is the one round of profile boots: the lab job's, and
+// the A/A and compare runners'. An error is the lab's, or a kernel that
+// did not come up under a profile (saying which side).
+func RunProfiles(ctx context.Context, profiles []Profile, pair, basePath, candPath, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []store.Sample, err error) {
+	for _, p := range profiles {
+		if !p.Shapes(pair) {
+			continue
+		}
+		reason := why(p)
+		if reason == "" {
 			continue
 		}
 		n := p.Boots()
-		tr.Logf("%s: first %d boots each of base %s and candidate %s under the %s profile",
-			why, n, short(t.Base), short(t.Candidate), p.Name())
+		fmt.Fprintf(trace, "%s: first %d boots each of base %s and candidate %s under the %s profile\n", reason, n, baseName, candName, p.Name())
 		for i := range n {
 			for _, side := range []struct {
 				name, dir string
 				out       *[]store.Sample
 			}{{"base", basePath, &base}, {"candidate", candPath, &cand}} {
-				tr.Logf("%s %s %d/%d", p.Name(), side.name, i+1, n)
-				smp, err := p.Run(ctx, t.Lab, side.dir, i, tr)
+				fmt.Fprintf(trace, "%s %s %d/%d\n", p.Name(), side.name, i+1, n)
+				smp, err := p.Run(ctx, pair, side.dir, i, trace)
 				if err != nil {
-					return base, cand, &lossyError{profile: p.Name(), side: side.name, err: err}
+					return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}
 				}
 				for j := range smp {
 					if smp[j].Profile == "" {
@@ -215,7 +227,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, basePat
 				}
 				*side.out = append(*side.out, smp...)
 				if crashed(smp) {
-					tr.Logf("%s %s %d/%d crashed: %s", p.Name(), side.name, i+1, n, firstCrash(smp))
+					fmt.Fprintf(trace, "%s %s %d/%d crashed: %s\n", p.Name(), side.name, i+1, n, firstCrash(smp))
 					return base, cand, nil
 				}
 			}
@@ -224,25 +236,25 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, basePat
 	return base, cand, nil
 }
 
-// lossyError is a kernel that did not come up under a lab profile.
-type lossyError struct {
+// profileError is a kernel that did not come up under a lab profile.
+type profileError struct {
 	profile, side string
 	err           error
 }
 
-func (e *lossyError) Error() string {
+func (e *profileError) Error() string {
 	if e.profile == store.ProfileLossy {
 		return "over the lossy link: " + e.err.Error()
 	}
 	return "under the " + e.profile + " profile: " + e.err.Error()
 }
-func (e *lossyError) Unwrap() error { return e.err }
+func (e *profileError) Unwrap() error { return e.err }
 
 // lossyFailed ends a test whose kernel did not come up over the lossy
 // link: the candidate's is BOOT_FAILED, the base's leaves the test
 // failed, as on the default link.
 func (b *Bot) lossyFailed(ctx context.Context, tx *sql.Tx, t store.Test, err error) error {
-	var le *lossyError
+	var le *profileError
 	if errors.As(err, &le) && le.side == "base" {
 		t.State, t.Summary = store.StateFailed, "base kernel failed in the lab "+err.Error()
 		return b.st.UpdateTest(ctx, tx, t)

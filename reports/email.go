@@ -166,11 +166,11 @@ func Sentence(c *Config, v *Verdict) string {
 	case Regression, Improvement:
 		if h := v.faultHealth(); h != nil {
 			f := h.fault()
-			test := "the " + testName(in) + " test"
+			test := "on the " + testName(in) + " test"
 			if h.Profile != "" {
-				test = "Send Queue pressure (" + h.Profile + ")"
+				test = "under Send Queue pressure (" + h.Profile + ")"
 			}
-			return fmt.Sprintf("%s noticed transport errors with this series under %s: %d %s in %d of %s of the patched kernel, none in %s of the base.",
+			return fmt.Sprintf("%s noticed transport errors with this series %s: %d %s in %d of %s of the patched kernel, none in %s of the base.",
 				bot, test, f.Cand, f.Label, f.CandWith, Boots(h.CandBoots), Boots(h.BaseBoots))
 		}
 		h := Headline(v)

@@ -46,14 +46,16 @@ type AA struct {
 	// decision must call a REGRESSION: a power measurement, stored as
 	// such.
 	Seeded string
-	// Lossy, when set, starts a comparison with this many boots of each
-	// kernel over lab.lossy's link, as the lab job does for a series
-	// touching error, flush, drain or teardown code: a reproducer of a
-	// crash found there.
-	Lossy   int
-	Runs    int    // runs per side at the first look (reports.runs)
-	Rounds  int    // bot.max_rounds
-	Results string // JSON-lines file the comparisons are appended to
+	// Profiles, when set, start a comparison with their boots of each
+	// kernel, as the lab job does for a series that asks for them (the
+	// lossy link, Send Queue pressure): a reproducer of what they found,
+	// or their own A/A. ProfilesOnly decides on those boots alone: a
+	// crash or the pressure profile's evidence is the verdict, else PASS.
+	Profiles     []bot.Profile
+	ProfilesOnly bool
+	Runs         int    // runs per side at the first look (reports.runs)
+	Rounds       int    // bot.max_rounds
+	Results      string // JSON-lines file the comparisons are appended to
 	// Condition names the machine's state ("idle", "busy"), Neighbour
 	// the command run on and off during the comparisons ("" = none).
 	Condition, Neighbour string
@@ -104,9 +106,13 @@ type AAResult struct {
 	// Health is each boot's transport counts, in the same order: how
 	// often a healthy lab counts anything is what the transport rule's
 	// "two boots, none in the base" rests on.
-	Health  []map[string]int `json:"health,omitempty"`
-	Busy    []float64        `json:"busy_boots,omitempty"`
-	Seconds float64          `json:"seconds"`
+	Health []map[string]int `json:"health,omitempty"`
+	// Profiles and ProfileHealth are each profile boot's profile and
+	// counts, base and candidate in boot order (AA.Profiles).
+	Profiles      []string         `json:"profiles,omitempty"`
+	ProfileHealth []map[string]int `json:"profile_health,omitempty"`
+	Busy          []float64        `json:"busy_boots,omitempty"`
+	Seconds       float64          `json:"seconds"`
 	// QuietWait is the seconds the boots waited for a quiet host
 	// before starting (lab.qemu.quiet_wait), all boots together.
 	QuietWait float64 `json:"quiet_wait_s,omitempty"`
@@ -223,21 +229,34 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	var base, cand, own []store.Sample
 	var rounds []round
 	runs := a.Runs
-	if a.Lossy > 0 {
+	if len(a.Profiles) > 0 {
 		var err error
-		if base, cand, err = a.lossy(ctx, &r); err != nil {
+		base, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, a.Kernel, a.candidate(), "base", "candidate",
+			func(bot.Profile) string { return "a comparison" }, a.trace())
+		for _, s := range append(append([]store.Sample(nil), base...), cand...) {
+			r.Busy = append(r.Busy, s.BusyRepeated...)
+			r.Profiles = append(r.Profiles, s.Profile)
+			r.ProfileHealth = append(r.ProfileHealth, s.Health)
+		}
+		if err != nil {
 			r.Verdict, r.Error = "INFRA", err.Error()
 			return r, nil
 		}
 		own = append(own, base...)
-		if crashed(cand) {
+		if len(cand) > 0 {
 			d, err := a.Decide.Decide(ctx, base, cand)
 			if err != nil {
 				r.Verdict, r.Error = "INFRA", err.Error()
 				return r, nil
 			}
-			r.Verdict, r.Summary, r.Fresh = d.Verdict, d.Summary, d.Verdict
-			return r, []round{{base: base, cand: cand}}
+			// As the lab job: what the profiles decide ends the comparison.
+			if decided := d.Verdict == "CRASH" || d.Verdict == "REGRESSION"; decided || a.ProfilesOnly {
+				if !decided {
+					d.Verdict, d.Summary = "PASS", "nothing under the profiles: no crash, no transport or provider fault the base lacks"
+				}
+				r.Verdict, r.Summary, r.Fresh = d.Verdict, d.Summary, d.Verdict
+				return r, []round{{base: base, cand: cand}}
+			}
 		}
 		rounds = append(rounds, round{base: base, cand: cand})
 	}
@@ -308,32 +327,6 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	}
 	r.Fresh = fresh.Verdict
 	return r, rounds
-}
-
-// lossy boots each kernel a.Lossy times over the lossy link, base and
-// candidate alternating, until one crashes; the samples say the profile.
-func (a *AA) lossy(ctx context.Context, r *AAResult) (base, cand []store.Sample, err error) {
-	fmt.Fprintf(a.trace(), "first %d boots of each kernel over the lossy link (netem %s), for crashes only\n", a.Lossy, a.Lab.Cfg.Lossy.Netem)
-	for range a.Lossy {
-		for _, side := range []struct {
-			boots  *[]store.Sample
-			kernel string
-		}{{&base, a.Kernel}, {&cand, a.candidate()}} {
-			s, err := a.Lab.RunTest(ctx, a.Pair, side.kernel, 1, a.Lab.Cfg.LossyTest(), a.trace())
-			if err != nil {
-				return base, cand, err
-			}
-			for i := range s {
-				s[i].Profile = store.ProfileLossy
-				r.Busy = append(r.Busy, s[i].BusyRepeated...)
-			}
-			*side.boots = append(*side.boots, s...)
-			if crashed(s) {
-				return base, cand, nil
-			}
-		}
-	}
-	return base, cand, nil
 }
 
 func crashed(samples []store.Sample) bool {

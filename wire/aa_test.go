@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lab/console"
 	"github.com/rdmabot/rdmabot/reports"
@@ -473,7 +474,7 @@ func TestAASeededSlowdownIsARegression(t *testing.T) {
 func TestCompareLossyFirst(t *testing.T) {
 	p := &noisyPair{rng: rand.New(rand.NewPCG(9, 10)), speed: 100, lossyHang: true}
 	a := newAA(t, p)
-	a.Candidate, a.Lossy = filepath.Join(t.TempDir(), "hang"), 3
+	a.Candidate, a.Profiles = filepath.Join(t.TempDir(), "hang"), lossyProfile(t, a)
 	r, base, cand := a.Compare(context.Background())
 	if r.Verdict != "CRASH" || len(base) != 1 || len(cand) != 1 || cand[0].Profile != "lossy" || base[0].Profile != "lossy" || p.netemBoots != 2 || p.boots != 2 {
 		t.Fatalf("hang over the lossy link: %s (%s), %d+%d samples, %d of %d boots shaped", r.Verdict, r.Summary, len(base), len(cand), p.netemBoots, p.boots)
@@ -481,7 +482,7 @@ func TestCompareLossyFirst(t *testing.T) {
 
 	p = &noisyPair{rng: rand.New(rand.NewPCG(9, 10)), speed: 100, lossyHang: true}
 	a = newAA(t, p)
-	a.Candidate, a.Lossy = filepath.Join(t.TempDir(), "fine"), 3
+	a.Candidate, a.Profiles = filepath.Join(t.TempDir(), "fine"), lossyProfile(t, a)
 	r, base, cand = a.Compare(context.Background())
 	lossy := 0
 	for _, s := range append(base, cand...) {
@@ -492,6 +493,16 @@ func TestCompareLossyFirst(t *testing.T) {
 	if r.Verdict != "PASS" || lossy != 6 || p.netemBoots != 6 || len(cand) < 3+5 {
 		t.Errorf("a kernel fine over the lossy link: %s (%s), %d lossy samples, %d shaped boots, %d candidate samples", r.Verdict, r.Summary, lossy, p.netemBoots, len(cand))
 	}
+}
+
+// lossyProfile is the lossy profile of a's lab configuration (3 boots).
+func lossyProfile(t *testing.T, a *AA) []bot.Profile {
+	t.Helper()
+	p, err := NewLossy(a.Lab)
+	if err != nil || p == nil || p.Boots() != 3 {
+		t.Fatalf("the lossy profile of the defaults: %v %v", p, err)
+	}
+	return []bot.Profile{p}
 }
 
 // A neighbour program that is not there is refused before any boot:

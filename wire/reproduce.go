@@ -120,6 +120,7 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	for _, run := range runs {
 		for _, s := range run.Samples {
 			in.Lossy = in.Lossy || s.Profile == store.ProfileLossy
+			in.Pressure = in.Pressure || isPressure(s)
 		}
 	}
 	if len(runs) > 0 {

@@ -6,11 +6,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/reports/stats"
 	"github.com/rdmabot/rdmabot/wire"
 )
@@ -30,6 +32,8 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	results := fs.String("results", "", "JSON-lines file of results (default: <cache_dir>/aa/aa.jsonl, the power bench's <cache_dir>/aa/power.jsonl)")
 	lock := fs.String("lock", "", "a file flock'ed around each comparison, to take turns with other heavy work")
 	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
+	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "pressure" or both, comma-separated`)
+	profilesOnly := fs.Bool("profiles-only", false, "decide on the --profiles boots alone (a crash or pressure evidence, else PASS): the profiles' own A/A")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,10 +41,20 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var names []string
+	if *profileList != "" {
+		names = strings.Split(*profileList, ",")
+	}
+	if *profilesOnly && len(names) == 0 {
+		return fmt.Errorf("%w: --profiles-only needs --profiles", errUsage)
+	}
 	if *results == "" {
 		name := "aa.jsonl"
 		if *seeded != "" {
 			name = "power.jsonl"
+		}
+		if *profilesOnly {
+			name = "aa-" + strings.Join(names, "-") + ".jsonl"
 		}
 		*results = filepath.Join(c.CacheDir, "aa", name)
 	}
@@ -78,9 +92,13 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		*pair = c.Lab.Default
 	}
 	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
+	l := &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(), Test: c.Lab.Test, Log: e.log}
+	profiles, err := labProfiles(l, names)
+	if err != nil {
+		return err
+	}
 	aa := &wire.AA{
-		Lab: &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(),
-			Test: c.Lab.Test, Log: e.log},
+		Lab: l, Profiles: profiles, ProfilesOnly: *profilesOnly,
 		Decide: r,
 		Pair:   *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
 		Condition: *condition, Neighbour: *neighbourCmd, Candidate: candDir, Seeded: *seeded, Commit: readVersion().Revision, Lock: *lock,
@@ -95,6 +113,41 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	rs, err := aa.Run(ctx, *n)
 	printAASummary(e, rs)
 	return err
+}
+
+// labProfiles are the named lab profiles of l's configuration, in the
+// order the lab job boots them; a profile the configuration turns off,
+// or an unknown name, is a usage error.
+func labProfiles(l *wire.Lab, names []string) ([]bot.Profile, error) {
+	lossy, err := wire.NewLossy(l)
+	if err != nil {
+		return nil, err
+	}
+	pressure, err := wire.NewPressure(l)
+	if err != nil {
+		return nil, err
+	}
+	var out []bot.Profile
+	for _, want := range []struct {
+		name string
+		p    bot.Profile
+		off  bool
+		key  string
+	}{{"lossy", lossy, lossy == nil, "lab.lossy.netem is empty"}, {"pressure", pressure, pressure == nil, "lab.pressure.providers is empty"}} {
+		if !slices.Contains(names, want.name) {
+			continue
+		}
+		if want.off {
+			return nil, fmt.Errorf("%w: the %s profile is off (%s)", errUsage, want.name, want.key)
+		}
+		out = append(out, want.p)
+	}
+	for _, n := range names {
+		if n != "lossy" && n != "pressure" {
+			return nil, fmt.Errorf("%w: profile %q: want lossy or pressure", errUsage, n)
+		}
+	}
+	return out, nil
 }
 
 // kernelDir is the directory of a kernel named by flag: the directory
@@ -123,6 +176,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	candFlag := fs.String("candidate", "", "the patched kernel, likewise")
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
 	lossy := fs.Bool("lossy", false, "first lab.lossy.boots boots of each kernel over the lossy link, as the bot does for a series touching error, flush, drain or teardown code")
+	pressure := fs.Bool("pressure", false, "first lab.pressure's boots of each kernel under Send Queue pressure, as the bot does for a series touching Send Queue code")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,12 +187,17 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	lossyBoots := 0
+	l := &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(), Test: c.Lab.Test, Log: e.log}
+	var names []string
 	if *lossy {
-		if c.Lab.Lossy.Netem == "" {
-			return fmt.Errorf("%w: --lossy: lab.lossy.netem is empty (the profile is off)", errUsage)
-		}
-		lossyBoots = c.Lab.Lossy.Boots
+		names = append(names, "lossy")
+	}
+	if *pressure {
+		names = append(names, "pressure")
+	}
+	profiles, err := labProfiles(l, names)
+	if err != nil {
+		return err
 	}
 	base, err := kernelDir("--base", *baseFlag)
 	if err != nil {
@@ -153,8 +212,8 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	}
 	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
 	cmp := &wire.AA{
-		Lab:    &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(), Test: c.Lab.Test, Log: e.log},
-		Decide: r, Pair: *pair, Kernel: base, Candidate: cand, Lossy: lossyBoots,
+		Lab:    l,
+		Decide: r, Pair: *pair, Kernel: base, Candidate: cand, Profiles: profiles,
 		Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Out: e.stdout,
 	}
 	fmt.Fprintf(e.stdout, "comparing %s (base) with %s (candidate) on %s: %d boots of each at first, up to %d rounds (budget %d/%d/%d)\n",

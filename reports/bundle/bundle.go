@@ -49,8 +49,9 @@ type Input struct {
 	// build logs, every boot's figures. run.sh does not read them.
 	Kept []File
 	// Lossy says the bot booted the kernels over the lossy link first
-	// (lab.lossy): run.sh does too.
-	Lossy bool
+	// (lab.lossy), Pressure under Send Queue pressure (lab.pressure):
+	// run.sh does too.
+	Lossy, Pressure bool
 }
 
 // File is one file of a bundle: its bytes, or a path to copy.
@@ -258,7 +259,7 @@ if [ -f "$here/kernel.config" ] && ! cmp -s "$here/kernel.config" "$work/base/co
 fi
 echo "run.sh: guest image" >&2
 "$RDMABOT" lab image --config "$cfg" >&2
-exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"{{if .Lossy}} --lossy{{end}}
+exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"{{if .Lossy}} --lossy{{end}}{{if .Pressure}} --pressure{{end}}
 `))
 
 var readmeTmpl = template.Must(template.New("README").Parse(`rdmabot test {{.TestID}}: a reproducer
@@ -284,7 +285,10 @@ guests joined by soft-RoCE and runs the NFS/RDMA transfer test, round
 after round until the statistics decide, and prints the verdict and
 the metrics table as rdmabot's reply does. Nothing is sent anywhere.{{if .Lossy}}
 As the bot did, it first boots each kernel over the lossy link
-(lab.toml's [lab.lossy]), where only a crash counts.{{end}}
+(lab.toml's [lab.lossy]), where only a crash counts.{{end}}{{if .Pressure}}
+As the bot did, it first boots each kernel under Send Queue pressure
+(lab.toml's [lab.pressure]), where a crash, or a transport or provider
+fault the base does not show, decides.{{end}}
 
 Files:
   run.sh         the one command (LINUX, CACHE and RDMABOT are read from
