@@ -88,11 +88,20 @@ func decodePart(h Header, body []byte, depth int, inPatch *bool) (string, error)
 // unflow undoes format=flowed (RFC 3676) as git mailinfo does
 // (handle_filter_flowed): a line ending in a space is joined with the
 // next, without that space when delsp=yes; a leading space (stuffing)
-// is dropped; the "-- " signature line stays as it is. Like git it
-// looks at neither quote depth nor where the patch starts.
+// is dropped; the "-- " signature line stays as it is. Unlike git, it
+// never joins lines of different quote depth, as RFC 3676 says: a
+// quoted "> " line ending in a space would otherwise swallow the
+// reviewer's unquoted Reviewed-by: below it.
 func unflow(b []byte, delsp bool) []byte {
 	out := make([]byte, 0, len(b)+1)
 	var prev []byte
+	depth := 0 // the quote depth of prev
+	flush := func() {
+		if len(prev) > 0 {
+			out = append(append(out, prev...), '\n')
+			prev = prev[:0]
+		}
+	}
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -102,12 +111,13 @@ func unflow(b []byte, delsp bool) []byte {
 		}
 		line = bytes.TrimSuffix(line, []byte("\r"))
 		if string(line) == "-- " {
-			if len(prev) > 0 {
-				out = append(append(out, prev...), '\n')
-				prev = prev[:0]
-			}
+			flush()
 			out = append(append(out, line...), '\n')
 			continue
+		}
+		if d := quoteDepth(line); d != depth {
+			flush()
+			depth = d
 		}
 		if len(line) > 0 && line[0] == ' ' {
 			line = line[1:]
@@ -122,10 +132,17 @@ func unflow(b []byte, delsp bool) []byte {
 		out = append(append(append(out, prev...), line...), '\n')
 		prev = prev[:0]
 	}
-	if len(prev) > 0 {
-		out = append(append(out, prev...), '\n')
-	}
+	flush()
 	return out
+}
+
+// quoteDepth counts the '>' that start a line (RFC 3676's quote depth).
+func quoteDepth(line []byte) int {
+	n := 0
+	for n < len(line) && line[n] == '>' {
+		n++
+	}
+	return n
 }
 
 // PatchBreak returns where git mailinfo starts the patch in body (its

@@ -2,6 +2,7 @@ package lore
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,14 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 		{id: "flow-r", from: "Fl Ack <ack@example.org>", subject: "Re: [PATCH] RDMA/core: flowed", irt: "flow", min: 81,
 			extra: "Content-Type: text/plain; format=flowed\n",
 			body:  "Acked-by: Fl Ack \n<ack@example.org>\n"},
+		// format=flowed: the last quoted line ends in a space, the
+		// trailer under it is not quoted (Thunderbird; issue #29).
+		{id: "fq1", from: "Eric <eric@example.org>", subject: "[PATCH 1/2] RDMA/core: quoted one", min: 110, body: diffBody(verbs)},
+		{id: "fq2", from: "Eric <eric@example.org>", subject: "[PATCH 2/2] RDMA/core: quoted two", irt: "fq1", min: 111, body: diffBody(verbs)},
+		{id: "fq-r", from: "Hannes <hare@example.org>", subject: "Re: [PATCH 2/2] RDMA/core: quoted two", irt: "fq2", min: 130,
+			extra: "Content-Type: text/plain; charset=UTF-8; format=flowed\n",
+			body: "On 3/1/25 13:51, Eric wrote:\n> Change that the mailer \n> wrapped, ending in a space \n" +
+				"Reviewed-by: Hannes <hare@example.org>\n\nCheers,\n\nHannes\n"},
 	}
 	a := newTestAssembler(t)
 	for _, m := range mails {
@@ -120,7 +129,8 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 
 	// The wrapped Signed-off-by is one line again, as git mailinfo
 	// has it.
-	m, err := ParseMessage(mails[len(mails)-2].bytes())
+	i := slices.IndexFunc(mails, func(m rawMail) bool { return m.id == "flow" })
+	m, err := ParseMessage(mails[i].bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +151,12 @@ func TestUnflow(t *testing.T) {
 		{"x \n-- \nsig\n", false, "x \n-- \nsig\n"}, // git flushes the pending line as it is
 		{"end \n", false, "end \n"},
 		{"crlf \r\nline\r\n", false, "crlf line\n"},
+		// Lines of different quote depth are never joined (RFC 3676).
+		{"> quoted \nReviewed-by: R <r@example.org>\n", false, "> quoted \nReviewed-by: R <r@example.org>\n"},
+		{"> quoted \nReviewed-by: R\n", true, "> quoted\nReviewed-by: R\n"},
+		{"a \n> b \n>> c\n", false, "a \n> b \n>> c\n"},
+		{" > stuffed \nnot quoted\n", false, "> stuffed not quoted\n"},
+		{"> a \n> b\n", false, "> a > b\n"}, // same depth: joined as git does
 	} {
 		if got := string(unflow([]byte(tc.in), tc.delsp)); got != tc.want {
 			t.Errorf("unflow(%q, %v) = %q, want %q", tc.in, tc.delsp, got, tc.want)
