@@ -104,6 +104,15 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 			extra: "Content-Type: text/plain; charset=UTF-8; format=flowed\n",
 			body: "On 3/1/25 13:51, Eric wrote:\n> Change that the mailer \n> wrapped, ending in a space \n" +
 				"Reviewed-by: Hannes <hare@example.org>\n\nCheers,\n\nHannes\n"},
+		// A v2 cover over patches that give no version: they answer it,
+		// so they are its v2 (b4 joins them; issue #29). The third
+		// answers a message that is not archived, under the cover.
+		{id: "vc0", from: "Thomas <tom@example.org>", subject: "[PATCH v2 0/3] svcrdma: versioned cover", min: 140,
+			body: "Cover.\n\nbase-commit: " + base40 + "\n"},
+		{id: "vc1", from: "Thomas <tom@example.org>", subject: "[PATCH 1/3] svcrdma: one", irt: "vc0", min: 141, body: diffBody(svc)},
+		{id: "vc2", from: "Thomas <tom@example.org>", subject: "[PATCH 2/3] svcrdma: two", irt: "vc0", min: 142, body: diffBody(svc)},
+		{id: "vc3", from: "Thomas <tom@example.org>", subject: "[PATCH 3/3] svcrdma: three", min: 143, body: diffBody(svc),
+			extra: "In-Reply-To: <vc-offlist>\nReferences: <vc0> <vc-offlist>\n"},
 	}
 	a := newTestAssembler(t)
 	for _, m := range mails {

@@ -421,12 +421,23 @@ func (e *entry) seriesKey() string {
 	return e.key
 }
 
-func (e *entry) makeSeriesKey() string {
+func (e *entry) makeSeriesKey() string { return e.keyOfVersion(e.subj.Version) }
+
+// keyOfVersion is the series key e would have as version v.
+func (e *entry) keyOfVersion(v int) string {
 	total := e.subj.Total
 	if total == 0 {
 		total = 1
 	}
-	return e.author + "|v" + strconv.Itoa(e.subj.Version) + "|" + strconv.Itoa(total) + "|" + strconv.FormatBool(e.subj.Resend)
+	return e.author + "|v" + strconv.Itoa(v) + "|" + strconv.Itoa(total) + "|" + strconv.FormatBool(e.subj.Resend)
+}
+
+// adoptedBy says whether patch e, which gives no version, belongs to
+// cover c that does ("[PATCH v2 0/3]" over "[PATCH 1/3]"): b4 too takes
+// patches answering a cover as that cover's version. Patches that name
+// a version keep it: a v2 posted into the v1 cover's thread is its own.
+func (e *entry) adoptedBy(c *entry) bool {
+	return c.kind == kindCover && e.subj.Version == 1 && c.subj.Version > 1 && c.seriesKey() == e.keyOfVersion(c.subj.Version)
 }
 
 func (e *entry) index() int {
@@ -480,30 +491,31 @@ func (a *Assembler) heldReference(e *entry) *entry {
 
 // rootOf returns the id a patch or cover hangs from: the cover, the
 // topmost patch of a chain, or (when the thread goes on into other
-// mail, or into mail not held yet) that message's id.
-func (a *Assembler) rootOf(e *entry) string {
-	key := e.seriesKey()
+// mail, or into mail not held yet) that message's id; and the series
+// key of the posting, e's own unless a versioned cover adopts it.
+func (a *Assembler) rootOf(e *entry) (root, key string) {
+	key = e.seriesKey()
 	if e.kind == kindCover {
-		return e.msg.MessageID
+		return e.msg.MessageID, key
 	}
 	if e.subj.Total == 0 {
-		return e.msg.MessageID // "[PATCH] x" is a series of its own
+		return e.msg.MessageID, key // "[PATCH] x" is a series of its own
 	}
 	cur := e
 	seen := map[*entry]bool{e: true}
 	path := []*entry{e}
 	for {
 		if cur.parent == "" {
-			return cur.msg.MessageID
+			return cur.msg.MessageID, key
 		}
 		p := a.parentOf(cur)
 		if p == nil {
 			// Try an older reference: a missing middle patch must not
 			// split a chained series, but only if it is the same work.
-			if q := a.heldParent(cur); q != nil && !seen[q] && q.kind != kindOther && !q.reply && q.seriesKey() == key {
+			if q := a.heldParent(cur); q != nil && !seen[q] && q.kind != kindOther && !q.reply && (q.seriesKey() == key || e.adoptedBy(q)) {
 				p = q
 			} else {
-				return cur.parent
+				return cur.parent, key
 			}
 		}
 		if seen[p] {
@@ -513,15 +525,18 @@ func (a *Assembler) rootOf(e *entry) string {
 			for i := len(path) - 1; i >= 0 && path[i] != p; i-- {
 				low = min(low, path[i].msg.MessageID)
 			}
-			return low
+			return low, key
+		}
+		if e.adoptedBy(p) {
+			return p.msg.MessageID, p.seriesKey()
 		}
 		if p.kind == kindOther || p.reply || p.seriesKey() != key {
 			// New version posted into an old thread: the series hangs
 			// from here, keyed apart from the old one.
-			return p.msg.MessageID
+			return p.msg.MessageID, key
 		}
 		if p.kind == kindCover {
-			return p.msg.MessageID
+			return p.msg.MessageID, key
 		}
 		seen[p] = true
 		path = append(path, p)
@@ -554,7 +569,7 @@ func (a *Assembler) Assemble() *Assembly {
 		if e.kind == kindOther || e.reply {
 			continue
 		}
-		root, key := a.rootOf(e), e.seriesKey()
+		root, key := a.rootOf(e)
 		gk := root + "\x00" + key
 		g := groups[gk]
 		if g == nil {
