@@ -122,17 +122,7 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 	}
 	var out strings.Builder
 	for _, s := range a.Assemble().Series {
-		fmt.Fprintf(&out, "%s\n", summary(s))
-		fmt.Fprintf(&out, "  root=%s base=%q change-id=%q tree=%q matched=%v\n", s.RootMessageID, s.BaseCommit, s.ChangeID, s.TreeTag, s.MatchedPaths)
-		for _, tr := range s.Trailers {
-			fmt.Fprintf(&out, "  all: %s\n", tr)
-		}
-		for _, p := range s.Patches {
-			fmt.Fprintf(&out, "  %d %s files=%v\n", p.Index, p.MessageID, p.Files)
-			for _, tr := range p.Trailers {
-				fmt.Fprintf(&out, "    %s\n", tr)
-			}
-		}
+		writeSeries(&out, s)
 	}
 	golden(t, "series/realworld.txt", []byte(out.String()))
 
@@ -145,6 +135,22 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 	}
 	if !strings.Contains(m.Body, "\nSigned-off-by: Flow Er <flow.er.with.a.long.name@example.org>\n") {
 		t.Errorf("format=flowed body not unflowed:\n%s", m.Body)
+	}
+}
+
+// writeSeries writes what the golden files show of a series: its
+// summary, root, base, matched paths, patches and trailers.
+func writeSeries(out *strings.Builder, s *Series) {
+	fmt.Fprintf(out, "%s\n", summary(s))
+	fmt.Fprintf(out, "  root=%s base=%q change-id=%q tree=%q matched=%v\n", s.RootMessageID, s.BaseCommit, s.ChangeID, s.TreeTag, s.MatchedPaths)
+	for _, tr := range s.Trailers {
+		fmt.Fprintf(out, "  all: %s\n", tr)
+	}
+	for _, p := range s.Patches {
+		fmt.Fprintf(out, "  %d %s files=%v\n", p.Index, p.MessageID, p.Files)
+		for _, tr := range p.Trailers {
+			fmt.Fprintf(out, "    %s\n", tr)
+		}
 	}
 }
 

@@ -55,6 +55,9 @@ type Series struct {
 	Duplicates []string `json:"duplicates,omitempty"`
 
 	cover *entry // the cover's entry, nil without one
+	// lastAt is the newest patch's or cover's entry.at: Flush settles
+	// the series by it.
+	lastAt time.Time
 	// BaseCommit and ChangeID come from b4's "base-commit:" and
 	// "change-id:" lines.
 	BaseCommit string `json:"base_commit,omitempty"`
@@ -197,9 +200,12 @@ type entry struct {
 	date    time.Time // Date clamped to the arrival time
 	arrived time.Time
 	seen    time.Time // first read by the caller; arrived when unknown
-	author  string    // lower-case From address
-	parent  string    // In-Reply-To, or the last reference
-	files   []string
+	// at is the time Flush holds the message by: date, or later when a
+	// Stream gave it (a message never comes in already settled).
+	at     time.Time
+	author string // lower-case From address
+	parent string // In-Reply-To, or the last reference
+	files  []string
 	// matched are the files that match the globs, and lists and
 	// otherLists the configured list names and the other List-Ids the
 	// message went to: Add works them out once, as a streaming scan
@@ -265,22 +271,41 @@ func (a *Assembler) Add(m *Message, arrived time.Time) bool {
 // (zero when not): the grace period of an incomplete series runs from
 // that, not from the archive's time.
 func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
+	return a.add(m, arrived, seen, time.Time{})
+}
+
+// writtenAt is when m was written as far as the archive can tell: its
+// Date, never after it arrived (senders' clocks lie, the archive's does
+// not). Without an arrival time the topmost Received header stands in;
+// without either, date is the Date and arrived is date.
+func writtenAt(m *Message, arrived time.Time) (date, arr time.Time) {
+	if arrived.IsZero() {
+		arrived = m.ReceivedAt
+	}
+	date = m.Date
+	if !arrived.IsZero() && (date.IsZero() || date.After(arrived)) {
+		date = arrived
+	}
+	if arrived.IsZero() {
+		arrived = date
+	}
+	return date, arrived
+}
+
+// add is AddSeen holding the message by at for Flush (its date when
+// at is earlier or zero).
+func (a *Assembler) add(m *Message, arrived, seen, at time.Time) bool {
 	if a.bots[strings.ToLower(m.From.Email)] {
 		return false
 	}
 	if a.lookup(m.MessageID) != nil {
 		return false
 	}
-	if arrived.IsZero() {
-		arrived = m.ReceivedAt
-	}
-	e := &entry{msg: m, subj: ParseSubject(m.Subject), arrived: arrived, author: strings.ToLower(m.From.Email)}
-	e.date = m.Date
-	if !arrived.IsZero() && (e.date.IsZero() || e.date.After(arrived)) {
-		e.date = arrived
-	}
-	if e.arrived.IsZero() {
-		e.arrived = e.date
+	e := &entry{msg: m, subj: ParseSubject(m.Subject), author: strings.ToLower(m.From.Email)}
+	e.date, e.arrived = writtenAt(m, arrived)
+	e.at = e.date
+	if at.After(e.at) {
+		e.at = at
 	}
 	e.seen = seen
 	if e.seen.IsZero() {
@@ -728,6 +753,9 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	for _, e := range g.members { // members are in date order
 		if e.arrived.After(s.LastArrival) {
 			s.LastArrival = e.arrived
+		}
+		if e.at.After(s.lastAt) {
+			s.lastAt = e.at
 		}
 		if e.seen.After(s.LastSeen) {
 			s.LastSeen = e.seen
@@ -1255,21 +1283,25 @@ func treeTag(tags []string) string {
 
 // Flush is Assemble for a reader that streams an archive and must not
 // hold all of it: it returns the series settled before the cutoff
-// (their newest patch or cover arrived before it) and the commands of
-// the replies it drops, and forgets every message that arrived before
-// the cutoff unless an open series still needs it (its patches, cover,
-// and the replies under them). What stays is the assembly window: the
-// mail after the cutoff and the open series. A reply that arrives after
-// its series was flushed finds no series, so the cutoff must trail the
-// newest arrival by the time replies take (weeks). A cutoff after every
-// arrival empties the Assembler and returns everything left. Versions
-// are linked only within what is held together.
+// (their newest patch or cover was written before it: its clamped Date,
+// or the later time a Stream held it by) and the commands of the
+// replies it drops, and forgets every message written before the
+// cutoff unless an open series still needs it (its patches, cover, and
+// the replies under them). Written, not arrived: a mirror's commit time
+// jumps by weeks where it stopped archiving and caught up later, and
+// the mail on both sides of such a gap was written minutes apart. What
+// stays is the assembly window: the mail after the cutoff and the open
+// series. A reply that comes after its series was flushed finds no
+// series, so the cutoff must trail the newest mail by the time replies
+// take (weeks). A cutoff after every message empties the Assembler and
+// returns everything left. Versions are linked only within what is
+// held together.
 func (a *Assembler) Flush(before time.Time) *Assembly {
 	asm := a.Assemble()
 	open := map[*entry]bool{}
 	out := &Assembly{}
 	for _, s := range asm.Series {
-		if !s.LastArrival.Before(before) {
+		if !s.lastAt.Before(before) {
 			if s.Cover != nil {
 				open[a.byID[s.Cover.MessageID]] = true
 			}
@@ -1281,7 +1313,7 @@ func (a *Assembler) Flush(before time.Time) *Assembly {
 		out.Series = append(out.Series, s)
 	}
 	keep := func(e *entry) bool {
-		if !e.arrived.Before(before) || open[e] {
+		if !e.at.Before(before) || open[e] {
 			return true
 		}
 		seen := map[*entry]bool{e: true}
