@@ -74,7 +74,7 @@ func runLore(ctx context.Context, e *env, args []string) error {
 	if err := out.print(stream.Close()); err != nil {
 		return err
 	}
-	if err := out.finish(); err != nil {
+	if err := out.finish(st); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -87,8 +87,8 @@ func runLore(ctx context.Context, e *env, args []string) error {
 }
 
 // scanPrinter prints the series and commands of each flush as they
-// come: text, or one JSON object {"series": [...], "commands": [...]}
-// written piecewise.
+// come: text, or one JSON object {"series": [...], "commands": [...],
+// "messages": {...}} written piecewise.
 type scanPrinter struct {
 	w                    io.Writer
 	json, relevant       bool
@@ -140,7 +140,15 @@ func (p *scanPrinter) print(asm *lore.Assembly) error {
 	return nil
 }
 
-func (p *scanPrinter) finish() error {
+// scanCounts are the JSON's "messages": what the text's last line
+// says, so a reader of the JSON knows what the scan could not read.
+type scanCounts struct {
+	Read       int `json:"read"`
+	Skipped    int `json:"skipped"`
+	Unreadable int `json:"unreadable"`
+}
+
+func (p *scanPrinter) finish(st feed.PumpStats) error {
 	if !p.json {
 		return nil
 	}
@@ -153,7 +161,11 @@ func (p *scanPrinter) finish() error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(p.w, "],\n  \"commands\": %s\n}\n", cmds)
+	counts, err := json.MarshalIndent(scanCounts{Read: st.Delivered, Skipped: st.Skipped, Unreadable: st.Unreadable}, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(p.w, "],\n  \"commands\": %s,\n  \"messages\": %s\n}\n", cmds, counts)
 	return err
 }
 

@@ -225,6 +225,24 @@ func TestLoreScanGitBadObjects(t *testing.T) {
 	if !strings.Contains(errb.String(), lost) {
 		t.Errorf("the missing blob %s is not in the log:\n%s", lost, errb.String())
 	}
+
+	// The JSON counts them too: a reader of it alone must know.
+	out.Reset()
+	if code := run(context.Background(), []string{"lore", "scan", "--git", inbox, "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errb.String())
+	}
+	var scan struct {
+		Series   []struct{} `json:"series"`
+		Messages struct {
+			Read, Skipped, Unreadable int
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &scan); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(scan.Series) != 1 || scan.Messages.Read != 2 || scan.Messages.Skipped != 2 || scan.Messages.Unreadable != 1 {
+		t.Errorf("--json: %d series, messages %+v, want 1 and 2 read, 2 skipped, 1 unreadable:\n%s", len(scan.Series), scan.Messages, out.String())
+	}
 }
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/lore-scan-2024.golden")
