@@ -82,6 +82,32 @@ func TestLoreScanEMLDirAndMbox(t *testing.T) {
 	}
 }
 
+// TestLoreScanFormatPatchMbox scans what `git format-patch --stdout`
+// writes: every From line has git's fixed date (2001-09-17), and the
+// series is dated by its mails' Date headers all the same.
+func TestLoreScanFormatPatchMbox(t *testing.T) {
+	var mbox strings.Builder
+	for i := 1; i <= 2; i++ {
+		fmt.Fprintf(&mbox, "From 0123456789abcdef0123456789abcdef0123456%d Mon Sep 17 00:00:00 2001\n"+
+			"From: Dev One <dev@example.org>\nDate: Wed, 10 Sep 2025 14:49:2%d -0700\nSubject: [PATCH %d/2] RDMA/core: step %d\n"+
+			"Message-Id: <fp%d@example.org>\n\nStep.\n\nSigned-off-by: Dev One <dev@example.org>\n---\n"+
+			"diff --git a/drivers/infiniband/core/cma.c b/drivers/infiniband/core/cma.c\n"+
+			"--- a/drivers/infiniband/core/cma.c\n+++ b/drivers/infiniband/core/cma.c\n@@ -1 +1 @@\n-a\n+b\n-- \n2.51.0\n\n", i, i, i, i, i)
+	}
+	path := filepath.Join(t.TempDir(), "series.mbox")
+	if err := os.WriteFile(path, []byte(mbox.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"lore", "scan", "--mbox", path}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	want := "v1 2/2 complete: RDMA/core: step 1\n  author \"Dev One\" <dev@example.org>, 2025-09-10 21:49Z,"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+}
+
 func TestLoreScanUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"lore", "scan", "--git", "a", "--mbox", "b"}, &out, &errb); code != 2 {

@@ -97,14 +97,16 @@ func (m *Mbox) Read(ctx context.Context, after string, yield func(Item) error) (
 }
 
 // fromLineTime parses the date of "From addr Mon Jan  2 15:04:05 2006";
-// zero when absent or the epoch placeholder public-inbox writes.
+// zero when absent or a placeholder: the epoch public-inbox writes, or
+// the fixed date of every `git format-patch` mail ("From <commit> Mon
+// Sep 17 00:00:00 2001"), which would date each series 2001.
 func fromLineTime(from []byte) time.Time {
 	f := strings.Fields(string(from))
 	if len(f) < 7 {
 		return time.Time{}
 	}
 	t, err := time.Parse("Mon Jan 2 15:04:05 2006", strings.Join(f[2:7], " "))
-	if err != nil || t.Year() < 1990 {
+	if err != nil || t.Year() < 1990 || t.Equal(time.Date(2001, 9, 17, 0, 0, 0, 0, time.UTC)) {
 		return time.Time{}
 	}
 	return t

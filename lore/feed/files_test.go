@@ -89,6 +89,23 @@ func TestMbox(t *testing.T) {
 	}
 }
 
+// A `git format-patch` mbox carries one fixed date on every From line:
+// it is no delivery time, so the file's mtime stands in (and the
+// assembler keeps each mail's Date, which is older).
+func TestMboxGitFormatPatch(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "series.mbox")
+	mtime := time.Date(2025, 9, 10, 22, 0, 0, 0, time.UTC)
+	writeAged(t, p, "From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001\n"+
+		"From: A <a@example.org>\nDate: Wed, 10 Sep 2025 14:49:27 -0700\nSubject: [PATCH] x\n\nbody\n", mtime)
+	items, _ := readAll(t, &Mbox{List: "l", Path: p}, "")
+	if len(items) != 1 {
+		t.Fatalf("%d items", len(items))
+	}
+	if !items[0].Received.Equal(mtime) {
+		t.Errorf("received %v, want the mtime %v", items[0].Received, mtime)
+	}
+}
+
 func writeAged(t *testing.T, p, body string, mtime time.Time) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
