@@ -457,7 +457,7 @@ func (e *entry) keyOfVersion(v int) string {
 	return e.author + "|v" + strconv.Itoa(v) + "|" + strconv.Itoa(total) + "|" + strconv.FormatBool(e.subj.Resend)
 }
 
-// adoptedBy says whether patch e, which gives no version, belongs to
+// adoptedBy says whether patch e, which gives no version (or v1), belongs to
 // cover c that does ("[PATCH v2 0/3]" over "[PATCH 1/3]"): b4 too takes
 // patches answering a cover as that cover's version. Patches that name
 // a version keep it: a v2 posted into the v1 cover's thread is its own.
