@@ -668,7 +668,7 @@ func (r *run) failure(res *Result) string {
 	}
 	switch {
 	case r.timedOut != "":
-		return "deadline of phase " + r.timedOut + " passed"
+		return "no progress: deadline of phase " + r.timedOut + " passed"
 	case r.has("client", "MOUNT_FAIL"):
 		return "mount failed"
 	case r.has("client", "FIO_FAIL"):

@@ -77,6 +77,10 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 		if v.Crash != nil {
 			b.WriteString("Console:\n\n" + fenced(excerpt(v.Crash.Console, 50)))
 		}
+		if v.Pressure != nil {
+			text, rows := healthText(v.Pressure)
+			b.WriteString(text + "\n\n" + markdownTable(rows, "lrr") + "\n")
+		}
 	case DataCorruption:
 		if in.Corruption != nil {
 			b.WriteString("cmp:\n\n" + fenced(excerpt(in.Corruption.Detail, 20)))

@@ -424,6 +424,9 @@ func Measurements(v *Verdict) string {
 		if v.Crash.Link != "" {
 			where += ", booted with " + v.Crash.Link + ","
 			same, n = " with the same link", v.Crash.LinkBaseRuns
+			if v.Crash.Load {
+				same = " under the same load"
+			}
 		}
 		if n == 1 {
 			para("The crash showed on " + where + " and not in the one base run" + same + ".")
@@ -433,6 +436,11 @@ func Measurements(v *Verdict) string {
 			para("The crash showed on " + where + " and not on the base kernel's.")
 		}
 		raw("Console:\n\n" + indent(excerpt(v.Crash.Console, 50)))
+		if v.Pressure != nil {
+			text, rows := healthText(v.Pressure)
+			para(text)
+			raw(table(rows, ""))
+		}
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -260,11 +260,13 @@ type Corruption struct {
 type Crash struct {
 	Title   string
 	Console string
-	// Link is the lab link it showed on when not the default one ("a
-	// lossy link (netem ...)"), and LinkBaseRuns how many base boots
-	// had the same link.
+	// Link is the lab profile it showed under when not the default test
+	// ("a lossy link (netem ...)", "Send Queue pressure on rxe (...)"),
+	// and LinkBaseRuns how many base boots ran under the same one. Load
+	// says the profile is a load, not a link.
 	Link         string
 	LinkBaseRuns int
+	Load         bool `json:",omitempty"`
 }
 
 // InfraFailure is the lab's or the infrastructure's fault: retried,
@@ -399,6 +401,14 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 		}
 		return v.as(BootFailed, "")
 	}
+	// The pressure profile's counts go with a crash found under it too:
+	// what the provider and the transport saw is the crash's context.
+	if pr := in.Pressure; pr != nil {
+		v.Pressure = judgeHealth(pr.Base, pr.Cand, pressureCounters())
+		if v.Pressure != nil {
+			v.Pressure.Profile = pr.Words
+		}
+	}
 	if c := newCrash(in.BaseCrashes, in.CandCrashes); c != nil {
 		v.Crash = c
 		return v.as(CrashFound, "")
@@ -411,12 +421,6 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 			return v.as(Infra, "base kernel corrupts data: "+in.Corruption.Detail)
 		}
 		return v.as(DataCorruption, "")
-	}
-	if pr := in.Pressure; pr != nil {
-		v.Pressure = judgeHealth(pr.Base, pr.Cand, pressureCounters())
-		if v.Pressure != nil {
-			v.Pressure.Profile = pr.Words
-		}
 	}
 	if len(in.Metrics) == 0 {
 		// The pressure profile's evidence decides before any default

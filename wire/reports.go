@@ -118,7 +118,7 @@ func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 		}
 		c := reports.Crash{Title: s.Crash, Console: s.Log}
 		if s.Profile != "" {
-			c.Link = r.linkWords(s.Profile)
+			c.Link, c.Load = r.linkWords(s.Profile), isPressure(s)
 			for _, b := range base {
 				if b.Profile == s.Profile {
 					c.LinkBaseRuns++

@@ -146,8 +146,12 @@ server_health() {
 	# Send Queue space (a healthy server under pressure waits; one whose
 	# accounting is inflated stops waiting).
 	d=/proc/sys/sunrpc/svc_rdma
-	[ -r $d/rdma_stat_sq_starve ] &&
-		echo "@@RB SVCRDMA sq_starve=$(cat $d/rdma_stat_sq_starve) reads=$(cat $d/rdma_stat_read) writes=$(cat $d/rdma_stat_write) recvs=$(cat $d/rdma_stat_recv)"
+	[ -r $d/rdma_stat_sq_starve ] || return 0
+	# svcrdma formats its counters into 8 bytes and refuses a value of
+	# 1000000 or more (EFAULT): that is a floor, not nothing.
+	starve=$(cat $d/rdma_stat_sq_starve 2>/dev/null) || starve=
+	[ -n "$starve" ] || starve=1000000
+	echo "@@RB SVCRDMA sq_starve=$starve reads=$(cat $d/rdma_stat_read) writes=$(cat $d/rdma_stat_write) recvs=$(cat $d/rdma_stat_recv)"
 }
 
 # server_bounce (rb.crash=reconnect, the host's self-test of transport
