@@ -83,7 +83,7 @@ func TestRepeatWhileBusy(t *testing.T) {
 	ctx := context.Background()
 
 	boot, n := boots(0.9, 9, 0.1)
-	res, err := repeatWhileBusy(ctx, cfg, log, boot)
+	res, err := repeatWhileBusy(ctx, cfg, log, false, boot)
 	if err != nil || *n != 3 || len(res.Busy) != 2 || res.Busy[0] != 0.9 || res.GuestCPUWait != 0.1 {
 		t.Fatalf("busy, busy with a boot error, calm: %d boots, %+v, %v", *n, res, err)
 	}
@@ -92,27 +92,52 @@ func TestRepeatWhileBusy(t *testing.T) {
 	}
 
 	boot, n = boots(0.9, 0.8, 0.7, 0.1)
-	_, err = repeatWhileBusy(ctx, cfg, log, boot)
+	_, err = repeatWhileBusy(ctx, cfg, log, false, boot)
 	if !isInfra(err) || *n != 3 || !strings.Contains(err.Error(), "0.90, 0.80, 0.70 on average during 3 boots") {
 		t.Fatalf("always busy: %d boots, %v", *n, err)
 	}
 
 	boot, n = boots(-1)
-	if res, err := repeatWhileBusy(ctx, cfg, log, boot); err != nil || *n != 1 || len(res.Busy) != 0 {
+	if res, err := repeatWhileBusy(ctx, cfg, log, false, boot); err != nil || *n != 1 || len(res.Busy) != 0 {
 		t.Fatalf("an unknown host load is taken as it is: %d boots, %v", *n, err)
 	}
 
 	off := cfg
 	off.BusyGuestWait = 0
 	boot, n = boots(0.9)
-	if res, err := repeatWhileBusy(ctx, off, log, boot); err != nil || *n != 1 || res.GuestCPUWait != 0.9 {
+	if res, err := repeatWhileBusy(ctx, off, log, false, boot); err != nil || *n != 1 || res.GuestCPUWait != 0.9 {
 		t.Fatalf("off: %d boots, %v", *n, err)
+	}
+
+	// Under the pressure test the guests load the host themselves: their
+	// wait is the load's, and only other programs on the host make a
+	// boot contended.
+	cfg.QuietCores = 0.3
+	selfBoots := func(other ...float64) (func() (*Result, error), *int) {
+		n := 0
+		return func() (*Result, error) {
+			c := other[n]
+			n++
+			return &Result{GuestCPUWait: 0.61, HostOtherCores: c, Passed: true}, nil
+		}, &n
+	}
+	boot, n = selfBoots(0)
+	if res, err := repeatWhileBusy(ctx, cfg, log, true, boot); err != nil || *n != 1 || len(res.Busy) != 0 {
+		t.Fatalf("self-loaded, nothing else on the host: %d boots, %v", *n, err)
+	}
+	boot, n = selfBoots(0.9, 0.1)
+	if res, err := repeatWhileBusy(ctx, cfg, log, true, boot); err != nil || *n != 2 || len(res.Busy) != 1 {
+		t.Fatalf("self-loaded beside a neighbour, then alone: %d boots, %v", *n, err)
+	}
+	boot, n = selfBoots(0, 0, 0)
+	if _, err := repeatWhileBusy(ctx, cfg, log, false, boot); !isInfra(err) || *n != 3 {
+		t.Fatalf("the same waits on the default test: %d boots, %v (want contended)", *n, err)
 	}
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	boot, n = boots(0.9)
-	if _, err := repeatWhileBusy(cancelled, cfg, log, boot); err != nil || *n != 1 {
+	if _, err := repeatWhileBusy(cancelled, cfg, log, false, boot); err != nil || *n != 1 {
 		t.Fatalf("stopped: %d boots, %v (a stop is no reason to boot again)", *n, err)
 	}
 }
