@@ -18,14 +18,14 @@ type HealthCounter struct {
 // completion, is the kernel's own accounting at fault in one boot.
 func HealthCounters() []HealthCounter {
 	return []HealthCounter{
+		{"sq_full", "Sends refused: Send Queue full", 1},
+		{"cq_full", "completions lost: CQ full", 1},
 		{"retrans", "RPC retransmissions", minFaultBoots},
 		{"timeouts", "RPC timeouts", minFaultBoots},
 		{"reconnects", "transport reconnects", minFaultBoots},
 		{"bad_xids", "replies matching no request", minFaultBoots},
 		{"bad_replies", "bad RPC/RDMA replies", minFaultBoots},
 		{"server_bad_calls", "calls the server rejected", minFaultBoots},
-		{"sq_full", "Sends refused: Send Queue full", 1},
-		{"cq_full", "completions lost: CQ full", 1},
 	}
 }
 
@@ -35,7 +35,7 @@ func pressureCounters() []HealthCounter {
 	return append(HealthCounters(),
 		HealthCounter{Name: "write_chunks", Label: "Write chunk segments (client)"},
 		HealthCounter{Name: "read_chunks", Label: "Read chunks (client)"},
-		HealthCounter{Name: "sq_starve", Label: "Sends that waited for the Send Queue (server)"})
+		HealthCounter{Name: "sq_starve", Label: "Send Queue waits (server, 1000000 = at least)"})
 }
 
 // Health sums the transport's counts over a comparison's boots.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/reports"
@@ -186,6 +187,37 @@ func TestRepliesGolden(t *testing.T) {
 		for _, want := range []string{"noticed transport errors with this series", "21 in 3/10 boots"} {
 			if !strings.Contains(string(e.Raw), want) {
 				t.Errorf("the reply lacks %q", want)
+			}
+		}
+	})
+
+	// The pressure profile's evidence with no default boot: the counts
+	// of the seeded double credit's rxe and siw boots (lab/PRESSURE.md,
+	// 2026-12-04) against a clean base, the teardown warnings left out.
+	// The reply says what the load was, what is emulated, and shows what
+	// it reached beside the faults.
+	t.Run("REGRESSION_PRESSURE", func(t *testing.T) {
+		g := newReplyRig(t)
+		clean := func(prov string, w, r int) store.Sample {
+			h := lab.Health{Reported: true, Ops: 600, Sends: 700, WriteChunks: w, ReadChunks: r, SQStarve: 1000000}
+			return store.Sample{Profile: "pressure-" + prov, Health: h.Counters(), Metrics: map[string]float64{"read_MBps": 6.1, "write_MBps": 0.79}}
+		}
+		base := append(samples(4, 100, 2), clean("rxe", 2045, 261), clean("siw", 224, 64))
+		rxe := lab.Health{Reported: true, Retrans: 2601, Reconnects: 166, SQFull: 175, Ops: 3100, Sends: 9000, WriteChunks: 24252, ReadChunks: 3513}
+		siw := lab.Health{Reported: true, Retrans: 761, Reconnects: 117, Ops: 1200, Sends: 3000, WriteChunks: 962, ReadChunks: 160, SQStarve: 0}
+		cand := []store.Sample{{Profile: "pressure-rxe", Health: rxe.Counters()}, {Profile: "pressure-siw", Health: siw.Counters()}}
+		d := decide(t, g.r, base, cand)
+		if d.Verdict != "REGRESSION" {
+			t.Fatalf("the double credit's evidence: %s (%s)", d.Verdict, d.Summary)
+		}
+		e := g.deliver(t, g.report(9, d.Verdict, d.Summary, d.Detail, base, cand))
+		golden(t, "replies/regression_pressure.eml", e.Raw)
+		checkReply(t, e, d.Verdict, cover)
+		flat := strings.Join(strings.Fields(string(e.Raw)), " ")
+		for _, want := range []string{"under Send Queue pressure (rxe and siw under TCG", "175 Sends refused: Send Queue full in 1 of 2 boots of the patched kernel", "3362 in 2/2 boots",
+			"latched CQ overflow behind the original Omni-Path hang are not emulated"} {
+			if !strings.Contains(flat, want) {
+				t.Errorf("the reply lacks %q:\n%s", want, e.Raw)
 			}
 		}
 	})

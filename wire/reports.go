@@ -793,7 +793,7 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(n), count(base, lossyOnly), r.linkWords(store.ProfileLossy))
 	}
 	if n := count(cand, isPressure); n > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are the providers', not a real HCA's), for crashes and transport errors",
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",
 			reports.Boots(n), count(base, isPressure), r.pressureWords(cand))
 	}
 	if rep == nil {
