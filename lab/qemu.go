@@ -111,10 +111,12 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 // repeatWhileBusy runs boot until one is measured while the guests'
 // threads waited for a CPU no more than BusyGuestWait on average; after
 // BusyRepeats repeats the host is too busy to measure, which is the
-// lab's fault. A selfLoaded test (the pressure test) keeps both guests
-// busy enough to wait for each other's CPU on two cores (0.60-0.62
-// measured with nothing else running): its boots count as contended
-// only when other programs also held more than QuietCores.
+// lab's fault. A selfLoaded test (the pressure test) is never set
+// aside: its guests keep both cores busy and wait for each other (0.60-
+// 0.67), and its traffic's host-side work reads as other programs' CPU
+// (0-0.79 cores), all with nothing else running; the wait for a quiet
+// host before each boot still keeps neighbours off it. Its figures are
+// never compared, only its faults and crashes.
 func repeatWhileBusy(ctx context.Context, cfg QEMUConfig, log *slog.Logger, selfLoaded bool, boot func() (*Result, error)) (*Result, error) {
 	var busy []float64
 	var waited float64
@@ -123,8 +125,7 @@ func repeatWhileBusy(ctx context.Context, cfg QEMUConfig, log *slog.Logger, self
 		if res != nil {
 			waited += res.QuietWait
 		}
-		if res == nil || cfg.BusyGuestWait <= 0 || res.GuestCPUWait <= cfg.BusyGuestWait || ctx.Err() != nil ||
-			(selfLoaded && res.HostOtherCores >= 0 && res.HostOtherCores <= cfg.QuietCores) {
+		if res == nil || cfg.BusyGuestWait <= 0 || res.GuestCPUWait <= cfg.BusyGuestWait || ctx.Err() != nil || selfLoaded {
 			if res != nil {
 				res.Busy, res.QuietWait = busy, waited
 			}
