@@ -329,14 +329,6 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	return r, rounds
 }
 
-func crashed(samples []store.Sample) bool {
-	for _, s := range samples {
-		if s.Crash != "" {
-			return true
-		}
-	}
-	return false
-}
 
 func (a *AA) candidate() string {
 	if a.Candidate != "" {
