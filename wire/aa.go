@@ -329,7 +329,6 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	return r, rounds
 }
 
-
 func (a *AA) candidate() string {
 	if a.Candidate != "" {
 		return a.Candidate
