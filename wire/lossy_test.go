@@ -15,9 +15,6 @@ import (
 // harmless series shows) does not, and neither does a real pair, whose
 // RDMA traffic no qdisc shapes.
 func TestLossyWhy(t *testing.T) {
-	patch := func(body string) []byte {
-		return []byte("From: Dev <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <x@y>\n\nWhy.\n\nSigned-off-by: Dev <dev@example.org>\n---\n" + body + "-- \n2.43.0\n")
-	}
 	drain := patch("diff --git a/drivers/infiniband/core/verbs.c b/drivers/infiniband/core/verbs.c\n--- a/drivers/infiniband/core/verbs.c\n+++ b/drivers/infiniband/core/verbs.c\n" +
 		"@@ -2838,3 +2838,4 @@ static void ib_drain_qp_done(struct ib_cq *cq, struct ib_wc *wc)\n \n-\tcomplete(&cqe->done);\n+\tif (wc->status == IB_WC_SUCCESS)\n+\t\tcomplete(&cqe->done);\n }\n")
 	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
@@ -57,9 +54,6 @@ func TestLossyWhy(t *testing.T) {
 // among them); a comment in those files does not, nor a change that
 // touches none of them, nor a real pair (its HCA is no soft provider).
 func TestPressureWhy(t *testing.T) {
-	patch := func(body string) []byte {
-		return []byte("From: Dev <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <x@y>\n\nWhy.\n\nSigned-off-by: Dev <dev@example.org>\n---\n" + body + "-- \n2.43.0\n")
-	}
 	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
 		"@@ -331,2 +331,3 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
 	backchannel := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_backchannel.c b/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n" +
@@ -100,4 +94,9 @@ func TestPressureWhy(t *testing.T) {
 	if p, err := NewPressure(l); p != nil || err != nil {
 		t.Errorf("no providers: %v %v, want the profile off", p, err)
 	}
+}
+
+// patch is a one-patch mail around a diff body.
+func patch(body string) []byte {
+	return []byte("From: Dev <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <x@y>\n\nWhy.\n\nSigned-off-by: Dev <dev@example.org>\n---\n" + body + "-- \n2.43.0\n")
 }

@@ -508,10 +508,13 @@ func (f *Lossy) Name() string { return store.ProfileLossy }
 
 func (f *Lossy) Shapes(pair string) bool { return true }
 
-func (f *Lossy) Why(s bot.Series) string {
+func (f *Lossy) Why(s bot.Series) string { return why(s, f.Match) }
+
+// why is a fake profile's reason: match, when a patch holds it.
+func why(s bot.Series, match string) string {
 	for _, p := range s.Patches {
-		if bytes.Contains(p, []byte(f.Match)) {
-			return f.Match + " code (fake)"
+		if bytes.Contains(p, []byte(match)) {
+			return match + " code (fake)"
 		}
 	}
 	return ""
@@ -556,14 +559,7 @@ func (f *Pressure) Name() string { return store.ProfilePressure }
 
 func (f *Pressure) Shapes(pair string) bool { return true }
 
-func (f *Pressure) Why(s bot.Series) string {
-	for _, p := range s.Patches {
-		if bytes.Contains(p, []byte(f.Match)) {
-			return f.Match + " code (fake)"
-		}
-	}
-	return ""
-}
+func (f *Pressure) Why(s bot.Series) string { return why(s, f.Match) }
 
 func (f *Pressure) Boots() int { return len(f.Providers) }
 
