@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -90,26 +91,20 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 	}
 	var metric string
 	switch t.Verdict {
-	case VerdictRegression:
+	case VerdictRegression, VerdictCrash:
 		metric = d.Metric // "" when the verdict was stored before: unused then
+		if t.Verdict == VerdictCrash {
+			metric = metricCrash
+		}
+		// The prefixes would be booted on the default test only, where a
+		// failure only a lab profile showed need not show: nothing to
+		// single out.
 		_, cand, err := b.samples(ctx, t)
 		if err != nil {
 			return false, err
 		}
-		if profilesOnly(cand) {
-			tr.Logf("the regression showed under a lab profile only: the series' prefixes are not tested one by one")
-			return false, nil
-		}
-	case VerdictCrash:
-		metric = metricCrash
-		// The prefixes would be booted on the default link only, where
-		// this crash never showed: nothing to single out.
-		_, cand, err := b.samples(ctx, t)
-		if err != nil {
-			return false, err
-		}
-		if crashedOnlyLossy(cand) {
-			tr.Logf("the crash showed over the lossy link only: the series' prefixes are not tested one by one")
+		if onlyUnderProfiles(t.Verdict, cand) {
+			tr.Logf("the %s showed under a lab profile only: the series' prefixes are not tested one by one", strings.ToLower(t.Verdict))
 			return false, nil
 		}
 	case VerdictBuildFailed:
@@ -149,29 +144,21 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 	})
 }
 
-// crashedOnlyLossy says every crashed sample is a lossy profile boot.
-func crashedOnlyLossy(samples []store.Sample) bool {
+// onlyUnderProfiles says a verdict rests on lab profile boots alone: a
+// CRASH whose every crashed sample is a profile boot, any other verdict
+// with no default test boot at all.
+func onlyUnderProfiles(verdict string, samples []store.Sample) bool {
 	n := 0
 	for _, s := range samples {
-		if s.Crash != "" {
-			if s.Profile == "" {
-				return false
-			}
-			n++
+		if verdict == VerdictCrash && s.Crash == "" {
+			continue
 		}
-	}
-	return n > 0
-}
-
-// profilesOnly says no sample is a default test boot: the verdict rests
-// on the profiles' boots alone.
-func profilesOnly(samples []store.Sample) bool {
-	for _, s := range samples {
 		if s.Profile == "" {
 			return false
 		}
+		n++
 	}
-	return len(samples) > 0
+	return n > 0
 }
 
 // storedOrigin reads the origin stored with a test or a bisection (what):
