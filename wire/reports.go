@@ -445,6 +445,9 @@ func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.
 	}
 	reply := outbox.FromMail(m, th)
 	reply.Key, reply.Recipient, reply.InReplyTo = key, n.To.Email, m.InReplyTo
+	if n.Outcome == reports.Refused {
+		reply.Lists = nil // not Cc the lists, so not counted against theirs
+	}
 	return r.enqueue(ctx, reply)
 }
 
