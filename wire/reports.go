@@ -17,6 +17,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
@@ -730,7 +731,7 @@ func culprit(s *bot.Series, errs []reports.Diagnostic) int {
 func (r *Reports) treeURL(tree string) string {
 	for _, t := range r.Trees {
 		if t.Name == tree {
-			return t.URL
+			return redact.URLs(t.URL) // replies are public
 		}
 	}
 	return ""
