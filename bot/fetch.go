@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/internal/redact"
 )
 
 // FetchArgs fetches every tree that has a URL.
@@ -47,7 +49,8 @@ func (b *Bot) fetchTree(ctx context.Context, tree string, tr *Trace) error {
 	tr.Logf("fetching tree %s", tree)
 	b.log.Info("tree fetch", "tree", tree)
 	start := time.Now()
-	err := b.stages.Trees.Fetch(ctx, tree)
+	// Traced, logged and recorded: without the URLs' passwords.
+	err := redact.Error(b.stages.Trees.Fetch(ctx, tree))
 	took := time.Since(start)
 	if ctx.Err() != nil {
 		return ctx.Err()

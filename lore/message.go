@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/mail"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,14 +196,9 @@ func ParseMessageLimit(raw []byte, maxSize int) (*Message, error) {
 	}
 	var refs []string
 	for _, v := range hdr.Values("References") {
-		refs = appendUnique(refs, extractIDs(v, false)...)
+		refs = append(refs, extractIDs(v, false)...)
 	}
-	refs = appendUnique(refs, irt...)
-	for _, r := range refs {
-		if !contains(m.MessageIDs, r) {
-			m.References = append(m.References, r)
-		}
-	}
+	m.References = references(append(refs, irt...), m.MessageIDs)
 	b, err := decodeBody(hdr, body, 0)
 	if err != nil {
 		id := ""
@@ -352,6 +348,36 @@ func extractIDs(v string, bare bool) []string {
 		}
 	}
 	return ids
+}
+
+// MaxReferences caps the references kept of one mail: the first (the
+// thread's root) and the last MaxReferences-1 (the nearest ancestors).
+// Real threads stay far below it; replies copy them into their headers.
+const MaxReferences = 256
+
+// references are refs once each, where each first came, without the
+// mail's own ids, cut to MaxReferences. A set keeps it linear: looking
+// for each id among those before it took 22 s for 160,000 ids.
+func references(refs, own []string) []string {
+	seen := make(map[string]bool, len(own)+min(len(refs), 4*MaxReferences))
+	for _, id := range own {
+		seen[id] = true
+	}
+	out := refs[:0]
+	for _, r := range refs {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	// Copies: the mail must not hold on to the whole header's ids.
+	switch {
+	case len(out) == 0:
+		return nil
+	case len(out) > MaxReferences:
+		return slices.Concat(out[:1], out[len(out)-(MaxReferences-1):])
+	}
+	return slices.Clone(out)
 }
 
 // MaxIDLength caps a Message-ID in bytes: real ones are under 100, and

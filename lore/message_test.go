@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,5 +241,57 @@ func TestMessageIDsRefuseControlCharacters(t *testing.T) {
 	m, err = ParseMessage([]byte("From: a@example.org\nMessage-ID: bare@example.org\n\n"))
 	if err != nil || m.MessageID != "bare@example.org" {
 		t.Errorf("bare id: %q %v", m.MessageID, err)
+	}
+}
+
+// manyReferences is a reply whose References header holds n distinct
+// ids reps times over, then its own id; In-Reply-To names the first.
+func manyReferences(n, reps int) []byte {
+	var b strings.Builder
+	b.WriteString("From: a@example.org\nSubject: Re: [PATCH] x\nMessage-ID: <self@example.org>\nIn-Reply-To: <r0@example.org>\nReferences:")
+	for range reps {
+		for i := range n {
+			fmt.Fprintf(&b, "\n <r%d@example.org>", i)
+		}
+	}
+	b.WriteString(" <self@example.org>\n\nbody\n")
+	return []byte(b.String())
+}
+
+// A References header of 160,000 ids keeps MaxReferences of them: the
+// thread's root and the nearest ancestors, each once, never the mail's
+// own id (parsing it took 22 s, each id looked for among those before).
+func TestReferencesBounded(t *testing.T) {
+	const n = 160000
+	m, err := ParseMessage(manyReferences(n, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.References
+	if len(r) != MaxReferences || r[0] != "r0@example.org" || r[1] != fmt.Sprintf("r%d@example.org", n-MaxReferences+1) ||
+		r[len(r)-1] != fmt.Sprintf("r%d@example.org", n-1) || m.InReplyTo != "r0@example.org" {
+		t.Errorf("%d references, %q ... %q", len(r), r[:min(3, len(r))], r[max(0, len(r)-2):])
+	}
+	if cap(r) > 2*MaxReferences {
+		t.Errorf("the references hold on to room for %d", cap(r))
+	}
+	m, err = ParseMessage(manyReferences(3, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(m.References) != "[r0@example.org r1@example.org r2@example.org]" {
+		t.Errorf("references %q", m.References)
+	}
+}
+
+// BenchmarkManyReferences parses a mail whose References header holds
+// 160,000 ids (issue 27: 22 s).
+func BenchmarkManyReferences(b *testing.B) {
+	raw := manyReferences(160000, 1)
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := ParseMessage(raw); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

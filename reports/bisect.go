@@ -116,14 +116,16 @@ func RenderBisectionComment(c *Config, b *Bisection, login string) string {
 	fmt.Fprintf(&s, "**%s**\n\n", oneLine(b.Title, MaxSubject))
 	if b.Confirmed {
 		cul, par := b.confirmations()
-		fmt.Fprintf(&s, "First bad commit: `%s` (confirmed: fails again %s, its parent passes again %s, the revert on `%s` passes).\n",
-			b.Culprit, cul, par, Short(b.Bad))
+		fmt.Fprintf(&s, "First bad commit: %s (confirmed: fails again %s, its parent passes again %s, the revert on %s passes).\n",
+			code(b.Culprit), cul, par, code(Short(b.Bad)))
 	} else {
-		fmt.Fprintf(&s, "No confirmed culprit between `%s` and `%s`: %s\n", Short(b.Good), Short(b.Bad), oneLine(b.Summary, 4*MaxSubject))
+		// The summary and the steps' details can quote the kernel (a
+		// crash's title, a build error): code, not Markdown.
+		fmt.Fprintf(&s, "No confirmed culprit between %s and %s: %s\n", code(Short(b.Good)), code(Short(b.Bad)), code(b.Summary))
 	}
 	rows := [][]string{{"step", "phase", "commit", "outcome", "detail"}}
 	for _, st := range b.Steps {
-		rows = append(rows, []string{fmt.Sprint(st.N), st.Phase, "`" + Short(st.Commit) + "`", st.Outcome, oneLine(st.Detail, MaxSubject)})
+		rows = append(rows, []string{fmt.Sprint(st.N), st.Phase, code(Short(st.Commit)), st.Outcome, code(oneLine(st.Detail, MaxSubject))})
 	}
 	s.WriteString("\n" + markdownTable(rows, "rllll") + "\n")
 	fmt.Fprintf(&s, "Details and traces: %s\n\n", b.URL)

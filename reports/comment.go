@@ -17,17 +17,22 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	if login != "" {
 		b.WriteString("@" + login + " ")
 	}
-	fmt.Fprintf(&b, "**%s**: %s\n\n", v.Outcome, oneLine(Sentence(c, v), 4*MaxSubject))
+	lead := *v
+	if lead.Reason != "" {
+		// It can quote the kernel: "base kernel crashes: <title>".
+		lead.Reason = code(lead.Reason)
+	}
+	fmt.Fprintf(&b, "**%s**: %s\n\n", v.Outcome, oneLine(Sentence(c, &lead), 4*MaxSubject))
 	if t := Title(v); t != "" {
 		b.WriteString(fenced(t))
 	}
 	if f := in.FirstBad; f != nil {
-		b.WriteString(f.Sentence() + "\n\n")
+		b.WriteString(f.sentence(code(f.Subject), code(strings.TrimSuffix(f.Note, "."))) + "\n\n")
 	}
 	if f := in.Fix; f != nil {
 		b.WriteString(f.Sentence() + "\n\n")
 	}
-	b.WriteString("`" + provenance(in.Base) + "`\n\n")
+	b.WriteString(code(provenance(in.Base)) + "\n\n")
 	b.WriteString(fenced(infoBlock(v)))
 	switch v.Outcome {
 	case Pass, Regression, Improvement:
@@ -51,12 +56,12 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 			if a.Index > 0 {
 				where := ""
 				if a.File != "" {
-					where = " in `" + a.File + "`"
+					where = " in " + code(a.File)
 				}
 				if a.Hunk != "" {
-					where += ", hunk `" + a.Hunk + "`"
+					where += ", hunk " + code(a.Hunk)
 				}
-				fmt.Fprintf(&b, "Patch %d (%q) does not apply%s:\n\n", a.Index, oneLine(a.Patch, MaxSubject), where)
+				fmt.Fprintf(&b, "Patch %d (%s) does not apply%s:\n\n", a.Index, code(a.Patch), where)
 			}
 			if a.Output != "" {
 				b.WriteString(fenced(excerpt(a.Output, 30)))
@@ -100,6 +105,28 @@ func commentSignature(c *Config) string {
 // fenced puts text in a code block whose fence is longer than any run
 // of backticks inside, so no console line can end the block early.
 func fenced(text string) string {
+	fence := strings.Repeat("`", max(3, longestTicks(text)+1))
+	return fence + "\n" + strings.TrimRight(text, "\n") + "\n" + fence + "\n\n"
+}
+
+// code puts one line of text the bot did not write (a crash title, a
+// patch subject, a step's detail) in a code span: GitHub shows it as
+// it is, no Markdown, HTML, link or @mention in it taking effect. As
+// fenced's fence, its backticks outnumber any run inside.
+func code(text string) string {
+	text = oneLine(text, 2*MaxSubject)
+	if text == "" {
+		return ""
+	}
+	ticks := strings.Repeat("`", longestTicks(text)+1)
+	if strings.HasPrefix(text, "`") || strings.HasSuffix(text, "`") {
+		text = " " + text + " " // CommonMark drops one space each side
+	}
+	return ticks + text + ticks
+}
+
+// longestTicks is the longest run of backticks in text.
+func longestTicks(text string) int {
 	run, longest := 0, 0
 	for _, r := range text {
 		if r == '`' {
@@ -109,8 +136,7 @@ func fenced(text string) string {
 			run = 0
 		}
 	}
-	fence := strings.Repeat("`", max(3, longest+1))
-	return fence + "\n" + strings.TrimRight(text, "\n") + "\n" + fence + "\n\n"
+	return longest
 }
 
 // markdownTable renders rows as a GitHub table, the first row the

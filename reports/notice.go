@@ -26,8 +26,9 @@ type Notice struct {
 	Text, Quote string
 }
 
-// RenderNotice writes a notice as an in-thread email, Cc the series'
-// lists, with the bot's signature.
+// RenderNotice writes a notice as an in-thread email with the bot's
+// signature: an incomplete series' Cc the series' lists, a refusal to
+// the command's sender alone.
 func RenderNotice(c *Config, n *Notice, msgID string, now time.Time) (*Mail, error) {
 	if n.Outcome != Incomplete && n.Outcome != Refused {
 		return nil, fmt.Errorf("%v is not a notice", n.Outcome)
@@ -50,11 +51,15 @@ func RenderNotice(c *Config, n *Notice, msgID string, now time.Time) (*Mail, err
 		m.InReplyTo = n.InReplyTo
 		m.References = append(append([]string{}, n.References...), n.InReplyTo)
 	}
-	cc, err := listCc(c, t.Lists, n.To.Email)
-	if err != nil {
-		return nil, err
+	if n.Outcome == Incomplete {
+		// A refusal answers whoever sent the command, often a stranger:
+		// on a list it would spend the list's daily replies.
+		cc, err := listCc(c, t.Lists, n.To.Email)
+		if err != nil {
+			return nil, err
+		}
+		m.Cc = append(m.Cc, cc...)
 	}
-	m.Cc = append(m.Cc, cc...)
 	var b strings.Builder
 	if name := firstName(n.To); name != "" {
 		b.WriteString("Hi " + name + ",\n\n")

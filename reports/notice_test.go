@@ -7,8 +7,8 @@ import (
 )
 
 // A refusal answers the command mail (In-Reply-To it, References its
-// chain), to its sender, Cc the series' lists, quoting the command; an
-// incomplete-series notice answers the series' root, to its author.
+// chain), to its sender alone, quoting the command; an incomplete-series
+// notice answers the series' root, to its author, Cc the series' lists.
 func TestRenderNotice(t *testing.T) {
 	c := DefaultConfig()
 	th := Thread{Subject: "[PATCH v2 0/3] svcrdma: fix", MessageID: "cover@x", References: nil,
@@ -21,7 +21,10 @@ func TestRenderNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := string(m.Bytes())
-	for _, want := range []string{"To: \"Eve Mallory\" <eve@example.org>\n", "Cc: <linux-rdma@vger.kernel.org>\n", "In-Reply-To: <cmd@x>\n",
+	if strings.Contains(raw, "Cc:") || strings.Contains(raw, "vger") {
+		t.Errorf("a refusal to the list:\n%s", raw)
+	}
+	for _, want := range []string{"To: \"Eve Mallory\" <eve@example.org>\n", "In-Reply-To: <cmd@x>\n",
 		"References: <cover@x>\n <cmd@x>\n", "Subject: Re: [PATCH v2 0/3] svcrdma: fix\n", "Hi Eve,\n\n> #rdmabot retest\n\nYou may not ask me",
 		"\n-- \nrdmabot, a test bot"} {
 		if !strings.Contains(raw, want) {
@@ -36,6 +39,7 @@ func TestRenderNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 	if raw := string(m.Bytes()); !strings.Contains(raw, "In-Reply-To: <cover@x>\n") || !strings.Contains(raw, "To: \"Chuck Lever\" <cel@kernel.org>") ||
+		!strings.Contains(raw, "Cc: <linux-rdma@vger.kernel.org>\n") ||
 		!strings.Contains(raw, "Hi Chuck,\n\nPatch 2/3 never arrived.") || m.Outcome.String() != "INCOMPLETE" {
 		t.Errorf("incomplete notice:\n%s", raw)
 	}

@@ -125,16 +125,22 @@ type FirstBad struct {
 
 // Sentence says what testing the prefixes found and what it cost.
 func (f *FirstBad) Sentence() string {
+	return f.sentence(fmt.Sprintf("%q", oneLine(f.Subject, MaxSubject)), strings.TrimSuffix(f.Note, "."))
+}
+
+// sentence is Sentence with the patch's subject and the note written
+// as the reply needs them: quoted in mail, code on GitHub.
+func (f *FirstBad) sentence(subject, note string) string {
 	cost := fmt.Sprintf("%d %s tested", f.Steps, plural(f.Steps, "prefix", "prefixes"))
 	if f.Boots > 0 {
 		cost += fmt.Sprintf(", %d lab boots", f.Boots)
 	}
 	cost += fmt.Sprintf(", %.0f min", f.Minutes)
 	if f.Patch > 0 {
-		return fmt.Sprintf("Testing the series' prefixes on the same base (%s) found the first bad patch: patch %d/%d, %q. This reply answers that patch.",
-			cost, f.Patch, f.Of, oneLine(f.Subject, MaxSubject))
+		return fmt.Sprintf("Testing the series' prefixes on the same base (%s) found the first bad patch: patch %d/%d, %s. This reply answers that patch.",
+			cost, f.Patch, f.Of, subject)
 	}
-	return fmt.Sprintf("Testing the series' prefixes on the same base (%s) did not single out one patch: %s.", cost, strings.TrimSuffix(f.Note, "."))
+	return fmt.Sprintf("Testing the series' prefixes on the same base (%s) did not single out one patch: %s.", cost, note)
 }
 
 func plural(n int, one, many string) string {

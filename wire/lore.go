@@ -21,6 +21,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
@@ -214,6 +215,8 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		// Logged, recorded and returned: without the URLs' passwords.
+		err = redact.Error(err)
 		if rerr := l.record(ctx, li.Name, time.Since(start), err); rerr != nil {
 			return nil, rerr
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -508,5 +510,43 @@ func TestReadMboxCloses(t *testing.T) {
 	}
 	if want := []string{"0123456789ab"}; !slices.Equal(s.Fixes, want) {
 		t.Fatalf("fixes %q, want %q", s.Fixes, want)
+	}
+}
+
+// A list URL's password is in no error the poll logs, records or
+// returns: not for an imap:// URL with a typo, nor for a mirror whose
+// fetch error quotes its URL.
+func TestPollHidesListPasswords(t *testing.T) {
+	mirror := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	defer mirror.Close()
+	cfg := Default()
+	cfg.Lore.Lists = cfg.Lore.Lists[:2]
+	cfg.Lore.Lists[0].URL = "imap://rdmabot:s3cret@lore.example:99x/org.kernel.vger.linux-rdma"
+	cfg.Lore.Lists[1].URL = strings.Replace(mirror.URL, "://", "://rdmabot:s3cret@", 1) + "/linux-nfs"
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logged bytes.Buffer
+	l := NewLore(cfg, st, slog.New(slog.NewTextHandler(&logged, nil)))
+	_, err = l.Poll(ctx, nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "rdmabot:xxxxx@") {
+		t.Errorf("poll: %v", err)
+	}
+	if strings.Contains(logged.String(), "s3cret") || !strings.Contains(logged.String(), "rdmabot:xxxxx@") {
+		t.Errorf("log:\n%s", logged.String())
+	}
+	failing, err := l.Failing(ctx)
+	if err != nil || len(failing) != 2 {
+		t.Fatalf("failing %v, %v", failing, err)
+	}
+	for name, h := range failing {
+		if strings.Contains(h.Err, "s3cret") {
+			t.Errorf("%s: %s", name, h.Err)
+		}
 	}
 }

@@ -55,7 +55,7 @@ type replyRig struct {
 
 var replyNow = time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
 
-func newReplyRig(t *testing.T) *replyRig {
+func newReplyRig(t *testing.T, mods ...func(*Config)) *replyRig {
 	sh := shared(t)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -66,6 +66,9 @@ func newReplyRig(t *testing.T) *replyRig {
 	t.Cleanup(func() { st.Close() })
 	cfg := Default()
 	cfg.DataDir = dir
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, dir, nil, func() time.Time { return replyNow }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
@@ -445,6 +446,9 @@ func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.
 	}
 	reply := outbox.FromMail(m, th)
 	reply.Key, reply.Recipient, reply.InReplyTo = key, n.To.Email, m.InReplyTo
+	if n.Outcome == reports.Refused {
+		reply.Lists = nil // not Cc the lists, so not counted against theirs
+	}
 	return r.enqueue(ctx, reply)
 }
 
@@ -727,7 +731,7 @@ func culprit(s *bot.Series, errs []reports.Diagnostic) int {
 func (r *Reports) treeURL(tree string) string {
 	for _, t := range r.Trees {
 		if t.Name == tree {
-			return t.URL
+			return redact.URLs(t.URL) // replies are public
 		}
 	}
 	return ""

@@ -12,6 +12,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/artifact"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 )
@@ -100,7 +101,7 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 		Patches: append(patches, s.Patches...), Settings: settings, Binary: r.Binary, Version: r.Version}
 	for _, tr := range r.Cfg.Builder.Trees {
 		if tr.Name == t.Tree {
-			in.TreeURL = tr.URL
+			in.TreeURL = redact.URLs(tr.URL) // the bundle is public
 		}
 	}
 	// The .config and build logs are there while the artifacts are: a

@@ -416,3 +416,33 @@ func TestByID(t *testing.T) {
 		}
 	}
 }
+
+// A source's error is shown without the password of any URL in it: an
+// imap://user:pass@ list URL with a typo showed the password here.
+func TestSourceErrorsHidePasswords(t *testing.T) {
+	st, _ := seed(t)
+	ctx := context.Background()
+	for kind, err := range map[string]error{
+		"list": fmt.Errorf(`lore.lists linux-nfs: parse "imaps://rdmabot:s3cret@lore.example:99x/org.kernel.vger.linux-nfs": invalid port ":99x" after host`),
+		"tree": fmt.Errorf(`fetch https://cel:t0ken@git.example/nfsd.git: authentication required`),
+	} {
+		if _, err := st.RecordHealth(ctx, st.DB, kind, "linux-nfs", time.Second, err); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := server(t, st)
+	for _, path := range []string{"/", "/lists", "/metrics"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "s3cret") || strings.Contains(string(body), "t0ken") {
+			t.Errorf("%s shows a password:\n%s", path, body)
+		}
+		if path != "/metrics" && !strings.Contains(string(body), "rdmabot:xxxxx@lore.example") {
+			t.Errorf("%s does not show the list's error:\n%s", path, body)
+		}
+	}
+}

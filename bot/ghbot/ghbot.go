@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-github/v60/github"
@@ -55,6 +56,9 @@ type Bot struct {
 	Cmds        Commands
 	Mem         Memory
 	Log         *slog.Logger
+
+	// reading counts the deliveries being read (MaxReading).
+	reading atomic.Int32
 }
 
 // Command is one parsed /rdmabot line.
@@ -99,13 +103,24 @@ type event struct {
 	url         string
 }
 
-// MaxPayload is GitHub's cap on a webhook delivery (25 MB): it sends
-// nothing bigger, so a bigger body is not GitHub's.
-const MaxPayload = 25 << 20
+// MaxPayload caps what the webhook reads of a delivery, all of it read
+// before the signature can be checked. It acts only on an issue or a
+// comment, whose text GitHub caps at 65536 characters: with the issue,
+// repository and sender around it a real delivery is 10-30 KB, and
+// under 1 MB with both texts at the cap and every character escaped
+// (GitHub's own cap, 25 MB, let a forged delivery buy a 25 MB read).
+const MaxPayload = 2 << 20
+
+// MaxReading caps the deliveries read at once, so forged ones hold
+// about MaxReading*MaxPayload (100 at once took serve to 4.1 GB).
+// One over it is refused, unread: GitHub does not redeliver it, the
+// poll (bot.github.poll_interval) finds its comment.
+const MaxReading = 4
 
 // ServeHTTP is the webhook: it checks X-Hub-Signature-256 and handles
 // issue_comment (created) and issues (opened) events. The body is read
-// only with a signature to check, and at most MaxPayload bytes of it.
+// only with a signature to check, of an event it acts on, at most
+// MaxPayload bytes of it and MaxReading deliveries at once.
 func (g *Bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.Secret) == 0 {
 		http.Error(w, "webhook disabled: no secret configured", http.StatusForbidden)
@@ -115,15 +130,26 @@ func (g *Bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no "+github.SHA256SignatureHeader, http.StatusUnauthorized)
 		return
 	}
+	if t := github.WebHookType(r); t != "issue_comment" && t != "issues" {
+		w.WriteHeader(http.StatusNoContent) // nothing to do, so nothing to read
+		return
+	}
 	if r.ContentLength > MaxPayload {
-		http.Error(w, fmt.Sprintf("payload over GitHub's %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
+		http.Error(w, fmt.Sprintf("payload over %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if g.reading.Add(1) > MaxReading {
+		g.reading.Add(-1)
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "busy: too many deliveries at once", http.StatusServiceUnavailable)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxPayload)
 	payload, err := github.ValidatePayload(r, g.Secret)
+	g.reading.Add(-1)
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		http.Error(w, fmt.Sprintf("payload over GitHub's %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
+		http.Error(w, fmt.Sprintf("payload over %d bytes", MaxPayload), http.StatusRequestEntityTooLarge)
 		return
 	}
 	if err != nil {

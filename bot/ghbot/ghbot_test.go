@@ -13,9 +13,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-github/v60/github"
 
@@ -62,7 +64,7 @@ type fakeGitHub struct {
 	failPost, failMember int
 }
 
-func (f *fakeGitHub) handler(t *testing.T) http.Handler {
+func (f *fakeGitHub) handler(t testing.TB) http.Handler {
 	mux := http.NewServeMux()
 	comment := func(id int64, issue int, login, assoc, body string) map[string]any {
 		return map[string]any{
@@ -242,7 +244,7 @@ func (m *memory) SetState(ctx context.Context, key, v string) error {
 	return nil
 }
 
-func setup(t *testing.T) (*Bot, *fakeGitHub, *fakeCmds) {
+func setup(t testing.TB) (*Bot, *fakeGitHub, *fakeCmds) {
 	fg := &fakeGitHub{comments: map[int][]map[string]any{}, members: map[string]bool{"chuck": true},
 		collabs: map[string]bool{"leon": true}, etag: `W/"abc"`}
 	srv := httptest.NewServer(fg.handler(t))
@@ -383,21 +385,13 @@ func (e *endless) Read(p []byte) (int, error) {
 	return int(k), nil
 }
 
-// The webhook never reads more than GitHub's 25 MB, and nothing at all
-// without a signature to check (a 512 MiB unsigned body was read whole).
+// The webhook never reads more than MaxPayload, and nothing at all
+// without a signature to check (a 512 MiB unsigned body was read whole)
+// or of an event it does not act on.
 func TestWebhookBodyCapped(t *testing.T) {
 	g, _, cmds := setup(t)
 	post := func(body *endless, length int64, signed bool) int {
-		req := httptest.NewRequest("POST", "/github", body)
-		req.ContentLength = length
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-GitHub-Event", "issue_comment")
-		if signed {
-			req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
-		}
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, req)
-		return w.Code
+		return postTo(g, body, length, signed, "issue_comment")
 	}
 	// Unknown length (chunked): cut at the cap.
 	b := &endless{n: 64 << 20}
@@ -413,6 +407,10 @@ func TestWebhookBodyCapped(t *testing.T) {
 	if code := post(b, -1, false); code != http.StatusUnauthorized || b.read != 0 {
 		t.Errorf("unsigned: %d after reading %d bytes", code, b.read)
 	}
+	b = &endless{n: 1 << 20}
+	if code := postTo(g, b, -1, true, "push"); code != http.StatusNoContent || b.read != 0 {
+		t.Errorf("push event: %d after reading %d bytes", code, b.read)
+	}
 	// Under the cap, a forged signature is still refused.
 	b = &endless{n: 1 << 20}
 	if code := post(b, -1, true); code != http.StatusUnauthorized {
@@ -420,6 +418,89 @@ func TestWebhookBodyCapped(t *testing.T) {
 	}
 	if len(cmds.calls) != 0 {
 		t.Errorf("ran %q", cmds.calls)
+	}
+}
+
+// postTo delivers body as an event of type event, with a forged
+// signature or none, and returns the answer's status.
+func postTo(g *Bot, body io.Reader, length int64, signed bool, event string) int {
+	req := httptest.NewRequest("POST", "/github", body)
+	req.ContentLength = length
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	if signed {
+		req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+	}
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, req)
+	return w.Code
+}
+
+// held is a body whose reads wait for release, saying when the first
+// one started.
+type held struct {
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *held) Read(p []byte) (int, error) {
+	h.once.Do(func() { close(h.started) })
+	<-h.release
+	return 0, io.EOF
+}
+
+// At most MaxReading deliveries are read at once: one more is refused
+// unread, and once they end the next is read again (100 forged 25 MB
+// deliveries at once took serve from 33 MB to 4.1 GB).
+func TestWebhookReadsFewAtOnce(t *testing.T) {
+	g, _, cmds := setup(t)
+	release := make(chan struct{})
+	codes := make(chan int, MaxReading)
+	for range MaxReading {
+		h := &held{started: make(chan struct{}), release: release}
+		go func() { codes <- postTo(g, h, -1, true, "issue_comment") }()
+		<-h.started
+	}
+	b := &endless{n: 1 << 10}
+	if code := postTo(g, b, -1, true, "issue_comment"); code != http.StatusServiceUnavailable || b.read != 0 {
+		t.Errorf("delivery %d while %d are read: %d after reading %d bytes", MaxReading+1, MaxReading, code, b.read)
+	}
+	close(release)
+	for range MaxReading {
+		if code := <-codes; code != http.StatusUnauthorized {
+			t.Errorf("forged held delivery: %d", code)
+		}
+	}
+	b = &endless{n: 1 << 10}
+	if code := postTo(g, b, -1, true, "issue_comment"); code != http.StatusUnauthorized || b.read != b.n {
+		t.Errorf("after the others ended: %d after reading %d bytes", code, b.read)
+	}
+	if len(cmds.calls) != 0 {
+		t.Errorf("ran %q", cmds.calls)
+	}
+}
+
+// The cap leaves room for the largest delivery GitHub sends for a
+// comment: the comment's and the issue's text at GitHub's 65536
+// characters, each escaped to six bytes (\u003c).
+func TestWebhookTakesTheLargestComment(t *testing.T) {
+	g, fg, cmds := setup(t)
+	p := issueCommentPayload(30, 11, "tester", "NONE", "/rdmabot retest\n"+strings.Repeat("<", 65536-16))
+	var m map[string]any
+	if err := json.Unmarshal(p, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["issue"].(map[string]any)["body"] = strings.Repeat("<", 65536)
+	p, _ = json.Marshal(m)
+	if len(p) < 12*65536 {
+		t.Fatalf("payload of %d bytes, not the largest", len(p))
+	}
+	if code := deliver(t, g, "s3cret", p); code != http.StatusNoContent {
+		t.Fatalf("a %d byte delivery: %d", len(p), code)
+	}
+	if fmt.Sprint(cmds.calls) != "[retest github:o/r#11]" || len(fg.bodies(11)) != 1 {
+		t.Errorf("calls %q, answers %q", cmds.calls, fg.bodies(11))
 	}
 }
 
@@ -478,4 +559,47 @@ func TestCommandSurvivesAPIErrors(t *testing.T) {
 	if b := fg.bodies(9); len(b) != 2 || !strings.Contains(b[1], "Canceled test 3") {
 		t.Errorf("answers on #9 %q", b)
 	}
+}
+
+// BenchmarkForgedDeliveries is issue 27's attack: 100 deliveries at once,
+// each 25 MB (GitHub's own cap) under a forged signature. B/op is what
+// they made the webhook allocate; peak-heap-MB the most it held
+// (sampled every millisecond).
+func BenchmarkForgedDeliveries(b *testing.B) {
+	g, _, _ := setup(b)
+	g.Log = slog.New(slog.DiscardHandler)
+	var peak uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	b.ReportAllocs()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() {
+				req := httptest.NewRequest("POST", "/github", &endless{n: 25 << 20})
+				req.ContentLength = -1
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-GitHub-Event", "issue_comment")
+				req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+				g.ServeHTTP(httptest.NewRecorder(), req)
+			})
+		}
+		wg.Wait()
+	}
+	close(done)
+	<-sampled
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/redact"
 )
 
 // Health is how the last reads of one source went: a mail list, or a
@@ -44,7 +46,9 @@ func (s *Store) RecordHealth(ctx context.Context, q Querier, kind, name string, 
 		if h.Failures == 0 {
 			h.Since = now
 		}
-		h.OK, h.Err = false, err.Error()
+		// Shown on the dashboard and by rdmabot status: the URLs a
+		// fetch error quotes lose their passwords.
+		h.OK, h.Err = false, redact.URLs(err.Error())
 		h.Failures++
 	}
 	b, merr := json.Marshal(h)

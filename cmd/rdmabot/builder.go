@@ -8,6 +8,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
 	"github.com/rdmabot/rdmabot/wire"
@@ -85,7 +86,7 @@ func runTree(ctx context.Context, e *env, args []string) error {
 			if err := st.Fetch(ctx, t); err != nil {
 				return err
 			}
-			e.log.Info("fetched", "tree", t.Name, "url", t.URL, "elapsed", time.Since(start).Round(time.Millisecond))
+			e.log.Info("fetched", "tree", t.Name, "url", redact.URLs(t.URL), "elapsed", time.Since(start).Round(time.Millisecond))
 		}
 		fallthrough
 	case "list":

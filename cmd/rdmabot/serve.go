@@ -119,7 +119,7 @@ type serverTimeouts struct {
 	artifact time.Duration
 }
 
-// timeouts: a request (the webhook's 25 MB at most) is read within a
+// timeouts: a request (the webhook's 2 MiB at most) is read within a
 // minute, an answer written within two, an idle keep-alive kept two.
 var timeouts = serverTimeouts{header: 10 * time.Second, read: time.Minute, write: 2 * time.Minute, idle: 2 * time.Minute,
 	artifact: 30 * time.Minute}

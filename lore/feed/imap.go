@@ -15,6 +15,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/rdmabot/rdmabot/internal/redact"
 )
 
 // IMAPSlice is how many UIDs one public-inbox-imapd mailbox holds:
@@ -60,12 +62,19 @@ func IsIMAPURL(raw string) bool {
 // dropped (the source follows the slices itself); the port defaults to
 // 143 (imap) or 993 (imaps, TLS).
 func ParseIMAPURL(raw, list string, log *slog.Logger) (*IMAP, error) {
+	// Errors show the URL redacted: they reach the dashboard and logs.
+	shown := redact.URLs(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%q: %v", raw, err)
+		// url's error quotes raw, password and all: say what is wrong
+		// with the redacted URL, or that the hidden part is.
+		if _, err := url.Parse(shown); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%q: the user or password does not parse", shown)
 	}
 	if u.Scheme != "imap" && u.Scheme != "imaps" {
-		return nil, fmt.Errorf("want imap://host:port/newsgroup, got %q", raw)
+		return nil, fmt.Errorf("want imap://host:port/newsgroup, got %q", shown)
 	}
 	group := strings.Trim(u.Path, "/")
 	if i := strings.LastIndexByte(group, '.'); i > 0 {
@@ -74,7 +83,7 @@ func ParseIMAPURL(raw, list string, log *slog.Logger) (*IMAP, error) {
 		}
 	}
 	if u.Host == "" || group == "" {
-		return nil, fmt.Errorf("want imap://host:port/newsgroup, got %q", raw)
+		return nil, fmt.Errorf("want imap://host:port/newsgroup, got %q", shown)
 	}
 	host := u.Host
 	if u.Port() == "" {
