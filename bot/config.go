@@ -150,8 +150,10 @@ func (c *Config) Validate() error {
 	if c.DBURL != "" && !isPostgresURL(c.DBURL) {
 		return fmt.Errorf("bot.db_url must be empty (SQLite) or postgres://..., got %q", c.DBURL)
 	}
-	if _, err := url.Parse(c.URL); err != nil || c.URL == "" {
-		return fmt.Errorf("bot.url %q is not a URL", c.URL)
+	// Links are bot.url + "/tests/N": anything but an absolute http(s)
+	// URL makes every one of them dead.
+	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("bot.url %q is not an http:// or https:// URL with a host (how others reach this process, e.g. https://rdmabot.example.org)", c.URL)
 	}
 	if c.Runs < 0 || c.MaxRounds < 1 || c.MaxAttempts < 1 || c.ConfirmRuns < 1 {
 		return fmt.Errorf("bot.runs must not be negative, bot.max_rounds, bot.max_attempts and bot.confirm_runs must be at least 1")

@@ -224,9 +224,17 @@ func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {
 			return "", bot.Infra(err)
 		}
 	}
-	c, err := b.Store.Resolve(tree + "/" + ref)
+	return ResolveInTree(b.Store, tree, ref)
+}
+
+// ResolveInTree is the commit ref names in tree: its branch ref
+// (refs/trees/<tree>/<ref>) first, else any revision the store resolves
+// (a commit id, a tag). A mainline head and the CLI's bisect read refs
+// alike.
+func ResolveInTree(st *builder.Store, tree, ref string) (string, error) {
+	c, err := st.Resolve(tree + "/" + ref)
 	if err != nil {
-		if c, err2 := b.Store.Resolve(ref); err2 == nil {
+		if c, err2 := st.Resolve(ref); err2 == nil {
 			return c.Hash.String(), nil
 		}
 		return "", err

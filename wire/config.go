@@ -8,8 +8,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"net/mail"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -17,6 +23,7 @@ import (
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/feed"
 	"github.com/rdmabot/rdmabot/reports"
 )
 
@@ -128,5 +135,132 @@ func (c *Config) Validate() error {
 		c.Lab.Validate(),
 		c.Reports.Validate(),
 		c.Bot.Validate(),
+		c.checkListURLs(),
+		c.checkMainlineTrees(),
+		c.checkLive(),
 	)
+}
+
+// checkListURLs rejects a lore.lists url that sources() would read as
+// something it is not: a mistyped https:// URL has no "://" and would
+// silently become a local inbox path that never receives mail.
+func (c *Config) checkListURLs() error {
+	var errs []error
+	for i, l := range c.Lore.Lists {
+		if err := checkListURL(l.URL); err != nil {
+			errs = append(errs, fmt.Errorf("lore.lists[%d] %s: url %q: %w", i, l.Name, l.URL, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// schemeLike is how a URL starts ("htps:", "https:"): a local path never
+// does in practice, a mistyped URL always.
+var schemeLike = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
+
+// checkListURL accepts what sources() reads: imap:// and imaps://
+// (public-inbox-imapd), http:// and https:// (a git mirror), file:// and
+// paths (a local inbox).
+func checkListURL(u string) error {
+	if u == "" {
+		return errors.New("is empty")
+	}
+	if feed.IsIMAPURL(u) {
+		_, err := feed.ParseIMAPURL(u, "", nil)
+		return err
+	}
+	if p, ok := localPath(u); ok {
+		if p == "" {
+			return errors.New("names no directory")
+		}
+		if !strings.HasPrefix(u, "file://") && schemeLike.MatchString(p) {
+			return errors.New("want https://host/inbox, imap(s)://host/newsgroup, file:///dir or a directory")
+		}
+		return nil
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return err
+	}
+	if pu.Scheme != "http" && pu.Scheme != "https" {
+		return fmt.Errorf("scheme %q: want https://host/inbox, imap(s)://host/newsgroup, file:///dir or a directory", pu.Scheme)
+	}
+	if pu.Host == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+// checkMainlineTrees: a scheduled run, and a GitHub command naming no
+// tree, use bot.mainline.trees; a name builder.trees lacks would only
+// fail when the job runs.
+func (c *Config) checkMainlineTrees() error {
+	var errs []error
+	for _, name := range c.Bot.Mainline.Trees {
+		if !slices.ContainsFunc(c.Builder.Trees, func(t builder.TreeConfig) bool { return t.Name == name }) {
+			errs = append(errs, fmt.Errorf("bot.mainline.trees: %q is not a configured tree ([[builder.trees]] names: %s)", name, strings.Join(treeNames(c.Builder.Trees), ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func treeNames(ts []builder.TreeConfig) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// checkLive refuses to publish what no one can use: once replies leave
+// the machine (mail, GitHub comments, patchwork checks), their links go
+// to bot.url, and mail comes from reports.from. The defaults, a loopback
+// URL and an .invalid mailbox, are only right while nothing leaves.
+func (c *Config) checkLive() error {
+	var errs []error
+	var publishers []string
+	if c.Reports.Mail {
+		publishers = append(publishers, "reports.mail is on")
+	}
+	if c.Bot.GitHub.Repo != "" {
+		publishers = append(publishers, "bot.github.repo is set")
+	}
+	if c.Reports.Patchwork.URL != "" {
+		publishers = append(publishers, "reports.patchwork.url is set")
+	}
+	if len(publishers) > 0 {
+		if u, err := url.Parse(c.Bot.URL); err == nil && localHost(u.Hostname()) {
+			errs = append(errs, fmt.Errorf("bot.url %q is reachable only from this machine, but %s: replies would link to pages no reader can open; set bot.url to the address others reach the dashboard at (README, \"Going live\")",
+				c.Bot.URL, strings.Join(publishers, " and ")))
+		}
+	}
+	if c.Reports.Mail {
+		if a, err := mail.ParseAddress(c.Reports.From); err == nil {
+			_, domain, _ := strings.Cut(a.Address, "@")
+			if localHost(domain) {
+				errs = append(errs, fmt.Errorf("reports.from %q is not a deliverable mailbox, but reports.mail is on: answers to the bot would bounce; set the bot's own address (README, \"Going live\")", c.Reports.From))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// localHost says whether a host name or address cannot be reached from
+// another machine: loopback and unspecified addresses, localhost, and
+// the special-use names that never resolve (RFC 6761: .invalid, .test,
+// .example, .localhost).
+func localHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback() || ip.IsUnspecified()
+	}
+	if host == "" || host == "localhost" {
+		return true
+	}
+	for _, tld := range []string{".invalid", ".test", ".example", ".localhost"} {
+		if strings.HasSuffix(host, tld) || host == tld[1:] {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -93,5 +94,85 @@ func TestLabDirs(t *testing.T) {
 	c.CacheDir, c.DataDir = "/c", "/d"
 	if d := c.LabDirs(); d.Cache != "/c/lab" || d.Leases != "/d/lab-leases" {
 		t.Fatalf("LabDirs = %+v", d)
+	}
+}
+
+// parseErr parses in and returns its error, failing the test when there
+// is none.
+func parseErr(t *testing.T, in string) string {
+	t.Helper()
+	_, err := Parse([]byte(in))
+	if err == nil {
+		t.Fatalf("%q: want an error", in)
+	}
+	return err.Error()
+}
+
+// Once replies leave the machine (mail, a GitHub repository, patchwork
+// checks), the defaults' loopback bot.url and .invalid From are refused,
+// each error naming its key; with a public URL and mailbox the same
+// settings load.
+func TestGoingLiveNeedsPublicURLAndFrom(t *testing.T) {
+	const public = "[bot]\nurl = \"https://rdmabot.example.org\"\n"
+	const smtp = "[reports]\nmail = true\nfrom = \"rdmabot <rdmabot@example.org>\"\n[reports.smtp]\naddr = \"smtp.example.org:587\"\n"
+	for _, c := range []struct{ in, want string }{
+		{"[reports]\nmail = true\n[reports.smtp]\naddr = \"smtp.example.org:587\"\n", `bot.url "http://127.0.0.1:8480" is reachable only from this machine, but reports.mail is on`},
+		{"[reports]\nmail = true\n[reports.smtp]\naddr = \"smtp.example.org:587\"\n", `reports.from "rdmabot <rdmabot@rdmabot.invalid>" is not a deliverable mailbox`},
+		{public + "[reports]\nmail = true\nfrom = \"bot@localhost\"\n[reports.smtp]\naddr = \"smtp.example.org:587\"\n", `reports.from "bot@localhost"`},
+		{"[bot.github]\nrepo = \"o/r\"\n", `bot.url "http://127.0.0.1:8480" is reachable only from this machine, but bot.github.repo is set`},
+		{"[bot]\nurl = \"http://localhost:8480\"\n[bot.github]\nrepo = \"o/r\"\n", `bot.url "http://localhost:8480"`},
+		{"[bot]\nurl = \"http://[::1]:8480\"\n[bot.github]\nrepo = \"o/r\"\n", `bot.url "http://[::1]:8480"`},
+		{"[bot]\nurl = \"http://0.0.0.0:8480\"\n[bot.github]\nrepo = \"o/r\"\n", `bot.url "http://0.0.0.0:8480"`},
+		{"[bot]\nurl = \"https://bot.test\"\n[bot.github]\nrepo = \"o/r\"\n", `bot.url "https://bot.test"`},
+		{"[reports.patchwork]\nurl = \"https://patchwork.kernel.org\"\ntoken_file = \"/t\"\n", "but reports.patchwork.url is set"},
+	} {
+		if got := parseErr(t, c.in); !strings.Contains(got, c.want) {
+			t.Errorf("%q:\n got %s\nwant %s", c.in, got, c.want)
+		}
+	}
+	// A GitHub repository needs no mailbox: its comments have no From.
+	for _, in := range []string{public + smtp, public + "[bot.github]\nrepo = \"o/r\"\n"} {
+		if _, err := Parse([]byte(in)); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
+// bot.url must be a link others can follow: http(s) with a host.
+func TestBotURLMustBeHTTP(t *testing.T) {
+	for _, u := range []string{"not a url", "rdmabot.example.org", "ftp://rdmabot.example.org", "https://", ""} {
+		got := parseErr(t, fmt.Sprintf("[bot]\nurl = %q\n", u))
+		if !strings.Contains(got, fmt.Sprintf("bot.url %q is not an http:// or https:// URL", u)) {
+			t.Errorf("%q: %s", u, got)
+		}
+	}
+}
+
+// A lore.lists url is one of what the sources read; a mistyped https
+// URL is not taken for a local inbox path that never gets mail.
+func TestListURLMustBeReadable(t *testing.T) {
+	for _, u := range []string{"htps:/lore kernel.org/linux-rdma", "https:/lore.kernel.org/linux-rdma", "https://lore kernel.org/linux-rdma",
+		"ftp://lore.kernel.org/linux-rdma", "https:///linux-rdma", "imap://[::1/nope", "imaps://lore.kernel.org/", "file://", ""} {
+		got := parseErr(t, fmt.Sprintf("[[lore.lists]]\nname = \"x\"\nurl = %q\n", u))
+		if !strings.Contains(got, fmt.Sprintf("lore.lists[0] x: url %q: ", u)) {
+			t.Errorf("%q: %s", u, got)
+		}
+	}
+	for _, u := range []string{"https://lore.kernel.org/linux-rdma", "http://127.0.0.1:8080/x", "imaps://lore.kernel.org/org.kernel.vger.linux-rdma",
+		"inbox/local", "/srv/inbox", "file:///srv/inbox"} {
+		if _, err := Parse([]byte(fmt.Sprintf("[[lore.lists]]\nname = \"x\"\nurl = %q\n", u))); err != nil {
+			t.Errorf("%q: %v", u, err)
+		}
+	}
+}
+
+// bot.mainline.trees names configured trees only.
+func TestMainlineTreesMustBeConfigured(t *testing.T) {
+	got := parseErr(t, "[bot.mainline]\ntrees = [\"linus\"]\n")
+	if !strings.Contains(got, `bot.mainline.trees: "linus" is not a configured tree ([[builder.trees]] names: mainline, rdma, nfsd, local)`) {
+		t.Errorf("%s", got)
+	}
+	if _, err := Parse([]byte("[bot.mainline]\ntrees = [\"rdma\", \"local\"]\n")); err != nil {
+		t.Error(err)
 	}
 }

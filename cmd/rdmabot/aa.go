@@ -34,7 +34,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
 	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "pressure" or both, comma-separated`)
 	profilesOnly := fs.Bool("profiles-only", false, "decide on the --profiles boots alone (a crash or pressure evidence, else PASS): the profiles' own A/A")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	c, err := loadConfig(*cfgPath)
@@ -177,7 +177,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
 	lossy := fs.Bool("lossy", false, "first lab.lossy.boots boots of each kernel over the lossy link, as the bot does for a series touching error, flush, drain or teardown code")
 	pressure := fs.Bool("pressure", false, "first lab.pressure's boots of each kernel under Send Queue pressure, as the bot does for a series touching Send Queue code")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *baseFlag == "" || *candFlag == "" {

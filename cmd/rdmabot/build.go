@@ -33,10 +33,10 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	force := fs.Bool("force", false, "build even when the artifact store has this kernel")
 	trusted := fs.Bool("trusted", false, "build as a trusted tree (a configured branch): in the slot's own output tree, adding to ccache; without it the build is isolated like a series'")
 	lock := fs.String("lock", "", "flock this file around configure and make (e.g. /var/cache/rdmabot/heavy.lock)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *repoDir == "" || fs.NArg() != 0 {
+	if *repoDir == "" {
 		return fmt.Errorf("%w: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", errUsage)
 	}
 	cfg := wire.Default()

@@ -47,7 +47,7 @@ func runTree(ctx context.Context, e *env, args []string) error {
 	default:
 		return fmt.Errorf("%w: %s", errUsage, treeUsage)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	cfg, err := loadConfigOrDefault(*cfgPath)
@@ -119,7 +119,7 @@ func runApply(ctx context.Context, e *env, args []string) error {
 	ref := fs.String("ref", "", "ref to point at the last commit (e.g. refs/rdmabot/<series>/v1)")
 	scissors := fs.Bool("scissors", false, `honour "-- >8 --" lines as git am --scissors`)
 	date := fs.String("committer-date", "", "committer date (RFC 3339), to compare commit ids with git am; default now")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *repo == "" || *base == "" || *mbox == "" {

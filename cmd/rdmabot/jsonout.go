@@ -96,3 +96,28 @@ type branchJSON struct {
 func toBranchJSON(b builder.Branch) branchJSON {
 	return branchJSON{Tree: b.Tree, Branch: b.Branch, Commit: b.Commit.String()}
 }
+
+// configCheckJSON is rdmabot config check --json.
+type configCheckJSON struct {
+	Path     string   `json:"path"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+}
+
+// testQueuedJSON is rdmabot test --json: the test queued (or the one
+// that had the series already) and its page; with --wait, its end.
+type testQueuedJSON struct {
+	ID   int64     `json:"id"`
+	URL  string    `json:"url"`
+	Test *testJSON `json:"test,omitempty"`
+}
+
+// bisectQueuedJSON is rdmabot bisect --json: the bisection queued, its
+// page, and the commits its refs resolved to.
+type bisectQueuedJSON struct {
+	ID   int64  `json:"id"`
+	URL  string `json:"url"`
+	Tree string `json:"tree"`
+	Good string `json:"good"`
+	Bad  string `json:"bad"`
+}

@@ -55,7 +55,7 @@ func runLabImage(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "lab image")
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
 	cacheDir := fs.String("cache-dir", "", "cache directory (default: cache_dir from the config)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	c, err := loadConfig(*cfgPath)
@@ -109,7 +109,7 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	selftest := fs.String("selftest", "", "crash on purpose to check detection: panic, hang, or warn|oops|bug (self-test kernels)")
 	netem := fs.String("netem", "", `shape the test link with tc netem, e.g. "delay 1ms 500us loss 0.1%"`)
 	lossy := fs.Bool("lossy", false, "the lossy profile: the test over lab.lossy.netem's link, hung-task timeout as the bot sets it")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *kernel == "" {
@@ -215,7 +215,7 @@ func runLabBench(ctx context.Context, e *env, args []string) error {
 	rounds := fs.Int("rounds", 3, "full runs, each followed by one of the reference lab's")
 	size := fs.String("size", strconv.Itoa(lab.DefaultTest().SizeMiB)+"M", "file size per iteration for the spread")
 	iters := fs.Int("iters", lab.DefaultTest().Iterations, "iterations per boot for the spread")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	mib, err := parseSize(*size)

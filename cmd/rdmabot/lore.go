@@ -31,7 +31,7 @@ func runLore(ctx context.Context, e *env, args []string) error {
 	relevant := fs.Bool("relevant", false, "print only series touching lore.paths")
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
 	window := fs.Duration("window", 30*24*time.Hour, "assembly window: a series is printed and forgotten once no mail came for it this long (0: hold the whole archive)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	cfg := wire.Default()

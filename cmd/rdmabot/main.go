@@ -32,12 +32,95 @@ type env struct {
 	help bool
 }
 
+// The exit statuses: a contract scripts rely on, written out in
+// exitCodes (rdmabot -h) and the README's "Command line".
+const (
+	exitOK        = 0
+	exitAttention = 1
+	exitUsage     = 2
+	exitFailure   = 3
+)
+
+const exitCodes = `exit status:
+  0  done; with test --wait, the test passed (PASS, IMPROVEMENT)
+  1  done, but the answer needs attention: test --wait ended in another verdict, or
+     failed or was canceled without one; config check found the config invalid
+  2  usage error: unknown command or flag, missing or extra argument, a flag value
+     that names nothing (bisect's tree or refs, reproduce's test); nothing was done
+  3  the command failed: config not loaded, database, files, network, interrupted`
+
 // errUsage marks a usage error: the message is printed, exit status 2.
 var errUsage = errors.New("usage")
 
+// exitError ends a command with code. run prints err unless it is nil:
+// what was wrong is already printed (the flag package's message and
+// usage, a --json answer).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (x *exitError) Error() string {
+	if x.err == nil {
+		return fmt.Sprintf("exit status %d", x.code)
+	}
+	return x.err.Error()
+}
+
+func (x *exitError) Unwrap() error { return x.err }
+
+// needsAttention ends a command that did its work with an answer that is
+// not a pass (exit 1); err says why, nil when the output already does.
+func needsAttention(err error) error { return &exitError{code: exitAttention, err: err} }
+
+// exitStatus prints err (unless it is already shown) and maps it to the
+// exit status.
+func exitStatus(stderr io.Writer, name string, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	code := exitFailure
+	var x *exitError
+	switch {
+	case errors.As(err, &x):
+		code = x.code
+		if x.err == nil {
+			return code
+		}
+	case errors.Is(err, errUsage):
+		code = exitUsage
+	}
+	fmt.Fprintf(stderr, "rdmabot %s: %v\n", name, err)
+	return code
+}
+
+// parseFlags parses a command's flags; it takes no positional argument,
+// so one left over (a typo, or a flag after it, which the flag package
+// stops at) is a usage error rather than silently ignored.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parseFlagsArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q (flags go first; rdmabot %s --help)", errUsage, fs.Arg(0), strings.TrimPrefix(fs.Name(), "rdmabot "))
+	}
+	return nil
+}
+
+// parseFlagsArgs parses flags and leaves positional arguments in
+// fs.Args(). The flag package has already printed a bad flag with the
+// usage, so that error is not printed again.
+func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &exitError{code: exitUsage}
+}
+
 func commands() map[string]command {
 	return map[string]command{
-		"config":    {"check a config file: rdmabot config check [--config FILE]", runConfig},
+		"config":    {"check a config file as serve does (exit 1 when it would refuse it): rdmabot config check [--config FILE] [--json]", runConfig},
 		"build":     {"build a lab kernel: rdmabot build --repo DIR [--rev REV] [--lab qemu] [--out DIR]", runBuild},
 		"tree":      {"import, fetch and list kernel trees: rdmabot tree import|fetch|list [--json]", runTree},
 		"apply":     {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
@@ -45,8 +128,8 @@ func commands() map[string]command {
 		"lore":      {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
 		"outbox":    {"replies waiting to be sent: rdmabot outbox list [--all] [--json] | show ID | approve ID... [--config FILE before IDs]", runOutbox},
 		"serve":     {"run the pipeline, dashboard and webhook: rdmabot serve [--config FILE] [--role all|ingest|build|lab]", runServe},
-		"test":      {"queue a series for a running server: rdmabot test --mbox FILE | --msgid ID [--wait]", runTest},
-		"bisect":    {"queue a bisection: rdmabot bisect --tree T --good G --bad B", runBisect},
+		"test":      {"queue a series for a running server: rdmabot test --mbox FILE | --msgid ID [--wait] [--json]", runTest},
+		"bisect":    {"queue a bisection of refs checked in the tree store: rdmabot bisect --tree T --good G --bad B [--json]", runBisect},
 		"version":   {"print the module version and VCS revision: rdmabot version [--json]", runVersion},
 		"reproduce": {"write a test's reproducer, redone without the bot by its run.sh: " + reproduceUsage, runReproduce},
 		"status":    {"tests, bisections, queues and leases: rdmabot status [--n 20] [--json]", runStatus},
@@ -64,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
 	if len(args) == 0 {
 		usage(stderr, cmds)
-		return 2
+		return exitUsage
 	}
 	if isHelp(args[0]) || args[0] == "help" {
 		if len(args) > 1 && args[0] == "help" {
@@ -72,13 +155,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
 		}
 		usage(stdout, cmds)
-		return 0
+		return exitOK
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "rdmabot: unknown command %q\n", args[0])
 		usage(stderr, cmds)
-		return 2
+		return exitUsage
 	}
 	e := &env{
 		stdout: stdout,
@@ -91,17 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// checks its verb before parsing flags would otherwise act.
 		return commandHelp(ctx, e, args[0], cmd, args[1:])
 	}
-	if err := cmd.run(ctx, e, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "rdmabot %s: %v\n", args[0], err)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return exitStatus(stderr, args[0], cmd.run(ctx, e, args[1:]))
 }
 
 // isHelp reports whether a is one of the help flags.
@@ -159,6 +232,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
+	fmt.Fprintln(w, exitCodes)
 }
 
 // newFlags makes a FlagSet that reports errors instead of exiting.

@@ -28,8 +28,12 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 	path := fs.String("config", "config.toml", "config file")
 	all := fs.Bool("all", false, "list sent, failed and suppressed replies too")
 	asJSON := fs.Bool("json", false, "list: print JSON")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlagsArgs(fs, args[1:]); err != nil {
 		return err
+	}
+	// The IDs are checked before anything is opened: a usage error does nothing.
+	if n := fs.NArg(); verb == "list" && n != 0 || verb == "show" && n != 1 || verb == "approve" && n == 0 {
+		return fmt.Errorf("%w: %s", errUsage, outboxUsage)
 	}
 	cfg, st, err := openStore(ctx, *path)
 	if err != nil {
@@ -66,9 +70,6 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		}
 		return w.Flush()
 	case "show":
-		if fs.NArg() != 1 {
-			return fmt.Errorf("%w: %s", errUsage, outboxUsage)
-		}
 		x, err := l.Get(ctx, fs.Arg(0))
 		if err != nil {
 			return err
@@ -77,9 +78,6 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		_, err = e.stdout.Write(x.Raw)
 		return err
 	case "approve":
-		if fs.NArg() == 0 {
-			return fmt.Errorf("%w: %s", errUsage, outboxUsage)
-		}
 		for _, id := range fs.Args() {
 			if err := ob.Approve(ctx, id); err != nil {
 				return err

@@ -34,7 +34,7 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 	pairs := fs.String("pairs", "1,2", "pair counts to replay, comma-separated")
 	reps := fs.Int("reps", 200, "replays, each with fresh draws")
 	seed := fs.Uint64("seed", 1, "random seed")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if len(scans) == 0 {
@@ -66,7 +66,7 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 	}
 	buildTimes, err := durations(*builds)
 	if err != nil {
-		return fmt.Errorf("--build: %w", err)
+		return fmt.Errorf("%w: --build: %v", errUsage, err)
 	}
 	fmt.Fprintf(e.stdout, "%d relevant series posted %s..%s; lab time to a verdict from %d %s A/A comparisons (%s); build %s; poll every %s; %d replays\n",
 		len(arrivals), slices.MinFunc(arrivals, time.Time.Compare).Format("2006-01-02"), slices.MaxFunc(arrivals, time.Time.Compare).Format("2006-01-02"), len(labTimes), *condition, *aaPath, *builds, c.Lore.PollInterval.Duration, *reps)
@@ -75,7 +75,7 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 	for _, f := range strings.Split(*pairs, ",") {
 		var n int
 		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err != nil {
-			return fmt.Errorf("--pairs %q: %w", f, err)
+			return fmt.Errorf("%w: --pairs %q: %v", errUsage, f, err)
 		}
 		m := queuesim.Model{Arrivals: arrivals, Poll: c.Lore.PollInterval.Duration, Build: buildTimes, Lab: labTimes, Pairs: n}
 		r, err := m.Run(rand.New(rand.NewPCG(*seed, uint64(n))), *reps)

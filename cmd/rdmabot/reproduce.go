@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -17,11 +19,11 @@ func runReproduce(ctx context.Context, e *env, args []string) error {
 	path := fs.String("config", "config.toml", "config file")
 	test := fs.String("test", "", "the test's id (rdmabot status, the dashboard)")
 	out := fs.String("out", ".", "directory to write the bundle's directory (rdmabot-test-ID) into")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	id, err := strconv.ParseInt(*test, 10, 64)
-	if err != nil || fs.NArg() != 0 {
+	if err != nil {
 		return fmt.Errorf("%w: %s", errUsage, reproduceUsage)
 	}
 	cfg, st, err := openStore(ctx, *path)
@@ -30,6 +32,11 @@ func runReproduce(ctx context.Context, e *env, args []string) error {
 	}
 	defer st.Close()
 	b, err := wire.NewReproducer(cfg, st, readVersion().String()).Bundle(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// --test names no test, or one with no reproducer: the caller's
+		// to fix, as any usage error.
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -67,8 +67,8 @@ func TestReproduceCommand(t *testing.T) {
 		says string
 	}{
 		{[]string{"--test", "x"}, 2, "usage"},
-		{[]string{"--test", "999"}, 1, "not found"},
-		{[]string{"--test", fmt.Sprint(ids["m"])}, 1, "tests a branch, not a series"},
+		{[]string{"--test", "999"}, 2, "not found"},
+		{[]string{"--test", fmt.Sprint(ids["m"])}, 2, "tests a branch, not a series"},
 	} {
 		stdout.Reset()
 		stderr.Reset()

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/ghbot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 	"github.com/rdmabot/rdmabot/wire"
 )
@@ -30,7 +32,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	path := fs.String("config", "config.toml", "config file")
 	role := fs.String("role", bot.RoleAll, "work to do: all, ingest, build, lab, or several joined by commas")
 	id := fs.String("id", "", "this process's stable name (default hostname/role/listen)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, st, err := openStore(ctx, *path)
@@ -217,12 +219,13 @@ func runTest(ctx context.Context, e *env, args []string) error {
 	path := fs.String("config", "config.toml", "config file")
 	mbox := fs.String("mbox", "", "mbox file holding the series")
 	msgid := fs.String("msgid", "", "Message-ID or lore URL of the series to fetch")
-	wait := fs.Bool("wait", false, "wait for the verdict")
-	if err := fs.Parse(args); err != nil {
+	wait := fs.Bool("wait", false, "wait for the verdict; exit 1 unless it is PASS or IMPROVEMENT")
+	asJSON := fs.Bool("json", false, "print JSON: id and url, with --wait the test's end")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if (*mbox == "") == (*msgid == "") {
-		return fmt.Errorf("%w: rdmabot test --mbox FILE | --msgid ID [--wait]", errUsage)
+		return fmt.Errorf("%w: rdmabot test --mbox FILE | --msgid ID [--wait] [--json]", errUsage)
 	}
 	b, st, cfg, err := client(ctx, e, *path, true)
 	if err != nil {
@@ -244,14 +247,20 @@ func runTest(ctx context.Context, e *env, args []string) error {
 		if id, created, err = b.SubmitSeries(ctx, s, o); err != nil {
 			return err
 		}
-		if !created {
+		if !created && !*asJSON {
 			fmt.Fprintf(e.stdout, "already queued or tested: ")
 		}
 	} else if id, err = b.SubmitThread(ctx, *msgid, o); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "test %d: %s/tests/%d\n", id, cfg.Bot.URL, id)
+	out := testQueuedJSON{ID: id, URL: fmt.Sprintf("%s/tests/%d", cfg.Bot.URL, id)}
+	if !*asJSON {
+		fmt.Fprintf(e.stdout, "test %d: %s\n", id, out.URL)
+	}
 	if !*wait {
+		if *asJSON {
+			return writeJSON(e, out)
+		}
 		return nil
 	}
 	for {
@@ -260,7 +269,18 @@ func runTest(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if t.State == store.StateDone || t.State == store.StateFailed || t.State == store.StateCanceled {
-			fmt.Fprintf(e.stdout, "%s %s\n%s\n", t.State, t.Verdict, t.Summary)
+			if *asJSON {
+				tj := toTestJSON(t)
+				out.Test = &tj
+				if err := writeJSON(e, out); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(e.stdout, "%s %s\n%s\n", t.State, t.Verdict, t.Summary)
+			}
+			if !passed(t) {
+				return needsAttention(nil) // the output says why
+			}
 			return nil
 		}
 		select {
@@ -271,6 +291,13 @@ func runTest(ctx context.Context, e *env, args []string) error {
 	}
 }
 
+// passed says whether a series' finished test needs no one's attention:
+// its verdict finds nothing wrong. A failed or canceled test has no
+// verdict; every other verdict is the patch's problem or undecided.
+func passed(t store.Test) bool {
+	return t.State == store.StateDone && (t.Verdict == bot.VerdictPass || t.Verdict == bot.VerdictImprovement)
+}
+
 // runBisect queues a bisection.
 func runBisect(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "bisect")
@@ -278,23 +305,59 @@ func runBisect(ctx context.Context, e *env, args []string) error {
 	tree := fs.String("tree", "", "tree name from builder.trees")
 	good := fs.String("good", "", "a good commit")
 	bad := fs.String("bad", "", "a bad commit")
-	if err := fs.Parse(args); err != nil {
+	asJSON := fs.Bool("json", false, "print JSON: id, url, tree and the commits good and bad resolved to")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *tree == "" || *good == "" || *bad == "" {
-		return fmt.Errorf("%w: rdmabot bisect --tree T --good G --bad B", errUsage)
+		return fmt.Errorf("%w: rdmabot bisect --tree T --good G --bad B [--json]", errUsage)
 	}
 	b, st, cfg, err := client(ctx, e, *path, false)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	id, err := b.SubmitBisect(ctx, *tree, *good, *bad, bot.Origin{Kind: "cli"})
-	if err != nil {
+	out := bisectQueuedJSON{Tree: *tree}
+	if out.Good, out.Bad, err = resolveBisect(cfg, *tree, *good, *bad); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "bisection %d: %s/bisect/%d\n", id, cfg.Bot.URL, id)
+	if out.ID, err = b.SubmitBisect(ctx, *tree, out.Good, out.Bad, bot.Origin{Kind: "cli"}); err != nil {
+		return err
+	}
+	out.URL = fmt.Sprintf("%s/bisect/%d", cfg.Bot.URL, out.ID)
+	if *asJSON {
+		return writeJSON(e, out)
+	}
+	fmt.Fprintf(e.stdout, "bisection %d: %s (good %.12s, bad %.12s)\n", out.ID, out.URL, out.Good, out.Bad)
 	return nil
+}
+
+// resolveBisect checks the tree and resolves good and bad to commits in
+// this machine's tree store, as the build resolves them. A typo is the
+// caller's to fix (exit 2) here; once queued, a ref that does not
+// resolve fails the build as the machine's fault and is retried. The
+// bisection gets the commits, so a branch that moves later changes
+// nothing.
+func resolveBisect(cfg wire.Config, tree, good, bad string) (string, string, error) {
+	var names []string
+	for _, t := range cfg.Builder.Trees {
+		names = append(names, t.Name)
+	}
+	if !slices.Contains(names, tree) {
+		return "", "", fmt.Errorf("%w: --tree %q is not a configured tree (%s)", errUsage, tree, strings.Join(names, ", "))
+	}
+	dir := builder.StorePath(cfg.DataDir)
+	ts, err := builder.OpenRepo(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("the refs cannot be checked without the tree store (run bisect where serve builds, or rdmabot tree fetch first): %w", err)
+	}
+	var commits [2]string
+	for i, r := range [2][2]string{{"good", good}, {"bad", bad}} {
+		if commits[i], err = wire.ResolveInTree(ts, tree, r[1]); err != nil {
+			return "", "", fmt.Errorf("%w: --%s %q is neither a branch of tree %s nor a commit in %s", errUsage, r[0], r[1], tree, dir)
+		}
+	}
+	return commits[0], commits[1], nil
 }
 
 // runStatus prints recent tests, bisections, queues and leases.
@@ -303,7 +366,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	path := fs.String("config", "config.toml", "config file")
 	n := fs.Int("n", 20, "tests to list")
 	asJSON := fs.Bool("json", false, "print JSON (sources, tests, bisections, queues, leases)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	_, st, err := openStore(ctx, *path)

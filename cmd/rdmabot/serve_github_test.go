@@ -128,6 +128,8 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 		`grace_period = "6h"`, `grace_period = "3s"`,
 		`max_attempts = 8`, `max_attempts = 2`,
 		`repo = ""`, `repo = "o/r"`,
+		// Comments leave the machine: their links must work off it.
+		`url = "http://127.0.0.1:8480"`, `url = "https://rdmabot.example.org"`,
 		`api = ""`, fmt.Sprintf("api = %q", gh.srv.URL),
 		`secret_file = ""`, fmt.Sprintf("secret_file = %q", secret),
 		`poll_interval = "1m0s"`, `poll_interval = "0s"`,

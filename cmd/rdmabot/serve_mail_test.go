@@ -47,12 +47,21 @@ func newServeEnv(t *testing.T, replace ...string) *serveEnv {
 		t.Fatal(err)
 	}
 	c := string(cfg)
-	pairs := append([]string{
+	defaults := []string{
 		`data_dir = "/var/lib/rdmabot"`, fmt.Sprintf("data_dir = %q", filepath.Join(dir, "data")),
 		`cache_dir = "/var/cache/rdmabot"`, fmt.Sprintf("cache_dir = %q", filepath.Join(dir, "cache")),
 		`listen = "127.0.0.1:8480"`, fmt.Sprintf("listen = %q", e.addr),
 		`url = "http://127.0.0.1:8480"`, fmt.Sprintf("url = %q", "http://"+e.addr),
-	}, replace...)
+	}
+	// A caller's pair replaces the default one for the same line (bot.url
+	// when replies leave the machine and must link to a public name).
+	var pairs []string
+	for i := 0; i < len(defaults); i += 2 {
+		if !slices.Contains(replace, defaults[i]) {
+			pairs = append(pairs, defaults[i], defaults[i+1])
+		}
+	}
+	pairs = append(pairs, replace...)
 	for i := 0; i < len(pairs); i += 2 {
 		if !strings.Contains(c, pairs[i]) {
 			t.Fatalf("config.toml has no %q", pairs[i])
@@ -313,6 +322,9 @@ func TestServeMailsWithinListLimit(t *testing.T) {
 		`url = "https://lore.kernel.org/linux-nfs"`, `url = "no-inbox"`,
 		`poll_interval = "2m0s"`, `poll_interval = "1s"`,
 		`mail = false`, `mail = true`,
+		// Mail leaves the machine: its links and From must work off it.
+		`url = "http://127.0.0.1:8480"`, `url = "https://rdmabot.example.org"`,
+		`from = "rdmabot <rdmabot@rdmabot.invalid>"`, `from = "rdmabot <rdmabot@example.org>"`,
 		`moderate = true`, `moderate = false`,
 		`list_daily_limit = 10`, `list_daily_limit = 2`,
 		`addr = ""`, fmt.Sprintf("addr = %q", smtpd.Addr),

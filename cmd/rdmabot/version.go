@@ -48,11 +48,8 @@ func readVersion() versionInfo {
 func runVersion(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "version")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("%w: rdmabot version [--json]", errUsage)
 	}
 	v := readVersion()
 	if *asJSON {
