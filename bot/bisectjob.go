@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/mail"
 	"strings"
 	"time"
 
@@ -402,6 +403,20 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	if blame == "" || bis.State != store.BisectionDone {
 		blame = bis.Bad
 	}
+	rb := &BisectReport{Good: bis.Good, Bad: bis.Bad, Culprit: bis.Culprit, Metric: bis.Metric, Change: change,
+		Steps: steps, Confirmed: bis.State == store.BisectionDone}
+	if rb.Confirmed && rb.Culprit != "" {
+		// The report goes to the culprit's author: the tree says who. A
+		// tree that cannot say costs the To:, never the report: it goes
+		// to the lists alone.
+		repo, err := b.openRepo(bis.Tree)
+		if err == nil {
+			rb.CulpritTitle, rb.CulpritAuthor, rb.CulpritSignoffs, err = commitPeople(repo, bis.Culprit)
+		}
+		if err != nil {
+			tr.Logf("the report goes to the lists alone: %v", err)
+		}
+	}
 	r := Report{
 		Key:       fmt.Sprintf("bisect:%d", bis.ID),
 		Kind:      "bisect",
@@ -414,8 +429,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		URL:       fmt.Sprintf("%s/bisect/%d", b.cfg.URL, bis.ID),
 		TraceURL:  fmt.Sprintf("%s/bisect/%d", b.cfg.URL, bis.ID),
 		Origin:    o,
-		Bisect: &BisectReport{Good: bis.Good, Bad: bis.Bad, Culprit: bis.Culprit, Metric: bis.Metric, Change: change,
-			Steps: steps, Confirmed: bis.State == store.BisectionDone},
+		Bisect:    rb,
 	}
 	if rep := b.stages.Report; rep != nil {
 		if err := rep.Deliver(ctx, r); err != nil {
@@ -424,4 +438,42 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		tr.Logf("delivered %q", r.Title)
 	}
 	return complete(ctx, b, job, nil)
+}
+
+// commitPeople reads a commit's subject, its author as an address and
+// the other addresses its Signed-off-by: lines name, in order.
+func commitPeople(repo *git.Repository, sha string) (title, author string, signoffs []string, err error) {
+	c, err := repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return "", "", nil, fmt.Errorf("culprit %s: %w", short(sha), err)
+	}
+	title, _, _ = strings.Cut(strings.TrimSpace(c.Message), "\n")
+	author = plainAddress(c.Author.Name, c.Author.Email)
+	seen := map[string]bool{strings.ToLower(c.Author.Email): true}
+	for _, line := range strings.Split(c.Message, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "Signed-off-by:")
+		if !ok {
+			continue
+		}
+		s, err := mail.ParseAddress(strings.TrimSpace(v))
+		if err != nil || seen[strings.ToLower(s.Address)] {
+			continue
+		}
+		seen[strings.ToLower(s.Address)] = true
+		signoffs = append(signoffs, plainAddress(s.Name, s.Address))
+	}
+	return title, author, signoffs, nil
+}
+
+// plainAddress writes name and addr as a reply's body shows them: UTF-8
+// as it is (mail.Address.String would encode it for a header), quoted
+// only when the name holds a character an address gives meaning to.
+func plainAddress(name, addr string) string {
+	if name == "" {
+		return "<" + addr + ">"
+	}
+	if strings.ContainsAny(name, `,;:"()<>@[]\.`) {
+		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	}
+	return name + " <" + addr + ">"
 }

@@ -384,6 +384,9 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	if r.Bisect == nil || r.Bisect.Culprit != commits[13] || !r.Bisect.Confirmed {
 		t.Fatalf("bisect report %+v, want culprit %s confirmed", r.Bisect, commits[13])
 	}
+	if r.Bisect.CulpritTitle != "commit 13" || r.Bisect.CulpritAuthor != "t <t@x>" {
+		t.Errorf("culprit %q by %q, want \"commit 13\" by t <t@x>", r.Bisect.CulpritTitle, r.Bisect.CulpritAuthor)
+	}
 	// The fake slow kernel writes at 52 against 100, each boot +-2: the
 	// title names the commit, the metric and a change of about -48 %.
 	wantTitle := regexp.MustCompile(`^\[mainline\] ` + commits[13][:12] + `: nfs-rdma write_MBps -(4[5-9]|5[01])% regression$`)

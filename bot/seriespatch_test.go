@@ -57,3 +57,46 @@ func TestSeriesPatch(t *testing.T) {
 		t.Errorf("a head not in the store: %v, want INFRA", err)
 	}
 }
+
+// commitPeople reads who a bisection's report goes to from the culprit
+// itself: its author, and the other sign-offs once each.
+func TestCommitPeople(t *testing.T) {
+	dir := t.TempDir()
+	run := func(env []string, args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(append(os.Environ(), "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run(nil, "init", "-q", "-b", "master")
+	msg := "svcrdma: Add Write chunk WRs to the RPC's Send WR chain\n\nBody.\n\n" +
+		"Signed-off-by: Chuck Lever <chuck.lever@oracle.com>\n" +
+		"Signed-off-by: not an address\n" +
+		"Signed-off-by: Lever, Chuck <CHUCK.LEVER@oracle.com>\n" +
+		"Signed-off-by: \"Lastname, Maintainer\" <maint@kernel.org>\n" +
+		"Signed-off-by: Jürgen Groß <jg@example.org>\n"
+	run([]string{"GIT_AUTHOR_NAME=Chuck Lever", "GIT_AUTHOR_EMAIL=chuck.lever@oracle.com"}, "commit", "-q", "--allow-empty", "-m", msg)
+	sha := run(nil, "rev-parse", "HEAD")
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	title, author, signoffs, err := commitPeople(repo, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title != "svcrdma: Add Write chunk WRs to the RPC's Send WR chain" || author != "Chuck Lever <chuck.lever@oracle.com>" {
+		t.Errorf("title %q, author %q", title, author)
+	}
+	want := []string{`"Lastname, Maintainer" <maint@kernel.org>`, "Jürgen Groß <jg@example.org>"}
+	if strings.Join(signoffs, "|") != strings.Join(want, "|") {
+		t.Errorf("sign-offs %q, want %q", signoffs, want)
+	}
+	if _, _, _, err := commitPeople(repo, strings.Repeat("1", 40)); err == nil {
+		t.Error("a culprit not in the store: no error")
+	}
+}

@@ -226,10 +226,15 @@ type Report struct {
 type BisectReport struct {
 	Good, Bad string
 	Culprit   string
-	Metric    string
-	Change    float64
-	Steps     []store.BisectStep
-	Confirmed bool
+	// The culprit commit as the tree has it: its subject, its author
+	// ("Name <addr>") and the other addresses that signed it off.
+	CulpritTitle    string
+	CulpritAuthor   string
+	CulpritSignoffs []string
+	Metric          string
+	Change          float64
+	Steps           []store.BisectStep
+	Confirmed       bool
 }
 
 // FirstBad is the outcome of a bisection over a series' own patches.

@@ -20,6 +20,13 @@ type Bisection struct {
 	Change    float64
 	Good, Bad string
 	Culprit   string
+	// CulpritTitle and CulpritAuthor ("Name <addr>") are the culprit
+	// commit's subject and author; CulpritSignoffs are the other
+	// addresses that signed it off (the maintainers who applied it).
+	// Empty when the tree could not say.
+	CulpritTitle    string
+	CulpritAuthor   string
+	CulpritSignoffs []string
 	// Confirmed: the culprit failed again, its parent passed again and
 	// Bad with it reverted passed. Otherwise Summary says why not.
 	Confirmed bool
@@ -62,19 +69,60 @@ func (b *Bisection) found(c *Config) string {
 	return fmt.Sprintf("%s %s on %s %+.0f%% at %s compared with %s", who, b.Metric, b.Tree, b.Change*100, Short(b.Bad), Short(b.Good))
 }
 
-// RenderBisection writes the report of a bisection as a new thread on
-// the lists (Cc the archive list), with every step and confirmation.
+// blames says whether the report names a confirmed culprit whose author
+// the tree told: then it goes To that author, with the tags a fix needs.
+func (b *Bisection) blames() bool {
+	return b.Confirmed && b.Culprit != "" && b.CulpritAuthor != ""
+}
+
+// commitRef is a commit as the kernel's Fixes: tag cites it:
+// 12 hex digits and the subject in ("").
+func (b *Bisection) commitRef() string {
+	if b.CulpritTitle == "" {
+		return Short(b.Culprit)
+	}
+	return fmt.Sprintf("%s (\"%s\")", Short(b.Culprit), oneLine(b.CulpritTitle, 2*MaxSubject))
+}
+
+// RenderBisection writes the report of a bisection as a new thread. A
+// confirmed culprit's author is To, as 0-day does, and the lists, the
+// culprit's other sign-offs and the archive list are Cc, with the
+// Reported-by/Closes/Fixes tags and a regzbot line; without a confirmed
+// culprit it goes To the lists (Cc the archive list).
 func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mail, error) {
 	if len(b.To) == 0 {
 		return nil, fmt.Errorf("no list address to report %s to", b.Title)
 	}
 	m := &Mail{MessageID: msgID, From: c.From, Subject: oneLine(b.Title, MaxSubject), Date: now, Outcome: Regression}
-	for _, l := range b.To {
-		a, err := mail.ParseAddress(l)
+	seen := map[string]bool{}
+	add := func(to *[]string, addr, what string) error {
+		a, err := mail.ParseAddress(addr)
 		if err != nil {
-			return nil, fmt.Errorf("list address %q: %w", l, err)
+			return fmt.Errorf("%s address %q: %w", what, addr, err)
 		}
-		m.To = append(m.To, a.String())
+		if k := strings.ToLower(a.Address); !seen[k] {
+			seen[k] = true
+			*to = append(*to, a.String())
+		}
+		return nil
+	}
+	lists := &m.To
+	if b.blames() {
+		if err := add(&m.To, b.CulpritAuthor, "culprit author"); err != nil {
+			return nil, err
+		}
+		lists = &m.Cc
+	}
+	for _, l := range b.To {
+		if err := add(lists, l, "list"); err != nil {
+			return nil, err
+		}
+	}
+	if b.blames() {
+		for _, s := range b.CulpritSignoffs {
+			// A malformed sign-off in the tree costs its Cc, not the report.
+			_ = add(&m.Cc, s, "sign-off")
+		}
 	}
 	// The archive list, so the report has a lore URL too; never a list
 	// the report is already To.
@@ -83,7 +131,7 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 		return nil, err
 	}
 	for _, a := range cc {
-		if !slices.Contains(m.To, a) {
+		if !slices.Contains(m.To, a) && !slices.Contains(m.Cc, a) {
 			m.Cc = append(m.Cc, a)
 		}
 	}
@@ -91,8 +139,17 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 	if b.Confirmed {
 		cul, par := b.confirmations()
 		fmt.Fprintf(&body, "%s.\n\n", b.found(c))
+		if b.blames() {
+			fmt.Fprintf(&body, "commit: %s\nauthor: %s\n\n", b.commitRef(), b.CulpritAuthor)
+		}
 		fmt.Fprintf(&body, "The first bad commit is %s.\nConfirmed: it fails again (%s), its parent passes again (%s), and %s with it reverted passes.\n\n",
 			b.Culprit, cul, par, Short(b.Bad))
+		if b.blames() {
+			body.WriteString("If you fix the issue in a separate patch/commit (i.e. not just a new version of the same patch/commit), kindly add the following tags:\n")
+			fmt.Fprintf(&body, "| Reported-by: %s\n| Closes: %s\n| Fixes: %s\n\n", c.From, c.CloseURL(msgID), b.commitRef())
+			// regzbot tracks the regression from this line on.
+			fmt.Fprintf(&body, "#regzbot introduced: %s\n\n", Short(b.Culprit))
+		}
 	} else {
 		fmt.Fprintf(&body, "%s, but no culprit was confirmed:\n%s\n\n", b.found(c), b.Summary)
 	}
@@ -118,6 +175,10 @@ func RenderBisectionComment(c *Config, b *Bisection, login string) string {
 		cul, par := b.confirmations()
 		fmt.Fprintf(&s, "First bad commit: %s (confirmed: fails again %s, its parent passes again %s, the revert on %s passes).\n",
 			code(b.Culprit), cul, par, code(Short(b.Bad)))
+		if b.blames() {
+			// The tree's text, not the bot's: code, not Markdown.
+			fmt.Fprintf(&s, "\ncommit: %s\nauthor: %s\n", code(b.commitRef()), code(b.CulpritAuthor))
+		}
 	} else {
 		// The summary and the steps' details can quote the kernel (a
 		// crash's title, a build error): code, not Markdown.

@@ -338,6 +338,49 @@ func TestRepliesGolden(t *testing.T) {
 			t.Errorf("confirmations:\n%s", e.Raw)
 		}
 	})
+	// A culprit the tree names: the report goes To its author, Cc the
+	// lists and the maintainer who signed it off, with the tags a fix
+	// carries and the line regzbot tracks it by.
+	t.Run("BISECTION_CULPRIT", func(t *testing.T) {
+		g := newReplyRig(t)
+		rep := bisection(bot.Origin{Kind: "mainline"})
+		rep.Bisect.CulpritTitle = "svcrdma: Add Write chunk WRs to the RPC's Send WR chain"
+		rep.Bisect.CulpritAuthor = "Chuck Lever <chuck.lever@oracle.com>"
+		rep.Bisect.CulpritSignoffs = []string{"Anna Schumaker <anna@kernel.org>", "<linux-nfs@vger.kernel.org>"}
+		e := g.deliver(t, rep)
+		golden(t, "replies/bisection_culprit.eml", e.Raw)
+		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if to := m.Header.Get("To"); to != `"Chuck Lever" <chuck.lever@oracle.com>` {
+			t.Errorf("To: %q, want the culprit's author alone", to)
+		}
+		if fmt.Sprint(e.Envelope) != "[chuck.lever@oracle.com linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org local@rdmabot.invalid anna@kernel.org]" {
+			t.Errorf("envelope %q: each address once", e.Envelope)
+		}
+		body := string(e.Raw)
+		ref := `a1b2c3d4e5f6 ("svcrdma: Add Write chunk WRs to the RPC's Send WR chain")`
+		for _, want := range []string{"commit: " + ref + "\nauthor: Chuck Lever <chuck.lever@oracle.com>\n",
+			"| Reported-by: rdmabot <rdmabot@rdmabot.invalid>\n| Closes: https://lore.kernel.org/r/" + strings.Trim(m.Header.Get("Message-ID"), "<>") + "/\n| Fixes: " + ref + "\n",
+			"\n#regzbot introduced: a1b2c3d4e5f6\n"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the report lacks %q:\n%s", want, body)
+			}
+		}
+	})
+	// Unconfirmed, the report blames no one: the lists alone, no tags.
+	t.Run("BISECTION_UNCONFIRMED", func(t *testing.T) {
+		g := newReplyRig(t)
+		rep := bisection(bot.Origin{Kind: "mainline"})
+		rep.Bisect.Confirmed, rep.Summary = false, "the confirmation runs disagree: not blaming a1b2c3d4e5f6"
+		rep.Bisect.CulpritAuthor = "Chuck Lever <chuck.lever@oracle.com>"
+		e := g.deliver(t, rep)
+		if fmt.Sprint(e.Envelope) != "[linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org local@rdmabot.invalid]" ||
+			strings.Contains(string(e.Raw), "Fixes:") || strings.Contains(string(e.Raw), "#regzbot") {
+			t.Errorf("an unconfirmed culprit is blamed (envelope %q):\n%s", e.Envelope, e.Raw)
+		}
+	})
 	t.Run("GITHUB_BISECTION", func(t *testing.T) {
 		g := newReplyRig(t)
 		e := g.deliver(t, bisection(bot.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 13, Comment: 7, User: "chuck"}))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/mail"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -562,7 +563,8 @@ func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
 func (r *Reports) bisection(rep bot.Report) *reports.Bisection {
 	b := rep.Bisect
 	out := &reports.Bisection{Title: rep.Title, Scheduled: rep.Origin.Kind == "mainline", Tree: rep.Tree, Metric: b.Metric,
-		Change: b.Change, Good: b.Good, Bad: b.Bad, Culprit: b.Culprit, Confirmed: b.Confirmed, Summary: rep.Summary, URL: rep.URL}
+		Change: b.Change, Good: b.Good, Bad: b.Bad, Culprit: b.Culprit, Confirmed: b.Confirmed, Summary: rep.Summary, URL: rep.URL,
+		CulpritTitle: b.CulpritTitle, CulpritAuthor: b.CulpritAuthor, CulpritSignoffs: b.CulpritSignoffs}
 	for _, s := range b.Steps {
 		out.Steps = append(out.Steps, reports.BisectStep{N: s.N, Phase: s.Phase, Commit: s.Commit, Outcome: s.Outcome, Detail: s.Detail})
 	}
@@ -588,7 +590,12 @@ func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	th.Author.Email = b.To[0] // the author's limit counts what one list gets
+	// The author's limit counts what the first addressee gets: the
+	// culprit's author, or a list.
+	th.Author.Email = b.To[0]
+	if a, err := mail.ParseAddress(m.To[0]); err == nil {
+		th.Author.Email = a.Address
+	}
 	reply := outbox.FromMail(m, th)
 	reply.InReplyTo = "" // a new thread
 	return r.enqueue(ctx, reply)

@@ -191,7 +191,7 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 		return false, out
 	})
 	show := e.rdmabot("outbox", "show", id)
-	for _, w := range []string{"state: held", "@chuck **APPLY_FAILED**: rdmabot could not apply", "Patch 1 (\"[PATCH] svcrdma: fix a comment\") does not apply",
+	for _, w := range []string{"state: held", "@chuck **APPLY_FAILED**: rdmabot could not apply", "Patch 1 (`[PATCH] svcrdma: fix a comment`) does not apply",
 		"<!-- rdmabot:" + id + " -->"} {
 		if !strings.Contains(show, w) {
 			t.Errorf("the comment lacks %q:\n%s", w, show)
