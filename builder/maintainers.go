@@ -171,6 +171,7 @@ func (s *MaintainerSection) add(letter byte, v string, isDir func(string) bool) 
 		// Perl's m/$regex/x: unescaped white space is not part of it.
 		re, err := regexp.Compile(stripRegexSpace(v))
 		if err != nil {
+			//lint:ignore ST1005 N: is the MAINTAINERS field's own name
 			return fmt.Errorf("N: %q: %w", v, err)
 		}
 		s.Regexes, s.regexes = append(s.Regexes, v), append(s.regexes, re)
@@ -198,6 +199,7 @@ func compileFilePattern(v string, isDir func(string) bool) (filePattern, error) 
 	}
 	re, err := regexp.Compile("^" + b.String())
 	if err != nil {
+		//lint:ignore ST1005 F: is the MAINTAINERS field's own name
 		return filePattern{}, fmt.Errorf("F: %q: %w", v, err)
 	}
 	return filePattern{re: re, dir: strings.HasSuffix(v, "/"), slashs: strings.Count(v, "/")}, nil

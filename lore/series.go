@@ -923,10 +923,7 @@ func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, ser
 		}
 		// Find the series message this reply is under; loops in
 		// References end the walk.
-		var (
-			target  *entry
-			through []*entry // replies between f and target
-		)
+		var target *entry
 		seen := map[*entry]bool{f: true}
 		for cur := f; ; {
 			p := a.heldParent(cur)
@@ -943,7 +940,6 @@ func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, ser
 				// report, a pull request): b4 stops climbing there too.
 				break
 			}
-			through = append(through, p)
 			cur = p
 		}
 		var (

@@ -59,7 +59,7 @@ func TestConfigKeysHaveTests(t *testing.T) {
 
 // testRef is a test named as package.TestName, the package by its
 // directory under the module (cmd/rdmabot, reports/outbox, wire).
-var testRef = regexp.MustCompile("([a-z0-9]+(?:/[a-z0-9]+)*)\\.(Test[A-Za-z0-9_]+)")
+var testRef = regexp.MustCompile(`([a-z0-9]+(?:/[a-z0-9]+)*)\.(Test[A-Za-z0-9_]+)`)
 
 var (
 	tableHeader = regexp.MustCompile(`^\[\[?\s*([A-Za-z0-9_.-]+)\s*\]\]?\s*(#.*)?$`)

@@ -223,9 +223,7 @@ func (m *Monitor) Line(raw string) *Crash {
 	}
 	if h.kind == Panic && m.last != nil && m.last.EndLine >= m.line-panicJoinLines && m.last.Kind != Panic {
 		c := m.last
-		for _, p := range c.pending {
-			c.lines = append(c.lines, p)
-		}
+		c.lines = append(c.lines, c.pending...)
 		c.pending = nil
 		c.add(raw, m.line)
 		c.Fatal = true
