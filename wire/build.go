@@ -137,8 +137,8 @@ func (b *Build) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io
 	return res.Commits[len(res.Commits)-1].String(), nil
 }
 
-// Build builds the kernel of a commit with kbuild; *BuildError is the
-// source's fault, everything else the machine's.
+// Build builds the kernel of a commit with kbuild; *BuildError and
+// *ConfigError are the source's fault, everything else the machine's.
 func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer) (string, error) {
 	c, labCfg, err := b.resolve(commit)
 	if err != nil {
@@ -148,8 +148,13 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	fmt.Fprintf(trace, "building %s as a trusted tree: %v\n", commit, trusted)
 	res, err := b.Kbuild.Build(ctx, kbuild.Request{Objects: b.Store.Repository().Storer, Tree: c.TreeHash, Lab: labCfg, Slot: tree, Trusted: trusted})
 	if err != nil {
+		// The source's findings: it does not build, or it drops a config
+		// option the lab needs (a base that does so stops its test as
+		// "base does not build", blaming no one; a candidate gets
+		// BUILD_FAILED). Retrying either would find the same.
 		var be *kbuild.BuildError
-		if errors.As(err, &be) {
+		var ce *kbuild.ConfigError
+		if errors.As(err, &be) || errors.As(err, &ce) {
 			return "", buildFailure(err)
 		}
 		return "", bot.Infra(err)

@@ -435,6 +435,21 @@ func TestRepliesGolden(t *testing.T) {
 			}
 		}
 	})
+	// A series that drops a config option the lab needs: the tree's
+	// finding, named in the reply, never retried as the machine's fault.
+	t.Run("BUILD_FAILED_CONFIG", func(t *testing.T) {
+		g := newReplyRig(t)
+		cerr := buildFailure(fmt.Errorf("build: %w", &kbuild.ConfigError{Lab: "qemu-softroce",
+			Lost: []kbuild.ConfigLoss{{Option: "CONFIG_RDMA_RXE", Want: "m", Source: "qemu-softroce.config"}}}))
+		var d bot.Detailed
+		if !errors.As(cerr, &d) || bot.IsInfra(cerr) {
+			t.Fatalf("config loss %v: detail %v, infra %v", cerr, d, bot.IsInfra(cerr))
+		}
+		e := g.deliver(t, g.report(5, bot.VerdictBuildFailed, cerr.Error(), d.Detail(), nil, nil))
+		if want := "All errors of make olddefconfig (new ones prefixed by >>):\n\n>> config option lost: CONFIG_RDMA_RXE=m (got absent, from qemu-softroce.config)\n"; !strings.Contains(string(e.Raw), want) {
+			t.Errorf("the reply lacks %q:\n%s", want, e.Raw)
+		}
+	})
 }
 
 func must[T any](v T, err error) T {

@@ -225,6 +225,14 @@ func applyFailure(err error) error {
 // buildFailure keeps a kernel that does not build structured for the
 // reply: every error and warning with the compiler's source excerpt.
 func buildFailure(err error) error {
+	var ce *kbuild.ConfigError
+	if errors.As(err, &ce) {
+		f := &reports.BuildFailure{Target: "olddefconfig"}
+		for _, l := range ce.Lost {
+			f.New = append(f.New, reports.Diagnostic{Text: "config option lost: " + l.String()})
+		}
+		return &failure{err, detail{Build: f}}
+	}
 	var be *kbuild.BuildError
 	if !errors.As(err, &be) {
 		return err
