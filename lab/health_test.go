@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files (and, in the QEMU tests, the saved consoles)")
@@ -23,18 +25,7 @@ func TestHealthOfRealConsoles(t *testing.T) {
 			}
 			client, server, _ := strings.Cut(string(raw), "--\n")
 			got, _ := json.MarshalIndent(healthOf(client, server), "", "  ")
-			golden := filepath.Join("testdata", "health-"+name+".json")
-			if *update {
-				os.WriteFile(golden, append(got, '\n'), 0o644)
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(want) != string(got)+"\n" {
-				t.Errorf("got\n%s\nwant\n%s", got, want)
-			}
+			testenv.Golden(t, filepath.Join("testdata", "health-"+name+".json"), append(got, '\n'), *update)
 		})
 	}
 }

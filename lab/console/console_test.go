@@ -79,20 +79,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := render(crashes)
-			golden := filepath.Join("testdata/console", name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("crashes differ from %s:\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			testenv.Golden(t, filepath.Join("testdata/console", name+".golden"), got, *update)
 			for _, c := range crashes {
 				lines := strings.Split(string(log), "\n")
 				first := strings.TrimRight(lines[c.StartLine-1], "\r")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
@@ -42,20 +43,7 @@ func TestGolden(t *testing.T) {
 		if f.Name != "run.sh" && f.Name != "README" {
 			continue
 		}
-		golden := filepath.Join("testdata", f.Name+".golden")
-		if *update {
-			if err := os.WriteFile(golden, f.Data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(f.Data, want) {
-			t.Errorf("%s differs from %s (go test -update):\n%s", f.Name, golden, f.Data)
-		}
+		testenv.Golden(t, filepath.Join("testdata", f.Name+".golden"), f.Data, *update)
 	}
 }
 
