@@ -267,3 +267,58 @@ func TestPressureProfileDecidesWithoutDefaultBoots(t *testing.T) {
 		t.Errorf("the pressure-only regression was bisected over the series' prefixes (%v)", err)
 	}
 }
+
+// Every new mainline head gets the pressure boots too: a head whose
+// provider refuses Sends under pressure is a bad head, REGRESSION, with
+// no default boot of it and no bisection (which would boot the default
+// test, where the fault need not show).
+func TestPressureProfileOnMainlineHeads(t *testing.T) {
+	repo, commits := gitRepo(t, 2, -1, nil)
+	git := gitIn(t, repo)
+	git("update-ref", "refs/heads/master", commits[0])
+	var pressure *fakestage.Pressure
+	h := newHarnessWith(t, testConfig(), repo, "", func(o *bot.Options) {
+		pressure = &fakestage.Pressure{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, Providers: []string{"rxe", "siw"}}
+		o.Stages.Profiles = []bot.Profile{pressure}
+	})
+	ctx := context.Background()
+	head := func(want int, state string) []store.MainlineRun {
+		t.Helper()
+		if _, err := h.bot.River().Insert(ctx, bot.MainlineArgs{Tree: "mainline", Branch: "master"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var hist []store.MainlineRun
+		h.wait("head "+state, 30*time.Second, func() bool {
+			hist, _ = h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
+			return len(hist) == want && hist[want-1].State == store.MainlineState(state)
+		})
+		return hist
+	}
+	head(1, "good")
+	git("update-ref", "refs/heads/master", commits[1])
+	head(2, "good")
+	if n := len(pressure.Calls.List()); n != 4 {
+		t.Fatalf("%d pressure boots for a clean head, want base and candidate on rxe and siw:\n%s", n, strings.Join(pressure.Calls.List(), "\n"))
+	}
+	os.WriteFile(filepath.Join(repo, "SQOVERFLOW"), []byte("credit Write chunk SQEs twice"), 0o644)
+	git("add", "-A")
+	git("commit", "-q", "-m", "svcrdma: Add Write chunk WRs to the RPC's Send WR chain")
+	bad := git("rev-parse", "HEAD")
+	before := len(h.lab.Calls.List())
+	hist := head(3, "bad")
+	tt, err := h.st.Test(ctx, h.st.DB, hist[2].TestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt.Candidate != bad || tt.Verdict != bot.VerdictRegression || !strings.Contains(tt.Summary, "Send Queue full") {
+		t.Errorf("the overflowing head: %.12s %s %q, want REGRESSION, Send Queue full", tt.Candidate, tt.Verdict, tt.Summary)
+	}
+	for _, c := range h.lab.Calls.List()[before:] {
+		if strings.HasPrefix(c, "run ") && strings.Contains(c, bad) {
+			t.Errorf("a default boot of the overflowing head: %s", c)
+		}
+	}
+	if bis, err := h.st.Bisections(ctx, 10); err != nil || len(bis) != 0 {
+		t.Errorf("bisections %+v (%v): a pressure-only regression is not bisected on the default test", bis, err)
+	}
+}

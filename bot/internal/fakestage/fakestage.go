@@ -130,7 +130,8 @@ func (f *Ingest) Poll(ctx context.Context, cp bot.Checkpoints) ([]bot.Series, er
 // "crash".
 // Commits of Repo (a real git repository) are judged by their trees: a
 // SLOW file makes them slow, a CRASH file makes them crash, a LOSSYHANG
-// file makes them hang over the lossy link only (Lossy), a LABDIES
+// file makes them hang over the lossy link only (Lossy), a SQOVERFLOW
+// file overflows the Send Queue under pressure only (Pressure), a LABDIES
 // file (without SLOW) kills the lab under them, a BROKEN file or
 // "nobuild" in that commit's own message makes them fail to build. With Base set, a series of several patches is applied to Repo
 // as real commits, one per patch (as git am makes them), each adding
@@ -339,6 +340,9 @@ func (f *Builder) judgeCommit(commit string) (string, error) {
 	}
 	if _, err := c.File("LOSSYHANG"); err == nil {
 		return "lossy-hang", nil
+	}
+	if _, err := c.File("SQOVERFLOW"); err == nil {
+		return "sq-overflow", nil
 	}
 	if _, err := c.File("SLOW"); err == nil {
 		return "slow", nil
