@@ -257,7 +257,7 @@ type run struct {
 	end    time.Time
 
 	mon      map[string]*console.Monitor
-	consoles map[string]*strings.Builder
+	consoles map[string]*keptConsole
 	lines    map[string]int
 	seen     map[string]map[string]time.Time // role -> event -> first host time
 	last     map[string]marker               // role -> event -> last marker
@@ -273,7 +273,7 @@ type run struct {
 func (r *run) init() {
 	r.guests = map[string]*guest{}
 	r.mon = map[string]*console.Monitor{"server": console.NewMonitor(), "client": console.NewMonitor()}
-	r.consoles = map[string]*strings.Builder{"server": {}, "client": {}}
+	r.consoles = map[string]*keptConsole{"server": newKeptConsole(keptConsoleHalf), "client": newKeptConsole(keptConsoleHalf)}
 	r.lines = map[string]int{}
 	r.seen = map[string]map[string]time.Time{"server": {}, "client": {}}
 	r.last = map[string]marker{}
@@ -372,9 +372,7 @@ func (r *run) handle(ev consoleEvent) {
 		return
 	}
 	r.lines[ev.role]++
-	b := r.consoles[ev.role]
-	b.WriteString(ev.text)
-	b.WriteByte('\n')
+	r.consoles[ev.role].add(ev.text)
 	if m, ok := parseMarker(ev.text); ok {
 		if _, dup := r.seen[ev.role][m.Event]; !dup {
 			r.seen[ev.role][m.Event] = ev.at

@@ -40,24 +40,35 @@ var consoleID = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // Console is the console PutConsole stored as id.
 func (s *Store) Console(ctx context.Context, id string) (string, error) {
-	if !consoleID.MatchString(id) {
-		return "", fmt.Errorf("console %q: %w", id, ErrNotFound)
-	}
-	var gz []byte
-	err := s.DB.QueryRowContext(ctx, `SELECT gz FROM consoles WHERE id = $1`, id).Scan(&gz)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("console %s: %w", id, ErrNotFound)
-	}
+	r, err := s.OpenConsole(ctx, id)
 	if err != nil {
 		return "", err
-	}
-	r, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return "", fmt.Errorf("console %s: %w", id, err)
 	}
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return "", fmt.Errorf("console %s: %w", id, err)
 	}
 	return string(b), nil
+}
+
+// OpenConsole reads the console stored as id as it is uncompressed: a
+// request for it holds the compressed text and gzip's window, never the
+// whole text.
+func (s *Store) OpenConsole(ctx context.Context, id string) (io.Reader, error) {
+	if !consoleID.MatchString(id) {
+		return nil, fmt.Errorf("console %q: %w", id, ErrNotFound)
+	}
+	var gz []byte
+	err := s.DB.QueryRowContext(ctx, `SELECT gz FROM consoles WHERE id = $1`, id).Scan(&gz)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("console %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("console %s: %w", id, err)
+	}
+	return r, nil
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -46,6 +48,47 @@ func TestConsoles(t *testing.T) {
 		for _, bad := range []string{"", "../etc/passwd", strings.Repeat("0", 32), strings.ToUpper(id)} {
 			if _, err := s.Console(ctx, bad); !errors.Is(err, ErrNotFound) {
 				t.Errorf("console %q: %v, want not found", bad, err)
+			}
+		}
+	})
+}
+
+// BenchmarkConsoleRead serves an 8 MiB console (a boot's most) both
+// ways: read whole into one string, and streamed as the dashboard
+// serves it. B/op is the ratio to read.
+func BenchmarkConsoleRead(b *testing.B) {
+	s, err := Open(context.Background(), "", b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var text strings.Builder
+	for i := 0; text.Len() < 8<<20; i++ {
+		fmt.Fprintf(&text, "[%6d.%06d] svcrdma: line %d of a flooding kernel\n", i/1000, i%1000, i)
+	}
+	id, err := s.PutConsole(ctx, text.String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			t, err := s.Console(ctx, id)
+			if err != nil || len(t) != text.Len() {
+				b.Fatal(len(t), err)
+			}
+		}
+	})
+	b.Run("streamed", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			r, err := s.OpenConsole(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n, err := io.Copy(io.Discard, r); err != nil || n != int64(text.Len()) {
+				b.Fatal(n, err)
 			}
 		}
 	})
