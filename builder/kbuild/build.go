@@ -371,11 +371,12 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 			return nil, nil, nil, err
 		}
 		res.Timings.Seed = time.Since(t)
-		if b.limits.Disk > 0 {
+		j.own = cand
+		if b.limits.Disk > 0 || b.limits.Files > 0 {
 			var cancel context.CancelCauseFunc
 			ctx, cancel = context.WithCancelCause(ctx)
 			undo = append(undo, func() { cancel(nil) })
-			go watchDisk(ctx, cand, b.limits.Disk, cancel, diskPoll)
+			go watchDisk(ctx, cand, b.limits.Disk, b.limits.Files, cancel, diskPoll)
 		}
 	}
 	logFile, err := os.Create(j.logPath)
@@ -393,11 +394,14 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 
 // job is one build in a slot.
 type job struct {
-	b      *Builder
-	req    Request
-	co     *Checkout
-	res    *Result
-	out    string // O= of the build
+	b   *Builder
+	req Request
+	co  *Checkout
+	res *Result
+	out string // O= of the build
+	// own is an untrusted build's own directory, which its disk limits
+	// bound ("" for a trusted build).
+	own    string
 	cfgDir string // O= of the configuration runs
 	stamp  string // the configuration out holds (configStamp)
 	// statsDir is an untrusted build's ccache statistics log directory.
@@ -692,6 +696,13 @@ func (j *job) buildError(target string, err error) error {
 	errors.As(err, &ee)
 	var oom *OOMError
 	isOOM := errors.As(err, &oom)
+	// A build that filled the host's disk between two looks of the
+	// watch is over its own limit: its doing, not the host's.
+	if !j.req.Trusted && j.own != "" {
+		if de := overDisk(j.own, j.b.limits.Disk, j.b.limits.Files); de != nil {
+			return &BuildError{Tree: j.req.Tree.String(), Target: "disk", Tail: de.Error(), Log: j.logPath}
+		}
+	}
 	if hostDiskLow(j.b.opt.Dir) {
 		return &InfraError{Op: "make", Err: fmt.Errorf("make %s failed with the host's disk nearly full (%s)", target, j.b.opt.Dir)}
 	}

@@ -31,6 +31,9 @@ type Limits struct {
 	// output tree and what it writes), in bytes, checked every few
 	// seconds from the host.
 	Disk int64
+	// Files caps how many files and directories that directory holds:
+	// inodes, which a build can use up without using blocks.
+	Files int64
 	// Log caps the build log the host keeps, in bytes.
 	Log int64
 }
@@ -42,6 +45,7 @@ var DefaultLimits = Limits{
 	Tmp:      2 << 30,
 	FileSize: 4 << 30,
 	Disk:     32 << 30,
+	Files:    200_000, // the lab kernel's output tree holds about 5,000
 	Log:      64 << 20,
 }
 
@@ -49,7 +53,7 @@ func (l Limits) withDefaults(jobs int) Limits {
 	d := DefaultLimits
 	d.CPUs = jobs
 	for _, f := range []struct{ v, def *int64 }{{&l.Memory, &d.Memory}, {&l.Tasks, &d.Tasks}, {&l.Tmp, &d.Tmp},
-		{&l.FileSize, &d.FileSize}, {&l.Disk, &d.Disk}, {&l.Log, &d.Log}} {
+		{&l.FileSize, &d.FileSize}, {&l.Disk, &d.Disk}, {&l.Files, &d.Files}, {&l.Log, &d.Log}} {
 		if *f.v == 0 {
 			*f.v = *f.def
 		}
@@ -213,32 +217,49 @@ func (c *cgroup) remove() {
 }
 
 // diskUsage sums the blocks allocated under dir (sparse files count what
-// they use), without following symlinks.
-func diskUsage(dir string) int64 {
-	var n int64
+// they use) and counts its entries, without following symlinks.
+func diskUsage(dir string) (bytes, files int64) {
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
+		files++
 		if fi, err := d.Info(); err == nil {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
+				bytes += st.Blocks * 512
 			}
 		}
 		return nil
 	})
-	return n
+	return bytes, files
 }
 
-// errDiskLimit ends an untrusted build that wrote more than its limit.
-type diskLimitError struct{ Limit int64 }
+// diskLimitError ends an untrusted build that wrote more than its limit
+// of bytes or of files.
+type diskLimitError struct{ Limit, Files int64 }
 
 func (e *diskLimitError) Error() string {
+	if e.Files > 0 {
+		return fmt.Sprintf("the build made more than its limit of %d files", e.Files)
+	}
 	return fmt.Sprintf("the build wrote more than its %d MiB disk limit", e.Limit>>20)
 }
 
-// watchDisk cancels ctx when dir grows past limit; it returns when ctx ends.
-func watchDisk(ctx context.Context, dir string, limit int64, cancel context.CancelCauseFunc, every time.Duration) {
+// overDisk says which limit dir is past, if any (nil: neither).
+func overDisk(dir string, limit, files int64) *diskLimitError {
+	b, n := diskUsage(dir)
+	switch {
+	case limit > 0 && b > limit:
+		return &diskLimitError{Limit: limit}
+	case files > 0 && n > files:
+		return &diskLimitError{Files: files}
+	}
+	return nil
+}
+
+// watchDisk cancels ctx when dir grows past limit bytes or files; it
+// returns when ctx ends.
+func watchDisk(ctx context.Context, dir string, limit, files int64, cancel context.CancelCauseFunc, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -246,8 +267,8 @@ func watchDisk(ctx context.Context, dir string, limit int64, cancel context.Canc
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if diskUsage(dir) > limit {
-				cancel(&diskLimitError{Limit: limit})
+			if e := overDisk(dir, limit, files); e != nil {
+				cancel(e)
 				return
 			}
 		}

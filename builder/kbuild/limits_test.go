@@ -16,7 +16,7 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 	r := newToyRepo(t, lab)
 	defer func(d time.Duration) { diskPoll = d }(diskPoll)
 	diskPoll = 100 * time.Millisecond
-	b := newToyBuilder(t, Options{Timeout: 3 * time.Second, Limits: Limits{Memory: 64 << 20, Tmp: 8 << 20, Disk: 8 << 20, Log: 1 << 20}})
+	b := newToyBuilder(t, Options{Timeout: 3 * time.Second, Limits: Limits{Memory: 64 << 20, Tmp: 8 << 20, Disk: 8 << 20, Files: 5000, Log: 1 << 20}})
 	ctx := context.Background()
 	oomTail := "out of memory"
 	if cg := newCgroup(Limits{Memory: 64 << 20}); cg == nil {
@@ -29,6 +29,10 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 		{"kills itself", "\tkill -9 $$PPID", "bzImage", ""},
 		{"hangs", "\tsleep 60", "timeout", "build timeout"},
 		{"fills its disk", "\thead -c 64M /dev/zero > $(O)/big; sleep 60", "disk", "disk limit"},
+		// Failing before the watch looks (as when the host's disk filled
+		// up under it) is still over its own limit.
+		{"fills its disk and fails at once", "\thead -c 64M /dev/zero > $(O)/big; false", "disk", "disk limit"},
+		{"makes empty files", "\tmkdir $(O)/many && cd $(O)/many && seq 20000 | xargs touch; sleep 60", "disk", "limit of 5000 files"},
 		{"fills /tmp", "\thead -c 64M /dev/zero > /tmp/big", "bzImage", ""},
 		{"eats memory", "\thead -c 512M /dev/zero | tail >/dev/null", "bzImage", oomTail},
 		{"prints forever", "\tyes 'spam spam spam' | head -c 64M; false", "bzImage", ""},
