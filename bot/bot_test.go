@@ -45,6 +45,7 @@ func testConfig() bot.Config {
 	c.Mainline.Schedules = nil
 	c.LeaseTTL = cfgtype.D(3 * time.Second)
 	c.Mainline.Metric = "write_MBps" // what the fake lab measures
+	c.AuthorDailyTests = 0           // the tests post many series from one sender; TestAuthorDailyTests bounds them
 	return c
 }
 
@@ -824,4 +825,47 @@ func TestUnreadableOriginIsInfra(t *testing.T) {
 	if h.report.Count() != 0 {
 		t.Errorf("a reply was sent with an unreadable origin")
 	}
+}
+
+// A sender's postings start at most bot.author_daily_tests tests a day,
+// counted by address whatever name it gives: past it a posting is kept
+// and shown as not tested, never built, booted or answered; others'
+// postings and commands are not held by it.
+func TestAuthorDailyTests(t *testing.T) {
+	cfg := testConfig()
+	cfg.AuthorDailyTests = 2
+	h := newHarness(t, cfg, "")
+	flood := []bot.Series{series("<f1@x>", "[PATCH] svcrdma: harmless one"), series("<f2@x>", "[PATCH] svcrdma: harmless two"),
+		series("<f3@x>", "[PATCH] svcrdma: harmless three"), series("<f4@x>", "[PATCH] svcrdma: harmless four")}
+	flood[1].Author = "Someone Else <DEV@example.org>" // the same address
+	other := series("<o1@x>", "[PATCH] svcrdma: harmless other")
+	other.Author = "Other <other@example.org>"
+	for _, s := range append(flood, other) {
+		h.ingest.Add(s)
+	}
+	h.wait("three replies", 60*time.Second, func() bool { return h.report.Count() == 3 })
+	time.Sleep(2 * time.Second) // a fourth reply would come now
+	if n := h.report.Count(); n != 3 {
+		t.Fatalf("%d replies, want the sender's first 2 and the other's", n)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"<f3@x>", "<f4@x>"} {
+		tt, err := h.st.TestByKey(ctx, h.st.DB, "series:"+id+":v1:")
+		if err != nil {
+			t.Fatalf("%s was not kept: %v", id, err)
+		}
+		if tt.State != store.StateCanceled || !strings.Contains(tt.Summary, "not tested: its sender's postings started 2 tests in 24 hours") {
+			t.Errorf("%s: %s %q, want canceled, not tested", id, tt.State, tt.Summary)
+		}
+		if _, ok := h.report.Get("series:" + id + ":v1:"); ok {
+			t.Errorf("%s was answered", id)
+		}
+	}
+	if _, ok := h.report.Get("series:<o1@x>:v1:"); !ok {
+		t.Error("another sender's posting was held")
+	}
+	// A day later the sender is tested again.
+	h.st.SetClock(func() time.Time { return time.Now().Add(25 * time.Hour) })
+	h.ingest.Add(series("<f5@x>", "[PATCH] svcrdma: harmless five"))
+	h.wait("the next day's reply", 60*time.Second, func() bool { _, ok := h.report.Get("series:<f5@x>:v1:"); return ok })
 }

@@ -47,6 +47,11 @@ type Config struct {
 	// CRASH or BUILD_FAILED, its reply waits while the bot tests the
 	// series' prefixes and names the first bad patch, answering it.
 	SeriesBisect bool `toml:"series_bisect"`
+	// AuthorDailyTests bounds the series tests one sender's postings
+	// start in 24 hours (0: no bound). Past it a posting is kept and
+	// shown, not tested: a flood of postings is not a day of lab time.
+	// Commands, GitHub requests and the CLI are not counted.
+	AuthorDailyTests int `toml:"author_daily_tests"`
 	// BaseMaxAge is how long measured base results are reused.
 	BaseMaxAge cfgtype.Duration `toml:"base_max_age"`
 	// LeaseTTL is how long a lab pair stays leased to a job whose
@@ -111,17 +116,18 @@ type GitHubConfig struct {
 // DefaultConfig is one machine, SQLite, dashboard on loopback.
 func DefaultConfig() Config {
 	return Config{
-		Listen:         "127.0.0.1:8480",
-		URL:            "http://127.0.0.1:8480",
-		Runs:           0,
-		MaxRounds:      6,
-		ConfirmRuns:    1,
-		SeriesBisect:   true,
-		BaseMaxAge:     cfgtype.D(7 * 24 * time.Hour),
-		LeaseTTL:       cfgtype.D(2 * time.Minute),
-		MaxAttempts:    8,
-		RescueAfter:    cfgtype.D(4 * time.Hour),
-		IngestInterval: cfgtype.D(2 * time.Minute),
+		Listen:           "127.0.0.1:8480",
+		URL:              "http://127.0.0.1:8480",
+		Runs:             0,
+		MaxRounds:        6,
+		ConfirmRuns:      1,
+		SeriesBisect:     true,
+		AuthorDailyTests: 20,
+		BaseMaxAge:       cfgtype.D(7 * 24 * time.Hour),
+		LeaseTTL:         cfgtype.D(2 * time.Minute),
+		MaxAttempts:      8,
+		RescueAfter:      cfgtype.D(4 * time.Hour),
+		IngestInterval:   cfgtype.D(2 * time.Minute),
 		Mainline: MainlineConfig{
 			Schedules: []string{"CRON_TZ=UTC 0 */6 * * *"},
 			Trees:     []string{"mainline"},
@@ -154,6 +160,9 @@ func (c *Config) Validate() error {
 	// URL makes every one of them dead.
 	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("bot.url %q is not an http:// or https:// URL with a host (how others reach this process, e.g. https://rdmabot.example.org)", c.URL)
+	}
+	if c.AuthorDailyTests < 0 {
+		return fmt.Errorf("bot.author_daily_tests must not be negative (0: no bound)")
 	}
 	if c.Runs < 0 || c.MaxRounds < 1 || c.MaxAttempts < 1 || c.ConfirmRuns < 1 {
 		return fmt.Errorf("bot.runs must not be negative, bot.max_rounds, bot.max_attempts and bot.confirm_runs must be at least 1")

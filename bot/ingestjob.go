@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/mail"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -55,7 +57,13 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 					what = "incomplete"
 					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), VerdictIncomplete, s.Incomplete, Origin{Kind: "mail"})
 				default:
-					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0)
+					var over string
+					if over, err = b.overAuthorBound(ctx, tx, s.Author); err == nil && over != "" {
+						what = "not tested: " + over
+						id, created, err = b.holdSeries(ctx, tx, s, over)
+					} else if err == nil {
+						id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0)
+					}
 				}
 				if err != nil {
 					return err
@@ -96,12 +104,72 @@ func (c *pendingCheckpoints) SetCheckpoint(ctx context.Context, source, value st
 	return nil
 }
 
+// overAuthorBound says why a posting by author is not tested ("": it
+// is): its sender's postings started bot.author_daily_tests tests in the
+// last 24 hours. A sender is its address, whatever name it gives.
+func (b *Bot) overAuthorBound(ctx context.Context, tx *sql.Tx, author string) (string, error) {
+	limit := b.cfg.AuthorDailyTests
+	if limit <= 0 {
+		return "", nil
+	}
+	authors, err := b.st.SeriesAuthorsSince(ctx, tx, b.st.Now().Add(-24*time.Hour))
+	if err != nil {
+		return "", err
+	}
+	n := 0
+	for _, a := range authors {
+		if senderOf(a) == senderOf(author) {
+			n++
+		}
+	}
+	if n < limit {
+		return "", nil
+	}
+	return fmt.Sprintf("its sender's postings started %d tests in 24 hours, bot.author_daily_tests (rdmabot test runs it)", n), nil
+}
+
+// senderOf is the address of an author as series store it ("Name
+// <addr>"), lower case; the whole text when it holds no address.
+func senderOf(author string) string {
+	if a, err := mail.ParseAddress(author); err == nil {
+		return strings.ToLower(a.Address)
+	}
+	return strings.ToLower(strings.TrimSpace(author))
+}
+
+// holdSeries records a posting that is not tested: its series, and its
+// test ended at once (canceled, why in its summary) so the dashboard and
+// status show it; nothing is built, booted or mailed.
+func (b *Bot) holdSeries(ctx context.Context, tx *sql.Tx, s Series, why string) (int64, bool, error) {
+	t, err := b.seriesTest(ctx, tx, s, Origin{Kind: "mail"}, 0)
+	if err != nil {
+		return 0, false, err
+	}
+	t.Lab, t.Params, t.Origin = b.opts.Lab, b.opts.Params, mustJSON(Origin{Kind: "mail"})
+	id, created, err := b.st.AddTest(ctx, tx, t)
+	if err != nil || !created {
+		return id, created, err
+	}
+	t.ID, t.State, t.Summary = id, store.StateCanceled, "not tested: "+why
+	return id, true, b.st.UpdateTest(ctx, tx, t)
+}
+
 // enqueueSeries records a series and its test once per (Message-ID,
 // version, tree, retest number).
 func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin, retest int) (int64, bool, error) {
-	data, err := json.Marshal(s)
+	t, err := b.seriesTest(ctx, tx, s, o, retest)
 	if err != nil {
 		return 0, false, err
+	}
+	return b.enqueueTest(ctx, tx, t, o)
+}
+
+// seriesTest records a series and names its test: once per (Message-ID,
+// version, tree, retest number, request).
+func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s Series, o Origin, retest int) (store.Test, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return store.Test{}, err
 	}
 	rowTree := s.Tree
 	if s.Branch != "" {
@@ -110,7 +178,7 @@ func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin,
 	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: rowTree,
 		Subject: s.Subject, Author: s.Author, Link: s.Link, Root: s.Root, Data: data})
 	if err != nil {
-		return 0, false, err
+		return store.Test{}, err
 	}
 	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, rowTree)
 	if o.Request != nil {
@@ -125,7 +193,7 @@ func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin,
 	if retest > 0 {
 		key += fmt.Sprintf(":retest%d", retest)
 	}
-	return b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree}, o)
+	return store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree}, nil
 }
 
 // enqueueNotice records an answer that needs no test (a refused command,

@@ -599,3 +599,26 @@ func (s *Store) MailSince(ctx context.Context, t time.Time) ([]Mail, error) {
 	}
 	return out, rows.Err()
 }
+
+// SeriesAuthorsSince lists the author of each series test created since
+// t from a posting (no command, no GitHub request, no retest, none held
+// or canceled), one entry
+// per test: what a sender's daily test bound counts.
+func (s *Store) SeriesAuthorsSince(ctx context.Context, q Querier, t time.Time) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT s.author FROM tests t JOIN series s ON s.id = t.series_id
+		WHERE t.kind = $1 AND t.created_at >= $2 AND t.state <> 'canceled' AND t.key LIKE 'series:%' AND t.origin LIKE '%"kind":"mail"%' AND t.origin NOT LIKE '%"request"%'
+		AND t.key NOT LIKE '%:retest%'`, KindSeries, ms(t))
+	if err != nil {
+		return nil, fmt.Errorf("store: series authors: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
