@@ -140,18 +140,7 @@ func TestLossyProfileOnMainlineHeads(t *testing.T) {
 		o.Stages.Profiles = []bot.Profile{lossy}
 	})
 	ctx := context.Background()
-	head := func(want int, state string) []store.MainlineRun {
-		t.Helper()
-		if _, err := h.bot.River().Insert(ctx, bot.MainlineArgs{Tree: "mainline", Branch: "master"}, nil); err != nil {
-			t.Fatal(err)
-		}
-		var hist []store.MainlineRun
-		h.wait("head "+state, 30*time.Second, func() bool {
-			hist, _ = h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
-			return len(hist) == want && hist[want-1].State == store.MainlineState(state)
-		})
-		return hist
-	}
+	head := mainlineHeads(t, h)
 	// The first head has nothing to compare with: no lossy boots.
 	head(1, "good")
 	// A clean head: base and candidate each booted twice over the link,
@@ -282,18 +271,7 @@ func TestPressureProfileOnMainlineHeads(t *testing.T) {
 		o.Stages.Profiles = []bot.Profile{pressure}
 	})
 	ctx := context.Background()
-	head := func(want int, state string) []store.MainlineRun {
-		t.Helper()
-		if _, err := h.bot.River().Insert(ctx, bot.MainlineArgs{Tree: "mainline", Branch: "master"}, nil); err != nil {
-			t.Fatal(err)
-		}
-		var hist []store.MainlineRun
-		h.wait("head "+state, 30*time.Second, func() bool {
-			hist, _ = h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
-			return len(hist) == want && hist[want-1].State == store.MainlineState(state)
-		})
-		return hist
-	}
+	head := mainlineHeads(t, h)
 	head(1, "good")
 	git("update-ref", "refs/heads/master", commits[1])
 	head(2, "good")
@@ -320,5 +298,23 @@ func TestPressureProfileOnMainlineHeads(t *testing.T) {
 	}
 	if bis, err := h.st.Bisections(ctx, 10); err != nil || len(bis) != 0 {
 		t.Errorf("bisections %+v (%v): a pressure-only regression is not bisected on the default test", bis, err)
+	}
+}
+
+// mainlineHeads runs the mainline job on master and waits until the
+// history holds want heads, the last in state; it returns the history.
+func mainlineHeads(t *testing.T, h *harness) func(want int, state string) []store.MainlineRun {
+	ctx := context.Background()
+	return func(want int, state string) []store.MainlineRun {
+		t.Helper()
+		if _, err := h.bot.River().Insert(ctx, bot.MainlineArgs{Tree: "mainline", Branch: "master"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var hist []store.MainlineRun
+		h.wait("head "+state, 30*time.Second, func() bool {
+			hist, _ = h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
+			return len(hist) == want && hist[want-1].State == store.MainlineState(state)
+		})
+		return hist
 	}
 }
