@@ -348,7 +348,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		}
 	}
 	m.outcome = bisect.Good
-	if d.Verdict == VerdictRegression || d.Verdict == VerdictCrash {
+	if d.Verdict == VerdictRegression || d.Verdict == VerdictCrash || d.Verdict == VerdictDataCorruption {
 		m.outcome = bisect.Bad
 	}
 	return m, nil

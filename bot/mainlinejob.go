@@ -72,7 +72,7 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	cand = slices.DeleteFunc(cand, func(s store.Sample) bool { return s.Profile != "" })
 	state := store.MainlineGood
 	switch t.Verdict {
-	case VerdictRegression, VerdictCrash, VerdictBuildFailed, VerdictBootFailed:
+	case VerdictRegression, VerdictCrash, VerdictBuildFailed, VerdictBootFailed, VerdictDataCorruption:
 		state = store.MainlineBad
 	case VerdictPass, VerdictMeasured, VerdictImprovement:
 	default:

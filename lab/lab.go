@@ -269,6 +269,9 @@ type Result struct {
 	Passed bool `json:"passed"`
 	// Failure says why not, in a line; empty when passed.
 	Failure string `json:"failure,omitempty"`
+	// Corrupt says which iteration read back other bytes than it wrote
+	// (cmp), when one did: the data's fault, not a crash ("" = none).
+	Corrupt string `json:"corrupt,omitempty"`
 	Phases  Phases `json:"phases"`
 	// HostOtherCores is how many host cores other programs used, on
 	// average, during this boot of the QEMU pair (-1: unknown; 0 on real

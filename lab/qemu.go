@@ -647,6 +647,12 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	res.Health = healthOf(res.Client.Console, res.Server.Console)
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
+	for _, it := range r.iters {
+		if r.test.Kind == "transfer" && it.Cmp == "mismatch" {
+			res.Corrupt = fmt.Sprintf("iteration %d of %d: the file read back over NFS/RDMA differs from the one written (cmp)", it.N, len(r.iters))
+			break
+		}
+	}
 	return res, nil
 }
 

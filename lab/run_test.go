@@ -93,6 +93,11 @@ func TestRunResultFailures(t *testing.T) {
 		if err != nil || res.Passed || res.Failure != c.want {
 			t.Errorf("%s: err %v failure %q, want %q", name, err, res.Failure, c.want)
 		}
+		// Only a mismatch is corrupt data; the others are failures.
+		if wantCorrupt := name == "mismatch"; (res.Corrupt != "") != wantCorrupt ||
+			(wantCorrupt && res.Corrupt != "iteration 2 of 2: the file read back over NFS/RDMA differs from the one written (cmp)") {
+			t.Errorf("%s: corrupt %q", name, res.Corrupt)
+		}
 	}
 }
 

@@ -319,10 +319,12 @@ func ParseOutcome(s string) (Outcome, error) {
 func (o Outcome) Mailed() bool { return o != Inconclusive && o != Infra }
 
 // OffersTags reports whether the reply carries the Reported-by/Closes
-// block: a regression, a build failure or a crash is what a separate fix
+// block: a regression, a build failure, a crash or corrupted data is what a separate fix
 // (the series may be applied already) credits, as 0-day's replies do;
 // the block says it is for a separate fix, not a new version.
-func (o Outcome) OffersTags() bool { return o == Regression || o == BuildFailed || o == CrashFound }
+func (o Outcome) OffersTags() bool {
+	return o == Regression || o == BuildFailed || o == CrashFound || o == DataCorruption
+}
 
 // Verdict is the judgement of one series version.
 type Verdict struct {

@@ -104,6 +104,8 @@ func (l *Lab) RunTest(ctx context.Context, pairName, dir string, n int, test lab
 		if c := res.Crash(); c != nil {
 			s.Crash = c.Title
 			s.Log = c.Report
+		} else if res.Corrupt != "" {
+			s.Corrupt = res.Corrupt
 		} else if !res.Passed {
 			s.Crash = res.Failure
 		}

@@ -167,6 +167,28 @@ func TestRepliesGolden(t *testing.T) {
 			}
 		}
 	})
+	// The file read back differs from the one written, with no crash:
+	// the lab's cmp, as wire turns a boot into a sample, decides
+	// DATA_CORRUPTION; the same in a base boot is the lab's problem.
+	t.Run("DATA_CORRUPTION", func(t *testing.T) {
+		g := newReplyRig(t)
+		base, cand := samples(4, 100, 2), samples(2, 100, 2)
+		cand[1].Corrupt = "iteration 3 of 4: the file read back over NFS/RDMA differs from the one written (cmp)"
+		d := decide(t, g.r, base, cand)
+		if d.Verdict != "DATA_CORRUPTION" {
+			t.Fatalf("a mismatch: %s (%s)", d.Verdict, d.Summary)
+		}
+		e := g.deliver(t, g.report(9, d.Verdict, d.Summary, d.Detail, base, cand))
+		golden(t, "replies/data_corruption.eml", e.Raw)
+		checkReply(t, e, d.Verdict, cover)
+		if !strings.Contains(string(e.Raw), "cmp:\n\n  iteration 3 of 4: the file read back over NFS/RDMA differs from the one written (cmp)") {
+			t.Errorf("the reply does not say what differed:\n%s", e.Raw)
+		}
+		base[2].Corrupt = cand[1].Corrupt
+		if d := decide(t, g.r, base, cand); d.Verdict != "INFRA" || !strings.Contains(d.Summary, "base kernel corrupts data") {
+			t.Errorf("a base boot's mismatch: %s (%s), want INFRA", d.Verdict, d.Summary)
+		}
+	})
 	// A transport fault at unchanged throughput: its own golden file.
 	t.Run("TRANSPORT", func(t *testing.T) {
 		g := newReplyRig(t)

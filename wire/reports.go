@@ -132,6 +132,23 @@ func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 	return out
 }
 
+// corruption is the first boot whose data did not survive the round
+// trip: a base boot's first (the lab's problem, whatever the candidate
+// did), else the candidate's; nil when none.
+func corruption(base, cand []store.Sample) *reports.Corruption {
+	for _, side := range []struct {
+		samples []store.Sample
+		base    bool
+	}{{base, true}, {cand, false}} {
+		for _, s := range side.samples {
+			if s.Corrupt != "" {
+				return &reports.Corruption{Base: side.base, Detail: s.Corrupt}
+			}
+		}
+	}
+	return nil
+}
+
 // linkWords names the link of a lab profile for a reply.
 func (r *Reports) linkWords(profile string) string {
 	if profile == store.ProfileLossy {
@@ -288,7 +305,7 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 func (r *Reports) judge(base, cand []store.Sample) reports.Verdict {
 	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
 		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand),
-		Pressure: r.pressure(base, cand)}
+		Pressure: r.pressure(base, cand), Corruption: corruption(base, cand)}
 	return reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
 }
 
@@ -662,6 +679,7 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 	in.BaseCrashes, in.CandCrashes = r.crashes(rep.BaseSamples, rep.BaseSamples), r.crashes(rep.CandSamples, rep.BaseSamples)
 	in.BaseHealth, in.CandHealth = health(rep.BaseSamples), health(rep.CandSamples)
 	in.Pressure = r.pressure(rep.BaseSamples, rep.CandSamples)
+	in.Corruption = corruption(rep.BaseSamples, rep.CandSamples)
 	if f := rep.FirstBad; f != nil {
 		in.FirstBad = &reports.FirstBad{Patch: f.Patch, Of: len(th.Patches), Note: f.Summary, Steps: f.Steps, Boots: f.Boots, Minutes: f.Took.Minutes()}
 		if f.Patch > 0 && f.Patch <= len(th.Patches) {

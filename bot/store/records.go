@@ -33,6 +33,9 @@ type Sample struct {
 	Iterations map[string][]float64 `json:"iterations,omitempty"`
 	Crash      string               `json:"crash,omitempty"`
 	Log        string               `json:"log,omitempty"`
+	// Corrupt says the boot's data did not survive the round trip (the
+	// transfer test's cmp), and where; a boot that crashed too is a crash.
+	Corrupt string `json:"corrupt,omitempty"`
 	// Profile names the lab profile of a boot other than the default:
 	// "lossy" (lab.lossy), "pressure-rxe" (lab.pressure on rxe). Its
 	// figures are kept but never compared with the default test's; its
