@@ -29,9 +29,6 @@ type Series struct {
 	Branch  string   `json:"branch,omitempty"`
 	Patches [][]byte `json:"patches"`         // raw messages in order
 	Cover   []byte   `json:"cover,omitempty"` // raw cover letter, if any
-	// Raw is what the lore stage needs to re-read the series (e.g. its
-	// own JSON); the bot stores and hands it back untouched.
-	Raw []byte `json:"raw,omitempty"`
 	// Incomplete, set by the ingester, says which patches never arrived
 	// within the grace period: the series is answered with that, not
 	// tested.
