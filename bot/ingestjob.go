@@ -41,6 +41,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 		var queued []string
 		err = complete(ctx, b, job, func(tx *sql.Tx) error {
 			queued = queued[:0]
+			bound := &authorBound{limit: b.cfg.AuthorDailyTests}
 			for _, s := range series {
 				what := "test"
 				var id int64
@@ -58,11 +59,13 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), VerdictIncomplete, s.Incomplete, Origin{Kind: "mail"})
 				default:
 					var over string
-					if over, err = b.overAuthorBound(ctx, tx, s.Author); err == nil && over != "" {
+					if over, err = bound.over(ctx, b.st, tx, s.Author); err == nil && over != "" {
 						what = "not tested: " + over
 						id, created, err = b.holdSeries(ctx, tx, s, over)
 					} else if err == nil {
-						id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0)
+						if id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0); created {
+							bound.count(s.Author)
+						}
 					}
 				}
 				if err != nil {
@@ -104,28 +107,42 @@ func (c *pendingCheckpoints) SetCheckpoint(ctx context.Context, source, value st
 	return nil
 }
 
-// overAuthorBound says why a posting by author is not tested ("": it
-// is): its sender's postings started bot.author_daily_tests tests in the
-// last 24 hours. A sender is its address, whatever name it gives.
-func (b *Bot) overAuthorBound(ctx context.Context, tx *sql.Tx, author string) (string, error) {
-	limit := b.cfg.AuthorDailyTests
-	if limit <= 0 {
+// authorBound is bot.author_daily_tests over one ingest transaction:
+// the tests each sender's postings started in the last 24 hours, read
+// once when a posting first asks and counted on as tests are queued.
+type authorBound struct {
+	limit int
+	sent  map[string]int // by senderOf; nil until read
+}
+
+// over says why a posting by author is not tested ("": it is). A sender
+// is its address, whatever name it gives.
+func (a *authorBound) over(ctx context.Context, st *store.Store, tx *sql.Tx, author string) (string, error) {
+	if a.limit <= 0 {
 		return "", nil
 	}
-	authors, err := b.st.SeriesAuthorsSince(ctx, tx, b.st.Now().Add(-24*time.Hour))
-	if err != nil {
-		return "", err
-	}
-	n := 0
-	for _, a := range authors {
-		if senderOf(a) == senderOf(author) {
-			n++
+	if a.sent == nil {
+		authors, err := st.SeriesAuthorsSince(ctx, tx, st.Now().Add(-24*time.Hour))
+		if err != nil {
+			return "", err
+		}
+		a.sent = map[string]int{}
+		for _, s := range authors {
+			a.sent[senderOf(s)]++
 		}
 	}
-	if n < limit {
+	n := a.sent[senderOf(author)]
+	if n < a.limit {
 		return "", nil
 	}
 	return fmt.Sprintf("its sender's postings started %d tests in 24 hours, bot.author_daily_tests (rdmabot test runs it)", n), nil
+}
+
+// count adds a test queued for a posting by author.
+func (a *authorBound) count(author string) {
+	if a.sent != nil {
+		a.sent[senderOf(author)]++
+	}
 }
 
 // senderOf is the address of an author as series store it ("Name
@@ -145,13 +162,12 @@ func (b *Bot) holdSeries(ctx context.Context, tx *sql.Tx, s Series, why string) 
 	if err != nil {
 		return 0, false, err
 	}
-	t.Lab, t.Params, t.Origin = b.opts.Lab, b.opts.Params, mustJSON(Origin{Kind: "mail"})
-	id, created, err := b.st.AddTest(ctx, tx, t)
+	t, created, err := b.addTest(ctx, tx, t, Origin{Kind: "mail"})
 	if err != nil || !created {
-		return id, created, err
+		return t.ID, created, err
 	}
-	t.ID, t.State, t.Summary = id, store.StateCanceled, "not tested: "+why
-	return id, true, b.st.UpdateTest(ctx, tx, t)
+	t.State, t.Summary = store.StateCanceled, "not tested: "+why
+	return t.ID, true, b.st.UpdateTest(ctx, tx, t)
 }
 
 // enqueueSeries records a series and its test once per (Message-ID,
@@ -222,6 +238,17 @@ func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key, verd
 }
 
 func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (int64, bool, error) {
+	t, created, err := b.addTest(ctx, tx, t, o)
+	if err != nil || !created {
+		return t.ID, created, err
+	}
+	_, err = b.river.InsertTx(ctx, tx, TestArgs{TestID: t.ID}, nil)
+	return t.ID, true, err
+}
+
+// addTest records test t asked for from o (the default lab, the test's
+// parameters, o's thread), once per key; created says it is new.
+func (b *Bot) addTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (store.Test, bool, error) {
 	if t.Lab == "" {
 		t.Lab = b.opts.Lab
 	}
@@ -231,11 +258,8 @@ func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origi
 		t.Thread = threadOf(o)
 	}
 	id, created, err := b.st.AddTest(ctx, tx, t)
-	if err != nil || !created {
-		return id, created, err
-	}
-	_, err = b.river.InsertTx(ctx, tx, TestArgs{TestID: id}, nil)
-	return id, true, err
+	t.ID = id
+	return t, created, err
 }
 
 func threadOf(o Origin) string {

@@ -136,14 +136,14 @@ func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 // trip: a base boot's first (the lab's problem, whatever the candidate
 // did), else the candidate's; nil when none.
 func corruption(base, cand []store.Sample) *reports.Corruption {
-	for _, side := range []struct {
-		samples []store.Sample
-		base    bool
-	}{{base, true}, {cand, false}} {
-		for _, s := range side.samples {
-			if s.Corrupt != "" {
-				return &reports.Corruption{Base: side.base, Detail: s.Corrupt}
-			}
+	for _, s := range base {
+		if s.Corrupt != "" {
+			return &reports.Corruption{Base: true, Detail: s.Corrupt}
+		}
+	}
+	for _, s := range cand {
+		if s.Corrupt != "" {
+			return &reports.Corruption{Detail: s.Corrupt}
 		}
 	}
 	return nil

@@ -605,8 +605,8 @@ func (s *Store) MailSince(ctx context.Context, t time.Time) ([]Mail, error) {
 
 // SeriesAuthorsSince lists the author of each series test created since
 // t from a posting (no command, no GitHub request, no retest, none held
-// or canceled), one entry
-// per test: what a sender's daily test bound counts.
+// or canceled), one entry per test: what a sender's daily test bound
+// counts.
 func (s *Store) SeriesAuthorsSince(ctx context.Context, q Querier, t time.Time) ([]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT s.author FROM tests t JOIN series s ON s.id = t.series_id
 		WHERE t.kind = $1 AND t.created_at >= $2 AND t.state <> 'canceled' AND t.key LIKE 'series:%' AND t.origin LIKE '%"kind":"mail"%' AND t.origin NOT LIKE '%"request"%'

@@ -698,7 +698,7 @@ func (j *job) buildError(target string, err error) error {
 	isOOM := errors.As(err, &oom)
 	// A build that filled the host's disk between two looks of the
 	// watch is over its own limit: its doing, not the host's.
-	if !j.req.Trusted && j.own != "" {
+	if j.own != "" {
 		if de := overDisk(j.own, j.b.limits.Disk, j.b.limits.Files); de != nil {
 			return &BuildError{Tree: j.req.Tree.String(), Target: "disk", Tail: de.Error(), Log: j.logPath}
 		}
