@@ -305,7 +305,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		n := b.cfg.Runs
 		for round := 1; ; round++ {
 			var s []store.Sample
-			s, runErr = b.stages.Lab.Run(ctx, bis.Lab, dir, n, tr)
+			s, runErr = b.stages.Lab.Run(ctx, bis.Lab, Boot{Dir: dir}, n, tr)
 			m.samples = append(m.samples, s...)
 			m.boots += len(s)
 			if runErr != nil || ref == nil {

@@ -170,6 +170,10 @@ func TestSeriesVerdicts(t *testing.T) {
 			baseRuns++
 		case strings.HasPrefix(c, "run "):
 			candRuns++
+			// A series' kernel boots on one side, beside the base.
+			if !strings.Contains(c, " on the server beside mainline-bbbb") {
+				t.Errorf("candidate boot %q is not beside the trusted base", c)
+			}
 		}
 	}
 	if baseRuns != candRuns || baseRuns == 0 {

@@ -47,6 +47,10 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
 			return err
 		}
+		baseBoot, candBoot, err := b.boots(ctx, t, basePath, candPath, tr)
+		if err != nil {
+			return err
+		}
 		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
 			start := time.Now()
@@ -55,7 +59,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			var baseSamples, candSamples []store.Sample
 			// The profiles first: a crash or evidence they find decides
 			// at once.
-			lossyBase, lossyCand, err := b.profileBoots(ctx, t, job.Args.Round, basePath, candPath, tr)
+			lossyBase, lossyCand, err := b.profileBoots(ctx, t, job.Args.Round, baseBoot, candBoot, tr)
 			if err != nil {
 				if infraOrInterrupted(ctx, err) {
 					return err
@@ -85,7 +89,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			for i := range n {
 				if basePath != "" {
 					tr.Logf("base %d/%d", i+1, n)
-					s, err := b.stages.Lab.Run(ctx, t.Lab, basePath, 1, tr)
+					s, err := b.stages.Lab.Run(ctx, t.Lab, baseBoot, 1, tr)
 					if err != nil {
 						if infraOrInterrupted(ctx, err) {
 							return err
@@ -97,7 +101,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 					baseSamples = append(baseSamples, s...)
 				}
 				tr.Logf("candidate %d/%d", i+1, n)
-				s, err := b.stages.Lab.Run(ctx, t.Lab, candPath, 1, tr)
+				s, err := b.stages.Lab.Run(ctx, t.Lab, candBoot, 1, tr)
 				if err != nil {
 					if infraOrInterrupted(ctx, err) {
 						return err
@@ -162,14 +166,37 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 	})
 }
 
+// boots are what a test's base and candidate boots run. A series'
+// kernel boots on the side its patches act on, beside the trusted base
+// on the other, so that nothing the series' kernel prints measures or
+// checks the transfer that judges it. A mainline head is no stranger's
+// code: it boots on both sides, as does a test without a base.
+func (b *Bot) boots(ctx context.Context, t store.Test, basePath, candPath string, tr *Trace) (base, cand Boot, err error) {
+	base, cand = Boot{Dir: basePath}, Boot{Dir: candPath}
+	if t.Kind != store.KindSeries || t.SeriesID == 0 || basePath == "" {
+		return base, cand, nil
+	}
+	s, err := b.series(ctx, t.SeriesID)
+	if err != nil {
+		return base, cand, Infra(err)
+	}
+	cand.Trusted, cand.Side = basePath, b.stages.Lab.CandidateSide(s)
+	other := "client"
+	if cand.Side == "client" {
+		other = "server"
+	}
+	tr.Logf("the candidate boots on the %s, the base kernel %s on the %s", cand.Side, short(t.Base), other)
+	return base, cand, nil
+}
+
 // profileBoots are the lab profiles' boots (lab.lossy, lab.pressure) in
 // a test's first round, each profile's base and candidate boots
 // alternating: for a series that changes what a profile is for, and for
 // every new mainline head (its merges change such code unseen); none
 // otherwise. They stop at the first crash. An error is the lab's, or a
 // kernel that did not come up under a profile (lossyFailed).
-func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, basePath, candPath string, tr *Trace) (base, cand []store.Sample, err error) {
-	if len(b.stages.Profiles) == 0 || round != 1 || basePath == "" {
+func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot Boot, tr *Trace) (base, cand []store.Sample, err error) {
+	if len(b.stages.Profiles) == 0 || round != 1 || baseBoot.Dir == "" {
 		return nil, nil, nil
 	}
 	var series *Series
@@ -180,7 +207,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, basePat
 		}
 		series = &s
 	}
-	return RunProfiles(ctx, b.stages.Profiles, t.Lab, basePath, candPath, short(t.Base), short(t.Candidate), func(p Profile) string {
+	return RunProfiles(ctx, b.stages.Profiles, t.Lab, baseBoot, candBoot, short(t.Base), short(t.Candidate), func(p Profile) string {
 		switch {
 		case t.Kind == store.KindMainline:
 			return "a new " + t.Tree + " " + t.Ref + " head"
@@ -199,7 +226,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, basePat
 // boot crashes. It is the one round of profile boots: the lab job's, and
 // the A/A and compare runners'. An error is the lab's, or a kernel that
 // did not come up under a profile (saying which side).
-func RunProfiles(ctx context.Context, profiles []Profile, pair, basePath, candPath, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []store.Sample, err error) {
+func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot, candBoot Boot, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []store.Sample, err error) {
 	for _, p := range profiles {
 		if !p.Shapes(pair) {
 			continue
@@ -212,11 +239,12 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair, basePath, candPa
 		fmt.Fprintf(trace, "%s: first %d boots each of base %s and candidate %s under the %s profile\n", reason, n, baseName, candName, p.Name())
 		for i := range n {
 			for _, side := range []struct {
-				name, dir string
-				out       *[]store.Sample
-			}{{"base", basePath, &base}, {"candidate", candPath, &cand}} {
+				name string
+				boot Boot
+				out  *[]store.Sample
+			}{{"base", baseBoot, &base}, {"candidate", candBoot, &cand}} {
 				fmt.Fprintf(trace, "%s %s %d/%d\n", p.Name(), side.name, i+1, n)
-				smp, err := p.Run(ctx, pair, side.dir, i, trace)
+				smp, err := p.Run(ctx, pair, side.boot, i, trace)
 				if err != nil {
 					return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}
 				}

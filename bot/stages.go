@@ -115,11 +115,29 @@ type Trees interface {
 	GitDir(tree string) (string, error)
 }
 
-// Lab runs the transfer test n times on a leased pair with the kernel in
-// dir. A crash during a run is a sample with Crash set; an error that is
-// not an infra error means the kernel did not boot (the kernel's fault).
+// Boot is what one lab boot runs.
+type Boot struct {
+	// Dir holds the kernel under test.
+	Dir string
+	// Trusted, when set, holds the series' base kernel, booted on the
+	// pair's other side than Side: the kernel under test is code from
+	// anyone, so the side that measures and checks the transfer runs a
+	// kernel the series did not write. Empty: Dir's kernel boots on both
+	// sides (a base, a mainline head, a bisection step).
+	Trusted string
+	// Side is "server" or "client": where Dir's kernel boots beside
+	// Trusted (Lab.CandidateSide).
+	Side string
+}
+
+// Lab runs the transfer test n times on a leased pair. A crash during a
+// run is a sample with Crash set; an error that is not an infra error
+// means the kernel did not boot (the kernel's fault).
 type Lab interface {
-	Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error)
+	Run(ctx context.Context, pair string, boot Boot, n int, trace io.Writer) ([]store.Sample, error)
+	// CandidateSide is the side of the pair a series' kernel boots on,
+	// beside the trusted base: the one its patches act on.
+	CandidateSide(s Series) string
 }
 
 // Profile is a lab profile besides the default test: the test over a
@@ -138,9 +156,9 @@ type Profile interface {
 	Why(s Series) string
 	// Boots per side.
 	Boots() int
-	// Run is the boot-th boot (0-based) of the kernel in dir: one
-	// sample, which may name a finer profile (its provider).
-	Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error)
+	// Run is the i-th boot (0-based) of k: one sample, which may name a
+	// finer profile (its provider).
+	Run(ctx context.Context, pair string, k Boot, i int, trace io.Writer) ([]store.Sample, error)
 }
 
 // Decision is the statistics' answer for one comparison.

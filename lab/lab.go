@@ -40,6 +40,36 @@ type Kernel struct {
 	// BuildID is the GNU build id of its vmlinux; empty: read from the
 	// bzImage when needed.
 	BuildID string `json:"build_id,omitempty"`
+	// Peer, when set, is a trusted kernel (the series' base) booted on
+	// the pair's other side, and this one boots on Side alone. A posted
+	// series is code from anyone: with a peer, what judges the run (the
+	// transfer's times, its data check, the transport's faults) is
+	// measured by the peer's kernel and the host's clock, never by the
+	// kernel the series wrote. Nil: this kernel boots on both sides (a
+	// base, a mainline head, a bisection step).
+	Peer *Kernel `json:"peer,omitempty"`
+	// Side is SideServer or SideClient when Peer is set.
+	Side string `json:"side,omitempty"`
+}
+
+// The sides of a pair a candidate kernel can boot on.
+const (
+	SideServer = "server"
+	SideClient = "client"
+)
+
+// On is the kernel that boots on role.
+func (k Kernel) On(role string) Kernel {
+	if k.Peer != nil && role != k.Side {
+		return *k.Peer
+	}
+	return k
+}
+
+// Trusted says whether role boots a kernel whose console may judge the
+// run: the peer's side, or both sides when there is no peer.
+func (k Kernel) Trusted(role string) bool {
+	return k.Peer == nil || role != k.Side
 }
 
 // BootError means the kernel under test did not come up: no shell, no
@@ -369,4 +399,25 @@ func dmesgOf(consoleText string) string {
 		}
 	}
 	return b.String()
+}
+
+// clientSide are the paths of code only the NFS client runs: the
+// RPC-over-RDMA client transport (every xprtrdma file but svcrdma's),
+// the NFS client and the RPC client core.
+var clientSide = regexp.MustCompile(`^(net/sunrpc/xprtrdma/(transport|rpc_rdma|verbs|frwr_ops|backchannel)\.c|net/sunrpc/xprtrdma/xprt_rdma\.h|fs/nfs/|net/sunrpc/(clnt|xprt|sched)\.c)`)
+
+// CandidateSide is the side of a pair a series' kernel boots on, beside
+// the trusted base kernel, given the files the series changes: the
+// client when it changes only client code, else the server (svcrdma,
+// nfsd, ib_core and the providers, and a series touching both).
+func CandidateSide(files []string) string {
+	if len(files) == 0 {
+		return SideServer
+	}
+	for _, f := range files {
+		if !clientSide.MatchString(f) {
+			return SideServer
+		}
+	}
+	return SideClient
 }

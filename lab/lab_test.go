@@ -302,3 +302,24 @@ func TestFiguresDeriveDecidedMetrics(t *testing.T) {
 		t.Errorf("fio figures %+v", g)
 	}
 }
+
+// A series' kernel boots on the client only when it changes client code
+// alone; svcrdma, ib_core and a series changing both sides boot it on
+// the server.
+func TestCandidateSide(t *testing.T) {
+	for _, c := range []struct {
+		files []string
+		want  string
+	}{
+		{[]string{"net/sunrpc/xprtrdma/svc_rdma_sendto.c"}, SideServer},
+		{[]string{"drivers/infiniband/core/cq.c"}, SideServer},
+		{[]string{"net/sunrpc/xprtrdma/verbs.c", "net/sunrpc/xprtrdma/xprt_rdma.h"}, SideClient},
+		{[]string{"fs/nfs/direct.c"}, SideClient},
+		{[]string{"net/sunrpc/xprtrdma/frwr_ops.c", "net/sunrpc/xprtrdma/svc_rdma_rw.c"}, SideServer},
+		{nil, SideServer},
+	} {
+		if got := CandidateSide(c.files); got != c.want {
+			t.Errorf("%v: %s, want %s", c.files, got, c.want)
+		}
+	}
+}

@@ -166,14 +166,20 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	if k.Modules != "" {
-		return nil, fmt.Errorf("the QEMU pair boots kernels with everything built in; %s has modules", k.BzImage)
-	}
 	if t.RDMA != "rxe" && t.RDMA != "siw" {
 		return nil, fmt.Errorf("the QEMU pair has soft RDMA only (rxe, siw), not %q", t.RDMA)
 	}
-	if _, err := os.Stat(k.BzImage); err != nil {
-		return nil, &InfraError{Op: "kernel artifact", Err: err}
+	if k.Peer != nil && k.Side != SideServer && k.Side != SideClient {
+		return nil, fmt.Errorf("a kernel with a trusted peer boots on the server or the client, not %q", k.Side)
+	}
+	for _, role := range []string{"server", "client"} {
+		hk := k.On(role)
+		if hk.Modules != "" {
+			return nil, fmt.Errorf("the QEMU pair boots kernels with everything built in; %s has modules", hk.BzImage)
+		}
+		if _, err := os.Stat(hk.BzImage); err != nil {
+			return nil, &InfraError{Op: "kernel artifact", Err: err}
+		}
 	}
 	initrd, err := p.initrd(t)
 	if err != nil {
@@ -287,7 +293,7 @@ func (r *run) spec(role, netdev, mac string) guestSpec {
 		initrd = x
 	}
 	return guestSpec{
-		role: role, binary: p.cfg.Binary, kernel: r.kernel.BzImage, initrd: initrd,
+		role: role, binary: p.cfg.Binary, kernel: r.kernel.On(role).BzImage, initrd: initrd,
 		cmdline: p.cmdline(role, r.test), memMiB: p.cfg.MemoryMiB, icount: p.cfg.Icount,
 		netdev: netdev, mac: mac, extra: p.extraArgs[role], reboot: p.idle,
 	}
@@ -378,8 +384,11 @@ func (r *run) handle(ev consoleEvent) {
 			r.seen[ev.role][m.Event] = ev.at
 		}
 		r.last[ev.role+" "+m.Event] = m
-		if ev.role == "client" {
-			r.addIteration(m)
+		// The client runs the test and reports its figures; a server's
+		// lines of the same name are not results.
+		if ev.role == "client" && (m.Event == "RESULT" || m.Event == "FIO") {
+			r.iters = append(r.iters, iterationOf(m))
+			r.lastProgress = ev.at
 		}
 		// The monitor watches kernel output only.
 		r.mon[ev.role].Line("")
@@ -388,12 +397,6 @@ func (r *run) handle(ev consoleEvent) {
 	if c := r.mon[ev.role].Line(ev.text); c != nil && c.Fatal && r.fatalAt.IsZero() {
 		r.fatalAt = ev.at
 		r.pair.log.Info("lab: crash on console", "host", ev.role, "kind", c.Kind)
-	}
-}
-
-func (r *run) addIteration(m marker) {
-	if m.Event == "RESULT" || m.Event == "FIO" {
-		r.iters = append(r.iters, iterationOf(m))
 	}
 }
 
@@ -439,11 +442,19 @@ func (r *run) deadline() (time.Time, string) {
 		// in flight then must finish within an iteration's timeout.
 		return mounted.Add(time.Duration(l.Seconds)*time.Second + c.IterationTimeout.Duration), "test"
 	}
+	per := c.IterationTimeout.Duration + time.Duration(r.test.SizeMiB)*c.PerMiBTimeout.Duration
 	progress := mounted
 	if n := len(r.iters); n > 0 {
 		progress = r.lastProgress
 	}
-	return progress.Add(c.IterationTimeout.Duration + time.Duration(r.test.SizeMiB)*c.PerMiBTimeout.Duration), "test"
+	// Progress lines buy an iteration's time each, but no more than the
+	// test's iterations together: a kernel that reports progress without
+	// end does not hold the pair (the host's clock bounds the phase).
+	end := progress.Add(per)
+	if limit := mounted.Add(time.Duration(max(r.test.Iterations, 1)) * per); end.After(limit) {
+		end = limit
+	}
+	return end, "test"
 }
 
 // loop reads both consoles until the run is over: both guests gone, a
@@ -502,9 +513,6 @@ func (r *run) loop(ctx context.Context) {
 			r.handle(ev)
 			if h := r.pair.hooks.event; h != nil {
 				h(ev, r.guests)
-			}
-			if !ev.exited && len(r.iters) > 0 && (strings.Contains(ev.text, "@@RB RESULT") || strings.Contains(ev.text, "@@RB FIO")) {
-				r.lastProgress = ev.at
 			}
 		case <-timer.C:
 		}
@@ -592,6 +600,12 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	}
 	for _, role := range []string{"server", "client"} {
 		if m, ok := r.last[role+" NETEM_FAIL"]; ok {
+			if !r.kernel.Trusted(role) {
+				// The candidate's side says its link could not be
+				// shaped, where the trusted kernel's could: its own
+				// failure (or its word), never the lab's.
+				return res, &BootError{Host: role, Phase: "netem", Err: fmt.Errorf("the kernel under test could not shape its link: %s", m.Args["msg"]), Console: tail(r.consoles[role].String(), 60)}
+			}
 			return nil, netemError(role, m.Args["msg"])
 		}
 	}
@@ -613,6 +627,10 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 				peer := map[string]string{"server": "client", "client": "server"}[role]
 				if _, ok := r.mon[peer].Fatal(); ok {
 					role, step.phase = peer, r.firstMissed(peer, step.phase)
+				} else if r.kernel.Peer != nil && r.kernel.Trusted(role) && !r.kernel.Trusted(peer) && step.event == "BOOTED" {
+					// The trusted kernel boots before the pair meets:
+					// nothing of the candidate's stopped it.
+					return nil, &InfraError{Host: role, Op: "boot trusted kernel", Err: fmt.Errorf("the base kernel did not come up: %s", tail(r.consoles[role].String(), 5))}
 				}
 			}
 			h := res.Server
@@ -631,8 +649,17 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 			return res, be
 		}
 	}
-	if k := r.kernel.BuildID; k != "" && res.Client.BuildID != "" && k != res.Client.BuildID {
-		return nil, &InfraError{Op: "verify kernel", Err: fmt.Errorf("booted build id %s, want %s", res.Client.BuildID, k)}
+	for _, h := range []Host{res.Server, res.Client} {
+		want := r.kernel.On(h.Role).BuildID
+		if want == "" || h.BuildID == "" || h.BuildID == want {
+			continue
+		}
+		if !r.kernel.Trusted(h.Role) {
+			// The host booted the file it was given; a kernel that
+			// reports another build id says something untrue of itself.
+			return res, &BootError{Host: h.Role, Phase: "verify", Err: fmt.Errorf("the kernel reports build id %s, not the one built (%s)", h.BuildID, want), Console: tail(h.Console, 60)}
+		}
+		return nil, &InfraError{Host: h.Role, Op: "verify kernel", Err: fmt.Errorf("booted build id %s, want %s", h.BuildID, want)}
 	}
 	res.Phases = r.phases()
 	if m, ok := r.last["client TRANSPORT"]; ok {
@@ -691,6 +718,9 @@ func (r *run) failure(res *Result) string {
 	case len(r.iters) != r.test.Iterations:
 		return fmt.Sprintf("%d of %d iterations ran", len(r.iters), r.test.Iterations)
 	}
+	if why := r.unbacked(); why != "" {
+		return why
+	}
 	for _, it := range r.iters {
 		if r.test.Kind == "transfer" && it.Cmp != "ok" {
 			return fmt.Sprintf("iteration %d: data mismatch", it.N)
@@ -701,6 +731,42 @@ func (r *run) failure(res *Result) string {
 	}
 	if res.Client.Status != "ok" || res.Server.Status != "ok" {
 		return fmt.Sprintf("guests ended with status server=%q client=%q", res.Server.Status, res.Client.Status)
+	}
+	return ""
+}
+
+// unbacked says why the figures of a client running the kernel under
+// test are not backed by the trusted server's own count of the bytes it
+// read and wrote for it ("" when they are, or when the client is
+// trusted): a kernel that reports transfers it never made gets nothing.
+func (r *run) unbacked() string {
+	if r.kernel.Trusted("client") {
+		return ""
+	}
+	m, ok := r.last["server SRVIO"]
+	if !ok {
+		return "the trusted server reported no byte counts"
+	}
+	// What the client says it moved: the pressure test's one result
+	// names its MiB each way; the others move the file each iteration.
+	var readMiB, writeMiB int
+	if res := r.last["client RESULT"]; r.test.Load != nil {
+		readMiB, writeMiB = res.int("mb"), res.int("write_mb")
+	} else {
+		readMiB = r.test.Iterations * r.test.SizeMiB
+		if r.test.Kind == "transfer" {
+			writeMiB = readMiB
+		}
+	}
+	// 95 %: a server counts what it moved, the client what completed.
+	for _, c := range []struct {
+		what      string
+		server    int64
+		clientMiB int
+	}{{"read", int64(m.float("read")), readMiB}, {"wrote", int64(m.float("written")), writeMiB}} {
+		if c.server < int64(c.clientMiB)*(1<<20)*95/100 {
+			return fmt.Sprintf("the client's figures are not the server's: the server %s %.1f MiB for it, the client says %d MiB", c.what, float64(c.server)/(1<<20), c.clientMiB)
+		}
 	}
 	return ""
 }

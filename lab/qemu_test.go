@@ -68,7 +68,12 @@ func testKernel(t *testing.T) Kernel {
 // left no QEMU behind.
 func runPassing(t *testing.T, p *QEMUPair, pids *[]int, test Test) *Result {
 	t.Helper()
-	res, err := p.Run(context.Background(), testKernel(t), test)
+	return runPassingKernel(t, p, pids, test, testKernel(t))
+}
+
+func runPassingKernel(t *testing.T, p *QEMUPair, pids *[]int, test Test, k Kernel) *Result {
+	t.Helper()
+	res, err := p.Run(context.Background(), k, test)
 	noSurvivors(t, *pids)
 	if err != nil {
 		t.Fatal(err)
@@ -92,11 +97,29 @@ func noSurvivors(t *testing.T, pids []int) {
 	}
 }
 
+// The kernel boots as a candidate on the client beside a trusted peer
+// (a copy of it, so each side's file is its own): the client's figures
+// count only as far as the trusted server's byte counts back them, and
+// each guest's build id is checked against its own file.
 func TestPairTransferRxe(t *testing.T) {
 	p, pids := testPair(t)
 	test := DefaultTest()
 	test.SizeMiB, test.Iterations = 8, 2
-	res := runPassing(t, p, pids, test)
+	k := testKernel(t)
+	peer := Kernel{BzImage: filepath.Join(t.TempDir(), "bzImage")}
+	img, err := os.ReadFile(k.BzImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(peer.BzImage, img, 0o644)
+	if id, err := ReadBuildID(k.BzImage); err == nil {
+		k.BuildID, peer.BuildID = id, id
+	}
+	k.Peer, k.Side = &peer, SideClient
+	res := runPassingKernel(t, p, pids, test, k)
+	if !strings.Contains(res.Server.Console, "@@RB SRVIO read=") {
+		t.Errorf("the trusted server reported no byte counts")
+	}
 	if res.Transport != "rdma" || !strings.Contains(res.MountOpts, "proto=rdma") || !strings.Contains(res.MountOpts, "port=20049") {
 		t.Errorf("transport %q mount %q: want NFS over RDMA on 20049", res.Transport, res.MountOpts)
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -206,5 +207,66 @@ func TestPressureCmdlineAndDeadline(t *testing.T) {
 	want := r.seen["client"]["MOUNTED"].Add(30*time.Second + DefaultConfig().QEMU.IterationTimeout.Duration)
 	if phase != "test" || !dl.Equal(want) {
 		t.Errorf("deadline %v %s, want %v test", dl, phase, want)
+	}
+}
+
+// With a trusted peer, what the candidate's console says about itself
+// is its own failure, never the lab's: another build id than the one
+// built, or a link it says it could not shape. The trusted side saying
+// the same is the lab's.
+func TestRunCandidateWordsAreItsOwn(t *testing.T) {
+	peer := Kernel{BzImage: "base", BuildID: "ab"}
+	for name, c := range map[string]struct {
+		side, script string
+		netem        bool
+		wantInfra    bool
+		wantHost     string
+	}{
+		"build id of the candidate":    {SideServer, strings.Replace(goodRun, "role=server kernel=6.12.117 build_id=ab", "role=server kernel=6.12.117 build_id=ff", 1), false, false, "server"},
+		"build id of the trusted side": {SideServer, strings.Replace(goodRun, "role=client kernel=6.12.117 build_id=ab", "role=client kernel=6.12.117 build_id=ff", 1), false, true, "client"},
+		"netem of the candidate":       {SideClient, strings.Replace(goodRun, "client @@RB RDMA_UP dev=rxe0 t=1.9", "client @@RB NETEM_FAIL dev=eth0 msg=no t=1.9", 1), true, false, "client"},
+		"netem of the trusted side":    {SideServer, strings.Replace(goodRun, "client @@RB RDMA_UP dev=rxe0 t=1.9", "client @@RB NETEM_FAIL dev=eth0 msg=no t=1.9", 1), true, true, "client"},
+	} {
+		test := DefaultTest()
+		test.Iterations = 2
+		if c.netem {
+			test.Netem = "delay 1ms"
+		}
+		r := feed(t, test, c.script)
+		r.kernel = Kernel{BzImage: "cand", BuildID: "ab", Peer: &peer, Side: c.side}
+		_, err := r.result(context.Background())
+		var be *BootError
+		var ie *InfraError
+		switch {
+		case c.wantInfra && (!errors.As(err, &ie) || ie.Host != c.wantHost):
+			t.Errorf("%s: want the lab's fault on the %s, got %v", name, c.wantHost, err)
+		case !c.wantInfra && (!errors.As(err, &be) || be.Host != c.wantHost || isInfra(err)):
+			t.Errorf("%s: want the candidate's failure on the %s, got %v", name, c.wantHost, err)
+		}
+	}
+}
+
+// Results only come from the client, and a client that reports
+// progress without end is stopped by the host's clock: the test phase
+// lasts no longer than its iterations' limits together.
+func TestRunProgressCannotHoldThePair(t *testing.T) {
+	test := DefaultTest()
+	test.Iterations = 2
+	var b strings.Builder
+	b.WriteString(strings.Split(goodRun, "client @@RB RESULT")[0])
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&b, "client @@RB RESULT iter=%d mb=32 write_s=0.01 write_MBps=1600 read_s=0.01 read_MBps=1600 cmp=ok t=9\n", i)
+		fmt.Fprintf(&b, "server @@RB RESULT iter=%d mb=32 write_s=0.01 write_MBps=1600 read_s=0.01 read_MBps=1600 cmp=ok t=9\n", i)
+	}
+	r := feed(t, test, b.String())
+	if len(r.iters) != 2000 {
+		t.Fatalf("%d iterations taken, want the client's 2000 alone", len(r.iters))
+	}
+	c := r.pair.cfg
+	mounted := r.seen["client"]["MOUNTED"]
+	dl, phase := r.deadline()
+	per := c.IterationTimeout.Duration + time.Duration(test.SizeMiB)*c.PerMiBTimeout.Duration
+	if phase != "test" || !dl.Equal(mounted.Add(2*per)) {
+		t.Errorf("deadline %v (%s), want mounted + 2 iterations' limits %v", dl.Sub(mounted), phase, 2*per)
 	}
 }

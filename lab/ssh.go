@@ -162,17 +162,38 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 		return nil, err
 	}
 	t.RDMA = p.RDMA
-	image, err := os.ReadFile(k.BzImage)
-	if err != nil {
-		return nil, &InfraError{Op: "kernel artifact", Err: err}
-	}
-	if k.Release == "" {
-		if k.Release, err = ReadRelease(k.BzImage); err != nil {
+	// Each host's kernel: the candidate on its side, the trusted peer on
+	// the other (Kernel.Peer), or the one kernel on both.
+	kernels := map[string]Kernel{}
+	images := map[string][]byte{}
+	for _, role := range []string{"server", "client"} {
+		hk := k.On(role)
+		hk.Peer = nil
+		if images[role], err = os.ReadFile(hk.BzImage); err != nil {
 			return nil, &InfraError{Op: "kernel artifact", Err: err}
 		}
+		if hk.Release == "" {
+			if hk.Release, err = ReadRelease(hk.BzImage); err != nil {
+				return nil, &InfraError{Op: "kernel artifact", Err: err}
+			}
+		}
+		if hk.BuildID == "" {
+			hk.BuildID, _ = ReadBuildID(hk.BzImage) // not every compression is readable
+		}
+		kernels[role] = hk
 	}
-	if k.BuildID == "" {
-		k.BuildID, _ = ReadBuildID(k.BzImage) // not every compression is readable
+	cand := k.Side
+	if k.Peer == nil {
+		cand = SideServer
+	}
+	k.Release, k.BuildID = kernels[cand].Release, kernels[cand].BuildID
+	if k.Peer != nil {
+		other := SideServer
+		if cand == SideServer {
+			other = SideClient
+		}
+		pk := kernels[other]
+		k.Peer = &pk
 	}
 	lease, err := p.leases.Acquire(p.holder, p.cfg.Lease.Duration, p.cfg.Server.Address, p.cfg.Client.Address)
 	if err != nil {
@@ -201,12 +222,13 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 		if err != nil {
 			return &InfraError{Host: h.role, Op: "ssh", Err: err}
 		}
-		path := "/boot/rdmabot/vmlinuz-" + k.Release
-		if err := h.put(ctx, path, image, 0o644); err != nil {
+		hk := kernels[h.role]
+		path := "/boot/rdmabot/vmlinuz-" + hk.Release
+		if err := h.put(ctx, path, images[h.role], 0o644); err != nil {
 			return &InfraError{Host: h.role, Op: "copy kernel", Err: err}
 		}
-		if k.Modules != "" {
-			if err := p.putModules(ctx, h, k.Modules); err != nil {
+		if hk.Modules != "" {
+			if err := p.putModules(ctx, h, hk.Modules); err != nil {
 				return &InfraError{Host: h.role, Op: "copy modules", Err: err}
 			}
 		}
@@ -214,10 +236,10 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 		goodMu.Lock()
 		good[h.role] = id
 		goodMu.Unlock()
-		if err := p.boot(ctx, h, path, k.Release); err != nil {
+		if err := p.boot(ctx, h, path, hk.Release); err != nil {
 			return err
 		}
-		return p.verify(ctx, h, k)
+		return p.verify(ctx, h, hk)
 	})
 	// Whatever happened, both hosts go back to their known-good kernel.
 	defer func() {
@@ -491,7 +513,8 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	for _, h := range []*sshHost{srv, cli} {
 		dmesg, _ := h.run(ctx, "dmesg", nil)
 		crashes, _ := console.Scan(strings.NewReader(dmesg))
-		host := Host{Role: h.role, Release: k.Release, BuildID: k.BuildID, Console: h.out.String(), Dmesg: dmesg, Crashes: crashes, Status: "ok"}
+		hk := k.On(h.role)
+		host := Host{Role: h.role, Release: hk.Release, BuildID: hk.BuildID, Console: h.out.String(), Dmesg: dmesg, Crashes: crashes, Status: "ok"}
 		if h == srv {
 			res.Server = host
 		} else {

@@ -231,7 +231,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	runs := a.Runs
 	if len(a.Profiles) > 0 {
 		var err error
-		base, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, a.Kernel, a.candidate(), "base", "candidate",
+		base, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, bot.Boot{Dir: a.Kernel}, a.candidate(), "base", "candidate",
 			func(bot.Profile) string { return "a comparison" }, a.trace())
 		for _, s := range append(append([]store.Sample(nil), base...), cand...) {
 			r.Busy = append(r.Busy, s.BusyRepeated...)
@@ -269,8 +269,8 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 		for i := 0; i < runs && !crashed; i++ {
 			for _, side := range []struct {
 				boots  *[]store.Sample
-				kernel string
-			}{{&rd.base, a.Kernel}, {&rd.cand, a.candidate()}} {
+				kernel bot.Boot
+			}{{&rd.base, bot.Boot{Dir: a.Kernel}}, {&rd.cand, a.candidate()}} {
 				s, err := a.Lab.Run(ctx, a.Pair, side.kernel, 1, a.trace())
 				if err != nil {
 					var busy *lab.BusyError
@@ -329,11 +329,15 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	return r, rounds
 }
 
-func (a *AA) candidate() string {
-	if a.Candidate != "" {
-		return a.Candidate
+// candidate is what the comparison's candidate boots run: as a series'
+// kernel does, on the server beside the base on the client (the seeded
+// slowdowns and the seed regression's class are svcrdma's).
+func (a *AA) candidate() bot.Boot {
+	dir := a.Candidate
+	if dir == "" {
+		dir = a.Kernel
 	}
-	return a.Kernel
+	return bot.Boot{Dir: dir, Trusted: a.Kernel, Side: lab.SideServer}
 }
 
 // trace is where each boot's line goes: nowhere for A/A or a power

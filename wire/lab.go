@@ -13,6 +13,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lore"
 )
 
 // Lab runs lab pairs: n boots of the kernel, one sample per boot with the
@@ -56,20 +57,30 @@ type ConsoleKeeper interface {
 // Run boots the kernel in dir n times, or until a boot crashes. A
 // *BootError is returned as it is (the kernel's fault); every other error
 // is the lab's.
-func (l *Lab) Run(ctx context.Context, pairName, dir string, n int, trace io.Writer) ([]store.Sample, error) {
-	return l.RunTest(ctx, pairName, dir, n, l.Test, trace)
+func (l *Lab) Run(ctx context.Context, pairName string, boot bot.Boot, n int, trace io.Writer) ([]store.Sample, error) {
+	return l.RunTest(ctx, pairName, boot, n, l.Test, trace)
+}
+
+// kernelIn is the lab's view of one kernel directory.
+func kernelIn(dir string) lab.Kernel {
+	k := lab.Kernel{BzImage: filepath.Join(dir, "bzImage")}
+	if st, err := os.Stat(filepath.Join(dir, "modules")); err == nil && st.IsDir() {
+		k.Modules = filepath.Join(dir, "modules")
+	}
+	return k
 }
 
 // RunTest is Run with another test than the configured one (a shaped
 // link: the power bench's seeded slowdown).
-func (l *Lab) RunTest(ctx context.Context, pairName, dir string, n int, test lab.Test, trace io.Writer) ([]store.Sample, error) {
+func (l *Lab) RunTest(ctx context.Context, pairName string, boot bot.Boot, n int, test lab.Test, trace io.Writer) ([]store.Sample, error) {
 	p, err := l.pair(ctx, pairName)
 	if err != nil {
 		return nil, bot.Infra(err)
 	}
-	k := lab.Kernel{BzImage: filepath.Join(dir, "bzImage")}
-	if st, err := os.Stat(filepath.Join(dir, "modules")); err == nil && st.IsDir() {
-		k.Modules = filepath.Join(dir, "modules")
+	k := kernelIn(boot.Dir)
+	if boot.Trusted != "" {
+		peer := kernelIn(boot.Trusted)
+		k.Peer, k.Side = &peer, boot.Side
 	}
 	var out []store.Sample
 	for i := range n {
@@ -150,4 +161,24 @@ func healthTrace(h lab.Health) string {
 	}
 	return fmt.Sprintf(", transport: %d retransmissions, %d timeouts, %d reconnects, %d bad xids, %d bad replies, %d server bad calls, %d Sends refused for a full Send Queue, %d completions lost to a full CQ",
 		h.Retrans, h.Timeouts, h.Reconnects, h.BadXIDs, h.BadReplies, h.ServerBadCalls, h.SQFull, h.CQFull)
+}
+
+// CandidateSide implements bot.Lab: the side the series' changed code
+// runs on (lab.CandidateSide), from the files its patches change.
+func (l *Lab) CandidateSide(s bot.Series) string {
+	seen := map[string]bool{}
+	var files []string
+	for _, raw := range s.Patches {
+		m, err := lore.ParseMessage(raw)
+		if err != nil {
+			continue
+		}
+		for _, c := range lore.DiffChanges(m.Body) {
+			if !c.Context && !seen[c.File] {
+				seen[c.File] = true
+				files = append(files, c.File)
+			}
+		}
+	}
+	return lab.CandidateSide(files)
 }

@@ -44,7 +44,7 @@ func TestLabAdapterRealPair(t *testing.T) {
 	l := &Lab{Cfg: cfg, Test: test, Log: slog.New(slog.DiscardHandler), Consoles: st,
 		Pairs: map[string]lab.Pair{"qemu": lab.NewQEMUPair(qc, lab.Image{Dir: filepath.Dir(image), Path: image}, slog.New(slog.DiscardHandler))}}
 	var trace bytes.Buffer
-	samples, err := l.Run(context.Background(), "qemu", dir, 1, &trace)
+	samples, err := l.Run(context.Background(), "qemu", bot.Boot{Dir: dir}, 1, &trace)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, trace.String())
 	}
@@ -90,7 +90,7 @@ func TestLabKeepsConsoles(t *testing.T) {
 	defer st.Close()
 	l := &Lab{Cfg: lab.DefaultConfig(), Test: lab.DefaultTest(), Log: slog.New(slog.DiscardHandler), Consoles: st,
 		Pairs: map[string]lab.Pair{"qemu": &consolePair{}}}
-	samples, err := l.Run(ctx, "qemu", t.TempDir(), 2, io.Discard)
+	samples, err := l.Run(ctx, "qemu", bot.Boot{Dir: t.TempDir()}, 2, io.Discard)
 	if err != nil || len(samples) != 2 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}
@@ -104,7 +104,33 @@ func TestLabKeepsConsoles(t *testing.T) {
 	}
 
 	l.Consoles = failingKeeper{}
-	if _, err := l.Run(ctx, "qemu", t.TempDir(), 1, io.Discard); !bot.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
+	if _, err := l.Run(ctx, "qemu", bot.Boot{Dir: t.TempDir()}, 1, io.Discard); !bot.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
 		t.Fatalf("console not kept: %v, want INFRA", err)
+	}
+}
+
+// The side a series' kernel boots on comes from the files its patches
+// change.
+func TestLabCandidateSide(t *testing.T) {
+	patch := func(file string) []byte {
+		return []byte("From: Dev <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <" + file + "@x>\n\n---\n" +
+			"diff --git a/" + file + " b/" + file + "\n--- a/" + file + "\n+++ b/" + file + "\n@@ -1,3 +1,3 @@ int f(void)\n a\n-b\n+c\n d\n")
+	}
+	l := &Lab{}
+	for _, c := range []struct {
+		files []string
+		want  string
+	}{
+		{[]string{"net/sunrpc/xprtrdma/verbs.c"}, lab.SideClient},
+		{[]string{"net/sunrpc/xprtrdma/svc_rdma_sendto.c"}, lab.SideServer},
+		{[]string{"net/sunrpc/xprtrdma/verbs.c", "drivers/infiniband/core/cq.c"}, lab.SideServer},
+	} {
+		var s bot.Series
+		for _, f := range c.files {
+			s.Patches = append(s.Patches, patch(f))
+		}
+		if got := l.CandidateSide(s); got != c.want {
+			t.Errorf("%v: %s, want %s", c.files, got, c.want)
+		}
 	}
 }

@@ -41,8 +41,8 @@ func (p *Lossy) Name() string { return store.ProfileLossy }
 func (p *Lossy) Boots() int { return p.lab.Cfg.Lossy.Boots }
 
 // Run implements bot.Profile: the configured test over the shaped link.
-func (p *Lossy) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
-	return p.lab.RunTest(ctx, pair, dir, 1, p.lab.Cfg.LossyTest(), trace)
+func (p *Lossy) Run(ctx context.Context, pair string, k bot.Boot, _ int, trace io.Writer) ([]store.Sample, error) {
+	return p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.LossyTest(), trace)
 }
 
 // Shapes implements bot.Profile. Only the QEMU pair's soft RDMA runs over

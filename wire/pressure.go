@@ -48,10 +48,10 @@ func (p *Pressure) Boots() int {
 // turn and to the NFS versions in turn, shifted by one each time round
 // the providers, so that one boot per provider already covers two
 // versions and more boots give each provider each version.
-func (p *Pressure) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
+func (p *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
 	provs := p.lab.Cfg.Pressure.Providers
 	prov := provs[boot%len(provs)]
-	smp, err := p.lab.RunTest(ctx, pair, dir, 1, p.lab.Cfg.PressureTest(prov, boot+boot/len(provs)), trace)
+	smp, err := p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.PressureTest(prov, boot+boot/len(provs)), trace)
 	for i := range smp {
 		smp[i].Profile = store.ProfilePressure + "-" + prov
 	}

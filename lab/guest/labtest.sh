@@ -142,6 +142,9 @@ server_wait() {
 # ("rpc calls badcalls ..." of /proc/net/rpc/nfsd).
 server_health() {
 	awk '$1 == "rpc" {print "@@RB SRVSTAT calls=" $2 " badcalls=" $3}' /proc/net/rpc/nfsd
+	# The bytes nfsd read and wrote for its clients: a client running a
+	# kernel under test must have moved what it says it moved.
+	awk '$1 == "io" {print "@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
 	# svcrdma's own counters: sq_starve counts Sends that waited for
 	# Send Queue space (a healthy server under pressure waits; one whose
 	# accounting is inflated stops waiting).

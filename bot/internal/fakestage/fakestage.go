@@ -423,7 +423,30 @@ func (f *Lab) SetSlowdown(x float64) {
 	f.mu.Unlock()
 }
 
-func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer) ([]store.Sample, error) {
+// CandidateSide is the client for a series whose patches change only
+// client files (net/sunrpc/xprtrdma/ but svc_rdma*, fs/nfs/), else the
+// server, as the real lab's rule.
+func (f *Lab) CandidateSide(s bot.Series) string {
+	side := "server"
+	for _, p := range s.Patches {
+		for _, l := range strings.Split(string(p), "\n") {
+			file, ok := strings.CutPrefix(l, "+++ b/")
+			if !ok {
+				continue
+			}
+			client := strings.HasPrefix(file, "fs/nfs/") ||
+				strings.HasPrefix(file, "net/sunrpc/xprtrdma/") && !strings.Contains(file, "svc_rdma")
+			if !client {
+				return "server"
+			}
+			side = "client"
+		}
+	}
+	return side
+}
+
+func (f *Lab) Run(ctx context.Context, pair string, boot bot.Boot, n int, trace io.Writer) ([]store.Sample, error) {
+	dir := boot.Dir
 	f.mu.Lock()
 	if f.busy == nil {
 		f.busy = map[string]bool{}
@@ -453,7 +476,11 @@ func (f *Lab) Run(ctx context.Context, pair, dir string, n int, trace io.Writer)
 	if err != nil {
 		return nil, &InfraError{"lab: cannot read kernel: " + err.Error()}
 	}
-	f.Calls.Add("run %s %s %d", pair, filepath.Base(dir), n)
+	if boot.Trusted != "" {
+		f.Calls.Add("run %s %s %d on the %s beside %s", pair, filepath.Base(dir), n, boot.Side, filepath.Base(boot.Trusted))
+	} else {
+		f.Calls.Add("run %s %s %d", pair, filepath.Base(dir), n)
+	}
 	if f.Hold != nil {
 		select {
 		case <-f.Hold:
@@ -526,7 +553,8 @@ func why(s bot.Series, match string) string {
 
 func (f *Lossy) Boots() int { return f.N }
 
-func (f *Lossy) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
+func (f *Lossy) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
+	dir := k.Dir
 	const n = 1
 	f.mu.Lock()
 	fail := f.FailRuns > 0
@@ -545,7 +573,7 @@ func (f *Lossy) Run(ctx context.Context, pair, dir string, boot int, trace io.Wr
 	if err == nil && string(speed) == "lossy-hang" {
 		return []store.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, nil
 	}
-	return f.Lab.Run(ctx, pair, dir, n, trace)
+	return f.Lab.Run(ctx, pair, k, n, trace)
 }
 
 // Pressure is the Send Queue pressure profile over Lab: an "sq-overflow"
@@ -567,7 +595,8 @@ func (f *Pressure) Why(s bot.Series) string { return why(s, f.Match) }
 
 func (f *Pressure) Boots() int { return len(f.Providers) }
 
-func (f *Pressure) Run(ctx context.Context, pair, dir string, boot int, trace io.Writer) ([]store.Sample, error) {
+func (f *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
+	dir := k.Dir
 	prov := f.Providers[boot%len(f.Providers)]
 	f.Calls.Add("pressure-%s %s %s", prov, pair, filepath.Base(dir))
 	speed, err := os.ReadFile(filepath.Join(dir, "kernel"))

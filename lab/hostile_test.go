@@ -1,0 +1,215 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+)
+
+// The stand-in for qemu-system-x86_64: the test binary itself, run with
+// standInEnv set. It prints the lab's console protocol the way a kernel
+// can. A kernel file holding "honest" plays a passing run at about
+// 8 MB/s; one holding "hostile" plays an attacker on its side: forged
+// results at 1600 MB/s, another build id, progress without end, and no
+// power-off.
+const standInEnv = "RDMABOT_QEMU_STANDIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(standInEnv) != "" {
+		os.Exit(standIn(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func standIn(args []string) int {
+	var kernel, cmdline, netdev string
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "-kernel":
+			kernel = args[i+1]
+		case "-append":
+			cmdline = args[i+1]
+		case "-netdev":
+			netdev = args[i+1]
+		}
+	}
+	kind, err := os.ReadFile(kernel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	role := "idle"
+	for _, w := range strings.Fields(cmdline) {
+		if v, ok := strings.CutPrefix(w, "rb.role="); ok {
+			role = v
+		}
+	}
+	// The link: the server listens (the host waits for that), the client
+	// connects; a guest's link going down is its peer gone.
+	var conn net.Conn
+	if _, port, ok := strings.Cut(netdev, "listen="); ok {
+		l, err := net.Listen("tcp", port)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if conn, err = l.Accept(); err != nil {
+			return 1
+		}
+	} else if _, port, ok := strings.Cut(netdev, "connect="); ok {
+		if conn, err = net.Dial("tcp", port); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	say := func(format string, a ...any) { fmt.Printf(format+"\n", a...) }
+	say("[    0.000000] Linux version 6.12.117 (%s) #1 SMP", strings.TrimSpace(string(kind)))
+	if strings.HasPrefix(string(kind), "hostile") {
+		// Everything a kernel can print to look good, on its own console.
+		say("@@RB BOOTED role=%s kernel=6.12.117 build_id=ffff t=1.0", role)
+		say("@@RB RDMA_UP dev=rxe0 t=1.1")
+		say("@@RB NFSD_READY portlist=rdma 20049, t=1.2")
+		say("@@RB MOUNTED try=1 mount_s=0.1 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=1.3")
+		say("@@RB TRANSPORT xprt=rdma t=1.3")
+		for i := 1; i <= 2; i++ {
+			say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+		}
+		say("@@RB SUMMARY test=transfer loop_s=0.04 ok=1 t=2")
+		if conn != nil {
+			conn.Close()
+		}
+		say("@@RB POWEROFF status=ok t=2")
+		if strings.Contains(string(kind), "spin") {
+			// Progress without end, and no power-off.
+			for i := 3; ; i++ {
+				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		return 0
+	}
+	say("@@RB BOOTED role=%s kernel=6.12.117 build_id=ab t=1.5", role)
+	say("@@RB RDMA_UP dev=rxe0 t=1.8")
+	switch role {
+	case "server":
+		say("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0")
+		// The server's own count: what the client wrote over the link,
+		// and what it sent back when read, until the client is done.
+		var moved int64
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := conn.Read(buf)
+			if n > 0 {
+				conn.Write(buf[:n])
+				moved += int64(n)
+			}
+			if err != nil {
+				break
+			}
+		}
+		say("@@RB CLIENT_DONE msg=ok t=9")
+		say("@@RB SRVIO read=%d written=%d", moved, moved)
+	case "client":
+		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
+		say("@@RB TRANSPORT xprt=rdma t=5.1")
+		chunk := make([]byte, 16<<20)
+		for i := 1; i <= 2; i++ {
+			// Write the file over the link and read it back.
+			go conn.Write(chunk)
+			io.ReadFull(conn, make([]byte, len(chunk)))
+			say("@@RB RESULT iter=%d mb=16 gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=ok t=9", i)
+		}
+		say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
+		conn.Close()
+	}
+	say("@@RB POWEROFF status=ok t=13.5")
+	return 0
+}
+
+// standInPair is a QEMU pair whose qemu is the stand-in, with phase
+// limits of seconds.
+func standInPair(t *testing.T) *QEMUPair {
+	t.Setenv(standInEnv, "1")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig().QEMU
+	cfg.Binary, cfg.Icount, cfg.QuietWait = bin, "", cfgtype.D(0)
+	cfg.HeavyLock = filepath.Join(t.TempDir(), "heavy.lock")
+	cfg.BootTimeout, cfg.SetupTimeout = cfgtype.D(5*time.Second), cfgtype.D(5*time.Second)
+	cfg.IterationTimeout, cfg.PerMiBTimeout = cfgtype.D(2*time.Second), cfgtype.D(0)
+	cfg.ShutdownTimeout, cfg.CrashGrace = cfgtype.D(2*time.Second), cfgtype.D(time.Second)
+	dir := t.TempDir()
+	initrd := filepath.Join(dir, "initrd")
+	os.WriteFile(initrd, []byte("x"), 0o644)
+	return NewQEMUPair(cfg, Image{Dir: dir, Path: initrd}, testLogger(t))
+}
+
+func standInKernel(t *testing.T, kind string) Kernel {
+	p := filepath.Join(t.TempDir(), "bzImage")
+	if err := os.WriteFile(p, []byte(kind), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Kernel{BzImage: p}
+}
+
+// A kernel under test that prints what a passing run prints, faster
+// than any real one, with another build id, and never stops, boots on
+// the server beside the trusted base on the client. What it prints
+// decides nothing: the figures are the base client's, and never ending
+// is its own failure within the phase limits, not the lab's.
+func TestHostileKernelCannotGradeItself(t *testing.T) {
+	p := standInPair(t)
+	test := DefaultTest()
+	test.Iterations = 2
+	base := standInKernel(t, "honest")
+
+	// Base on both sides: the stand-in's honest run passes.
+	res, err := p.Run(context.Background(), base, test)
+	if err != nil || !res.Passed || res.Iterations[0].WriteMBps != 8 {
+		t.Fatalf("the honest stand-in: %v %+v", err, res)
+	}
+
+	for _, c := range []struct{ side, kind string }{
+		{SideServer, "hostile"}, {SideServer, "hostile-spin"}, {SideClient, "hostile"}, {SideClient, "hostile-spin"},
+	} {
+		t.Run(c.side+"-"+c.kind, func(t *testing.T) {
+			cand := standInKernel(t, c.kind)
+			cand.Peer, cand.Side = &base, c.side
+			start := time.Now()
+			res, err := p.Run(context.Background(), cand, test)
+			took := time.Since(start)
+			var infra *InfraError
+			if errors.As(err, &infra) {
+				t.Fatalf("the hostile kernel made a lab fault: %v", err)
+			}
+			// Boot, setup, 2 iterations and shutdown: 5+5+2*2+2 s at most.
+			if took > 20*time.Second {
+				t.Errorf("the run took %v: the hostile kernel held the pair", took)
+			}
+			if err != nil {
+				return // its own failure (BootError), never a pass
+			}
+			// Passing is for the trusted side's figures alone.
+			for _, it := range res.Iterations {
+				if res.Passed && it.WriteMBps > 100 {
+					t.Errorf("the hostile kernel passed with its own figures: %+v", it)
+				}
+			}
+			if c.side == SideServer && len(res.Iterations) > 0 && res.Iterations[0].WriteMBps != 8 {
+				t.Errorf("the figures are not the trusted client's: %+v", res.Iterations)
+			}
+			t.Logf("%s %s: %q in %v, %d iterations", c.side, c.kind, res.Failure, took.Round(time.Millisecond), len(res.Iterations))
+		})
+	}
+}
