@@ -54,8 +54,6 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
 			start := time.Now()
-			// Base and candidate boots alternate, so that a drift of the
-			// machine during the round hits both sides alike.
 			var baseSamples, candSamples []store.Sample
 			// The profiles first: a crash or evidence they find decides
 			// at once.
@@ -86,38 +84,22 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			default:
 				tr.Logf("round %d: %d candidate runs of %s on %s", job.Args.Round, n, short(t.Candidate), t.Lab)
 			}
-			for i := range n {
-				if basePath != "" {
-					tr.Logf("base %d/%d", i+1, n)
-					s, err := b.stages.Lab.Run(ctx, t.Lab, baseBoot, 1, tr)
-					if err != nil {
-						if infraOrInterrupted(ctx, err) {
-							return err
-						}
-						tr.Logf("base kernel failed in the lab: %v", err)
-						t.State, t.Summary = store.StateFailed, "base kernel failed in the lab: "+err.Error()
-						return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
-					}
-					baseSamples = append(baseSamples, s...)
-				}
-				tr.Logf("candidate %d/%d", i+1, n)
-				s, err := b.stages.Lab.Run(ctx, t.Lab, candBoot, 1, tr)
-				if err != nil {
-					if infraOrInterrupted(ctx, err) {
-						return err
-					}
-					tr.Logf("candidate kernel failed: %v", err)
-					t.Detail = detailOf(err)
-					return complete(ctx, b, job, func(tx *sql.Tx) error {
-						return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
-					})
-				}
-				candSamples = append(candSamples, s...)
-				// A crash is the answer already; more boots would only
-				// crash again.
-				if crashed(baseSamples) || crashed(candSamples) {
-					break
-				}
+			baseSamples, candSamples, err = RunRound(ctx, b.stages.Lab, t.Lab, baseBoot, candBoot, n, tr)
+			var re *RoundError
+			switch {
+			case err == nil:
+			case infraOrInterrupted(ctx, err) || !errors.As(err, &re):
+				return err
+			case re.Side == "base":
+				tr.Logf("base kernel failed in the lab: %v", err)
+				t.State, t.Summary = store.StateFailed, "base kernel failed in the lab: "+err.Error()
+				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.st.UpdateTest(ctx, tx, t) })
+			default:
+				tr.Logf("candidate kernel failed: %v", err)
+				t.Detail = detailOf(err)
+				return complete(ctx, b, job, func(tx *sql.Tx) error {
+					return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
+				})
 			}
 			fin := time.Now()
 			// The base's cache: this round's boots, after the cached ones

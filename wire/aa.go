@@ -263,36 +263,24 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	for n := 1; n <= a.Rounds; n++ {
 		r.Rounds = n
 		var rd round
-		crashed := false
-		// A crash decides before any metric does, as in the lab job:
-		// the round stops at the first crashed boot, of either side.
-		for i := 0; i < runs && !crashed; i++ {
-			for _, side := range []struct {
-				boots  *[]store.Sample
-				kernel bot.Boot
-			}{{&rd.base, bot.Boot{Dir: a.Kernel}}, {&rd.cand, a.candidate()}} {
-				s, err := a.Lab.Run(ctx, a.Pair, side.kernel, 1, a.trace())
-				if err != nil {
-					var busy *lab.BusyError
-					if errors.As(err, &busy) {
-						r.Busy = append(r.Busy, busy.Waits...)
-					}
-					r.Verdict, r.Error = "INFRA", err.Error()
-					return r, nil
-				}
-				*side.boots = append(*side.boots, s...)
-				for _, x := range s {
-					r.HostCores = append(r.HostCores, x.HostOtherCores)
-					r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
-					r.Health = append(r.Health, x.Health)
-					r.Busy = append(r.Busy, x.BusyRepeated...)
-					r.QuietWait += x.QuietWait
-					crashed = crashed || x.Crash != ""
-				}
-				if crashed {
-					break
-				}
+		// The lab job's round: base and candidate alternating, until a
+		// boot crashes.
+		var err error
+		rd.base, rd.cand, err = bot.RunRound(ctx, a.Lab, a.Pair, bot.Boot{Dir: a.Kernel}, a.candidate(), runs, a.trace())
+		for _, x := range append(append([]store.Sample(nil), rd.base...), rd.cand...) {
+			r.HostCores = append(r.HostCores, x.HostOtherCores)
+			r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
+			r.Health = append(r.Health, x.Health)
+			r.Busy = append(r.Busy, x.BusyRepeated...)
+			r.QuietWait += x.QuietWait
+		}
+		if err != nil {
+			var busy *lab.BusyError
+			if errors.As(err, &busy) {
+				r.Busy = append(r.Busy, busy.Waits...)
 			}
+			r.Verdict, r.Error = "INFRA", err.Error()
+			return r, nil
 		}
 		rounds = append(rounds, rd)
 		if n == 1 && len(cached) > 0 {
