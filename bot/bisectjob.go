@@ -73,7 +73,11 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		}
 		var ref []store.Sample
 		if bis.Metric != MetricBuild {
-			ref, _, err = b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Good, bis.Lab), 100*365*24*time.Hour)
+			key, err := b.bisectKey(ctx, bis, bis.Good)
+			if err != nil {
+				return err
+			}
+			ref, _, err = b.st.BaseResults(ctx, b.st.DB, key, 100*365*24*time.Hour)
 			if err != nil {
 				return Infra(err)
 			}
@@ -294,6 +298,10 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	if err != nil {
 		return measured{}, err
 	}
+	boot, err := b.bisectBoot(ctx, bis, dir, tr)
+	if err != nil {
+		return measured{}, err
+	}
 	var m measured
 	var runErr error
 	var d Decision
@@ -305,7 +313,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		n := b.cfg.Runs
 		for round := 1; ; round++ {
 			var s []store.Sample
-			s, runErr = b.stages.Lab.Run(ctx, bis.Lab, Boot{Dir: dir}, n, tr)
+			s, runErr = b.stages.Lab.Run(ctx, bis.Lab, boot, n, tr)
 			m.samples = append(m.samples, s...)
 			m.boots += len(s)
 			if runErr != nil || ref == nil {
@@ -333,7 +341,11 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		return m, nil
 	}
 	// Every measured commit is a cached base for later tests.
-	if err := b.st.PutBaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, commit, bis.Lab), m.samples); err != nil {
+	ck, err := b.bisectKey(ctx, bis, commit)
+	if err != nil {
+		return measured{}, err
+	}
+	if err := b.st.PutBaseResults(ctx, b.st.DB, ck, m.samples); err != nil {
 		return measured{}, Infra(err)
 	}
 	if ref == nil {
@@ -383,11 +395,19 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		return Infra(err)
 	}
 	forever := 100 * 365 * 24 * time.Hour
-	good, _, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Good, bis.Lab), forever)
+	goodKey, err := b.bisectKey(ctx, bis, bis.Good)
+	if err != nil {
+		return err
+	}
+	badKey, err := b.bisectKey(ctx, bis, bis.Bad)
+	if err != nil {
+		return err
+	}
+	good, _, err := b.st.BaseResults(ctx, b.st.DB, goodKey, forever)
 	if err != nil {
 		return Infra(err)
 	}
-	bad, _, err := b.st.BaseResults(ctx, b.st.DB, b.baseKey(bis.Tree, bis.Bad, bis.Lab), forever)
+	bad, _, err := b.st.BaseResults(ctx, b.st.DB, badKey, forever)
 	if err != nil {
 		return Infra(err)
 	}
@@ -476,4 +496,43 @@ func plainAddress(name, addr string) string {
 		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
 	}
 	return name + " <" + addr + ">"
+}
+
+// bisectSide is the side a bisection boots each commit on beside its
+// test's trusted base: a series' own bisection measures its prefixes as
+// the test measured the whole series; a mainline one boots each commit
+// on both sides ("").
+func (b *Bot) bisectSide(ctx context.Context, bis store.Bisection) (store.Test, string, error) {
+	if bis.TestID == 0 {
+		return store.Test{}, "", nil
+	}
+	t, err := b.st.Test(ctx, b.st.DB, bis.TestID)
+	if err != nil {
+		return t, "", Infra(err)
+	}
+	side, err := b.candidateSide(ctx, t)
+	return t, side, err
+}
+
+// bisectKey is the base cache's key for commit of bis, timed as its test.
+func (b *Bot) bisectKey(ctx context.Context, bis store.Bisection, commit string) (store.BaseKey, error) {
+	t, side, err := b.bisectSide(ctx, bis)
+	if err != nil {
+		return store.BaseKey{}, err
+	}
+	t.Tree, t.Base, t.Lab = bis.Tree, commit, bis.Lab
+	return b.testBaseKey(t, side), nil
+}
+
+// bisectBoot is what a bisection boots for the kernel in dir.
+func (b *Bot) bisectBoot(ctx context.Context, bis store.Bisection, dir string, tr *Trace) (Boot, error) {
+	t, side, err := b.bisectSide(ctx, bis)
+	if err != nil || side == "" || t.BaseArtifact == "" {
+		return Boot{Dir: dir}, err
+	}
+	baseDir, err := b.fetchArtifact(ctx, t.BaseArtifact, tr)
+	if err != nil {
+		return Boot{}, err
+	}
+	return Boot{Dir: dir, Trusted: baseDir, Side: side}, nil
 }

@@ -26,8 +26,11 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 	b := w.b
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		var basePath, candPath string
-		var err error
-		bk := b.baseKey(t.Tree, t.Base, t.Lab)
+		side, err := b.candidateSide(ctx, t)
+		if err != nil {
+			return err
+		}
+		bk := b.testBaseKey(t, side)
 		var cached []store.Sample
 		if t.Base != "" {
 			// Every round boots the base beside the candidate, so that a
@@ -47,10 +50,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
 			return err
 		}
-		baseBoot, candBoot, err := b.boots(ctx, t, basePath, candPath, tr)
-		if err != nil {
-			return err
-		}
+		baseBoot, candBoot := b.boots(t, side, basePath, candPath, tr)
 		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
 			start := time.Now()
@@ -148,27 +148,51 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 	})
 }
 
-// boots are what a test's base and candidate boots run. A series'
-// kernel boots on the side its patches act on, beside the trusted base
-// on the other, so that nothing the series' kernel prints measures or
-// checks the transfer that judges it. A mainline head is no stranger's
-// code: it boots on both sides, as does a test without a base.
-func (b *Bot) boots(ctx context.Context, t store.Test, basePath, candPath string, tr *Trace) (base, cand Boot, err error) {
-	base, cand = Boot{Dir: basePath}, Boot{Dir: candPath}
-	if t.Kind != store.KindSeries || t.SeriesID == 0 || basePath == "" {
-		return base, cand, nil
+// candidateSide is the side of the pair a series' kernel boots on,
+// beside its trusted base ("" for a test that is not a series', or has
+// no base: its kernel boots on both sides).
+func (b *Bot) candidateSide(ctx context.Context, t store.Test) (string, error) {
+	if t.Kind != store.KindSeries || t.SeriesID == 0 || t.Base == "" {
+		return "", nil
 	}
 	s, err := b.series(ctx, t.SeriesID)
 	if err != nil {
-		return base, cand, Infra(err)
+		return "", Infra(err)
 	}
-	cand.Trusted, cand.Side = basePath, b.stages.Lab.CandidateSide(s)
+	return b.stages.Lab.CandidateSide(s), nil
+}
+
+// testBaseKey is the base cache's key for a test whose candidate boots
+// on side: on the client, the trusted server takes the times, and its
+// figures are never mixed with those the client takes.
+func (b *Bot) testBaseKey(t store.Test, side string) store.BaseKey {
+	k := b.baseKey(t.Tree, t.Base, t.Lab)
+	if side == "client" {
+		k.Params += " timed-by=server"
+	}
+	return k
+}
+
+// boots are what a test's base and candidate boots run. A series'
+// kernel boots on the side its patches act on, beside the trusted base
+// on the other, so that nothing the series' kernel prints measures or
+// checks the transfer that judges it. On the client, the trusted server
+// takes the times, so the base boots there too, beside itself, to be
+// timed the same way. A mainline head is no stranger's code: it boots
+// on both sides, as does a test without a base.
+func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (base, cand Boot) {
+	base, cand = Boot{Dir: basePath}, Boot{Dir: candPath}
+	if side == "" || basePath == "" {
+		return base, cand
+	}
+	cand.Trusted, cand.Side = basePath, side
 	other := "client"
-	if cand.Side == "client" {
+	if side == "client" {
 		other = "server"
+		base.Trusted, base.Side = basePath, side
 	}
-	tr.Logf("the candidate boots on the %s, the base kernel %s on the %s", cand.Side, short(t.Base), other)
-	return base, cand, nil
+	tr.Logf("the candidate boots on the %s, the base kernel %s on the %s, which takes the times", side, short(t.Base), other)
+	return base, cand
 }
 
 // profileBoots are the lab profiles' boots (lab.lossy, lab.pressure) in

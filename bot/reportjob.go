@@ -199,7 +199,11 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 	}
 	if t.Base != "" {
 		// Any age: it was fresh when the lab round started.
-		base, _, err = b.st.BaseResults(ctx, b.st.DB, b.baseKey(t.Tree, t.Base, t.Lab), 100*365*24*time.Hour)
+		side, err := b.candidateSide(ctx, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		base, _, err = b.st.BaseResults(ctx, b.st.DB, b.testBaseKey(t, side), 100*365*24*time.Hour)
 		if err != nil {
 			return nil, nil, Infra(err)
 		}

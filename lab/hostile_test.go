@@ -20,7 +20,8 @@ import (
 // can. A kernel file holding "honest" plays a passing run at about
 // 8 MB/s; one holding "hostile" plays an attacker on its side: forged
 // results at 1600 MB/s, another build id, progress without end, and no
-// power-off.
+// power-off; "liar" moves the data as the honest one does and says it
+// did so at 1600 MB/s.
 const standInEnv = "RDMABOT_QEMU_STANDIN"
 
 func TestMain(m *testing.M) {
@@ -104,13 +105,26 @@ func standIn(args []string) int {
 		say("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0")
 		// The server's own count: what the client wrote over the link,
 		// and what it sent back when read, until the client is done.
+		// Asked to take the times (rb.timer=server), it times each file
+		// from its first byte to its last, on its own clock.
+		const file = 16 << 20
 		var moved int64
+		var first time.Time
+		iter := 1
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := conn.Read(buf)
 			if n > 0 {
+				if moved == int64(iter-1)*file {
+					first = time.Now()
+				}
 				conn.Write(buf[:n])
 				moved += int64(n)
+				if strings.Contains(cmdline, "rb.timer=server") && moved >= int64(iter)*file {
+					secs := time.Since(first).Seconds()
+					say("@@RB STIME iter=%d mb=16 write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", iter, secs, 16/secs, secs, 16/secs)
+					iter++
+				}
 			}
 			if err != nil {
 				break
@@ -126,6 +140,11 @@ func standIn(args []string) int {
 			// Write the file over the link and read it back.
 			go conn.Write(chunk)
 			io.ReadFull(conn, make([]byte, len(chunk)))
+			if strings.TrimSpace(string(kind)) == "liar" {
+				// It moved the data, and says it did so at 1600 MB/s.
+				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+				continue
+			}
 			say("@@RB RESULT iter=%d mb=16 gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=ok t=9", i)
 		}
 		say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
@@ -182,6 +201,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 
 	for _, c := range []struct{ side, kind string }{
 		{SideServer, "hostile"}, {SideServer, "hostile-spin"}, {SideClient, "hostile"}, {SideClient, "hostile-spin"},
+		{SideClient, "liar"},
 	} {
 		t.Run(c.side+"-"+c.kind, func(t *testing.T) {
 			cand := standInKernel(t, c.kind)
@@ -200,14 +220,12 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			if err != nil {
 				return // its own failure (BootError), never a pass
 			}
-			// Passing is for the trusted side's figures alone.
+			// The figures are the trusted side's alone: the base client's
+			// 8 MB/s, or the trusted server's own times.
 			for _, it := range res.Iterations {
-				if res.Passed && it.WriteMBps > 100 {
-					t.Errorf("the hostile kernel passed with its own figures: %+v", it)
+				if it.WriteMBps == 1600 || c.side == SideServer && it.WriteMBps != 8 {
+					t.Errorf("the figures are not the trusted side's: %+v", it)
 				}
-			}
-			if c.side == SideServer && len(res.Iterations) > 0 && res.Iterations[0].WriteMBps != 8 {
-				t.Errorf("the figures are not the trusted client's: %+v", res.Iterations)
 			}
 			t.Logf("%s %s: %q in %v, %d iterations", c.side, c.kind, res.Failure, took.Round(time.Millisecond), len(res.Iterations))
 		})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -269,7 +270,10 @@ type run struct {
 	last     map[string]marker               // role -> event -> last marker
 	exitErr  map[string]error
 	iters    []Iteration
-	fatalAt  time.Time
+	// clientCmp is the client's data check per iteration, when the
+	// server times the run.
+	clientCmp map[int]string
+	fatalAt   time.Time
 	// lastProgress is when the last iteration reported.
 	lastProgress time.Time
 	timedOut     string // the phase whose deadline passed
@@ -284,6 +288,14 @@ func (r *run) init() {
 	r.seen = map[string]map[string]time.Time{"server": {}, "client": {}}
 	r.last = map[string]marker{}
 	r.exitErr = map[string]error{}
+	r.clientCmp = map[int]string{}
+}
+
+// timedByServer says the trusted server takes the times: the client
+// runs the kernel under test. The pressure test's figures judge nothing
+// (only its faults do), so its client's are kept.
+func (r *run) timedByServer() bool {
+	return !r.kernel.Trusted("client") && r.test.Load == nil
 }
 
 func (r *run) spec(role, netdev, mac string) guestSpec {
@@ -292,9 +304,13 @@ func (r *run) spec(role, netdev, mac string) guestSpec {
 	if x := p.extraInitrd[role]; x != "" {
 		initrd = x
 	}
+	cmdline := p.cmdline(role, r.test)
+	if role == "server" && r.timedByServer() {
+		cmdline += " rb.timer=server"
+	}
 	return guestSpec{
 		role: role, binary: p.cfg.Binary, kernel: r.kernel.On(role).BzImage, initrd: initrd,
-		cmdline: p.cmdline(role, r.test), memMiB: p.cfg.MemoryMiB, icount: p.cfg.Icount,
+		cmdline: cmdline, memMiB: p.cfg.MemoryMiB, icount: p.cfg.Icount,
 		netdev: netdev, mac: mac, extra: p.extraArgs[role], reboot: p.idle,
 	}
 }
@@ -384,9 +400,18 @@ func (r *run) handle(ev consoleEvent) {
 			r.seen[ev.role][m.Event] = ev.at
 		}
 		r.last[ev.role+" "+m.Event] = m
-		// The client runs the test and reports its figures; a server's
-		// lines of the same name are not results.
-		if ev.role == "client" && (m.Event == "RESULT" || m.Event == "FIO") {
+		// The side that takes the times reports the figures: the client,
+		// or the trusted server when the client runs the kernel under
+		// test. Lines of the same names from the other side are not
+		// results.
+		timer, events := "client", []string{"RESULT", "FIO"}
+		if r.timedByServer() {
+			timer, events = "server", []string{"STIME"}
+			if ev.role == "client" && m.Event == "RESULT" {
+				r.clientCmp[m.int("iter")] = m.Args["cmp"]
+			}
+		}
+		if ev.role == timer && slices.Contains(events, m.Event) {
 			r.iters = append(r.iters, iterationOf(m))
 			r.lastProgress = ev.at
 		}
@@ -672,6 +697,12 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 		res.LoopSecs = m.float("loop_s")
 	}
 	res.Health = healthOf(res.Client.Console, res.Server.Console)
+	if r.timedByServer() {
+		for i := range r.iters {
+			r.iters[i].Cmp = r.clientCmp[r.iters[i].N]
+		}
+		res.Iterations = r.iters
+	}
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
 	for _, it := range r.iters {
@@ -722,6 +753,9 @@ func (r *run) failure(res *Result) string {
 		return why
 	}
 	for _, it := range r.iters {
+		if r.test.Kind == "transfer" && it.Cmp == "" && r.timedByServer() {
+			return fmt.Sprintf("iteration %d: the client reported no data check", it.N)
+		}
 		if r.test.Kind == "transfer" && it.Cmp != "ok" {
 			return fmt.Sprintf("iteration %d: data mismatch", it.N)
 		}

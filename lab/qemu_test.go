@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -79,7 +80,7 @@ func runPassingKernel(t *testing.T, p *QEMUPair, pids *[]int, test Test, k Kerne
 		t.Fatal(err)
 	}
 	if !res.Passed {
-		t.Fatalf("failed: %s\nclient console tail:\n%s", res.Failure, tail(res.Client.Console, 40))
+		t.Fatalf("failed: %s\nclient console tail:\n%s\nserver:\n%s", res.Failure, tail(res.Client.Console, 40), tail(res.Server.Console, 30))
 	}
 	return res
 }
@@ -120,6 +121,23 @@ func TestPairTransferRxe(t *testing.T) {
 	if !strings.Contains(res.Server.Console, "@@RB SRVIO read=") {
 		t.Errorf("the trusted server reported no byte counts")
 	}
+	// The trusted server took the times: the figures are its STIME
+	// lines, and the client's own RESULT lines say about as much.
+	var stime, result []string
+	for _, l := range strings.Split(res.Server.Console, "\n") {
+		if m, ok := parseMarker(l); ok && m.Event == "STIME" {
+			stime = append(stime, m.Args["write_MBps"])
+		}
+	}
+	for _, l := range strings.Split(res.Client.Console, "\n") {
+		if m, ok := parseMarker(l); ok && m.Event == "RESULT" {
+			result = append(result, m.Args["write_MBps"]+"/"+m.Args["read_MBps"])
+		}
+	}
+	if len(stime) != 2 || fmt.Sprintf("%.2f", res.Iterations[0].WriteMBps) != stime[0] {
+		t.Errorf("iterations %+v are not the server's STIME %v", res.Iterations, stime)
+	}
+	t.Logf("server's times %+v; the client's own write/read MB/s %v", res.Iterations, result)
 	if res.Transport != "rdma" || !strings.Contains(res.MountOpts, "proto=rdma") || !strings.Contains(res.MountOpts, "port=20049") {
 		t.Errorf("transport %q mount %q: want NFS over RDMA on 20049", res.Transport, res.MountOpts)
 	}

@@ -67,7 +67,7 @@ fi
 export RB_IP=$(param ip 10.99.0.1) RB_PEER=$(param peer 10.99.0.2) RB_DEV=eth0
 export RB_RDMA=$(param rdma rxe) RB_PROTO=$(param proto rdma) RB_VERS=$(param vers auto)
 export RB_TEST=$(param test transfer) RB_MB=$(param mb 32) RB_ITERS=$(param iters 3)
-export RB_HUNG=$(param hung 0) RB_CRASH
+export RB_HUNG=$(param hung 0) RB_CRASH RB_TIMER=$(param timer client)
 export RB_SECS=$(param secs 30) RB_READERS=$(param readers 24) RB_WRITERS=$(param writers 4)
 export RB_CREDITS=$(param credits 20) RB_THREADS=$(param threads 16)
 # rb.netem carries tc's arguments with commas for spaces.

@@ -132,10 +132,62 @@ server_pressure_report() {
 # server_wait: until the client says it is done (plain TCP on the link).
 server_wait() {
 	[ "${RB_CRASH:-none}" = reconnect ] && server_bounce &
+	tpid=
+	if [ "${RB_TIMER:-client}" = server ]; then
+		server_time &
+		tpid=$!
+	fi
 	msg=$(nc -l -p 7777)
+	[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
 	mark CLIENT_DONE "msg=$msg"
 	server_health
 	[ "$msg" = ok ]
+}
+
+# io_now: nfsd's bytes read and written for its clients, into IO_R and
+# IO_W (shell builtins only: it runs every few milliseconds).
+io_now() {
+	while read -r io_k io_r io_w; do
+		[ "$io_k" = io ] && { IO_R=$io_r IO_W=$io_w; return 0; }
+	done </proc/net/rpc/nfsd
+}
+
+# server_time (rb.timer=server): the trusted server times a client that
+# runs the kernel under test, from its own byte counts on its own clock.
+# Iteration i's write lasts from the first byte past (i-1) files written
+# to the i-th file's last; its read likewise on the bytes read. STIME
+# lines carry the figures the host judges (RESULT's names).
+server_time() {
+	b=$((RB_MB * 1048576))
+	# The pause between looks is a read that times out on a FIFO no one
+	# writes: sleep(1) would fork and exec each time, tens of ms under TCG.
+	# Ahead of nfsd's threads, or a busy one-CPU server looks too late.
+	renice -n -20 -p "$(sh -c 'echo $PPID')" >/dev/null 2>&1
+	mkfifo /tmp/rb.tick 2>/dev/null
+	exec 3<>/tmp/rb.tick
+	io_now
+	r0=$IO_R w0=$IO_W
+	i=1 ws= we= rs=
+	[ "$RB_TEST" = fio ] && ws=0 we=0
+	while [ "$i" -le "$RB_ITERS" ]; do
+		io_now
+		read -r t _ </proc/uptime
+		w=$((IO_W - w0)) r=$((IO_R - r0))
+		[ -z "$ws" ] && [ $w -gt $(((i - 1) * b)) ] && ws=$t
+		[ -n "$ws" ] && [ -z "$we" ] && [ $w -ge $((i * b)) ] && we=$t
+		[ -n "$we" ] && [ -z "$rs" ] && [ $r -gt $(((i - 1) * b)) ] && rs=$t
+		if [ -n "$rs" ] && [ $r -ge $((i * b)) ]; then
+			awk -v i="$i" -v mb="$RB_MB" -v ws="$ws" -v we="$we" -v rs="$rs" -v re="$t" -v fio="$([ "$RB_TEST" = fio ] && echo 1)" 'BEGIN {
+				w = we - ws; r = re - rs; if (w <= 0) w = 0.01; if (r <= 0) r = 0.01
+				if (fio) printf "@@RB STIME iter=%d mb=%s read_s=%.2f read_MBps=%.2f\n", i, mb, r, mb / r
+				else printf "@@RB STIME iter=%d mb=%s write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f\n", i, mb, w, mb / w, r, mb / r
+			}'
+			i=$((i + 1)) ws= we= rs=
+			[ "$RB_TEST" = fio ] && ws=0 we=0
+			continue
+		fi
+		read -r -t 0.01 -u 3 _
+	done
 }
 
 # server_health: the server's count of RPCs it could not decode
