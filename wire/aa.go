@@ -53,6 +53,11 @@ type AA struct {
 	// crash or the pressure profile's evidence is the verdict, else PASS.
 	Profiles     []bot.Profile
 	ProfilesOnly bool
+	// Side is where the candidate boots beside the base kernel, as a
+	// series' kernel does (bot.Boot.Side): "server" (default), or
+	// "client", where the trusted server takes the times and the base
+	// boots the same way.
+	Side string
 	Runs         int    // runs per side at the first look (reports.runs)
 	Rounds       int    // bot.max_rounds
 	Results      string // JSON-lines file the comparisons are appended to
@@ -81,6 +86,8 @@ type AAResult struct {
 	// comparison is a power measurement, not A/A.
 	Seeded string `json:"seeded,omitempty"`
 	Pair   string `json:"pair"`
+	// Side is where the candidate booted beside the base.
+	Side string `json:"side,omitempty"`
 	// Verdict is the bot's decision, round after round as it asks for
 	// them: fresh alternating boots, with the cached base boots when
 	// they agree with the fresh ones (CacheDropped when they did not).
@@ -225,13 +232,13 @@ type round struct{ base, cand []store.Sample }
 // no more or the rounds run out; the decision's base is the lab job's:
 // the round's fresh boots, joined by the cached ones unless they drifted.
 func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round) {
-	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded}
+	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded, Side: a.side()}
 	var base, cand, own []store.Sample
 	var rounds []round
 	runs := a.Runs
 	if len(a.Profiles) > 0 {
 		var err error
-		base, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, bot.Boot{Dir: a.Kernel}, a.candidate(), "base", "candidate",
+		base, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, a.base(), a.candidate(), "base", "candidate",
 			func(bot.Profile) string { return "a comparison" }, a.trace())
 		for _, s := range append(append([]store.Sample(nil), base...), cand...) {
 			r.Busy = append(r.Busy, s.BusyRepeated...)
@@ -266,7 +273,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 		// The lab job's round: base and candidate alternating, until a
 		// boot crashes.
 		var err error
-		rd.base, rd.cand, err = bot.RunRound(ctx, a.Lab, a.Pair, bot.Boot{Dir: a.Kernel}, a.candidate(), runs, a.trace())
+		rd.base, rd.cand, err = bot.RunRound(ctx, a.Lab, a.Pair, a.base(), a.candidate(), runs, a.trace())
 		for _, x := range append(append([]store.Sample(nil), rd.base...), rd.cand...) {
 			r.HostCores = append(r.HostCores, x.HostOtherCores)
 			r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
@@ -318,14 +325,30 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 }
 
 // candidate is what the comparison's candidate boots run: as a series'
-// kernel does, on the server beside the base on the client (the seeded
-// slowdowns and the seed regression's class are svcrdma's).
+// kernel does, on Side (the server by default: the seeded slowdowns and
+// the seed regression's class are svcrdma's) beside the base.
 func (a *AA) candidate() bot.Boot {
 	dir := a.Candidate
 	if dir == "" {
 		dir = a.Kernel
 	}
-	return bot.Boot{Dir: dir, Trusted: a.Kernel, Side: lab.SideServer}
+	return bot.Boot{Dir: dir, Trusted: a.Kernel, Side: a.side()}
+}
+
+// base is what the base boots run: the kernel on both sides, or beside
+// itself on the client, timed by the server as the candidate is.
+func (a *AA) base() bot.Boot {
+	if a.side() == lab.SideClient {
+		return bot.Boot{Dir: a.Kernel, Trusted: a.Kernel, Side: lab.SideClient}
+	}
+	return bot.Boot{Dir: a.Kernel}
+}
+
+func (a *AA) side() string {
+	if a.Side == "" {
+		return lab.SideServer
+	}
+	return a.Side
 }
 
 // trace is where each boot's line goes: nowhere for A/A or a power

@@ -34,8 +34,12 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
 	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "pressure" or both, comma-separated`)
 	profilesOnly := fs.Bool("profiles-only", false, "decide on the --profiles boots alone (a crash or pressure evidence, else PASS): the profiles' own A/A")
+	side := fs.String("side", "server", `where the candidate boots beside the base kernel, as a series' kernel does: "server" (the client takes the times) or "client" (the server takes them, and the base boots the same way)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *side != "server" && *side != "client" {
+		return fmt.Errorf("%w: --side %q: want server or client", errUsage, *side)
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -101,7 +105,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		Lab: l, Profiles: profiles, ProfilesOnly: *profilesOnly,
 		Decide: r,
 		Pair:   *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
-		Condition: *condition, Neighbour: *neighbourCmd, Candidate: candDir, Seeded: *seeded, Commit: readVersion().Revision, Lock: *lock,
+		Condition: *condition, Neighbour: *neighbourCmd, Candidate: candDir, Seeded: *seeded, Commit: readVersion().Revision, Lock: *lock, Side: *side,
 		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Out: e.stdout,
 	}
 	kind := "A/A"
