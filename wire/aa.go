@@ -57,10 +57,10 @@ type AA struct {
 	// series' kernel does (bot.Boot.Side): "server" (default), or
 	// "client", where the trusted server takes the times and the base
 	// boots the same way.
-	Side string
-	Runs         int    // runs per side at the first look (reports.runs)
-	Rounds       int    // bot.max_rounds
-	Results      string // JSON-lines file the comparisons are appended to
+	Side    string
+	Runs    int    // runs per side at the first look (reports.runs)
+	Rounds  int    // bot.max_rounds
+	Results string // JSON-lines file the comparisons are appended to
 	// Condition names the machine's state ("idle", "busy"), Neighbour
 	// the command run on and off during the comparisons ("" = none).
 	Condition, Neighbour string
