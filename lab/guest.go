@@ -86,17 +86,45 @@ func startGuest(spec guestSpec, events chan<- consoleEvent) (*guest, error) {
 		return nil, err
 	}
 	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			events <- consoleEvent{role: spec.role, text: strings.TrimRight(sc.Text(), "\r"), at: time.Now()}
-		}
-		// Drain whatever is left (an over-long line) so Wait can finish.
-		io.Copy(io.Discard, out)
+		readConsole(out, func(line string) {
+			events <- consoleEvent{role: spec.role, text: line, at: time.Now()}
+		})
 		err := cmd.Wait()
 		events <- consoleEvent{role: spec.role, at: time.Now(), exited: true, err: err}
 	}()
 	return g, nil
+}
+
+// maxConsoleLine is the longest console line kept whole; the rest of a
+// longer one is dropped, and the lines after it are read as ever.
+const maxConsoleLine = 64 << 10
+
+// readConsole calls line for each line of a guest's console until it
+// ends. A kernel under test may print a line of any length: one longer
+// than maxConsoleLine is cut there (saying so), never the end of what
+// is read, so a crash printed after it is still seen.
+func readConsole(r io.Reader, line func(string)) {
+	br := bufio.NewReaderSize(r, maxConsoleLine)
+	for {
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			line(strings.TrimRight(string(b), "\r") + " [rdmabot: line cut at 64 KiB]")
+			// Skip to the end of the over-long line.
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if len(b) > 0 {
+			line(strings.TrimRight(strings.TrimSuffix(string(b), "\n"), "\r"))
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // signal sends sig to the guest's process group.

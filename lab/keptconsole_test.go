@@ -54,3 +54,17 @@ func TestKeptConsoleFlood(t *testing.T) {
 	}
 	t.Logf("kept %d of %d bytes; heap grew %d MiB", len(got), 75<<20, (int64(after.HeapAlloc)-int64(before.HeapAlloc))>>20)
 }
+
+// A line of any length is cut, and what follows it is still read: a
+// crash printed after 2 MiB on one line is seen.
+func TestReadConsoleLongLine(t *testing.T) {
+	in := "first\r\n" + strings.Repeat("a", 2<<20) + "\nKernel panic - not syncing: after the flood\nlast without newline"
+	var got []string
+	readConsole(strings.NewReader(in), func(l string) { got = append(got, l) })
+	if len(got) != 4 || got[0] != "first" || got[2] != "Kernel panic - not syncing: after the flood" || got[3] != "last without newline" {
+		t.Fatalf("%d lines: %.80q", len(got), got)
+	}
+	if len(got[1]) > maxConsoleLine+64 || !strings.HasSuffix(got[1], "[rdmabot: line cut at 64 KiB]") {
+		t.Errorf("the long line kept %d bytes: %.40q...", len(got[1]), got[1])
+	}
+}
