@@ -52,36 +52,19 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		if err != nil {
 			return Infra(err)
 		}
-		n := len(steps) + 1
-		next := func(tx *sql.Tx) error {
-			_, err := b.river.InsertTx(ctx, tx, BisectArgs{BisectionID: bis.ID, Step: job.Args.Step + 1}, nil)
+		r := &bisectStep{b: b, job: job, bis: bis, steps: steps, n: len(steps) + 1, tr: tr}
+		if r.repo, err = b.openRepo(bis.Tree); err != nil {
 			return err
 		}
-		record := func(phase, commit string, m measured) error {
-			tr.Logf("step %d %s %s: %s %s", n, phase, short(commit), m.outcome, m.detail)
-			return complete(ctx, b, job, func(tx *sql.Tx) error {
-				if err := b.st.AddBisectStep(ctx, tx, bis.ID, store.BisectStep{N: n, Phase: phase, Commit: commit, Outcome: string(m.outcome),
-					Detail: m.detail, JobID: job.ID, Boots: m.boots}); err != nil {
-					return err
-				}
-				return next(tx)
-			})
-		}
-		repo, err := b.openRepo(bis.Tree)
-		if err != nil {
-			return err
-		}
-		var ref []store.Sample
 		if bis.Metric != MetricBuild {
 			key, err := b.bisectKey(ctx, bis, bis.Good)
 			if err != nil {
 				return err
 			}
-			ref, _, err = b.st.BaseResults(ctx, b.st.DB, key, 100*365*24*time.Hour)
-			if err != nil {
+			if r.ref, _, err = b.st.BaseResults(ctx, b.st.DB, key, 100*365*24*time.Hour); err != nil {
 				return Infra(err)
 			}
-			if len(ref) == 0 {
+			if len(r.ref) == 0 {
 				tr.Logf("no results for good commit %s: measuring it", short(bis.Good))
 				m, err := b.measure(ctx, bis, bis.Good, nil, tr)
 				if err != nil {
@@ -90,110 +73,138 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 				if m.outcome != bisect.Good || len(m.samples) == 0 {
 					return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "the good commit "+short(bis.Good)+" could not be measured: "+m.detail)
 				}
-				return record(phaseReference, bis.Good, m)
+				return r.record(ctx, phaseReference, bis.Good, m)
 			}
 		}
-
 		if bis.Culprit == "" {
-			st := bisect.State{Good: []string{bis.Good}, Bad: bis.Bad}
-			for _, s := range steps {
-				if s.Phase == phaseBisect {
-					st.Record(s.Commit, bisect.Outcome(s.Outcome))
-				}
-			}
-			step, err := bisect.Next(ctx, repo, st)
-			if err != nil {
-				if infraOrInterrupted(ctx, err) {
-					return err
-				}
-				return b.endBisection(ctx, job, bis, store.BisectionFailed, "", err.Error())
-			}
-			if step.Done {
-				if step.Culprit == "" {
-					return b.endBisection(ctx, job, bis, store.BisectionFailed, "", "only untestable commits are left; the first bad commit is one of:\n"+strings.Join(step.Candidates, "\n"))
-				}
-				if bis.TestID != 0 {
-					// A series' own patches: both ends were measured with
-					// the whole budget by the test itself and every step
-					// with the whole budget too, so there is no other
-					// history to confirm against; the patch is named.
-					k, of, err := seriesPatch(repo, bis.Good, bis.Bad, step.Culprit)
-					if IsInfra(err) {
-						return err
-					}
-					if err != nil {
-						return b.endBisection(ctx, job, bis, store.BisectionFailed, step.Culprit, err.Error())
-					}
-					tr.Logf("first bad patch: %d/%d (%s)", k, of, short(step.Culprit))
-					bis.CulpritPatch = k
-					return b.endBisection(ctx, job, bis, store.BisectionDone, step.Culprit, fmt.Sprintf("first bad: patch %d/%d", k, of))
-				}
-				tr.Logf("first bad commit %s; confirming", short(step.Culprit))
-				bis.Culprit, bis.State = step.Culprit, store.BisectionConfirming
-				return complete(ctx, b, job, func(tx *sql.Tx) error {
-					if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
-						return err
-					}
-					return next(tx)
-				})
-			}
-			tr.Logf("%d candidates left, about %d steps: testing %s", step.Remaining, step.StepsLeft, short(step.Commit))
-			m, err := b.measure(ctx, bis, step.Commit, ref, tr)
-			if err != nil {
-				return err
-			}
-			return record(phaseBisect, step.Commit, m)
+			return r.search(ctx)
 		}
-
-		// Confirmation.
-		done := map[string]int{}
-		for _, s := range steps {
-			done[s.Phase]++
-		}
-		switch {
-		case done[phaseCulprit] < b.cfg.ConfirmRuns:
-			m, err := b.measure(ctx, bis, bis.Culprit, ref, tr)
-			if err != nil {
-				return err
-			}
-			return record(phaseCulprit, bis.Culprit, m)
-		case done[phaseParent] < b.cfg.ConfirmRuns:
-			c, err := repo.CommitObject(plumbing.NewHash(bis.Culprit))
-			if err != nil || c.NumParents() == 0 {
-				return b.endBisection(ctx, job, bis, store.BisectionFailed, bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))
-			}
-			parent := c.ParentHashes[0].String()
-			m, err := b.measure(ctx, bis, parent, ref, tr)
-			if err != nil {
-				return err
-			}
-			return record(phaseParent, parent, m)
-		case done[phaseRevert] < 1:
-			reverted, err := b.stages.Trees.Revert(ctx, bis.Tree, bis.Bad, bis.Culprit)
-			if err != nil {
-				if infraOrInterrupted(ctx, err) {
-					return err
-				}
-				return record(phaseRevert, bis.Bad, measured{outcome: bisect.Bad, detail: "the revert does not apply: " + err.Error()})
-			}
-			m, err := b.measure(ctx, bis, reverted, ref, tr)
-			if err != nil {
-				return err
-			}
-			return record(phaseRevert, reverted, m)
-		}
-		confirmed := true
-		for _, s := range steps {
-			want := map[string]bisect.Outcome{phaseCulprit: bisect.Bad, phaseParent: bisect.Good, phaseRevert: bisect.Good}[s.Phase]
-			if want != "" && bisect.Outcome(s.Outcome) != want {
-				confirmed = false
-			}
-		}
-		if confirmed {
-			return b.endBisection(ctx, job, bis, store.BisectionDone, bis.Culprit, "confirmed")
-		}
-		return b.endBisection(ctx, job, bis, "unconfirmed", bis.Culprit, "the confirmation runs disagree: not blaming "+short(bis.Culprit))
+		return r.confirm(ctx)
 	})
+}
+
+// bisectStep is one step of a bisection: one job, one commit measured
+// (or the end), the next step queued in the transaction that records it.
+type bisectStep struct {
+	b     *Bot
+	job   *river.Job[BisectArgs]
+	bis   store.Bisection
+	steps []store.BisectStep // the steps so far
+	n     int                // this step's number
+	tr    *Trace
+	repo  *git.Repository
+	ref   []store.Sample // the good commit's samples
+}
+
+func (r *bisectStep) next(ctx context.Context, tx *sql.Tx) error {
+	_, err := r.b.river.InsertTx(ctx, tx, BisectArgs{BisectionID: r.bis.ID, Step: r.job.Args.Step + 1}, nil)
+	return err
+}
+
+func (r *bisectStep) record(ctx context.Context, phase, commit string, m measured) error {
+	r.tr.Logf("step %d %s %s: %s %s", r.n, phase, short(commit), m.outcome, m.detail)
+	return complete(ctx, r.b, r.job, func(tx *sql.Tx) error {
+		if err := r.b.st.AddBisectStep(ctx, tx, r.bis.ID, store.BisectStep{N: r.n, Phase: phase, Commit: commit, Outcome: string(m.outcome),
+			Detail: m.detail, JobID: r.job.ID, Boots: m.boots}); err != nil {
+			return err
+		}
+		return r.next(ctx, tx)
+	})
+}
+
+// measureAndRecord measures commit against the good commit and records it.
+func (r *bisectStep) measureAndRecord(ctx context.Context, phase, commit string) error {
+	m, err := r.b.measure(ctx, r.bis, commit, r.ref, r.tr)
+	if err != nil {
+		return err
+	}
+	return r.record(ctx, phase, commit, m)
+}
+
+// search is a step of the search for the first bad commit.
+func (r *bisectStep) search(ctx context.Context) error {
+	b, bis := r.b, r.bis
+	st := bisect.State{Good: []string{bis.Good}, Bad: bis.Bad}
+	for _, s := range r.steps {
+		if s.Phase == phaseBisect {
+			st.Record(s.Commit, bisect.Outcome(s.Outcome))
+		}
+	}
+	step, err := bisect.Next(ctx, r.repo, st)
+	if err != nil {
+		if infraOrInterrupted(ctx, err) {
+			return err
+		}
+		return b.endBisection(ctx, r.job, bis, store.BisectionFailed, "", err.Error())
+	}
+	if !step.Done {
+		r.tr.Logf("%d candidates left, about %d steps: testing %s", step.Remaining, step.StepsLeft, short(step.Commit))
+		return r.measureAndRecord(ctx, phaseBisect, step.Commit)
+	}
+	if step.Culprit == "" {
+		return b.endBisection(ctx, r.job, bis, store.BisectionFailed, "", "only untestable commits are left; the first bad commit is one of:\n"+strings.Join(step.Candidates, "\n"))
+	}
+	if bis.TestID != 0 {
+		// A series' own patches: both ends were measured with the whole
+		// budget by the test itself and every step with the whole budget
+		// too, so there is no other history to confirm against; the
+		// patch is named.
+		k, of, err := seriesPatch(r.repo, bis.Good, bis.Bad, step.Culprit)
+		if IsInfra(err) {
+			return err
+		}
+		if err != nil {
+			return b.endBisection(ctx, r.job, bis, store.BisectionFailed, step.Culprit, err.Error())
+		}
+		r.tr.Logf("first bad patch: %d/%d (%s)", k, of, short(step.Culprit))
+		bis.CulpritPatch = k
+		return b.endBisection(ctx, r.job, bis, store.BisectionDone, step.Culprit, fmt.Sprintf("first bad: patch %d/%d", k, of))
+	}
+	r.tr.Logf("first bad commit %s; confirming", short(step.Culprit))
+	bis.Culprit, bis.State = step.Culprit, store.BisectionConfirming
+	return complete(ctx, b, r.job, func(tx *sql.Tx) error {
+		if err := b.st.UpdateBisection(ctx, tx, bis); err != nil {
+			return err
+		}
+		return r.next(ctx, tx)
+	})
+}
+
+// confirm is a step of a mainline culprit's confirmation: the culprit
+// again, its parent, and the bad head with the culprit reverted, then
+// the verdict on all of them.
+func (r *bisectStep) confirm(ctx context.Context) error {
+	b, bis := r.b, r.bis
+	done := map[string]int{}
+	for _, s := range r.steps {
+		done[s.Phase]++
+	}
+	switch {
+	case done[phaseCulprit] < b.cfg.ConfirmRuns:
+		return r.measureAndRecord(ctx, phaseCulprit, bis.Culprit)
+	case done[phaseParent] < b.cfg.ConfirmRuns:
+		c, err := r.repo.CommitObject(plumbing.NewHash(bis.Culprit))
+		if err != nil || c.NumParents() == 0 {
+			return b.endBisection(ctx, r.job, bis, store.BisectionFailed, bis.Culprit, fmt.Sprintf("culprit %s has no parent to confirm against: %v", short(bis.Culprit), err))
+		}
+		return r.measureAndRecord(ctx, phaseParent, c.ParentHashes[0].String())
+	case done[phaseRevert] < 1:
+		reverted, err := b.stages.Trees.Revert(ctx, bis.Tree, bis.Bad, bis.Culprit)
+		if err != nil {
+			if infraOrInterrupted(ctx, err) {
+				return err
+			}
+			return r.record(ctx, phaseRevert, bis.Bad, measured{outcome: bisect.Bad, detail: "the revert does not apply: " + err.Error()})
+		}
+		return r.measureAndRecord(ctx, phaseRevert, reverted)
+	}
+	for _, s := range r.steps {
+		want := map[string]bisect.Outcome{phaseCulprit: bisect.Bad, phaseParent: bisect.Good, phaseRevert: bisect.Good}[s.Phase]
+		if want != "" && bisect.Outcome(s.Outcome) != want {
+			return b.endBisection(ctx, r.job, bis, "unconfirmed", bis.Culprit, "the confirmation runs disagree: not blaming "+short(bis.Culprit))
+		}
+	}
+	return b.endBisection(ctx, r.job, bis, store.BisectionDone, bis.Culprit, "confirmed")
 }
 
 func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis store.Bisection, state store.BisectionState, culprit, summary string) error {

@@ -101,51 +101,72 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 					return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
 				})
 			}
-			fin := time.Now()
-			// The base's cache: this round's boots, after the cached ones
-			// unless those disagree with them (the machine drifted).
-			all := baseSamples
-			drift := false
-			if len(cached) > 0 && job.Args.Round == 1 {
-				if drift, err = b.drifted(ctx, cached, baseSamples); err != nil {
-					return err
-				}
-			}
-			switch {
-			case len(cached) == 0 || len(baseSamples) == 0:
-			case drift:
-				tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(baseSamples))
-			default:
-				all = append(append([]store.Sample(nil), cached...), baseSamples...)
-			}
-			return complete(ctx, b, job, func(tx *sql.Tx) error {
-				// The lossy boots are runs of the test like the others
-				// (their samples say the profile) but never base cache:
-				// their figures are not the default link's.
-				if basePath != "" {
-					if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "base", Commit: t.Base,
-						Lab: t.Lab, Samples: append(lossyBase, baseSamples...), StartedAt: start, FinishedAt: fin}); err != nil {
-						return err
-					}
-					if len(baseSamples) > 0 {
-						if err := b.st.PutBaseResults(ctx, tx, bk, all); err != nil {
-							return err
-						}
-					}
-				}
-				if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "candidate", Commit: t.Candidate,
-					Lab: t.Lab, Samples: append(lossyCand, candSamples...), StartedAt: start, FinishedAt: fin}); err != nil {
-					return err
-				}
-				t.Rounds = job.Args.Round
-				if err := b.st.UpdateTest(ctx, tx, t); err != nil {
-					return err
-				}
-				_, err := b.river.InsertTx(ctx, tx, ReportArgs{TestID: t.ID, Round: job.Args.Round}, nil)
+			rr := roundRecord{start: start, fin: time.Now(), lossyBase: lossyBase, lossyCand: lossyCand,
+				base: baseSamples, cand: candSamples, booted: basePath != ""}
+			if rr.baseCache, err = b.baseCache(ctx, cached, baseSamples, job.Args.Round, tr); err != nil {
 				return err
-			})
+			}
+			return complete(ctx, b, job, func(tx *sql.Tx) error { return b.saveRound(ctx, tx, job, t, bk, rr) })
 		})
 	})
+}
+
+// roundRecord is what a lab round measured.
+type roundRecord struct {
+	start, fin           time.Time
+	lossyBase, lossyCand []store.Sample // the profiles' boots
+	base, cand           []store.Sample // the default test's
+	booted               bool           // the base was booted
+	baseCache            []store.Sample // the base's cache after the round
+}
+
+// baseCache is the base's cache after a round: this round's boots, after
+// the cached ones unless those disagree with them (the machine drifted).
+func (b *Bot) baseCache(ctx context.Context, cached, fresh []store.Sample, round int, tr *Trace) ([]store.Sample, error) {
+	drift := false
+	if len(cached) > 0 && round == 1 {
+		var err error
+		if drift, err = b.drifted(ctx, cached, fresh); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case len(cached) == 0 || len(fresh) == 0:
+		return fresh, nil
+	case drift:
+		tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(fresh))
+		return fresh, nil
+	}
+	return append(append([]store.Sample(nil), cached...), fresh...), nil
+}
+
+// saveRound stores a round's runs and the base's cache, and queues the
+// report job, in the transaction that completes the lab job.
+func (b *Bot) saveRound(ctx context.Context, tx *sql.Tx, job *river.Job[LabArgs], t store.Test, bk store.BaseKey, rr roundRecord) error {
+	// The lossy boots are runs of the test like the others (their
+	// samples say the profile) but never base cache: their figures are
+	// not the default link's.
+	if rr.booted {
+		if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "base", Commit: t.Base,
+			Lab: t.Lab, Samples: append(rr.lossyBase, rr.base...), StartedAt: rr.start, FinishedAt: rr.fin}); err != nil {
+			return err
+		}
+		if len(rr.base) > 0 {
+			if err := b.st.PutBaseResults(ctx, tx, bk, rr.baseCache); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.st.SaveRun(ctx, tx, store.Run{TestID: t.ID, JobID: job.ID, Round: job.Args.Round, Role: "candidate", Commit: t.Candidate,
+		Lab: t.Lab, Samples: append(rr.lossyCand, rr.cand...), StartedAt: rr.start, FinishedAt: rr.fin}); err != nil {
+		return err
+	}
+	t.Rounds = job.Args.Round
+	if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+		return err
+	}
+	_, err := b.river.InsertTx(ctx, tx, ReportArgs{TestID: t.ID, Round: job.Args.Round}, nil)
+	return err
 }
 
 // candidateSide is the side of the pair a series' kernel boots on,
