@@ -154,6 +154,11 @@ type SSHPairConfig struct {
 	Lease cfgtype.Duration `toml:"lease"`
 	// RDMA is "hw" or "opa" (Omni-Path: connected mode, opafm).
 	RDMA string `toml:"rdma"`
+	// Disposable is the operator's word that both hosts may be owned by
+	// a posted series: the driver boots the kernel under test on the
+	// host with its own disks, network and keys, so the first hostile
+	// series owns them. A pair that is not disposable is refused.
+	Disposable bool `toml:"disposable"`
 }
 
 // SSHHostConfig is one real host.
@@ -290,6 +295,10 @@ func (c *Config) Validate() error {
 		}
 		if p.Lease.Duration <= 0 {
 			return fmt.Errorf("lab.pairs %s: lease must be positive", p.Name)
+		}
+		if !p.Disposable {
+			return fmt.Errorf("lab.pairs %s: a real pair boots the kernel under test (code from anyone) on its hosts with their own disks, network and keys, "+
+				"and rdmabot cannot yet confine it there; set disposable = true only for hosts a hostile series may own (reinstalled, no secrets, an isolated network)", p.Name)
 		}
 		for role, h := range map[string]SSHHostConfig{"server": p.Server, "client": p.Client} {
 			if h.Address == "" || h.User == "" || h.KeyFile == "" || h.KnownHosts == "" || h.TestIP == "" || h.Netdev == "" {

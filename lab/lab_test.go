@@ -150,7 +150,7 @@ func TestSSHPairBMCError(t *testing.T) {
 	h := SSHHostConfig{Address: closed, User: "root", KeyFile: key, KnownHosts: filepath.Join(dir, "known_hosts"),
 		TestIP: "10.0.0.1", Netdev: "ib0", Boot: "kexec",
 		PowerCycle: []string{"sh", "-c", "echo 'Error: Unable to establish IPMI v2 / RMCP+ session' >&2; exit 1"}}
-	cfg := SSHPairConfig{Name: "x", Server: h, Client: h, Lease: cfgtype.D(time.Hour), RDMA: "hw"}
+	cfg := SSHPairConfig{Name: "x", Server: h, Client: h, Lease: cfgtype.D(time.Hour), RDMA: "hw", Disposable: true}
 	cfg.Client.TestIP = "10.0.0.2"
 	bz := filepath.Join(dir, "bzImage")
 	os.WriteFile(bz, []byte("not a kernel"), 0o644)
@@ -178,9 +178,15 @@ func TestConfigValidate(t *testing.T) {
 	if c.Validate() == nil {
 		t.Error("default naming no pair accepted")
 	}
-	c.Pairs = []SSHPairConfig{{Name: "opa1", RDMA: "opa", Lease: cfgtype.D(time.Hour)}}
+	c.Pairs = []SSHPairConfig{{Name: "opa1", RDMA: "opa", Lease: cfgtype.D(time.Hour), Disposable: true}}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "required") {
 		t.Errorf("incomplete host accepted: %v", err)
+	}
+	// A real pair boots strangers' kernels on its hosts: only one its
+	// operator calls disposable is used.
+	c.Pairs[0].Disposable = false
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "disposable = true") {
+		t.Errorf("a real pair not marked disposable accepted: %v", err)
 	}
 	// The lossy profile: each bad setting named; off when netem is empty.
 	for name, c := range map[string]struct {

@@ -93,7 +93,7 @@ func sshLab(t *testing.T) (SSHPairConfig, *idlePair) {
 		t.Fatal(err)
 	}
 	var known bytes.Buffer
-	cfg := SSHPairConfig{Name: "qemu-ssh", Lease: cfgtype.D(30 * time.Minute), RDMA: "hw"}
+	cfg := SSHPairConfig{Name: "qemu-ssh", Lease: cfgtype.D(30 * time.Minute), RDMA: "hw", Disposable: true}
 	p.extraArgs = map[string][]string{}
 	p.extraInitrd = map[string]string{}
 	withSSH, err := p.image.WithLayers("ssh")

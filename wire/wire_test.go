@@ -36,7 +36,7 @@ func TestNewConfiguresTheDefaultPairsKernel(t *testing.T) {
 			cfg.DataDir, cfg.CacheDir = t.TempDir(), t.TempDir()
 			cfg.Builder.HeavyLock = ""
 			if c.rdma != "" {
-				cfg.Lab.Pairs = []lab.SSHPairConfig{{Name: c.pair, RDMA: c.rdma, Lease: cfgtype.D(time.Hour), Server: host, Client: host}}
+				cfg.Lab.Pairs = []lab.SSHPairConfig{{Name: c.pair, RDMA: c.rdma, Lease: cfgtype.D(time.Hour), Server: host, Client: host, Disposable: true}}
 			}
 			cfg.Lab.Default = c.pair
 			if err := cfg.Validate(); err != nil {
