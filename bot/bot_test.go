@@ -873,3 +873,43 @@ func TestAuthorDailyTests(t *testing.T) {
 	h.ingest.Add(series("<f5@x>", "[PATCH] svcrdma: harmless five"))
 	h.wait("the next day's reply", 60*time.Second, func() bool { _, ok := h.report.Get("series:<f5@x>:v1:"); return ok })
 }
+
+// A list's postings start at most bot.list_daily_tests tests a day,
+// whoever sends them (many forged senders are still one list's flood);
+// another list's postings and those naming no list are not counted.
+func TestListDailyTests(t *testing.T) {
+	cfg := testConfig()
+	cfg.ListDailyTests = 2
+	h := newHarness(t, cfg, "")
+	var posts []bot.Series
+	for i := range 4 {
+		s := series(fmt.Sprintf("<l%d@x>", i), fmt.Sprintf("[PATCH] svcrdma: harmless %d", i))
+		s.Author = fmt.Sprintf("Sender %d <s%d@example.org>", i, i)
+		s.List = "linux-rdma@vger.kernel.org"
+		posts = append(posts, s)
+	}
+	posts[1].List = "Linux-RDMA@vger.kernel.org" // the same list
+	other := series("<nfs@x>", "[PATCH] svcrdma: harmless nfs")
+	other.List = "linux-nfs@vger.kernel.org"
+	for _, s := range append(posts, other) {
+		h.ingest.Add(s)
+	}
+	h.wait("three replies", 60*time.Second, func() bool { return h.report.Count() == 3 })
+	time.Sleep(2 * time.Second) // a fourth reply would come now
+	if n := h.report.Count(); n != 3 {
+		t.Fatalf("%d replies, want the list's first 2 and the other list's", n)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"<l2@x>", "<l3@x>"} {
+		tt, err := h.st.TestByKey(ctx, h.st.DB, "series:"+id+":v1:")
+		if err != nil {
+			t.Fatalf("%s was not kept: %v", id, err)
+		}
+		if tt.State != store.StateCanceled || !strings.Contains(tt.Summary, "postings to linux-rdma@vger.kernel.org started 2 tests in 24 hours, bot.list_daily_tests") {
+			t.Errorf("%s: %s %q, want canceled, not tested", id, tt.State, tt.Summary)
+		}
+	}
+	if _, ok := h.report.Get("series:<nfs@x>:v1:"); !ok {
+		t.Error("another list's posting was held")
+	}
+}

@@ -52,6 +52,10 @@ type Config struct {
 	// shown, not tested: a flood of postings is not a day of lab time.
 	// Commands, GitHub requests and the CLI are not counted.
 	AuthorDailyTests int `toml:"author_daily_tests"`
+	// ListDailyTests bounds the series tests the postings to one list
+	// start in 24 hours (0: no bound), whoever sends them: a flood of
+	// forged senders is not a day of lab time either.
+	ListDailyTests int `toml:"list_daily_tests"`
 	// BaseMaxAge is how long measured base results are reused.
 	BaseMaxAge cfgtype.Duration `toml:"base_max_age"`
 	// LeaseTTL is how long a lab pair stays leased to a job whose
@@ -123,6 +127,7 @@ func DefaultConfig() Config {
 		ConfirmRuns:      1,
 		SeriesBisect:     true,
 		AuthorDailyTests: 20,
+		ListDailyTests:   100,
 		BaseMaxAge:       cfgtype.D(7 * 24 * time.Hour),
 		LeaseTTL:         cfgtype.D(2 * time.Minute),
 		MaxAttempts:      8,
@@ -160,6 +165,9 @@ func (c *Config) Validate() error {
 	// URL makes every one of them dead.
 	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("bot.url %q is not an http:// or https:// URL with a host (how others reach this process, e.g. https://rdmabot.example.org)", c.URL)
+	}
+	if c.ListDailyTests < 0 {
+		return fmt.Errorf("bot.list_daily_tests must not be negative (0: no bound)")
 	}
 	if c.AuthorDailyTests < 0 {
 		return fmt.Errorf("bot.author_daily_tests must not be negative (0: no bound)")

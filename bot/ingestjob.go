@@ -41,7 +41,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 		var queued []string
 		err = complete(ctx, b, job, func(tx *sql.Tx) error {
 			queued = queued[:0]
-			bound := &authorBound{limit: b.cfg.AuthorDailyTests}
+			bound := &dailyBound{authorLimit: b.cfg.AuthorDailyTests, listLimit: b.cfg.ListDailyTests}
 			for _, s := range series {
 				what := "test"
 				var id int64
@@ -59,12 +59,12 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), VerdictIncomplete, s.Incomplete, Origin{Kind: "mail"})
 				default:
 					var over string
-					if over, err = bound.over(ctx, b.st, tx, s.Author); err == nil && over != "" {
+					if over, err = bound.over(ctx, b.st, tx, s.Author, s.List); err == nil && over != "" {
 						what = "not tested: " + over
 						id, created, err = b.holdSeries(ctx, tx, s, over)
 					} else if err == nil {
 						if id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0); created {
-							bound.count(s.Author)
+							bound.count(s.Author, s.List)
 						}
 					}
 				}
@@ -107,41 +107,46 @@ func (c *pendingCheckpoints) SetCheckpoint(ctx context.Context, source, value st
 	return nil
 }
 
-// authorBound is bot.author_daily_tests over one ingest transaction:
-// the tests each sender's postings started in the last 24 hours, read
-// once when a posting first asks and counted on as tests are queued.
-type authorBound struct {
-	limit int
-	sent  map[string]int // by senderOf; nil until read
+// dailyBound is bot.author_daily_tests and bot.list_daily_tests over one
+// ingest transaction: the tests each sender's postings, and each list's,
+// started in the last 24 hours, read once when a posting first asks and
+// counted on as tests are queued.
+type dailyBound struct {
+	authorLimit, listLimit int
+	byAuthor, byList       map[string]int // by senderOf, by list; nil until read
 }
 
-// over says why a posting by author is not tested ("": it is). A sender
-// is its address, whatever name it gives.
-func (a *authorBound) over(ctx context.Context, st *store.Store, tx *sql.Tx, author string) (string, error) {
-	if a.limit <= 0 {
+// over says why a posting by author to list is not tested ("": it is).
+// A sender is its address, whatever name it gives.
+func (a *dailyBound) over(ctx context.Context, st *store.Store, tx *sql.Tx, author, list string) (string, error) {
+	if a.authorLimit <= 0 && (a.listLimit <= 0 || list == "") {
 		return "", nil
 	}
-	if a.sent == nil {
-		authors, err := st.SeriesAuthorsSince(ctx, tx, st.Now().Add(-24*time.Hour))
+	if a.byAuthor == nil {
+		posts, err := st.PostingsSince(ctx, tx, st.Now().Add(-24*time.Hour))
 		if err != nil {
 			return "", err
 		}
-		a.sent = map[string]int{}
-		for _, s := range authors {
-			a.sent[senderOf(s)]++
+		a.byAuthor, a.byList = map[string]int{}, map[string]int{}
+		for _, p := range posts {
+			a.byAuthor[senderOf(p.Author)]++
+			a.byList[strings.ToLower(p.List)]++
 		}
 	}
-	n := a.sent[senderOf(author)]
-	if n < a.limit {
-		return "", nil
+	if n := a.byAuthor[senderOf(author)]; a.authorLimit > 0 && n >= a.authorLimit {
+		return fmt.Sprintf("its sender's postings started %d tests in 24 hours, bot.author_daily_tests (rdmabot test runs it)", n), nil
 	}
-	return fmt.Sprintf("its sender's postings started %d tests in 24 hours, bot.author_daily_tests (rdmabot test runs it)", n), nil
+	if n := a.byList[strings.ToLower(list)]; a.listLimit > 0 && list != "" && n >= a.listLimit {
+		return fmt.Sprintf("postings to %s started %d tests in 24 hours, bot.list_daily_tests (rdmabot test runs it)", list, n), nil
+	}
+	return "", nil
 }
 
-// count adds a test queued for a posting by author.
-func (a *authorBound) count(author string) {
-	if a.sent != nil {
-		a.sent[senderOf(author)]++
+// count adds a test queued for a posting by author to list.
+func (a *dailyBound) count(author, list string) {
+	if a.byAuthor != nil {
+		a.byAuthor[senderOf(author)]++
+		a.byList[strings.ToLower(list)]++
 	}
 }
 
@@ -192,7 +197,7 @@ func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s Series, o Origin, re
 		rowTree += "/" + s.Branch
 	}
 	sid, err := b.st.AddSeries(ctx, tx, store.SeriesRow{MsgID: s.MsgID, Version: s.Version, Tree: rowTree,
-		Subject: s.Subject, Author: s.Author, Link: s.Link, Root: s.Root, Data: data})
+		Subject: s.Subject, Author: s.Author, Link: s.Link, Root: s.Root, List: s.List, Data: data})
 	if err != nil {
 		return store.Test{}, err
 	}

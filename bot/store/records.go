@@ -75,16 +75,18 @@ type SeriesRow struct {
 	Link    string
 	// Root is the Message-ID replies answer (the cover letter's, or the
 	// first patch's); "" where the series' ID already is it.
-	Root      string
+	Root string
+	// List is the list address the series was posted to ("" for none).
+	List      string
 	Data      []byte
 	CreatedAt time.Time
 }
 
 // AddSeries stores a series once per (msgid, version, tree) and returns its id.
 func (s *Store) AddSeries(ctx context.Context, q Querier, r SeriesRow) (int64, error) {
-	_, err := q.ExecContext(ctx, `INSERT INTO series (msgid, version, tree, subject, author, link, data, created_at, root)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (msgid, version, tree) DO NOTHING`,
-		r.MsgID, r.Version, r.Tree, r.Subject, r.Author, r.Link, r.Data, ms(s.now()), r.Root)
+	_, err := q.ExecContext(ctx, `INSERT INTO series (msgid, version, tree, subject, author, link, data, created_at, root, mail_list)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (msgid, version, tree) DO NOTHING`,
+		r.MsgID, r.Version, r.Tree, r.Subject, r.Author, r.Link, r.Data, ms(s.now()), r.Root, r.List)
 	if err != nil {
 		return 0, fmt.Errorf("store: add series: %w", err)
 	}
@@ -603,25 +605,28 @@ func (s *Store) MailSince(ctx context.Context, t time.Time) ([]Mail, error) {
 	return out, rows.Err()
 }
 
-// SeriesAuthorsSince lists the author of each series test created since
-// t from a posting (no command, no GitHub request, no retest, none held
-// or canceled), one entry per test: what a sender's daily test bound
-// counts.
-func (s *Store) SeriesAuthorsSince(ctx context.Context, q Querier, t time.Time) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT s.author FROM tests t JOIN series s ON s.id = t.series_id
+// Posting is who posted a tested series, and to which list.
+type Posting struct{ Author, List string }
+
+// PostingsSince lists the author and list of each series test created
+// since t from a posting (no command, no GitHub request, no retest, none
+// held or canceled), one entry per test: what the daily test bounds of a
+// sender and of a list count.
+func (s *Store) PostingsSince(ctx context.Context, q Querier, t time.Time) ([]Posting, error) {
+	rows, err := q.QueryContext(ctx, `SELECT s.author, s.mail_list FROM tests t JOIN series s ON s.id = t.series_id
 		WHERE t.kind = $1 AND t.created_at >= $2 AND t.state <> 'canceled' AND t.key LIKE 'series:%' AND t.origin LIKE '%"kind":"mail"%' AND t.origin NOT LIKE '%"request"%'
 		AND t.key NOT LIKE '%:retest%'`, KindSeries, ms(t))
 	if err != nil {
-		return nil, fmt.Errorf("store: series authors: %w", err)
+		return nil, fmt.Errorf("store: postings: %w", err)
 	}
 	defer rows.Close()
-	var out []string
+	var out []Posting
 	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
+		var p Posting
+		if err := rows.Scan(&p.Author, &p.List); err != nil {
 			return nil, err
 		}
-		out = append(out, a)
+		out = append(out, p)
 	}
 	return out, rows.Err()
 }

@@ -383,4 +383,7 @@ ALTER TABLE bisect_steps ADD COLUMN boots INTEGER NOT NULL DEFAULT 0`,
 ALTER TABLE tests ADD COLUMN apply_on TEXT NOT NULL DEFAULT ''`,
 	// The Message-ID a series' replies answer: how the outbox names it.
 	`ALTER TABLE series ADD COLUMN root TEXT NOT NULL DEFAULT ''`,
+	// The list a series was posted to: what a list's daily test bound
+	// counts.
+	`ALTER TABLE series ADD COLUMN mail_list TEXT NOT NULL DEFAULT ''`,
 }
