@@ -165,7 +165,10 @@ func healthTrace(h lab.Health) string {
 
 // CandidateSide implements bot.Lab: the side the series' changed code
 // runs on (lab.CandidateSide), from the files its patches change.
-func (l *Lab) CandidateSide(s bot.Series) string {
+func (l *Lab) CandidateSide(s bot.Series) string { return seriesSide(s) }
+
+// seriesSide is the side a series' kernel boots on (lab.CandidateSide).
+func seriesSide(s bot.Series) string {
 	seen := map[string]bool{}
 	var files []string
 	for _, raw := range s.Patches {

@@ -98,7 +98,7 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 		return nil, err
 	}
 	in := bundle.Input{TestID: id, Subject: row.Subject, Link: row.Link, Tree: t.Tree, Branch: t.BaseBranch, Base: t.Base,
-		Patches: append(patches, s.Patches...), Settings: settings, Binary: r.Binary, Version: r.Version}
+		Patches: append(patches, s.Patches...), Settings: settings, Binary: r.Binary, Version: r.Version, Side: seriesSide(s)}
 	for _, tr := range r.Cfg.Builder.Trees {
 		if tr.Name == t.Tree {
 			in.TreeURL = redact.URLs(tr.URL) // the bundle is public

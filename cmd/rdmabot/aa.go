@@ -181,11 +181,15 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
 	lossy := fs.Bool("lossy", false, "first lab.lossy.boots boots of each kernel over the lossy link, as the bot does for a series touching error, flush, drain or teardown code")
 	pressure := fs.Bool("pressure", false, "first lab.pressure's boots of each kernel under Send Queue pressure, as the bot does for a series touching Send Queue code")
+	side := fs.String("side", "server", `where the patched kernel boots beside the base, as the bot booted it: "server", or "client" for a series changing client code alone`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *baseFlag == "" || *candFlag == "" {
-		return fmt.Errorf("%w: --base and --candidate are required\nrdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--pair NAME] [--config FILE]", errUsage)
+		return fmt.Errorf("%w: --base and --candidate are required\nrdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--pair NAME] [--side server|client] [--config FILE]", errUsage)
+	}
+	if *side != "server" && *side != "client" {
+		return fmt.Errorf("%w: --side %q: want server or client", errUsage, *side)
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -217,7 +221,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
 	cmp := &wire.AA{
 		Lab:    l,
-		Decide: r, Pair: *pair, Kernel: base, Candidate: cand, Profiles: profiles,
+		Decide: r, Pair: *pair, Kernel: base, Candidate: cand, Profiles: profiles, Side: *side,
 		Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Out: e.stdout,
 	}
 	fmt.Fprintf(e.stdout, "comparing %s (base) with %s (candidate) on %s: %d boots of each at first, up to %d rounds (budget %d/%d/%d)\n",

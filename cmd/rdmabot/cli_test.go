@@ -34,7 +34,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	// A bare command or an unknown one is still a usage error.
-	for _, args := range [][]string{nil, {"nope"}, {"tree"}, {"outbox", "nope"}, {"lab", "aa", "--side", "sideways"}} {
+	for _, args := range [][]string{nil, {"nope"}, {"tree"}, {"outbox", "nope"}, {"lab", "aa", "--side", "sideways"}, {"lab", "compare", "--base", "a", "--candidate", "b", "--side", "sideways"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("rdmabot %v: exit %d, stderr %q", args, code, errb.String())

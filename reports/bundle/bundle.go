@@ -52,6 +52,10 @@ type Input struct {
 	// (lab.lossy), Pressure under Send Queue pressure (lab.pressure):
 	// run.sh does too.
 	Lossy, Pressure bool
+	// Side is where the bot booted the patched kernel beside the base:
+	// "client" for a series changing client code alone (the server takes
+	// the times), else the server. run.sh does the same.
+	Side string
 }
 
 // File is one file of a bundle: its bytes, or a path to copy.
@@ -259,7 +263,7 @@ if [ -f "$here/kernel.config" ] && ! cmp -s "$here/kernel.config" "$work/base/co
 fi
 echo "run.sh: guest image" >&2
 "$RDMABOT" lab image --config "$cfg" >&2
-exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"{{if .Lossy}} --lossy{{end}}{{if .Pressure}} --pressure{{end}}
+exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"{{if .Lossy}} --lossy{{end}}{{if .Pressure}} --pressure{{end}}{{if eq .Side "client"}} --side client{{end}}
 `))
 
 var readmeTmpl = template.Must(template.New("README").Parse(`rdmabot test {{.TestID}}: a reproducer

@@ -248,3 +248,21 @@ func TestLossyReproducer(t *testing.T) {
 		}
 	}
 }
+
+// A client-side series' reproducer boots its kernel on the client, as
+// the bot did; every other one on the server (lab compare's default).
+func TestReproducerSide(t *testing.T) {
+	in := input()
+	for side, want := range map[string]bool{"": false, "server": false, "client": true} {
+		in.Side = side
+		b, err := Make(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range b.Files {
+			if f.Name == "run.sh" && strings.Contains(string(f.Data), `--candidate "$work/candidate" --side client`+"\n") != want {
+				t.Errorf("side %q: run.sh:\n%s", side, f.Data)
+			}
+		}
+	}
+}
