@@ -38,6 +38,10 @@ func (s guestSpec) args() []string {
 		"-accel", "tcg", "-M", "pc", "-cpu", "max", "-smp", "1", "-m", strconv.Itoa(s.memMiB),
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
 		"-serial", "stdio",
+		// QEMU's seccomp filter: the process a guest would own, should it
+		// escape, can start no program, gain no privilege and use no
+		// obsolete or resource-control system call.
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		"-kernel", s.kernel, "-initrd", s.initrd, "-append", s.cmdline,
 		"-netdev", s.netdev, "-device", "virtio-net-pci,netdev=n0,mac=" + s.mac,
 	}
