@@ -57,10 +57,11 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 			return err
 		}
 		if bis.Metric != MetricBuild {
-			key, err := b.bisectKey(ctx, bis, bis.Good)
+			_, side, err := b.bisectSide(ctx, bis)
 			if err != nil {
 				return err
 			}
+			key := b.bisectKey(bis, side, bis.Good)
 			if r.ref, _, err = b.st.BaseResults(ctx, b.st.DB, key, 100*365*24*time.Hour); err != nil {
 				return Infra(err)
 			}
@@ -309,7 +310,12 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	if err != nil {
 		return measured{}, err
 	}
-	boot, err := b.bisectBoot(ctx, bis, dir, tr)
+	// The series' test and side, read once for the boot and the key.
+	t, side, err := b.bisectSide(ctx, bis)
+	if err != nil {
+		return measured{}, err
+	}
+	boot, err := b.bisectBoot(ctx, t, side, dir, tr)
 	if err != nil {
 		return measured{}, err
 	}
@@ -352,11 +358,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		return m, nil
 	}
 	// Every measured commit is a cached base for later tests.
-	ck, err := b.bisectKey(ctx, bis, commit)
-	if err != nil {
-		return measured{}, err
-	}
-	if err := b.st.PutBaseResults(ctx, b.st.DB, ck, m.samples); err != nil {
+	if err := b.st.PutBaseResults(ctx, b.st.DB, b.bisectKey(bis, side, commit), m.samples); err != nil {
 		return measured{}, Infra(err)
 	}
 	if ref == nil {
@@ -406,14 +408,11 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		return Infra(err)
 	}
 	forever := 100 * 365 * 24 * time.Hour
-	goodKey, err := b.bisectKey(ctx, bis, bis.Good)
+	_, side, err := b.bisectSide(ctx, bis)
 	if err != nil {
 		return err
 	}
-	badKey, err := b.bisectKey(ctx, bis, bis.Bad)
-	if err != nil {
-		return err
-	}
+	goodKey, badKey := b.bisectKey(bis, side, bis.Good), b.bisectKey(bis, side, bis.Bad)
 	good, _, err := b.st.BaseResults(ctx, b.st.DB, goodKey, forever)
 	if err != nil {
 		return Infra(err)
@@ -526,20 +525,15 @@ func (b *Bot) bisectSide(ctx context.Context, bis store.Bisection) (store.Test, 
 }
 
 // bisectKey is the base cache's key for commit of bis, timed as its test.
-func (b *Bot) bisectKey(ctx context.Context, bis store.Bisection, commit string) (store.BaseKey, error) {
-	t, side, err := b.bisectSide(ctx, bis)
-	if err != nil {
-		return store.BaseKey{}, err
-	}
-	t.Tree, t.Base, t.Lab = bis.Tree, commit, bis.Lab
-	return b.testBaseKey(t, side), nil
+func (b *Bot) bisectKey(bis store.Bisection, side, commit string) store.BaseKey {
+	return b.testBaseKey(store.Test{Tree: bis.Tree, Base: commit, Lab: bis.Lab}, side)
 }
 
 // bisectBoot is what a bisection boots for the kernel in dir.
-func (b *Bot) bisectBoot(ctx context.Context, bis store.Bisection, dir string, tr *Trace) (Boot, error) {
-	t, side, err := b.bisectSide(ctx, bis)
-	if err != nil || side == "" || t.BaseArtifact == "" {
-		return Boot{Dir: dir}, err
+// t and side are its test's (bisectSide).
+func (b *Bot) bisectBoot(ctx context.Context, t store.Test, side, dir string, tr *Trace) (Boot, error) {
+	if side == "" || t.BaseArtifact == "" {
+		return Boot{Dir: dir}, nil
 	}
 	baseDir, err := b.fetchArtifact(ctx, t.BaseArtifact, tr)
 	if err != nil {
