@@ -27,6 +27,13 @@ var initScript []byte
 //go:embed guest/labtest.sh
 var labtestScript []byte
 
+// GuestScripts are the scripts every guest runs, by name: init.sh brings
+// the guest and its link up and starts labtest.sh, the test. A reader
+// who boots kernels by hand runs the same.
+func GuestScripts() map[string][]byte {
+	return map[string][]byte{"init.sh": initScript, "labtest.sh": labtestScript}
+}
+
 // Recipe says how the guest root image is made. Its hash names the cached
 // image, so any change to the packages or the scripts rebuilds it.
 type Recipe struct {

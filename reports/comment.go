@@ -38,7 +38,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	case Pass, Regression, Improvement:
 		if len(v.Decision.Comparisons) > 0 {
 			b.WriteString(markdownTable(metricRows(v.Decision), "lrrrrrrr") + "\n")
-			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap); p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
+			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
 				v.Decision.Comparisons[0].TestAlpha)
 		}
 		for _, h := range []*Health{v.Health, v.Pressure} {

@@ -37,11 +37,18 @@ type Config struct {
 	ArchiveURL  string `toml:"archive_url"`
 	// DocsURL is linked from every signature.
 	DocsURL string `toml:"docs_url"`
+	// Contact is the person who answers for the bot (an address), named
+	// in every signature; "" names none.
+	Contact string `toml:"contact"`
 	// TestedBy offers a Tested-by tag on a pass.
 	TestedBy bool `toml:"tested_by"`
 	// CCMaintainers adds to a reply's Cc the maintainers and reviewers
 	// MAINTAINERS lists for the files the series touches (at its base).
 	CCMaintainers bool `toml:"cc_maintainers"`
+	// MailOutcomes are the verdicts mailed to a series' thread (Audience):
+	// what a maintainer must act on. Others reach the dashboard, and
+	// whoever asked by mail.
+	MailOutcomes []string `toml:"mail_outcomes"`
 
 	// Mail enables sending mail; off, mail stays in the outbox. GitHub
 	// comments do not wait for it (bot.github is their switch).
@@ -98,6 +105,7 @@ func DefaultConfig() Config {
 		DocsURL:          "https://github.com/rdmabot/rdmabot",
 		TestedBy:         true,
 		CCMaintainers:    true,
+		MailOutcomes:     DefaultMailOutcomes(),
 		Moderate:         true,
 		DailyLimit:       20,
 		AuthorDailyLimit: 5,
@@ -129,10 +137,18 @@ func (c *Config) Validate() error {
 	if _, err := mail.ParseAddress(c.From); err != nil {
 		errs = append(errs, fmt.Errorf("reports.from %q: %w", c.From, err))
 	}
+	if c.Contact != "" {
+		if _, err := mail.ParseAddress(c.Contact); err != nil {
+			errs = append(errs, fmt.Errorf("reports.contact %q: %w", c.Contact, err))
+		}
+	}
 	if c.ArchiveList != "" {
 		if _, err := mail.ParseAddress(c.ArchiveList); err != nil {
 			errs = append(errs, fmt.Errorf("reports.archive_list %q: %w", c.ArchiveList, err))
 		}
+	}
+	if err := validateMailOutcomes(c.MailOutcomes); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DailyLimit < 0 || c.AuthorDailyLimit < 0 || c.ListDailyLimit < 0 {
 		errs = append(errs, fmt.Errorf("reports.daily_limit, reports.author_daily_limit and reports.list_daily_limit must not be negative"))

@@ -132,7 +132,7 @@ func metricRows(d stats.Decision) [][]string {
 	if len(d.Comparisons) > 0 {
 		level = d.Comparisons[0].Level
 	}
-	rows := [][]string{{"metric", "base", "change", fmt.Sprintf("%.0f%% interval", 100*level), "patched", "p", "runs", "verdict"}}
+	rows := [][]string{{"metric", "base mean ± sd", "change", fmt.Sprintf("%.0f%% interval", 100*level), "patched mean ± sd", "p", "runs", "verdict"}}
 	for _, c := range d.Comparisons {
 		rows = append(rows, []string{
 			metricLabel(c), meanStd(c.Base), pct(c.CI.Ratio),

@@ -213,6 +213,34 @@ type TestInfo struct {
 	Files [][2]string
 	// RunURL links the run page with the charts and logs.
 	RunURL string
+	// ByHand are the plain commands that redo the run without rdmabot;
+	// the reply shows the steps its outcome reached.
+	ByHand ByHand
+}
+
+// ByHand is a run as shell commands: get the base, apply the series,
+// build, and (words only: two guests are a machine's set-up) boot.
+type ByHand struct {
+	Checkout, Apply, Build []string
+	Boot                   string
+}
+
+// steps are the commands a reader needs to see outcome o for themselves.
+func (h ByHand) steps(o Outcome) []string {
+	if len(h.Checkout) == 0 {
+		return nil
+	}
+	out := append(append([]string{}, h.Checkout...), h.Apply...)
+	if o == ApplyFailed {
+		return out
+	}
+	out = append(out, h.Build...)
+	if o != BuildFailed && h.Boot != "" {
+		for _, l := range strings.Split(wrap(h.Boot, 62), "\n") {
+			out = append(out, "# "+l)
+		}
+	}
+	return out
 }
 
 // ApplyFailure is a patch that does not apply to the base.

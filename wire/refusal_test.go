@@ -31,7 +31,7 @@ func TestRefusalSparesTheListsBudget(t *testing.T) {
 		t.Errorf("%d sent, the first to %q", len(m), m[0].To)
 	}
 	// The author's verdict still has the list's reply of the day.
-	d := decide(t, g.r, samples(2*g.r.Cfg.Runs, 100, 2), samples(2*g.r.Cfg.Runs, 100, 2))
+	d := decide(t, g.r, samples(2*g.r.Cfg.Runs, 100, 2), samples(2*g.r.Cfg.Runs, 52, 2))
 	e = g.deliver(t, g.report(2, d.Verdict, d.Summary, d.Detail, nil, nil))
 	if len(e.Lists) == 0 {
 		t.Fatalf("the verdict goes to no list")

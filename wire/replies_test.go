@@ -88,6 +88,19 @@ func (g *replyRig) report(id int, verdict, summary string, detail json.RawMessag
 	return rep
 }
 
+// quiet runs the reporter and checks that it recorded no reply.
+func (g *replyRig) quiet(t *testing.T, rep bot.Report) {
+	t.Helper()
+	ctx := context.Background()
+	before, _ := g.ob.Ledger().List(ctx)
+	if err := g.r.Deliver(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := g.ob.Ledger().List(ctx); err != nil || len(es) != len(before) {
+		t.Fatalf("ledger %d -> %d entries, %v: %s is mailed", len(before), len(es), err, rep.Verdict)
+	}
+}
+
 // deliver runs the reporter and returns the one reply it recorded.
 func (g *replyRig) deliver(t *testing.T, rep bot.Report) *outbox.Entry {
 	t.Helper()
@@ -129,9 +142,19 @@ func TestRepliesGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := newReplyRig(t)
 			d := decide(t, g.r, base, cand)
-			e := g.deliver(t, g.report(id, d.Verdict, d.Summary, d.Detail, base, cand))
+			rep := g.report(id, d.Verdict, d.Summary, d.Detail, base, cand)
+			answers, to := cover, "cel@kernel.org"
+			if o, _ := reports.ParseOutcome(d.Verdict); g.r.Cfg.Audience(o, reports.Occasion{}) == reports.Nobody {
+				// Quiet: nothing is mailed unless someone asked, and
+				// then only to them, in reply to the command.
+				g.quiet(t, rep)
+				rep.Origin.Request = &bot.MailRequest{MsgID: "cmd-jlayton@kernel.org", From: "jlayton@kernel.org", Name: "Jeff Layton",
+					Line: "#rdmabot test", References: []string{cover}}
+				answers, to = "cmd-jlayton@kernel.org", "jlayton@kernel.org"
+			}
+			e := g.deliver(t, rep)
 			golden(t, "replies/"+strings.ToLower(d.Verdict)+".eml", e.Raw)
-			checkReply(t, e, d.Verdict, cover)
+			checkReply(t, e, d.Verdict, answers, to)
 			checkFigures(t, e, d)
 		})
 	}
@@ -159,7 +182,7 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		e := g.deliver(t, g.report(8, d.Verdict, d.Summary, d.Detail, base, cand))
 		golden(t, "replies/crash_lossy.eml", e.Raw)
-		checkReply(t, e, d.Verdict, cover)
+		checkReply(t, e, d.Verdict, cover, "cel@kernel.org")
 		for _, want := range []string{"booted with a lossy link (netem delay 1ms loss 0.01% on both guests), and not in the one base run with",
 			"; 1 boot of the patched kernel and 1 of the base with a lossy link"} {
 			if !strings.Contains(strings.Join(strings.Fields(string(e.Raw)), " "), want) {
@@ -180,7 +203,7 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		e := g.deliver(t, g.report(9, d.Verdict, d.Summary, d.Detail, base, cand))
 		golden(t, "replies/data_corruption.eml", e.Raw)
-		checkReply(t, e, d.Verdict, cover)
+		checkReply(t, e, d.Verdict, cover, "cel@kernel.org")
 		if !strings.Contains(string(e.Raw), "cmp:\n\n  iteration 3 of 4: the file read back over NFS/RDMA differs from the one written (cmp)") {
 			t.Errorf("the reply does not say what differed:\n%s", e.Raw)
 		}
@@ -197,7 +220,7 @@ func TestRepliesGolden(t *testing.T) {
 		d := decide(t, g.r, base, cand)
 		e := g.deliver(t, g.report(7, d.Verdict, d.Summary, d.Detail, base, cand))
 		golden(t, "replies/regression_transport.eml", e.Raw)
-		checkReply(t, e, d.Verdict, cover)
+		checkReply(t, e, d.Verdict, cover, "cel@kernel.org")
 		for _, want := range []string{"noticed transport errors with this series", "21 in 3/10 boots"} {
 			if !strings.Contains(string(e.Raw), want) {
 				t.Errorf("the reply lacks %q", want)
@@ -226,7 +249,7 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		e := g.deliver(t, g.report(9, d.Verdict, d.Summary, d.Detail, base, cand))
 		golden(t, "replies/regression_pressure.eml", e.Raw)
-		checkReply(t, e, d.Verdict, cover)
+		checkReply(t, e, d.Verdict, cover, "cel@kernel.org")
 		flat := strings.Join(strings.Fields(string(e.Raw)), " ")
 		for _, want := range []string{"under Send Queue pressure (rxe and siw under TCG", "175 Sends refused: Send Queue full in 1 of 2 boots of the patched kernel", "3362 in 2/2 boots",
 			"latched CQ overflow behind the original Omni-Path hang are not emulated"} {
@@ -282,7 +305,7 @@ func TestRepliesGolden(t *testing.T) {
 		rep.Fix = &bot.FixFollowUp{Test: 9, Verdict: bot.VerdictRegression, URL: "http://127.0.0.1:8480/tests/9", Reply: reported.MessageID, OnTop: true, Confirmed: true}
 		e := g.deliver(t, rep)
 		golden(t, "replies/fix_confirmed.eml", e.Raw)
-		checkReply(t, e, d.Verdict, cover)
+		checkReply(t, e, d.Verdict, cover, "cel@kernel.org")
 		if want := "This series closes rdmabot's report " + g.r.Cfg.CloseURL(reported.MessageID) + " (REGRESSION in test 9)."; !strings.Contains(strings.Join(strings.Fields(string(e.Raw)), " "), want) {
 			t.Errorf("no %q in\n%s", want, e.Raw)
 		}
@@ -412,7 +435,7 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		e := g.deliver(t, g.report(4, bot.VerdictNotApplied, err.Error(), d.Detail(), nil, nil))
 		golden(t, "replies/apply_failed.eml", e.Raw)
-		checkReply(t, e, bot.VerdictNotApplied, patchID(1))
+		checkReply(t, e, bot.VerdictNotApplied, patchID(1), "cel@kernel.org")
 		if !strings.Contains(string(e.Raw), "patch link:    https://lore.kernel.org/r/"+patchID(1)+"/\n") {
 			t.Error("the patch link is not the answered patch's")
 		}
@@ -433,7 +456,7 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		e := g.deliver(t, g.report(5, bot.VerdictBuildFailed, berr.Error(), d.Detail(), nil, nil))
 		golden(t, "replies/build_failed.eml", e.Raw)
-		checkReply(t, e, bot.VerdictBuildFailed, patchID(8))
+		checkReply(t, e, bot.VerdictBuildFailed, patchID(8), "cel@kernel.org")
 		body := string(e.Raw)
 		for _, want := range []string{
 			">> net/sunrpc/xprtrdma/svc_rdma_backchannel.c:12:9: error: implicit declaration of function 'svc_rdma_post_send_chain'",
@@ -493,7 +516,7 @@ func applyOnToyTree(t *testing.T, s bot.Series) error {
 }
 
 // checkReply checks the conventions independently of the golden text.
-func checkReply(t *testing.T, e *outbox.Entry, verdict, answers string) {
+func checkReply(t *testing.T, e *outbox.Entry, verdict, answers, to string) {
 	t.Helper()
 	msg, err := mail.ReadMessage(bytes.NewReader(e.Raw))
 	if err != nil {
@@ -509,9 +532,11 @@ func checkReply(t *testing.T, e *outbox.Entry, verdict, answers string) {
 	if h.Get("Auto-Submitted") != "auto-generated" || h.Get("X-Rdmabot-Outcome") != verdict {
 		t.Errorf("headers %v", h)
 	}
-	to, _ := h.AddressList("To")
-	if len(to) != 1 || to[0].Address != "cel@kernel.org" {
-		t.Errorf("To %v, want the author", to)
+	if got, _ := h.AddressList("To"); len(got) != 1 || got[0].Address != to {
+		t.Errorf("To %v, want %s", got, to)
+	}
+	if to != "cel@kernel.org" && (len(e.Lists) > 0 || h.Get("Cc") != "") {
+		t.Errorf("an answer to the one who asked goes to lists %q, Cc %q", e.Lists, h.Get("Cc"))
 	}
 	b, _ := io.ReadAll(msg.Body)
 	body := string(b)
@@ -585,7 +610,7 @@ func TestReplyCcsMaintainers(t *testing.T) {
 		g.r.Cfg.CCMaintainers = on
 		g.r.Maintainers = fixedMaintainers{"jlayton@kernel.org", "cel@kernel.org", "JLayton@kernel.org"}
 		runs := 2 * g.r.Cfg.Runs
-		base, cand := samples(runs, 100, 2), samples(runs, 100, 2)
+		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
 		d := decide(t, g.r, base, cand)
 		e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
 		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))

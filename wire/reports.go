@@ -392,14 +392,33 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err := r.finalChecks(ctx, rep, th); err != nil {
 		return err
 	}
-	th.Cc = r.maintainersCc(ctx, rep.Series)
 	v, err := r.verdict(rep, th)
-	if err != nil || !v.Outcome.Mailed() {
+	if err != nil {
 		return err
+	}
+	req := rep.Origin.Request
+	aud := r.Cfg.Audience(v.Outcome, reports.Occasion{
+		GuessedBase:  rep.BaseReason == baseReasonPhrase(builder.BaseFromDefault),
+		Asked:        req != nil,
+		ClosesReport: rep.Fix != nil,
+	})
+	switch aud {
+	case reports.Nobody:
+		if r.Log != nil && v.Outcome.Mailed() {
+			r.Log.Info("reports: not mailed; the dashboard has it", "series", rep.Series.MsgID, "outcome", v.Outcome,
+				"base", rep.BaseReason)
+		}
+		return nil
+	case reports.Asker:
+		// Only the one who asked hears of it, in reply to the command.
+		v.In.Thread.Author = reports.Address{Name: req.Name, Email: req.From}
+		v.In.Thread.Lists, v.In.Thread.Cc = nil, nil
+	case reports.InThread:
+		v.In.Thread.Cc = r.maintainersCc(ctx, rep.Series)
 	}
 	now := r.Now()
 	idThread := th
-	if req := rep.Origin.Request; req != nil {
+	if req != nil {
 		// Several answers in one thread within a second must not share
 		// a Message-ID.
 		idThread.MessageID += "|" + req.MsgID
@@ -412,11 +431,18 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	reply := outbox.FromMail(m, th)
-	if req := rep.Origin.Request; req != nil {
+	if aud == reports.Asker {
+		m.InReplyTo = req.MsgID
+		m.References = append(append([]string{}, req.References...), req.MsgID)
+	}
+	reply := outbox.FromMail(m, v.In.Thread)
+	if req != nil {
 		// Asked for by a reply: an answer of its own, not a second
 		// verdict on the version the outbox would refuse as a duplicate.
 		reply.Key += "|" + req.MsgID
+	}
+	if aud == reports.Asker {
+		reply.InReplyTo = req.MsgID
 	}
 	return r.enqueue(ctx, reply)
 }
@@ -850,6 +876,7 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 		file := func(label, name string) {
 			info.Files = append(info.Files, [2]string{label, rep.URL + "/files/" + name})
 		}
+		info.ByHand = r.byHand(rep)
 		file("series", "series.mbox")
 		if rep.BaseArtifact != "" {
 			file(".config", "kernel.config")
@@ -866,6 +893,33 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 		}
 	}
 	return info
+}
+
+// byHand is the run as plain commands on the reproducer's files.
+func (r *Reports) byHand(rep *bot.Report) reports.ByHand {
+	if rep.Base == "" {
+		return reports.ByHand{}
+	}
+	var h reports.ByHand
+	if u := r.treeURL(rep.Tree); u != "" && rep.BaseBranch != "" {
+		h.Checkout = append(h.Checkout, "git fetch "+u+" "+rep.BaseBranch)
+	}
+	files := rep.URL + "/files/"
+	h.Checkout = append(h.Checkout, "git checkout "+rep.Base)
+	h.Apply = []string{"curl -sS " + files + "series.mbox | git am"}
+	if rep.BaseArtifact != "" {
+		h.Build = append(h.Build, "curl -sS -o .config "+files+"kernel.config", "make olddefconfig")
+	} else {
+		h.Build = append(h.Build, "# configure as the config: line above says")
+	}
+	h.Build = append(h.Build, "make -j$(nproc) bzImage")
+	side := "server"
+	if rep.Series != nil && seriesSide(*rep.Series) == lab.SideClient {
+		side = "client"
+	}
+	h.Boot = fmt.Sprintf("then boot it as the %s and the base kernel as its peer, two guests joined by soft-RoCE; "+
+		"each runs %sguest-init.sh, which starts %sguest-labtest.sh", side, files, files)
+	return h
 }
 
 func keptConsoles(samples []store.Sample) bool {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -109,6 +111,10 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	// README says. They are named by path: a page that lists the files
 	// reads none of them.
 	in.ConfigPath = r.artifactFile(t.BaseArtifact, "config")
+	scripts := lab.GuestScripts()
+	for _, name := range slices.Sorted(maps.Keys(scripts)) {
+		in.Guest = append(in.Guest, bundle.File{Name: name, Mode: 0o644, Data: scripts[name]})
+	}
 	for _, a := range []struct{ key, name string }{{t.BaseArtifact, "base-build.log"}, {t.CandArtifact, "candidate-build.log"}} {
 		if p := r.artifactFile(a.key, "build.log"); p != "" {
 			in.Kept = append(in.Kept, bundle.File{Name: a.name, Mode: 0o644, Path: p})

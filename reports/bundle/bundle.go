@@ -52,6 +52,9 @@ type Input struct {
 	// (lab.lossy), Pressure under Send Queue pressure (lab.pressure):
 	// run.sh does too.
 	Lossy, Pressure bool
+	// Guest are the scripts each guest runs (lab.GuestScripts), for a
+	// reader who boots the kernels without rdmabot: named guest-<name>.
+	Guest []File
 	// Side is where the bot booted the patched kernel beside the base:
 	// "client" for a series changing client code alone (the server takes
 	// the times), else the server. run.sh does the same.
@@ -107,6 +110,10 @@ func Make(in Input) (*Bundle, error) {
 		b.Files = append(b.Files, File{Name: "kernel.config", Mode: 0o644, Data: in.Config})
 	} else if in.ConfigPath != "" {
 		b.Files = append(b.Files, File{Name: "kernel.config", Mode: 0o644, Path: in.ConfigPath})
+	}
+	for _, f := range in.Guest {
+		f.Name = "guest-" + f.Name
+		b.Files = append(b.Files, f)
 	}
 	b.Files = append(b.Files, in.Kept...)
 	if in.Binary != "" {

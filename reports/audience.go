@@ -1,0 +1,91 @@
+package reports
+
+import "fmt"
+
+// Audience is who is mailed a verdict.
+type Audience int
+
+const (
+	// Nobody: the verdict stays on the dashboard (and in patchwork's
+	// checks and a GitHub comment, which are asked for where they go).
+	Nobody Audience = iota
+	// Asker: the one who asked by mail ("#rdmabot test"), in reply to
+	// the command, with no list or maintainer in Cc (reports.archive_list
+	// aside).
+	Asker
+	// InThread: the series' author, its lists and maintainers, in its
+	// thread.
+	InThread
+)
+
+func (a Audience) String() string {
+	switch a {
+	case Asker:
+		return "the one who asked"
+	case InThread:
+		return "the series' thread"
+	}
+	return "nobody (dashboard only)"
+}
+
+// Occasion is what about a verdict decides who hears of it.
+type Occasion struct {
+	// GuessedBase: the author named no base and none could be read from
+	// the patches' blobs, so the bot took a default branch; a patch that
+	// does not apply there may be the guess's fault.
+	GuessedBase bool
+	// Asked: a "#rdmabot test" mail asked for this test.
+	Asked bool
+	// ClosesReport: the series is a fix that names one of the bot's
+	// reports (Closes:), so its author waits for the answer.
+	ClosesReport bool
+}
+
+// Audience decides who is mailed a verdict. A list hears only of what a
+// maintainer must act on (reports.mail_outcomes); a pass is quiet unless
+// someone asked for it or it confirms a fix of the bot's own report; a
+// patch that does not apply to a guessed base is the guess's problem
+// before it is the author's.
+func (c *Config) Audience(o Outcome, on Occasion) Audience {
+	switch {
+	case !o.Mailed() || o == Incomplete || o == Refused:
+		return Nobody // notices have their own addressing
+	case o == ApplyFailed && on.GuessedBase:
+	case on.ClosesReport:
+		return InThread
+	case c.mailsOutcome(o):
+		return InThread
+	}
+	if on.Asked {
+		return Asker
+	}
+	return Nobody
+}
+
+func (c *Config) mailsOutcome(o Outcome) bool {
+	for _, s := range c.MailOutcomes {
+		if s == o.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultMailOutcomes are the verdicts a maintainer must act on.
+func DefaultMailOutcomes() []string {
+	return []string{Regression.String(), CrashFound.String(), BootFailed.String(), DataCorruption.String(),
+		BuildFailed.String(), ApplyFailed.String()}
+}
+
+func validateMailOutcomes(v []string) error {
+	for _, s := range v {
+		o, err := ParseOutcome(s)
+		if err != nil {
+			return fmt.Errorf("reports.mail_outcomes: %w", err)
+		}
+		if !o.Mailed() || o == Incomplete || o == Refused {
+			return fmt.Errorf("reports.mail_outcomes: %s is never a verdict mailed to a thread", s)
+		}
+	}
+	return nil
+}
