@@ -112,10 +112,11 @@ var mboxSep = regexp.MustCompile(`(?m)^From [0-9a-f]{40} Mon Sep 17 00:00:00 200
 
 // mails formats the commits after from up to tip as the mails of one
 // series, numbered and threaded as git send-email posts them.
-func (a *author) mails(from, tip string) [][]byte {
+func (a *author) mails(from, tip string, extra ...string) [][]byte {
 	a.t.Helper()
-	out := a.runOut(nil, "--git-dir", a.git, "format-patch", "--stdout", "--thread=shallow", "--no-signature",
-		"--to=linux-rdma@vger.kernel.org", "--cc=linux-nfs@vger.kernel.org", from+".."+tip)
+	args := append([]string{"--git-dir", a.git, "format-patch", "--stdout", "--thread=shallow", "--no-signature",
+		"--to=linux-rdma@vger.kernel.org", "--cc=linux-nfs@vger.kernel.org"}, extra...)
+	out := a.runOut(nil, append(args, from+".."+tip)...)
 	var mails [][]byte
 	for _, part := range mboxSep.Split(string(out), -1) {
 		if strings.TrimSpace(part) != "" {
@@ -252,7 +253,11 @@ func (a *author) stale() series {
 		"No functional change.",
 		edit{sendto, "\tint ret, sqecount = ctxt->sc_sqecount; /* SQEs this chain takes */\n",
 			"\tint ret, sqecount = ctxt->sc_sqecount; /* SQEs this WR chain takes */\n"})
-	return a.series("stale", unposted, second)
+	// The author names the tree's head as the base (git format-patch
+	// --base): the series does not apply to the base its author chose,
+	// which is the author's to mend, so it is mailed.
+	ms := a.mails(unposted, second, "--base="+a.base)
+	return series{name: "stale", mails: ms, root: messageID(a.t, ms[0]), tip: second}
 }
 
 // fault is another harmless change; a guest of its run is killed.

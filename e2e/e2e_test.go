@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,6 +97,12 @@ func TestSeriesAnswered(t *testing.T) {
 		"broken": "BUILD_FAILED", "drain-hang": "CRASH", "stale": "APPLY_FAILED",
 		"relaxed-ordering-v1": "APPLY_FAILED",
 	}
+	// Mailed is what a maintainer must act on (reports.mail_outcomes).
+	// The pass is quiet, and so is the relaxed-ordering v1: it named no
+	// base, and a patch that does not apply to the default branch the
+	// bot guessed is the guess's problem. Stale named its base
+	// (base-commit:), so its failure to apply is the author's.
+	quiet := map[string]bool{"harmless": true, "relaxed-ordering-v1": true}
 	bodies, replyIDs := map[string]string{}, map[string]string{}
 	for _, name := range []string{"relaxed-ordering-v1", "broken", "stale", "drain-hang", "slow-send", "harmless"} {
 		s, ok := all[name]
@@ -110,6 +117,19 @@ func TestSeriesAnswered(t *testing.T) {
 			id := messageID(t, m)
 			byID[id] = m
 			ids = append(ids, id)
+		}
+		if quiet[name] {
+			tv := b.waitVerdict(ctx, ids...)
+			t.Logf("%s: %s on the dashboard, %s after posting; not mailed", s, tv.Verdict, tv.UpdatedAt.Sub(posted[name]).Round(time.Second))
+			if tv.Verdict != want[name] {
+				t.Errorf("%s: verdict %s, want %s", s.name, tv.Verdict, want[name])
+			}
+			for _, r := range b.replies() {
+				if slices.Contains(ids, r.Header.Get("In-Reply-To")) {
+					t.Errorf("%s: a %s reply was mailed:\n%s", s.name, r.Header.Get("X-Rdmabot-Outcome"), r)
+				}
+			}
+			continue
 		}
 		r := b.waitReply(ctx, ids...)
 		bodies[name] = r.Body
@@ -159,12 +179,18 @@ func TestSeriesAnswered(t *testing.T) {
 	}
 	golden(t, fix.name, r.Raw, v)
 	writeVary(t, v)
-	// Exactly one reply per series, and none for anything else.
-	if rs := b.replies(); len(rs) != len(all) {
+	// Exactly one reply per mailed series, and none for anything else.
+	mailed := 0
+	for name := range all {
+		if !quiet[name] {
+			mailed++
+		}
+	}
+	if rs := b.replies(); len(rs) != mailed {
 		for _, r := range rs {
 			t.Logf("reply %s to %s", r.Header.Get("X-Rdmabot-Outcome"), r.Header.Get("In-Reply-To"))
 		}
-		t.Errorf("%d replies in the outbox, want %d", len(rs), len(all))
+		t.Errorf("%d replies in the outbox, want %d", len(rs), mailed)
 	}
 	// The killed guest cost a retry of a lab job, not a verdict.
 	retried := false
@@ -272,7 +298,6 @@ func reproduceCrash(ctx context.Context, t *testing.T, b *bot, reply string) {
 func checkBody(t *testing.T, name, body string) {
 	t.Helper()
 	must := map[string][]string{
-		"harmless": {"copy MB/s", "loop s", "Tested-by: rdmabot", "two QEMU TCG guests", "compiler:"},
 		// Two patches: the bot tested the first alone and blames the
 		// second, answering it.
 		"slow-send": {"regression of copy (MB/s)", "Reported-by:", "Closes:", "99% interval",
@@ -399,7 +424,8 @@ type testView struct {
 	Subject string `json:"subject"`
 	Link    string `json:"link"`
 	Patches []struct {
-		Subject string `json:"subject"`
+		Subject   string `json:"subject"`
+		MessageID string `json:"message_id"`
 	} `json:"patches"`
 	Verdict   string    `json:"Verdict"`
 	State     string    `json:"State"`
@@ -413,6 +439,37 @@ type testView struct {
 		Errors  []string `json:"errors"`
 		Took    float64  `json:"took_s"`
 	} `json:"jobs"`
+}
+
+// waitVerdict waits until the series whose patches have the Message-IDs
+// msgids (angle brackets included) has a test that is done, on the
+// dashboard, and fails if serve exits first.
+func (b *bot) waitVerdict(ctx context.Context, msgids ...string) testView {
+	b.t.Helper()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		list, err := b.testViews()
+		if err != nil {
+			b.t.Logf("tests: %v", err)
+		}
+		for _, tv := range list {
+			for _, p := range tv.Patches {
+				if tv.State == "done" && slices.Contains(msgids, "<"+strings.Trim(p.MessageID, "<>")+">") {
+					return tv
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b.explain()
+			b.t.Fatalf("no verdict on %v: %v", msgids, ctx.Err())
+		case err := <-b.done:
+			b.cmd = nil
+			b.t.Fatalf("serve exited: %v", err)
+		case <-tick.C:
+		}
+	}
 }
 
 // tests reads every test with its jobs from the dashboard API.

@@ -27,5 +27,5 @@ for d in "${data:-/var/lib/rdmabot}" "${cache:-/var/cache/rdmabot}"; do
 done
 echo "run: dashboard on http://$(sed -nE 's/^listen *= *"(.*)"/\1/p' "$config")/"
 echo "run: post a series with: bash scripts/post.sh examples/sample-series.mbox"
-echo "run: replies wait in the outbox: $RDMABOT_BIN outbox list --config $config"
+echo "run: verdicts: $RDMABOT_BIN status --config $config; mailed replies wait in the outbox: $RDMABOT_BIN outbox list --config $config"
 exec runuser -u "$user" -- "$RDMABOT_BIN" serve --config "$config"

@@ -136,11 +136,21 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 	)
 	treeStore(t, filepath.Join(e.dir, "data"))
 	e.start()
-	// The list's own reply first: the series is in the store.
-	e.waitFor("the series answered on the list", 90*time.Second, func() (bool, string) {
-		rows := e.outboxRows()
-		return len(rows) == 1, fmt.Sprint(rows)
+	// The list's own test first: the series is in the store. It named no
+	// base, and a patch that does not apply to the default branch the bot
+	// guessed is mailed to no one.
+	e.waitFor("the series tested from the list", 90*time.Second, func() (bool, string) {
+		st := e.rdmabot("status")
+		for _, l := range strings.Split(st, "\n") {
+			if m := testRow.FindStringSubmatch(l); m != nil && m[1] == "done" {
+				return m[2] == "APPLY_FAILED", st
+			}
+		}
+		return false, st
 	})
+	if rows := e.outboxRows(); len(rows) != 0 {
+		t.Fatalf("the guessed base's APPLY_FAILED was mailed: %q", rows)
+	}
 
 	payload, _ := json.Marshal(map[string]any{
 		"action": "created",
