@@ -51,6 +51,9 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 				case r != nil && r.Refused != "":
 					what = "refused " + r.Line + " from " + r.From
 					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, VerdictRefused, r.Refused, Origin{Kind: "mail", Request: r})
+				case r != nil && r.Verb != "":
+					what = r.Line + " from " + r.From
+					id, created, err = b.dispute(ctx, tx, s, r)
 				case r != nil:
 					what = r.Line + " from " + r.From
 					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail", Request: r}, 0)
@@ -240,6 +243,22 @@ func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key, verd
 	}
 	t.ID = id
 	return id, true, finishWithVerdictTx(ctx, b, tx, t, verdict, summary)
+}
+
+// dispute records a maintainer's "invalid" or "dup" against the newest
+// report on the series version: the report stands, marked, on the
+// dashboard. With no report to dispute, the sender is told so.
+func (b *Bot) dispute(ctx context.Context, tx *sql.Tx, s Series, r *MailRequest) (int64, bool, error) {
+	t, ok, err := b.st.DisputableTest(ctx, tx, s.MsgID, s.Version)
+	if err != nil {
+		return 0, false, err
+	}
+	if !ok {
+		why := fmt.Sprintf("There is no report of mine on this series (v%d) to call %s.", s.Version, r.Verb)
+		return b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, VerdictRefused, why, Origin{Kind: "mail", Request: r})
+	}
+	added, err := b.st.AddDispute(ctx, tx, store.Dispute{MsgID: r.MsgID, TestID: t.ID, Kind: r.Verb, Note: r.Note, By: r.From})
+	return t.ID, added, err
 }
 
 func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (int64, bool, error) {

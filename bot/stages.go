@@ -56,8 +56,19 @@ type MailRequest struct {
 	From       string   `json:"from"`                 // its sender's address
 	Name       string   `json:"name,omitempty"`       // and name
 	Line       string   `json:"line"`                 // the command as written
-	Refused    string   `json:"refused,omitempty"`    // why it is not done; "" = do it
+	// Verb is CommandDispute... for a dispute, "" for a test; Note is
+	// what the dispute says.
+	Verb    string `json:"verb,omitempty"`
+	Note    string `json:"note,omitempty"`
+	Refused string `json:"refused,omitempty"` // why it is not done; "" = do it
 }
+
+// The disputes a mail command may make of the bot's report in its
+// thread (lore's "#rdmabot invalid" and "#rdmabot dup").
+const (
+	CommandDisputeInvalid = "invalid"
+	CommandDisputeDup     = "dup"
+)
 
 // Checkpoints remembers where each mail source stopped. The bot writes
 // them in the same transaction as the series they led to, so a crash

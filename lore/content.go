@@ -573,7 +573,16 @@ const (
 	VerbTest = "test"
 	// VerbRetest asks to run the last test again, same arguments.
 	VerbRetest = "retest"
+	// VerbInvalid disputes the bot's report in this thread: "#rdmabot
+	// invalid [<why>]". The report is marked so, not retracted.
+	VerbInvalid = "invalid"
+	// VerbDup says the report repeats another: "#rdmabot dup <link or
+	// Message-ID>".
+	VerbDup = "dup"
 )
+
+// knownVerbs are said in every error about a command.
+const knownVerbs = "(known: test, retest, invalid, dup)"
 
 // Command is a request to the bot found in a reply. The grammar, one
 // command per line, at the very start of an unquoted line:
@@ -581,6 +590,8 @@ const (
 //	#rdmabot test                    test on the default base
 //	#rdmabot test <tree> [<branch>]  test on a configured tree/branch
 //	#rdmabot retest [<tree> [<branch>]]
+//	#rdmabot invalid [<why>]         the bot's report here is wrong
+//	#rdmabot dup <link|Message-ID>   it repeats another report
 //
 // Lines quoted with "> " and text below the "-- " signature are never
 // commands, so quoting the bot's answer does not trigger it again. A
@@ -603,6 +614,9 @@ type Command struct {
 	Verb       string    `json:"verb,omitempty"`
 	Tree       string    `json:"tree,omitempty"`
 	Branch     string    `json:"branch,omitempty"`
+	// Note is what a dispute says: why the report is invalid, or the
+	// report it duplicates.
+	Note string `json:"note,omitempty"`
 	// Line is the command line as written.
 	Line string `json:"line"`
 	// Err says why the line is not a valid command.
@@ -627,9 +641,17 @@ func parseCommands(body string) []Command {
 		args := strings.Fields(rest)
 		switch {
 		case len(args) == 0:
-			c.Err = "no command after " + CommandPrefix + " (known: test, retest)"
+			c.Err = "no command after " + CommandPrefix + " " + knownVerbs
+		case args[0] == VerbInvalid:
+			c.Verb = args[0]
+			_, c.Note, _ = strings.Cut(strings.TrimSpace(rest), args[0])
+			c.Note = strings.TrimSpace(c.Note)
+		case args[0] == VerbDup && len(args) != 2:
+			c.Err = "say which report this one repeats: " + CommandPrefix + " dup <link or Message-ID>"
+		case args[0] == VerbDup:
+			c.Verb, c.Note = args[0], args[1]
 		case args[0] != VerbTest && args[0] != VerbRetest:
-			c.Err = "unknown command " + strconv.Quote(args[0]) + " (known: test, retest)"
+			c.Err = "unknown command " + strconv.Quote(args[0]) + " " + knownVerbs
 		case len(args) > 3:
 			c.Err = "too many arguments: " + CommandPrefix + " " + args[0] + " [<tree> [<branch>]]"
 		default:

@@ -315,7 +315,7 @@ func TestAssembleRepliesTrailersCommands(t *testing.T) {
 	}
 	want := []string{
 		`r2 test/rdma/for-next err="" series=true`,
-		`r2 // err="unknown command \"frobnicate\" (known: test, retest)" series=true`,
+		`r2 // err="unknown command \"frobnicate\" (known: test, retest, invalid, dup)" series=true`,
 	}
 	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands\n%s\nwant\n%s", strings.Join(cmds, "\n"), strings.Join(want, "\n"))

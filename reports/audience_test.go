@@ -63,7 +63,7 @@ func TestValidateMailOutcomes(t *testing.T) {
 
 func TestSignatureNamesContact(t *testing.T) {
 	c := DefaultConfig()
-	if s := signature(&c); strings.Contains(s, "Write to") || !strings.Contains(s, `"#rdmabot retest"`) {
+	if s := signature(&c); strings.Contains(s, "Write to") || !strings.Contains(s, `"#rdmabot retest"`) || !strings.Contains(s, `"#rdmabot invalid <why>"`) {
 		t.Errorf("no contact set:\n%s", s)
 	}
 	c.Contact = "Ann Operator <ann@example.org>"

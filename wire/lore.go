@@ -346,7 +346,14 @@ func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot
 	}
 	if c.Err != "" {
 		return refuse("I did not understand that: " + c.Err + ". Commands, one per line: " +
-			"\"#rdmabot test\", \"#rdmabot test <tree> [<branch>]\", \"#rdmabot retest\".")
+			"\"#rdmabot test\", \"#rdmabot test <tree> [<branch>]\", \"#rdmabot retest\", " +
+			"\"#rdmabot invalid [<why>]\", \"#rdmabot dup <link or Message-ID>\".")
+	}
+	switch c.Verb {
+	case lore.VerbInvalid:
+		req.Verb, req.Note = bot.CommandDisputeInvalid, c.Note
+	case lore.VerbDup:
+		req.Verb, req.Note = bot.CommandDisputeDup, c.Note
 	}
 	if c.Tree != "" {
 		branches, ok := l.Trees[c.Tree]
@@ -358,7 +365,7 @@ func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot
 		}
 		bs.Tree, bs.Branch = c.Tree, c.Branch
 	}
-	if !s.Complete {
+	if !s.Complete && req.Verb == "" {
 		return refuse(fmt.Sprintf("The series is incomplete (patch %s of %d missing), so there is nothing to test yet.", joinInts(s.Missing), s.Total))
 	}
 	if req.From == strings.ToLower(s.Author.Email) || slices.Contains(l.Cfg.CommandAllow, req.From) {

@@ -419,6 +419,8 @@ func TestPollMailCommandErrors(t *testing.T) {
 		msg("Eve <eve@example.org>", "c-eve@x", re, "p@x", "#rdmabot retest\n"),
 		msg("Dev <dev@example.org>", "c-author@x", re, "p@x", "#rdmabot test rdma for-rc\n"),
 		msg("Ok <ok@example.org>", "c-ok@x", re, "p@x", "#rdmabot retest\n"),
+		msg("Dev <dev@example.org>", "c-invalid@x", re, "p@x", "#rdmabot invalid the lab was busy\n"),
+		msg("Half <half@example.org>", "c-halfdup@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot dup <older@x>\n"),
 	}
 	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[:2]
@@ -444,6 +446,9 @@ func TestPollMailCommandErrors(t *testing.T) {
 	for _, s := range got {
 		if s.Request != nil {
 			res[s.Request.MsgID] = "do " + s.Tree + "/" + s.Branch
+			if s.Request.Verb != "" {
+				res[s.Request.MsgID] = "dispute " + s.Request.Verb + ": " + s.Request.Note
+			}
 			if s.Request.Refused != "" {
 				res[s.Request.MsgID] = "refused: " + s.Request.Refused
 			}
@@ -456,6 +461,9 @@ func TestPollMailCommandErrors(t *testing.T) {
 		"c-half@x":   "refused: The series is incomplete (patch 2 of 2 missing)",
 		"c-author@x": "do rdma/for-rc",
 		"c-ok@x":     "do /",
+		// A dispute needs no complete series: it is about the report.
+		"c-invalid@x": "dispute invalid: the lab was busy",
+		"c-halfdup@x": "dispute dup: <older@x>",
 	} {
 		if !strings.HasPrefix(res[id], want) {
 			t.Errorf("%s: %q, want %q", id, res[id], want)

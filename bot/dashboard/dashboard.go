@@ -309,6 +309,9 @@ type TestView struct {
 	// Replies are the outbox's entries for the series version: the
 	// reply (mail or comment) and each patch's checks, with their state.
 	Replies []ReplyView `json:"replies,omitempty"`
+	// Disputes are maintainers' "#rdmabot invalid" and "dup" replies to
+	// the report.
+	Disputes []store.Dispute `json:"disputes,omitempty"`
 }
 
 // FixLink is one side of a fix follow-up: a test, and whether the fix's
@@ -433,6 +436,9 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		return TestView{}, err
 	}
 	v := TestView{Test: t}
+	if v.Disputes, err = s.st.Disputes(ctx, s.st.DB, id); err != nil {
+		return v, err
+	}
 	if t.SeriesID != 0 {
 		// One read of the series gives the subject, link and patches.
 		row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
@@ -701,6 +707,7 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 		{State: "suppressed", Meaning: "recorded, never sent (opt-out)"},
 		{State: "none", Meaning: "no reply queued"},
 		{State: "fixed", Meaning: "closed: a later series' Closes: named the reply, and rerunning the test with it confirmed the failure gone"},
+		{State: "disputed", Meaning: "a maintainer called the report invalid or a duplicate (#rdmabot invalid, #rdmabot dup)"},
 	}
 	for _, t := range ts {
 		if !failing[t.Verdict] {
@@ -715,8 +722,16 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		if t.ConfirmedFix() != nil {
+		ds, err := s.st.Disputes(r.Context(), s.st.DB, t.ID)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		switch {
+		case t.ConfirmedFix() != nil:
 			st = "fixed"
+		case len(ds) > 0:
+			st = "disputed"
 		}
 		for i := range groups {
 			if groups[i].State == st {

@@ -446,3 +446,32 @@ func TestSourceErrorsHidePasswords(t *testing.T) {
 		}
 	}
 }
+
+// A maintainer's "#rdmabot invalid" moves a failing report under
+// "disputed" on /reports and is said on its test page.
+func TestDisputedReport(t *testing.T) {
+	st, ids := seed(t)
+	srv := server(t, st)
+	ctx := context.Background()
+	if _, err := st.AddDispute(ctx, st.DB, store.Dispute{MsgID: "<inv@x>", TestID: ids["crashed"], Kind: "invalid", Note: "a lab hiccup", By: "maint@example.org"}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	page := get("/reports")
+	for _, w := range []string{`<h2 id="disputed">disputed: 1</h2>`, `<h2 id="none">none: 0</h2>`, "hung in __ib_drain_sq"} {
+		if !strings.Contains(page, w) {
+			t.Errorf("/reports: no %q in\n%s", w, page)
+		}
+	}
+	if page := get(fmt.Sprintf("/tests/%d", ids["crashed"])); !strings.Contains(page, "maint@example.org called this report <strong>invalid: a lab hiccup</strong>") {
+		t.Errorf("the test page does not say the dispute:\n%s", page)
+	}
+}

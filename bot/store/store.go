@@ -386,4 +386,16 @@ ALTER TABLE tests ADD COLUMN apply_on TEXT NOT NULL DEFAULT ''`,
 	// The list a series was posted to: what a list's daily test bound
 	// counts.
 	`ALTER TABLE series ADD COLUMN mail_list TEXT NOT NULL DEFAULT ''`,
+	// A maintainer's "#rdmabot invalid" or "dup" on a report: kept beside
+	// the test, once per command mail.
+	`
+CREATE TABLE disputes (
+	msgid TEXT PRIMARY KEY,
+	test_id BIGINT NOT NULL,
+	kind TEXT NOT NULL,
+	note TEXT NOT NULL,
+	by_addr TEXT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE INDEX disputes_test ON disputes (test_id)`,
 }

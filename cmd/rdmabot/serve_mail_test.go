@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,6 +348,51 @@ func TestServeMailCommandsOverIMAP(t *testing.T) {
 	if ok, state := settled(); !ok {
 		t.Fatalf("after the restart: %s", state)
 	}
+
+	// The maintainer disputes the report: it is marked on the dashboard,
+	// and nothing is mailed.
+	srv.Add(t, "linux-rdma", mailAt("Maint Person <maint@example.org>", "cmd-invalid@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot invalid the tree store is a toy\n"))
+	type disputed struct {
+		ID       int64 `json:"ID"`
+		Disputes []struct{ Kind, Note, By string }
+	}
+	var got []disputed
+	e.waitFor("the report disputed", 60*time.Second, func() (bool, string) {
+		var list []disputed
+		json.Unmarshal([]byte(httpGet(t, "http://"+e.addr+"/api/tests")), &list)
+		got = got[:0]
+		for _, l := range list {
+			var tv disputed
+			if err := json.Unmarshal([]byte(httpGet(t, fmt.Sprintf("http://%s/api/tests/%d", e.addr, l.ID))), &tv); err == nil && len(tv.Disputes) > 0 {
+				got = append(got, tv)
+			}
+		}
+		return len(got) > 0, fmt.Sprint(e.rdmabot("status"), e.outboxRows())
+	})
+	if len(got) != 1 || fmt.Sprint(got[0].Disputes) != "[{invalid the tree store is a toy maint@example.org}]" {
+		t.Errorf("disputes: %+v", got)
+	}
+	if page := httpGet(t, fmt.Sprintf("http://%s/tests/%d", e.addr, got[0].ID)); !strings.Contains(page, "called this report <strong>invalid: the tree store is a toy</strong>") {
+		t.Errorf("the test page does not show the dispute:\n%s", page)
+	}
+	if rows := e.outboxRows(); len(rows) != 4 {
+		t.Errorf("a dispute was answered: %q", rows)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // `rdmabot serve` with mail on and config.toml's limits, over a real
