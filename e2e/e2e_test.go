@@ -202,7 +202,9 @@ func TestSeriesAnswered(t *testing.T) {
 		t.Logf("test %d %q: %s; jobs: %s", tv.ID, tv.Subject, tv.Verdict, strings.Join(stages, ", "))
 		// The dashboard's page of a series: its archive link and
 		// patches, and for a measured one every boot drawn.
-		if tv.Kind == "series" && (tv.Link == "" || len(tv.Patches) == 0 || tv.Patches[0].Subject == "") {
+		// The local inbox has no web archive: no link rather than a
+		// dead one (the series file is the test's own).
+		if tv.Kind == "series" && (tv.Link != "" && !strings.HasPrefix(tv.Link, "http") || len(tv.Patches) == 0 || tv.Patches[0].Subject == "") {
 			t.Errorf("test %d (%s): the dashboard shows link %q and patches %+v", tv.ID, tv.Subject, tv.Link, tv.Patches)
 		}
 		if tv.Verdict == "PASS" || tv.Verdict == "REGRESSION" {

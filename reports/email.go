@@ -275,7 +275,8 @@ func infoBlock(v *Verdict) string {
 	}
 	id, subject := answered(in)
 	link := in.Thread.LoreURL
-	if id != in.Thread.MessageID {
+	if id != in.Thread.MessageID && link != "" {
+		// Another mail of a thread lore has: lore finds it by its id.
 		link = "https://lore.kernel.org/r/" + id + "/"
 	}
 	lab, test := in.Test.Lab, in.Test.Test

@@ -440,7 +440,11 @@ func convert(s *lore.Series, cfg lore.Config) bot.Series {
 	if s.RootMessageID != "" {
 		for _, li := range cfg.Lists {
 			if len(s.Lists) > 0 && li.Name == s.Lists[0] {
-				out.Link = strings.TrimSuffix(li.URL, "/") + "/" + url.PathEscape(s.RootMessageID) + "/"
+				// Only a web archive has a page per message: a local
+				// inbox's path or an IMAP mailbox would be a dead link.
+				if strings.HasPrefix(li.URL, "https://") || strings.HasPrefix(li.URL, "http://") {
+					out.Link = strings.TrimSuffix(li.URL, "/") + "/" + url.PathEscape(s.RootMessageID) + "/"
+				}
 				out.List = li.Address
 			}
 		}

@@ -558,3 +558,20 @@ func TestPollHidesListPasswords(t *testing.T) {
 		}
 	}
 }
+
+// A series' link is a web archive's page: a local inbox's path or an
+// IMAP mailbox gives none rather than a dead one.
+func TestConvertLinksOnlyWebArchives(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://lore.kernel.org/linux-rdma":                 "https://lore.kernel.org/linux-rdma/a@x/",
+		"http://127.0.0.1:8080/linux-rdma/":                  "http://127.0.0.1:8080/linux-rdma/a@x/",
+		"inbox/local":                                        "",
+		"imaps://lore.kernel.org/org.kernel.vger.linux-rdma": "",
+	} {
+		cfg := lore.Config{Lists: []lore.ListConfig{{Name: "l", Address: "l@x", URL: url}}}
+		s := convert(&lore.Series{ID: "a@x", RootMessageID: "a@x", Lists: []string{"l"}}, cfg)
+		if s.Link != want || s.List != "l@x" {
+			t.Errorf("%s: link %q list %q, want %q", url, s.Link, s.List, want)
+		}
+	}
+}
