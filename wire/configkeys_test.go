@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-// The README's table "Config keys and the tests that prove them" names,
-// for every key of config.toml, the tests that show the key doing what
-// the file says, or "no test". It must cover every key, name no key the
+// The table "Config keys and the tests that prove them" in docs/config.md
+// names, for every key of config.toml, the tests that show the key doing
+// what the file says, or "no test". It must cover every key, name no key the
 // file lacks, and name only tests that exist in the package it gives, so
 // the list of gaps cannot go stale.
 func TestConfigKeysHaveTests(t *testing.T) {
@@ -21,16 +21,16 @@ func TestConfigKeysHaveTests(t *testing.T) {
 	if len(keys) < 80 {
 		t.Fatalf("config.toml: %d keys read, the file has about 90: the parser is wrong", len(keys))
 	}
-	rows := keyTable(t, filepath.Join("..", "README.md"))
+	rows := keyTable(t, filepath.Join("..", "docs", "config.md"))
 
 	for _, k := range keys {
 		if _, ok := rows[k]; !ok {
-			t.Errorf("config.toml key %s has no row in README.md's table", k)
+			t.Errorf("config.toml key %s has no row in docs/config.md's table", k)
 		}
 	}
 	for k := range rows {
 		if !slices.Contains(keys, k) {
-			t.Errorf("README.md's table names %s, which config.toml does not have", k)
+			t.Errorf("docs/config.md's table names %s, which config.toml does not have", k)
 		}
 	}
 
@@ -105,7 +105,7 @@ func configKeys(t *testing.T, path string) []string {
 	return keys
 }
 
-// keyTable reads the README section's rows: key -> tests cell.
+// keyTable reads the section's rows in the file at path: key -> tests cell.
 func keyTable(t *testing.T, path string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -115,7 +115,7 @@ func keyTable(t *testing.T, path string) map[string]string {
 	const heading = "## Config keys and the tests that prove them\n"
 	_, sec, ok := strings.Cut(string(b), heading)
 	if !ok {
-		t.Fatalf("README.md has no %q", strings.TrimSpace(heading))
+		t.Fatalf("%s has no %q", path, strings.TrimSpace(heading))
 	}
 	if i := strings.Index(sec, "\n## "); i >= 0 {
 		sec = sec[:i]
@@ -127,17 +127,17 @@ func keyTable(t *testing.T, path string) map[string]string {
 		}
 		cells := strings.Split(strings.Trim(l, "|"), " | ")
 		if len(cells) != 3 {
-			t.Errorf("README.md row %q: want | key | what it does | tests |", l)
+			t.Errorf("%s row %q: want | key | what it does | tests |", path, l)
 			continue
 		}
 		k := strings.Trim(strings.TrimSpace(cells[0]), "`")
 		if _, dup := rows[k]; dup {
-			t.Errorf("README.md's table has %s twice", k)
+			t.Errorf("%s's table has %s twice", path, k)
 		}
 		rows[k] = strings.TrimSpace(cells[2])
 	}
 	if len(rows) == 0 {
-		t.Fatal("README.md's config key table has no rows")
+		t.Fatalf("%s's config key table has no rows", path)
 	}
 	return rows
 }

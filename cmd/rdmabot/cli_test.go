@@ -61,14 +61,21 @@ func TestFlagStyle(t *testing.T) {
 			}
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	// The README and the pages it sends readers to under docs/.
+	docs, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("docs/*.md: %v files, %v", len(docs), err)
 	}
 	cmd := regexp.MustCompile(`rdmabot (status|outbox|tree|version|serve|config)\b.*`)
-	for _, l := range strings.Split(string(readme), "\n") {
-		if m := cmd.FindString(l); m != "" && single.MatchString(m) {
-			t.Errorf("README: single-dash flag: %q", l)
+	for _, path := range append([]string{filepath.Join("..", "..", "README.md")}, docs...) {
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(text), "\n") {
+			if m := cmd.FindString(l); m != "" && single.MatchString(m) {
+				t.Errorf("%s: single-dash flag: %q", filepath.Base(path), l)
+			}
 		}
 	}
 }

@@ -33,7 +33,7 @@ type env struct {
 }
 
 // The exit statuses: a contract scripts rely on, written out in
-// exitCodes (rdmabot -h) and the README's "Command line".
+// exitCodes (rdmabot -h) and docs/operating.md's "Command line".
 const (
 	exitOK        = 0
 	exitAttention = 1
