@@ -360,6 +360,13 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 		cfgHash: configHash,
 	}
 	j.parent = parent
+	if req.Trusted {
+		for _, d := range []string{j.out, j.cfgDir} {
+			if err := ownSlot(d); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+	}
 	if !req.Trusted {
 		// An untrusted tree builds in a copy of the slot's output tree,
 		// thrown away after: nothing it leaves there (an object with a
@@ -390,6 +397,26 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 		j.log = logFile
 	}
 	return ctx, j, release, nil
+}
+
+// ownSlot says whether a trusted build may write the slot's directory
+// dir: the sandbox runs as this process's user and maps no other, so a
+// tree another user built (cache_dir shared by a serve run as another
+// user) is an operator's gap, said as such, not a build that fails.
+func ownSlot(dir string) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &InfraError{Op: "slot", Err: err}
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || int(sys.Uid) == os.Geteuid() {
+		return nil
+	}
+	return &InfraError{Op: "slot", Err: fmt.Errorf("%s belongs to uid %d, and this process runs as uid %d: "+
+		"is cache_dir shared with a serve run as another user? Give each its own cache_dir, or chown it", dir, sys.Uid, os.Geteuid())}
 }
 
 // job is one build in a slot.
@@ -470,7 +497,11 @@ func (j *job) seed(ctx context.Context, dir string) error {
 	if _, serr := os.Stat(j.out); err == nil && serr == nil {
 		// Only trusted builds wrote the slot's tree: copying it follows
 		// nothing a hostile build left.
-		cmd := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", j.out+"/.", out)
+		// The copy is this process's, whoever built the slot: the
+		// sandbox's user namespace maps no other owner, so files kept
+		// as another user's (a serve run as rdmabot beside tests run as
+		// root, sharing cache_dir) could not be written by the build.
+		cmd := exec.CommandContext(ctx, "cp", "-a", "--no-preserve=ownership", "--reflink=auto", "--", j.out+"/.", out)
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return &InfraError{Op: "seed", Err: fmt.Errorf("cp %s: %v: %s", j.out, err, msg)}
 		}

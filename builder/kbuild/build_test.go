@@ -368,3 +368,41 @@ func TestBuildTakesTheHeavyLock(t *testing.T) {
 		t.Fatal("the build ran while the heavy lock was held")
 	}
 }
+
+// A cache_dir another user built in (serve run as rdmabot, the tests as
+// root): an untrusted build works in its own copy, owned by this
+// process, and succeeds; a trusted build in the other user's slot is the
+// operator's gap (InfraError naming the owner), never a build failure.
+func TestBuildInAnotherUsersSlot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the slot to another user")
+	}
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{Jobs: 2})
+	ctx := context.Background()
+	head := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	if _, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: lab, Trusted: true}); err != nil {
+		t.Fatal(err)
+	}
+	// nobody: what run.sh's serve user is to the tests.
+	for _, d := range []string{b.opt.Dir, b.opt.CCacheDir} {
+		if out, err := exec.Command("chown", "-R", "65534:65534", d).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v %s", err, out)
+		}
+	}
+	cand := r.edit(map[string]string{"main.c": "int main(void) { return 1; }\n"})
+	res, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: cand, Lab: lab, Trusted: false})
+	if err != nil {
+		t.Fatalf("an untrusted build beside another user's slot: %v", err)
+	}
+	if _, err := os.Stat(res.Path("bzImage")); err != nil {
+		t.Errorf("no kernel: %v", err)
+	}
+	other := r.edit(map[string]string{"README": "another tree\n"})
+	_, err = b.Build(ctx, Request{Objects: r.repo.Storer, Tree: other, Lab: lab, Trusted: true})
+	var ie *InfraError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("a trusted build in another user's slot: %v, want an InfraError naming the owner", err)
+	}
+}
