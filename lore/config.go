@@ -2,6 +2,7 @@ package lore
 
 import (
 	"fmt"
+	"net"
 	"net/mail"
 	"strings"
 	"time"
@@ -31,6 +32,13 @@ type Config struct {
 	// ("#rdmabot test|retest" in a reply) on any series, besides the
 	// series' author and whom MAINTAINERS lists for its files.
 	CommandAllow []string `toml:"command_allow"`
+	// CommandDKIM makes a command act only when its mail proves with
+	// DKIM that it comes from its From: (DKIM.Authenticate); off, From:
+	// is taken at its word, for a private inbox whose mail is not signed.
+	CommandDKIM bool `toml:"command_dkim"`
+	// DKIMResolver is the "host:port" of the DNS server the signers'
+	// keys are looked up at; "" is the system's resolver.
+	DKIMResolver string `toml:"dkim_resolver"`
 }
 
 // ListConfig names one archived list.
@@ -65,6 +73,7 @@ func DefaultConfig() Config {
 		BotAddresses: []string{},
 		Maintainers:  []string{},
 		CommandAllow: []string{},
+		CommandDKIM:  true,
 	}
 }
 
@@ -112,6 +121,11 @@ func (c *Config) Validate() error {
 	for _, m := range c.CommandAllow {
 		if a, err := mail.ParseAddress(m); err != nil || a.Address != m || m != strings.ToLower(m) {
 			return fmt.Errorf("lore.command_allow: %q is not a bare lower-case address", m)
+		}
+	}
+	if c.DKIMResolver != "" {
+		if _, port, err := net.SplitHostPort(c.DKIMResolver); err != nil || port == "" {
+			return fmt.Errorf("lore.dkim_resolver: %q is not host:port", c.DKIMResolver)
 		}
 	}
 	return nil

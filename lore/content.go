@@ -621,6 +621,9 @@ type Command struct {
 	Line string `json:"line"`
 	// Err says why the line is not a valid command.
 	Err string `json:"error,omitempty"`
+	// Mail is the reply itself: whoever acts on the command checks with
+	// DKIM.Authenticate that it comes from From.
+	Mail *Message `json:"-"`
 }
 
 // parseCommands finds the command lines of a reply body.

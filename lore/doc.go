@@ -3,7 +3,7 @@
 // tests. It is the first stage of the pipeline: bot feeds it the items
 // of lore/feed's sources and hands the series it finds to builder.
 //
-// Three layers, each usable alone:
+// Its parts, each usable alone:
 //
 //   - ParseMessage turns raw RFC 5322 bytes into a Message: ids (several,
 //     folded, or derived from the content when missing), threading,
@@ -18,6 +18,9 @@
 //     by index, what is missing, b4-style follow-up trailers, applied
 //     notes, base-commit and change-id, matched paths, links between
 //     versions) and the Commands addressed to the bot in replies.
+//   - DKIM.Authenticate checks that a command's mail comes from its
+//     From: (a DKIM signature of that domain or a parent that verifies),
+//     looking the signers' keys up with the resolver it is given.
 //
 // The result depends only on the set of messages held, never on their
 // order (of two copies of one Message-ID the first is kept), so a

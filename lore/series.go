@@ -960,7 +960,7 @@ func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, ser
 			s.Applied = append(s.Applied, Applied{By: f.msg.From, MessageID: f.msg.MessageID, Date: f.date, PatchIndex: index, Commits: f.commits})
 		}
 		for _, c := range f.commands {
-			c.MessageID, c.From, c.Date = f.msg.MessageID, f.msg.From, f.date
+			c.MessageID, c.From, c.Date, c.Mail = f.msg.MessageID, f.msg.From, f.date, f.msg
 			c.References = append([]string(nil), f.msg.References...)
 			if f.parent != "" && !slices.Contains(c.References, f.parent) {
 				c.References = append(c.References, f.parent)

@@ -8,6 +8,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -47,6 +48,9 @@ type Lore struct {
 	// ingest-only machine): then only the author and lore.command_allow
 	// may ask, and other commands wait.
 	Maintainers MaintainerLookup
+	// Auth proves that a command's mail comes from its From: (DKIM);
+	// nil when lore.command_dkim is off and From: is taken at its word.
+	Auth Authenticator
 
 	mu sync.Mutex
 	// cache holds the window's mail parsed, by list and position.
@@ -58,6 +62,13 @@ type Lore struct {
 // means the answer is not known yet (no tree in the store).
 type MaintainerLookup interface {
 	MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error)
+}
+
+// Authenticator says whether m proves that it comes from its From:
+// address: nil when it does, *lore.UnverifiedError when it does not, any
+// other error when that cannot be known yet.
+type Authenticator interface {
+	Authenticate(ctx context.Context, m *lore.Message) error
 }
 
 // parsed returns the stored mail at key parsed, parsing it only the first
@@ -292,7 +303,8 @@ func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error
 				return nil, ctx.Err()
 			}
 			// Who may ask is not known yet (no tree to read MAINTAINERS
-			// from): the command waits for a later poll.
+			// from, no DNS answer for a DKIM key): the command waits for
+			// a later poll.
 			l.Log.Warn("lore: command not decided yet", "message_id", c.MessageID, "line", c.Line, "err", err)
 			continue
 		}
@@ -368,11 +380,31 @@ func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot
 	if !s.Complete && req.Verb == "" {
 		return refuse(fmt.Sprintf("The series is incomplete (patch %s of %d missing), so there is nothing to test yet.", joinInts(s.Missing), s.Total))
 	}
-	if req.From == strings.ToLower(s.Author.Email) || slices.Contains(l.Cfg.CommandAllow, req.From) {
-		return bs, true, nil
+	if req.From != strings.ToLower(s.Author.Email) && !slices.Contains(l.Cfg.CommandAllow, req.From) {
+		why, err := l.maintainerOnly(ctx, bs, s, req.From)
+		if err != nil {
+			return bs, false, err
+		}
+		if why != "" {
+			return refuse(why)
+		}
 	}
+	why, err := l.authenticate(ctx, c)
+	if err != nil {
+		return bs, false, err
+	}
+	if why != "" {
+		return refuse(why)
+	}
+	return bs, true, nil
+}
+
+// maintainerOnly says why from may not ask for a test of s unless
+// MAINTAINERS lists it for s's files ("": it does). An error means that
+// is not known yet.
+func (l *Lore) maintainerOnly(ctx context.Context, bs bot.Series, s *lore.Series, from string) (string, error) {
 	if l.Maintainers == nil {
-		return bs, false, fmt.Errorf("%s is neither the author nor in lore.command_allow, and MAINTAINERS cannot be read on this machine", req.From)
+		return "", fmt.Errorf("%s is neither the author nor in lore.command_allow, and MAINTAINERS cannot be read on this machine", from)
 	}
 	var files []string
 	for _, p := range s.Patches {
@@ -381,17 +413,54 @@ func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot
 	addrs, err := l.Maintainers.MaintainersOf(ctx, bs, files)
 	if err != nil {
 		if bot.IsInfra(err) {
-			return bs, false, err
+			return "", err
 		}
 		// The series cannot be read for a base: not the sender's fault,
 		// and nothing MAINTAINERS can say.
 		addrs = nil
 	}
-	if slices.Contains(addrs, req.From) {
-		return bs, true, nil
+	if slices.Contains(addrs, from) {
+		return "", nil
 	}
-	return refuse(fmt.Sprintf("Only the series' author, the maintainers and reviewers MAINTAINERS lists for its files, "+
-		"and the addresses the operator allows may ask me to test it; %s is none of them.", req.From))
+	return fmt.Sprintf("Only the series' author, the maintainers and reviewers MAINTAINERS lists for its files, "+
+		"and the addresses the operator allows may ask me to test it; %s is none of them.", from), nil
+}
+
+// authenticate says why c's mail does not prove that it comes from its
+// From: ("": it does, or lore.command_dkim is off). The first answer is
+// kept in the store: DKIM signatures expire (x=, a week for Gmail's) and
+// keys are rotated, and every poll decides the window's commands again,
+// so a command obeyed on arrival would be refused a week later. A key
+// that cannot be looked up yet is an Infra error and decides nothing.
+func (l *Lore) authenticate(ctx context.Context, c lore.Command) (string, error) {
+	if l.Auth == nil {
+		return "", nil
+	}
+	key := "dkim:" + c.MessageID
+	kept, err := l.St.State(ctx, key)
+	if err != nil {
+		return "", bot.Infra(err)
+	}
+	if v, ok := strings.CutPrefix(kept, "refused: "); ok {
+		return v, nil
+	}
+	if kept == "verified" {
+		return "", nil
+	}
+	verdict, why := "verified", ""
+	var u *lore.UnverifiedError
+	switch err := l.Auth.Authenticate(ctx, c.Mail); {
+	case errors.As(err, &u):
+		why = fmt.Sprintf("I could not verify that this mail comes from %s: no DKIM signature of %s verifies (%s). "+
+			"I act on commands only from mail whose sender's domain signed it.", u.Addr, u.Domain, u.Why)
+		verdict = "refused: " + why
+	case err != nil:
+		return "", bot.Infra(err)
+	}
+	if err := l.St.SetState(ctx, key, verdict); err != nil {
+		return "", bot.Infra(err)
+	}
+	return why, nil
 }
 
 func sortedKeys(m map[string][]string) []string {

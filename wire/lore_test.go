@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/internal/dkimtest"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
 )
@@ -409,6 +411,8 @@ func TestPollMailCommandErrors(t *testing.T) {
 		"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
 		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
 	re := "Re: [PATCH] svcrdma: fix"
+	key := dkimtest.NewKey(t, "example.org", "s1")
+	signed := func(m string) string { return string(key.Sign(t, []byte(m))) }
 	mails := []string{
 		msg("Dev <dev@example.org>", "p@x", "[PATCH] svcrdma: fix", "", diff),
 		msg("Half <half@example.org>", "h1@x", "[PATCH 1/2] svcrdma: half", "", diff),
@@ -417,10 +421,10 @@ func TestPollMailCommandErrors(t *testing.T) {
 		msg("Dev <dev@example.org>", "c-branch@x", re, "p@x", "#rdmabot test rdma nosuchbranch\n"),
 		msg("Half <half@example.org>", "c-half@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot test\n"),
 		msg("Eve <eve@example.org>", "c-eve@x", re, "p@x", "#rdmabot retest\n"),
-		msg("Dev <dev@example.org>", "c-author@x", re, "p@x", "#rdmabot test rdma for-rc\n"),
-		msg("Ok <ok@example.org>", "c-ok@x", re, "p@x", "#rdmabot retest\n"),
-		msg("Dev <dev@example.org>", "c-invalid@x", re, "p@x", "#rdmabot invalid the lab was busy\n"),
-		msg("Half <half@example.org>", "c-halfdup@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot dup <older@x>\n"),
+		signed(msg("Dev <dev@example.org>", "c-author@x", re, "p@x", "#rdmabot test rdma for-rc\n")),
+		signed(msg("Ok <ok@example.org>", "c-ok@x", re, "p@x", "#rdmabot retest\n")),
+		signed(msg("Dev <dev@example.org>", "c-invalid@x", re, "p@x", "#rdmabot invalid the lab was busy\n")),
+		signed(msg("Half <half@example.org>", "c-halfdup@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot dup <older@x>\n")),
 	}
 	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[:2]
@@ -435,6 +439,7 @@ func TestPollMailCommandErrors(t *testing.T) {
 	defer st.Close()
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
+	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
 	got, err := l.Poll(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -473,6 +478,145 @@ func TestPollMailCommandErrors(t *testing.T) {
 		t.Errorf("a stranger's command was decided without MAINTAINERS: %s", r)
 	}
 }
+
+// A command acts only when its mail proves its From: with DKIM, whoever
+// it names: the author, an address MAINTAINERS lists, one in
+// lore.command_allow. An unsigned one is refused with why, even while
+// the resolver is down; a signed one waits while its key cannot be looked
+// up; a stranger is refused for being one. The first verdict is kept, so
+// a key rotated (or a signature expired) later, or a restart, changes
+// nothing; lore.command_dkim = false takes From: at its word.
+func TestPollMailCommandsNeedDKIM(t *testing.T) {
+	now := time.Now()
+	date := now.Add(-time.Hour).Format(time.RFC1123Z)
+	msg := func(from, id, body string) string {
+		subject, irt := "Re: [PATCH] svcrdma: fix", "In-Reply-To: <p@x>\nReferences: <p@x>\n"
+		if id == "p@x" {
+			subject, irt = "[PATCH] svcrdma: fix", ""
+		}
+		return "From: " + from + "\nTo: linux-nfs@vger.kernel.org\nSubject: " + subject + "\nDate: " + date + "\nMessage-ID: <" + id + ">\n" + irt + "\n" + body
+	}
+	key := dkimtest.NewKey(t, "example.org", "s1")
+	signed := func(m string) string { return string(key.Sign(t, []byte(m))) }
+	diff := "Signed-off-by: Dev <dev@example.org>\n---\n" +
+		"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
+		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
+	cfg := Default()
+	cfg.Lore.Lists = cfg.Lore.Lists[1:2]
+	cfg.Lore.Lists[0].URL = inboxEpoch(t,
+		msg("Dev <dev@example.org>", "p@x", diff),
+		signed(msg("Dev <dev@example.org>", "c-author@x", "#rdmabot test\n")),
+		msg("Dev <dev@example.org>", "c-author-forged@x", "#rdmabot retest\n"),
+		signed(msg("Maint <m@example.org>", "c-maint@x", "#rdmabot test\n")),
+		msg("Maint <m@example.org>", "c-maint-forged@x", "#rdmabot test\n"),
+		msg("Ok <ok@example.org>", "c-allowed-forged@x", "#rdmabot test\n"),
+		signed(msg("Eve <eve@example.org>", "c-eve@x", "#rdmabot test\n")),
+	)
+	cfg.Lore.CommandAllow = []string{"ok@example.org"}
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	poll := func(cfg Config, r lore.TXTResolver) map[string]string {
+		t.Helper()
+		l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+		l.Now = func() time.Time { return now }
+		l.Maintainers = fixedMaintainers{"m@example.org"}
+		if r != nil {
+			l.Auth.(*lore.DKIM).Resolver = r
+		} else if l.Auth != nil {
+			t.Fatalf("lore.command_dkim = false, and commands are authenticated")
+		}
+		got, err := l.Poll(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := map[string]string{}
+		for _, s := range got {
+			if s.Request != nil {
+				res[s.Request.MsgID] = "do"
+				if s.Request.Refused != "" {
+					res[s.Request.MsgID] = s.Request.Refused
+				}
+			}
+		}
+		return res
+	}
+	unsigned := func(addr string) string {
+		return "I could not verify that this mail comes from " + addr + ": no DKIM signature of example.org verifies (it carries none). " +
+			"I act on commands only from mail whose sender's domain signed it."
+	}
+	check := func(phase string, got, want map[string]string) {
+		t.Helper()
+		for id, w := range want {
+			if got[id] != w {
+				t.Errorf("%s: %s: %q, want %q", phase, id, got[id], w)
+			}
+		}
+		for id := range got {
+			if _, ok := want[id]; !ok {
+				t.Errorf("%s: %s decided: %q", phase, id, got[id])
+			}
+		}
+	}
+	want := map[string]string{
+		"c-author-forged@x":  unsigned("dev@example.org"),
+		"c-maint-forged@x":   unsigned("m@example.org"),
+		"c-allowed-forged@x": unsigned("ok@example.org"),
+		"c-eve@x":            "Only the series' author, the maintainers and reviewers MAINTAINERS lists for its files, and the addresses the operator allows may ask me to test it; eve@example.org is none of them.",
+	}
+	down := &dkimtest.Resolver{Err: &net.DNSError{Err: "i/o timeout", Name: key.Name(), IsTimeout: true}}
+	check("resolver down", poll(cfg, down), want)
+
+	want["c-author@x"], want["c-maint@x"] = "do", "do"
+	check("resolver up", poll(cfg, dkimtest.Publish(key)), want)
+	if v, _ := st.State(ctx, "dkim:c-author@x"); v != "verified" {
+		t.Errorf("kept verdict %q", v)
+	}
+	// The key is gone from DNS (rotated; or the signature expired):
+	// another serve on the same store decides as the first did.
+	check("key rotated", poll(cfg, dkimtest.Publish()), want)
+
+	cfg.Lore.CommandDKIM = false
+	for _, id := range []string{"c-author-forged@x", "c-maint-forged@x", "c-allowed-forged@x"} {
+		want[id] = "do"
+	}
+	check("command_dkim = false", poll(cfg, nil), want)
+}
+
+// A command's DKIM verdict that cannot be read or kept is the bot's
+// failure (Infra), and decides nothing.
+func TestDKIMVerdictStoreErrors(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lore.ParseMessage([]byte("From: Dev <dev@example.org>\nMessage-ID: <c@x>\n\n#rdmabot test\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLore(Default(), st, slog.New(slog.DiscardHandler))
+	// The verdict is reached, but the poll ends before it is kept.
+	cctx, cancel := context.WithCancel(ctx)
+	l.Auth = authFunc(func(context.Context, *lore.Message) error { cancel(); return nil })
+	why, err := l.authenticate(cctx, lore.Command{MessageID: "c@x", Mail: m})
+	if !bot.IsInfra(err) || why != "" {
+		t.Errorf("verdict not kept: %q, %v; want an Infra error", why, err)
+	}
+	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish()}
+	st.Close()
+	why, err = l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m})
+	if !bot.IsInfra(err) || why != "" {
+		t.Errorf("closed store: %q, %v; want an Infra error", why, err)
+	}
+}
+
+type authFunc func(context.Context, *lore.Message) error
+
+func (f authFunc) Authenticate(ctx context.Context, m *lore.Message) error { return f(ctx, m) }
 
 // fixedMaintainers is MAINTAINERS listing the same addresses for every file.
 type fixedMaintainers []string

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
@@ -27,8 +28,12 @@ func NewLore(cfg Config, st *store.Store, log *slog.Logger) *Lore {
 	if g := 4 * cfg.Lore.GracePeriod.Duration; g > window {
 		window = g
 	}
-	return &Lore{St: st, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{},
+	l := &Lore{St: st, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{},
 		Trees: Branches(cfg)}
+	if cfg.Lore.CommandDKIM {
+		l.Auth = &lore.DKIM{Resolver: lore.NewDKIMResolver(cfg.Lore.DKIMResolver)}
+	}
+	return l
 }
 
 // Branches are the configured trees' branches by tree name.

@@ -534,7 +534,8 @@ func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
 	return n > 0, err
 }
 
-// State reads a small persistent value (ETags, poll cursors).
+// State reads a small persistent value (ETags, poll cursors, a mail
+// command's DKIM verdict).
 func (s *Store) State(ctx context.Context, key string) (string, error) {
 	var v string
 	err := s.DB.QueryRowContext(ctx, `SELECT value FROM github_state WHERE key = $1`, key).Scan(&v)

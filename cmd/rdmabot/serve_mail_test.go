@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/internal/dkimtest"
 	"github.com/rdmabot/rdmabot/internal/pitest"
 	"github.com/rdmabot/rdmabot/internal/smtptest"
 )
@@ -226,20 +227,26 @@ diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdm
 
 // `rdmabot serve` with config.toml reading linux-rdma over IMAP from a
 // real public-inbox-imapd: a posted series is tested; "#rdmabot"
-// replies from its maintainer (by the MAINTAINERS of the base in the
-// tree store) and from an allowed address queue new tests of it, one
-// from a stranger is refused with a reply to that mail; a series
-// missing a patch past lore.grace_period gets one INCOMPLETE reply; and
-// after a kill -9 and restart nothing is done twice.
+// replies DKIM-signed by example.org (its key served by a real DNS
+// server, lore.dkim_resolver) from its author, its maintainer (by the
+// MAINTAINERS of the base in the tree store) and an allowed address
+// queue new tests of it; an unsigned one with the author's From: is
+// refused, as is one from a stranger, each with a reply to that mail
+// alone; a series missing a patch past lore.grace_period gets one
+// INCOMPLETE reply; and after a kill -9 and restart nothing is done
+// twice.
 func TestServeMailCommandsOverIMAP(t *testing.T) {
 	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: [][]byte{
 		mailAt("Ann <ann@example.org>", "hello@example.org", "hello", "", "not a patch\n")}})
+	key := dkimtest.NewKey(t, "example.org", "s1")
+	dns := dkimtest.StartDNS(t, map[string]string{key.Name(): key.Record()})
 	e := newServeEnv(t,
 		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", "imap://"+srv.IMAPAddr+"/org.kernel.vger.linux-rdma"),
 		`url = "https://lore.kernel.org/linux-nfs"`, `url = "no-inbox"`,
 		`poll_interval = "2m0s"`, `poll_interval = "1s"`,
 		`grace_period = "6h"`, `grace_period = "3s"`,
 		`command_allow = []`, `command_allow = ["allowed@example.org"]`,
+		`dkim_resolver = ""`, fmt.Sprintf("dkim_resolver = %q", dns),
 		`max_attempts = 8`, `max_attempts = 2`,
 	)
 	treeStore(t, filepath.Join(e.dir, "data"))
@@ -269,16 +276,21 @@ func TestServeMailCommandsOverIMAP(t *testing.T) {
 		t.Fatalf("after the posting, the outbox holds %q, want the INCOMPLETE notice alone", rows)
 	}
 
-	srv.Add(t, "linux-rdma", mailAt("Maint Person <maint@example.org>", "cmd-maint@example.org", "Re: [PATCH] svcrdma: fix a comment",
-		"svcrdma-1@example.org", "> int yy;\n\n#rdmabot retest\n"))
-	srv.Add(t, "linux-rdma", mailAt("Eve Stranger <eve@example.org>", "cmd-eve@example.org", "Re: [PATCH] svcrdma: fix a comment",
-		"svcrdma-1@example.org", "#rdmabot test\n"))
-	srv.Add(t, "linux-rdma", mailAt("Al Lowed <allowed@example.org>", "cmd-allowed@example.org", "Re: [PATCH] svcrdma: fix a comment",
-		"svcrdma-1@example.org", "#rdmabot test local import\n"))
-	want := map[string]int{"done APPLY_FAILED": 3, "done INCOMPLETE": 1, "done REFUSED": 1}
+	srv.Add(t, "linux-rdma", key.Sign(t, mailAt("Maint Person <maint@example.org>", "cmd-maint@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "> int yy;\n\n#rdmabot retest\n")))
+	srv.Add(t, "linux-rdma", key.Sign(t, mailAt("Eve Stranger <eve@example.org>", "cmd-eve@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot test\n")))
+	srv.Add(t, "linux-rdma", key.Sign(t, mailAt("Al Lowed <allowed@example.org>", "cmd-allowed@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot test local import\n")))
+	srv.Add(t, "linux-rdma", key.Sign(t, mailAt("Alice Author <alice@example.org>", "cmd-alice@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot retest\n")))
+	// Anyone can write the author's From:; nobody else can sign for it.
+	srv.Add(t, "linux-rdma", mailAt("Alice Author <alice@example.org>", "cmd-forged@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot retest\n"))
+	want := map[string]int{"done APPLY_FAILED": 4, "done INCOMPLETE": 1, "done REFUSED": 2}
 	settled := func() (bool, string) {
 		v := verdicts()
-		return fmt.Sprint(v) == fmt.Sprint(want) && len(e.outboxRows()) == 4, fmt.Sprint(v, e.outboxRows())
+		return fmt.Sprint(v) == fmt.Sprint(want) && len(e.outboxRows()) == 6, fmt.Sprint(v, e.outboxRows())
 	}
 	e.waitFor("the commands acted on", 90*time.Second, settled)
 
@@ -289,16 +301,18 @@ func TestServeMailCommandsOverIMAP(t *testing.T) {
 		byOutcome[f[0]] = append(byOutcome[f[0]], f[1])
 	}
 	slices.Sort(byOutcome["APPLY_FAILED"])
-	// The maintainer's retest guessed the base again: the answer goes to
-	// the maintainer alone. The allowed address named local/import: a
+	slices.Sort(byOutcome["REFUSED"])
+	// The original test guessed its base: not mailed. The maintainer's
+	// and the author's retests guessed it again: each answer goes to the
+	// one who asked, alone. The allowed address named local/import: a
 	// base the bot did not guess, so the author and the list hear of it.
-	if fmt.Sprint(byOutcome["APPLY_FAILED"]) != "[alice@example.org maint@example.org]" ||
-		fmt.Sprint(byOutcome["REFUSED"]) != "[eve@example.org]" || fmt.Sprint(byOutcome["INCOMPLETE"]) != "[bob@example.org]" {
+	if fmt.Sprint(byOutcome["APPLY_FAILED"]) != "[alice@example.org alice@example.org maint@example.org]" ||
+		fmt.Sprint(byOutcome["REFUSED"]) != "[alice@example.org eve@example.org]" || fmt.Sprint(byOutcome["INCOMPLETE"]) != "[bob@example.org]" {
 		t.Fatalf("outbox: %v", rows)
 	}
-	show := func(outcome string) string {
+	show := func(outcome, to string) string {
 		for _, r := range rows {
-			if f := strings.Fields(r); f[0] == outcome {
+			if f := strings.Fields(r); f[0] == outcome && f[1] == to {
 				return e.rdmabot("outbox", "show", f[2])
 			}
 		}
@@ -319,14 +333,21 @@ func TestServeMailCommandsOverIMAP(t *testing.T) {
 			t.Errorf("the answer to the maintainer's retest went to the list:\n%s", asked)
 		}
 	}
-	refusal := show("REFUSED")
+	refusal := show("REFUSED", "eve@example.org")
 	for _, w := range []string{"In-Reply-To: <cmd-eve@example.org>", "References: <svcrdma-1@example.org>\n <cmd-eve@example.org>",
 		"> #rdmabot test\n", "eve@example.org is none of them", "state: held"} {
 		if !strings.Contains(refusal, w) {
 			t.Errorf("refusal lacks %q:\n%s", w, refusal)
 		}
 	}
-	incomplete := show("INCOMPLETE")
+	forged := show("REFUSED", "alice@example.org")
+	for _, w := range []string{"In-Reply-To: <cmd-forged@example.org>", "> #rdmabot retest\n", "I could not verify that this mail comes from",
+		"no DKIM signature of", "(it carries none)", "state: held"} {
+		if !strings.Contains(strings.Join(strings.Fields(forged), " "), strings.Join(strings.Fields(w), " ")) {
+			t.Errorf("refusal of the forged command lacks %q:\n%s", w, forged)
+		}
+	}
+	incomplete := show("INCOMPLETE", "bob@example.org")
 	for _, w := range []string{"In-Reply-To: <half-1@example.org>", "patch 2 of 2 missing", "Hi Bob,"} {
 		if !strings.Contains(incomplete, w) {
 			t.Errorf("incomplete notice lacks %q:\n%s", w, incomplete)
@@ -351,8 +372,8 @@ func TestServeMailCommandsOverIMAP(t *testing.T) {
 
 	// The maintainer disputes the report: it is marked on the dashboard,
 	// and nothing is mailed.
-	srv.Add(t, "linux-rdma", mailAt("Maint Person <maint@example.org>", "cmd-invalid@example.org", "Re: [PATCH] svcrdma: fix a comment",
-		"svcrdma-1@example.org", "#rdmabot invalid the tree store is a toy\n"))
+	srv.Add(t, "linux-rdma", key.Sign(t, mailAt("Maint Person <maint@example.org>", "cmd-invalid@example.org", "Re: [PATCH] svcrdma: fix a comment",
+		"svcrdma-1@example.org", "#rdmabot invalid the tree store is a toy\n")))
 	type disputed struct {
 		ID       int64 `json:"ID"`
 		Disputes []struct{ Kind, Note, By string }
@@ -376,7 +397,7 @@ func TestServeMailCommandsOverIMAP(t *testing.T) {
 	if page := httpGet(t, fmt.Sprintf("http://%s/tests/%d", e.addr, got[0].ID)); !strings.Contains(page, "called this report <strong>invalid: the tree store is a toy</strong>") {
 		t.Errorf("the test page does not show the dispute:\n%s", page)
 	}
-	if rows := e.outboxRows(); len(rows) != 4 {
+	if rows := e.outboxRows(); len(rows) != 6 {
 		t.Errorf("a dispute was answered: %q", rows)
 	}
 }
