@@ -225,6 +225,30 @@ type ByHand struct {
 	Boot                   string
 }
 
+// NewByHand is a run on base (on branch of the tree at treeURL, when
+// public) with the series and, when config, the .config from files (the
+// test's files URL, ending in "/"), the patched kernel booted as side.
+func NewByHand(treeURL, branch, base, files, side string, config bool) ByHand {
+	if base == "" {
+		return ByHand{}
+	}
+	var h ByHand
+	if treeURL != "" && branch != "" {
+		h.Checkout = append(h.Checkout, "git fetch "+treeURL+" "+branch)
+	}
+	h.Checkout = append(h.Checkout, "git checkout "+base)
+	h.Apply = []string{"curl -sS " + files + "series.mbox | git am"}
+	if config {
+		h.Build = append(h.Build, "curl -sS -o .config "+files+"kernel.config", "make olddefconfig")
+	} else {
+		h.Build = append(h.Build, "# configure as the config: line above says")
+	}
+	h.Build = append(h.Build, "make -j$(nproc) bzImage")
+	h.Boot = fmt.Sprintf("then boot it as the %s and the base kernel as its peer, two guests joined by soft-RoCE; "+
+		"each runs %sguest-init.sh, which starts %sguest-labtest.sh", side, files, files)
+	return h
+}
+
 // steps are the commands a reader needs to see outcome o for themselves.
 func (h ByHand) steps(o Outcome) []string {
 	if len(h.Checkout) == 0 {

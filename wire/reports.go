@@ -897,29 +897,11 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 
 // byHand is the run as plain commands on the reproducer's files.
 func (r *Reports) byHand(rep *bot.Report) reports.ByHand {
-	if rep.Base == "" {
-		return reports.ByHand{}
-	}
-	var h reports.ByHand
-	if u := r.treeURL(rep.Tree); u != "" && rep.BaseBranch != "" {
-		h.Checkout = append(h.Checkout, "git fetch "+u+" "+rep.BaseBranch)
-	}
-	files := rep.URL + "/files/"
-	h.Checkout = append(h.Checkout, "git checkout "+rep.Base)
-	h.Apply = []string{"curl -sS " + files + "series.mbox | git am"}
-	if rep.BaseArtifact != "" {
-		h.Build = append(h.Build, "curl -sS -o .config "+files+"kernel.config", "make olddefconfig")
-	} else {
-		h.Build = append(h.Build, "# configure as the config: line above says")
-	}
-	h.Build = append(h.Build, "make -j$(nproc) bzImage")
-	side := "server"
+	side := lab.SideServer
 	if rep.Series != nil && seriesSide(*rep.Series) == lab.SideClient {
-		side = "client"
+		side = lab.SideClient
 	}
-	h.Boot = fmt.Sprintf("then boot it as the %s and the base kernel as its peer, two guests joined by soft-RoCE; "+
-		"each runs %sguest-init.sh, which starts %sguest-labtest.sh", side, files, files)
-	return h
+	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, rep.BaseArtifact != "")
 }
 
 func keptConsoles(samples []store.Sample) bool {
