@@ -32,11 +32,13 @@ import (
 //go:embed templates/*.html
 var templateFS embed.FS
 
-// Jobs lists the River jobs of a test and the A/A canary's false alarms
-// (bot.Bot).
+// Jobs lists the River jobs of a test, the A/A canary's false alarms,
+// the jobs not finished and the periodic jobs' schedules (bot.Bot).
 type Jobs interface {
 	JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error)
 	FalseAlarmRates(ctx context.Context) ([]bot.FalseAlarms, []store.Canary, error)
+	ActiveJobs(ctx context.Context, limit int) ([]*rivertype.JobRow, error)
+	Schedules(now time.Time) ([]bot.Schedule, error)
 }
 
 // Reproducers make a test's reproducer bundle (wire.Reproducer).
@@ -74,6 +76,10 @@ func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 		"lower": strings.ToLower,
 		"mulf":  func(x float64) float64 { return x * 100 },
 		"inc":   func(i int) int { return i + 1 },
+		"ago":   func(at, now time.Time) string { return now.Sub(at).Round(time.Second).String() },
+		"every": func(d time.Duration) string { return "every " + d.String() },
+		// now is the page's NowView; render gives each page its own.
+		"now": func() *NowView { return nil },
 	}
 	return &Server{st: st, jobs: jobs, log: log,
 		tmpl: template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))}
@@ -97,12 +103,27 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/tests/{id}", byID(s, s.testView, ""))
 	mux.HandleFunc("GET /api/bisect/{id}", byID(s, s.bisectView, ""))
 	mux.HandleFunc("GET /api/mainline", s.apiMainline)
+	mux.HandleFunc("GET /api/now", s.apiNow)
 	mux.HandleFunc("GET /metrics", s.metrics)
 }
 
-func (s *Server) render(w http.ResponseWriter, name string, data any) {
+// render writes a page with the strip of what is happening now at its
+// top: the templates are cloned so that this request's strip is theirs.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, data any) {
+	s.renderNow(w, s.now(r.Context()), name, data)
+}
+
+// renderNow is render with the strip read already (a page that shows
+// part of it again).
+func (s *Server) renderNow(w http.ResponseWriter, now NowView, name string, data any) {
+	t, err := s.tmpl.Clone()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	t.Funcs(template.FuncMap{"now": func() *NowView { return &now }})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := s.tmpl.ExecuteTemplate(w, name, data); err != nil {
+	if err := t.ExecuteTemplate(w, name, data); err != nil {
 		s.log.Warn("dashboard template", "page", name, "err", err)
 	}
 }
@@ -275,7 +296,7 @@ func byID[V any](s *Server, load func(context.Context, int64) (V, error), page s
 			writeJSON(w, v)
 			return
 		}
-		s.render(w, page, v)
+		s.render(w, r, page, v)
 	}
 }
 
@@ -627,7 +648,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
+	s.render(w, r, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
 }
 
 // threadOf is what a series' replies are keyed by in the outbox: its
@@ -724,7 +745,7 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	s.render(w, "reports.html", groups)
+	s.render(w, r, "reports.html", groups)
 }
 
 // ListView is one watched list: its source's health, the series seen
@@ -802,7 +823,7 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, lv)
 	}
-	s.render(w, "lists.html", out)
+	s.render(w, r, "lists.html", out)
 }
 
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
@@ -927,7 +948,7 @@ func (s *Server) mainline(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "mainline.html", charts)
+	s.render(w, r, "mainline.html", charts)
 }
 
 // CanaryView is the A/A canary page: the false alarms per metric over
@@ -943,7 +964,7 @@ func (s *Server) canary(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "canary.html", CanaryView{Rates: rates, Comparisons: cs})
+	s.render(w, r, "canary.html", CanaryView{Rates: rates, Comparisons: cs})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

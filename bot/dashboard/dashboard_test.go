@@ -26,12 +26,22 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-type noJobs struct{}
+// fakeJobs is the bot's job table as a test sets it: the jobs not
+// finished (err fails reading them) and the periodic jobs.
+type fakeJobs struct {
+	active []*rivertype.JobRow
+	next   []bot.Schedule
+	err    error
+}
 
-func (noJobs) JobsOfTest(context.Context, int64) ([]*rivertype.JobRow, error) { return nil, nil }
-func (noJobs) FalseAlarmRates(context.Context) ([]bot.FalseAlarms, []store.Canary, error) {
+func (fakeJobs) JobsOfTest(context.Context, int64) ([]*rivertype.JobRow, error) { return nil, nil }
+func (fakeJobs) FalseAlarmRates(context.Context) ([]bot.FalseAlarms, []store.Canary, error) {
 	return nil, nil, nil
 }
+func (f fakeJobs) ActiveJobs(_ context.Context, limit int) ([]*rivertype.JobRow, error) {
+	return f.active[:min(limit, len(f.active))], f.err
+}
+func (f fakeJobs) Schedules(time.Time) ([]bot.Schedule, error) { return f.next, nil }
 
 // seed fills a SQLite store through its API: a series tested with
 // APPLY_FAILED, a measured test with runs, a trace, a bisection with a
@@ -200,8 +210,13 @@ func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, e
 }
 
 func server(t *testing.T, st *store.Store) *httptest.Server {
+	return serverWith(t, st, fakeJobs{})
+}
+
+// serverWith is server over the given jobs.
+func serverWith(t *testing.T, st *store.Store, jobs Jobs) *httptest.Server {
 	mux := http.NewServeMux()
-	d := New(st, noJobs{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := New(st, jobs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	d.Reproducer = testReproducer{st}
 	l, err := outbox.OpenLedger(context.Background(), st.DB)
 	if err != nil {

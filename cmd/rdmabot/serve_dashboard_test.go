@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot/dashboard"
+	"github.com/rdmabot/rdmabot/bot/store"
+)
+
+// dashGet reads a dashboard path of the serving process.
+func (e *serveEnv) dashGet(path string) (int, string) {
+	e.t.Helper()
+	resp, err := http.Get("http://" + e.addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// `rdmabot serve` with config.toml shows what is happening on every
+// page and at /api/now: a queued series whose test job fails on the
+// bot's side (no tree imported: no base) is shown retrying with its
+// attempts and error, a lab pair's lease with its holder, and the next
+// runs of config.toml's mainline and canary cron specs.
+func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
+	e := newServeEnv(t,
+		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")),
+		`url = "https://lore.kernel.org/linux-nfs"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")))
+	e.start()
+	if out := e.rdmabot("test", "--mbox", filepath.Join("..", "..", "examples", "sample-series.mbox")); !strings.Contains(out, "test 1: ") {
+		t.Fatalf("test: %s", out)
+	}
+	// A pair leased as a lab job leases it, through the store serve uses.
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", filepath.Join(e.dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if ok, err := st.AcquireLease(ctx, "qemu", "lab-1/lab#99", 99, time.Hour); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	var v dashboard.NowView
+	var retrying dashboard.NowJob
+	e.waitFor("the test job retrying on /api/now", 60*time.Second, func() (bool, string) {
+		code, body := e.dashGet("/api/now")
+		v, retrying = dashboard.NowView{}, dashboard.NowJob{}
+		if code != 200 || json.Unmarshal([]byte(body), &v) != nil {
+			return false, body
+		}
+		for _, j := range v.Waiting {
+			if j.Kind == "test" && j.Retrying() {
+				retrying = j
+			}
+		}
+		return retrying.ID != 0, body
+	})
+	if retrying.Link != "/tests/1" || !strings.HasPrefix(retrying.What, "test 1: ") || retrying.Errors < 1 || retrying.MaxAttempts != 8 ||
+		!strings.Contains(retrying.LastError, "none of the configured branches is in the store") || strings.Contains(retrying.LastError, "\n") {
+		t.Errorf("the retrying test job: %+v", retrying)
+	}
+	if len(v.Leases) != 1 || v.Leases[0].Pair != "qemu" || v.Leases[0].Holder != "lab-1/lab#99" || v.Leases[0].Expired {
+		t.Errorf("leases: %+v", v.Leases)
+	}
+	next := map[string]time.Time{}
+	for _, n := range v.Next {
+		next[n.ID] = n.Next.UTC()
+	}
+	if m := next["mainline-0-mainline-master"]; m.IsZero() || m.Hour()%6 != 0 || m.Minute() != 0 || !m.After(v.At) || m.After(v.At.Add(6*time.Hour)) {
+		t.Errorf("mainline next at %v (now %v): %+v", m, v.At, v.Next)
+	}
+	if c := next["canary"]; c.Hour() != 3 || c.Minute() != 30 || !c.After(v.At) || c.After(v.At.Add(24*time.Hour)) {
+		t.Errorf("canary next at %v (now %v)", c, v.At)
+	}
+	for _, path := range []string{"/", "/mainline", "/canary"} {
+		code, page := e.dashGet(path)
+		for _, want := range []string{`<section id="now">`, `<b>qemu</b> held by <code>lab-1/lab#99</code>`, "none of the configured branches is in the store",
+			"mainline-0-mainline-master at <b>", "canary at <b>"} {
+			if code != 200 || !strings.Contains(page, want) {
+				t.Errorf("%s (%d) lacks %q:\n%s", path, code, want, page)
+			}
+		}
+	}
+}
