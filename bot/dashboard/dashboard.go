@@ -27,6 +27,7 @@ import (
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 	"github.com/rdmabot/rdmabot/reports/outbox"
+	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
 //go:embed templates/*.html
@@ -877,14 +878,18 @@ type ChartPoint struct {
 	At     time.Time           `json:"at"`
 }
 
-func (s *Server) charts(ctx context.Context) ([]Chart, error) {
+// charts are the mainline history's charts, and how many heads each
+// branch (tree, branch) has in it, measured or not.
+func (s *Server) charts(ctx context.Context) ([]Chart, map[[2]string]int, error) {
 	hist, err := s.st.MainlineHistory(ctx, s.st.DB, "", "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byKey := map[[3]string][]ChartPoint{}
+	heads := map[[2]string]int{}
 	var keys [][3]string
 	for _, h := range hist {
+		heads[[2]string{h.Tree, h.Branch}]++
 		var m map[string]float64
 		json.Unmarshal([]byte(h.Metrics), &m)
 		for metric, v := range m {
@@ -901,30 +906,110 @@ func (s *Server) charts(ctx context.Context) ([]Chart, error) {
 		pts := byKey[k]
 		out = append(out, Chart{Tree: k[0], Branch: k[1], Metric: k[2], Points: pts, SVG: svgChart(k[2], pts)})
 	}
-	return out, nil
+	return out, heads, nil
 }
 
-// svgChart draws values left to right; bad heads are red dots.
-func svgChart(metric string, pts []ChartPoint) template.HTML {
-	const w, h, pad = 640.0, 200.0, 30.0
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, p := range pts {
-		lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
+// unitOf is a lab figure's unit, which the lab names it by (lab's
+// Figures: write_MBps, loop_s); "" when the name says none.
+func unitOf(metric string) string {
+	switch {
+	case strings.HasSuffix(metric, "_MBps"):
+		return "MB/s"
+	case strings.HasSuffix(metric, "_s"):
+		return "s"
 	}
-	if hi == lo {
-		lo, hi = lo-1, hi+1
+	return ""
+}
+
+// bandHeads is how many recent heads the noise band is drawn from.
+const bandHeads = 10
+
+// Band is the spread of a branch's recent heads that were not bad: the
+// noise a new head is measured against.
+type Band struct {
+	Mean, SD float64
+	Heads    int
+}
+
+// band is the mean ± sd of the last bandHeads heads that were not bad
+// (nil with fewer than two: no spread to show).
+func band(pts []ChartPoint) *Band {
+	var vals []float64
+	for i := len(pts) - 1; i >= 0 && len(vals) < bandHeads; i-- {
+		if pts[i].State == store.MainlineGood {
+			vals = append(vals, pts[i].Value)
+		}
+	}
+	if len(vals) < 2 {
+		return nil
+	}
+	m, sd := stats.MeanStd(vals)
+	return &Band{Mean: m, SD: sd, Heads: len(vals)}
+}
+
+// niceStep is the smallest 1, 2 or 5 times a power of ten at least x.
+func niceStep(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= x {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// svgChart draws a branch's heads left to right on an axis from zero,
+// in the metric's unit: a change is as tall as it is large, so the
+// boot-to-boot noise of a few percent stays a ripple. The recent good
+// heads' mean ± sd is the shaded band, labelled. Bad heads are red.
+func svgChart(metric string, pts []ChartPoint) template.HTML {
+	const w, h, left, right, top, bottom = 640.0, 220.0, 70.0, 20.0, 24.0, 24.0
+	hi := 0.0
+	for _, p := range pts {
+		hi = math.Max(hi, p.Value)
+	}
+	step := niceStep(hi * 1.05 / 4)
+	hi = step * math.Ceil(hi*1.05/step)
+	if hi <= 0 {
+		hi, step = 4, 1
+	}
+	unit := unitOf(metric)
+	label := func(v float64) string {
+		return strings.TrimSpace(strconv.FormatFloat(v, 'f', -1, 64) + " " + unit)
 	}
 	x := func(i int) float64 {
 		if len(pts) == 1 {
-			return w / 2
+			return (left + w - right) / 2
 		}
-		return pad + float64(i)*(w-2*pad)/float64(len(pts)-1)
+		return left + float64(i)*(w-left-right)/float64(len(pts)-1)
 	}
-	y := func(v float64) float64 { return h - pad - (v-lo)/(hi-lo)*(h-2*pad) }
+	y := func(v float64) float64 { return h - bottom - v/hi*(h-top-bottom) }
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(metric))
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="#fff" stroke="#ccc"/>`, w, h)
-	fmt.Fprintf(&b, `<text x="4" y="%.0f" font-size="11">%.1f</text><text x="4" y="%.0f" font-size="11">%.1f</text>`, y(hi)+4, hi, y(lo)+4, lo)
+	for v := 0.0; v <= hi+step/2; v += step {
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/><text x="%.0f" y="%.1f" font-size="11" text-anchor="end">%s</text>`,
+			left, y(v), w-right, y(v), left-4, y(v)+4, template.HTMLEscapeString(label(v)))
+	}
+	axis := metric
+	if unit != "" {
+		axis += " (" + unit + ")"
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="14" font-size="11">%s</text>`, left, template.HTMLEscapeString(axis))
+	if bd := band(pts); bd != nil {
+		lo, top := math.Max(bd.Mean-bd.SD, 0), bd.Mean+bd.SD
+		pct := ""
+		if bd.Mean != 0 {
+			pct = fmt.Sprintf(" (±%.1f%%)", 100*bd.SD/bd.Mean)
+		}
+		text := fmt.Sprintf("last %d good heads: %.2f ± %.2f %s%s", bd.Heads, bd.Mean, bd.SD, unit, pct)
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="%.0f" height="%.1f" fill="#36c" fill-opacity="0.15"><title>%s</title></rect>`,
+			left, y(top), w-left-right, math.Max(y(lo)-y(top), 1), template.HTMLEscapeString(text))
+		fmt.Fprintf(&b, `<text x="%.0f" y="14" font-size="11" text-anchor="end" fill="#36c">band: %s</text>`, w-right, template.HTMLEscapeString(text))
+	}
 	var poly []string
 	for i, p := range pts {
 		poly = append(poly, fmt.Sprintf("%.1f,%.1f", x(i), y(p.Value)))
@@ -935,20 +1020,76 @@ func svgChart(metric string, pts []ChartPoint) template.HTML {
 		if p.State == store.MainlineBad {
 			color = "#c33"
 		}
-		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s %s %.2f (%s)</title></circle>`,
-			x(i), y(p.Value), color, template.HTMLEscapeString(p.Commit[:min(12, len(p.Commit))]), template.HTMLEscapeString(metric), p.Value, p.State)
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s %s %s (%s)</title></circle>`,
+			x(i), y(p.Value), color, template.HTMLEscapeString(p.Commit[:min(12, len(p.Commit))]), template.HTMLEscapeString(metric),
+			template.HTMLEscapeString(strings.TrimSpace(fmt.Sprintf("%.2f %s", p.Value, unit))), p.State)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
 
+// MainlineView is the mainline page: each scheduled or tested branch
+// with what is happening to it now, then the charts.
+type MainlineView struct {
+	Branches []BranchNow
+	Charts   []Chart
+}
+
+// BranchNow is one branch of the mainline schedule: its next cron runs
+// and the jobs not finished for it (the mainline job reading its head,
+// the jobs of a head's test), so that a job failing and being retried is
+// seen before any head is tested.
+type BranchNow struct {
+	Tree, Branch string
+	Next         []bot.Schedule
+	Jobs         []NowJob
+	Tested       int // heads in the history
+}
+
+// branches gathers each branch from the schedules, the jobs and the
+// history (heads per branch), in that order of first mention.
+func branches(now NowView, heads map[[2]string]int) []BranchNow {
+	var out []BranchNow
+	at := func(tree, branch string) *BranchNow {
+		for i := range out {
+			if out[i].Tree == tree && out[i].Branch == branch {
+				return &out[i]
+			}
+		}
+		out = append(out, BranchNow{Tree: tree, Branch: branch})
+		return &out[len(out)-1]
+	}
+	for _, n := range now.Next {
+		if n.Tree != "" {
+			b := at(n.Tree, n.Branch)
+			b.Next = append(b.Next, n)
+		}
+	}
+	for _, j := range append(append([]NowJob(nil), now.Running...), now.Waiting...) {
+		if j.Tree != "" {
+			b := at(j.Tree, j.Branch)
+			b.Jobs = append(b.Jobs, j)
+		}
+	}
+	keys := make([][2]string, 0, len(heads))
+	for k := range heads {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x00"+keys[i][1] < keys[j][0]+"\x00"+keys[j][1] })
+	for _, k := range keys {
+		at(k[0], k[1]).Tested = heads[k]
+	}
+	return out
+}
+
 func (s *Server) mainline(w http.ResponseWriter, r *http.Request) {
-	charts, err := s.charts(r.Context())
+	charts, heads, err := s.charts(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "mainline.html", charts)
+	now := s.now(r.Context())
+	s.renderNow(w, now, "mainline.html", MainlineView{Branches: branches(now, heads), Charts: charts})
 }
 
 // CanaryView is the A/A canary page: the false alarms per metric over
@@ -984,7 +1125,7 @@ func (s *Server) apiTests(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiMainline(w http.ResponseWriter, r *http.Request) {
-	charts, err := s.charts(r.Context())
+	charts, _, err := s.charts(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -31,7 +31,8 @@ func (e *serveEnv) dashGet(path string) (int, string) {
 // page and at /api/now: a queued series whose test job fails on the
 // bot's side (no tree imported: no base) is shown retrying with its
 // attempts and error, a lab pair's lease with its holder, and the next
-// runs of config.toml's mainline and canary cron specs.
+// runs of config.toml's mainline and canary cron specs, which /mainline
+// also gives for its branch before a head is tested.
 func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	e := newServeEnv(t,
 		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")),
@@ -81,6 +82,12 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	}
 	if c := next["canary"]; c.Hour() != 3 || c.Minute() != 30 || !c.After(v.At) || c.After(v.At.Add(24*time.Hour)) {
 		t.Errorf("canary next at %v (now %v)", c, v.At)
+	}
+	// /mainline says what config.toml's schedule does with its branch
+	// before any head is tested.
+	if _, page := e.dashGet("/mainline"); !strings.Contains(page, `<h2 id="mainline-master">mainline master</h2>`) ||
+		!strings.Contains(page, "No head tested yet.") || !strings.Contains(page, "UTC (<code>CRON_TZ=UTC 0 */6 * * *</code>).") {
+		t.Errorf("/mainline:\n%s", page)
 	}
 	for _, path := range []string{"/", "/mainline", "/canary"} {
 		code, page := e.dashGet(path)
