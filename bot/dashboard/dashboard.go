@@ -25,6 +25,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 	"github.com/rdmabot/rdmabot/reports/stats"
@@ -312,9 +313,13 @@ type TestView struct {
 	Runs    []store.Run `json:"runs,omitempty"`
 	// Consoles is where all of the runs' kept consoles are read in one
 	// text ("" when none was kept).
-	Consoles string         `json:"consoles,omitempty"`
-	Jobs     []JobView      `json:"jobs,omitempty"`
-	Medians  []MetricMedian `json:"medians,omitempty"`
+	Consoles string    `json:"consoles,omitempty"`
+	Jobs     []JobView `json:"jobs,omitempty"`
+	// Judgement is the statistics' judgement the verdict and the reply
+	// rest on, as stored; MetricTable is it as the reply's table.
+	Judgement   *reports.Judgement `json:"judgement,omitempty"`
+	MetricTable *JudgementView     `json:"-"`
+	Medians     []MetricMedian     `json:"medians,omitempty"`
 	// Charts draw every boot's value of each metric, base beside
 	// patched: the spread a verdict was decided on.
 	Charts []BootChart `json:"-"`
@@ -479,6 +484,7 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	} else {
 		v.Subject = s.subject(ctx, t)
 	}
+	v.Judgement, v.MetricTable = judgementView(t.Detail)
 	if v.Runs, err = s.st.Runs(ctx, s.st.DB, id); err != nil {
 		return v, err
 	}

@@ -265,6 +265,21 @@ func chromium(t *testing.T, url string) string {
 	return string(out)
 }
 
+// getBody is the body of a GET that must answer 200.
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: %s\n%s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
 func TestPagesInChromium(t *testing.T) {
 	st, ids := seed(t)
 	srv := server(t, st)

@@ -79,13 +79,7 @@ func TestNowStripInChromium(t *testing.T) {
 		if path == "/" || path == "/mainline" || path == "/canary" {
 			dom = chromium(t, srv.URL+path)
 		} else {
-			resp, err := http.Get(srv.URL + path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			dom = string(b)
+			dom = getBody(t, srv.URL+path)
 		}
 		for _, w := range want {
 			if !strings.Contains(dom, w) {

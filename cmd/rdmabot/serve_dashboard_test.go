@@ -13,7 +13,18 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/wire"
 )
+
+// aaBoots are n boots copying at about copy MB/s, spread apart.
+func aaBoots(n int, copy float64) []store.Sample {
+	var out []store.Sample
+	for i := range n {
+		c := copy * (1 + 0.02*float64(i%5-2)/2)
+		out = append(out, store.Sample{Metrics: map[string]float64{"copy_MBps": c, "loop_s": 2000 / c}})
+	}
+	return out
+}
 
 // dashGet reads a dashboard path of the serving process.
 func (e *serveEnv) dashGet(path string) (int, string) {
@@ -32,7 +43,8 @@ func (e *serveEnv) dashGet(path string) (int, string) {
 // bot's side (no tree imported: no base) is shown retrying with its
 // attempts and error, a lab pair's lease with its holder, and the next
 // runs of config.toml's mainline and canary cron specs, which /mainline
-// also gives for its branch before a head is tested.
+// also gives for its branch before a head is tested; a measured test's
+// page has the reply's metric table.
 func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	e := newServeEnv(t,
 		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")),
@@ -88,6 +100,24 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	if _, page := e.dashGet("/mainline"); !strings.Contains(page, `<h2 id="mainline-master">mainline master</h2>`) ||
 		!strings.Contains(page, "No head tested yet.") || !strings.Contains(page, "UTC (<code>CRON_TZ=UTC 0 */6 * * *</code>).") {
 		t.Errorf("/mainline:\n%s", page)
+	}
+	// A measured test's page has the reply's metric table from the
+	// judgement the decision stored (no lab here: the decision is wire's,
+	// stored as the report job stores it).
+	d, err := (&wire.Reports{Cfg: wire.Default().Reports}).Decide(ctx, aaBoots(10, 100), aaBoots(10, 52))
+	if err != nil || d.Verdict != "REGRESSION" {
+		t.Fatalf("decide: %+v %v", d, err)
+	}
+	id, _, err := st.AddTest(ctx, st.DB, store.Test{Key: "ref:measured", Kind: store.KindRef, Tree: "mainline", Ref: "master"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateTest(ctx, st.DB, store.Test{ID: id, Tree: "mainline", State: store.StateDone, Verdict: d.Verdict, Summary: d.Summary, Detail: string(d.Detail)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := e.dashGet(fmt.Sprintf("/tests/%d", id)); !strings.Contains(page, "<th>99% interval</th>") || !strings.Contains(page, "<td>copy MB/s</td>") ||
+		!strings.Contains(page, `<td class="worse">worse</td>`) {
+		t.Errorf("test %d:\n%s", id, page)
 	}
 	for _, path := range []string{"/", "/mainline", "/canary"} {
 		code, page := e.dashGet(path)
