@@ -68,6 +68,8 @@ type Server struct {
 	// Lists are the watched lists' addresses by name (lore.lists), for
 	// the per-list page.
 	Lists map[string]string
+	// AA, when set, adds `rdmabot lab aa`'s comparisons to /canary.
+	AA AAResults
 }
 
 // New makes a dashboard over the store.
@@ -1103,6 +1105,8 @@ func (s *Server) mainline(w http.ResponseWriter, r *http.Request) {
 type CanaryView struct {
 	Rates       []bot.FalseAlarms
 	Comparisons []store.Canary
+	// Lab is the A/A comparisons `rdmabot lab aa` stored (nil: none read).
+	Lab *AAView
 }
 
 func (s *Server) canary(w http.ResponseWriter, r *http.Request) {
@@ -1111,7 +1115,7 @@ func (s *Server) canary(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "canary.html", CanaryView{Rates: rates, Comparisons: cs})
+	s.render(w, r, "canary.html", CanaryView{Rates: rates, Comparisons: cs, Lab: s.aaView(r.Context())})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -213,8 +213,9 @@ func server(t *testing.T, st *store.Store) *httptest.Server {
 	return serverWith(t, st, fakeJobs{})
 }
 
-// serverWith is server over the given jobs.
-func serverWith(t *testing.T, st *store.Store, jobs Jobs) *httptest.Server {
+// serverWith is server over the given jobs; set changes the dashboard
+// before it serves.
+func serverWith(t *testing.T, st *store.Store, jobs Jobs, set ...func(*Server)) *httptest.Server {
 	mux := http.NewServeMux()
 	d := New(st, jobs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	d.Reproducer = testReproducer{st}
@@ -224,6 +225,9 @@ func serverWith(t *testing.T, st *store.Store, jobs Jobs) *httptest.Server {
 	}
 	d.Replies = l
 	d.Lists = map[string]string{"linux-rdma": "linux-rdma@vger.kernel.org", "linux-nfs": "linux-nfs@vger.kernel.org"}
+	for _, f := range set {
+		f(d)
+	}
 	d.Register(mux)
 	// /probe/...: the page at ... with a script that writes the computed
 	// colour of every element with a class into the DOM, so that

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,11 +46,22 @@ func (e *serveEnv) dashGet(path string) (int, string) {
 // attempts and error, a lab pair's lease with its holder, and the next
 // runs of config.toml's mainline and canary cron specs, which /mainline
 // also gives for its branch before a head is tested; a measured test's
-// page has the reply's metric table.
+// page has the reply's metric table; /canary has the A/A comparisons
+// `rdmabot lab aa` stored in cache_dir.
 func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	e := newServeEnv(t,
 		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")),
 		`url = "https://lore.kernel.org/linux-nfs"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")))
+	// The A/A comparisons measured on this repository's lab, where
+	// `rdmabot lab aa` keeps them.
+	aa, err := os.ReadFile(filepath.Join("..", "..", "measurements", "aa.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(e.dir, "cache", "aa"), 0o755)
+	if err := os.WriteFile(filepath.Join(e.dir, "cache", "aa", "aa.jsonl"), aa, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e.start()
 	if out := e.rdmabot("test", "--mbox", filepath.Join("..", "..", "examples", "sample-series.mbox")); !strings.Contains(out, "test 1: ") {
 		t.Fatalf("test: %s", out)
@@ -118,6 +131,30 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	if _, page := e.dashGet(fmt.Sprintf("/tests/%d", id)); !strings.Contains(page, "<th>99% interval</th>") || !strings.Contains(page, "<td>copy MB/s</td>") ||
 		!strings.Contains(page, `<td class="worse">worse</td>`) {
 		t.Errorf("test %d:\n%s", id, page)
+	}
+	// /canary shows them, counted per condition as the file has them.
+	counts := map[string]map[string]int{}
+	for dec := json.NewDecoder(bytes.NewReader(aa)); dec.More(); {
+		var r struct{ Condition, Verdict string }
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		if counts[r.Condition] == nil {
+			counts[r.Condition] = map[string]int{}
+		}
+		counts[r.Condition][r.Verdict]++
+		counts[r.Condition][""]++
+	}
+	_, page := e.dashGet("/canary")
+	for cond, c := range counts {
+		row := fmt.Sprintf("<tr><td>aa.jsonl</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td>", cond, c[""],
+			c["PASS"], c["REGRESSION"], c["IMPROVEMENT"], c["INCONCLUSIVE"], c["INFRA"])
+		if !strings.Contains(page, row) {
+			t.Errorf("/canary lacks %s:\n%s", row, page)
+		}
+	}
+	if len(counts) < 2 || strings.Count(page, "<td>aa.jsonl</td>") != strings.Count(string(aa), "\n")+len(counts) {
+		t.Errorf("/canary does not list every comparison of aa.jsonl:\n%s", page)
 	}
 	for _, path := range []string{"/", "/mainline", "/canary"} {
 		code, page := e.dashGet(path)
