@@ -308,6 +308,11 @@ func byID[V any](s *Server, load func(context.Context, int64) (V, error), page s
 type TestView struct {
 	store.Test
 	Subject string `json:"subject"`
+	// Version, Author and List are a series test's: its version, who
+	// posted it, the list address it was posted to.
+	Version int    `json:"version,omitempty"`
+	Author  string `json:"author,omitempty"`
+	List    string `json:"list,omitempty"`
 	// Link is the series on its list's archive; Patches are its patches
 	// in order (a series test only).
 	Link    string      `json:"link,omitempty"`
@@ -432,6 +437,8 @@ type MetricMedian struct {
 	Change    float64 `json:"change"`
 }
 
+// tests are the newest tests, each with its series' subject, version,
+// author and list (one read of the series).
 func (s *Server) tests(ctx context.Context) ([]TestView, error) {
 	ts, err := s.st.Tests(ctx, s.st.DB, 200)
 	if err != nil {
@@ -439,9 +446,28 @@ func (s *Server) tests(ctx context.Context) ([]TestView, error) {
 	}
 	out := make([]TestView, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, TestView{Test: t, Subject: s.subject(ctx, t)})
+		v := TestView{Test: t, Subject: s.subject(ctx, t)}
+		if t.SeriesID != 0 {
+			if row, err := s.st.Series(ctx, s.st.DB, t.SeriesID); err == nil {
+				v.Subject, v.Version, v.Author, v.List = row.Subject, row.Version, row.Author, seriesList(row)
+			}
+		}
+		out = append(out, v)
 	}
 	return out, nil
+}
+
+// seriesList is the list address a series was posted to: its row's, or
+// for a row stored before the row kept it, its JSON's.
+func seriesList(row store.SeriesRow) string {
+	if row.List != "" {
+		return row.List
+	}
+	var ser bot.Series
+	if json.Unmarshal(row.Data, &ser) == nil {
+		return ser.List
+	}
+	return ""
 }
 
 func (s *Server) subject(ctx context.Context, t store.Test) string {
@@ -657,7 +683,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, r, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
+	s.render(w, r, "index.html", map[string]any{"Index": s.indexView(r, ts), "Bisections": bs, "Sources": hs})
 }
 
 // threadOf is what a series' replies are keyed by in the outbox: its
@@ -791,22 +817,6 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Each series test's list, read once for every list.
-	listOf := map[int64]string{}
-	for _, t := range ts {
-		if t.SeriesID == 0 {
-			continue
-		}
-		row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		var ser bot.Series
-		if json.Unmarshal(row.Data, &ser) == nil {
-			listOf[t.ID] = ser.List
-		}
-	}
 	var out []ListView
 	for _, n := range names {
 		lv := ListView{Name: n, Address: s.Lists[n]}
@@ -818,7 +828,7 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 			lv.Lag = time.Since(lv.Health.LastOK).Round(time.Second).String()
 		}
 		for _, t := range ts {
-			if l, ok := listOf[t.ID]; ok && lv.Address != "" && strings.EqualFold(l, lv.Address) {
+			if t.List != "" && lv.Address != "" && strings.EqualFold(t.List, lv.Address) {
 				lv.Tests = append(lv.Tests, t)
 			}
 		}
@@ -1130,6 +1140,10 @@ func (s *Server) apiTests(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, err)
 		return
+	}
+	ts = s.filtered(ts, filterOf(r.URL.Query()))
+	if ts == nil {
+		ts = []TestView{}
 	}
 	writeJSON(w, ts)
 }

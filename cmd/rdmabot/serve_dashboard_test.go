@@ -47,7 +47,7 @@ func (e *serveEnv) dashGet(path string) (int, string) {
 // runs of config.toml's mainline and canary cron specs, which /mainline
 // also gives for its branch before a head is tested; a measured test's
 // page has the reply's metric table; /canary has the A/A comparisons
-// `rdmabot lab aa` stored in cache_dir.
+// `rdmabot lab aa` stored in cache_dir; the index filters by query.
 func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	e := newServeEnv(t,
 		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")),
@@ -131,6 +131,15 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	if _, page := e.dashGet(fmt.Sprintf("/tests/%d", id)); !strings.Contains(page, "<th>99% interval</th>") || !strings.Contains(page, "<td>copy MB/s</td>") ||
 		!strings.Contains(page, `<td class="worse">worse</td>`) {
 		t.Errorf("test %d:\n%s", id, page)
+	}
+	// The index filters with a plain GET form: the ref test alone, then
+	// the series alone.
+	row := func(id int64) string { return fmt.Sprintf(`<tr><td><a href="/tests/%d">%d</a></td>`, id, id) }
+	if _, page := e.dashGet("/?kind=ref&verdict=REGRESSION"); !strings.Contains(page, row(id)) || strings.Contains(page, row(1)) || !strings.Contains(page, "(1 of 2 shown)") || !strings.Contains(page, `<form method="get" action="/" id="filter">`) {
+		t.Errorf("/?kind=ref&verdict=REGRESSION:\n%s", page)
+	}
+	if _, page := e.dashGet("/?kind=series"); !strings.Contains(page, row(1)) || strings.Contains(page, row(id)) {
+		t.Errorf("/?kind=series:\n%s", page)
 	}
 	// /canary shows them, counted per condition as the file has them.
 	counts := map[string]map[string]int{}
