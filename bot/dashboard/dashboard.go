@@ -758,9 +758,13 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 		{State: "none", Meaning: "no reply queued"},
 		{State: "fixed", Meaning: "closed: a later series' Closes: named the reply, and rerunning the test with it confirmed the failure gone"},
 	}
+	var crashes []CrashGroup
 	for _, t := range ts {
 		if !failing[t.Verdict] {
 			continue
+		}
+		if t.Verdict == "CRASH" {
+			crashes = addCrash(crashes, t)
 		}
 		if err := s.fixLinks(r.Context(), &t); err != nil {
 			s.fail(w, err)
@@ -780,7 +784,38 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	s.render(w, r, "reports.html", groups)
+	s.render(w, r, "reports.html", ReportsView{States: groups, Crashes: crashes})
+}
+
+// ReportsView is the regressions and crashes page: the failing tests by
+// where their reply is, and the crashes by title.
+type ReportsView struct {
+	States  []ReportState
+	Crashes []CrashGroup
+}
+
+// CrashGroup is the tests whose kernel crashed with one title (the
+// crash the stored judgement names, else the summary's first line):
+// one bug met by several series or versions.
+type CrashGroup struct {
+	Title string
+	Tests []TestView
+}
+
+// addCrash puts a CRASH test into the group of its title (tests come
+// newest first, so groups are in order of their newest crash).
+func addCrash(groups []CrashGroup, t TestView) []CrashGroup {
+	title, _, _ := strings.Cut(strings.TrimSpace(t.Summary), "\n")
+	if j, _ := judgementView(t.Detail); j != nil && j.Crash != nil && j.Crash.Title != "" {
+		title = j.Crash.Title
+	}
+	for i := range groups {
+		if groups[i].Title == title {
+			groups[i].Tests = append(groups[i].Tests, t)
+			return groups
+		}
+	}
+	return append(groups, CrashGroup{Title: title, Tests: []TestView{t}})
 }
 
 // ListView is one watched list: its source's health, the series seen

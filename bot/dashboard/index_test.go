@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/reports"
 )
 
 // The index puts a series' versions together under one header, newest
@@ -82,5 +83,33 @@ func TestIndexGroupsAndFiltersInChromium(t *testing.T) {
 	}
 	if body := getBody(t, srv.URL+"/api/tests?verdict=NOPE"); strings.TrimSpace(body) != "[]" {
 		t.Errorf("/api/tests?verdict=NOPE: %s", body)
+	}
+}
+
+// /reports groups the crashes by title: the judgement's crash, else the
+// summary's first line, so that one bug met by two series is one row.
+func TestCrashesByTitleInChromium(t *testing.T) {
+	st, ids := seed(t)
+	ctx := context.Background()
+	detail, _ := json.Marshal(storedJudgement{&reports.Judgement{Outcome: "CRASH", Crash: &reports.Crash{Title: "hung in __ib_drain_sq", Console: "INFO: task hung"}}})
+	add := func(key, summary, detail string) int64 {
+		id, _, err := st.AddTest(ctx, st.DB, store.Test{Key: key, Kind: "ref", Tree: "rdma", Ref: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.UpdateTest(ctx, st.DB, store.Test{ID: id, Tree: "rdma", State: store.StateDone, Verdict: "CRASH", Summary: summary, Detail: detail}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	same := add("for-next", "the patched kernel crashed where the base did not", string(detail))
+	other := add("for-rc", "BUG: KASAN: use-after-free in svc_rdma_send\nmore", "")
+	dom := chromium(t, server(t, st).URL+"/reports")
+	for _, want := range []string{`<h2 id="crashes">Crashes by title: 2</h2>`,
+		fmt.Sprintf(`<td class="crash">hung in __ib_drain_sq</td><td>2</td><td><a href="/tests/%d">test %d</a> rdma for-next<br><a href="/tests/%d">test %d</a> [PATCH v4 0/3] svcrdma: fix the send path</td>`, same, same, ids["crashed"], ids["crashed"]),
+		fmt.Sprintf(`<td class="crash">BUG: KASAN: use-after-free in svc_rdma_send</td><td>1</td><td><a href="/tests/%d">test %d</a> rdma for-rc</td>`, other, other)} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("no %q in\n%s", want, dom)
+		}
 	}
 }

@@ -47,7 +47,8 @@ func (e *serveEnv) dashGet(path string) (int, string) {
 // runs of config.toml's mainline and canary cron specs, which /mainline
 // also gives for its branch before a head is tested; a measured test's
 // page has the reply's metric table; /canary has the A/A comparisons
-// `rdmabot lab aa` stored in cache_dir; the index filters by query.
+// `rdmabot lab aa` stored in cache_dir; the index filters by query;
+// /reports groups crashes by title.
 func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	e := newServeEnv(t,
 		`url = "https://lore.kernel.org/linux-rdma"`, fmt.Sprintf("url = %q", filepath.Join(t.TempDir(), "no-inbox")),
@@ -132,10 +133,22 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 		!strings.Contains(page, `<td class="worse">worse</td>`) {
 		t.Errorf("test %d:\n%s", id, page)
 	}
+	// /reports groups crashes by title.
+	crash, _, err := st.AddTest(ctx, st.DB, store.Test{Key: "ref:crashed", Kind: store.KindRef, Tree: "mainline", Ref: "next"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateTest(ctx, st.DB, store.Test{ID: crash, Tree: "mainline", State: store.StateDone, Verdict: "CRASH", Summary: "hung in __ib_drain_sq"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := e.dashGet("/reports"); !strings.Contains(page, `<h2 id="crashes">Crashes by title: 1</h2>`) ||
+		!strings.Contains(page, fmt.Sprintf(`<td class="crash">hung in __ib_drain_sq</td><td>1</td><td><a href="/tests/%d">`, crash)) {
+		t.Errorf("/reports:\n%s", page)
+	}
 	// The index filters with a plain GET form: the ref test alone, then
 	// the series alone.
 	row := func(id int64) string { return fmt.Sprintf(`<tr><td><a href="/tests/%d">%d</a></td>`, id, id) }
-	if _, page := e.dashGet("/?kind=ref&verdict=REGRESSION"); !strings.Contains(page, row(id)) || strings.Contains(page, row(1)) || !strings.Contains(page, "(1 of 2 shown)") || !strings.Contains(page, `<form method="get" action="/" id="filter">`) {
+	if _, page := e.dashGet("/?kind=ref&verdict=REGRESSION"); !strings.Contains(page, row(id)) || strings.Contains(page, row(1)) || !strings.Contains(page, "(1 of 3 shown)") || !strings.Contains(page, `<form method="get" action="/" id="filter">`) {
 		t.Errorf("/?kind=ref&verdict=REGRESSION:\n%s", page)
 	}
 	if _, page := e.dashGet("/?kind=series"); !strings.Contains(page, row(1)) || strings.Contains(page, row(id)) {
