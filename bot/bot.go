@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"time"
 
@@ -211,38 +212,39 @@ func sanitizeID(s string) string {
 	}, s)
 }
 
-// periodicJobs are the ingest tick, GitHub polling and the mainline cron.
-// River's leader inserts them, so with several processes each tick is
-// enqueued once; every process declares them all, whatever its role,
-// because any of them may be the leader. robfig/cron parses the specs.
-func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
-	var out []*river.PeriodicJob
-	out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.IngestInterval.Duration),
-		func() (river.JobArgs, *river.InsertOpts) { return IngestArgs{}, nil },
-		&river.PeriodicJobOpts{ID: "ingest", RunOnStart: true}))
-	out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.opts.DeliverInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return DeliverArgs{}, nil },
-		&river.PeriodicJobOpts{ID: "deliver", RunOnStart: true}))
+// periodic is one periodic job as declared: River gets its schedule and
+// constructor (periodicJobs), the dashboard its next run (Schedules).
+type periodic struct {
+	Schedule
+	sched      river.PeriodicSchedule
+	args       func() river.JobArgs
+	runOnStart bool
+}
+
+// periodics are the ingest tick, deliveries, tree fetches, GitHub
+// polling, the A/A canary and the mainline cron, from the configuration.
+// robfig/cron parses the specs.
+func (b *Bot) periodics() ([]periodic, error) {
+	var out []periodic
+	every := func(id string, d time.Duration, args func() river.JobArgs) {
+		a := args()
+		out = append(out, periodic{Schedule: Schedule{ID: id, Kind: a.Kind(), Every: d}, sched: river.PeriodicInterval(d), args: args, runOnStart: true})
+	}
+	every("ingest", b.cfg.IngestInterval.Duration, func() river.JobArgs { return IngestArgs{} })
+	every("deliver", b.opts.DeliverInterval, func() river.JobArgs { return DeliverArgs{} })
 	if len(b.opts.FetchTrees) > 0 && b.opts.FetchInterval > 0 {
-		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.opts.FetchInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return FetchArgs{}, nil },
-			&river.PeriodicJobOpts{ID: "fetch", RunOnStart: true}))
+		every("fetch", b.opts.FetchInterval, func() river.JobArgs { return FetchArgs{} })
 	}
 	if b.opts.GitHub != nil && b.cfg.GitHub.PollInterval.Duration > 0 {
-		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(b.cfg.GitHub.PollInterval.Duration),
-			func() (river.JobArgs, *river.InsertOpts) { return GitHubPollArgs{}, nil },
-			&river.PeriodicJobOpts{ID: "github-poll", RunOnStart: true}))
+		every("github-poll", b.cfg.GitHub.PollInterval.Duration, func() river.JobArgs { return GitHubPollArgs{} })
 	}
 	if spec := b.cfg.Canary.Schedule; spec != "" {
 		sched, err := cron.ParseStandard(spec)
 		if err != nil {
 			return nil, fmt.Errorf("bot.canary.schedule: %q: %w", spec, err)
 		}
-		out = append(out, river.NewPeriodicJob(sched,
-			func() (river.JobArgs, *river.InsertOpts) {
-				return CanaryArgs{At: time.Now().UTC().Truncate(time.Second)}, nil
-			},
-			&river.PeriodicJobOpts{ID: "canary"}))
+		out = append(out, periodic{Schedule: Schedule{ID: "canary", Kind: CanaryArgs{}.Kind(), Spec: spec}, sched: sched,
+			args: func() river.JobArgs { return CanaryArgs{At: time.Now().UTC().Truncate(time.Second)} }})
 	}
 	for i, spec := range b.cfg.Mainline.Schedules {
 		sched, err := cron.ParseStandard(spec)
@@ -252,12 +254,70 @@ func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
 		for _, tree := range b.cfg.Mainline.Trees {
 			for _, br := range b.opts.Branches[tree] {
 				args := MainlineArgs{Tree: tree, Branch: br}
-				out = append(out, river.NewPeriodicJob(sched,
-					func() (river.JobArgs, *river.InsertOpts) { return args, nil },
-					&river.PeriodicJobOpts{ID: fmt.Sprintf("mainline-%d-%s-%s", i, tree, br)}))
+				out = append(out, periodic{Schedule: Schedule{ID: fmt.Sprintf("mainline-%d-%s-%s", i, tree, br), Kind: args.Kind(), Spec: spec, Tree: tree, Branch: br},
+					sched: sched, args: func() river.JobArgs { return args }})
 			}
 		}
 	}
+	return out, nil
+}
+
+// periodicJobs are the periodics as River runs them. River's leader
+// inserts them, so with several processes each tick is enqueued once;
+// every process declares them all, whatever its role, because any of
+// them may be the leader.
+func (b *Bot) periodicJobs() ([]*river.PeriodicJob, error) {
+	ps, err := b.periodics()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*river.PeriodicJob, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, river.NewPeriodicJob(p.sched,
+			func() (river.JobArgs, *river.InsertOpts) { return p.args(), nil },
+			&river.PeriodicJobOpts{ID: p.ID, RunOnStart: p.runOnStart}))
+	}
+	return out, nil
+}
+
+// Schedule is one periodic job as the dashboard shows it: a cron spec
+// and its next run after a time, or the interval of a tick.
+type Schedule struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// Tree and Branch are a mainline run's.
+	Tree   string `json:"tree,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	// Spec and Next are a cron job's; Every an interval tick's (River
+	// counts the interval from its own last run, which it does not
+	// expose, so no time is claimed for it).
+	Spec  string        `json:"spec,omitempty"`
+	Next  time.Time     `json:"next,omitzero"`
+	Every time.Duration `json:"every_ns,omitempty"`
+}
+
+// Schedules are the periodic jobs every process declares, with each cron
+// job's next run after now: cron jobs first, soonest first.
+func (b *Bot) Schedules(now time.Time) ([]Schedule, error) {
+	ps, err := b.periodics()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Schedule, 0, len(ps))
+	for _, p := range ps {
+		s := p.Schedule
+		if s.Spec != "" {
+			s.Next = p.sched.Next(now)
+		}
+		out = append(out, s)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, c := out[i], out[j]
+		if a.Next.IsZero() != c.Next.IsZero() {
+			return !a.Next.IsZero()
+		}
+		return a.Next.Before(c.Next)
+	})
 	return out, nil
 }
 

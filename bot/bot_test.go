@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -911,5 +912,79 @@ func TestListDailyTests(t *testing.T) {
 	}
 	if _, ok := h.report.Get("series:<nfs@x>:v1:"); !ok {
 		t.Error("another list's posting was held")
+	}
+}
+
+// The dashboard's strip reads River's job table and the lease table as
+// they are: a series' lab round running on the pair it holds, and the
+// mainline job that cannot read its branch's head failing on the bot's
+// side and waiting to be retried, with its error (the job /mainline did
+// not show); the cron jobs' next runs follow the configured specs.
+func TestDashboardShowsWhatIsHappening(t *testing.T) {
+	cfg := testConfig()
+	cfg.Mainline.Schedules = []string{"@every 1s", "CRON_TZ=UTC 0 */6 * * *"}
+	h := newHarnessWith(t, cfg, "", "", func(o *bot.Options) { o.Branches = map[string][]string{"mainline": {"no-such-branch"}} })
+	h.lab.Hold = make(chan struct{})
+	defer close(h.lab.Hold)
+	h.ingest.Add(series("<held@x>", "[PATCH] svcrdma: harmless"))
+	mux := http.NewServeMux()
+	dashboard.New(h.st, h.bot, slog.New(slog.DiscardHandler)).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var v dashboard.NowView
+	var lab, mainline dashboard.NowJob
+	h.wait("the lab round running on its pair and the mainline job retrying", 60*time.Second, func() bool {
+		v = dashboard.NowView{}
+		if err := json.Unmarshal([]byte(get(t, srv, "/api/now")), &v); err != nil {
+			t.Fatal(err)
+		}
+		lab, mainline = dashboard.NowJob{}, dashboard.NowJob{}
+		for _, j := range v.Running {
+			if j.Kind == "lab" {
+				lab = j
+			}
+		}
+		for _, j := range v.Waiting {
+			if j.Kind == "mainline" && j.Retrying() {
+				mainline = j
+			}
+		}
+		return lab.ID != 0 && mainline.ID != 0 && len(v.Leases) == 1
+	})
+	tt, err := h.st.TestByKey(context.Background(), h.st.DB, "series:<held@x>:v1:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lab.Link != fmt.Sprintf("/tests/%d", tt.ID) || !strings.Contains(lab.What, "round 1: [PATCH] svcrdma: harmless") || lab.By != "test/"+t.Name() {
+		t.Errorf("the running lab round: %+v", lab)
+	}
+	if l := v.Leases[0]; l.Pair != "qemu" || l.JobID != lab.ID || l.Expired || l.Link != lab.Link || l.Holder != fmt.Sprintf("test/%s#%d", t.Name(), lab.ID) {
+		t.Errorf("the lease: %+v, lab job %d", l, lab.ID)
+	}
+	if mainline.What != "mainline no-such-branch" || mainline.Errors < 1 || mainline.Errors != mainline.Attempt ||
+		!strings.Contains(mainline.LastError, "fetch mainline no-such-branch: no ref no-such-branch") || !mainline.Since.After(v.At.Add(-time.Minute)) {
+		t.Errorf("the retrying mainline job: %+v", mainline)
+	}
+	var ids []string
+	for i, n := range v.Next {
+		ids = append(ids, n.ID)
+		if i > 0 && n.Spec != "" && n.Next.Before(v.Next[i-1].Next) {
+			t.Errorf("next runs out of order: %+v", v.Next)
+		}
+		if n.ID == "mainline-1-mainline-no-such-branch" {
+			if n.Next.Before(v.At) || n.Next.After(v.At.Add(6*time.Hour)) || n.Next.UTC().Hour()%6 != 0 || n.Next.Minute() != 0 {
+				t.Errorf("the six-hourly run is next at %v (now %v)", n.Next, v.At)
+			}
+		}
+	}
+	sort.Strings(ids)
+	if strings.Join(ids, " ") != "canary deliver ingest mainline-0-mainline-no-such-branch mainline-1-mainline-no-such-branch" || v.Next[0].ID != "mainline-0-mainline-no-such-branch" {
+		t.Errorf("next runs: %v", ids)
+	}
+	page := get(t, srv, "/")
+	for _, want := range []string{`<section id="now">`, "fetch mainline no-such-branch: no ref no-such-branch", `<b>qemu</b> held by`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/ lacks %q:\n%s", want, page)
+		}
 	}
 }

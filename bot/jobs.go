@@ -194,3 +194,14 @@ func (b *Bot) JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
+
+// ActiveJobs are the jobs not finished, up to limit, oldest first:
+// running, waiting to run, scheduled for later and waiting to be retried
+// (River's own states), for the dashboard's account of what is happening.
+func (b *Bot) ActiveJobs(ctx context.Context, limit int) ([]*rivertype.JobRow, error) {
+	res, err := b.river.JobList(ctx, river.NewJobListParams().States(pending...).First(limit))
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
+}

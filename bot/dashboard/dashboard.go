@@ -25,18 +25,22 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 	"github.com/rdmabot/rdmabot/reports/outbox"
+	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
 //go:embed templates/*.html
 var templateFS embed.FS
 
-// Jobs lists the River jobs of a test and the A/A canary's false alarms
-// (bot.Bot).
+// Jobs lists the River jobs of a test, the A/A canary's false alarms,
+// the jobs not finished and the periodic jobs' schedules (bot.Bot).
 type Jobs interface {
 	JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error)
 	FalseAlarmRates(ctx context.Context) ([]bot.FalseAlarms, []store.Canary, error)
+	ActiveJobs(ctx context.Context, limit int) ([]*rivertype.JobRow, error)
+	Schedules(now time.Time) ([]bot.Schedule, error)
 }
 
 // Reproducers make a test's reproducer bundle (wire.Reproducer).
@@ -64,6 +68,8 @@ type Server struct {
 	// Lists are the watched lists' addresses by name (lore.lists), for
 	// the per-list page.
 	Lists map[string]string
+	// AA, when set, adds `rdmabot lab aa`'s comparisons to /canary.
+	AA AAResults
 }
 
 // New makes a dashboard over the store.
@@ -74,6 +80,10 @@ func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 		"lower": strings.ToLower,
 		"mulf":  func(x float64) float64 { return x * 100 },
 		"inc":   func(i int) int { return i + 1 },
+		"ago":   func(at, now time.Time) string { return now.Sub(at).Round(time.Second).String() },
+		"every": func(d time.Duration) string { return "every " + d.String() },
+		// now is the page's NowView; render gives each page its own.
+		"now": func() *NowView { return nil },
 	}
 	return &Server{st: st, jobs: jobs, log: log,
 		tmpl: template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))}
@@ -97,12 +107,27 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/tests/{id}", byID(s, s.testView, ""))
 	mux.HandleFunc("GET /api/bisect/{id}", byID(s, s.bisectView, ""))
 	mux.HandleFunc("GET /api/mainline", s.apiMainline)
+	mux.HandleFunc("GET /api/now", s.apiNow)
 	mux.HandleFunc("GET /metrics", s.metrics)
 }
 
-func (s *Server) render(w http.ResponseWriter, name string, data any) {
+// render writes a page with the strip of what is happening now at its
+// top: the templates are cloned so that this request's strip is theirs.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, data any) {
+	s.renderNow(w, s.now(r.Context()), name, data)
+}
+
+// renderNow is render with the strip read already (a page that shows
+// part of it again).
+func (s *Server) renderNow(w http.ResponseWriter, now NowView, name string, data any) {
+	t, err := s.tmpl.Clone()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	t.Funcs(template.FuncMap{"now": func() *NowView { return &now }})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := s.tmpl.ExecuteTemplate(w, name, data); err != nil {
+	if err := t.ExecuteTemplate(w, name, data); err != nil {
 		s.log.Warn("dashboard template", "page", name, "err", err)
 	}
 }
@@ -275,7 +300,7 @@ func byID[V any](s *Server, load func(context.Context, int64) (V, error), page s
 			writeJSON(w, v)
 			return
 		}
-		s.render(w, page, v)
+		s.render(w, r, page, v)
 	}
 }
 
@@ -283,6 +308,11 @@ func byID[V any](s *Server, load func(context.Context, int64) (V, error), page s
 type TestView struct {
 	store.Test
 	Subject string `json:"subject"`
+	// Version, Author and List are a series test's: its version, who
+	// posted it, the list address it was posted to.
+	Version int    `json:"version,omitempty"`
+	Author  string `json:"author,omitempty"`
+	List    string `json:"list,omitempty"`
 	// Link is the series on its list's archive; Patches are its patches
 	// in order (a series test only).
 	Link    string      `json:"link,omitempty"`
@@ -290,9 +320,13 @@ type TestView struct {
 	Runs    []store.Run `json:"runs,omitempty"`
 	// Consoles is where all of the runs' kept consoles are read in one
 	// text ("" when none was kept).
-	Consoles string         `json:"consoles,omitempty"`
-	Jobs     []JobView      `json:"jobs,omitempty"`
-	Medians  []MetricMedian `json:"medians,omitempty"`
+	Consoles string    `json:"consoles,omitempty"`
+	Jobs     []JobView `json:"jobs,omitempty"`
+	// Judgement is the statistics' judgement the verdict and the reply
+	// rest on, as stored; MetricTable is it as the reply's table.
+	Judgement   *reports.Judgement `json:"judgement,omitempty"`
+	MetricTable *JudgementView     `json:"-"`
+	Medians     []MetricMedian     `json:"medians,omitempty"`
 	// Charts draw every boot's value of each metric, base beside
 	// patched: the spread a verdict was decided on.
 	Charts []BootChart `json:"-"`
@@ -406,6 +440,8 @@ type MetricMedian struct {
 	Change    float64 `json:"change"`
 }
 
+// tests are the newest tests, each with its series' subject, version,
+// author and list (one read of the series).
 func (s *Server) tests(ctx context.Context) ([]TestView, error) {
 	ts, err := s.st.Tests(ctx, s.st.DB, 200)
 	if err != nil {
@@ -413,9 +449,28 @@ func (s *Server) tests(ctx context.Context) ([]TestView, error) {
 	}
 	out := make([]TestView, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, TestView{Test: t, Subject: s.subject(ctx, t)})
+		v := TestView{Test: t, Subject: s.subject(ctx, t)}
+		if t.SeriesID != 0 {
+			if row, err := s.st.Series(ctx, s.st.DB, t.SeriesID); err == nil {
+				v.Subject, v.Version, v.Author, v.List = row.Subject, row.Version, row.Author, seriesList(row)
+			}
+		}
+		out = append(out, v)
 	}
 	return out, nil
+}
+
+// seriesList is the list address a series was posted to: its row's, or
+// for a row stored before the row kept it, its JSON's.
+func seriesList(row store.SeriesRow) string {
+	if row.List != "" {
+		return row.List
+	}
+	var ser bot.Series
+	if json.Unmarshal(row.Data, &ser) == nil {
+		return ser.List
+	}
+	return ""
 }
 
 func (s *Server) subject(ctx context.Context, t store.Test) string {
@@ -463,6 +518,7 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	} else {
 		v.Subject = s.subject(ctx, t)
 	}
+	v.Judgement, v.MetricTable = judgementView(t.Detail)
 	if v.Runs, err = s.st.Runs(ctx, s.st.DB, id); err != nil {
 		return v, err
 	}
@@ -633,7 +689,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "index.html", map[string]any{"Tests": ts, "Bisections": bs, "Sources": hs})
+	s.render(w, r, "index.html", map[string]any{"Index": s.indexView(r, ts), "Bisections": bs, "Sources": hs})
 }
 
 // threadOf is what a series' replies are keyed by in the outbox: its
@@ -709,9 +765,13 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 		{State: "fixed", Meaning: "closed: a later series' Closes: named the reply, and rerunning the test with it confirmed the failure gone"},
 		{State: "disputed", Meaning: "a maintainer called the report invalid or a duplicate (#rdmabot invalid, #rdmabot dup)"},
 	}
+	var crashes []CrashGroup
 	for _, t := range ts {
 		if !failing[t.Verdict] {
 			continue
+		}
+		if t.Verdict == "CRASH" {
+			crashes = addCrash(crashes, t)
 		}
 		if err := s.fixLinks(r.Context(), &t); err != nil {
 			s.fail(w, err)
@@ -739,7 +799,38 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	s.render(w, "reports.html", groups)
+	s.render(w, r, "reports.html", ReportsView{States: groups, Crashes: crashes})
+}
+
+// ReportsView is the regressions and crashes page: the failing tests by
+// where their reply is, and the crashes by title.
+type ReportsView struct {
+	States  []ReportState
+	Crashes []CrashGroup
+}
+
+// CrashGroup is the tests whose kernel crashed with one title (the
+// crash the stored judgement names, else the summary's first line):
+// one bug met by several series or versions.
+type CrashGroup struct {
+	Title string
+	Tests []TestView
+}
+
+// addCrash puts a CRASH test into the group of its title (tests come
+// newest first, so groups are in order of their newest crash).
+func addCrash(groups []CrashGroup, t TestView) []CrashGroup {
+	title, _, _ := strings.Cut(strings.TrimSpace(t.Summary), "\n")
+	if j, _ := judgementView(t.Detail); j != nil && j.Crash != nil && j.Crash.Title != "" {
+		title = j.Crash.Title
+	}
+	for i := range groups {
+		if groups[i].Title == title {
+			groups[i].Tests = append(groups[i].Tests, t)
+			return groups
+		}
+	}
+	return append(groups, CrashGroup{Title: title, Tests: []TestView{t}})
 }
 
 // ListView is one watched list: its source's health, the series seen
@@ -776,22 +867,6 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Each series test's list, read once for every list.
-	listOf := map[int64]string{}
-	for _, t := range ts {
-		if t.SeriesID == 0 {
-			continue
-		}
-		row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		var ser bot.Series
-		if json.Unmarshal(row.Data, &ser) == nil {
-			listOf[t.ID] = ser.List
-		}
-	}
 	var out []ListView
 	for _, n := range names {
 		lv := ListView{Name: n, Address: s.Lists[n]}
@@ -803,7 +878,7 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 			lv.Lag = time.Since(lv.Health.LastOK).Round(time.Second).String()
 		}
 		for _, t := range ts {
-			if l, ok := listOf[t.ID]; ok && lv.Address != "" && strings.EqualFold(l, lv.Address) {
+			if t.List != "" && lv.Address != "" && strings.EqualFold(t.List, lv.Address) {
 				lv.Tests = append(lv.Tests, t)
 			}
 		}
@@ -817,7 +892,7 @@ func (s *Server) lists(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, lv)
 	}
-	s.render(w, "lists.html", out)
+	s.render(w, r, "lists.html", out)
 }
 
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
@@ -871,14 +946,18 @@ type ChartPoint struct {
 	At     time.Time           `json:"at"`
 }
 
-func (s *Server) charts(ctx context.Context) ([]Chart, error) {
+// charts are the mainline history's charts, and how many heads each
+// branch (tree, branch) has in it, measured or not.
+func (s *Server) charts(ctx context.Context) ([]Chart, map[[2]string]int, error) {
 	hist, err := s.st.MainlineHistory(ctx, s.st.DB, "", "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byKey := map[[3]string][]ChartPoint{}
+	heads := map[[2]string]int{}
 	var keys [][3]string
 	for _, h := range hist {
+		heads[[2]string{h.Tree, h.Branch}]++
 		var m map[string]float64
 		json.Unmarshal([]byte(h.Metrics), &m)
 		for metric, v := range m {
@@ -895,30 +974,110 @@ func (s *Server) charts(ctx context.Context) ([]Chart, error) {
 		pts := byKey[k]
 		out = append(out, Chart{Tree: k[0], Branch: k[1], Metric: k[2], Points: pts, SVG: svgChart(k[2], pts)})
 	}
-	return out, nil
+	return out, heads, nil
 }
 
-// svgChart draws values left to right; bad heads are red dots.
-func svgChart(metric string, pts []ChartPoint) template.HTML {
-	const w, h, pad = 640.0, 200.0, 30.0
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, p := range pts {
-		lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
+// unitOf is a lab figure's unit, which the lab names it by (lab's
+// Figures: write_MBps, loop_s); "" when the name says none.
+func unitOf(metric string) string {
+	switch {
+	case strings.HasSuffix(metric, "_MBps"):
+		return "MB/s"
+	case strings.HasSuffix(metric, "_s"):
+		return "s"
 	}
-	if hi == lo {
-		lo, hi = lo-1, hi+1
+	return ""
+}
+
+// bandHeads is how many recent heads the noise band is drawn from.
+const bandHeads = 10
+
+// Band is the spread of a branch's recent heads that were not bad: the
+// noise a new head is measured against.
+type Band struct {
+	Mean, SD float64
+	Heads    int
+}
+
+// band is the mean ± sd of the last bandHeads heads that were not bad
+// (nil with fewer than two: no spread to show).
+func band(pts []ChartPoint) *Band {
+	var vals []float64
+	for i := len(pts) - 1; i >= 0 && len(vals) < bandHeads; i-- {
+		if pts[i].State == store.MainlineGood {
+			vals = append(vals, pts[i].Value)
+		}
+	}
+	if len(vals) < 2 {
+		return nil
+	}
+	m, sd := stats.MeanStd(vals)
+	return &Band{Mean: m, SD: sd, Heads: len(vals)}
+}
+
+// niceStep is the smallest 1, 2 or 5 times a power of ten at least x.
+func niceStep(x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= x {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// svgChart draws a branch's heads left to right on an axis from zero,
+// in the metric's unit: a change is as tall as it is large, so the
+// boot-to-boot noise of a few percent stays a ripple. The recent good
+// heads' mean ± sd is the shaded band, labelled. Bad heads are red.
+func svgChart(metric string, pts []ChartPoint) template.HTML {
+	const w, h, left, right, top, bottom = 640.0, 220.0, 70.0, 20.0, 24.0, 24.0
+	hi := 0.0
+	for _, p := range pts {
+		hi = math.Max(hi, p.Value)
+	}
+	step := niceStep(hi * 1.05 / 4)
+	hi = step * math.Ceil(hi*1.05/step)
+	if hi <= 0 {
+		hi, step = 4, 1
+	}
+	unit := unitOf(metric)
+	label := func(v float64) string {
+		return strings.TrimSpace(strconv.FormatFloat(v, 'f', -1, 64) + " " + unit)
 	}
 	x := func(i int) float64 {
 		if len(pts) == 1 {
-			return w / 2
+			return (left + w - right) / 2
 		}
-		return pad + float64(i)*(w-2*pad)/float64(len(pts)-1)
+		return left + float64(i)*(w-left-right)/float64(len(pts)-1)
 	}
-	y := func(v float64) float64 { return h - pad - (v-lo)/(hi-lo)*(h-2*pad) }
+	y := func(v float64) float64 { return h - bottom - v/hi*(h-top-bottom) }
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(metric))
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="#fff" stroke="#ccc"/>`, w, h)
-	fmt.Fprintf(&b, `<text x="4" y="%.0f" font-size="11">%.1f</text><text x="4" y="%.0f" font-size="11">%.1f</text>`, y(hi)+4, hi, y(lo)+4, lo)
+	for v := 0.0; v <= hi+step/2; v += step {
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/><text x="%.0f" y="%.1f" font-size="11" text-anchor="end">%s</text>`,
+			left, y(v), w-right, y(v), left-4, y(v)+4, template.HTMLEscapeString(label(v)))
+	}
+	axis := metric
+	if unit != "" {
+		axis += " (" + unit + ")"
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="14" font-size="11">%s</text>`, left, template.HTMLEscapeString(axis))
+	if bd := band(pts); bd != nil {
+		lo, top := math.Max(bd.Mean-bd.SD, 0), bd.Mean+bd.SD
+		pct := ""
+		if bd.Mean != 0 {
+			pct = fmt.Sprintf(" (±%.1f%%)", 100*bd.SD/bd.Mean)
+		}
+		text := fmt.Sprintf("last %d good heads: %.2f ± %.2f %s%s", bd.Heads, bd.Mean, bd.SD, unit, pct)
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="%.0f" height="%.1f" fill="#36c" fill-opacity="0.15"><title>%s</title></rect>`,
+			left, y(top), w-left-right, math.Max(y(lo)-y(top), 1), template.HTMLEscapeString(text))
+		fmt.Fprintf(&b, `<text x="%.0f" y="14" font-size="11" text-anchor="end" fill="#36c">band: %s</text>`, w-right, template.HTMLEscapeString(text))
+	}
 	var poly []string
 	for i, p := range pts {
 		poly = append(poly, fmt.Sprintf("%.1f,%.1f", x(i), y(p.Value)))
@@ -929,20 +1088,76 @@ func svgChart(metric string, pts []ChartPoint) template.HTML {
 		if p.State == store.MainlineBad {
 			color = "#c33"
 		}
-		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s %s %.2f (%s)</title></circle>`,
-			x(i), y(p.Value), color, template.HTMLEscapeString(p.Commit[:min(12, len(p.Commit))]), template.HTMLEscapeString(metric), p.Value, p.State)
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s %s %s (%s)</title></circle>`,
+			x(i), y(p.Value), color, template.HTMLEscapeString(p.Commit[:min(12, len(p.Commit))]), template.HTMLEscapeString(metric),
+			template.HTMLEscapeString(strings.TrimSpace(fmt.Sprintf("%.2f %s", p.Value, unit))), p.State)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
 
+// MainlineView is the mainline page: each scheduled or tested branch
+// with what is happening to it now, then the charts.
+type MainlineView struct {
+	Branches []BranchNow
+	Charts   []Chart
+}
+
+// BranchNow is one branch of the mainline schedule: its next cron runs
+// and the jobs not finished for it (the mainline job reading its head,
+// the jobs of a head's test), so that a job failing and being retried is
+// seen before any head is tested.
+type BranchNow struct {
+	Tree, Branch string
+	Next         []bot.Schedule
+	Jobs         []NowJob
+	Tested       int // heads in the history
+}
+
+// branches gathers each branch from the schedules, the jobs and the
+// history (heads per branch), in that order of first mention.
+func branches(now NowView, heads map[[2]string]int) []BranchNow {
+	var out []BranchNow
+	at := func(tree, branch string) *BranchNow {
+		for i := range out {
+			if out[i].Tree == tree && out[i].Branch == branch {
+				return &out[i]
+			}
+		}
+		out = append(out, BranchNow{Tree: tree, Branch: branch})
+		return &out[len(out)-1]
+	}
+	for _, n := range now.Next {
+		if n.Tree != "" {
+			b := at(n.Tree, n.Branch)
+			b.Next = append(b.Next, n)
+		}
+	}
+	for _, j := range append(append([]NowJob(nil), now.Running...), now.Waiting...) {
+		if j.Tree != "" {
+			b := at(j.Tree, j.Branch)
+			b.Jobs = append(b.Jobs, j)
+		}
+	}
+	keys := make([][2]string, 0, len(heads))
+	for k := range heads {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x00"+keys[i][1] < keys[j][0]+"\x00"+keys[j][1] })
+	for _, k := range keys {
+		at(k[0], k[1]).Tested = heads[k]
+	}
+	return out
+}
+
 func (s *Server) mainline(w http.ResponseWriter, r *http.Request) {
-	charts, err := s.charts(r.Context())
+	charts, heads, err := s.charts(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "mainline.html", charts)
+	now := s.now(r.Context())
+	s.renderNow(w, now, "mainline.html", MainlineView{Branches: branches(now, heads), Charts: charts})
 }
 
 // CanaryView is the A/A canary page: the false alarms per metric over
@@ -950,6 +1165,8 @@ func (s *Server) mainline(w http.ResponseWriter, r *http.Request) {
 type CanaryView struct {
 	Rates       []bot.FalseAlarms
 	Comparisons []store.Canary
+	// Lab is the A/A comparisons `rdmabot lab aa` stored (nil: none read).
+	Lab *AAView
 }
 
 func (s *Server) canary(w http.ResponseWriter, r *http.Request) {
@@ -958,7 +1175,7 @@ func (s *Server) canary(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, "canary.html", CanaryView{Rates: rates, Comparisons: cs})
+	s.render(w, r, "canary.html", CanaryView{Rates: rates, Comparisons: cs, Lab: s.aaView(r.Context())})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -974,11 +1191,15 @@ func (s *Server) apiTests(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	ts = s.filtered(ts, filterOf(r.URL.Query()))
+	if ts == nil {
+		ts = []TestView{}
+	}
 	writeJSON(w, ts)
 }
 
 func (s *Server) apiMainline(w http.ResponseWriter, r *http.Request) {
-	charts, err := s.charts(r.Context())
+	charts, _, err := s.charts(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -26,12 +26,22 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-type noJobs struct{}
+// fakeJobs is the bot's job table as a test sets it: the jobs not
+// finished (err fails reading them) and the periodic jobs.
+type fakeJobs struct {
+	active []*rivertype.JobRow
+	next   []bot.Schedule
+	err    error
+}
 
-func (noJobs) JobsOfTest(context.Context, int64) ([]*rivertype.JobRow, error) { return nil, nil }
-func (noJobs) FalseAlarmRates(context.Context) ([]bot.FalseAlarms, []store.Canary, error) {
+func (fakeJobs) JobsOfTest(context.Context, int64) ([]*rivertype.JobRow, error) { return nil, nil }
+func (fakeJobs) FalseAlarmRates(context.Context) ([]bot.FalseAlarms, []store.Canary, error) {
 	return nil, nil, nil
 }
+func (f fakeJobs) ActiveJobs(_ context.Context, limit int) ([]*rivertype.JobRow, error) {
+	return f.active[:min(limit, len(f.active))], f.err
+}
+func (f fakeJobs) Schedules(time.Time) ([]bot.Schedule, error) { return f.next, nil }
 
 // seed fills a SQLite store through its API: a series tested with
 // APPLY_FAILED, a measured test with runs, a trace, a bisection with a
@@ -200,8 +210,14 @@ func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, e
 }
 
 func server(t *testing.T, st *store.Store) *httptest.Server {
+	return serverWith(t, st, fakeJobs{})
+}
+
+// serverWith is server over the given jobs; set changes the dashboard
+// before it serves.
+func serverWith(t *testing.T, st *store.Store, jobs Jobs, set ...func(*Server)) *httptest.Server {
 	mux := http.NewServeMux()
-	d := New(st, noJobs{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := New(st, jobs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	d.Reproducer = testReproducer{st}
 	l, err := outbox.OpenLedger(context.Background(), st.DB)
 	if err != nil {
@@ -209,6 +225,9 @@ func server(t *testing.T, st *store.Store) *httptest.Server {
 	}
 	d.Replies = l
 	d.Lists = map[string]string{"linux-rdma": "linux-rdma@vger.kernel.org", "linux-nfs": "linux-nfs@vger.kernel.org"}
+	for _, f := range set {
+		f(d)
+	}
 	d.Register(mux)
 	// /probe/...: the page at ... with a script that writes the computed
 	// colour of every element with a class into the DOM, so that
@@ -248,6 +267,21 @@ func chromium(t *testing.T, url string) string {
 		t.Fatalf("chromium %s: %v\n%s", url, err, stderr.String())
 	}
 	return string(out)
+}
+
+// getBody is the body of a GET that must answer 200.
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: %s\n%s", url, resp.Status, b)
+	}
+	return string(b)
 }
 
 func TestPagesInChromium(t *testing.T) {

@@ -102,8 +102,8 @@ func (s *Store) AddSeries(ctx context.Context, q Querier, r SeriesRow) (int64, e
 func (s *Store) Series(ctx context.Context, q Querier, id int64) (SeriesRow, error) {
 	var r SeriesRow
 	var at int64
-	err := q.QueryRowContext(ctx, `SELECT id, msgid, version, tree, subject, author, link, data, created_at FROM series WHERE id = $1`, id).
-		Scan(&r.ID, &r.MsgID, &r.Version, &r.Tree, &r.Subject, &r.Author, &r.Link, &r.Data, &at)
+	err := q.QueryRowContext(ctx, `SELECT id, msgid, version, tree, subject, author, link, data, created_at, root, mail_list FROM series WHERE id = $1`, id).
+		Scan(&r.ID, &r.MsgID, &r.Version, &r.Tree, &r.Subject, &r.Author, &r.Link, &r.Data, &at, &r.Root, &r.List)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("series %d: %w", id, ErrNotFound)
 	}

@@ -52,6 +52,14 @@ func TestStore(t *testing.T) {
 		if err != nil || id1 != id2 {
 			t.Fatalf("same series twice: %d %d %v", id1, id2, err)
 		}
+		// A series reads back with the list it was posted to and its root.
+		id3, err := s.AddSeries(ctx, s.DB, SeriesRow{MsgID: "p1@b", Version: 3, Tree: "nfsd", Subject: "s", Root: "cover@b", List: "linux-nfs@vger.kernel.org", Data: []byte("{}")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Series(ctx, s.DB, id3); err != nil || r.Root != "cover@b" || r.List != "linux-nfs@vger.kernel.org" || r.Version != 3 {
+			t.Fatalf("series read back: %+v %v", r, err)
+		}
 
 		tid, created, err := s.AddTest(ctx, s.DB, Test{Key: "k", Kind: KindSeries, SeriesID: id1, Tree: "nfsd", Lab: "qemu"})
 		if err != nil || !created {

@@ -60,7 +60,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		if *profilesOnly {
 			name = "aa-" + strings.Join(names, "-") + ".jsonl"
 		}
-		*results = filepath.Join(c.CacheDir, "aa", name)
+		*results = filepath.Join(aaDir(c.CacheDir), name)
 	}
 	if *summary {
 		rs, err := wire.ReadAA(*results)

@@ -80,6 +80,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	mux := http.NewServeMux()
 	dash := dashboard.New(st, b, e.log)
 	dash.Reproducer = wire.NewReproducer(cfg, st, readVersion().String())
+	// /canary shows what `rdmabot lab aa` stored where it stores it.
+	dash.AA = aaResults{dir: aaDir(cfg.CacheDir)}
 	if dash.Replies, err = outbox.OpenLedger(ctx, st.DB); err != nil {
 		return err
 	}
