@@ -126,6 +126,12 @@ func meanStd(v []float64) string {
 	return fmt.Sprintf("%.2f ± %.2f", m, s)
 }
 
+// MetricRows is the metrics table shared by every rendering (the mail,
+// the comment, the dashboard's test page): a header row, then one row per
+// metric: label, base mean ± sd, change, interval, patched mean ± sd, p,
+// runs, verdict.
+func MetricRows(d stats.Decision) [][]string { return metricRows(d) }
+
 // metricRows is the metrics table shared by every rendering.
 func metricRows(d stats.Decision) [][]string {
 	level := 0.99

@@ -2,11 +2,8 @@ package dashboard
 
 import (
 	"encoding/json"
-	"fmt"
-	"math"
 
 	"github.com/rdmabot/rdmabot/reports"
-	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
 // storedJudgement is a test's Detail as the decision stored it (wire's
@@ -54,35 +51,12 @@ func judgementView(detail string) (*reports.Judgement, *JudgementView) {
 	v := &JudgementView{Outcome: j.Outcome, Reason: j.Reason, More: j.Decision.More, Level: 0.99}
 	for _, c := range j.Decision.Comparisons {
 		v.Level, v.Alpha = c.Level, c.TestAlpha
-		label := c.Name
-		if c.Unit != "" {
-			label += " " + c.Unit
-		}
-		v.Rows = append(v.Rows, MetricRow{Metric: label, Base: meanSD(c.Base), Change: change(c.CI.Ratio),
-			Interval: change(c.CI.Lo) + ".." + change(c.CI.Hi), Patched: meanSD(c.Cand), P: pValue(c.Test.P),
-			Runs: fmt.Sprintf("%d/%d", len(c.Base), len(c.Cand)), Verdict: c.Change.String()})
+	}
+	// The reply's own cells, so that the page and the mail agree to the
+	// digit.
+	rows := reports.MetricRows(j.Decision)
+	for _, r := range rows[1:] {
+		v.Rows = append(v.Rows, MetricRow{Metric: r[0], Base: r[1], Change: r[2], Interval: r[3], Patched: r[4], P: r[5], Runs: r[6], Verdict: r[7]})
 	}
 	return j, v
-}
-
-// The cells are written as the reply writes them (reports' metric table),
-// so that the page and the mail agree to the digit.
-
-func meanSD(v []float64) string {
-	m, s := stats.MeanStd(v)
-	return fmt.Sprintf("%.2f ± %.2f", m, s)
-}
-
-func change(ratio float64) string {
-	if math.IsNaN(ratio) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%+.1f%%", 100*(ratio-1))
-}
-
-func pValue(p float64) string {
-	if p < 0.0001 {
-		return "<0.0001"
-	}
-	return fmt.Sprintf("%.4f", p)
 }
