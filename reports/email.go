@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/mail"
+	"net/url"
 	"strings"
 	"time"
 	"unicode"
@@ -276,8 +277,14 @@ func infoBlock(v *Verdict) string {
 	id, subject := answered(in)
 	link := in.Thread.LoreURL
 	if id != in.Thread.MessageID && link != "" {
-		// Another mail of a thread lore has: lore finds it by its id.
-		link = "https://lore.kernel.org/r/" + id + "/"
+		// Another mail of the thread: the archive's page of that mail,
+		// as public-inbox names it, else lore's, which finds any id.
+		root := "/" + url.PathEscape(in.Thread.MessageID) + "/"
+		if strings.HasSuffix(link, root) {
+			link = strings.TrimSuffix(link, root) + "/" + url.PathEscape(id) + "/"
+		} else {
+			link = "https://lore.kernel.org/r/" + id + "/"
+		}
 	}
 	lab, test := in.Test.Lab, in.Test.Test
 	if v.Outcome == ApplyFailed || v.Outcome == BuildFailed {
@@ -320,7 +327,11 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	}
 	raw(provenance(in.Base)) // one line, as the 0-day tags are: greppable
 	if v.Outcome == ApplyFailed {
-		para("If the series is meant for another tree or base, please say so with base-commit: (git format-patch --base) in the next version.")
+		if strings.HasPrefix(in.Base.Reason, "base-commit") {
+			para("The series names this base (base-commit:). If it depends on patches that are not on it, please post them with the series, or name a base that has them.")
+		} else {
+			para("If the series is meant for another tree or base, please say so with base-commit: (git format-patch --base) in the next version.")
+		}
 	}
 	raw(infoBlock(v))
 	if steps := in.Test.ByHand.steps(v.Outcome); len(steps) > 0 {
