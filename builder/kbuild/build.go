@@ -814,7 +814,7 @@ func (j *job) checkArtifacts() error {
 			}
 			continue
 		}
-		if err := holes.add(p); err != nil {
+		if err := holes.add(p, name); err != nil {
 			return err
 		}
 	}
@@ -838,7 +838,8 @@ func checkModulesTree(dir string, holes *holeTally) error {
 			return fmt.Errorf("%s: %w", p, errNotRegular)
 		}
 		if t.IsRegular() {
-			return holes.add(p)
+			rel, _ := filepath.Rel(dir, p)
+			return holes.add(p, filepath.Join("modules", rel))
 		}
 		return nil
 	})
@@ -857,14 +858,14 @@ const maxArtifactHoles = 16 << 20
 // holeTally adds up the holes of an artifact's files.
 type holeTally struct {
 	total       int64
-	worst       string // the file with the most
+	worst       string // the store name of the file with the most
 	worstHoles  int64
 	worstLength int64
 }
 
-// add opens p as openRegular does (at most maxArtifactFile bytes) and
-// counts its holes.
-func (h *holeTally) add(p string) error {
+// add opens p, stored as name, as openRegular does (at most
+// maxArtifactFile bytes) and counts its holes.
+func (h *holeTally) add(p, name string) error {
 	f, fi, err := openRegular(p, maxArtifactFile)
 	if err != nil {
 		return err
@@ -876,7 +877,7 @@ func (h *holeTally) add(p string) error {
 	}
 	h.total += n
 	if n > h.worstHoles {
-		h.worst, h.worstHoles, h.worstLength = p, n, fi.Size()
+		h.worst, h.worstHoles, h.worstLength = name, n, fi.Size()
 	}
 	return nil
 }
