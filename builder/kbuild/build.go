@@ -850,7 +850,7 @@ func checkModulesTree(dir string, holes *holeTally) error {
 // copy writes a file's every byte: a file truncated to 600 MiB costs
 // the build nothing and the store 600 MiB. A kernel's stored files have
 // none (the lab kernel's bzImage, System.map and .config; only vmlinux,
-// which is not stored, has ld's alignment gaps, 5 MiB of its 19), so
+// which is not stored, has ld's alignment gaps, 4.7 MiB of its 19), so
 // little is allowed: what a file system that stores zeros as holes
 // might make of a kernel's few runs of zeros.
 const maxArtifactHoles = 16 << 20
