@@ -32,7 +32,7 @@ type bisectWorker struct {
 	b *Bot
 }
 
-func (w *bisectWorker) Timeout(*river.Job[BisectArgs]) time.Duration { return 4 * time.Hour }
+func (w *bisectWorker) Timeout(*river.Job[BisectArgs]) time.Duration { return maxJobTime }
 
 // Work runs one step: it picks the next commit from the recorded steps
 // (so a crash loses at most the step in progress), tests it, and records

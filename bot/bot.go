@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -103,6 +104,8 @@ type Bot struct {
 	// stopBeat ends the heartbeat loop; beatDone says it ended.
 	stopBeat context.CancelFunc
 	beatDone chan struct{}
+	// pruning serializes this process's prunes of art.
+	pruning sync.Mutex
 }
 
 // New builds the River client over st with the workers, queues and

@@ -91,6 +91,7 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 	}
 	key := artifactKey(tree, kk)
 	if b.art.Has(key) {
+		b.useArtifact(key)
 		tr.Logf("kernel %s already built", key)
 		return key, nil
 	}
@@ -107,6 +108,7 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 		return "", Infra(err)
 	}
 	tr.Logf("built %s in %s", key, time.Since(start).Round(time.Second))
+	b.pruneArtifacts(ctx, tr)
 	return key, nil
 }
 
@@ -120,6 +122,7 @@ func artifactKey(tree, kernel string) string {
 // the worker that built it when that is another machine.
 func (b *Bot) fetchArtifact(ctx context.Context, key string, tr *Trace) (string, error) {
 	if b.art.Has(key) {
+		b.useArtifact(key)
 		return b.art.Path(key), nil
 	}
 	url, err := b.st.ArtifactWorker(ctx, key)
@@ -128,7 +131,11 @@ func (b *Bot) fetchArtifact(ctx context.Context, key string, tr *Trace) (string,
 	}
 	tr.Logf("pulling %s from %s", key, url)
 	p, err := b.art.Pull(ctx, b.http, url, key)
-	return p, Infra(err)
+	if err != nil {
+		return "", Infra(err)
+	}
+	b.pruneArtifacts(ctx, tr)
+	return p, nil
 }
 
 func (b *Bot) baseKey(tree, commit, lab string) store.BaseKey {

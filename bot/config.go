@@ -33,6 +33,11 @@ type Config struct {
 	// Artifacts is where built kernels are kept; empty means
 	// <cache_dir>/artifacts. Workers on other machines pull from URL.
 	Artifacts string `toml:"artifacts"`
+	// ArtifactsMaxMiB bounds the artifact directory (and kbuild's store,
+	// which shares its files), in MiB, checked after each kernel is
+	// added: the least recently used kernels go first, never one a test
+	// not finished needs; 0 means no bound.
+	ArtifactsMaxMiB int64 `toml:"artifacts_max_mib"`
 	// Runs is how many base and candidate runs the first lab round
 	// makes; 0 follows the statistics' schedule (reports.runs), which
 	// also says how many more each further round adds.
@@ -128,6 +133,7 @@ func DefaultConfig() Config {
 		SeriesBisect:     true,
 		AuthorDailyTests: 20,
 		ListDailyTests:   100,
+		ArtifactsMaxMiB:  20 << 10,
 		BaseMaxAge:       cfgtype.D(7 * 24 * time.Hour),
 		LeaseTTL:         cfgtype.D(2 * time.Minute),
 		MaxAttempts:      8,
@@ -168,6 +174,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ListDailyTests < 0 {
 		return fmt.Errorf("bot.list_daily_tests must not be negative (0: no bound)")
+	}
+	if c.ArtifactsMaxMiB < 0 {
+		return fmt.Errorf("bot.artifacts_max_mib must not be negative (0: no bound)")
 	}
 	if c.AuthorDailyTests < 0 {
 		return fmt.Errorf("bot.author_daily_tests must not be negative (0: no bound)")

@@ -163,6 +163,12 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 	return res.Dir, nil
 }
 
+// Forget drops kbuild's stored copy of the kernel in dir, a directory
+// the bot is pruning from its artifact store (bot.artifacts_max_mib).
+func (b *Build) Forget(dir string) error {
+	return b.Kbuild.Store().Forget(dir)
+}
+
 // Trusted says whether commit is on a configured tree's branch (reached
 // from a refs/trees/ head): a base, a mainline head, a bisection step.
 // Anything else, an applied series above all, is built by kbuild apart

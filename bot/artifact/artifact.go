@@ -19,7 +19,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // validKey keeps keys to one path element.
@@ -76,6 +79,120 @@ func (d Dir) Put(ctx context.Context, key, src string) error {
 		return fmt.Errorf("artifact: put %s: %w", key, err)
 	}
 	return d.commit(tmp, key)
+}
+
+// Touch records a use of key at now in its directory's modification
+// time, which nothing else changes once the artifact is in place (a
+// file's access time is not kept on most mounts). Prune removes the
+// least recently used first; Put and Pull count as a use.
+func (d Dir) Touch(key string, now time.Time) error {
+	if !validKey.MatchString(key) {
+		return fmt.Errorf("artifact: bad key %q", key)
+	}
+	return os.Chtimes(d.Path(key), now, now)
+}
+
+// Stored is an artifact as Prune weighs it.
+type Stored struct {
+	Key  string
+	Size int64     // bytes allocated to its files and directories
+	Used time.Time // its last use (Touch, Put, Pull)
+}
+
+// List returns the artifacts in place, least recently used first.
+// Those being written or removed (hidden names) are not listed.
+func (d Dir) List() ([]Stored, error) {
+	ents, err := os.ReadDir(d.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("artifact: %w", err)
+	}
+	var out []Stored
+	for _, e := range ents {
+		if !e.IsDir() || !validKey.MatchString(e.Name()) {
+			continue
+		}
+		st, err := os.Lstat(d.Path(e.Name()))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, Stored{Key: e.Name(), Size: allocated(d.Path(e.Name())), Used: st.ModTime()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Used.Before(out[j].Used) })
+	return out, nil
+}
+
+// allocated is what dir takes on disk: its entries' blocks, as du
+// counts them (a sparse file counts what it uses).
+func allocated(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := e.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Prune removes the least recently used artifacts until the store holds
+// at most max bytes, skipping those keep holds on to. Each is first
+// renamed out of place, so that Has never sees half of one and two
+// Prunes never remove one twice, and one used since it was listed is
+// kept; gone is told its key and new directory before it is deleted
+// (to drop what shares its files elsewhere). Prune returns the keys it
+// removed and the bytes left, which stay above max when keep holds on
+// to more. An error of gone stops it, the artifact already removed.
+func (d Dir) Prune(ctx context.Context, max int64, keep func(Stored) bool, gone func(key, dir string) error) (removed []string, left int64, err error) {
+	all, err := d.List()
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, s := range all {
+		left += s.Size
+	}
+	for _, s := range all {
+		if left <= max {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return removed, left, err
+		}
+		if keep(s) {
+			continue
+		}
+		if st, err := os.Lstat(d.Path(s.Key)); err != nil || !st.ModTime().Equal(s.Used) {
+			continue // used or removed since it was listed
+		}
+		tmp, err := os.MkdirTemp(d.Root, ".gone-"+s.Key+"-")
+		if err != nil {
+			return removed, left, fmt.Errorf("artifact: %w", err)
+		}
+		dir := filepath.Join(tmp, s.Key)
+		if err := os.Rename(d.Path(s.Key), dir); err != nil {
+			os.Remove(tmp)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // another Prune took it
+			}
+			return removed, left, fmt.Errorf("artifact: %w", err)
+		}
+		removed, left = append(removed, s.Key), left-s.Size
+		err = gone(s.Key, dir)
+		if rerr := os.RemoveAll(tmp); err == nil && rerr != nil {
+			err = fmt.Errorf("artifact: %w", rerr)
+		}
+		if err != nil {
+			return removed, left, err
+		}
+	}
+	return removed, left, nil
 }
 
 func (d Dir) temp(key string) (string, error) {

@@ -506,6 +506,36 @@ func (s *Store) PutArtifact(ctx context.Context, key, workerURL string) error {
 	return err
 }
 
+// ArtifactsInUse are the artifact keys a job may still boot: those of
+// tests not finished (queued, building, testing: a lab round is queued
+// or running), and those of finished tests whose own bisection runs (it
+// boots each step beside the test's base kernel).
+func (s *Store) ArtifactsInUse(ctx context.Context, q Querier) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT base_artifact, cand_artifact FROM tests
+		WHERE state IN ($1, $2, $3) OR id IN (SELECT test_id FROM bisections WHERE state IN ($4, $5))`,
+		StateQueued, StateBuilding, StateTesting, BisectionRunning, BisectionConfirming)
+	if err != nil {
+		return nil, fmt.Errorf("store: artifacts in use: %w", err)
+	}
+	defer rows.Close()
+	keys := map[string]bool{}
+	for rows.Next() {
+		var base, cand string
+		if err := rows.Scan(&base, &cand); err != nil {
+			return nil, fmt.Errorf("store: artifacts in use: %w", err)
+		}
+		for _, k := range []string{base, cand} {
+			if k != "" {
+				keys[k] = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: artifacts in use: %w", err)
+	}
+	return keys, nil
+}
+
 // ArtifactWorker says which worker holds an artifact.
 func (s *Store) ArtifactWorker(ctx context.Context, key string) (string, error) {
 	var u string

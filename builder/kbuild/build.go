@@ -829,32 +829,32 @@ func (j *job) artifactFiles() map[string]string {
 
 // checkArtifacts refuses artifacts the store must not copy: a kernel
 // image that is not one, anything not a regular file, too big, or
-// reached through a symlink; in the modules tree, FIFOs and devices.
+// reached through a symlink; in the modules tree, FIFOs and devices; and
+// sparse files (see maxArtifactHoles).
 func (j *job) checkArtifacts() error {
+	var holes holeTally
 	for name, p := range j.artifactFiles() {
-		switch name {
-		case "bzImage":
+		if name == "bzImage" {
 			if err := CheckKernelImage(p); err != nil {
 				return err
 			}
-		case "modules":
-			if err := checkModulesTree(p); err != nil {
+		}
+		if name == "modules" {
+			if err := checkModulesTree(p, &holes); err != nil {
 				return err
 			}
-		default:
-			f, _, err := openRegular(p, maxArtifactFile)
-			if err != nil {
-				return err
-			}
-			f.Close()
+			continue
+		}
+		if err := holes.add(p, name); err != nil {
+			return err
 		}
 	}
-	return nil
+	return holes.check()
 }
 
 // checkModulesTree accepts a directory holding directories, symlinks
-// (copied only when local) and regular files.
-func checkModulesTree(dir string) error {
+// (copied only when local) and regular files, whose holes it tallies.
+func checkModulesTree(dir string, holes *holeTally) error {
 	fd, err := openDirNoFollow(dir)
 	if err != nil {
 		return err
@@ -864,11 +864,90 @@ func checkModulesTree(dir string) error {
 		if err != nil {
 			return err
 		}
-		if t := d.Type(); t&^(fs.ModeDir|fs.ModeSymlink) != 0 {
+		t := d.Type()
+		if t&^(fs.ModeDir|fs.ModeSymlink) != 0 {
 			return fmt.Errorf("%s: %w", p, errNotRegular)
+		}
+		if t.IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			return holes.add(p, filepath.Join("modules", rel))
 		}
 		return nil
 	})
+}
+
+// maxArtifactHoles bounds the holes in one artifact's files together.
+// The build's disk limit counts the blocks it wrote, but the store's
+// copy writes a file's every byte: a file truncated to 600 MiB costs
+// the build nothing and the store 600 MiB. A kernel's stored files have
+// none (the lab kernel's bzImage, System.map and .config; only vmlinux,
+// which is not stored, has ld's alignment gaps, 4.7 MiB of its 19), so
+// little is allowed: what a file system that stores zeros as holes
+// might make of a kernel's few runs of zeros.
+const maxArtifactHoles = 16 << 20
+
+// holeTally adds up the holes of an artifact's files.
+type holeTally struct {
+	total       int64
+	worst       string // the store name of the file with the most
+	worstHoles  int64
+	worstLength int64
+}
+
+// add opens p, stored as name, as openRegular does (at most
+// maxArtifactFile bytes) and counts its holes.
+func (h *holeTally) add(p, name string) error {
+	f, fi, err := openRegular(p, maxArtifactFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := holeBytes(f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	h.total += n
+	if n > h.worstHoles {
+		h.worst, h.worstHoles, h.worstLength = name, n, fi.Size()
+	}
+	return nil
+}
+
+func (h *holeTally) check() error {
+	if h.total <= maxArtifactHoles {
+		return nil
+	}
+	return fmt.Errorf("%s is a sparse file: %d bytes long, %d of them never written (holes); an artifact may hold at most %d MiB of holes, since the store would write them out",
+		h.worst, h.worstLength, h.worstHoles, maxArtifactHoles>>20)
+}
+
+// lseek's whence values that find a file's data and holes (Linux).
+const (
+	seekData = 3
+	seekHole = 4
+)
+
+// holeBytes counts the bytes of f, size bytes long, that lie in holes:
+// read as zeros, never stored. The file's data extents are asked for
+// (SEEK_DATA, SEEK_HOLE) rather than its allocated blocks compared with
+// its size, which a compressing file system makes smaller than the size
+// of a file without a hole.
+func holeBytes(f *os.File, size int64) (int64, error) {
+	var holes, off int64
+	for off < size {
+		data, err := f.Seek(off, seekData)
+		if errors.Is(err, syscall.ENXIO) { // no data past off
+			return holes + size - off, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		holes += data - off
+		if off, err = f.Seek(data, seekHole); err != nil {
+			return 0, err
+		}
+	}
+	return holes, nil
 }
 
 // archDir maps make's ARCH to its arch/ directory.

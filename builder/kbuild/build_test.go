@@ -300,6 +300,53 @@ func TestStorePutIsAtomicAndLookupValidates(t *testing.T) {
 	}
 }
 
+// Forget removes the stored artifact a copy names (the bot's hard-linked
+// copy of it, pruned), and nothing when the copy names none.
+func TestStoreForgetsWhatACopyNames(t *testing.T) {
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"bzImage": "kernel"})
+	key, other := ArtifactKey("t", "c", "tc"), ArtifactKey("u", "c", "tc")
+	for _, k := range []string{key, other} {
+		if _, err := s.Put(k, map[string]string{"bzImage": filepath.Join(src, "bzImage")}, Artifact{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := s.Lookup(key)
+	cp := filepath.Join(t.TempDir(), "bot-copy")
+	os.Mkdir(cp, 0o755)
+	for _, f := range []string{"bzImage", "artifact.json"} {
+		if err := os.Link(filepath.Join(a.Dir, f), filepath.Join(cp, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Forget(cp); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Lookup(key); ok {
+		t.Error("the copied artifact is still stored")
+	}
+	if _, ok := s.Lookup(other); !ok {
+		t.Error("another artifact was removed")
+	}
+	var ie *InfraError
+	for name, meta := range map[string]string{"no artifact.json": "", "bad json": "{", "bad key": `{"key": "../x"}`} {
+		dir := t.TempDir()
+		if meta != "" {
+			os.WriteFile(filepath.Join(dir, "artifact.json"), []byte(meta), 0o644)
+		}
+		if err := s.Forget(dir); err == nil || (name != "bad key" && !errors.As(err, &ie)) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, ok := s.Lookup(other); !ok {
+		t.Error("a failed Forget removed an artifact")
+	}
+}
+
 // A slot whose recorded tree is not in the request's object store (another
 // process's store, a store rebuilt since) is healed by a full checkout; a
 // request for a tree the store lacks fails cleanly and releases the slot.

@@ -259,3 +259,91 @@ func TestHostileCandidateCannotPoisonLaterBuilds(t *testing.T) {
 		t.Errorf("candidate recompiled: %+v", res.CCache)
 	}
 }
+
+// Issue #27: a sparse file costs the build's disk almost nothing (the
+// watch counts blocks) but the store would write it out whole, 600 MiB
+// under a 64 MiB build limit. It is refused as the tree's doing.
+func TestHostileSparseArtifactIsRefused(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{Limits: Limits{Disk: 64 << 20}})
+	tree := r.edit(map[string]string{"Makefile": hostileMakefile(t, map[string]string{
+		bzImageLine: "\ttruncate -s 600M $(O)/System.map",
+	})})
+	_, err := b.Build(context.Background(), Request{Objects: r.repo.Storer, Tree: tree, Lab: lab})
+	used, _ := diskUsage(b.store.dir)
+	var be *BuildError
+	if !errors.As(err, &be) {
+		t.Fatalf("want *BuildError, got %v (store: %d MiB)", err, used>>20)
+	}
+	if be.Target != "artifacts" || !strings.HasPrefix(be.Tail, "System.map is a sparse file: 629145600 bytes long") {
+		t.Errorf("target %q tail %q, want artifacts naming System.map as sparse", be.Target, be.Tail)
+	}
+	if used > 1<<20 {
+		t.Errorf("the store holds %d MiB", used>>20)
+	}
+	t.Logf("refused: %s (store: %d KiB)", be.Tail, used>>10)
+}
+
+// Holes are counted from the file's extents, wherever they are, and a
+// modules tree's files count together toward one artifact's allowance.
+func TestHoleBytesAndTheArtifactsAllowance(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, at ...int64) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, off := range at {
+			if _, err := f.WriteAt(make([]byte, 4096), off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	full := write("full", 0, 4096, 8192)
+	sparse := write("sparse", 0, 8<<20) // 8 MiB hole in the middle
+	os.Truncate(sparse, 12<<20)         // and a 4 MiB one at the end
+	empty := write("empty")
+	os.Truncate(empty, 1<<20) // nothing but a hole
+	for p, want := range map[string]int64{full: 0, sparse: 12<<20 - 2*4096, empty: 1 << 20} {
+		f, _ := os.Open(p)
+		fi, _ := f.Stat()
+		got, err := holeBytes(f, fi.Size())
+		f.Close()
+		if err != nil || got != want {
+			t.Errorf("%s: %d bytes of holes, %v; want %d", filepath.Base(p), got, err, want)
+		}
+	}
+
+	f, _ := os.Open(full)
+	f.Close()
+	if _, err := holeBytes(f, 4096); err == nil {
+		t.Error("a closed file's holes counted")
+	}
+
+	// Two modules each under the allowance, over it together.
+	mods := filepath.Join(dir, "modules")
+	for _, name := range []string{"a.ko", "b.ko"} {
+		p := write(filepath.Join("modules/lib/modules/1", name), 0)
+		os.Truncate(p, 10<<20)
+	}
+	var h holeTally
+	if err := checkModulesTree(mods, &h); err != nil {
+		t.Fatal(err)
+	}
+	err := h.check()
+	if err == nil || !strings.HasPrefix(err.Error(), "modules/lib/modules/1/") || !strings.Contains(err.Error(), ".ko is a sparse file") {
+		t.Errorf("20 MiB of holes in two modules: %v", err)
+	}
+	var one holeTally
+	if err := one.add(sparse, "sparse"); err != nil || one.check() != nil {
+		t.Errorf("12 MiB of holes refused: %v, %v", err, one.check())
+	}
+	if err := one.add(filepath.Join(dir, "missing"), "missing"); err == nil {
+		t.Error("a missing file counted")
+	}
+}

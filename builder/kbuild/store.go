@@ -103,6 +103,22 @@ func (s *Store) Remove(key string) error {
 	return nil
 }
 
+// Forget removes the stored artifact that dir is a copy of, named by
+// the copy's artifact.json. The bot's artifact directory holds hard
+// links of the store's files: a kernel pruned there frees its disk only
+// once the store's copy goes too.
+func (s *Store) Forget(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "artifact.json"))
+	if err != nil {
+		return &InfraError{Op: "store", Err: err}
+	}
+	var a Artifact
+	if err := json.Unmarshal(b, &a); err != nil {
+		return &InfraError{Op: "store", Err: fmt.Errorf("%s: %w", dir, err)}
+	}
+	return s.Remove(a.Key)
+}
+
 // Put copies files (store name -> path; a directory is copied whole) and
 // meta under key. When another build stored the key meanwhile, that one
 // wins: both are the same kernel.

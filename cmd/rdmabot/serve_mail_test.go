@@ -148,39 +148,48 @@ func (e *serveEnv) outboxRows() []string {
 	return out
 }
 
-// treeStore makes the tree store serve reads (data/trees/kernel.git)
-// with one branch, local/import: a file the series touches and a
-// MAINTAINERS naming its maintainer.
 // treeStore makes the tree store's local/import, a toy base with a
 // MAINTAINERS file, and returns its commit.
 func treeStore(t *testing.T, dataDir string) string {
 	t.Helper()
 	wt := t.TempDir()
-	git := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
 	os.MkdirAll(filepath.Join(wt, "net/sunrpc/xprtrdma"), 0o755)
 	os.WriteFile(filepath.Join(wt, "MAINTAINERS"), []byte("List of maintainers\n===================\n\n"+
 		"SVCRDMA\nM:\tMaint Person <maint@example.org>\nL:\tlinux-rdma@vger.kernel.org\nS:\tSupported\nF:\tnet/sunrpc/xprtrdma/\n\n"+
 		"THE REST\nM:\tLinus Torvalds <torvalds@linux-foundation.org>\nL:\tlinux-kernel@vger.kernel.org\nF:\t*\nF:\t*/\n"), 0o644)
 	os.WriteFile(filepath.Join(wt, "net/sunrpc/xprtrdma/svc_rdma_sendto.c"), []byte("int a;\nint b;\nint c;\n"), 0o644)
-	git(wt, "init", "-q")
-	git(wt, "add", ".")
-	git(wt, "commit", "-q", "-m", "base")
+	return importTree(t, dataDir, wt)
+}
+
+// importTree commits the files in wt and pushes them to the tree store
+// (data/trees/kernel.git) as local/import; it returns the commit.
+func importTree(t *testing.T, dataDir, wt string) string {
+	t.Helper()
+	gitT(t, wt, "init", "-q")
+	gitT(t, wt, "add", ".")
+	gitT(t, wt, "commit", "-q", "-m", "base")
 	store := filepath.Join(dataDir, "trees", "kernel.git")
 	os.MkdirAll(store, 0o755)
-	git(store, "init", "-q", "--bare")
-	git(wt, "push", "-q", store, "HEAD:refs/trees/local/import")
-	out, err := exec.Command("git", "-C", wt, "rev-parse", "HEAD").Output()
+	gitT(t, store, "init", "-q", "--bare")
+	gitT(t, wt, "push", "-q", store, "HEAD:refs/trees/local/import")
+	return gitT(t, wt, "rev-parse", "HEAD")
+}
+
+// gitT runs git in dir without the user's configuration and returns
+// its output, trimmed.
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org")
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("git %v: %v\n%s", args, err, stderr)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -152,6 +152,8 @@ type Builder struct {
 	Config string
 	// Base, when set, is the commit of Repo every series is based on.
 	Base string
+	// ForgetErr is what Forget returns.
+	ForgetErr error
 
 	mu      sync.Mutex
 	applied map[string]string // candidate commit -> subject
@@ -318,6 +320,13 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		return "", err
 	}
 	return dir, os.WriteFile(filepath.Join(dir, "kernel"), []byte(speed), 0o644)
+}
+
+// Forget is told of each kernel pruned from the bot's artifact store,
+// by the directory it was moved to (named by its key).
+func (f *Builder) Forget(dir string) error {
+	f.Calls.Add("forget %s", filepath.Base(dir))
+	return f.ForgetErr
 }
 
 func (f *Builder) judgeCommit(commit string) (string, error) {
