@@ -436,8 +436,9 @@ func TestRepliesGolden(t *testing.T) {
 		e := g.deliver(t, g.report(4, bot.VerdictNotApplied, err.Error(), d.Detail(), nil, nil))
 		golden(t, "replies/apply_failed.eml", e.Raw)
 		checkReply(t, e, bot.VerdictNotApplied, patchID(1), "cel@kernel.org")
-		if !strings.Contains(string(e.Raw), "patch link:    https://lore.kernel.org/r/"+patchID(1)+"/\n") {
-			t.Error("the patch link is not the answered patch's")
+		// The answered patch's page on the series' own archive.
+		if !strings.Contains(string(e.Raw), "patch link:    https://lore.kernel.org/linux-nfs/"+patchID(1)+"/\n") {
+			t.Error("the patch link is not the answered patch's page on the series' archive")
 		}
 	})
 	t.Run("BUILD_FAILED", func(t *testing.T) {
