@@ -37,7 +37,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	switch v.Outcome {
 	case Pass, Regression, Improvement:
 		if len(v.Decision.Comparisons) > 0 {
-			b.WriteString(markdownTable(metricRows(v.Decision), "lrrrrrrr") + "\n")
+			b.WriteString(markdownTable(MetricRows(v.Decision), "lrrrrrrr") + "\n")
 			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
 				v.Decision.Comparisons[0].TestAlpha)
 		}

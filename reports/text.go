@@ -130,10 +130,7 @@ func meanStd(v []float64) string {
 // the comment, the dashboard's test page): a header row, then one row per
 // metric: label, base mean ± sd, change, interval, patched mean ± sd, p,
 // runs, verdict.
-func MetricRows(d stats.Decision) [][]string { return metricRows(d) }
-
-// metricRows is the metrics table shared by every rendering.
-func metricRows(d stats.Decision) [][]string {
+func MetricRows(d stats.Decision) [][]string {
 	level := 0.99
 	if len(d.Comparisons) > 0 {
 		level = d.Comparisons[0].Level
