@@ -17,6 +17,7 @@ import (
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/reports"
 )
 
 // Build is builder and kbuild behind bot.Builder and bot.Trees.
@@ -297,13 +298,13 @@ func (b *Build) GitDir(tree string) (string, error) { return b.RepoDir, nil }
 func baseReasonPhrase(r builder.BaseReason) string {
 	switch r {
 	case builder.BaseFromTrailer:
-		return "base-commit trailer"
+		return reports.BaseByTrailer
 	case builder.BaseFromBlobs:
-		return "pre-image blob ids"
+		return reports.BaseByBlobs
 	case builder.BaseFromTag:
-		return "subject tree tag"
+		return reports.BaseByTag
 	case builder.BaseFromDefault:
-		return "default branch"
+		return reports.BaseByDefault
 	}
 	return string(r)
 }

@@ -398,7 +398,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	}
 	req := rep.Origin.Request
 	aud := r.Cfg.Audience(v.Outcome, reports.Occasion{
-		GuessedBase:  rep.BaseReason == baseReasonPhrase(builder.BaseFromDefault),
+		GuessedBase:  rep.BaseReason == reports.BaseByDefault,
 		Asked:        req != nil,
 		ClosesReport: rep.Fix != nil,
 	})
