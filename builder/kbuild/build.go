@@ -824,6 +824,10 @@ func (j *job) artifactFiles() map[string]string {
 	if j.modules {
 		f["modules"] = filepath.Join(j.out, ".rdmabot-modules")
 	}
+	if j.req.Lab.DebugInfo() {
+		// Its line tables decode the crashes of the kernel's boots.
+		f["vmlinux"] = filepath.Join(j.out, "vmlinux")
+	}
 	return f
 }
 

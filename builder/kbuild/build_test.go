@@ -453,3 +453,38 @@ func TestBuildInAnotherUsersSlot(t *testing.T) {
 		t.Errorf("a trusted build in another user's slot: %v, want an InfraError naming the owner", err)
 	}
 }
+
+// The debug profile's kernel (a lab whose fragments ask for line tables)
+// keeps its vmlinux in the store, for decoding its crashes; the lab
+// kernel, which has none, does not. The two are different kernels of the
+// same tree.
+func TestBuildKeepsVmlinuxOfDebugKernels(t *testing.T) {
+	debug, err := LookupLab("qemu-debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !debug.DebugInfo() || toyLab(t).DebugInfo() {
+		t.Fatalf("DebugInfo: qemu-debug %v, qemu %v; want only qemu-debug", debug.DebugInfo(), toyLab(t).DebugInfo())
+	}
+	r := newToyRepo(t, debug)
+	b := newToyBuilder(t, Options{Jobs: 2})
+	ctx := context.Background()
+	head := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	res, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: debug, Trusted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(res.Path("vmlinux")); err != nil {
+		t.Errorf("the debug kernel's vmlinux is not kept: %v", err)
+	}
+	plain, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: head, Lab: toyLab(t), Trusted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(plain.Path("vmlinux")); err == nil {
+		t.Error("the lab kernel's vmlinux is kept")
+	}
+	if plain.Key == res.Key {
+		t.Error("the debug kernel and the lab kernel of one tree share a key")
+	}
+}

@@ -39,6 +39,13 @@ var labs = map[string]Lab{
 		TreeFragments: []string{"kvm_guest.config"},
 		Fragments:     []string{"qemu-softroce.config"},
 	},
+	// The debug profile's kernel (lab.debug): the qemu lab's with KASAN,
+	// lockdep and line tables.
+	"qemu-debug": {
+		Name: "qemu-debug", Arch: "x86_64", Base: "tinyconfig",
+		TreeFragments: []string{"kvm_guest.config"},
+		Fragments:     []string{"qemu-softroce.config", "debug.config"},
+	},
 	"opa": {
 		Name: "opa", Arch: "x86_64", Base: "defconfig",
 		Fragments: []string{"omnipath.config"},
@@ -98,6 +105,24 @@ func (l Lab) ConfigHash() (string, error) {
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// DebugInfo says the lab's kernel has line tables (one of its fragments
+// asks for DWARF), so the store keeps its vmlinux for decoding crashes.
+// The fragments are verified after olddefconfig, so what they set holds.
+func (l Lab) DebugInfo() bool {
+	for _, f := range l.Fragments {
+		b, err := Fragment(f)
+		if err != nil {
+			continue
+		}
+		for opt, v := range ParseConfig(b) {
+			if v == "y" && strings.HasPrefix(opt, "CONFIG_DEBUG_INFO_DWARF") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 var (

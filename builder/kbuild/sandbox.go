@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// BuildDirs are the directories a kernel's build runs in, inside the
+// sandbox, as its line tables name its source files.
+func BuildDirs() []string { return []string{sandboxSrc, sandboxOut} }
+
 // Inside the sandbox every slot's checkout, output and cache appear at
 // the same paths, so compiler command lines are identical across slots:
 // ccache hits survive a change of slot, and the build does not record
