@@ -71,6 +71,13 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			return verdict(VerdictBuildFailed, err)
 		}
 		t.CandArtifact = key
+		if err := b.buildDebug(ctx, &t, tr); err != nil {
+			if infraOrInterrupted(ctx, err) {
+				return err
+			}
+			tr.Logf("build failed with the debug profile's configuration: %v", err)
+			return verdict(VerdictBuildFailed, fmt.Errorf("with the debug profile's configuration (KASAN, lockdep): %w", err))
+		}
 		t.State = store.StateTesting
 		return complete(ctx, b, job, func(tx *sql.Tx) error {
 			if err := b.st.UpdateTest(ctx, tx, t); err != nil {
@@ -82,10 +89,48 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 	})
 }
 
+// buildDebug builds the debug profile's kernels of a series' base and
+// candidate (Stages.DebugBuild) when the profile names a reason for the
+// series. A base that does not build so leaves the test without them
+// (not the series' fault); an error is the candidate's (or infra).
+func (b *Bot) buildDebug(ctx context.Context, t *store.Test, tr *Trace) error {
+	if b.stages.Debug == nil || b.stages.DebugBuild == nil || t.Kind != store.KindSeries || t.Base == "" || t.SeriesID == 0 {
+		return nil
+	}
+	s, err := b.series(ctx, t.SeriesID)
+	if err != nil {
+		return Infra(err)
+	}
+	why := b.stages.Debug.Why(s)
+	if why == "" {
+		return nil
+	}
+	tr.Logf("the series changes %s: building base and candidate for the %s profile too", why, b.stages.Debug.Name())
+	base, err := b.buildKernelWith(ctx, b.stages.DebugBuild, t.Tree, t.Base, tr)
+	if err != nil {
+		if infraOrInterrupted(ctx, err) {
+			return err
+		}
+		tr.Logf("base does not build for the %s profile, which is left out: %v", b.stages.Debug.Name(), err)
+		return nil
+	}
+	cand, err := b.buildKernelWith(ctx, b.stages.DebugBuild, t.Tree, t.Candidate, tr)
+	if err != nil {
+		return err
+	}
+	t.BaseDebugArtifact, t.CandDebugArtifact = base, cand
+	return nil
+}
+
 // buildKernel builds tree at commit and files the kernel in the artifact
 // store, recording which worker holds it.
 func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (string, error) {
-	kk, err := b.stages.Build.KernelKey(ctx, tree, commit)
+	return b.buildKernelWith(ctx, b.stages.Build, tree, commit, tr)
+}
+
+// buildKernelWith is buildKernel with another configuration's builder.
+func (b *Bot) buildKernelWith(ctx context.Context, build Builder, tree, commit string, tr *Trace) (string, error) {
+	kk, err := build.KernelKey(ctx, tree, commit)
 	if err != nil {
 		return "", Infra(err)
 	}
@@ -97,7 +142,7 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 	}
 	tr.Logf("building %s %s", tree, short(commit))
 	start := time.Now()
-	dir, err := b.stages.Build.Build(ctx, tree, commit, tr)
+	dir, err := build.Build(ctx, tree, commit, tr)
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -51,6 +52,14 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			return err
 		}
 		baseBoot, candBoot := b.boots(t, side, basePath, candPath, tr)
+		if job.Args.Round == 1 && t.BaseDebugArtifact != "" && t.CandDebugArtifact != "" {
+			if baseBoot.Debug, err = b.fetchArtifact(ctx, t.BaseDebugArtifact, tr); err != nil {
+				return err
+			}
+			if candBoot.Debug, err = b.fetchArtifact(ctx, t.CandDebugArtifact, tr); err != nil {
+				return err
+			}
+		}
 		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
 			start := time.Now()
@@ -223,7 +232,12 @@ func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (b
 // otherwise. They stop at the first crash. An error is the lab's, or a
 // kernel that did not come up under a profile (lossyFailed).
 func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot Boot, tr *Trace) (base, cand []store.Sample, err error) {
-	if len(b.stages.Profiles) == 0 || round != 1 || baseBoot.Dir == "" {
+	profiles := b.stages.Profiles
+	if b.stages.Debug != nil && baseBoot.Debug != "" && candBoot.Debug != "" {
+		// The build job built them because the profile asked.
+		profiles = append(slices.Clip(profiles), b.stages.Debug)
+	}
+	if len(profiles) == 0 || round != 1 || baseBoot.Dir == "" {
 		return nil, nil, nil
 	}
 	var series *Series
@@ -234,7 +248,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 		}
 		series = &s
 	}
-	return RunProfiles(ctx, b.stages.Profiles, t.Lab, baseBoot, candBoot, short(t.Base), short(t.Candidate), func(p Profile) string {
+	return RunProfiles(ctx, profiles, t.Lab, baseBoot, candBoot, short(t.Base), short(t.Candidate), func(p Profile) string {
 		switch {
 		case t.Kind == store.KindMainline:
 			return "a new " + t.Tree + " " + t.Ref + " head"

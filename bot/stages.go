@@ -139,6 +139,19 @@ type Boot struct {
 	// Side is "server" or "client": where Dir's kernel boots beside
 	// Trusted (Lab.CandidateSide).
 	Side string
+	// Debug holds Dir's commit built for the debug profile (KASAN,
+	// lockdep, line tables: Stages.DebugBuild); "" when the test has no
+	// debug kernels. The debug profile boots it in Dir's place.
+	Debug string
+}
+
+// KernelOn is the directory of the kernel that booted on the pair's side
+// role ("server", "client").
+func (b Boot) KernelOn(role string) string {
+	if b.Trusted != "" && role != b.Side {
+		return b.Trusted
+	}
+	return b.Dir
 }
 
 // Lab runs the transfer test n times on a leased pair. A crash during a
@@ -341,7 +354,13 @@ type Stages struct {
 	// Profiles are the lab's profiles besides the default test, in the
 	// order they boot; none when they are off.
 	Profiles []Profile
-	Decide   Decider
+	// Debug is the debug profile (lab.debug): boots of each side's debug
+	// kernel (Boot.Debug), after the other profiles. DebugBuild builds
+	// those kernels, in the build job, for a series Debug.Why names a
+	// reason for. Both nil when it is off (or this machine builds none).
+	Debug      Profile
+	DebugBuild Builder
+	Decide     Decider
 	// Report answers every request where it came from: mail in its
 	// thread, a GitHub request in its issue (Origin), new threads.
 	Report Reporter

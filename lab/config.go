@@ -26,6 +26,32 @@ type Config struct {
 	// Pressure is the third: the Send Queue pressure test, for changes
 	// to the send, chunk and completion paths and for new mainline heads.
 	Pressure PressureConfig `toml:"pressure"`
+	// Debug is the fourth: the test on kernels built with KASAN, lockdep
+	// and line tables, for changes to teardown, drain and error paths.
+	Debug DebugConfig `toml:"debug"`
+}
+
+// DebugConfig is the debug profile. A series whose changed lines or
+// functions match Touches gets its base and candidate built a second
+// time with the debug configuration (kbuild lab qemu-debug), and their
+// first round starts with Boots boots of each, base and candidate
+// alternating; only crashes count, decoded to source lines.
+type DebugConfig struct {
+	// Boots per side; 0 turns the profile off.
+	Boots int `toml:"boots"`
+	// Iterations of the test per boot: KASAN and lockdep slow a TCG
+	// guest down, and a teardown path runs at every unmount.
+	Iterations int `toml:"iterations"`
+	// Touches is a regular expression over the series' changed lines
+	// and the functions their hunks are in.
+	Touches string `toml:"touches"`
+}
+
+// DebugTest is the debug profile's test: the configured one, shorter.
+func (c *Config) DebugTest() Test {
+	t := c.Test
+	t.Iterations = c.Debug.Iterations
+	return t
 }
 
 // PressureConfig is the Send Queue pressure profile: boots that fill the
@@ -208,6 +234,10 @@ func DefaultConfig() Config {
 			Boots:   3,
 			Touches: `(?i)drain|flush|teardown|destroy|disconnect|shutdown|close|error|_err\b|\berr\b`,
 		},
+		Debug: DebugConfig{
+			Boots: 1, Iterations: 1,
+			Touches: `(?i)drain|flush|teardown|destroy|disconnect|shutdown|close|free|release|put\b|error|_err\b|\berr\b`,
+		},
 		// lab/PRESSURE.md works out why these reach the Send Queue's edge.
 		Pressure: PressureConfig{
 			Providers: []string{"rxe", "siw"}, Boots: 1, NFSVersions: []string{"3", "4.1"},
@@ -264,6 +294,14 @@ func (c *Config) Validate() error {
 		}
 		if _, err := regexp.Compile(l.Touches); err != nil || l.Touches == "" {
 			return fmt.Errorf("lab.lossy.touches %q: want a regular expression: %v", l.Touches, err)
+		}
+	}
+	if d := c.Debug; d.Boots != 0 {
+		if d.Boots < 0 || d.Iterations < 1 {
+			return fmt.Errorf("lab.debug: boots %d and iterations %d: want boots >= 0 (0 = off) and iterations >= 1", d.Boots, d.Iterations)
+		}
+		if _, err := regexp.Compile(d.Touches); err != nil || d.Touches == "" {
+			return fmt.Errorf("lab.debug.touches %q: want a regular expression: %v", d.Touches, err)
 		}
 	}
 	if p := c.Pressure; len(p.Providers) > 0 {

@@ -325,19 +325,27 @@ type Result struct {
 
 // Crash is the first fatal crash on either host, else the first WARNING.
 func (r *Result) Crash() *console.Crash {
+	c, _ := r.CrashOn()
+	return c
+}
+
+// CrashOn is Crash and the role of the host whose console showed it
+// ("server", "client"), whose kernel decodes its frames.
+func (r *Result) CrashOn() (*console.Crash, string) {
 	var warn *console.Crash
+	var warnOn string
 	for _, h := range []*Host{&r.Server, &r.Client} {
 		for i := range h.Crashes {
 			c := &h.Crashes[i]
 			if c.Fatal {
-				return c
+				return c, h.Role
 			}
 			if warn == nil {
-				warn = c
+				warn, warnOn = c, h.Role
 			}
 		}
 	}
-	return warn
+	return warn, warnOn
 }
 
 // Figures are a boot's measurements as the bot decides on them: per

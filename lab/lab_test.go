@@ -210,6 +210,11 @@ func TestConfigValidate(t *testing.T) {
 		"p-size":     {func(c *Config) { c.Pressure.SizeMiB = 4 }, "file of 8 MiB or more"},
 		"p-touches":  {func(c *Config) { c.Pressure.Touches = "sq(" }, "lab.pressure.touches"},
 		"p-off":      {func(c *Config) { c.Pressure = PressureConfig{} }, ""},
+		// The debug profile: off with no boots.
+		"d-boots":      {func(c *Config) { c.Debug.Boots = -1 }, "lab.debug: boots -1"},
+		"d-iterations": {func(c *Config) { c.Debug.Iterations = 0 }, "iterations 0"},
+		"d-touches":    {func(c *Config) { c.Debug.Touches = "free(" }, "lab.debug.touches"},
+		"d-off":        {func(c *Config) { c.Debug = DebugConfig{} }, ""},
 	} {
 		cfg := DefaultConfig()
 		c.edit(&cfg)

@@ -439,8 +439,12 @@ func Measurements(v *Verdict) string {
 		if v.Crash.Link != "" {
 			where += ", booted with " + v.Crash.Link + ","
 			same, n = " with the same link", v.Crash.LinkBaseRuns
-			if v.Crash.Load {
+			switch {
+			case v.Crash.Load:
 				same = " under the same load"
+			case v.Crash.Debug:
+				where = "the console of the patched kernel's " + v.Crash.Link + ","
+				same = " of the base's debug build"
 			}
 		}
 		if n == 1 {

@@ -321,10 +321,12 @@ type Crash struct {
 	// Link is the lab profile it showed under when not the default test
 	// ("a lossy link (netem ...)", "Send Queue pressure on rxe (...)"),
 	// and LinkBaseRuns how many base boots ran under the same one. Load
-	// says the profile is a load, not a link.
+	// says the profile is a load, not a link; Debug that it is the
+	// debug profile's build of both kernels.
 	Link         string
 	LinkBaseRuns int
 	Load         bool `json:",omitempty"`
+	Debug        bool `json:",omitempty"`
 }
 
 // InfraFailure is the lab's or the infrastructure's fault: retried,

@@ -12,7 +12,9 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lab/symbolize"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
@@ -112,9 +114,9 @@ func (l *Lab) RunTest(ctx context.Context, pairName string, boot bot.Boot, n int
 				s.Consoles[h.Role] = id
 			}
 		}
-		if c := res.Crash(); c != nil {
+		if c, on := res.CrashOn(); c != nil {
 			s.Crash = c.Title
-			s.Log = c.Report
+			s.Log = decodeFrames(ctx, c.Report, boot.KernelOn(on), trace)
 		} else if res.Corrupt != "" {
 			s.Corrupt = res.Corrupt
 		} else if !res.Passed {
@@ -148,6 +150,27 @@ func (l *Lab) RunTest(ctx context.Context, pairName string, boot bot.Boot, n int
 		}
 	}
 	return out, nil
+}
+
+// decodeFrames is report with its frames' source lines, when the kernel
+// in dir was built with line tables (the store kept its vmlinux: the
+// debug profile's kernels); report as it is otherwise, or when they
+// cannot be read (said in trace).
+func decodeFrames(ctx context.Context, report, dir string, trace io.Writer) string {
+	vmlinux := filepath.Join(dir, "vmlinux")
+	if _, err := os.Stat(vmlinux); err != nil {
+		return report
+	}
+	tab, err := symbolize.Open(vmlinux, kbuild.BuildDirs()...)
+	if err != nil {
+		fmt.Fprintf(trace, "the crash's frames are not decoded: %v\n", err)
+		return report
+	}
+	out, err := tab.Decode(ctx, report)
+	if err != nil {
+		fmt.Fprintf(trace, "decoding the crash's frames: %v\n", err)
+	}
+	return out
 }
 
 // healthTrace is a boot's transport counts for the test's trace, when

@@ -120,7 +120,7 @@ func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 		}
 		c := reports.Crash{Title: s.Crash, Console: s.Log}
 		if s.Profile != "" {
-			c.Link, c.Load = r.linkWords(s.Profile), isPressure(s)
+			c.Link, c.Load, c.Debug = r.linkWords(s.Profile), isPressure(s), s.Profile == store.ProfileDebug
 			for _, b := range base {
 				if b.Profile == s.Profile {
 					c.LinkBaseRuns++
@@ -153,6 +153,9 @@ func corruption(base, cand []store.Sample) *reports.Corruption {
 func (r *Reports) linkWords(profile string) string {
 	if profile == store.ProfileLossy {
 		return "a lossy link (netem " + r.Lab.Lossy.Netem + " on both guests)"
+	}
+	if profile == store.ProfileDebug {
+		return "debug build (KASAN, lockdep and line tables: builder/kbuild/configs/debug.config)"
 	}
 	if p, ok := strings.CutPrefix(profile, store.ProfilePressure+"-"); ok {
 		return fmt.Sprintf("Send Queue pressure on %s (%d O_DIRECT 1 MiB readers, %d writers, %d credits)", p, r.Lab.Pressure.Readers, r.Lab.Pressure.Writers, r.Lab.Pressure.Credits)
@@ -854,6 +857,10 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 	lossyOnly := func(s store.Sample) bool { return s.Profile == store.ProfileLossy }
 	if n := count(cand, lossyOnly); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(n), count(base, lossyOnly), r.linkWords(store.ProfileLossy))
+	}
+	debugOnly := func(s store.Sample) bool { return s.Profile == store.ProfileDebug }
+	if n := count(cand, debugOnly); n > 0 {
+		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, for crashes only", reports.Boots(n), count(base, debugOnly), r.linkWords(store.ProfileDebug))
 	}
 	if n := count(cand, isPressure); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",

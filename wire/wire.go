@@ -85,6 +85,24 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	if pressure != nil {
 		stages.Profiles = append(stages.Profiles, pressure)
 	}
+	// The kernel is configured for the pair that boots it: the QEMU
+	// guests' tinyconfig, or a real pair's defconfig with its adapters.
+	kernelLab, err := cfg.Lab.KernelLab(cfg.Lab.Default)
+	if err != nil {
+		return bot.Stages{}, fmt.Errorf("lab.default: %w", err)
+	}
+	debug, err := NewDebug(l)
+	if err != nil {
+		return bot.Stages{}, err
+	}
+	if debug != nil {
+		// The debug profile's kernels are the lab's with debug.config.
+		if _, err := kbuild.LookupLab(kernelLab + "-debug"); err != nil {
+			log.Warn("lab.debug is on, but the lab's kernel has no debug configuration: the debug profile is off", "lab", kernelLab)
+		} else {
+			stages.Debug = debug
+		}
+	}
 	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
 		r = strings.TrimSpace(r)
 		return r == bot.RoleAll || r == bot.RoleBuild
@@ -115,14 +133,13 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
 	r.Toolchain = kb.Toolchain()
-	// The kernel is configured for the pair that boots it: the QEMU
-	// guests' tinyconfig, or a real pair's defconfig with its adapters.
-	kernelLab, err := cfg.Lab.KernelLab(cfg.Lab.Default)
-	if err != nil {
-		return bot.Stages{}, fmt.Errorf("lab.default: %w", err)
-	}
 	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
 	stages.Build, stages.Trees = b, b
+	if stages.Debug != nil {
+		db := *b
+		db.Lab = kernelLab + "-debug"
+		stages.DebugBuild = &db
+	}
 	r.Maintainers = b
 	lo.Maintainers = b
 	return stages, nil

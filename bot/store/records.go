@@ -60,6 +60,10 @@ type Sample struct {
 // ProfileLossy is Sample.Profile of a boot over lab.lossy's link.
 const ProfileLossy = "lossy"
 
+// ProfileDebug is Sample.Profile of a boot of a debug kernel (lab.debug:
+// KASAN, lockdep, line tables).
+const ProfileDebug = "debug"
+
 // ProfilePressure names the Send Queue pressure profile (lab.pressure);
 // its boots' Sample.Profile adds the provider: "pressure-rxe".
 const ProfilePressure = "pressure"
@@ -157,6 +161,10 @@ type Test struct {
 	Rounds       int
 	BaseArtifact string
 	CandArtifact string
+	// BaseDebugArtifact and CandDebugArtifact are the same commits built
+	// for the debug profile (lab.debug); "" when the test has none.
+	BaseDebugArtifact string
+	CandDebugArtifact string
 	// FixOf is the test whose report this series closes (a fix
 	// follow-up: the same test rerun with the fix), 0 for none.
 	FixOf int64
@@ -185,13 +193,13 @@ func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, er
 	return id, n == 1, nil
 }
 
-const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason, base_branch, detail, fix_of, apply_on`
+const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason, base_branch, detail, fix_of, apply_on, base_debug_artifact, cand_debug_artifact`
 
 func scanTest(sc interface{ Scan(...any) error }) (Test, error) {
 	var t Test
 	var c, u int64
 	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin, &t.Thread,
-		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason, &t.BaseBranch, &t.Detail, &t.FixOf, &t.ApplyOn)
+		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason, &t.BaseBranch, &t.Detail, &t.FixOf, &t.ApplyOn, &t.BaseDebugArtifact, &t.CandDebugArtifact)
 	t.CreatedAt, t.UpdatedAt = Time(c), Time(u)
 	return t, err
 }
@@ -228,9 +236,9 @@ func (s *Store) LatestInThread(ctx context.Context, q Querier, thread string) (T
 func (s *Store) UpdateTest(ctx context.Context, q Querier, t Test) error {
 	_, err := q.ExecContext(ctx, `UPDATE tests SET base = $2, candidate = $3, state = $4, verdict = $5, summary = $6, rounds = $7,
 		base_artifact = $8, cand_artifact = $9, updated_at = $10, tree = $11, base_reason = $12, base_branch = $13, detail = $14,
-		fix_of = $15, apply_on = $16 WHERE id = $1 AND state <> 'canceled'`,
+		fix_of = $15, apply_on = $16, base_debug_artifact = $17, cand_debug_artifact = $18 WHERE id = $1 AND state <> 'canceled'`,
 		t.ID, t.Base, t.Candidate, t.State, t.Verdict, t.Summary, t.Rounds, t.BaseArtifact, t.CandArtifact, ms(s.now()), t.Tree, t.BaseReason,
-		t.BaseBranch, t.Detail, t.FixOf, t.ApplyOn)
+		t.BaseBranch, t.Detail, t.FixOf, t.ApplyOn, t.BaseDebugArtifact, t.CandDebugArtifact)
 	if err != nil {
 		return fmt.Errorf("store: update test %d: %w", t.ID, err)
 	}
@@ -511,7 +519,7 @@ func (s *Store) PutArtifact(ctx context.Context, key, workerURL string) error {
 // or running), and those of finished tests whose own bisection runs (it
 // boots each step beside the test's base kernel).
 func (s *Store) ArtifactsInUse(ctx context.Context, q Querier) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT base_artifact, cand_artifact FROM tests
+	rows, err := q.QueryContext(ctx, `SELECT base_artifact, cand_artifact, base_debug_artifact, cand_debug_artifact FROM tests
 		WHERE state IN ($1, $2, $3) OR id IN (SELECT test_id FROM bisections WHERE state IN ($4, $5))`,
 		StateQueued, StateBuilding, StateTesting, BisectionRunning, BisectionConfirming)
 	if err != nil {
@@ -520,11 +528,11 @@ func (s *Store) ArtifactsInUse(ctx context.Context, q Querier) (map[string]bool,
 	defer rows.Close()
 	keys := map[string]bool{}
 	for rows.Next() {
-		var base, cand string
-		if err := rows.Scan(&base, &cand); err != nil {
+		var base, cand, baseDebug, candDebug string
+		if err := rows.Scan(&base, &cand, &baseDebug, &candDebug); err != nil {
 			return nil, fmt.Errorf("store: artifacts in use: %w", err)
 		}
-		for _, k := range []string{base, cand} {
+		for _, k := range []string{base, cand, baseDebug, candDebug} {
 			if k != "" {
 				keys[k] = true
 			}

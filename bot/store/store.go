@@ -398,4 +398,8 @@ CREATE TABLE disputes (
 	created_at BIGINT NOT NULL
 );
 CREATE INDEX disputes_test ON disputes (test_id)`,
+	// The debug profile's kernels (lab.debug) of a test's base and
+	// candidate, when its series asked for them.
+	`ALTER TABLE tests ADD COLUMN base_debug_artifact TEXT NOT NULL DEFAULT '';
+ALTER TABLE tests ADD COLUMN cand_debug_artifact TEXT NOT NULL DEFAULT ''`,
 }

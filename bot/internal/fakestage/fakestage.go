@@ -154,6 +154,13 @@ type Builder struct {
 	Base string
 	// ForgetErr is what Forget returns.
 	ForgetErr error
+	// Debug makes this the debug profile's builder: a "uaf" series'
+	// kernel shows its use-after-free ("uaf" kernel), and a
+	// "debug-build-fails" series does not build.
+	Debug bool
+	// Of is the builder that applied the series, whose subjects a
+	// second configuration's builder (Debug) reads.
+	Of *Builder
 
 	mu      sync.Mutex
 	applied map[string]string // candidate commit -> subject
@@ -272,7 +279,11 @@ func (f *Builder) KernelKey(ctx context.Context, tree, commit string) (string, e
 }
 
 func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Writer) (string, error) {
-	f.Calls.Add("build %s %s", tree, commit)
+	if f.Debug {
+		f.Calls.Add("debug-build %s %s", tree, commit)
+	} else {
+		f.Calls.Add("build %s %s", tree, commit)
+	}
 	fmt.Fprintf(trace, "make -j2 bzImage (fake) for %s\n", commit)
 	select {
 	case <-time.After(f.Delay):
@@ -293,8 +304,18 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 	}
 	subject := f.applied[commit]
 	f.mu.Unlock()
+	if f.Of != nil {
+		f.Of.mu.Lock()
+		subject = f.Of.applied[commit]
+		f.Of.mu.Unlock()
+	}
 	speed := "fast"
 	switch {
+	case f.Debug && strings.Contains(subject, "debug-build-fails"):
+		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_transport.c:590:2: error: implicit declaration of function 'lockdep_assert_held_once'")
+	case f.Debug && strings.Contains(subject, "uaf"):
+		speed = "uaf"
+	case strings.Contains(subject, "debug-build-fails"):
 	case strings.Contains(subject, "build-fails"):
 		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token")
 	case strings.Contains(subject, "lossy-hang"):
@@ -583,6 +604,36 @@ func (f *Lossy) Run(ctx context.Context, pair string, k bot.Boot, boot int, trac
 		return []store.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, nil
 	}
 	return f.Lab.Run(ctx, pair, k, n, trace)
+}
+
+// Debug is the debug profile over Lab: it boots each side's debug
+// kernel (Boot.Debug), where a "uaf" kernel reports a use-after-free.
+// Why asks for it when a patch holds Match.
+type Debug struct {
+	Lab   *Lab
+	Calls *Calls
+	Match string
+	N     int
+}
+
+func (f *Debug) Name() string { return store.ProfileDebug }
+
+func (f *Debug) Shapes(pair string) bool { return true }
+
+func (f *Debug) Why(s bot.Series) string { return why(s, f.Match) }
+
+func (f *Debug) Boots() int { return f.N }
+
+func (f *Debug) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
+	f.Calls.Add("debug %s %s", pair, filepath.Base(k.Debug))
+	if k.Debug == "" {
+		return nil, &InfraError{"debug profile: no debug kernel"}
+	}
+	if b, err := os.ReadFile(filepath.Join(k.Debug, "kernel")); err == nil && string(b) == "uaf" {
+		return []store.Sample{{Crash: "KASAN: slab-use-after-free Read in svc_rdma_free",
+			Log: "BUG: KASAN: slab-use-after-free in svc_rdma_free+0x5c/0x1d0 net/sunrpc/xprtrdma/svc_rdma_transport.c:597"}}, nil
+	}
+	return f.Lab.Run(ctx, pair, bot.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, trace)
 }
 
 // Pressure is the Send Queue pressure profile over Lab: an "sq-overflow"
