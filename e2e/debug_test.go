@@ -30,8 +30,10 @@ func TestDebugCatchesUseAfterFree(t *testing.T) {
 		t.Skip("RDMABOT_E2E_DEBUG unset: the debug profile's base build is a cold build of about 20 minutes, beyond CI's budget (docs/lab.md, \"The debug profile\")")
 	}
 	m := needMachine(t)
-	// The other profiles off: the debug profile alone decides.
+	// config.toml's debug profile, which startBot turns off; the other
+	// profiles off, so that it alone decides.
 	b := startBot(t, m, func(c *wire.Config) {
+		c.Lab.Debug = wire.Default().Lab.Debug
 		c.Lab.Pressure.Providers = nil
 		c.Lab.Lossy.Netem = ""
 	})
@@ -53,14 +55,22 @@ func TestDebugCatchesUseAfterFree(t *testing.T) {
 	}
 	flat := strings.Join(strings.Fields(r.Body), " ")
 	for _, want := range []string{"KASAN: slab-use-after-free", "patched kernel's debug build (KASAN, lockdep",
-		"svc_rdma_free+0x", "net/sunrpc/xprtrdma/svc_rdma_transport.c:", "Reported-by:"} {
+		"rdmabot's debug.config", "/files/kernel-debug.config", "Reported-by:"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("the reply does not say %q", want)
 		}
 	}
-	// The decoded frame names the line the seed added.
-	if !regexp.MustCompile(`svc_rdma_free\+0x[0-9a-f]+/0x[0-9a-f]+ net/sunrpc/xprtrdma/svc_rdma_transport\.c:69[5-7]`).MatchString(r.Body) {
-		t.Errorf("no decoded svc_rdma_free frame at the seeded wake_up_all (svc_rdma_transport.c:695-697):\n%s", r.Body)
+	// Frames decoded to tree paths, as syzbot shows them: the freeing
+	// transport's put in svc_xprt.c, inlined calls marked.
+	if !regexp.MustCompile(`svc_recv\+0x[0-9a-f]+/0x[0-9a-f]+ net/sunrpc/svc_xprt\.c:\d+\n`).MatchString(r.Body) ||
+		!strings.Contains(r.Body, " [inline]\n") || strings.Contains(r.Body, "../src/") {
+		t.Errorf("the console's frames are not decoded to tree paths:\n%s", r.Body)
+	}
+	// The whole report (the reply shows its head) names the free: kfree
+	// in svc_rdma_free, at the seeded transport's teardown.
+	boots := getPage(t, b.cfg.Bot.URL+"/tests/1/files/boots.json")
+	if !regexp.MustCompile(`svc_rdma_free\+0x[0-9a-f]+/0x[0-9a-f]+ net/sunrpc/xprtrdma/svc_rdma_transport\.c:\d+`).MatchString(boots) {
+		t.Errorf("no boot's report names svc_rdma_free with its line:\n%s", boots)
 	}
 	for _, tv := range b.tests(t) {
 		for _, j := range tv.Jobs {

@@ -133,6 +133,10 @@ func startBot(t testing.TB, m machine, adjust func(*wire.Config)) *bot {
 	c.Bot.Mainline.Trees = []string{"local"}
 	c.Bot.Mainline.Schedules = []string{}
 	c.Bot.Canary.Schedule = "" // a canary would take the lab pair for a whole A/A comparison
+	// The debug profile's base is a cold build of its own (21 min), which
+	// CI's hour has no room for: only TestDebugCatchesUseAfterFree, which
+	// is opt-in, turns it back on.
+	c.Lab.Debug.Boots = 0
 	// The tests' own heavy lock (none when the caller holds it for the
 	// whole run), never a production serve's.
 	c.Builder.HeavyLock = testenv.HeavyLockPath()

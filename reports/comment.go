@@ -80,7 +80,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 		}
 	case CrashFound:
 		if v.Crash != nil {
-			b.WriteString("Console:\n\n" + fenced(excerpt(v.Crash.Console, 50)))
+			b.WriteString("Console:\n\n" + fenced(excerpt(reliableFrames(v.Crash.Console), 50)))
 		}
 		if v.Pressure != nil {
 			text, rows := healthText(v.Pressure)

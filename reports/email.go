@@ -454,7 +454,7 @@ func Measurements(v *Verdict) string {
 		} else {
 			para("The crash showed on " + where + " and not on the base kernel's.")
 		}
-		raw("Console:\n\n" + indent(excerpt(v.Crash.Console, 50)))
+		raw("Console:\n\n" + indent(excerpt(reliableFrames(v.Crash.Console), 50)))
 		if v.Pressure != nil {
 			text, rows := healthText(v.Pressure)
 			para(text)

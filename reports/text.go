@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -179,6 +180,23 @@ func firstName(a Address) string {
 	}
 	return strings.Fields(name)[0]
 }
+
+// reliableFrames drops the frames the unwinder marks unreliable ("? "),
+// with the inlined calls decoded for them: stale return addresses left
+// on the stack, which syzbot does not show either. A reply's console is an excerpt; the whole report is kept.
+func reliableFrames(report string) string {
+	lines := strings.Split(report, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if unreliableFrame.MatchString(l) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+var unreliableFrame = regexp.MustCompile(`^(\[\s*\d+\.\d+\]\s?(\[\s*[CT]\d+\]\s?)?)?\s+\? [A-Za-z_.$]`)
 
 func excerpt(s string, maxLines int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -228,7 +228,7 @@ type ByHand struct {
 // NewByHand is a run on base (on branch of the tree at treeURL, when
 // public) with the series and, when config, the .config from files (the
 // test's files URL, ending in "/"), the patched kernel booted as side.
-func NewByHand(treeURL, branch, base, files, side string, config bool) ByHand {
+func NewByHand(treeURL, branch, base, files, side, config string) ByHand {
 	if base == "" {
 		return ByHand{}
 	}
@@ -238,8 +238,8 @@ func NewByHand(treeURL, branch, base, files, side string, config bool) ByHand {
 	}
 	h.Checkout = append(h.Checkout, "git checkout "+base)
 	h.Apply = []string{"curl -sS " + files + "series.mbox | git am"}
-	if config {
-		h.Build = append(h.Build, "curl -sS -o .config "+files+"kernel.config", "make olddefconfig")
+	if config != "" {
+		h.Build = append(h.Build, "curl -sS -o .config "+files+config, "make olddefconfig")
 	} else {
 		h.Build = append(h.Build, "# configure as the config: line above says")
 	}

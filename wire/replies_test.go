@@ -160,11 +160,21 @@ func TestRepliesGolden(t *testing.T) {
 	}
 	measured("PASS", 1, samples(runs, 100, 2), samples(runs, 100, 2))
 	measured("REGRESSION", 2, samples(runs, 100, 2), samples(runs, 52, 2))
-	crashed := samples(4, 100, 2)
-	crashed[1] = store.Sample{Crash: "BUG: KASAN: slab-use-after-free in svc_rdma_send", Log: "BUG: KASAN: slab-use-after-free in svc_rdma_send+0x3a1/0x5c0\nRead of size 8 at addr ffff888004a3c1d8 by task nfsd/212\nCall Trace:\n <TASK>\n svc_rdma_send+0x3a1/0x5c0\n svc_rdma_sendto+0x2f7/0x8b0\n </TASK>"}
-	// The lab kept the crashed boot's consoles: the reply links them all.
-	crashed[1].Consoles = map[string]string{"server": strings.Repeat("a", 32), "client": strings.Repeat("b", 32)}
-	measured("CRASH", 3, samples(4, 100, 2), crashed[:2])
+	// A use-after-free only the debug profile's KASAN kernel reports: the
+	// lab job booted each side's debug build first and stopped at the
+	// candidate's crash. Its report is the one serve decoded for
+	// e2e.TestDebugCatchesUseAfterFree (the seeded svc-free-uaf.mbox),
+	// as far as that reply showed it.
+	kasan, err := os.ReadFile(filepath.Join("testdata", "consoles", "kasan-debug-uaf.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	debugBase := samples(1, 100, 2)[0]
+	debugBase.Profile = store.ProfileDebug
+	crashed := []store.Sample{{Profile: store.ProfileDebug, Crash: "KASAN: slab-use-after-free Read in __wake_up", Log: string(kasan),
+		// The lab kept the crashed boot's consoles: the reply links them all.
+		Consoles: map[string]string{"server": strings.Repeat("a", 32), "client": strings.Repeat("b", 32)}}}
+	measured("CRASH", 3, append(samples(4, 100, 2), debugBase), crashed)
 	// A hang that only the lossy profile brought out: the lab job ran
 	// the lossy boots first and stopped at the candidate's crash, so the
 	// candidate has no default-link boot and the base's cached boots
@@ -544,7 +554,11 @@ func checkReply(t *testing.T, e *outbox.Entry, verdict, answers, to string) {
 	if !strings.Contains(body, "base:          https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git nfsd-next 6613476e225e090cc9aad49be7fa504e290dd33d\n") {
 		t.Error("base is not tree URL, branch and commit")
 	}
-	for _, want := range []string{"config:        x86_64 tinyconfig + kvm_guest.config + rdmabot's qemu-softroce.config (https://github.com/rdmabot/rdmabot/blob/main/builder/kbuild/configs/qemu-softroce.config)",
+	config := "config:        x86_64 tinyconfig + kvm_guest.config + rdmabot's qemu-softroce.config (https://github.com/rdmabot/rdmabot/blob/main/builder/kbuild/configs/qemu-softroce.config)"
+	if strings.Contains(body, "patched kernel's debug build") { // its build's configuration
+		config = "config:        x86_64 tinyconfig + kvm_guest.config + rdmabot's qemu-softroce.config + rdmabot's debug.config (https://github.com/rdmabot/rdmabot/blob/main/builder/kbuild/configs/qemu-softroce.config https://github.com/rdmabot/rdmabot/blob/main/builder/kbuild/configs/debug.config)"
+	}
+	for _, want := range []string{config,
 		"compiler:      gcc (Debian 12.2.0-14+deb12u1) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40",
 		"\n-- \n"} {
 		if !strings.Contains(body, want) {

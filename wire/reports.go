@@ -701,7 +701,7 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 		Thread: th,
 		Base: reports.Base{Tree: rep.Tree, Branch: rep.BaseBranch, SHA: rep.Base, Reason: rep.BaseReason,
 			URL: r.treeURL(rep.Tree)},
-		Build:   reports.BuildInfo{Config: r.configWords(), Compiler: r.compilerWords()},
+		Build:   reports.BuildInfo{Config: r.configWords(r.kernelLab(rep.CandSamples)), Compiler: r.compilerWords()},
 		Test:    r.testInfo(&rep, th.MessageID, rep.BaseSamples, rep.CandSamples),
 		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
 	}
@@ -799,10 +799,33 @@ func (r *Reports) treeURL(tree string) string {
 	return ""
 }
 
+// iterations counts a test's iterations in words.
+func iterations(n int) string {
+	if n == 1 {
+		return "1 iteration"
+	}
+	return fmt.Sprintf("%d iterations", n)
+}
+
+// debugCrashed says the candidate crashed under the debug profile: the
+// crash is its debug build's, which the reply describes.
+func debugCrashed(cand []store.Sample) bool {
+	return slices.ContainsFunc(cand, func(s store.Sample) bool { return s.Crash != "" && s.Profile == store.ProfileDebug })
+}
+
+// kernelLab is the kbuild lab of the kernel a reply is about: the lab's,
+// or its debug variant when the crash is the debug build's.
+func (r *Reports) kernelLab(cand []store.Sample) string {
+	if debugCrashed(cand) {
+		return r.Lab.Default + "-debug"
+	}
+	return r.Lab.Default
+}
+
 // configWords describes the kernel configuration: kbuild's base target,
 // the tree's fragments and rdmabot's own, linked.
-func (r *Reports) configWords() string {
-	l, err := kbuild.LookupLab(r.Lab.Default)
+func (r *Reports) configWords(kernelLab string) string {
+	l, err := kbuild.LookupLab(kernelLab)
 	if err != nil {
 		return ""
 	}
@@ -860,7 +883,7 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 	}
 	debugOnly := func(s store.Sample) bool { return s.Profile == store.ProfileDebug }
 	if n := count(cand, debugOnly); n > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, for crashes only", reports.Boots(n), count(base, debugOnly), r.linkWords(store.ProfileDebug))
+		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, %s each, for crashes only", reports.Boots(n), count(base, debugOnly), r.linkWords(store.ProfileDebug), iterations(r.Lab.Debug.Iterations))
 	}
 	if n := count(cand, isPressure); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",
@@ -885,7 +908,10 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 		}
 		info.ByHand = r.byHand(rep)
 		file("series", "series.mbox")
-		if rep.BaseArtifact != "" {
+		switch {
+		case debugCrashed(rep.CandSamples):
+			file(".config", "kernel-debug.config")
+		case rep.BaseArtifact != "":
 			file(".config", "kernel.config")
 		}
 		if rep.CandArtifact != "" {
@@ -908,7 +934,14 @@ func (r *Reports) byHand(rep *bot.Report) reports.ByHand {
 	if rep.Series != nil && seriesSide(*rep.Series) == lab.SideClient {
 		side = lab.SideClient
 	}
-	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, rep.BaseArtifact != "")
+	config := ""
+	switch {
+	case debugCrashed(rep.CandSamples):
+		config = "kernel-debug.config"
+	case rep.BaseArtifact != "":
+		config = "kernel.config"
+	}
+	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, config)
 }
 
 func keptConsoles(samples []store.Sample) bool {

@@ -111,6 +111,10 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	// README says. They are named by path: a page that lists the files
 	// reads none of them.
 	in.ConfigPath = r.artifactFile(t.BaseArtifact, "config")
+	if p := r.artifactFile(t.BaseDebugArtifact, "config"); p != "" {
+		// The debug profile's kernels' (a crash under it names this one).
+		in.Kept = append(in.Kept, bundle.File{Name: "kernel-debug.config", Mode: 0o644, Path: p})
+	}
 	scripts := lab.GuestScripts()
 	for _, name := range slices.Sorted(maps.Keys(scripts)) {
 		in.Guest = append(in.Guest, bundle.File{Name: name, Mode: 0o644, Data: scripts[name]})

@@ -15,8 +15,10 @@ import (
 )
 
 // BuildDirs are the directories a kernel's build runs in, inside the
-// sandbox, as its line tables name its source files.
-func BuildDirs() []string { return []string{sandboxSrc, sandboxOut} }
+// sandbox, as its line tables name its source files: make's srctree is
+// relative to the output directory ("../src"), generated files are in
+// the output directory.
+func BuildDirs() []string { return []string{"../src", sandboxSrc, sandboxOut} }
 
 // Inside the sandbox every slot's checkout, output and cache appear at
 // the same paths, so compiler command lines are identical across slots:
