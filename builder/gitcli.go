@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // FetchTimeout bounds one fetch of one tree; FirstFetchTimeout a tree's
@@ -104,4 +107,47 @@ func (s *Store) OnTrees(ctx context.Context, commit string) bool {
 	}
 	out, err := RunGit(ctx, s.Dir, time.Minute, "rev-list", "-n", "1", commit, "--not", "--glob=refs/trees")
 	return err == nil && len(bytes.TrimSpace(out)) == 0
+}
+
+// maxGitBundle bounds a series' bundle: a posted series is a few
+// commits; more is not worth serving.
+const maxGitBundle = 64 << 20
+
+// GitBundle is a git bundle of the commits from base (exclusive) to tip,
+// with tip as refs/heads/<branch>: a series applied on its base, which a
+// reader fetches into a clone of the base tree
+// (git fetch series.bundle <branch>). A temporary ref names tip while
+// git writes the bundle.
+func (s *Store) GitBundle(ctx context.Context, base, tip, branch string) ([]byte, error) {
+	if !plumbing.IsHash(base) || !plumbing.IsHash(tip) {
+		return nil, fmt.Errorf("git bundle: %q..%q: want commit ids", base, tip)
+	}
+	tmp, err := os.MkdirTemp("", "rdmabot-bundle-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	ref := "refs/heads/" + branch
+	// The bundle names the refs it was given: a private repository that
+	// shares the store's objects holds the one ref, so the store's own
+	// refs are never touched.
+	repo := filepath.Join(tmp, "repo.git")
+	if _, err := RunGit(ctx, repo, time.Minute, "init", "-q", "--bare", repo); err != nil {
+		return nil, err
+	}
+	alt := filepath.Join(s.Dir, "objects") + "\n"
+	if err := os.WriteFile(filepath.Join(repo, "objects", "info", "alternates"), []byte(alt), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := RunGit(ctx, repo, time.Minute, "update-ref", ref, tip); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(tmp, "series.bundle")
+	if _, err := RunGit(ctx, repo, 5*time.Minute, "bundle", "create", "-q", out, ref, "^"+base); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Size() > maxGitBundle {
+		return nil, fmt.Errorf("git bundle of %s..%s: missing or over %d MiB (%v)", base, tip, maxGitBundle>>20, err)
+	}
+	return os.ReadFile(out)
 }

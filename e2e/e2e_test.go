@@ -247,6 +247,7 @@ func TestSeriesAnswered(t *testing.T) {
 		t.Errorf("/lists does not show %s with its series:\n%s", list, page)
 	}
 	reproduceCrash(ctx, t, b, bodies["drain-hang"])
+	fetchBundle(ctx, t, b, bodies["drain-hang"])
 }
 
 // reproduceCrash follows the crash reply's reproduce link as a reader
@@ -293,6 +294,41 @@ func reproduceCrash(ctx context.Context, t *testing.T, b *bot, reply string) {
 		if !strings.Contains(flat, w) {
 			t.Errorf("the reproducer did not print %q", w)
 		}
+	}
+}
+
+// fetchBundle fetches the reply's git bundle into a clone of the base:
+// its branch is the tested commit, one patch on the base.
+func fetchBundle(ctx context.Context, t *testing.T, b *bot, reply string) {
+	t.Helper()
+	var url string
+	for _, l := range strings.Split(reply, "\n") {
+		if v, ok := strings.CutPrefix(l, "git bundle:"); ok {
+			url, _, _ = strings.Cut(strings.TrimSpace(v), " ")
+		}
+	}
+	if !strings.HasSuffix(url, "/files/series.bundle") {
+		t.Fatalf("the reply's git bundle line links %q:\n%s", url, reply)
+	}
+	file := filepath.Join(t.TempDir(), "series.bundle")
+	if err := os.WriteFile(file, []byte(getPage(t, url)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) string {
+		out, err := exec.CommandContext(ctx, "git", append([]string{"--git-dir", b.m.store}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("bundle", "verify", "-q", file) // its base is the tested one
+	heads := git("bundle", "list-heads", file)
+	if !strings.HasSuffix(heads, " refs/heads/"+wire.SeriesBranch) {
+		t.Fatalf("the bundle's heads: %q", heads)
+	}
+	tip, _, _ := strings.Cut(heads, " ")
+	if n := git("rev-list", "--count", b.m.rev+".."+tip); n != "1" {
+		t.Errorf("the bundle's branch is %s commits past the base, want the one patch", n)
 	}
 }
 

@@ -908,6 +908,11 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 		}
 		info.ByHand = r.byHand(rep)
 		file("series", "series.mbox")
+		if rep.Candidate != "" && rep.Verdict != bot.VerdictNotApplied {
+			// The series applied on the base: a url to fetch, not only
+			// patches to apply.
+			info.Files = append(info.Files, [2]string{"git bundle", rep.URL + "/files/series.bundle (git fetch series.bundle " + SeriesBranch + ")"})
+		}
 		switch {
 		case debugCrashed(rep.CandSamples):
 			file(".config", "kernel-debug.config")

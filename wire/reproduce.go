@@ -14,6 +14,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/artifact"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/bundle"
@@ -124,6 +125,9 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 			in.Kept = append(in.Kept, bundle.File{Name: a.name, Mode: 0o644, Path: p})
 		}
 	}
+	if b := r.gitBundle(ctx, t); b != nil {
+		in.Kept = append(in.Kept, bundle.File{Name: "series.bundle", Mode: 0o644, Data: b})
+	}
 	runs, err := r.St.Runs(ctx, r.St.DB, id)
 	if err != nil {
 		return nil, err
@@ -155,6 +159,28 @@ func (r *Reproducer) artifactFile(key, name string) string {
 		return ""
 	}
 	return p
+}
+
+// SeriesBranch is the branch a test's series.bundle holds: the series
+// applied on its base.
+const SeriesBranch = "rdmabot/series"
+
+// gitBundle is the series applied on its base as a git bundle, when this
+// machine's tree store has the applied commits (nil otherwise: the
+// reproducer's other files say the same as plain commands).
+func (r *Reproducer) gitBundle(ctx context.Context, t store.Test) []byte {
+	if t.Candidate == "" || t.Base == "" {
+		return nil
+	}
+	st, err := builder.OpenRepo(builder.StorePath(r.Cfg.DataDir))
+	if err != nil {
+		return nil
+	}
+	b, err := st.GitBundle(ctx, t.Base, t.Candidate, SeriesBranch)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // Settings is what a reproducer needs of cfg, as TOML: the QEMU lab
