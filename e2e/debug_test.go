@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,18 +35,9 @@ func TestDebugCatchesUseAfterFree(t *testing.T) {
 		c.Lab.Pressure.Providers = nil
 		c.Lab.Lossy.Netem = ""
 	})
-	raw, err := os.ReadFile(filepath.Join(root(t), "examples", "seeded", "svc-free-uaf.mbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := raw[bytes.IndexByte(raw, '\n')+1:]
-	msg = regexp.MustCompile(`(?m)^Date: .*$`).ReplaceAll(msg, []byte("Date: "+time.Now().UTC().Format(time.RFC1123Z)))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
-	start := time.Now()
-	b.post(msg)
-	r := b.waitReply(ctx, messageID(t, msg))
-	t.Logf("reply %s after posting:\n%s", time.Since(start).Round(time.Second), r)
+	r := b.postSeeded(ctx, "svc-free-uaf.mbox")
 
 	if outcome := r.Header.Get("X-Rdmabot-Outcome"); outcome != "CRASH" {
 		t.Fatalf("outcome %s, want CRASH: the use-after-free went unseen\n%s", outcome, r.Body)

@@ -258,12 +258,7 @@ func TestSeriesAnswered(t *testing.T) {
 // built); the boots are real, and the verdict must be the reply's.
 func reproduceCrash(ctx context.Context, t *testing.T, b *bot, reply string) {
 	t.Helper()
-	var url string
-	for _, l := range strings.Split(reply, "\n") {
-		if v, ok := strings.CutPrefix(l, "reproduce:"); ok {
-			url, _, _ = strings.Cut(strings.TrimSpace(v), " ")
-		}
-	}
+	url := headerURL(reply, "reproduce:")
 	if !strings.HasPrefix(url, b.cfg.Bot.URL+"/tests/") || !strings.HasSuffix(url, "/reproducer.tar.gz") {
 		t.Fatalf("the crash reply's reproduce line links %q:\n%s", url, reply)
 	}
@@ -297,16 +292,22 @@ func reproduceCrash(ctx context.Context, t *testing.T, b *bot, reply string) {
 	}
 }
 
+// headerURL is the url of a reply's header line that starts with label.
+func headerURL(reply, label string) string {
+	for _, l := range strings.Split(reply, "\n") {
+		if v, ok := strings.CutPrefix(l, label); ok {
+			url, _, _ := strings.Cut(strings.TrimSpace(v), " ")
+			return url
+		}
+	}
+	return ""
+}
+
 // fetchBundle fetches the reply's git bundle into a clone of the base:
 // its branch is the tested commit, one patch on the base.
 func fetchBundle(ctx context.Context, t *testing.T, b *bot, reply string) {
 	t.Helper()
-	var url string
-	for _, l := range strings.Split(reply, "\n") {
-		if v, ok := strings.CutPrefix(l, "git bundle:"); ok {
-			url, _, _ = strings.Cut(strings.TrimSpace(v), " ")
-		}
-	}
+	url := headerURL(reply, "git bundle:")
 	if !strings.HasSuffix(url, "/files/series.bundle") {
 		t.Fatalf("the reply's git bundle line links %q:\n%s", url, reply)
 	}

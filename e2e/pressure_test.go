@@ -28,20 +28,9 @@ import (
 func TestPressureCatchesDoubleCredit(t *testing.T) {
 	m := needMachine(t)
 	b := startBot(t, m, func(c *wire.Config) { c.Lab.Pressure.Providers = []string{"rxe"} })
-	raw, err := os.ReadFile(filepath.Join(root(t), "examples", "seeded", "sq-double-credit.mbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One message: the mbox's From line off, and dated now, as the list
-	// would have it when it is posted (the watcher reads recent mail).
-	msg := raw[bytes.IndexByte(raw, '\n')+1:]
-	msg = regexp.MustCompile(`(?m)^Date: .*$`).ReplaceAll(msg, []byte("Date: "+time.Now().UTC().Format(time.RFC1123Z)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	start := time.Now()
-	b.post(msg)
-	r := b.waitReply(ctx, messageID(t, msg))
-	t.Logf("reply %s after posting:\n%s", time.Since(start).Round(time.Second), r)
+	r := b.postSeeded(ctx, "sq-double-credit.mbox")
 
 	outcome := r.Header.Get("X-Rdmabot-Outcome")
 	flat := strings.Join(strings.Fields(r.Body), " ")
@@ -76,4 +65,23 @@ func TestPressureCatchesDoubleCredit(t *testing.T) {
 			t.Logf("test %d: %s job %.0f s", tv.ID, j.Kind, j.Took)
 		}
 	}
+}
+
+// postSeeded posts examples/seeded/name (one patch) and waits for the
+// reply in its thread: the mbox's From line off, and dated now, as the
+// list would have it when it is posted (the watcher reads recent mail).
+func (b *bot) postSeeded(ctx context.Context, name string) reply {
+	t := b.t
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root(t), "examples", "seeded", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := raw[bytes.IndexByte(raw, '\n')+1:]
+	msg = regexp.MustCompile(`(?m)^Date: .*$`).ReplaceAll(msg, []byte("Date: "+time.Now().UTC().Format(time.RFC1123Z)))
+	start := time.Now()
+	b.post(msg)
+	r := b.waitReply(ctx, messageID(t, msg))
+	t.Logf("reply %s after posting %s:\n%s", time.Since(start).Round(time.Second), name, r)
+	return r
 }
