@@ -22,10 +22,11 @@ import (
 	"strings"
 )
 
-// MaxFile bounds the vmlinux read: its debug sections are held in memory.
-// The debug profile's kernel (KASAN, lockdep, reduced line tables) is
-// about a tenth of it.
-const MaxFile = 1 << 30
+// MaxFile bounds the vmlinux read: its debug sections are held in
+// serve's memory while a crash is decoded. The debug profile's kernel
+// (KASAN, lockdep, reduced line tables) is 93 MiB; a bigger one is
+// refused, not decoded.
+const MaxFile = 256 << 20
 
 // Table is one kernel's symbols and line tables.
 type Table struct {

@@ -178,6 +178,14 @@ func TestOpenRefuses(t *testing.T) {
 	if _, err := Open(text); err == nil {
 		t.Error("a text file opened")
 	}
+	huge := filepath.Join(dir, "huge")
+	if f, err := os.Create(huge); err == nil {
+		f.Truncate(MaxFile + 1) // sparse: costs no disk
+		f.Close()
+	}
+	if _, err := Open(huge); err == nil || !strings.Contains(err.Error(), "at most 256 MiB") {
+		t.Errorf("a vmlinux over MaxFile: %v, want it refused unread", err)
+	}
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed")
 	}
