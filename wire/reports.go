@@ -813,11 +813,24 @@ func debugCrashed(cand []store.Sample) bool {
 	return slices.ContainsFunc(cand, func(s store.Sample) bool { return s.Crash != "" && s.Profile == store.ProfileDebug })
 }
 
+// configFile is the reproducer's .config of the kernel a reply is about
+// (wire.Reproducer's files): the debug build's after a debug crash; ""
+// when no kernel was configured.
+func configFile(rep *bot.Report) string {
+	switch {
+	case debugCrashed(rep.CandSamples):
+		return "kernel-debug.config"
+	case rep.BaseArtifact != "":
+		return "kernel.config"
+	}
+	return ""
+}
+
 // kernelLab is the kbuild lab of the kernel a reply is about: the lab's,
 // or its debug variant when the crash is the debug build's.
 func (r *Reports) kernelLab(cand []store.Sample) string {
 	if debugCrashed(cand) {
-		return r.Lab.Default + "-debug"
+		return kbuild.DebugLab(r.Lab.Default)
 	}
 	return r.Lab.Default
 }
@@ -913,11 +926,8 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 			// patches to apply.
 			info.Files = append(info.Files, [2]string{"git bundle", rep.URL + "/files/series.bundle (git fetch series.bundle " + SeriesBranch + ")"})
 		}
-		switch {
-		case debugCrashed(rep.CandSamples):
-			file(".config", "kernel-debug.config")
-		case rep.BaseArtifact != "":
-			file(".config", "kernel.config")
+		if name := configFile(rep); name != "" {
+			file(".config", name)
 		}
 		if rep.CandArtifact != "" {
 			file("build log", "candidate-build.log")
@@ -939,14 +949,7 @@ func (r *Reports) byHand(rep *bot.Report) reports.ByHand {
 	if rep.Series != nil && seriesSide(*rep.Series) == lab.SideClient {
 		side = lab.SideClient
 	}
-	config := ""
-	switch {
-	case debugCrashed(rep.CandSamples):
-		config = "kernel-debug.config"
-	case rep.BaseArtifact != "":
-		config = "kernel.config"
-	}
-	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, config)
+	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, configFile(rep))
 }
 
 func keptConsoles(samples []store.Sample) bool {

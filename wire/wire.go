@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	}
 	if debug != nil {
 		// The debug profile's kernels are the lab's with debug.config.
-		if _, err := kbuild.LookupLab(kernelLab + "-debug"); err != nil {
+		if _, err := kbuild.LookupLab(kbuild.DebugLab(kernelLab)); err != nil {
 			log.Warn("lab.debug is on, but the lab's kernel has no debug configuration: the debug profile is off", "lab", kernelLab)
 		} else {
 			stages.Debug = debug
@@ -137,7 +137,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	stages.Build, stages.Trees = b, b
 	if stages.Debug != nil {
 		db := *b
-		db.Lab = kernelLab + "-debug"
+		db.Lab = kbuild.DebugLab(kernelLab)
 		stages.DebugBuild = &db
 	}
 	r.Maintainers = b

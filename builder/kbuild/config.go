@@ -107,6 +107,11 @@ func (l Lab) ConfigHash() (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// DebugLab names the debug profile's variant of a lab's kernel (the
+// lab's configuration plus debug.config); LookupLab knows it only for
+// the labs that have one.
+func DebugLab(lab string) string { return lab + "-debug" }
+
 // DebugInfo says the lab's kernel has line tables (one of its fragments
 // asks for DWARF), so the store keeps its vmlinux for decoding crashes.
 // The fragments are verified after olddefconfig, so what they set holds.
