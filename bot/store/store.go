@@ -48,6 +48,15 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		path := filepath.Join(dataDir, "rdmabot.db")
+		// The server and a CLI command may open a new database at once:
+		// creating it switches it to WAL, which SQLite does without
+		// waiting on busy_timeout (SQLITE_BUSY at once), and then both
+		// migrate. Both steps run under one lock file.
+		unlock, err := lockFile(path + ".migrate-lock")
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 		// WAL lets readers run beside the one writer; busy_timeout rides
 		// out a second process (rdmabot status) touching the file. It comes
 		// first: the pragmas run in order, and switching to WAL takes a lock
@@ -117,18 +126,6 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		defer s.DB.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(4845)")
 	}
-	if s.Dialect == SQLite {
-		// The server and a CLI command may open a new database at once.
-		f, err := os.OpenFile(s.path+".migrate-lock", os.O_CREATE|os.O_RDWR, 0o644)
-		if err != nil {
-			return fmt.Errorf("store: migration lock: %w", err)
-		}
-		defer f.Close()
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-			return fmt.Errorf("store: migration lock: %w", err)
-		}
-		defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("store: river migrations: %w", err)
 	}
@@ -162,6 +159,19 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lockFile holds an exclusive flock on path until the returned func runs.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: migration lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: migration lock: %w", err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // dialectSQL fills the two spots where SQLite and PostgreSQL DDL differ.
