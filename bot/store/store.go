@@ -36,7 +36,6 @@ type Store struct {
 	DB      *sql.DB
 	Dialect Dialect
 	now     func() time.Time
-	path    string // the SQLite file
 }
 
 // Open opens dbURL (a postgres:// URL) or, when it is empty, the SQLite
@@ -76,7 +75,7 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 		// One connection: SQLite has one writer, and River's SQLite driver
 		// returns SQLITE_BUSY under concurrent connections.
 		db.SetMaxOpenConns(1)
-		s = &Store{DB: db, Dialect: SQLite, path: path}
+		s = &Store{DB: db, Dialect: SQLite}
 	} else {
 		db, err := sql.Open("pgx", dbURL)
 		if err != nil {
