@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // validKey keeps keys to one path element.
@@ -50,10 +52,11 @@ func (d Dir) Put(ctx context.Context, key, src string) error {
 	if d.Has(key) {
 		return nil
 	}
-	tmp, err := d.temp(key)
+	tmp, release, err := d.temp(key)
 	if err != nil {
 		return err
 	}
+	defer release()
 	defer os.RemoveAll(tmp)
 	err = filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -151,6 +154,9 @@ func allocated(dir string) int64 {
 // removed and the bytes left, which stay above max when keep holds on
 // to more. An error of gone stops it, the artifact already removed.
 func (d Dir) Prune(ctx context.Context, max int64, keep func(Stored) bool, gone func(key, dir string) error) (removed []string, left int64, err error) {
+	if err := d.finishCrashed(gone); err != nil {
+		return nil, 0, err
+	}
 	all, err := d.List()
 	if err != nil {
 		return nil, 0, err
@@ -171,13 +177,14 @@ func (d Dir) Prune(ctx context.Context, max int64, keep func(Stored) bool, gone 
 		if st, err := os.Lstat(d.Path(s.Key)); err != nil || !st.ModTime().Equal(s.Used) {
 			continue // used or removed since it was listed
 		}
-		tmp, err := os.MkdirTemp(d.Root, ".gone-"+s.Key+"-")
+		tmp, release, err := flock.TempDir(d.Root, ".gone-"+s.Key+"-")
 		if err != nil {
 			return removed, left, fmt.Errorf("artifact: %w", err)
 		}
 		dir := filepath.Join(tmp, s.Key)
 		if err := os.Rename(d.Path(s.Key), dir); err != nil {
 			os.Remove(tmp)
+			release()
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // another Prune took it
 			}
@@ -188,6 +195,7 @@ func (d Dir) Prune(ctx context.Context, max int64, keep func(Stored) bool, gone 
 		if rerr := os.RemoveAll(tmp); err == nil && rerr != nil {
 			err = fmt.Errorf("artifact: %w", rerr)
 		}
+		release()
 		if err != nil {
 			return removed, left, err
 		}
@@ -195,15 +203,44 @@ func (d Dir) Prune(ctx context.Context, max int64, keep func(Stored) bool, gone 
 	return removed, left, nil
 }
 
-func (d Dir) temp(key string) (string, error) {
+// finishCrashed completes what a Put, Pull or Prune killed midway left:
+// a half-written copy is removed, and a kernel a Prune had moved out of
+// place is told to gone (its store copy would stay forever otherwise)
+// and removed. As in Prune, an error of gone is returned, the kernel
+// removed all the same.
+func (d Dir) finishCrashed(gone func(key, dir string) error) error {
+	now := time.Now()
+	if err := flock.Stale(d.Root, ".tmp-", now, os.RemoveAll); err != nil {
+		return fmt.Errorf("artifact: %w", err)
+	}
+	return flock.Stale(d.Root, ".gone-", now, func(tmp string) error {
+		ents, err := os.ReadDir(tmp)
+		if err != nil {
+			return fmt.Errorf("artifact: %w", err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && validKey.MatchString(e.Name()) && err == nil {
+				err = gone(e.Name(), filepath.Join(tmp, e.Name()))
+			}
+		}
+		if rerr := os.RemoveAll(tmp); err == nil && rerr != nil {
+			err = fmt.Errorf("artifact: %w", rerr)
+		}
+		return err
+	})
+}
+
+// temp makes a directory to write key's copy in, locked until release:
+// Prune removes it only once its writer is gone.
+func (d Dir) temp(key string) (string, func(), error) {
 	if err := os.MkdirAll(d.Root, 0o755); err != nil {
-		return "", fmt.Errorf("artifact: %w", err)
+		return "", nil, fmt.Errorf("artifact: %w", err)
 	}
-	tmp, err := os.MkdirTemp(d.Root, ".tmp-"+key+"-")
+	tmp, release, err := flock.TempDir(d.Root, ".tmp-"+key+"-")
 	if err != nil {
-		return "", fmt.Errorf("artifact: %w", err)
+		return "", nil, fmt.Errorf("artifact: %w", err)
 	}
-	return tmp, nil
+	return tmp, release, nil
 }
 
 func (d Dir) commit(tmp, key string) error {
@@ -308,10 +345,11 @@ func (d Dir) Pull(ctx context.Context, client *http.Client, baseURL, key string)
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("artifact: pull %s from %s: %s", key, baseURL, resp.Status)
 	}
-	tmp, err := d.temp(key)
+	tmp, release, err := d.temp(key)
 	if err != nil {
 		return "", err
 	}
+	defer release()
 	defer os.RemoveAll(tmp)
 	tr := tar.NewReader(resp.Body)
 	for {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -128,5 +130,78 @@ func TestPruneErrors(t *testing.T) {
 	file := Dir{Root: filepath.Join(d.Root, "b", "bzImage")}
 	if _, _, err := file.Prune(context.Background(), 0, keep, nil); err == nil {
 		t.Error("pruned a file")
+	}
+}
+
+// A process killed in the middle of a Prune (here while gone drops the
+// store's copy) and of a Put leaves a kernel out of place and a half
+// copy. The next Prune tells gone of the kernel and removes both; a copy
+// a live writer holds stays, however old.
+func TestPruneFinishesWhatACrashLeft(t *testing.T) {
+	if root := os.Getenv("ARTIFACT_CRASH_CHILD"); root != "" {
+		d := Dir{Root: root}
+		half, _, err := d.temp("b")
+		if err != nil {
+			os.Exit(3)
+		}
+		os.WriteFile(filepath.Join(half, "bzImage"), []byte("half"), 0o644)
+		d.Prune(context.Background(), 0, func(Stored) bool { return false }, func(key, dir string) error {
+			os.Stdout.WriteString(dir + "\n")
+			select {} // killed here
+		})
+		os.Exit(4)
+	}
+	d := Dir{Root: t.TempDir()}
+	putKernel(t, d, "a", time.Now().Add(-24*time.Hour))
+	child := exec.Command(os.Args[0], "-test.run=^TestPruneFinishesWhatACrashLeft$")
+	child.Env = append(os.Environ(), "ARTIFACT_CRASH_CHILD="+d.Root)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, _ := out.Read(buf)
+	child.Process.Kill()
+	child.Wait()
+	movedTo := strings.TrimSpace(string(buf[:n]))
+	if filepath.Base(movedTo) != "a" || d.Has("a") {
+		t.Fatalf("the child's Prune did not stop in gone with a out of place: %q", movedTo)
+	}
+	live, release, err := d.temp("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	// The crash was an hour ago.
+	ents, _ := os.ReadDir(d.Root)
+	hourAgo := time.Now().Add(-time.Hour)
+	for _, e := range ents {
+		os.Chtimes(filepath.Join(d.Root, e.Name()), hourAgo, hourAgo)
+	}
+	if len(ents) != 3 {
+		t.Fatalf("after the crash the store holds %d entries, want 3 (.gone-a, .tmp-b, .tmp-c)", len(ents))
+	}
+	var told []string
+	gone := func(key, dir string) error {
+		if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
+			t.Errorf("gone(%s): %v", key, err)
+		}
+		told = append(told, key)
+		return nil
+	}
+	removed, left, err := d.Prune(context.Background(), 1<<30, func(Stored) bool { return false }, gone)
+	if err != nil || len(removed) != 0 || left != 0 || !slices.Equal(told, []string{"a"}) {
+		t.Fatalf("removed %v, told %v, %d left, %v", removed, told, left, err)
+	}
+	ents, _ = os.ReadDir(d.Root)
+	if len(ents) != 1 || filepath.Join(d.Root, ents[0].Name()) != live {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("the store holds %v, want only the live writer's %s", names, filepath.Base(live))
 	}
 }

@@ -11,8 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/riverqueue/river/riverdriver"
@@ -51,9 +52,9 @@ func Open(ctx context.Context, dbURL, dataDir string) (*Store, error) {
 		// creating it switches it to WAL, which SQLite does without
 		// waiting on busy_timeout (SQLITE_BUSY at once), and then both
 		// migrate. Both steps run under one lock file.
-		unlock, err := lockFile(path + ".migrate-lock")
+		unlock, err := flock.Exclusive(ctx, path+".migrate-lock")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store: migration lock: %w", err)
 		}
 		defer unlock()
 		// WAL lets readers run beside the one writer; busy_timeout rides
@@ -158,19 +159,6 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// lockFile holds an exclusive flock on path until the returned func runs.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("store: migration lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("store: migration lock: %w", err)
-	}
-	return func() { f.Close() }, nil
 }
 
 // dialectSQL fills the two spots where SQLite and PostgreSQL DDL differ.

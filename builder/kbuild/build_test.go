@@ -488,3 +488,47 @@ func TestBuildKeepsVmlinuxOfDebugKernels(t *testing.T) {
 		t.Error("the debug kernel and the lab kernel of one tree share a key")
 	}
 }
+
+// What a crashed Put or Remove left (a temporary directory whose maker
+// is gone) is removed when the store is opened again; a Put still
+// writing keeps its own. Remove takes the artifact out of place before
+// deleting it, so no key is ever half there.
+func TestStoreOpenRemovesWhatACrashLeft(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"bzImage": "kernel"})
+	key := ArtifactKey("t", "c", "tc")
+	if _, err := s.Put(key, map[string]string{"bzImage": filepath.Join(src, "bzImage")}, Artifact{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("after Remove the store holds %d entries", len(ents))
+	}
+	// A crashed writer's directory: its lock died with it.
+	crashed := filepath.Join(dir, ".tmp-"+key+"-rm-1234")
+	os.MkdirAll(filepath.Join(crashed, key), 0o755)
+	os.WriteFile(filepath.Join(crashed, key, "bzImage"), []byte("half"), 0o644)
+	live, release, err := flock.TempDir(dir, ".tmp-"+key+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	hourAgo := time.Now().Add(-time.Hour)
+	for _, d := range []string{crashed, live} {
+		os.Chtimes(d, hourAgo, hourAgo)
+	}
+	if _, err := OpenStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || filepath.Join(dir, ents[0].Name()) != live {
+		t.Fatalf("the store holds %d entries, want only the live Put's %s", len(ents), filepath.Base(live))
+	}
+}

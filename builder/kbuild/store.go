@@ -17,6 +17,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
 // Artifact is a built kernel in the store.
@@ -58,9 +61,13 @@ func ArtifactKey(tree, configHash, toolchain string) string {
 // temporary name and renamed into place: a key that exists is complete.
 type Store struct{ dir string }
 
-// OpenStore uses dir, creating it.
+// OpenStore uses dir, creating it, and removes what a crashed Put or
+// Remove left there.
 func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, &InfraError{Op: "store", Err: err}
+	}
+	if err := flock.Stale(dir, ".tmp-", time.Now(), os.RemoveAll); err != nil {
 		return nil, &InfraError{Op: "store", Err: err}
 	}
 	return &Store{dir: dir}, nil
@@ -97,7 +104,18 @@ func (s *Store) Remove(key string) error {
 	if !validKey(key) {
 		return fmt.Errorf("kbuild: bad store key %q", key)
 	}
-	if err := os.RemoveAll(filepath.Join(s.dir, key)); err != nil {
+	// Out of place first: a crash while deleting must not leave an
+	// artifact.json beside half of its files under the key.
+	tmp, release, err := flock.TempDir(s.dir, ".tmp-"+key+"-rm-")
+	if err != nil {
+		return &InfraError{Op: "store", Err: err}
+	}
+	defer release()
+	if err := os.Rename(filepath.Join(s.dir, key), filepath.Join(tmp, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		os.Remove(tmp)
+		return &InfraError{Op: "store", Err: err}
+	}
+	if err := os.RemoveAll(tmp); err != nil {
 		return &InfraError{Op: "store", Err: err}
 	}
 	return nil
@@ -126,10 +144,11 @@ func (s *Store) Put(key string, files map[string]string, meta Artifact) (*Artifa
 	if a, ok := s.Lookup(key); ok {
 		return a, nil
 	}
-	tmp, err := os.MkdirTemp(s.dir, ".tmp-"+key+"-")
+	tmp, release, err := flock.TempDir(s.dir, ".tmp-"+key+"-")
 	if err != nil {
 		return nil, &InfraError{Op: "store", Err: err}
 	}
+	defer release()
 	defer os.RemoveAll(tmp)
 	meta.Key = key
 	meta.Files = nil

@@ -1,6 +1,8 @@
 // Package flock takes exclusive advisory locks on files: the heavy-work
-// lock the builder and the lab share, and the kbuild slot locks. It is
-// the one implementation both use, since builder may not import lab.
+// lock the builder and the lab share, the kbuild slot locks, and the
+// locks that tell a store's temporary directory whose maker crashed
+// from one still being written. It is the one implementation all use,
+// since builder may not import lab.
 package flock
 
 import (
