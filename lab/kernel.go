@@ -3,14 +3,14 @@ package lab
 import (
 	"bytes"
 	"compress/gzip"
-	"debug/elf"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
+
+	"github.com/rdmabot/rdmabot/internal/elfnote"
 )
 
 // bzImage setup header fields (Documentation/arch/x86/boot.rst).
@@ -21,12 +21,20 @@ const (
 	setupSectsOff      = 0x1f1
 )
 
+// Bounds of ReadBuildID: a bzImage was built from a posted series.
+const (
+	maxBzImage = 256 << 20 // the debug kernel's is 11 MiB
+	maxVmlinux = 256 << 20 // its payload unpacked (the debug kernel's: 44 MiB)
+)
+
 // ReadBuildID returns the GNU build id of the vmlinux inside a bzImage,
 // so a host can prove it booted exactly this artifact (its
 // /sys/kernel/notes carries the same id). Only gzip payloads are read;
-// other compressions give an error.
+// other compressions give an error. The image and its unpacked payload
+// are read within bounds, and the note by internal/elfnote's bounded
+// reader: the kernel is hostile.
 func ReadBuildID(bzImage string) (string, error) {
-	b, err := os.ReadFile(bzImage)
+	b, err := readBounded(bzImage, maxBzImage)
 	if err != nil {
 		return "", err
 	}
@@ -36,7 +44,7 @@ func ReadBuildID(bzImage string) (string, error) {
 	setup := (int(b[setupSectsOff]) + 1) * 512
 	off := setup + int(binary.LittleEndian.Uint32(b[payloadOffsetOff:]))
 	n := int(binary.LittleEndian.Uint32(b[payloadLengthOff:]))
-	if off+n > len(b) || n < 2 {
+	if off < 0 || n < 2 || off > len(b) || n > len(b)-off {
 		return "", fmt.Errorf("%s: payload out of range", bzImage)
 	}
 	payload := b[off : off+n]
@@ -48,47 +56,35 @@ func ReadBuildID(bzImage string) (string, error) {
 		return "", err
 	}
 	zr.Multistream(false)
-	vmlinux, err := io.ReadAll(zr)
+	vmlinux, err := io.ReadAll(io.LimitReader(zr, maxVmlinux+1))
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return "", fmt.Errorf("%s: %w", bzImage, err)
 	}
-	f, err := elf.NewFile(bytes.NewReader(vmlinux))
+	if len(vmlinux) > maxVmlinux {
+		return "", fmt.Errorf("%s: payload unpacks to more than %d MiB", bzImage, maxVmlinux>>20)
+	}
+	id, err := elfnote.BuildID(bytes.NewReader(vmlinux), int64(len(vmlinux)))
 	if err != nil {
 		return "", fmt.Errorf("%s: vmlinux: %w", bzImage, err)
 	}
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_NOTE {
-			continue
-		}
-		notes, err := io.ReadAll(p.Open())
-		if err != nil {
-			return "", err
-		}
-		if id := gnuBuildID(notes); id != "" {
-			return id, nil
-		}
-	}
-	return "", fmt.Errorf("%s: no GNU build id note", bzImage)
+	return id, nil
 }
 
-// gnuBuildID walks ELF notes (4-byte aligned) for NT_GNU_BUILD_ID.
-func gnuBuildID(notes []byte) string {
-	for len(notes) >= 12 {
-		namesz := int(binary.LittleEndian.Uint32(notes[0:]))
-		descsz := int(binary.LittleEndian.Uint32(notes[4:]))
-		typ := binary.LittleEndian.Uint32(notes[8:])
-		name := 12
-		desc := name + (namesz+3)&^3
-		next := desc + (descsz+3)&^3
-		if next > len(notes) || desc > len(notes) {
-			return ""
-		}
-		if typ == 3 && namesz == 4 && string(notes[name:name+3]) == "GNU" {
-			return hex.EncodeToString(notes[desc : desc+descsz])
-		}
-		notes = notes[next:]
+// readBounded reads a regular file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
-	return ""
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d MiB", path, max>>20)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 var releaseRe = regexp.MustCompile(`^(\S+) \(`)
@@ -96,7 +92,7 @@ var releaseRe = regexp.MustCompile(`^(\S+) \(`)
 // ReadRelease returns the kernel release string of a bzImage from its
 // setup header's version pointer (what uname -r will say).
 func ReadRelease(bzImage string) (string, error) {
-	b, err := os.ReadFile(bzImage)
+	b, err := readBounded(bzImage, maxBzImage)
 	if err != nil {
 		return "", err
 	}

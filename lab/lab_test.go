@@ -2,13 +2,17 @@ package lab
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -331,6 +335,58 @@ func TestCandidateSide(t *testing.T) {
 	} {
 		if got := CandidateSide(c.files); got != c.want {
 			t.Errorf("%v: %s, want %s", c.files, got, c.want)
+		}
+	}
+}
+
+// A bzImage is built from a posted series: one larger than any kernel,
+// or whose payload unpacks without end (a gzip bomb), is refused
+// without the host taking its size in memory.
+func TestReadBuildIDBoundsHostileImages(t *testing.T) {
+	dir := t.TempDir()
+	bomb := func(unpacked int64) string {
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zero := make([]byte, 1<<20)
+		for n := int64(0); n < unpacked; n += int64(len(zero)) {
+			zw.Write(zero)
+		}
+		zw.Close()
+		img := make([]byte, 0x400)
+		copy(img[bootHeaderMagicOff:], "HdrS")
+		img[setupSectsOff] = 0 // setup is one sector: the payload starts at 0x200
+		binary.LittleEndian.PutUint32(img[payloadOffsetOff:], 0x200)
+		binary.LittleEndian.PutUint32(img[payloadLengthOff:], uint32(gz.Len()))
+		img = append(img, gz.Bytes()...)
+		p := filepath.Join(dir, fmt.Sprintf("bomb-%d", unpacked>>20))
+		if err := os.WriteFile(p, img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	huge := filepath.Join(dir, "huge")
+	if err := os.WriteFile(huge, []byte("MZ"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(huge, maxBzImage+1)
+	for p, want := range map[string]string{
+		bomb(4 * maxVmlinux): "unpacks to more than",
+		bomb(1 << 20):        "vmlinux: not an ELF file",
+		huge:                 "not a regular file of at most",
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := ReadBuildID(p)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", filepath.Base(p), err, want)
+		}
+		// What the host allocates follows maxVmlinux (with the slices
+		// io.ReadAll grows through), not the payload's claim.
+		d := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %v; allocated %d MiB", filepath.Base(p), err, d>>20)
+		if d > 3*maxVmlinux {
+			t.Errorf("%s: allocated %d MiB", filepath.Base(p), d>>20)
 		}
 	}
 }
