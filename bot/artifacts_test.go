@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // seedArtifact puts a kernel of 600 KiB in the bot's artifact store,
@@ -145,7 +146,7 @@ func TestArtifactStoreBounded(t *testing.T) {
 	if n := h.calls.Count("build mainline " + strings.Repeat("b", 40)); n != 2 {
 		t.Errorf("the pruned base built %d times, want 2", n)
 	}
-	if r, _ := h.report.Get("series:<c@x>:v1:"); r.Verdict != "PASS" {
+	if r, _ := h.report.Get("series:<c@x>:v1:"); r.Verdict != flow.Pass {
 		t.Errorf("the series on the rebuilt base: %q", r.Verdict)
 	}
 	if keys, _ = h.stored(); !keys["needed"] {
@@ -164,7 +165,7 @@ func TestArtifactPruningFailureSparesTheTest(t *testing.T) {
 	h.seedArtifact("old-2", time.Now().Add(-24*time.Hour))
 	h.ingest.Add(series("<a@x>", "[PATCH] svcrdma: harmless"))
 	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
-	if r, _ := h.report.Get("series:<a@x>:v1:"); r.Verdict != "PASS" {
+	if r, _ := h.report.Get("series:<a@x>:v1:"); r.Verdict != flow.Pass {
 		t.Errorf("verdict %q", r.Verdict)
 	}
 	if tr := h.traceOf("series:<a@x>:v1:"); !strings.Contains(tr, "pruning failed: kbuild store: read-only file system") {

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The test job: choose the base (the job kind is "test", as stored).
@@ -56,7 +57,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 				}
 				tr.Logf("no base: %v", err)
 				t.Detail = detailOf(err)
-				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("The series cannot be read: %v", err))
+				return b.finishWithVerdict(ctx, job, t, flow.ApplyFailed, fmt.Sprintf("The series cannot be read: %v", err))
 			}
 			t.Tree, t.Base, t.BaseReason, t.BaseBranch = base.Tree, base.Commit, base.Reason, base.Branch
 			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)
@@ -69,7 +70,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 				if infraOrInterrupted(ctx, err) {
 					return err
 				}
-				return b.finishWithVerdict(ctx, job, t, VerdictNotApplied, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
+				return b.finishWithVerdict(ctx, job, t, flow.ApplyFailed, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
 			}
 			t.Candidate = cand
 			if br := b.opts.Branches[t.Tree]; len(br) > 0 {
@@ -116,7 +117,7 @@ func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
 // finishWithVerdictTx ends a test early (does not apply, build failed,
 // boot failed) and queues its report. t.Detail, when set, is the failing
 // stage's structured account.
-func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, verdict, summary string) error {
+func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, verdict flow.Outcome, summary string) error {
 	t.State, t.Verdict, t.Summary = store.StateDone, verdict, summary
 	if err := b.st.UpdateTest(ctx, tx, t); err != nil {
 		return err
@@ -125,6 +126,6 @@ func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, 
 	return err
 }
 
-func (b *Bot) finishWithVerdict(ctx context.Context, job *river.Job[TestArgs], t store.Test, verdict, summary string) error {
+func (b *Bot) finishWithVerdict(ctx context.Context, job *river.Job[TestArgs], t store.Test, verdict flow.Outcome, summary string) error {
 	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, verdict, summary) })
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/bisect"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Bisection phases, in order. Before blaming a commit the bot confirms:
@@ -367,13 +368,13 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	}
 	m.detail = fmt.Sprintf("%s %.1f (good %.1f): %s", bis.Metric, medians(m.samples)[bis.Metric], medians(ref)[bis.Metric], d.Verdict)
 	if bis.Metric == metricCrash {
-		m.detail = d.Verdict
+		m.detail = d.Verdict.String()
 		if c := firstCrash(m.samples); c != "" {
 			m.detail += ": " + c
 		}
 	}
 	m.outcome = bisect.Good
-	if d.Verdict == VerdictRegression || d.Verdict == VerdictCrash || d.Verdict == VerdictDataCorruption {
+	if d.Verdict == flow.Regression || d.Verdict == flow.Crash || d.Verdict == flow.DataCorruption {
 		m.outcome = bisect.Bad
 	}
 	return m, nil
@@ -451,7 +452,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		Key:       fmt.Sprintf("bisect:%d", bis.ID),
 		Kind:      "bisect",
 		Title:     fmt.Sprintf("[mainline] %s: nfs-rdma %s %+.0f%% regression", short(blame), bis.Metric, change*100),
-		Verdict:   VerdictRegression,
+		Verdict:   flow.Regression,
 		Summary:   bis.Summary,
 		Tree:      bis.Tree,
 		Base:      bis.Good,

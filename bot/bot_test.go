@@ -22,6 +22,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
 )
 
@@ -149,7 +150,7 @@ func TestSeriesVerdicts(t *testing.T) {
 	h.wait("five replies", 60*time.Second, func() bool { return h.report.Count() == 5 })
 	for id, v := range want {
 		r, ok := h.report.Get("series:" + id + ":v1:")
-		if !ok || r.Verdict != v {
+		if !ok || r.Verdict.String() != v {
 			t.Errorf("%s: got %+v, want %s", id, r.Verdict, v)
 		}
 		if !strings.HasPrefix(r.URL, "http://127.0.0.1:8480/tests/") {
@@ -230,7 +231,7 @@ func TestStartedBeforeDeliver(t *testing.T) {
 	}
 	r, _ := h.report.Get(key)
 	b := h.report.Begun[key]
-	if b.URL == "" || b.URL != r.URL || b.Series == nil || b.Series.MsgID != "<p@x>" || b.Base == "" || b.Verdict != "" {
+	if b.URL == "" || b.URL != r.URL || b.Series == nil || b.Series.MsgID != "<p@x>" || b.Base == "" || b.Verdict != flow.None {
 		t.Errorf("started with %+v; the verdict's URL %q", b, r.URL)
 	}
 }
@@ -244,7 +245,7 @@ func TestInfraFaultsRetried(t *testing.T) {
 	h.ingest.Add(series("<p@x>", "[PATCH] svcrdma: harmless"))
 	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	r, _ := h.report.Get("series:<p@x>:v1:")
-	if r.Verdict != "PASS" {
+	if r.Verdict != flow.Pass {
 		t.Fatalf("verdict %s after a lab fault, want PASS", r.Verdict)
 	}
 	if h.report.Attempts != 1 {
@@ -433,7 +434,7 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	h.wait("the fix's reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
 	fr, _ := h.report.Get("series:<mfix@x>:v1:")
 	f := fr.Fix
-	if fr.Verdict != bot.VerdictPass || f == nil || f.Culprit != commits[13][:12] || f.Head != "mainline "+commits[23][:12] || !f.OnTop || !f.Confirmed || f.Reply != "" {
+	if fr.Verdict != flow.Pass || f == nil || f.Culprit != commits[13][:12] || f.Head != "mainline "+commits[23][:12] || !f.OnTop || !f.Confirmed || f.Reply != "" {
 		t.Fatalf("the fix's reply: %s %+v", fr.Verdict, f)
 	}
 	ft := h.testDone("series:<mfix@x>:v1:")
@@ -577,7 +578,7 @@ func TestDriftedCacheIsNoRegression(t *testing.T) {
 	h.ingest.Add(series("<b@x>", "[PATCH] svcrdma: harmless too"))
 	h.wait("second reply", 60*time.Second, func() bool { return h.report.Count() == 2 })
 	r, _ := h.report.Get("series:<b@x>:v1:")
-	if r.Verdict != "PASS" {
+	if r.Verdict != flow.Pass {
 		t.Fatalf("harmless series on a slowed machine: %s (%s), want PASS", r.Verdict, r.Summary)
 	}
 	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<b@x>:v1:")
@@ -595,7 +596,7 @@ func TestDriftedCacheIsNoRegression(t *testing.T) {
 	// A seeded slowdown is still caught on the slowed machine.
 	h.ingest.Add(series("<s@x>", "[PATCH] svcrdma: slow send"))
 	h.wait("third reply", 60*time.Second, func() bool { return h.report.Count() == 3 })
-	if r, _ := h.report.Get("series:<s@x>:v1:"); r.Verdict != "REGRESSION" {
+	if r, _ := h.report.Get("series:<s@x>:v1:"); r.Verdict != flow.Regression {
 		t.Errorf("slow series on a slowed machine: %s, want REGRESSION", r.Verdict)
 	}
 }
@@ -668,7 +669,7 @@ func TestMoreRuns(t *testing.T) {
 	h.ingest.Add(series("<m@x>", "[PATCH] svcrdma: slightly-slow"))
 	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	r, _ := h.report.Get("series:<m@x>:v1:")
-	if r.Verdict != "PASS" || len(r.CandSamples) != 6 || len(r.BaseSamples) != 6 {
+	if r.Verdict != flow.Pass || len(r.CandSamples) != 6 || len(r.BaseSamples) != 6 {
 		t.Fatalf("verdict %s on %d base and %d candidate samples, want PASS on 6 and 6", r.Verdict, len(r.BaseSamples), len(r.CandSamples))
 	}
 	tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<m@x>:v1:")
@@ -687,7 +688,7 @@ func TestPanicsAreRetriedAndReleaseTheirHold(t *testing.T) {
 	h.ingest.Add(series("<panic@x>", "[PATCH] svcrdma: harmless"))
 	h.wait("reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	r, _ := h.report.Get("series:<panic@x>:v1:")
-	if r.Verdict != "PASS" {
+	if r.Verdict != flow.Pass {
 		t.Fatalf("verdict %s after a panic in build and in the lab, want PASS", r.Verdict)
 	}
 }
@@ -710,7 +711,7 @@ func TestNoBaseIsInfraNeverAReply(t *testing.T) {
 		got = ts[0]
 		return got.State == store.StateFailed
 	})
-	if !strings.HasPrefix(got.Summary, "INFRA: ") || !strings.Contains(got.Summary, "tree fetch") || got.Verdict != "" {
+	if !strings.HasPrefix(got.Summary, "INFRA: ") || !strings.Contains(got.Summary, "tree fetch") || got.Verdict != flow.None {
 		t.Errorf("test ended as %q verdict %q, want an INFRA summary naming the missing tree and no verdict", got.Summary, got.Verdict)
 	}
 	if n := h.calls.Count("base "); n != 2 {

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The build job: apply, build base (unless its results are cached) and candidate.
@@ -23,7 +24,7 @@ func (w *buildWorker) Timeout(*river.Job[BuildArgs]) time.Duration { return 3 * 
 func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
 	b := w.b
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
-		verdict := func(v string, err error) error {
+		verdict := func(v flow.Outcome, err error) error {
 			t.Detail = detailOf(err)
 			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })
 		}
@@ -41,7 +42,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 					return err
 				}
 				tr.Logf("does not apply: %v", err)
-				return verdict(VerdictNotApplied, err)
+				return verdict(flow.ApplyFailed, err)
 			}
 			t.Candidate = cand
 			tr.Logf("applied: %s", cand)
@@ -68,7 +69,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 				return err
 			}
 			tr.Logf("build failed: %v", err)
-			return verdict(VerdictBuildFailed, err)
+			return verdict(flow.BuildFailed, err)
 		}
 		t.CandArtifact = key
 		if err := b.buildDebug(ctx, &t, tr); err != nil {
@@ -76,7 +77,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 				return err
 			}
 			tr.Logf("build failed with the debug profile's configuration: %v", err)
-			return verdict(VerdictBuildFailed, fmt.Errorf("with the debug profile's configuration (KASAN, lockdep): %w", err))
+			return verdict(flow.BuildFailed, fmt.Errorf("with the debug profile's configuration (KASAN, lockdep): %w", err))
 		}
 		t.State = store.StateTesting
 		return complete(ctx, b, job, func(tx *sql.Tx) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // foolDecider is the fake decision, except that its first n decisions
@@ -40,7 +41,7 @@ func (d *foolDecider) Decide(ctx context.Context, base, cand []store.Sample) (bo
 	}
 	d.mu.Unlock()
 	if fool {
-		return bot.Decision{Verdict: bot.VerdictImprovement, Summary: "write_MBps +12%", Metric: "write_MBps", Change: 0.12}, nil
+		return bot.Decision{Verdict: flow.Improvement, Summary: "write_MBps +12%", Metric: "write_MBps", Change: 0.12}, nil
 	}
 	return fakestage.Decider{}.Decide(ctx, base, cand)
 }
@@ -79,7 +80,7 @@ func TestCanaryMutesAMetricThatFalseAlarms(t *testing.T) {
 	insert(t0)
 	h.wait("the first canary", 30*time.Second, func() bool { return len(canaries(t, h)) == 1 })
 	c := canaries(t, h)[0]
-	if c.Verdict != bot.VerdictImprovement || c.Metric != "write_MBps" || c.Tree != "mainline" || c.Commit != strings.Repeat("b", 40) {
+	if c.Verdict != flow.Improvement || c.Metric != "write_MBps" || c.Tree != "mainline" || c.Commit != strings.Repeat("b", 40) {
 		t.Fatalf("canary %+v", c)
 	}
 	tt, err := h.st.Test(ctx, h.st.DB, c.TestID)
@@ -100,7 +101,7 @@ func TestCanaryMutesAMetricThatFalseAlarms(t *testing.T) {
 
 	h.ingest.Add(series("<after@x>", "[PATCH] svcrdma: harmless"))
 	h.wait("the series' reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
-	if r, _ := h.report.Get("series:<after@x>:v1:"); r.Verdict != bot.VerdictPass {
+	if r, _ := h.report.Get("series:<after@x>:v1:"); r.Verdict != flow.Pass {
 		t.Errorf("series after the false alarm: %s", r.Verdict)
 	}
 	for _, k := range dec.last() {
@@ -139,7 +140,7 @@ func TestCanaryMutesAMetricThatFalseAlarms(t *testing.T) {
 	h.skew.Store(int64(31 * 24 * time.Hour))
 	insert(t0.Add(24 * time.Hour))
 	h.wait("the third canary", 30*time.Second, func() bool { return len(canaries(t, h)) == 3 })
-	if c := canaries(t, h)[0]; c.Verdict != bot.VerdictPass || c.Metric != "" {
+	if c := canaries(t, h)[0]; c.Verdict != flow.Pass || c.Metric != "" {
 		t.Errorf("third canary %+v", c)
 	}
 	h.ingest.Add(series("<later@x>", "[PATCH] svcrdma: harmless"))
@@ -166,7 +167,7 @@ func TestCanaryWithoutABaseIsInfra(t *testing.T) {
 		return len(ts) == 1 && ts[0].State == store.StateFailed
 	})
 	ts, _ := h.st.Tests(context.Background(), h.st.DB, 10)
-	if !strings.Contains(ts[0].Summary, "canary: no default base") || ts[0].Verdict != "" {
+	if !strings.Contains(ts[0].Summary, "canary: no default base") || ts[0].Verdict != flow.None {
 		t.Errorf("canary ended %q %q", ts[0].Summary, ts[0].Verdict)
 	}
 	if len(canaries(t, h)) != 0 || h.report.Count() != 0 {

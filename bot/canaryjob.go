@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The A/A canary: on schedule, the default base is tested against itself
@@ -56,7 +57,7 @@ func (b *Bot) canaryBase(ctx context.Context, t *store.Test, tr *Trace) error {
 // canaryOutcome records a canary's verdict; nothing is mailed.
 func (b *Bot) canaryOutcome(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d Decision, tr *Trace) error {
 	metric := ""
-	if t.Verdict == VerdictRegression || t.Verdict == VerdictImprovement {
+	if t.Verdict == flow.Regression || t.Verdict == flow.Improvement {
 		// A transport fault names no throughput metric.
 		if metric = d.Metric; metric == "" {
 			metric = "transport"
@@ -93,9 +94,9 @@ func (f FalseAlarms) Rate() float64 {
 
 // measuredVerdict says whether a canary's verdict measured something;
 // INFRA, a build or boot failure say nothing of false alarms.
-func measuredVerdict(v string) bool {
+func measuredVerdict(v flow.Outcome) bool {
 	switch v {
-	case VerdictPass, VerdictRegression, VerdictImprovement, VerdictInconclusive:
+	case flow.Pass, flow.Regression, flow.Improvement, flow.Inconclusive:
 		return true
 	}
 	return false

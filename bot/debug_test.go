@@ -9,6 +9,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The debug profile: a series that changes teardown code gets its base
@@ -40,7 +41,7 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 	h.wait("four replies", 60*time.Second, func() bool { return h.report.Count() == 4 })
 
 	uaf, _ := h.report.Get("series:<uaf@x>:v1:")
-	if uaf.Verdict != "CRASH" || !strings.Contains(uaf.Summary, "KASAN: slab-use-after-free") {
+	if uaf.Verdict != flow.Crash || !strings.Contains(uaf.Summary, "KASAN: slab-use-after-free") {
 		t.Errorf("use-after-free: %s %q, want CRASH (KASAN)", uaf.Verdict, uaf.Summary)
 	}
 	debugBoots := func(samples []store.Sample) (n int) {
@@ -55,12 +56,12 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 		t.Errorf("use-after-free: %d debug boots of the candidate (of %d), %d of the base; want one each, and no default boot", c, len(uaf.CandSamples), b)
 	}
 	for key, want := range map[string]string{"series:<clean@x>:v1:": "PASS", "series:<elsewhere@x>:v1:": "PASS"} {
-		if r, _ := h.report.Get(key); r.Verdict != want {
+		if r, _ := h.report.Get(key); r.Verdict.String() != want {
 			t.Errorf("%s: %s, want %s", key, r.Verdict, want)
 		}
 	}
 	nobuild, _ := h.report.Get("series:<nobuild@x>:v1:")
-	if nobuild.Verdict != "BUILD_FAILED" || !strings.Contains(nobuild.Summary, "debug profile's configuration") {
+	if nobuild.Verdict != flow.BuildFailed || !strings.Contains(nobuild.Summary, "debug profile's configuration") {
 		t.Errorf("debug build failure: %s %q, want BUILD_FAILED naming the debug configuration", nobuild.Verdict, nobuild.Summary)
 	}
 

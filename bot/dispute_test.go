@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // "#rdmabot invalid" and "#rdmabot dup" mark the newest report on the
@@ -57,7 +58,7 @@ func TestDisputeMarksTheReport(t *testing.T) {
 		t.Errorf("disputes %q, want %q", got, want)
 	}
 	r, ok := h.report.Get("refused:<inv2@x>")
-	if !ok || r.Verdict != bot.VerdictRefused || r.Summary != "There is no report of mine on this series (v1) to call invalid." {
+	if !ok || r.Verdict != flow.Refused || r.Summary != "There is no report of mine on this series (v1) to call invalid." {
 		t.Errorf("the dispute of an unreported series: %v %s %q", ok, r.Verdict, r.Summary)
 	}
 	if n := h.report.Count(); n != 2 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // A series whose Closes: names the bot's reply to a failure reruns that
@@ -28,7 +29,7 @@ func TestFixFollowUp(t *testing.T) {
 	h.ingest.Add(series("<pass@x>", "[PATCH] svcrdma: tidy more"))
 	h.wait("the first replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
 	orig := h.testDone("series:<reg@x>:v1:")
-	if orig.Verdict != bot.VerdictRegression {
+	if orig.Verdict != flow.Regression {
 		t.Fatalf("the reported series: %s", orig.Verdict)
 	}
 	reply := h.report.MessageID(orig.Key)
@@ -58,18 +59,18 @@ func TestFixFollowUp(t *testing.T) {
 
 	for _, c := range []struct {
 		key       string
-		verdict   string
+		verdict   flow.Outcome
 		onTop     bool
 		confirmed bool
 	}{
-		{"series:<fix@x>:v1:", bot.VerdictPass, true, true},
-		{"series:<fix@x>:v1::cmd:<cmd@x>", bot.VerdictPass, true, true},
-		{"series:<v2@x>:v1:", bot.VerdictPass, false, true},
-		{"series:<nofix@x>:v1:", bot.VerdictRegression, true, false},
+		{"series:<fix@x>:v1:", flow.Pass, true, true},
+		{"series:<fix@x>:v1::cmd:<cmd@x>", flow.Pass, true, true},
+		{"series:<v2@x>:v1:", flow.Pass, false, true},
+		{"series:<nofix@x>:v1:", flow.Regression, true, false},
 	} {
 		r, _ := h.report.Get(c.key)
 		f := r.Fix
-		if r.Verdict != c.verdict || f == nil || f.Test != orig.ID || f.Verdict != bot.VerdictRegression || f.Reply != reply ||
+		if r.Verdict != c.verdict || f == nil || f.Test != orig.ID || f.Verdict != flow.Regression || f.Reply != reply ||
 			f.OnTop != c.onTop || f.Confirmed != c.confirmed || f.URL == "" {
 			t.Errorf("%s: %s %+v, want %s, on top %v, confirmed %v", c.key, r.Verdict, f, c.verdict, c.onTop, c.confirmed)
 		}
@@ -83,7 +84,7 @@ func TestFixFollowUp(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"series:<other@x>:v1:", "series:<afterpass@x>:v1:"} {
-		if r, _ := h.report.Get(key); r.Fix != nil || r.Verdict != bot.VerdictPass {
+		if r, _ := h.report.Get(key); r.Fix != nil || r.Verdict != flow.Pass {
 			t.Errorf("%s: a Closes: naming no reported failure: %s %+v", key, r.Verdict, r.Fix)
 		}
 		if tt := h.testDone(key); tt.FixOf != 0 || tt.ApplyOn != "" {
@@ -99,7 +100,7 @@ func TestFixFollowUp(t *testing.T) {
 	}
 	// Nothing answered twice.
 	time.Sleep(300 * time.Millisecond)
-	if r, _ := h.report.Get("series:<na@x>:v1:"); r.Verdict != bot.VerdictNotApplied || len(r.BaseSamples)+len(r.CandSamples) != 0 {
+	if r, _ := h.report.Get("series:<na@x>:v1:"); r.Verdict != flow.ApplyFailed || len(r.BaseSamples)+len(r.CandSamples) != 0 {
 		t.Errorf("a series that did not apply: %s with %d base and %d candidate samples", r.Verdict, len(r.BaseSamples), len(r.CandSamples))
 	}
 	if n := h.report.Count(); n != 9 {

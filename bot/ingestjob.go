@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The ingest job: poll every list, store new mail, queue relevant series.
@@ -50,7 +51,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 				switch r := s.Request; {
 				case r != nil && r.Refused != "":
 					what = "refused " + r.Line + " from " + r.From
-					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, VerdictRefused, r.Refused, Origin{Kind: "mail", Request: r})
+					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, r.Refused, Origin{Kind: "mail", Request: r})
 				case r != nil && r.Verb != "":
 					what = r.Line + " from " + r.From
 					id, created, err = b.dispute(ctx, tx, s, r)
@@ -59,7 +60,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail", Request: r}, 0)
 				case s.Incomplete != "":
 					what = "incomplete"
-					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), VerdictIncomplete, s.Incomplete, Origin{Kind: "mail"})
+					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), flow.Incomplete, s.Incomplete, Origin{Kind: "mail"})
 				default:
 					var over string
 					if over, err = bound.over(ctx, b.st, tx, s.Author, s.List); err == nil && over != "" {
@@ -224,7 +225,7 @@ func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s Series, o Origin, re
 // an incomplete series): a test row that is done at once with its
 // verdict, whose report job renders and delivers the answer. The key
 // makes it happen once.
-func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key, verdict, summary string, o Origin) (int64, bool, error) {
+func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key string, verdict flow.Outcome, summary string, o Origin) (int64, bool, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return 0, false, err
@@ -255,7 +256,7 @@ func (b *Bot) dispute(ctx context.Context, tx *sql.Tx, s Series, r *MailRequest)
 	}
 	if !ok {
 		why := fmt.Sprintf("There is no report of mine on this series (v%d) to call %s.", s.Version, r.Verb)
-		return b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, VerdictRefused, why, Origin{Kind: "mail", Request: r})
+		return b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, why, Origin{Kind: "mail", Request: r})
 	}
 	added, err := b.st.AddDispute(ctx, tx, store.Dispute{MsgID: r.MsgID, TestID: t.ID, Kind: r.Verb, Note: r.Note, By: r.From})
 	return t.ID, added, err

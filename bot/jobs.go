@@ -123,24 +123,6 @@ func (GitHubPollArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueIngest, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}}
 }
 
-// Verdicts the bot decides itself; the statistics decide the others.
-const (
-	VerdictNotApplied  = "APPLY_FAILED"
-	VerdictBuildFailed = "BUILD_FAILED"
-	VerdictBootFailed  = "BOOT_FAILED" // the candidate kernel did not come up
-	VerdictCrash       = "CRASH"
-	// VerdictDataCorruption: the file read back differs from the one
-	// written, with no crash (the statistics' judge decides it).
-	VerdictDataCorruption = "DATA_CORRUPTION"
-	VerdictMeasured       = "MEASURED" // a first mainline head: nothing to compare with
-	VerdictPass           = "PASS"
-	VerdictRegression     = "REGRESSION"
-	VerdictImprovement    = "IMPROVEMENT"
-	VerdictInconclusive   = "INCONCLUSIVE" // undecided after the budget
-	VerdictIncomplete     = "INCOMPLETE"   // patches missing after lore.grace_period: answered, not tested
-	VerdictRefused        = "REFUSED"      // a mail command from someone who may not ask
-)
-
 // --- cancellation
 
 // Cancel stops a test: its state says canceled (so queued jobs end at

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The lab job: one round on a leased pair.
@@ -81,7 +82,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				if err != nil {
 					return Infra(err)
 				}
-				if d.Verdict == VerdictCrash || d.Verdict == VerdictRegression {
+				if d.Verdict == flow.Crash || d.Verdict == flow.Regression {
 					tr.Logf("the profiles decided %s: no default boots", d.Verdict)
 					n = 0
 				}
@@ -107,7 +108,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				tr.Logf("candidate kernel failed: %v", err)
 				t.Detail = detailOf(err)
 				return complete(ctx, b, job, func(tx *sql.Tx) error {
-					return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
+					return finishWithVerdictTx(ctx, b, tx, t, flow.BootFailed, err.Error())
 				})
 			}
 			rr := roundRecord{start: start, fin: time.Now(), lossyBase: lossyBase, lossyCand: lossyCand,
@@ -329,7 +330,7 @@ func (b *Bot) lossyFailed(ctx context.Context, tx *sql.Tx, t store.Test, err err
 		return b.st.UpdateTest(ctx, tx, t)
 	}
 	t.Detail = detailOf(err)
-	return finishWithVerdictTx(ctx, b, tx, t, VerdictBootFailed, err.Error())
+	return finishWithVerdictTx(ctx, b, tx, t, flow.BootFailed, err.Error())
 }
 
 // drifted says whether cached base runs and fresh boots of the same base
@@ -343,7 +344,7 @@ func (b *Bot) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, 
 	if err != nil {
 		return false, Infra(err)
 	}
-	return d.Verdict == VerdictRegression || d.Verdict == VerdictImprovement, nil
+	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, nil
 }
 
 func crashed(samples []store.Sample) bool {

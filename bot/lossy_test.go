@@ -11,6 +11,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The lossy profile runs first for a series whose patches touch drain
@@ -40,7 +41,7 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 	h.wait("three replies", 60*time.Second, func() bool { return h.report.Count() == 3 })
 
 	reply, _ := h.report.Get("series:<hang@x>:v1:")
-	if reply.Verdict != "CRASH" || !strings.Contains(reply.Summary, "__ib_drain_sq") {
+	if reply.Verdict != flow.Crash || !strings.Contains(reply.Summary, "__ib_drain_sq") {
 		t.Fatalf("lossy-only hang: %s %q, want CRASH", reply.Verdict, reply.Summary)
 	}
 	// The reply's samples say which boots were lossy: the crash and the
@@ -59,7 +60,7 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 
 	clean, _ := h.report.Get("series:<clean@x>:v1:")
 	unseen, _ := h.report.Get("series:<unseen@x>:v1:")
-	if clean.Verdict != "PASS" || unseen.Verdict != "PASS" {
+	if clean.Verdict != flow.Pass || unseen.Verdict != flow.Pass {
 		t.Errorf("clean %s, unseen %s: want PASS (the unseen hang is only over the lossy link)", clean.Verdict, unseen.Verdict)
 	}
 	// Whatever else it measured, every lossy boot ran on the pair alone.
@@ -108,7 +109,7 @@ func TestLossyBootFailures(t *testing.T) {
 			h.ingest.Add(s)
 			if c.want != "" {
 				h.wait("the reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
-				if r, _ := h.report.Get("series:<x@x>:v1:"); r.Verdict != c.want || !strings.Contains(r.Summary, "over the lossy link") {
+				if r, _ := h.report.Get("series:<x@x>:v1:"); r.Verdict.String() != c.want || !strings.Contains(r.Summary, "over the lossy link") {
 					t.Errorf("%s %q, want %s", r.Verdict, r.Summary, c.want)
 				}
 				return
@@ -177,7 +178,7 @@ func TestLossyProfileOnMainlineHeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tt.Candidate != bad || tt.Verdict != bot.VerdictCrash || !strings.Contains(tt.Summary, "__ib_drain_sq") {
+	if tt.Candidate != bad || tt.Verdict != flow.Crash || !strings.Contains(tt.Summary, "__ib_drain_sq") {
 		t.Errorf("the hanging head: %s %s %q, want CRASH in __ib_drain_sq", tt.Candidate, tt.Verdict, tt.Summary)
 	}
 	if n := len(lossy.Calls.List()); n != 4+2 {
@@ -222,7 +223,7 @@ func TestPressureProfileDecidesWithoutDefaultBoots(t *testing.T) {
 	h.wait("three replies", 60*time.Second, func() bool { return h.report.Count() == 3 })
 
 	reply, _ := h.report.Get("series:<over@x>:v1:")
-	if reply.Verdict != "REGRESSION" || !strings.Contains(reply.Summary, "Send Queue full") {
+	if reply.Verdict != flow.Regression || !strings.Contains(reply.Summary, "Send Queue full") {
 		t.Fatalf("overflow under pressure: %s %q, want REGRESSION", reply.Verdict, reply.Summary)
 	}
 	for _, s := range reply.CandSamples {
@@ -235,7 +236,7 @@ func TestPressureProfileDecidesWithoutDefaultBoots(t *testing.T) {
 	}
 	fine, _ := h.report.Get("series:<fine@x>:v1:")
 	away, _ := h.report.Get("series:<away@x>:v1:")
-	if fine.Verdict != "PASS" || away.Verdict != "PASS" {
+	if fine.Verdict != flow.Pass || away.Verdict != flow.Pass {
 		t.Errorf("fine %s, away %s: want PASS (the second touches no Send Queue code)", fine.Verdict, away.Verdict)
 	}
 	var calls []string
@@ -288,7 +289,7 @@ func TestPressureProfileOnMainlineHeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tt.Candidate != bad || tt.Verdict != bot.VerdictRegression || !strings.Contains(tt.Summary, "Send Queue full") {
+	if tt.Candidate != bad || tt.Verdict != flow.Regression || !strings.Contains(tt.Summary, "Send Queue full") {
 		t.Errorf("the overflowing head: %.12s %s %q, want REGRESSION, Send Queue full", tt.Candidate, tt.Verdict, tt.Summary)
 	}
 	for _, c := range h.lab.Calls.List()[before:] {

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The mainline job: test each new branch head.
@@ -72,9 +73,9 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	cand = slices.DeleteFunc(cand, func(s store.Sample) bool { return s.Profile != "" })
 	state := store.MainlineGood
 	switch t.Verdict {
-	case VerdictRegression, VerdictCrash, VerdictBuildFailed, VerdictBootFailed, VerdictDataCorruption:
+	case flow.Regression, flow.Crash, flow.BuildFailed, flow.BootFailed, flow.DataCorruption:
 		state = store.MainlineBad
-	case VerdictPass, VerdictMeasured, VerdictImprovement:
+	case flow.Pass, flow.Measured, flow.Improvement:
 	default:
 		state = store.MainlineFailed
 	}
@@ -82,7 +83,7 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	// A regression only a profile showed (the pressure profile's
 	// evidence, with no default boot) is a bad head, not bisected: the
 	// bisection boots the default test, where it need not show.
-	bisect := state == store.MainlineBad && t.Verdict == VerdictRegression && t.Base != "" && len(cand) > 0
+	bisect := state == store.MainlineBad && t.Verdict == flow.Regression && t.Base != "" && len(cand) > 0
 	tr.Logf("mainline %s %s %s: %s", t.Tree, t.Ref, short(t.Candidate), t.Verdict)
 	return complete(ctx, b, job, func(tx *sql.Tx) error {
 		t.State = store.StateDone

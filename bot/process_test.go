@@ -18,6 +18,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
 	"github.com/rdmabot/rdmabot/internal/pgtest"
 )
@@ -256,7 +257,7 @@ func TestCrashAndRestart(t *testing.T) {
 	want := map[string]string{"series:<pass@x>:v1:": "PASS", "series:<slow@x>:v1:": "REGRESSION", "series:<broken@x>:v1:": "BUILD_FAILED"}
 	got := outbox(t, dir)
 	for k, v := range want {
-		if got[k].Verdict != v {
+		if got[k].Verdict.String() != v {
 			t.Errorf("%s: reply %q, want %s", k, got[k].Verdict, v)
 		}
 	}
@@ -319,7 +320,7 @@ func TestDeadProcessJobsTakenOver(t *testing.T) {
 	b.start()
 	waitFor(t, "the reply", 60*time.Second, func() bool { return len(outbox(t, dir)) == 1 }, logs)
 	took := time.Since(killed)
-	if got := outbox(t, dir)["series:<taken@x>:v1:"].Verdict; got != "PASS" {
+	if got := outbox(t, dir)["series:<taken@x>:v1:"].Verdict; got != flow.Pass {
 		t.Errorf("reply %q, want PASS", got)
 	}
 	logb, _ := os.ReadFile(logs)
@@ -347,7 +348,7 @@ func TestTwoMachinesOnPostgres(t *testing.T) {
 	waitFor(t, "two replies", 120*time.Second, func() bool { return len(outbox(t, shared)) == 2 },
 		filepath.Join(a.dir, "log"), filepath.Join(b.dir, "log"))
 	got := outbox(t, shared)
-	if got["series:<pass@x>:v1:"].Verdict != "PASS" || got["series:<slow@x>:v1:"].Verdict != "REGRESSION" {
+	if got["series:<pass@x>:v1:"].Verdict != flow.Pass || got["series:<slow@x>:v1:"].Verdict != flow.Regression {
 		t.Fatalf("replies %+v", got)
 	}
 	if a.count("run ") != 0 || b.count("build ") != 0 || b.count("apply ") != 0 {

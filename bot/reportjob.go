@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The report job: decide, ask for more runs, reply.
@@ -29,13 +30,13 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 	}
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		var d Decision
-		if t.Verdict == "" {
+		if t.Verdict == flow.None {
 			base, cand, err := b.samples(ctx, t)
 			if err != nil {
 				return err
 			}
 			if t.Base == "" {
-				d = Decision{Verdict: VerdictMeasured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
+				d = Decision{Verdict: flow.Measured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
 			} else {
 				// The canary itself judges every metric: a muted one's
 				// recovery is what it measures.
@@ -91,9 +92,9 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 	}
 	var metric string
 	switch t.Verdict {
-	case VerdictRegression, VerdictCrash:
+	case flow.Regression, flow.Crash:
 		metric = d.Metric // "" when the verdict was stored before: unused then
-		if t.Verdict == VerdictCrash {
+		if t.Verdict == flow.Crash {
 			metric = metricCrash
 		}
 		// The prefixes would be booted on the default test only, where a
@@ -104,10 +105,10 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 			return false, err
 		}
 		if onlyUnderProfiles(t.Verdict, cand) {
-			tr.Logf("the %s showed under a lab profile only: the series' prefixes are not tested one by one", strings.ToLower(t.Verdict))
+			tr.Logf("the %s showed under a lab profile only: the series' prefixes are not tested one by one", strings.ToLower(t.Verdict.String()))
 			return false, nil
 		}
-	case VerdictBuildFailed:
+	case flow.BuildFailed:
 		metric = MetricBuild
 	default:
 		return false, nil
@@ -147,10 +148,10 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 // onlyUnderProfiles says a verdict rests on lab profile boots alone: a
 // CRASH whose every crashed sample is a profile boot, any other verdict
 // with no default test boot at all.
-func onlyUnderProfiles(verdict string, samples []store.Sample) bool {
+func onlyUnderProfiles(verdict flow.Outcome, samples []store.Sample) bool {
 	n := 0
 	for _, s := range samples {
-		if verdict == VerdictCrash && s.Crash == "" {
+		if verdict == flow.Crash && s.Crash == "" {
 			continue
 		}
 		if s.Profile == "" {
@@ -232,7 +233,7 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 	if t.Detail != "" {
 		r.Detail = json.RawMessage(t.Detail)
 	}
-	if t.Verdict == VerdictBuildFailed || t.Verdict == VerdictNotApplied || t.Verdict == VerdictBootFailed {
+	if t.Verdict == flow.BuildFailed || t.Verdict == flow.ApplyFailed || t.Verdict == flow.BootFailed {
 		r.Log = t.Summary
 	}
 	base, cand, err := b.samples(ctx, t)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // seriesOf is a series of several patches with these subjects, under a
@@ -51,7 +52,7 @@ func TestSeriesPatchBisected(t *testing.T) {
 	h.wait("every reply", 90*time.Second, func() bool { return h.report.Count() == len(cases) })
 	for _, c := range cases {
 		r, ok := h.report.Get("series:" + c.s.MsgID + ":v1:")
-		if !ok || r.Verdict != c.verdict {
+		if !ok || r.Verdict.String() != c.verdict {
 			t.Errorf("%s: %+v, want %s", c.s.MsgID, r.Verdict, c.verdict)
 			continue
 		}
@@ -78,7 +79,7 @@ func TestSeriesPatchBisected(t *testing.T) {
 	// shows its test and outcome.
 	ctx := context.Background()
 	tt := h.testDone("series:<reg@x>:v1:")
-	if tt.Verdict != "REGRESSION" {
+	if tt.Verdict != flow.Regression {
 		t.Fatalf("test %+v", tt)
 	}
 	bis, ok, err := h.st.BisectionOfTest(ctx, h.st.DB, tt.ID)
@@ -104,10 +105,10 @@ func TestSeriesBisectLabFailureStillAnswers(t *testing.T) {
 	h.ingest.Add(seriesOf("<dies@x>", "svcrdma: lab-dies under this alone", "svcrdma: slow send"))
 	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	r, _ := h.report.Get("series:<dies@x>:v1:")
-	if r.Verdict != "REGRESSION" || r.FirstBad == nil || r.FirstBad.Patch != 0 || !strings.Contains(r.FirstBad.Summary, "failed on the bot's side (INFRA) 2 times: lab: guest 2 died") {
+	if r.Verdict != flow.Regression || r.FirstBad == nil || r.FirstBad.Patch != 0 || !strings.Contains(r.FirstBad.Summary, "failed on the bot's side (INFRA) 2 times: lab: guest 2 died") {
 		t.Fatalf("%s %+v", r.Verdict, r.FirstBad)
 	}
-	if tt := h.testDone("series:<dies@x>:v1:"); tt.Verdict != "REGRESSION" {
+	if tt := h.testDone("series:<dies@x>:v1:"); tt.Verdict != flow.Regression {
 		t.Fatalf("test %s %s", tt.State, tt.Verdict)
 	}
 }
@@ -122,7 +123,7 @@ func TestSeriesBisectOff(t *testing.T) {
 	s := seriesOf("<reg@x>", "svcrdma: tidy", "svcrdma: slow send")
 	h.ingest.Add(s)
 	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
-	if r, _ := h.report.Get("series:<reg@x>:v1:"); r.Verdict != "REGRESSION" || r.FirstBad != nil {
+	if r, _ := h.report.Get("series:<reg@x>:v1:"); r.Verdict != flow.Regression || r.FirstBad != nil {
 		t.Fatalf("%s %+v", r.Verdict, r.FirstBad)
 	}
 }

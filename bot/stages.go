@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The bot drives the other stages through these small interfaces, declared
@@ -187,7 +188,7 @@ type Profile interface {
 
 // Decision is the statistics' answer for one comparison.
 type Decision struct {
-	Verdict  string  // reports' outcome names: PASS, REGRESSION, IMPROVEMENT, INCONCLUSIVE, CRASH ...
+	Verdict  flow.Outcome
 	NeedMore int     // > 0: measure this many more runs of each side first
 	Summary  string  // one paragraph: metric, change, confidence
 	Metric   string  // the metric that decided a REGRESSION
@@ -225,14 +226,14 @@ type Decider interface {
 
 // Report is everything a reply needs.
 type Report struct {
-	Key     string  `json:"key"`  // delivery happens once per key
-	Kind    string  `json:"kind"` // series, ref, mainline, bisect
-	Title   string  `json:"title,omitempty"`
-	Verdict string  `json:"verdict"`
-	Summary string  `json:"summary"`
-	Series  *Series `json:"series,omitempty"`
-	Tree    string  `json:"tree"`
-	Base    string  `json:"base"`
+	Key     string       `json:"key"`  // delivery happens once per key
+	Kind    string       `json:"kind"` // series, ref, mainline, bisect
+	Title   string       `json:"title,omitempty"`
+	Verdict flow.Outcome `json:"verdict"`
+	Summary string       `json:"summary"`
+	Series  *Series      `json:"series,omitempty"`
+	Tree    string       `json:"tree"`
+	Base    string       `json:"base"`
 	// BaseReason says how the base was chosen, BaseBranch where it is.
 	BaseReason string `json:"base_reason,omitempty"`
 	BaseBranch string `json:"base_branch,omitempty"`
@@ -291,10 +292,10 @@ type FirstBad struct {
 // FixFollowUp is a test rerun with a fix: the reported test, how the fix
 // went on, and whether its verdict shows the failure gone.
 type FixFollowUp struct {
-	Test    int64  `json:"test"`    // the reported test
-	Verdict string `json:"verdict"` // its verdict
-	URL     string `json:"url"`     // its dashboard page
-	Reply   string `json:"reply"`   // the Message-ID of its reply, which the fix's Closes: names
+	Test    int64        `json:"test"`    // the reported test
+	Verdict flow.Outcome `json:"verdict"` // its verdict
+	URL     string       `json:"url"`     // its dashboard page
+	Reply   string       `json:"reply"`   // the Message-ID of its reply, which the fix's Closes: names
 	// Culprit is the commit the fix's Fixes: names, when that named the
 	// report: the culprit of a mainline bisection.
 	Culprit string `json:"culprit,omitempty"`
@@ -309,7 +310,7 @@ type FixFollowUp struct {
 
 // Fixed says whether a rerun's verdict shows a reported failure gone:
 // it built, booted and measured no regression.
-func Fixed(verdict string) bool { return verdict == VerdictPass || verdict == VerdictImprovement }
+func Fixed(verdict flow.Outcome) bool { return verdict == flow.Pass || verdict == flow.Improvement }
 
 // ReplyIndex tells which series version one of the bot's own replies
 // answered (the outbox keeps them): a later series whose Closes: names

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // A series that changes client code alone boots its kernel on the
@@ -20,7 +21,7 @@ func TestClientSideSeriesIsTimedByTheServer(t *testing.T) {
 		"--- a/net/sunrpc/xprtrdma/verbs.c\n+++ b/net/sunrpc/xprtrdma/verbs.c\n")}
 	h.ingest.Add(s)
 	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
-	if r, _ := h.report.Get("series:<client@x>:v1:"); r.Verdict != "PASS" {
+	if r, _ := h.report.Get("series:<client@x>:v1:"); r.Verdict != flow.Pass {
 		t.Errorf("verdict %q", r.Verdict)
 	}
 	runs := 0

@@ -1,6 +1,10 @@
 package reports
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rdmabot/rdmabot/flow"
+)
 
 // Audience is who is mailed a verdict.
 type Audience int
@@ -55,11 +59,11 @@ type Occasion struct {
 // someone asked for it or it confirms a fix of the bot's own report; a
 // patch that does not apply to a guessed base is the guess's problem
 // before it is the author's.
-func (c *Config) Audience(o Outcome, on Occasion) Audience {
+func (c *Config) Audience(o flow.Outcome, on Occasion) Audience {
 	switch {
-	case !o.Mailed() || o == Incomplete || o == Refused:
+	case !Mailed(o) || o == flow.Incomplete || o == flow.Refused:
 		return Nobody // notices have their own addressing
-	case o == ApplyFailed && on.GuessedBase:
+	case o == flow.ApplyFailed && on.GuessedBase:
 	case on.ClosesReport:
 		return InThread
 	case c.mailsOutcome(o):
@@ -71,7 +75,7 @@ func (c *Config) Audience(o Outcome, on Occasion) Audience {
 	return Nobody
 }
 
-func (c *Config) mailsOutcome(o Outcome) bool {
+func (c *Config) mailsOutcome(o flow.Outcome) bool {
 	for _, s := range c.MailOutcomes {
 		if s == o.String() {
 			return true
@@ -82,17 +86,17 @@ func (c *Config) mailsOutcome(o Outcome) bool {
 
 // DefaultMailOutcomes are the verdicts a maintainer must act on.
 func DefaultMailOutcomes() []string {
-	return []string{Regression.String(), CrashFound.String(), BootFailed.String(), DataCorruption.String(),
-		BuildFailed.String(), ApplyFailed.String()}
+	return []string{flow.Regression.String(), flow.Crash.String(), flow.BootFailed.String(), flow.DataCorruption.String(),
+		flow.BuildFailed.String(), flow.ApplyFailed.String()}
 }
 
 func validateMailOutcomes(v []string) error {
 	for _, s := range v {
-		o, err := ParseOutcome(s)
+		o, err := flow.ParseOutcome(s)
 		if err != nil {
 			return fmt.Errorf("reports.mail_outcomes: %w", err)
 		}
-		if !o.Mailed() || o == Incomplete || o == Refused {
+		if !Mailed(o) || o == flow.Incomplete || o == flow.Refused {
 			return fmt.Errorf("reports.mail_outcomes: %s is never a verdict mailed to a thread", s)
 		}
 	}

@@ -3,31 +3,33 @@ package reports
 import (
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 func TestAudience(t *testing.T) {
 	c := DefaultConfig()
 	for _, tc := range []struct {
-		o    Outcome
+		o    flow.Outcome
 		on   Occasion
 		want Audience
 	}{
-		{Pass, Occasion{}, Nobody},
-		{Pass, Occasion{Asked: true}, Asker},
-		{Pass, Occasion{ClosesReport: true}, InThread},
-		{Improvement, Occasion{}, Nobody},
-		{Regression, Occasion{}, InThread},
-		{Regression, Occasion{Asked: true}, InThread},
-		{CrashFound, Occasion{}, InThread},
-		{BootFailed, Occasion{}, InThread},
-		{DataCorruption, Occasion{}, InThread},
-		{BuildFailed, Occasion{GuessedBase: true}, InThread},
-		{ApplyFailed, Occasion{}, InThread},
-		{ApplyFailed, Occasion{GuessedBase: true}, Nobody},
-		{ApplyFailed, Occasion{GuessedBase: true, Asked: true}, Asker},
-		{Inconclusive, Occasion{Asked: true}, Nobody},
-		{Infra, Occasion{Asked: true, ClosesReport: true}, Nobody},
-		{Refused, Occasion{Asked: true}, Nobody},
+		{flow.Pass, Occasion{}, Nobody},
+		{flow.Pass, Occasion{Asked: true}, Asker},
+		{flow.Pass, Occasion{ClosesReport: true}, InThread},
+		{flow.Improvement, Occasion{}, Nobody},
+		{flow.Regression, Occasion{}, InThread},
+		{flow.Regression, Occasion{Asked: true}, InThread},
+		{flow.Crash, Occasion{}, InThread},
+		{flow.BootFailed, Occasion{}, InThread},
+		{flow.DataCorruption, Occasion{}, InThread},
+		{flow.BuildFailed, Occasion{GuessedBase: true}, InThread},
+		{flow.ApplyFailed, Occasion{}, InThread},
+		{flow.ApplyFailed, Occasion{GuessedBase: true}, Nobody},
+		{flow.ApplyFailed, Occasion{GuessedBase: true, Asked: true}, Asker},
+		{flow.Inconclusive, Occasion{Asked: true}, Nobody},
+		{flow.Infra, Occasion{Asked: true, ClosesReport: true}, Nobody},
+		{flow.Refused, Occasion{Asked: true}, Nobody},
 	} {
 		if got := c.Audience(tc.o, tc.on); got != tc.want {
 			t.Errorf("%v %+v: %v, want %v", tc.o, tc.on, got, tc.want)
@@ -35,7 +37,7 @@ func TestAudience(t *testing.T) {
 	}
 	// An operator who wants every pass on the list says so.
 	c.MailOutcomes = append(c.MailOutcomes, "PASS")
-	if got := c.Audience(Pass, Occasion{}); got != InThread {
+	if got := c.Audience(flow.Pass, Occasion{}); got != InThread {
 		t.Errorf("PASS in mail_outcomes: %v", got)
 	}
 }

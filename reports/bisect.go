@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Bisection is the outcome of a bisection as replies describe it.
@@ -93,7 +95,7 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 	if len(b.To) == 0 {
 		return nil, fmt.Errorf("no list address to report %s to", b.Title)
 	}
-	m := &Mail{MessageID: msgID, From: c.From, Subject: oneLine(b.Title, MaxSubject), Date: now, Outcome: Regression}
+	m := &Mail{MessageID: msgID, From: c.From, Subject: oneLine(b.Title, MaxSubject), Date: now, Outcome: flow.Regression}
 	seen := map[string]bool{}
 	add := func(to *[]string, addr, what string) error {
 		a, err := mail.ParseAddress(addr)

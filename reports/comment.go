@@ -3,6 +3,8 @@ package reports
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // RenderComment writes the answer to a request made in a GitHub issue:
@@ -35,7 +37,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	b.WriteString(code(provenance(in.Base)) + "\n\n")
 	b.WriteString(fenced(infoBlock(v)))
 	switch v.Outcome {
-	case Pass, Regression, Improvement:
+	case flow.Pass, flow.Regression, flow.Improvement:
 		if len(v.Decision.Comparisons) > 0 {
 			b.WriteString(markdownTable(MetricRows(v.Decision), "lrrrrrrr") + "\n")
 			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
@@ -51,7 +53,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 				b.WriteString(markdownTable(rows, "lrr") + "\n")
 			}
 		}
-	case ApplyFailed:
+	case flow.ApplyFailed:
 		if a := in.Apply; a != nil {
 			if a.Index > 0 {
 				where := ""
@@ -67,18 +69,18 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 				b.WriteString(fenced(excerpt(a.Output, 30)))
 			}
 		}
-	case BuildFailed:
+	case flow.BuildFailed:
 		if f := in.BuildFail; f != nil {
 			b.WriteString("New errors (prefixed by >>):\n\n" + fenced(diagnostics(f.New, ">> ")))
 			if len(f.Warnings) > 0 {
 				b.WriteString("Warnings of the same build (not compared with the base's):\n\n" + fenced(diagnostics(f.Warnings, "   ")))
 			}
 		}
-	case BootFailed:
+	case flow.BootFailed:
 		if in.Boot != nil {
 			b.WriteString("Console:\n\n" + fenced(excerpt(in.Boot.Console, 40)))
 		}
-	case CrashFound:
+	case flow.Crash:
 		if v.Crash != nil {
 			b.WriteString("Console:\n\n" + fenced(excerpt(reliableFrames(v.Crash.Console), 50)))
 		}
@@ -86,7 +88,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 			text, rows := healthText(v.Pressure)
 			b.WriteString(text + "\n\n" + markdownTable(rows, "lrr") + "\n")
 		}
-	case DataCorruption:
+	case flow.DataCorruption:
 		if in.Corruption != nil {
 			b.WriteString("cmp:\n\n" + fenced(excerpt(in.Corruption.Detail, 20)))
 		}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // A confirmed bisection says how often the confirmation ran, as the steps
@@ -128,16 +130,16 @@ func TestCommentsQuoteKernelText(t *testing.T) {
 		}
 	}
 	vs := verdicts(t)
-	infra := vs[Infra]
+	infra := vs[flow.Infra]
 	infra.Reason = "base kernel crashes: " + hostile
 	check("comment_infra_crash.md", RenderComment(&c, &infra, "chuck"))
 
-	crash := vs[CrashFound]
+	crash := vs[flow.Crash]
 	crash.Crash = &Crash{Title: hostile, Console: hostile + "\n```\n" + hostile}
 	crash.In.FirstBad = &FirstBad{Of: 3, Note: "every prefix crashed: " + hostile, Steps: 3, Boots: 6, Minutes: 42}
 	check("comment_crash.md", RenderComment(&c, &crash, "chuck"))
 
-	apply := vs[ApplyFailed]
+	apply := vs[flow.ApplyFailed]
 	a := *apply.In.Apply
 	a.Patch, a.File, a.Hunk = hostile, "net/`sunrpc`/x.c", "@@ -1 +1 @@ "+hostile
 	apply.In.Apply = &a

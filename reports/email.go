@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
@@ -27,7 +28,7 @@ type Mail struct {
 	InReplyTo  string
 	References []string
 	Date       time.Time
-	Outcome    Outcome
+	Outcome    flow.Outcome
 	Body       string
 }
 
@@ -52,7 +53,7 @@ var ErrNotMailed = fmt.Errorf("outcome is never mailed")
 
 // RenderEmail writes the in-thread reply for a verdict.
 func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, error) {
-	if !v.Outcome.Mailed() {
+	if !Mailed(v.Outcome) {
 		return nil, fmt.Errorf("%v: %w", v.Outcome, ErrNotMailed)
 	}
 	t := v.In.Thread
@@ -145,9 +146,9 @@ func botName(c *Config) string {
 // announces, shown on a line of its own (never wrapped); "" otherwise.
 func Title(v *Verdict) string {
 	switch {
-	case v.Outcome == CrashFound && v.Crash != nil:
+	case v.Outcome == flow.Crash && v.Crash != nil:
 		return v.Crash.Title
-	case v.Outcome == BootFailed && v.In.Boot != nil:
+	case v.Outcome == flow.BootFailed && v.In.Boot != nil:
 		return v.In.Boot.Title
 	}
 	return ""
@@ -158,13 +159,13 @@ func Sentence(c *Config, v *Verdict) string {
 	bot := botName(c)
 	in := v.In
 	switch v.Outcome {
-	case Pass:
+	case flow.Pass:
 		s := fmt.Sprintf("%s tested this series on the %s test and found no change of %.0f%% or more in any metric", bot, testName(in), 100*c.MinEffect)
 		if h := closest(v); h != nil {
 			s += fmt.Sprintf("; the closest was %s, %s (%.0f%% interval %s to %s)", sentenceLabel(*h), pct(h.CI.Ratio), 100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi))
 		}
 		return s + "."
-	case Regression, Improvement:
+	case flow.Regression, flow.Improvement:
 		if h := v.faultHealth(); h != nil {
 			f := h.fault()
 			test := "on the " + testName(in) + " test"
@@ -176,33 +177,33 @@ func Sentence(c *Config, v *Verdict) string {
 		}
 		h := Headline(v)
 		kind := "regression"
-		if v.Outcome == Improvement {
+		if v.Outcome == flow.Improvement {
 			kind = "improvement"
 		}
 		return fmt.Sprintf("%s noticed a %.1f%% %s of %s with this series on the %s test: median %.2f to %.2f (%.0f%% interval %s to %s, p%s).",
 			bot, 100*abs1(h.CI.Ratio), kind, sentenceLabel(*h), testName(in), stats.Median(h.Base), stats.Median(h.Cand),
 			100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi), pRelation(h.Test.P))
-	case ApplyFailed:
+	case flow.ApplyFailed:
 		if a := in.Apply; a != nil && a.Index > 0 {
 			return fmt.Sprintf("%s could not apply patch %d of this series to %s.", bot, a.Index, baseName(in.Base))
 		}
 		return fmt.Sprintf("%s could not apply this series to %s.", bot, baseName(in.Base))
-	case BuildFailed:
+	case flow.BuildFailed:
 		if in.Patch > 0 {
 			return fmt.Sprintf("%s noticed the following build errors with this patch:", bot)
 		}
 		return fmt.Sprintf("%s noticed the following build errors with this series:", bot)
-	case BootFailed:
+	case flow.BootFailed:
 		return fmt.Sprintf("%s noticed that the kernel with this series does not boot on the lab pair:", bot)
-	case CrashFound:
+	case flow.Crash:
 		return fmt.Sprintf("%s noticed a crash with this series:", bot)
-	case DataCorruption:
+	case flow.DataCorruption:
 		return fmt.Sprintf("%s noticed data corruption with this series: data written over NFS/RDMA came back different.", bot)
-	case Inconclusive:
+	case flow.Inconclusive:
 		return fmt.Sprintf("%s could not decide: %s.", bot, v.Reason)
-	case Infra:
+	case flow.Infra:
 		return fmt.Sprintf("%s could not test this series because of its own infrastructure: %s.", bot, v.Reason)
-	case Incomplete:
+	case flow.Incomplete:
 		return fmt.Sprintf("%s did not test this series: %s.", bot, v.Reason)
 	}
 	return v.Outcome.String()
@@ -287,7 +288,7 @@ func infoBlock(v *Verdict) string {
 		}
 	}
 	lab, test := in.Test.Lab, in.Test.Test
-	if v.Outcome == ApplyFailed || v.Outcome == BuildFailed {
+	if v.Outcome == flow.ApplyFailed || v.Outcome == flow.BuildFailed {
 		lab, test = "", "" // nothing ran
 	}
 	return keyValues(append(append([][2]string{
@@ -326,7 +327,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		para(f.Sentence())
 	}
 	raw(provenance(in.Base)) // one line, as the 0-day tags are: greppable
-	if v.Outcome == ApplyFailed {
+	if v.Outcome == flow.ApplyFailed {
 		if in.Base.Reason == BaseByTrailer {
 			para("The series names this base (base-commit:). If it depends on patches that are not on it, please post them with the series, or name a base that has them.")
 		} else {
@@ -337,14 +338,14 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	if steps := in.Test.ByHand.steps(v.Outcome); len(steps) > 0 {
 		raw("To reproduce without rdmabot, in a clone of the base tree:\n\n        " + strings.Join(steps, "\n        "))
 	}
-	if v.Outcome.OffersTags() {
+	if OffersTags(v.Outcome) {
 		para("If you fix the issue in a separate patch/commit (i.e. not just a new version of the same patch/commit), kindly add the following tags:")
 		raw(fmt.Sprintf("| Reported-by: %s\n| Closes: %s", c.From, c.CloseURL(msgID)))
 	}
 	switch v.Outcome {
-	case Pass, Regression, Improvement:
+	case flow.Pass, flow.Regression, flow.Improvement:
 		raw(Measurements(v))
-	case ApplyFailed:
+	case flow.ApplyFailed:
 		a := in.Apply
 		if a.Index > 0 {
 			where := ""
@@ -359,7 +360,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		if a.Output != "" {
 			raw(indent(excerpt(a.Output, 30)))
 		}
-	case BuildFailed:
+	case flow.BuildFailed:
 		f := in.BuildFail
 		what := "All errors"
 		if f.Target != "" {
@@ -378,14 +379,14 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 				para(fmt.Sprintf("(%d errors that the base build shows too are left out.)", in.BuildFail.Old))
 			}
 		}
-	case BootFailed:
+	case flow.BootFailed:
 		raw("Console:\n\n" + indent(excerpt(in.Boot.Console, 40)))
-	case CrashFound:
+	case flow.Crash:
 		raw(Measurements(v))
-	case DataCorruption:
+	case flow.DataCorruption:
 		raw("cmp:\n\n" + indent(excerpt(in.Corruption.Detail, 20)))
 	}
-	if v.Outcome == Pass && c.TestedBy {
+	if v.Outcome == flow.Pass && c.TestedBy {
 		para("If you wish, you may add the following tag to the series:")
 		raw("| Tested-by: " + c.From)
 	}
@@ -411,7 +412,7 @@ func Measurements(v *Verdict) string {
 	para := func(s string) { b.WriteString(wrap(s, 72) + "\n\n") }
 	raw := func(s string) { b.WriteString(strings.TrimRight(s, "\n") + "\n\n") }
 	switch v.Outcome {
-	case Pass, Regression, Improvement:
+	case flow.Pass, flow.Regression, flow.Improvement:
 		if len(v.Decision.Comparisons) > 0 {
 			raw(table(MetricRows(v.Decision), ""))
 			note := fmt.Sprintf("Base and patched kernels ran on the same pair, one boot per run. Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
@@ -433,7 +434,7 @@ func Measurements(v *Verdict) string {
 				raw(table(rows, ""))
 			}
 		}
-	case CrashFound:
+	case flow.Crash:
 		where, same := "the console of the patched kernel", ""
 		n := baseRuns(v.In)
 		if v.Crash.Link != "" {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 func TestWrap(t *testing.T) {
@@ -51,7 +53,7 @@ func TestJudgeReproducibleAndAdaptive(t *testing.T) {
 	in.Metrics = metrics(2, 0.92, 1, 1.07)
 	a := Judge(Rand(in.Thread), c.Policy(), in)
 	b := Judge(Rand(in.Thread), c.Policy(), in)
-	if a.Outcome != Regression || a.Decision.Comparisons[0].CI != b.Decision.Comparisons[0].CI {
+	if a.Outcome != flow.Regression || a.Decision.Comparisons[0].CI != b.Decision.Comparisons[0].CI {
 		t.Errorf("not reproducible: %v %v vs %v", a.Outcome, a.Decision.Comparisons[0].CI, b.Decision.Comparisons[0].CI)
 	}
 	in.Metrics = metrics(5, 1, 1, 1)
@@ -60,19 +62,19 @@ func TestJudgeReproducibleAndAdaptive(t *testing.T) {
 		in.Metrics[i].Cand = in.Metrics[i].Cand[:4]
 	}
 	v := Judge(Rand(in.Thread), c.Policy(), in)
-	if v.Outcome != Inconclusive || v.NeedMore() != 6 || v.Outcome.Mailed() {
+	if v.Outcome != flow.Inconclusive || v.NeedMore() != 6 || Mailed(v.Outcome) {
 		t.Errorf("4 runs: want Inconclusive asking 6 more, got %v more=%d", v.Outcome, v.NeedMore())
 	}
 	// A base that crashes too is not the series' fault.
 	in = input()
 	in.BaseCrashes = []Crash{{Title: "INFO: task dd:174 blocked for more than 122 seconds."}}
 	in.CandCrashes = []Crash{{Title: "INFO: task dd:190 blocked for more than 122 seconds."}}
-	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != Infra {
+	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != flow.Infra {
 		t.Errorf("shared crash: %v, want INFRA", v.Outcome)
 	}
 	in = input()
 	in.BuildFail = &BuildFailure{Old: 3}
-	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != Infra {
+	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != flow.Infra {
 		t.Errorf("only old build errors: %v, want INFRA", v.Outcome)
 	}
 }
@@ -82,7 +84,7 @@ func TestJudgeReproducibleAndAdaptive(t *testing.T) {
 // commas) gives no envelope: never three recipients behind one To.
 func TestRecipientsOneStrictAuthor(t *testing.T) {
 	c := testConfig()
-	v := verdicts(t)[Regression]
+	v := verdicts(t)[flow.Regression]
 	for _, bad := range []string{"a@x,b@y,c@z", `"a,b"@x.example`, "a@[127.0.0.1]", "a\r\nBcc: b@y@z", "a b@x.example", "nobody"} {
 		in := *v.In
 		in.Thread.Author = Address{Name: "Evil", Email: bad}
@@ -116,7 +118,7 @@ func TestRecipientsOneStrictAuthor(t *testing.T) {
 // a thousand characters get into the reply's header or body.
 func TestSubjectCapped(t *testing.T) {
 	c := testConfig()
-	v := verdicts(t)[Regression]
+	v := verdicts(t)[flow.Regression]
 	in := *v.In
 	in.Thread.Subject = "[PATCH] x\r\nBcc: victim@example.org\x00\x1b[2J " + strings.Repeat("é", 1000)
 	v.In = &in

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/reports/stats"
 )
@@ -81,14 +82,14 @@ func input() *Input {
 // verdicts builds one verdict per outcome, through Judge: the renderers'
 // unit tests use them; the golden replies are wire's, made the
 // way production makes them.
-func verdicts(t *testing.T) map[Outcome]Verdict {
+func verdicts(t *testing.T) map[flow.Outcome]Verdict {
 	t.Helper()
 	c := testConfig()
 	judge := func(in *Input) Verdict {
 		return Judge(rand.New(rand.NewPCG(7, 7)), c.Policy(), in)
 	}
-	out := map[Outcome]Verdict{}
-	add := func(want Outcome, mod func(*Input)) {
+	out := map[flow.Outcome]Verdict{}
+	add := func(want flow.Outcome, mod func(*Input)) {
 		in := input()
 		mod(in)
 		v := judge(in)
@@ -97,31 +98,31 @@ func verdicts(t *testing.T) map[Outcome]Verdict {
 		}
 		out[want] = v
 	}
-	add(Pass, func(in *Input) {})
-	add(Regression, func(in *Input) { in.Metrics = metrics(2, 0.92, 1, 1.07) })
-	add(Improvement, func(in *Input) { in.Metrics = metrics(3, 1, 1.09, 1) })
-	add(Inconclusive, func(in *Input) {
+	add(flow.Pass, func(in *Input) {})
+	add(flow.Regression, func(in *Input) { in.Metrics = metrics(2, 0.92, 1, 1.07) })
+	add(flow.Improvement, func(in *Input) { in.Metrics = metrics(3, 1, 1.09, 1) })
+	add(flow.Inconclusive, func(in *Input) {
 		rng := rand.New(rand.NewPCG(4, 4))
 		in.Metrics = []stats.Metric{{Name: "write", Unit: "MB/s", HigherIsBetter: true,
 			Base: runs(rng, 30, 4, 16, 0.2), Cand: runs(rng, 30, 4, 16, 0.2)}}
 	})
-	add(ApplyFailed, func(in *Input) {
+	add(flow.ApplyFailed, func(in *Input) {
 		in.Metrics = nil
 		in.Apply = &ApplyFailure{Patch: "svcrdma: Post Send WR chain", Index: 8,
 			File: "net/sunrpc/xprtrdma/svc_rdma_sendto.c", Hunk: "@@ -327,20 +327,42 @@",
 			Output: "error: patch failed: net/sunrpc/xprtrdma/svc_rdma_sendto.c:327\nerror: net/sunrpc/xprtrdma/svc_rdma_sendto.c: patch does not apply"}
 	})
-	add(BuildFailed, func(in *Input) {
+	add(flow.BuildFailed, func(in *Input) {
 		in.Metrics = nil
 		in.BuildFail = &BuildFailure{Old: 1, New: []Diagnostic{
 			{Text: "net/sunrpc/xprtrdma/svc_rdma_sendto.c:342:9: error: implicit declaration of function 'svc_rdma_post_chain' [-Werror=implicit-function-declaration]"},
 		}}
 	})
-	add(BootFailed, func(in *Input) {
+	add(flow.BootFailed, func(in *Input) {
 		in.Metrics = nil
 		in.Boot = &BootFailure{Title: "no @@LAB READY within 120s", Console: "[    1.912345] rdma_rxe: loaded\n[    2.004321] svcrdma: svc_rdma_create_xprt failed\n[  120.000000] lab: timeout waiting for nfsd"}
 	})
-	add(CrashFound, func(in *Input) {
+	add(flow.Crash, func(in *Input) {
 		in.BaseCrashes = []Crash{{Title: "WARNING in rxe_qp_do_cleanup"}}
 		in.CandCrashes = []Crash{{Title: "WARNING in rxe_qp_do_cleanup"}, {
 			Title: "BUG: KASAN: slab-use-after-free in svc_rdma_send",
@@ -131,10 +132,10 @@ func verdicts(t *testing.T) map[Outcome]Verdict {
 				"Call Trace:\n <TASK>\n dump_stack_lvl+0x4b/0x70\n svc_rdma_send+0x3a1/0x5c0\n svc_rdma_sendto+0x2f7/0x8b0\n svc_send+0x6e/0x1c0\n nfsd+0x1b1/0x2a0\n kthread+0xe8/0x120\n </TASK>",
 		}}
 	})
-	add(DataCorruption, func(in *Input) {
+	add(flow.DataCorruption, func(in *Input) {
 		in.Corruption = &Corruption{Detail: "/dev/shm/src /dev/shm/back differ: byte 16777217, line 65281 (run 3, iteration 2)"}
 	})
-	add(Infra, func(in *Input) {
+	add(flow.Infra, func(in *Input) {
 		in.Infra = &InfraFailure{Reason: "client guest did not reach @@LAB READY (host overloaded)"}
 	})
 	return out

@@ -5,12 +5,14 @@ import (
 	"net/mail"
 	"strings"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Notice is an answer that is not a test verdict.
 type Notice struct {
 	// Outcome is Incomplete or Refused.
-	Outcome Outcome
+	Outcome flow.Outcome
 	// Thread is the series the notice is about.
 	Thread Thread
 	// To is who is answered: the series' author for Incomplete, the
@@ -30,7 +32,7 @@ type Notice struct {
 // signature: an incomplete series' Cc the series' lists, a refusal to
 // the command's sender alone.
 func RenderNotice(c *Config, n *Notice, msgID string, now time.Time) (*Mail, error) {
-	if n.Outcome != Incomplete && n.Outcome != Refused {
+	if n.Outcome != flow.Incomplete && n.Outcome != flow.Refused {
 		return nil, fmt.Errorf("%v is not a notice", n.Outcome)
 	}
 	t := n.Thread
@@ -51,7 +53,7 @@ func RenderNotice(c *Config, n *Notice, msgID string, now time.Time) (*Mail, err
 		m.InReplyTo = n.InReplyTo
 		m.References = append(append([]string{}, n.References...), n.InReplyTo)
 	}
-	if n.Outcome == Incomplete {
+	if n.Outcome == flow.Incomplete {
 		// A refusal answers whoever sent the command, often a stranger:
 		// on a list it would spend the list's daily replies.
 		cc, err := listCc(c, t.Lists, n.To.Email)

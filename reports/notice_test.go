@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // A refusal answers the command mail (In-Reply-To it, References its
@@ -14,7 +16,7 @@ func TestRenderNotice(t *testing.T) {
 	th := Thread{Subject: "[PATCH v2 0/3] svcrdma: fix", MessageID: "cover@x", References: nil,
 		Author: Address{Name: "Chuck Lever", Email: "cel@kernel.org"}, Lists: []string{"linux-rdma@vger.kernel.org"}, Version: 2}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m, err := RenderNotice(&c, &Notice{Outcome: Refused, Thread: th, To: Address{Name: "Eve Mallory", Email: "eve@example.org"},
+	m, err := RenderNotice(&c, &Notice{Outcome: flow.Refused, Thread: th, To: Address{Name: "Eve Mallory", Email: "eve@example.org"},
 		InReplyTo: "cmd@x", References: []string{"cover@x"}, Quote: "#rdmabot retest",
 		Text: "You may not ask me to test this series."}, "id@rdmabot.invalid", now)
 	if err != nil {
@@ -34,7 +36,7 @@ func TestRenderNotice(t *testing.T) {
 	if m.Outcome.String() != "REFUSED" {
 		t.Errorf("outcome %v", m.Outcome)
 	}
-	m, err = RenderNotice(&c, &Notice{Outcome: Incomplete, Thread: th, To: th.Author, Text: "Patch 2/3 never arrived."}, "id2@rdmabot.invalid", now)
+	m, err = RenderNotice(&c, &Notice{Outcome: flow.Incomplete, Thread: th, To: th.Author, Text: "Patch 2/3 never arrived."}, "id2@rdmabot.invalid", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +45,13 @@ func TestRenderNotice(t *testing.T) {
 		!strings.Contains(raw, "Hi Chuck,\n\nPatch 2/3 never arrived.") || m.Outcome.String() != "INCOMPLETE" {
 		t.Errorf("incomplete notice:\n%s", raw)
 	}
-	if o, err := ParseOutcome("INCOMPLETE"); err != nil || o != Incomplete || !o.Mailed() {
+	if o, err := flow.ParseOutcome("INCOMPLETE"); err != nil || o != flow.Incomplete || !Mailed(o) {
 		t.Errorf("ParseOutcome: %v %v", o, err)
 	}
-	if _, err := RenderNotice(&c, &Notice{Outcome: Pass, Thread: th, To: th.Author}, "x@y", now); err == nil {
+	if _, err := RenderNotice(&c, &Notice{Outcome: flow.Pass, Thread: th, To: th.Author}, "x@y", now); err == nil {
 		t.Error("a verdict rendered as a notice")
 	}
-	if _, err := RenderNotice(&c, &Notice{Outcome: Refused, Thread: th}, "x@y", now); err == nil {
+	if _, err := RenderNotice(&c, &Notice{Outcome: flow.Refused, Thread: th}, "x@y", now); err == nil {
 		t.Error("a notice to nobody")
 	}
 }

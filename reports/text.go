@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
@@ -152,11 +153,11 @@ func MetricRows(d stats.Decision) [][]string {
 // (throughput, the one users feel, before the loop time), whose change is
 // in the verdict's direction; nil for other verdicts.
 func Headline(v *Verdict) *stats.Comparison {
-	if v.Outcome != Regression && v.Outcome != Improvement {
+	if v.Outcome != flow.Regression && v.Outcome != flow.Improvement {
 		return nil
 	}
 	want := stats.Worse
-	if v.Outcome == Improvement {
+	if v.Outcome == flow.Improvement {
 		want = stats.Better
 	}
 	for i := range v.Decision.Comparisons {

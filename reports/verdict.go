@@ -1,12 +1,14 @@
 package reports
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"regexp"
 	"strings"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
@@ -57,12 +59,12 @@ type PressureRuns struct {
 
 // FixFollowUp is a reported test rerun with a fix.
 type FixFollowUp struct {
-	Test     int64  // the reported test
-	Verdict  string // its verdict
-	Now      string // the verdict with the fix
-	URL      string // the reported test's page
-	ReplyURL string // the report the fix's Closes: names ("" when unknown)
-	Culprit  string // the commit its Fixes: names, when that named the report
+	Test     int64        // the reported test
+	Verdict  flow.Outcome // its verdict
+	Now      flow.Outcome // the verdict with the fix
+	URL      string       // the reported test's page
+	ReplyURL string       // the report the fix's Closes: names ("" when unknown)
+	Culprit  string       // the commit its Fixes: names, when that named the report
 	// OnTop: applied on top of the reported series, or of Head; false:
 	// in its place, on its base (a new version of it).
 	OnTop bool
@@ -97,8 +99,8 @@ func (f *FixFollowUp) Sentence() string {
 	}
 	switch {
 	case f.Confirmed:
-		gone := map[string]string{"REGRESSION": "the regression is gone", "CRASH": "the kernel no longer crashes",
-			"BUILD_FAILED": "the kernel builds and the test passes"}[f.Verdict]
+		gone := map[flow.Outcome]string{flow.Regression: "the regression is gone", flow.Crash: "the kernel no longer crashes",
+			flow.BuildFailed: "the kernel builds and the test passes"}[f.Verdict]
 		if gone == "" {
 			gone = "the test passes"
 		}
@@ -250,16 +252,16 @@ func NewByHand(treeURL, branch, base, files, side, config string) ByHand {
 }
 
 // steps are the commands a reader needs to see outcome o for themselves.
-func (h ByHand) steps(o Outcome) []string {
+func (h ByHand) steps(o flow.Outcome) []string {
 	if len(h.Checkout) == 0 {
 		return nil
 	}
 	out := append(append([]string{}, h.Checkout...), h.Apply...)
-	if o == ApplyFailed {
+	if o == flow.ApplyFailed {
 		return out
 	}
 	out = append(out, h.Build...)
-	if o != BuildFailed && h.Boot != "" {
+	if o != flow.BuildFailed && h.Boot != "" {
 		for _, l := range strings.Split(wrap(h.Boot, 62), "\n") {
 			out = append(out, "# "+l)
 		}
@@ -333,56 +335,21 @@ type Crash struct {
 // never mailed.
 type InfraFailure struct{ Reason string }
 
-// Outcome is the kind of verdict.
-type Outcome int
-
-const (
-	Pass Outcome = iota
-	Regression
-	Improvement
-	Inconclusive
-	ApplyFailed
-	BuildFailed
-	BootFailed
-	CrashFound
-	DataCorruption
-	Infra
-	// Notices (RenderNotice), never a Judge outcome: a series still
-	// missing patches after the grace period, a command refused.
-	Incomplete
-	Refused
-)
-
-var outcomeNames = [...]string{"PASS", "REGRESSION", "IMPROVEMENT", "INCONCLUSIVE", "APPLY_FAILED",
-	"BUILD_FAILED", "BOOT_FAILED", "CRASH", "DATA_CORRUPTION", "INFRA", "INCOMPLETE", "REFUSED"}
-
-func (o Outcome) String() string { return outcomeNames[o] }
-
-// ParseOutcome is the inverse of String.
-func ParseOutcome(s string) (Outcome, error) {
-	for i, n := range outcomeNames {
-		if n == s {
-			return Outcome(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown outcome %q", s)
-}
-
-// Mailed reports whether the outcome is ever answered: inconclusive
+// Mailed reports whether an outcome is ever answered: inconclusive
 // comparisons and our own failures are not.
-func (o Outcome) Mailed() bool { return o != Inconclusive && o != Infra }
+func Mailed(o flow.Outcome) bool { return o != flow.Inconclusive && o != flow.Infra }
 
-// OffersTags reports whether the reply carries the Reported-by/Closes
+// OffersTags reports whether a reply carries the Reported-by/Closes
 // block: a regression, a build failure, a crash or corrupted data is what a separate fix
 // (the series may be applied already) credits, as 0-day's replies do;
 // the block says it is for a separate fix, not a new version.
-func (o Outcome) OffersTags() bool {
-	return o == Regression || o == BuildFailed || o == CrashFound || o == DataCorruption
+func OffersTags(o flow.Outcome) bool {
+	return o == flow.Regression || o == flow.BuildFailed || o == flow.Crash || o == flow.DataCorruption
 }
 
 // Verdict is the judgement of one series version.
 type Verdict struct {
-	Outcome Outcome
+	Outcome flow.Outcome
 	In      *Input
 	// Decision holds the metric comparisons (empty before the lab ran).
 	Decision stats.Decision
@@ -401,7 +368,7 @@ type Verdict struct {
 // nothing of the input (the bot keeps that), so that every reply renders
 // the one judgement instead of judging again.
 type Judgement struct {
-	Outcome  string         `json:"outcome"`
+	Outcome  flow.Outcome   `json:"outcome"`
 	Reason   string         `json:"reason,omitempty"`
 	Decision stats.Decision `json:"decision"`
 	Crash    *Crash         `json:"crash,omitempty"`
@@ -411,16 +378,15 @@ type Judgement struct {
 
 // Judgement is v's stored form.
 func (v Verdict) Judgement() Judgement {
-	return Judgement{Outcome: v.Outcome.String(), Reason: v.Reason, Decision: v.Decision, Crash: v.Crash, Health: v.Health, Pressure: v.Pressure}
+	return Judgement{Outcome: v.Outcome, Reason: v.Reason, Decision: v.Decision, Crash: v.Crash, Health: v.Health, Pressure: v.Pressure}
 }
 
 // Verdict is the stored judgement again, answering in.
 func (j Judgement) Verdict(in *Input) (Verdict, error) {
-	o, err := ParseOutcome(j.Outcome)
-	if err != nil {
-		return Verdict{}, err
+	if j.Outcome == flow.None {
+		return Verdict{}, errors.New("a stored judgement without an outcome")
 	}
-	return Verdict{Outcome: o, In: in, Decision: j.Decision, Crash: j.Crash, Health: j.Health, Pressure: j.Pressure, Reason: j.Reason}, nil
+	return Verdict{Outcome: j.Outcome, In: in, Decision: j.Decision, Crash: j.Crash, Health: j.Health, Pressure: j.Pressure, Reason: j.Reason}, nil
 }
 
 // NeedMore is how many more runs per kernel the comparison wants before
@@ -449,19 +415,19 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 	v := Verdict{In: in}
 	switch {
 	case in.Infra != nil:
-		return v.as(Infra, in.Infra.Reason)
+		return v.as(flow.Infra, in.Infra.Reason)
 	case in.Apply != nil:
-		return v.as(ApplyFailed, "")
+		return v.as(flow.ApplyFailed, "")
 	case in.BuildFail != nil:
 		if len(in.BuildFail.New) == 0 {
-			return v.as(Infra, fmt.Sprintf("build failed with %d errors that the base has too", in.BuildFail.Old))
+			return v.as(flow.Infra, fmt.Sprintf("build failed with %d errors that the base has too", in.BuildFail.Old))
 		}
-		return v.as(BuildFailed, "")
+		return v.as(flow.BuildFailed, "")
 	case in.Boot != nil:
 		if in.Boot.Base {
-			return v.as(Infra, "base kernel does not boot: "+in.Boot.Title)
+			return v.as(flow.Infra, "base kernel does not boot: "+in.Boot.Title)
 		}
-		return v.as(BootFailed, "")
+		return v.as(flow.BootFailed, "")
 	}
 	// The pressure profile's counts go with a crash found under it too:
 	// what the provider and the transport saw is the crash's context.
@@ -473,32 +439,32 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 	}
 	if c := newCrash(in.BaseCrashes, in.CandCrashes); c != nil {
 		v.Crash = c
-		return v.as(CrashFound, "")
+		return v.as(flow.Crash, "")
 	}
 	if len(in.BaseCrashes) > 0 {
-		return v.as(Infra, "base kernel crashes: "+in.BaseCrashes[0].Title)
+		return v.as(flow.Infra, "base kernel crashes: "+in.BaseCrashes[0].Title)
 	}
 	if in.Corruption != nil {
 		if in.Corruption.Base {
-			return v.as(Infra, "base kernel corrupts data: "+in.Corruption.Detail)
+			return v.as(flow.Infra, "base kernel corrupts data: "+in.Corruption.Detail)
 		}
-		return v.as(DataCorruption, "")
+		return v.as(flow.DataCorruption, "")
 	}
 	if len(in.Metrics) == 0 {
 		// The pressure profile's evidence decides before any default
 		// boot has run.
 		if v.Pressure.fault() != nil {
-			return v.as(Regression, "")
+			return v.as(flow.Regression, "")
 		}
-		return v.as(Infra, "no metrics measured")
+		return v.as(flow.Infra, "no metrics measured")
 	}
 	v.Decision = stats.Decide(rng, p, in.Metrics)
 	v.Health = judgeHealth(in.BaseHealth, in.CandHealth, HealthCounters())
 	if v.Fault() != nil {
-		return v.as(Regression, "")
+		return v.as(flow.Regression, "")
 	}
 	if !v.Decision.Final() {
-		return v.as(Inconclusive, fmt.Sprintf("needs %d more runs per kernel", v.Decision.More))
+		return v.as(flow.Inconclusive, fmt.Sprintf("needs %d more runs per kernel", v.Decision.More))
 	}
 	worse, better, open := false, false, false
 	for _, c := range v.Decision.Comparisons {
@@ -513,13 +479,13 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 	}
 	switch {
 	case worse:
-		return v.as(Regression, "")
+		return v.as(flow.Regression, "")
 	case open:
-		return v.as(Inconclusive, fmt.Sprintf("undecided after %d runs per kernel (the budget)", v.Decision.Runs))
+		return v.as(flow.Inconclusive, fmt.Sprintf("undecided after %d runs per kernel (the budget)", v.Decision.Runs))
 	case better:
-		return v.as(Improvement, "")
+		return v.as(flow.Improvement, "")
 	}
-	return v.as(Pass, "")
+	return v.as(flow.Pass, "")
 }
 
 // Fault is the transport or provider count that decided a REGRESSION
@@ -543,7 +509,7 @@ func (v Verdict) faultHealth() *Health {
 	return nil
 }
 
-func (v Verdict) as(o Outcome, reason string) Verdict {
+func (v Verdict) as(o flow.Outcome, reason string) Verdict {
 	v.Outcome, v.Reason = o, reason
 	return v
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
 	"github.com/rdmabot/rdmabot/lab"
@@ -91,20 +92,20 @@ type AAResult struct {
 	// Verdict is the bot's decision, round after round as it asks for
 	// them: fresh alternating boots, with the cached base boots when
 	// they agree with the fresh ones (CacheDropped when they did not).
-	Verdict      string `json:"verdict"`
-	Summary      string `json:"summary"`
-	Rounds       int    `json:"rounds"`
-	CacheDropped bool   `json:"cache_dropped,omitempty"`
+	Verdict      flow.Outcome `json:"verdict"`
+	Summary      string       `json:"summary"`
+	Rounds       int          `json:"rounds"`
+	CacheDropped bool         `json:"cache_dropped,omitempty"`
 	// Fresh is the decision on this comparison's own boots alone.
-	Fresh string `json:"fresh"`
+	Fresh flow.Outcome `json:"fresh"`
 	// Cached is what the bot said before every round booted the base:
 	// the first round's candidate boots against the cached base alone,
 	// fresh base boots added from round 2; empty for the first
 	// comparison (no cache yet).
-	Cached        string    `json:"cached,omitempty"`
-	CachedSummary string    `json:"cached_summary,omitempty"`
-	Base          []float64 `json:"base_copy_MBps"`
-	Cand          []float64 `json:"cand_copy_MBps"`
+	Cached        flow.Outcome `json:"cached,omitempty"`
+	CachedSummary string       `json:"cached_summary,omitempty"`
+	Base          []float64    `json:"base_copy_MBps"`
+	Cand          []float64    `json:"cand_copy_MBps"`
 	// HostCores is, per boot used (base and candidate alike, in boot
 	// order), the host's cores other programs held; Busy the same for the
 	// boots set aside as measured under contention and booted again.
@@ -246,20 +247,20 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 			r.ProfileHealth = append(r.ProfileHealth, s.Health)
 		}
 		if err != nil {
-			r.Verdict, r.Error = "INFRA", err.Error()
+			r.Verdict, r.Error = flow.Infra, err.Error()
 			return r, nil
 		}
 		own = append(own, base...)
 		if len(cand) > 0 {
 			d, err := a.Decide.Decide(ctx, base, cand)
 			if err != nil {
-				r.Verdict, r.Error = "INFRA", err.Error()
+				r.Verdict, r.Error = flow.Infra, err.Error()
 				return r, nil
 			}
 			// As the lab job: what the profiles decide ends the comparison.
-			if decided := d.Verdict == "CRASH" || d.Verdict == "REGRESSION"; decided || a.ProfilesOnly {
+			if decided := d.Verdict == flow.Crash || d.Verdict == flow.Regression; decided || a.ProfilesOnly {
 				if !decided {
-					d.Verdict, d.Summary = "PASS", "nothing under the profiles: no crash, no transport or provider fault the base lacks"
+					d.Verdict, d.Summary = flow.Pass, "nothing under the profiles: no crash, no transport or provider fault the base lacks"
 				}
 				r.Verdict, r.Summary, r.Fresh = d.Verdict, d.Summary, d.Verdict
 				return r, []round{{base: base, cand: cand}}
@@ -286,14 +287,14 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 			if errors.As(err, &busy) {
 				r.Busy = append(r.Busy, busy.Waits...)
 			}
-			r.Verdict, r.Error = "INFRA", err.Error()
+			r.Verdict, r.Error = flow.Infra, err.Error()
 			return r, nil
 		}
 		rounds = append(rounds, rd)
 		if n == 1 && len(cached) > 0 {
 			drift, err := a.drifted(ctx, cached, rd.base)
 			if err != nil {
-				r.Verdict, r.Error = "INFRA", err.Error()
+				r.Verdict, r.Error = flow.Infra, err.Error()
 				return r, nil
 			}
 			if drift {
@@ -306,7 +307,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 		r.Base, r.Cand = copyMBps(own), copyMBps(cand)
 		d, err := a.Decide.Decide(ctx, base, cand)
 		if err != nil {
-			r.Verdict, r.Error = "INFRA", err.Error()
+			r.Verdict, r.Error = flow.Infra, err.Error()
 			return r, nil
 		}
 		r.Verdict, r.Summary = d.Verdict, d.Summary
@@ -317,7 +318,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 	}
 	fresh, err := a.Decide.Decide(ctx, own, cand)
 	if err != nil {
-		r.Verdict, r.Error = "INFRA", err.Error()
+		r.Verdict, r.Error = flow.Infra, err.Error()
 		return r, nil
 	}
 	r.Fresh = fresh.Verdict
@@ -377,7 +378,7 @@ func (a *AA) Compare(ctx context.Context) (AAResult, []store.Sample, []store.Sam
 // the fresh boots, as a regression or an improvement would be called.
 func (a *AA) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, error) {
 	d, err := a.Decide.Decide(ctx, cached, fresh)
-	return d.Verdict == "REGRESSION" || d.Verdict == "IMPROVEMENT", err
+	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, err
 }
 
 // cachedJudgement is what the bot would have said with a cached base:
@@ -385,7 +386,7 @@ func (a *AA) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, e
 // rounds adding fresh base boots to it, as the lab job does. It uses the
 // boots the fresh comparison made; where it would want more than those,
 // it stays INCONCLUSIVE.
-func (a *AA) cachedJudgement(ctx context.Context, cached []store.Sample, rounds []round) (string, string, error) {
+func (a *AA) cachedJudgement(ctx context.Context, cached []store.Sample, rounds []round) (flow.Outcome, string, error) {
 	base := append([]store.Sample(nil), cached...)
 	var cand []store.Sample
 	var d bot.Decision
@@ -396,7 +397,7 @@ func (a *AA) cachedJudgement(ctx context.Context, cached []store.Sample, rounds 
 		cand = append(cand, rd.cand...)
 		var err error
 		if d, err = a.Decide.Decide(ctx, base, cand); err != nil {
-			return "", "", err
+			return flow.None, "", err
 		}
 		if d.NeedMore == 0 {
 			return d.Verdict, d.Summary, nil
@@ -413,11 +414,11 @@ func copyMBps(s []store.Sample) []float64 {
 	return out
 }
 
-func orDash(s string) string {
-	if s == "" {
+func orDash(o flow.Outcome) string {
+	if o == flow.None {
 		return "-"
 	}
-	return s
+	return o.String()
 }
 
 func appendJSON(path string, v any) error {

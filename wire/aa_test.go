@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lab/console"
 	"github.com/rdmabot/rdmabot/reports"
@@ -102,7 +103,7 @@ func TestAARunsThroughTheDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range rs {
-		if r.Verdict == "REGRESSION" || r.Verdict == "IMPROVEMENT" || r.Error != "" {
+		if r.Verdict == flow.Regression || r.Verdict == flow.Improvement || r.Error != "" {
 			t.Errorf("comparison %d: %+v", i, r)
 		}
 		if len(r.Base) != len(r.Cand) || len(r.Base) < 5 || r.Rounds < 1 || r.Commit != "abc" || r.Condition != "idle" {
@@ -112,7 +113,7 @@ func TestAARunsThroughTheDecision(t *testing.T) {
 			t.Errorf("comparison %d: transport counts %v", i, r.Health)
 		}
 	}
-	if rs[0].Cached != "" || rs[1].Cached == "" {
+	if rs[0].Cached != flow.None || rs[1].Cached == flow.None {
 		t.Errorf("cached-base judgements: %q, %q (want none for the first)", rs[0].Cached, rs[1].Cached)
 	}
 	if p.boots != 2*(len(rs[0].Base)+len(rs[1].Base)) {
@@ -141,13 +142,13 @@ func TestAACachedBaseFooledByDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rs[2].Verdict == "REGRESSION" || rs[2].Verdict == "IMPROVEMENT" {
+	if rs[2].Verdict == flow.Regression || rs[2].Verdict == flow.Improvement {
 		t.Errorf("alternating boots: %s (%s)", rs[2].Verdict, rs[2].Summary)
 	}
 	if !rs[2].CacheDropped {
 		t.Errorf("the drifted cache was kept: %+v", rs[2])
 	}
-	if rs[2].Cached != "REGRESSION" {
+	if rs[2].Cached != flow.Regression {
 		t.Errorf("against the cached base, a 15 %% slower machine: %s (%s), want REGRESSION", rs[2].Cached, rs[2].CachedSummary)
 	}
 }
@@ -167,14 +168,14 @@ func TestAALabFaultIsInfra(t *testing.T) {
 			k = i
 		}
 	}
-	if k < 0 || rs[k].Verdict != "INFRA" || !strings.Contains(rs[k].Error, "guest lost") || rs[k].Cached != "" {
+	if k < 0 || rs[k].Verdict != flow.Infra || !strings.Contains(rs[k].Error, "guest lost") || rs[k].Cached != flow.None {
 		t.Fatalf("no INFRA comparison with the lab's error: %+v", rs)
 	}
 	if k+1 >= len(rs) {
 		t.Fatalf("the fault came last (comparison %d)", k)
 	}
 	next := rs[k+1]
-	if next.Error != "" || (k > 0) != (next.Cached != "") {
+	if next.Error != "" || (k > 0) != (next.Cached != flow.None) {
 		t.Errorf("after the fault (comparison %d): %+v", k, next)
 	}
 }
@@ -339,7 +340,7 @@ func TestAABusyHostCountsItsBoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 1 || rs[0].Verdict != "INFRA" || !strings.Contains(rs[0].Error, "too busy to measure") || len(rs[0].Busy) != 3 {
+	if len(rs) != 1 || rs[0].Verdict != flow.Infra || !strings.Contains(rs[0].Error, "too busy to measure") || len(rs[0].Busy) != 3 {
 		t.Fatalf("%+v", rs)
 	}
 }
@@ -371,7 +372,10 @@ func (p *kernelPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Re
 // improvement). Nothing is appended to the A/A results.
 func TestCompareTwoKernels(t *testing.T) {
 	base, cand := t.TempDir(), t.TempDir()
-	for _, tc := range []struct{ slow, want string }{{cand, "REGRESSION"}, {base, "PASS"}} {
+	for _, tc := range []struct {
+		slow string
+		want flow.Outcome
+	}{{cand, flow.Regression}, {base, flow.Pass}} {
 		p := &kernelPair{noisyPair: noisyPair{rng: rand.New(rand.NewPCG(5, 6))}, slow: tc.slow}
 		a := newAA(t, &p.noisyPair)
 		a.Lab.Pairs["qemu"] = p
@@ -391,7 +395,7 @@ func TestCompareTwoKernels(t *testing.T) {
 			t.Errorf("%d boots traced for %d booted:\n%s", strings.Count(out.String(), "boot on qemu"), len(p.booted), out.String())
 		}
 		text := a.Decide.(*Reports).Text(b, c)
-		if !strings.HasPrefix(text, tc.want+": ") || !strings.Contains(text, "copy") || !strings.Contains(text, "Mann-Whitney") {
+		if !strings.HasPrefix(text, tc.want.String()+": ") || !strings.Contains(text, "copy") || !strings.Contains(text, "Mann-Whitney") {
 			t.Errorf("text:\n%s", text)
 		}
 		if _, err := os.Stat(a.Results); err == nil {
@@ -425,7 +429,7 @@ func TestCompareStopsAtACrash(t *testing.T) {
 	a.Lab.Pairs["qemu"] = p
 	a.Kernel, a.Candidate = base, cand
 	r, b, c := a.Compare(context.Background())
-	if r.Verdict != "CRASH" || len(b) != 1 || len(c) != 1 || p.boots != 2 {
+	if r.Verdict != flow.Crash || len(b) != 1 || len(c) != 1 || p.boots != 2 {
 		t.Fatalf("%s after %d+%d samples, %d boots", r.Verdict, len(b), len(c), p.boots)
 	}
 	if text := a.Decide.(*Reports).Text(b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
@@ -447,7 +451,7 @@ func TestAASeededSlowdownIsARegression(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range rs {
-		if r.Verdict != "REGRESSION" || r.Seeded != "udelay(60) per Send" {
+		if r.Verdict != flow.Regression || r.Seeded != "udelay(60) per Send" {
 			t.Errorf("comparison %d: %s (%s), seeded %q", i, r.Verdict, r.Summary, r.Seeded)
 		}
 		if e := r.Effect(); e > -0.07 || e < -0.13 {
@@ -476,7 +480,7 @@ func TestCompareLossyFirst(t *testing.T) {
 	a := newAA(t, p)
 	a.Candidate, a.Profiles = filepath.Join(t.TempDir(), "hang"), lossyProfile(t, a)
 	r, base, cand := a.Compare(context.Background())
-	if r.Verdict != "CRASH" || len(base) != 1 || len(cand) != 1 || cand[0].Profile != "lossy" || base[0].Profile != "lossy" || p.netemBoots != 2 || p.boots != 2 {
+	if r.Verdict != flow.Crash || len(base) != 1 || len(cand) != 1 || cand[0].Profile != "lossy" || base[0].Profile != "lossy" || p.netemBoots != 2 || p.boots != 2 {
 		t.Fatalf("hang over the lossy link: %s (%s), %d+%d samples, %d of %d boots shaped", r.Verdict, r.Summary, len(base), len(cand), p.netemBoots, p.boots)
 	}
 
@@ -490,7 +494,7 @@ func TestCompareLossyFirst(t *testing.T) {
 			lossy++
 		}
 	}
-	if r.Verdict != "PASS" || lossy != 6 || p.netemBoots != 6 || len(cand) < 3+5 {
+	if r.Verdict != flow.Pass || lossy != 6 || p.netemBoots != 6 || len(cand) < 3+5 {
 		t.Errorf("a kernel fine over the lossy link: %s (%s), %d lossy samples, %d shaped boots, %d candidate samples", r.Verdict, r.Summary, lossy, p.netemBoots, len(cand))
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -85,7 +86,7 @@ func TestDeliverPostsPatchworkChecks(t *testing.T) {
 	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Summary: d.Summary, Detail: d.Detail, Series: &s, Tree: "nfsd",
 		Base: "0123456789abcdef0123456789abcdef01234567", URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
 	start := rep
-	start.Verdict, start.Summary, start.Detail, start.BaseSamples, start.CandSamples = "", "", nil, nil, nil
+	start.Verdict, start.Summary, start.Detail, start.BaseSamples, start.CandSamples = flow.None, "", nil, nil, nil
 	start.BaseBranch, start.BaseReason = "for-next", "base-commit trailer"
 	mu.Lock()
 	fail502 = 4 // the first patch's checks fail until the Flush

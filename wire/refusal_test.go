@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/smtptest"
 )
 
@@ -20,7 +21,7 @@ func TestRefusalSparesTheListsBudget(t *testing.T) {
 		c.Reports.ListDailyLimit = 1
 	})
 	ctx := context.Background()
-	refused := g.report(1, bot.VerdictRefused, "eve@example.org may not ask.", nil, nil, nil)
+	refused := g.report(1, flow.Refused, "eve@example.org may not ask.", nil, nil, nil)
 	refused.Origin.Request = &bot.MailRequest{MsgID: "cmd-eve@example.org", From: "eve@example.org", Name: "Eve Stranger",
 		Line: "#rdmabot test", References: []string{g.s.Root}, Refused: refused.Summary}
 	e := g.deliver(t, refused)

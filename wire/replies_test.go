@@ -20,6 +20,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports"
@@ -76,13 +77,13 @@ func newReplyRig(t *testing.T, mods ...func(*Config)) *replyRig {
 
 // report is what bot's deliver() hands the reporter for a finished test:
 // the test row's fields, its stored detail and its samples.
-func (g *replyRig) report(id int, verdict, summary string, detail json.RawMessage, base, cand []store.Sample) bot.Report {
+func (g *replyRig) report(id int, verdict flow.Outcome, summary string, detail json.RawMessage, base, cand []store.Sample) bot.Report {
 	rep := bot.Report{Key: fmt.Sprintf("series:%s:v2:nfsd:%d", g.s.MsgID, id), Kind: store.KindSeries, Verdict: verdict, Summary: summary,
 		Series: &g.s, Tree: "nfsd", BaseBranch: "nfsd-next", Base: "6613476e225e090cc9aad49be7fa504e290dd33d", BaseReason: "subject tree tag",
 		Lab: "qemu", Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d", id),
 		TraceURL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d#traces", id), Origin: bot.Origin{Kind: "mail"},
 		Detail: detail, BaseSamples: base, CandSamples: cand}
-	if verdict == bot.VerdictBuildFailed || verdict == bot.VerdictNotApplied || verdict == bot.VerdictBootFailed {
+	if verdict == flow.BuildFailed || verdict == flow.ApplyFailed || verdict == flow.BootFailed {
 		rep.Log = summary
 	}
 	return rep
@@ -114,7 +115,7 @@ func (g *replyRig) deliver(t *testing.T, rep bot.Report) *outbox.Entry {
 		t.Fatalf("ledger %d -> %d entries, %v", len(before), len(es), err)
 	}
 	for _, e := range es {
-		if e.Outcome == rep.Verdict {
+		if e.Outcome == rep.Verdict.String() {
 			return e
 		}
 	}
@@ -144,7 +145,7 @@ func TestRepliesGolden(t *testing.T) {
 			d := decide(t, g.r, base, cand)
 			rep := g.report(id, d.Verdict, d.Summary, d.Detail, base, cand)
 			answers, to := cover, "cel@kernel.org"
-			if o, _ := reports.ParseOutcome(d.Verdict); g.r.Cfg.Audience(o, reports.Occasion{}) == reports.Nobody {
+			if o := d.Verdict; g.r.Cfg.Audience(o, reports.Occasion{}) == reports.Nobody {
 				// Quiet: nothing is mailed unless someone asked, and
 				// then only to them, in reply to the command.
 				g.quiet(t, rep)
@@ -153,7 +154,7 @@ func TestRepliesGolden(t *testing.T) {
 				answers, to = "cmd-jlayton@kernel.org", "jlayton@kernel.org"
 			}
 			e := g.deliver(t, rep)
-			golden(t, "replies/"+strings.ToLower(d.Verdict)+".eml", e.Raw)
+			golden(t, "replies/"+strings.ToLower(d.Verdict.String())+".eml", e.Raw)
 			checkReply(t, e, d.Verdict, answers, to)
 			checkFigures(t, e, d)
 		})
@@ -187,7 +188,7 @@ func TestRepliesGolden(t *testing.T) {
 		cand := []store.Sample{{Profile: "lossy", Crash: "INFO: task hung in __ib_drain_sq",
 			Log: "INFO: task nfsd:231 blocked for more than 20 seconds.\n      Not tainted 6.12.118 #1\nCall Trace:\n <TASK>\n __schedule+0x275/0x5e0\n schedule+0x1b/0x90\n schedule_timeout+0x8e/0xf0\n __wait_for_common+0x93/0x1b0\n __ib_drain_sq+0xf5/0x130\n ib_drain_qp+0x1c/0x30\n svc_rdma_free+0x3e/0x2a0\n </TASK>"}}
 		d := decide(t, g.r, base, cand)
-		if d.Verdict != "CRASH" {
+		if d.Verdict != flow.Crash {
 			t.Fatalf("a crash over the lossy link: %s (%s)", d.Verdict, d.Summary)
 		}
 		e := g.deliver(t, g.report(8, d.Verdict, d.Summary, d.Detail, base, cand))
@@ -208,7 +209,7 @@ func TestRepliesGolden(t *testing.T) {
 		base, cand := samples(4, 100, 2), samples(2, 100, 2)
 		cand[1].Corrupt = "iteration 3 of 4: the file read back over NFS/RDMA differs from the one written (cmp)"
 		d := decide(t, g.r, base, cand)
-		if d.Verdict != "DATA_CORRUPTION" {
+		if d.Verdict != flow.DataCorruption {
 			t.Fatalf("a mismatch: %s (%s)", d.Verdict, d.Summary)
 		}
 		e := g.deliver(t, g.report(9, d.Verdict, d.Summary, d.Detail, base, cand))
@@ -218,7 +219,7 @@ func TestRepliesGolden(t *testing.T) {
 			t.Errorf("the reply does not say what differed:\n%s", e.Raw)
 		}
 		base[2].Corrupt = cand[1].Corrupt
-		if d := decide(t, g.r, base, cand); d.Verdict != "INFRA" || !strings.Contains(d.Summary, "base kernel corrupts data") {
+		if d := decide(t, g.r, base, cand); d.Verdict != flow.Infra || !strings.Contains(d.Summary, "base kernel corrupts data") {
 			t.Errorf("a base boot's mismatch: %s (%s), want INFRA", d.Verdict, d.Summary)
 		}
 	})
@@ -254,7 +255,7 @@ func TestRepliesGolden(t *testing.T) {
 		siw := lab.Health{Reported: true, Retrans: 761, Reconnects: 117, Ops: 1200, Sends: 3000, WriteChunks: 962, ReadChunks: 160, SQStarve: 0}
 		cand := []store.Sample{{Profile: "pressure-rxe", Health: rxe.Counters()}, {Profile: "pressure-siw", Health: siw.Counters()}}
 		d := decide(t, g.r, base, cand)
-		if d.Verdict != "REGRESSION" {
+		if d.Verdict != flow.Regression {
 			t.Fatalf("the double credit's evidence: %s (%s)", d.Verdict, d.Summary)
 		}
 		e := g.deliver(t, g.report(9, d.Verdict, d.Summary, d.Detail, base, cand))
@@ -312,7 +313,7 @@ func TestRepliesGolden(t *testing.T) {
 		d = decide(t, g.r, base, samples(runs, 100, 2))
 		rep := g.report(10, d.Verdict, d.Summary, d.Detail, base, samples(runs, 100, 2))
 		rep.BaseReason = "the reported test 9" // as bot's test job says it
-		rep.Fix = &bot.FixFollowUp{Test: 9, Verdict: bot.VerdictRegression, URL: "http://127.0.0.1:8480/tests/9", Reply: reported.MessageID, OnTop: true, Confirmed: true}
+		rep.Fix = &bot.FixFollowUp{Test: 9, Verdict: flow.Regression, URL: "http://127.0.0.1:8480/tests/9", Reply: reported.MessageID, OnTop: true, Confirmed: true}
 		e := g.deliver(t, rep)
 		golden(t, "replies/fix_confirmed.eml", e.Raw)
 		checkReply(t, e, d.Verdict, cover, "cel@kernel.org")
@@ -352,7 +353,7 @@ func TestRepliesGolden(t *testing.T) {
 	// the issue that asked for it.
 	bisection := func(o bot.Origin) bot.Report {
 		return bot.Report{Key: "bisect:3", Kind: "bisect", Title: "[mainline] 0f1e2d3c4b5a: nfs-rdma copy_MBps -48% regression",
-			Verdict: bot.VerdictRegression, Tree: "mainline", Base: "6613476e225e090cc9aad49be7fa504e290dd33d",
+			Verdict: flow.Regression, Tree: "mainline", Base: "6613476e225e090cc9aad49be7fa504e290dd33d",
 			Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: "http://127.0.0.1:8480/bisect/3", TraceURL: "http://127.0.0.1:8480/bisect/3",
 			Origin: o, Bisect: &bot.BisectReport{Good: "6613476e225e090cc9aad49be7fa504e290dd33d", Bad: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
 				Culprit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Metric: "copy_MBps", Change: -0.48, Confirmed: true,
@@ -443,9 +444,9 @@ func TestRepliesGolden(t *testing.T) {
 		if !errors.As(err, &d) {
 			t.Fatalf("apply error %v carries no detail", err)
 		}
-		e := g.deliver(t, g.report(4, bot.VerdictNotApplied, err.Error(), d.Detail(), nil, nil))
+		e := g.deliver(t, g.report(4, flow.ApplyFailed, err.Error(), d.Detail(), nil, nil))
 		golden(t, "replies/apply_failed.eml", e.Raw)
-		checkReply(t, e, bot.VerdictNotApplied, patchID(1), "cel@kernel.org")
+		checkReply(t, e, flow.ApplyFailed, patchID(1), "cel@kernel.org")
 		// The answered patch's page on the series' own archive.
 		if !strings.Contains(string(e.Raw), "patch link:    https://lore.kernel.org/linux-nfs/"+patchID(1)+"/\n") {
 			t.Error("the patch link is not the answered patch's page on the series' archive")
@@ -465,9 +466,9 @@ func TestRepliesGolden(t *testing.T) {
 		if !errors.As(berr, &d) {
 			t.Fatalf("build error %v carries no detail", berr)
 		}
-		e := g.deliver(t, g.report(5, bot.VerdictBuildFailed, berr.Error(), d.Detail(), nil, nil))
+		e := g.deliver(t, g.report(5, flow.BuildFailed, berr.Error(), d.Detail(), nil, nil))
 		golden(t, "replies/build_failed.eml", e.Raw)
-		checkReply(t, e, bot.VerdictBuildFailed, patchID(8), "cel@kernel.org")
+		checkReply(t, e, flow.BuildFailed, patchID(8), "cel@kernel.org")
 		body := string(e.Raw)
 		for _, want := range []string{
 			">> net/sunrpc/xprtrdma/svc_rdma_backchannel.c:12:9: error: implicit declaration of function 'svc_rdma_post_send_chain'",
@@ -490,7 +491,7 @@ func TestRepliesGolden(t *testing.T) {
 		if !errors.As(cerr, &d) || bot.IsInfra(cerr) {
 			t.Fatalf("config loss %v: detail %v, infra %v", cerr, d, bot.IsInfra(cerr))
 		}
-		e := g.deliver(t, g.report(5, bot.VerdictBuildFailed, cerr.Error(), d.Detail(), nil, nil))
+		e := g.deliver(t, g.report(5, flow.BuildFailed, cerr.Error(), d.Detail(), nil, nil))
 		if want := "All errors of make olddefconfig (new ones prefixed by >>):\n\n>> config option lost: CONFIG_RDMA_RXE=m (got absent, from qemu-softroce.config)\n"; !strings.Contains(string(e.Raw), want) {
 			t.Errorf("the reply lacks %q:\n%s", want, e.Raw)
 		}
@@ -527,7 +528,7 @@ func applyOnToyTree(t *testing.T, s bot.Series) error {
 }
 
 // checkReply checks the conventions independently of the golden text.
-func checkReply(t *testing.T, e *outbox.Entry, verdict, answers, to string) {
+func checkReply(t *testing.T, e *outbox.Entry, verdict flow.Outcome, answers, to string) {
 	t.Helper()
 	msg, err := mail.ReadMessage(bytes.NewReader(e.Raw))
 	if err != nil {
@@ -540,7 +541,7 @@ func checkReply(t *testing.T, e *outbox.Entry, verdict, answers, to string) {
 	if refs := h.Get("References"); !strings.HasSuffix(refs, "<"+answers+">") {
 		t.Errorf("References %q do not end with the answered mail", refs)
 	}
-	if h.Get("Auto-Submitted") != "auto-generated" || h.Get("X-Rdmabot-Outcome") != verdict {
+	if h.Get("Auto-Submitted") != "auto-generated" || h.Get("X-Rdmabot-Outcome") != verdict.String() {
 		t.Errorf("headers %v", h)
 	}
 	if got, _ := h.AddressList("To"); len(got) != 1 || got[0].Address != to {
@@ -565,8 +566,8 @@ func checkReply(t *testing.T, e *outbox.Entry, verdict, answers, to string) {
 			t.Errorf("the reply lacks %q", want)
 		}
 	}
-	o, _ := reports.ParseOutcome(verdict)
-	ran := o != reports.ApplyFailed && o != reports.BuildFailed
+	o := verdict
+	ran := o != flow.ApplyFailed && o != flow.BuildFailed
 	for _, want := range []string{
 		"lab:           two QEMU TCG guests (1024 MiB each) joined by soft-RoCE (rxe) over a socket link, instruction-counted clock (-icount shift=3,sleep=on): emulation, not hardware",
 		"test:          a 16 MiB file copied to the NFS mount, back, and compared, 4 iterations per boot, NFSv3 (the reference mount) over RDMA",
@@ -578,13 +579,13 @@ func checkReply(t *testing.T, e *outbox.Entry, verdict, answers, to string) {
 	if strings.Contains(body, "parameters:") || strings.Contains(body, "copy_MBps") || strings.Contains(body, "icount(") {
 		t.Error("the reply shows an internal name or cache key")
 	}
-	if hasTags := strings.Contains(body, "| Reported-by: "); hasTags != o.OffersTags() {
+	if hasTags := strings.Contains(body, "| Reported-by: "); hasTags != reports.OffersTags(o) {
 		t.Errorf("Reported-by block present=%v for %v", hasTags, verdict)
 	}
-	if o.OffersTags() && !strings.Contains(body, "| Closes: https://lore.kernel.org/r/"+e.MessageID+"/") {
+	if reports.OffersTags(o) && !strings.Contains(body, "| Closes: https://lore.kernel.org/r/"+e.MessageID+"/") {
 		t.Error("Closes: must point at this reply on lore")
 	}
-	if strings.Contains(body, "Tested-by") != (o == reports.Pass) {
+	if strings.Contains(body, "Tested-by") != (o == flow.Pass) {
 		t.Error("Tested-by offer only on PASS")
 	}
 }

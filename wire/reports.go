@@ -18,6 +18,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
@@ -294,7 +295,7 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 		return bot.Decision{}, err
 	}
 	v := r.judge(base, cand)
-	d := bot.Decision{Verdict: v.Outcome.String(), NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
+	d := bot.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
 	if h := reports.Headline(&v); h != nil {
 		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
 	}
@@ -389,7 +390,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	if err != nil {
 		return err
 	}
-	if rep.Verdict == bot.VerdictIncomplete || rep.Verdict == bot.VerdictRefused {
+	if rep.Verdict == flow.Incomplete || rep.Verdict == flow.Refused {
 		return r.deliverNotice(ctx, rep, th)
 	}
 	if err := r.finalChecks(ctx, rep, th); err != nil {
@@ -407,7 +408,7 @@ func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
 	})
 	switch aud {
 	case reports.Nobody:
-		if r.Log != nil && v.Outcome.Mailed() {
+		if r.Log != nil && reports.Mailed(v.Outcome) {
 			r.Log.Info("reports: not mailed; the dashboard has it", "series", rep.Series.MsgID, "outcome", v.Outcome,
 				"base", rep.BaseReason)
 		}
@@ -462,7 +463,7 @@ func (r *Reports) Answered(ctx context.Context, replyID string) (string, int, bo
 		return "", 0, false, err
 	}
 	channel, thread, version, ok := outbox.ParseKey(e.Key)
-	if o, err := reports.ParseOutcome(e.Outcome); !ok || channel != "email" || err != nil || !o.OffersTags() {
+	if o, err := flow.ParseOutcome(e.Outcome); !ok || channel != "email" || err != nil || !reports.OffersTags(o) {
 		return "", 0, false, nil
 	}
 	return thread, version, true, nil
@@ -474,8 +475,8 @@ func (r *Reports) Answered(ctx context.Context, replyID string) (string, int, bo
 func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.Thread) error {
 	n := &reports.Notice{Thread: th, To: th.Author, Text: rep.Summary}
 	key := outbox.Key("email", th.MessageID, th.Version)
-	if rep.Verdict == bot.VerdictIncomplete {
-		n.Outcome = reports.Incomplete
+	if rep.Verdict == flow.Incomplete {
+		n.Outcome = flow.Incomplete
 		n.Text = "This series is incomplete: " + rep.Summary + ", so it was not tested.\n" +
 			"Please post the missing patches in this thread, or the whole series again."
 		key += "|incomplete"
@@ -484,7 +485,7 @@ func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.
 		if req == nil {
 			return fmt.Errorf("refusal without its command")
 		}
-		n.Outcome, n.Quote, n.InReplyTo, n.References = reports.Refused, req.Line, req.MsgID, req.References
+		n.Outcome, n.Quote, n.InReplyTo, n.References = flow.Refused, req.Line, req.MsgID, req.References
 		n.To = reports.Address{Name: req.Name, Email: req.From}
 		key += "|" + req.MsgID
 	}
@@ -501,20 +502,20 @@ func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.
 	}
 	reply := outbox.FromMail(m, th)
 	reply.Key, reply.Recipient, reply.InReplyTo = key, n.To.Email, m.InReplyTo
-	if n.Outcome == reports.Refused {
+	if n.Outcome == flow.Refused {
 		reply.Lists = nil // not Cc the lists, so not counted against theirs
 	}
 	return r.enqueue(ctx, reply)
 }
 
 // checkState is the patchwork state of a verdict ("" = no check).
-func checkState(verdict string) string {
-	switch verdict {
-	case bot.VerdictPass:
+func checkState(verdict flow.Outcome) string {
+	switch {
+	case verdict == flow.Pass:
 		return outbox.CheckSuccess
-	case bot.VerdictRegression, bot.VerdictCrash, bot.VerdictBuildFailed, bot.VerdictNotApplied, bot.VerdictBootFailed:
+	case verdict == flow.ApplyFailed || verdict.Failing():
 		return outbox.CheckFail
-	case "INCONCLUSIVE":
+	case verdict == flow.Inconclusive:
 		return outbox.CheckWarning
 	}
 	return ""
@@ -563,7 +564,7 @@ func (r *Reports) finalChecks(ctx context.Context, rep bot.Report, th reports.Th
 	if r.Cfg.Patchwork.URL == "" || state == "" {
 		return nil
 	}
-	desc := rep.Verdict
+	desc := rep.Verdict.String()
 	if s := firstLine(rep.Summary); s != "" {
 		desc += ": " + s
 	}
@@ -666,7 +667,7 @@ func (r *Reports) deliverComment(ctx context.Context, rep bot.Report) error {
 	}
 	var body, outcome string
 	if rep.Bisect != nil {
-		body, outcome = reports.RenderBisectionComment(&r.Cfg, r.bisection(rep), o.User), bot.VerdictRegression
+		body, outcome = reports.RenderBisectionComment(&r.Cfg, r.bisection(rep), o.User), flow.Regression.String()
 	} else {
 		var th reports.Thread
 		if rep.Series != nil {
@@ -732,27 +733,27 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 	if d.Judgement != nil {
 		return d.Judgement.Verdict(in)
 	}
-	o, err := reports.ParseOutcome(rep.Verdict)
-	if err != nil {
-		// MEASURED and the like: never mailed; a comment says what it is.
-		return reports.Verdict{Outcome: reports.Infra, In: in, Reason: strings.TrimSpace(rep.Verdict + " " + firstLine(rep.Summary))}, nil
+	o := rep.Verdict
+	if o == flow.Measured || o == flow.None {
+		// Never mailed; a comment says what it is.
+		return reports.Verdict{Outcome: flow.Infra, In: in, Reason: strings.TrimSpace(o.String() + " " + firstLine(rep.Summary))}, nil
 	}
 	switch o {
-	case reports.Incomplete:
+	case flow.Incomplete:
 		return reports.Verdict{Outcome: o, In: in, Reason: firstLine(rep.Summary)}, nil
-	case reports.ApplyFailed:
+	case flow.ApplyFailed:
 		if in.Apply = d.Apply; in.Apply == nil {
 			in.Apply = &reports.ApplyFailure{Output: rep.Log}
 		}
 		in.Patch = in.Apply.Index
-	case reports.BuildFailed:
+	case flow.BuildFailed:
 		if in.BuildFail = d.Build; in.BuildFail == nil {
 			in.BuildFail = &reports.BuildFailure{New: []reports.Diagnostic{{Text: firstLine(rep.Log)}}}
 		}
 		if rep.Series != nil && in.Patch == 0 {
 			in.Patch = culprit(rep.Series, in.BuildFail.New)
 		}
-	case reports.BootFailed:
+	case flow.BootFailed:
 		in.Boot = &reports.BootFailure{Title: firstLine(rep.Log), Console: rep.Log}
 	default:
 		return reports.Verdict{}, fmt.Errorf("report %s (%s): %w", rep.Key, rep.Verdict, errNoJudgement)
@@ -921,7 +922,7 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 		}
 		info.ByHand = r.byHand(rep)
 		file("series", "series.mbox")
-		if rep.Candidate != "" && rep.Verdict != bot.VerdictNotApplied {
+		if rep.Candidate != "" && rep.Verdict != flow.ApplyFailed {
 			// The series applied on the base: a url to fetch, not only
 			// patches to apply.
 			info.Files = append(info.Files, [2]string{"git bundle", rep.URL + "/files/series.bundle (git fetch series.bundle " + SeriesBranch + ")"})

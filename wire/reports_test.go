@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
@@ -40,20 +41,20 @@ func TestDecideWithReports(t *testing.T) {
 	runs := cfg.Reports.Runs
 	// At 5 runs a side no rank test can reach the per-look alpha, so the
 	// first look may only ask for more.
-	if d := decide(t, r, samples(runs, 100, 2), samples(runs, 52, 2)); d.Verdict != "REGRESSION" && d.NeedMore == 0 {
+	if d := decide(t, r, samples(runs, 100, 2), samples(runs, 52, 2)); d.Verdict != flow.Regression && d.NeedMore == 0 {
 		t.Errorf("48%% slower at the first look: %+v", d)
 	}
 	second := runs + cfg.Reports.RunsStep
-	if d := decide(t, r, samples(second, 100, 2), samples(second, 52, 2)); d.Verdict != "REGRESSION" {
+	if d := decide(t, r, samples(second, 100, 2), samples(second, 52, 2)); d.Verdict != flow.Regression {
 		t.Errorf("48%% slower at %d runs: %+v", second, d)
 	}
 	d := decide(t, r, samples(runs, 100, 2), samples(runs, 100, 2))
-	if d.Verdict != "PASS" && d.NeedMore == 0 {
+	if d.Verdict != flow.Pass && d.NeedMore == 0 {
 		t.Errorf("equal: %+v", d)
 	}
 	crashed := samples(runs, 100, 2)
 	crashed[1] = store.Sample{Crash: "INFO: task hung in svc_rdma_drain"}
-	if d := decide(t, r, samples(runs, 100, 2), crashed); d.Verdict != "CRASH" {
+	if d := decide(t, r, samples(runs, 100, 2), crashed); d.Verdict != flow.Crash {
 		t.Errorf("crash: %+v", d)
 	}
 }
@@ -80,7 +81,7 @@ func TestTransportHealthDecides(t *testing.T) {
 	runs := cfg.Reports.Runs
 	base, same := samples(runs, 100, 2), samples(runs, 100, 2)
 	d := decide(t, r, base, withRetrans(same, 12, 0, 3))
-	if d.Verdict != "REGRESSION" || d.NeedMore != 0 || !strings.Contains(d.Summary, "24 RPC retransmissions in 2 of 5 boots of the patched kernel, none in 5 boots of the base") {
+	if d.Verdict != flow.Regression || d.NeedMore != 0 || !strings.Contains(d.Summary, "24 RPC retransmissions in 2 of 5 boots of the patched kernel, none in 5 boots of the base") {
 		t.Errorf("retransmissions in 2 of 5 patched boots: %+v", d)
 	}
 	for name, c := range map[string][2][]store.Sample{
@@ -95,7 +96,7 @@ func TestTransportHealthDecides(t *testing.T) {
 				b[i].Health = nil
 			}
 		}
-		if d := decide(t, r, b, c[1]); d.Verdict == "REGRESSION" {
+		if d := decide(t, r, b, c[1]); d.Verdict == flow.Regression {
 			t.Errorf("%s: %+v", name, d)
 		}
 	}
@@ -201,12 +202,12 @@ func TestPressureEvidenceDecides(t *testing.T) {
 	base := append(pressured(1, "rxe", nil), pressured(1, "siw", nil)...)
 	cand := append(pressured(1, "rxe", map[string]int{"sq_full": 3, "reconnects": 2}), pressured(1, "siw", map[string]int{"reconnects": 1})...)
 	d := decide(t, r, base, cand)
-	if d.Verdict != "REGRESSION" || d.NeedMore != 0 || !strings.Contains(d.Summary, "under Send Queue pressure (rxe and siw under TCG") ||
+	if d.Verdict != flow.Regression || d.NeedMore != 0 || !strings.Contains(d.Summary, "under Send Queue pressure (rxe and siw under TCG") ||
 		!strings.Contains(d.Summary, "3 Sends refused: Send Queue full in 1 of 2 boots of the patched kernel, none in 2 boots of the base") {
 		t.Errorf("a full Send Queue in one boot, reconnects in both: %s %s", d.Verdict, d.Summary)
 	}
 	both := append(pressured(1, "rxe", map[string]int{"reconnects": 2}), pressured(1, "siw", map[string]int{"reconnects": 1})...)
-	if d := decide(t, r, base, both); d.Verdict != "REGRESSION" || !strings.Contains(d.Summary, "3 transport reconnects in 2 of 2 boots") {
+	if d := decide(t, r, base, both); d.Verdict != flow.Regression || !strings.Contains(d.Summary, "3 transport reconnects in 2 of 2 boots") {
 		t.Errorf("reconnects in both pressure boots: %s %s", d.Verdict, d.Summary)
 	}
 	one := append(pressured(1, "rxe", map[string]int{"sq_full": 1}), pressured(1, "siw", nil)...)
@@ -215,7 +216,7 @@ func TestPressureEvidenceDecides(t *testing.T) {
 		"the base has them too":  {append(pressured(1, "rxe", map[string]int{"sq_full": 1}), pressured(1, "siw", nil)...), one},
 		"context counts only":    {base, pressured(2, "rxe", map[string]int{"sq_starve": 0, "write_chunks": 10})},
 	} {
-		if d := decide(t, r, c[0], c[1]); d.Verdict == "REGRESSION" || d.Verdict == "IMPROVEMENT" {
+		if d := decide(t, r, c[0], c[1]); d.Verdict == flow.Regression || d.Verdict == flow.Improvement {
 			t.Errorf("%s: %+v", name, d)
 		}
 	}
@@ -223,7 +224,7 @@ func TestPressureEvidenceDecides(t *testing.T) {
 	// read) are not compared with the default test's (100 MB/s copy).
 	runs := cfg.Reports.Runs
 	d = decide(t, r, append(samples(runs, 100, 2), base...), append(samples(runs, 100, 2), pressured(2, "rxe", nil)...))
-	if d.Verdict == "REGRESSION" {
+	if d.Verdict == flow.Regression {
 		t.Errorf("clean pressure boots beside equal default boots: %+v", d)
 	}
 }

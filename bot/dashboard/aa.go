@@ -4,6 +4,8 @@ import (
 	"context"
 	"sort"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // AAResults reads the A/A comparisons `rdmabot lab aa` made on the lab
@@ -19,34 +21,40 @@ type AAResults interface {
 // AAComparison is one A/A comparison of `rdmabot lab aa`: one kernel on
 // both sides, decided as a series is.
 type AAComparison struct {
-	File      string    `json:"file"`
-	Time      time.Time `json:"time"`
-	Condition string    `json:"condition"` // idle, busy
-	Pair      string    `json:"pair"`
-	Side      string    `json:"side,omitempty"`
-	Profiles  []string  `json:"profiles,omitempty"`
-	Verdict   string    `json:"verdict"`
-	Summary   string    `json:"summary"`
-	Rounds    int       `json:"rounds"`
-	Seconds   float64   `json:"seconds"`
-	Error     string    `json:"error,omitempty"`
+	File      string       `json:"file"`
+	Time      time.Time    `json:"time"`
+	Condition string       `json:"condition"` // idle, busy
+	Pair      string       `json:"pair"`
+	Side      string       `json:"side,omitempty"`
+	Profiles  []string     `json:"profiles,omitempty"`
+	Verdict   flow.Outcome `json:"verdict"`
+	Summary   string       `json:"summary"`
+	Rounds    int          `json:"rounds"`
+	Seconds   float64      `json:"seconds"`
+	Error     string       `json:"error,omitempty"`
 }
 
 // AAGroup counts one results file's comparisons made in one condition.
 type AAGroup struct {
 	File, Condition string
 	N               int
-	Verdicts        map[string]int
+	Verdicts        map[string]int // by name: the page indexes it
 }
 
 // FalseAlarms are the REGRESSION and IMPROVEMENT verdicts: with one
 // kernel on both sides each is a false alarm.
-func (g AAGroup) FalseAlarms() int { return g.Verdicts["REGRESSION"] + g.Verdicts["IMPROVEMENT"] }
+func (g AAGroup) FalseAlarms() int {
+	return g.Verdicts[flow.Regression.String()] + g.Verdicts[flow.Improvement.String()]
+}
 
 // Measured are the comparisons that reached a verdict on the lab (not
 // INFRA: the lab failed, nothing was compared).
 func (g AAGroup) Measured() int {
-	return g.Verdicts["PASS"] + g.Verdicts["REGRESSION"] + g.Verdicts["IMPROVEMENT"] + g.Verdicts["INCONCLUSIVE"]
+	n := 0
+	for _, o := range []flow.Outcome{flow.Pass, flow.Regression, flow.Improvement, flow.Inconclusive} {
+		n += g.Verdicts[o.String()]
+	}
+	return n
 }
 
 // Rate is the false alarms per measured comparison.
@@ -85,7 +93,7 @@ func (s *Server) aaView(ctx context.Context) *AAView {
 			groups[k] = g
 		}
 		g.N++
-		g.Verdicts[c.Verdict]++
+		g.Verdicts[c.Verdict.String()]++
 	}
 	for _, g := range groups {
 		v.Groups = append(v.Groups, *g)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // fakeAA is `rdmabot lab aa`'s results as a test sets them.
@@ -26,13 +28,13 @@ func TestCanaryShowsLabAAInChromium(t *testing.T) {
 	at := time.Date(2026, 12, 2, 2, 47, 0, 0, time.UTC)
 	var cs []AAComparison
 	for i := range 3 {
-		cs = append(cs, AAComparison{File: "aa.jsonl", Time: at.Add(time.Duration(i) * time.Hour), Condition: "idle", Pair: "qemu", Verdict: "PASS",
+		cs = append(cs, AAComparison{File: "aa.jsonl", Time: at.Add(time.Duration(i) * time.Hour), Condition: "idle", Pair: "qemu", Verdict: flow.Pass,
 			Summary: "no change of 5% or more in any metric", Rounds: 1, Seconds: 240})
 	}
 	cs = append(cs,
-		AAComparison{File: "aa.jsonl", Time: at.Add(5 * time.Hour), Condition: "busy", Pair: "qemu", Side: "client", Verdict: "REGRESSION", Summary: "copy -6.1%", Rounds: 2, Seconds: 480},
-		AAComparison{File: "aa.jsonl", Time: at.Add(4 * time.Hour), Condition: "busy", Pair: "qemu", Verdict: "INFRA", Error: "lab: guest 2 died", Seconds: 30},
-		AAComparison{File: "aa-pressure.jsonl", Time: at.Add(6 * time.Hour), Condition: "idle", Pair: "qemu", Verdict: "PASS", Profiles: []string{"pressure-rxe", "pressure-siw"}, Seconds: 300})
+		AAComparison{File: "aa.jsonl", Time: at.Add(5 * time.Hour), Condition: "busy", Pair: "qemu", Side: "client", Verdict: flow.Regression, Summary: "copy -6.1%", Rounds: 2, Seconds: 480},
+		AAComparison{File: "aa.jsonl", Time: at.Add(4 * time.Hour), Condition: "busy", Pair: "qemu", Verdict: flow.Infra, Error: "lab: guest 2 died", Seconds: 30},
+		AAComparison{File: "aa-pressure.jsonl", Time: at.Add(6 * time.Hour), Condition: "idle", Pair: "qemu", Verdict: flow.Pass, Profiles: []string{"pressure-rxe", "pressure-siw"}, Seconds: 300})
 	srv := serverWith(t, st, fakeJobs{}, func(d *Server) {
 		d.AA = fakeAA{cs: cs, err: errors.New("A/A results: aa-lossy.jsonl: invalid character 'x'")}
 	})

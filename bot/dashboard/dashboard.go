@@ -24,6 +24,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/bundle"
@@ -77,7 +78,7 @@ func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 	funcs := template.FuncMap{
 		"short": short,
 		"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-		"lower": strings.ToLower,
+		"lower": func(v any) string { return strings.ToLower(fmt.Sprint(v)) }, // a name or a flow.Outcome
 		"mulf":  func(x float64) float64 { return x * 100 },
 		"inc":   func(i int) int { return i + 1 },
 		"ago":   func(at, now time.Time) string { return now.Sub(at).Round(time.Second).String() },
@@ -364,7 +365,7 @@ func (s *Server) fixLinks(ctx context.Context, v *TestView) error {
 		if err != nil {
 			return err
 		}
-		v.FixOf = &FixLink{ID: orig.ID, Subject: s.subject(ctx, orig), Verdict: orig.Verdict,
+		v.FixOf = &FixLink{ID: orig.ID, Subject: s.subject(ctx, orig), Verdict: orig.Verdict.String(),
 			Confirmed: v.Test.State == store.StateDone && bot.Fixed(v.Test.Verdict)}
 	}
 	fixes, err := s.st.FixesOf(ctx, s.st.DB, v.Test.ID)
@@ -372,7 +373,7 @@ func (s *Server) fixLinks(ctx context.Context, v *TestView) error {
 		return err
 	}
 	for _, f := range fixes {
-		v.Fixes = append(v.Fixes, FixLink{ID: f.ID, Subject: s.subject(ctx, f), Verdict: f.Verdict, Confirmed: f.State == store.StateDone && bot.Fixed(f.Verdict)})
+		v.Fixes = append(v.Fixes, FixLink{ID: f.ID, Subject: s.subject(ctx, f), Verdict: f.Verdict.String(), Confirmed: f.State == store.StateDone && bot.Fixed(f.Verdict)})
 	}
 	return nil
 }
@@ -707,11 +708,6 @@ func threadOf(data []byte) (string, int, bool) {
 	return root.MessageID, max(ser.Version, 1), true
 }
 
-// failing are the verdicts a maintainer must act on: what the reply's
-// Reported-by/Closes block is for, and a kernel that did not boot or
-// corrupted data.
-var failing = map[string]bool{"REGRESSION": true, "CRASH": true, "BUILD_FAILED": true, "BOOT_FAILED": true, "DATA_CORRUPTION": true}
-
 // ReportState is one state of the regressions and crashes page: the
 // tests whose reply is in it.
 type ReportState struct {
@@ -767,10 +763,10 @@ func (s *Server) reportsByState(w http.ResponseWriter, r *http.Request) {
 	}
 	var crashes []CrashGroup
 	for _, t := range ts {
-		if !failing[t.Verdict] {
+		if !t.Verdict.Failing() {
 			continue
 		}
-		if t.Verdict == "CRASH" {
+		if t.Verdict == flow.Crash {
 			crashes = addCrash(crashes, t)
 		}
 		if err := s.fixLinks(r.Context(), &t); err != nil {

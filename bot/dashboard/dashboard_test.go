@@ -22,6 +22,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
@@ -79,8 +80,8 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		}
 		ids[name] = id
 	}
-	add("apply", store.Test{Key: "k1", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "0123456789abcdef0123", State: "done", Verdict: "APPLY_FAILED", Summary: "patch 2/3 does not apply"})
-	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: "PASS", Summary: "no change", Lab: "qemu"})
+	add("apply", store.Test{Key: "k1", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "0123456789abcdef0123", State: "done", Verdict: flow.ApplyFailed, Summary: "patch 2/3 does not apply"})
+	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: flow.Pass, Summary: "no change", Lab: "qemu"})
 	// Version 3 regressed (its reply is held); version 4 crashed, no reply yet.
 	// Replies are keyed by the series' root message and version, as
 	// wire keys them: the first patch (no cover letter), p1@x.
@@ -95,25 +96,25 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	add("regressed", store.Test{Key: "k3", Kind: "series", SeriesID: sid3, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "REGRESSION", Summary: "copy -20%"})
+	add("regressed", store.Test{Key: "k3", Kind: "series", SeriesID: sid3, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: flow.Regression, Summary: "copy -20%"})
 	sid4, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 4, Tree: "rdma", Subject: "[PATCH v4 0/3] svcrdma: fix the send path", Link: link, Data: version(4)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	add("crashed", store.Test{Key: "k4", Kind: "series", SeriesID: sid4, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "CRASH", Summary: "hung in __ib_drain_sq"})
+	add("crashed", store.Test{Key: "k4", Kind: "series", SeriesID: sid4, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: flow.Crash, Summary: "hung in __ib_drain_sq"})
 	// Version 5 regressed, and a later series closed its report: the
 	// rerun with that fix passed.
 	sid5, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 5, Tree: "rdma", Subject: "[PATCH v5 0/3] svcrdma: fix the send path", Link: link, Data: version(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	add("reported", store.Test{Key: "k5", Kind: "series", SeriesID: sid5, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "5555555555555555", State: "done", Verdict: "REGRESSION", Summary: "copy -31%"})
+	add("reported", store.Test{Key: "k5", Kind: "series", SeriesID: sid5, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "5555555555555555", State: "done", Verdict: flow.Regression, Summary: "copy -31%"})
 	fixData, _ := json.Marshal(bot.Series{MsgID: "fix@x", Version: 1, Patches: [][]byte{[]byte("From: Chuck <cel@kernel.org>\nSubject: [PATCH] svcrdma: post the Write WRs before the Send\nMessage-ID: <fix@x>\n\nbody\n")}})
 	fixSid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "fix@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: post the Write WRs before the Send", Data: fixData})
 	if err != nil {
 		t.Fatal(err)
 	}
-	add("fix", store.Test{Key: "k6", Kind: "series", SeriesID: fixSid, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: "PASS", Summary: "no change",
+	add("fix", store.Test{Key: "k6", Kind: "series", SeriesID: fixSid, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: flow.Pass, Summary: "no change",
 		FixOf: ids["reported"], ApplyOn: "5555555555555555"})
 	for i, role := range []string{"base", "candidate"} {
 		consoles := map[string]string{}
@@ -194,7 +195,7 @@ func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, e
 	if err != nil {
 		return nil, err
 	}
-	if t.Verdict == "APPLY_FAILED" {
+	if t.Verdict == flow.ApplyFailed {
 		return nil, errors.New("reproducer: broken on purpose")
 	}
 	row, err := r.st.Series(ctx, r.st.DB, t.SeriesID)

@@ -27,7 +27,7 @@ func (f Filter) Set() bool { return f != Filter{} }
 // match says whether t passes; lists maps the watched lists' names to
 // their addresses.
 func (f Filter) match(t TestView, lists map[string]string) bool {
-	if f.Verdict != "" && !strings.EqualFold(t.Verdict, f.Verdict) {
+	if f.Verdict != "" && !strings.EqualFold(t.Verdict.String(), f.Verdict) {
 		return false
 	}
 	if f.Kind != "" && t.Kind != f.Kind {
@@ -143,7 +143,7 @@ func (s *Server) indexView(r *http.Request, ts []TestView) IndexView {
 	f := filterOf(r.URL.Query())
 	shown := s.filtered(ts, f)
 	v := IndexView{Filter: f, Shown: len(shown), Of: len(ts), Groups: groups(shown),
-		Verdicts: choices(ts, func(t TestView) string { return t.Verdict }, f.Verdict),
+		Verdicts: choices(ts, func(t TestView) string { return t.Verdict.String() }, f.Verdict),
 		Kinds:    choices(ts, func(t TestView) string { return t.Kind }, f.Kind),
 		States:   choices(ts, func(t TestView) string { return string(t.State) }, f.State)}
 	for n := range s.Lists {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports"
 )
 
@@ -22,9 +23,9 @@ func TestIndexGroupsAndFiltersInChromium(t *testing.T) {
 	for _, c := range []struct {
 		v       int
 		subject string
-		verdict string
-	}{{1, "[PATCH 0/2] xprtrdma: fix the reconnect", "REGRESSION"}, {2, "[PATCH v2 0/2] xprtrdma: fix the reconnect", "PASS"},
-		{3, "[RFC PATCH v3 0/2] xprtrdma: Fix the reconnect", "CRASH"}} {
+		verdict flow.Outcome
+	}{{1, "[PATCH 0/2] xprtrdma: fix the reconnect", flow.Regression}, {2, "[PATCH v2 0/2] xprtrdma: fix the reconnect", flow.Pass},
+		{3, "[RFC PATCH v3 0/2] xprtrdma: Fix the reconnect", flow.Crash}} {
 		data, _ := json.Marshal(bot.Series{MsgID: fmt.Sprintf("x%d@ann", c.v), Version: c.v})
 		sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: fmt.Sprintf("x%d@ann", c.v), Version: c.v, Tree: "nfs", Subject: c.subject,
 			Author: "Ann <ann@example.org>", List: "linux-nfs@vger.kernel.org", Data: data})
@@ -91,13 +92,13 @@ func TestIndexGroupsAndFiltersInChromium(t *testing.T) {
 func TestCrashesByTitleInChromium(t *testing.T) {
 	st, ids := seed(t)
 	ctx := context.Background()
-	detail, _ := json.Marshal(storedJudgement{&reports.Judgement{Outcome: "CRASH", Crash: &reports.Crash{Title: "hung in __ib_drain_sq", Console: "INFO: task hung"}}})
+	detail, _ := json.Marshal(storedJudgement{&reports.Judgement{Outcome: flow.Crash, Crash: &reports.Crash{Title: "hung in __ib_drain_sq", Console: "INFO: task hung"}}})
 	add := func(key, summary, detail string) int64 {
 		id, _, err := st.AddTest(ctx, st.DB, store.Test{Key: key, Kind: "ref", Tree: "rdma", Ref: key})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.UpdateTest(ctx, st.DB, store.Test{ID: id, Tree: "rdma", State: store.StateDone, Verdict: "CRASH", Summary: summary, Detail: detail}); err != nil {
+		if err := st.UpdateTest(ctx, st.DB, store.Test{ID: id, Tree: "rdma", State: store.StateDone, Verdict: flow.Crash, Summary: summary, Detail: detail}); err != nil {
 			t.Fatal(err)
 		}
 		return id

@@ -48,7 +48,7 @@ func judgementView(detail string) (*reports.Judgement, *JudgementView) {
 	if j == nil {
 		return nil, nil
 	}
-	v := &JudgementView{Outcome: j.Outcome, Reason: j.Reason, More: j.Decision.More, Level: 0.99}
+	v := &JudgementView{Outcome: j.Outcome.String(), Reason: j.Reason, More: j.Decision.More, Level: 0.99}
 	for _, c := range j.Decision.Comparisons {
 		v.Level, v.Alpha = c.Level, c.TestAlpha
 	}

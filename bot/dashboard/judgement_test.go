@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/wire"
 )
@@ -33,7 +34,7 @@ func TestJudgementTableInChromium(t *testing.T) {
 	ctx := context.Background()
 	r := &wire.Reports{Cfg: wire.Default().Reports}
 	d, err := r.Decide(ctx, boots(10, 100), boots(10, 52))
-	if err != nil || d.Verdict != "REGRESSION" {
+	if err != nil || d.Verdict != flow.Regression {
 		t.Fatalf("decide: %+v %v", d, err)
 	}
 	set := func(name, detail string) string {

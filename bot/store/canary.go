@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Canary is one A/A canary comparison: a kernel against itself on a lab
@@ -14,7 +16,7 @@ type Canary struct {
 	Tree      string
 	Commit    string
 	Lab       string
-	Verdict   string
+	Verdict   flow.Outcome
 	Metric    string
 	Summary   string
 	CreatedAt time.Time

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The test a reply reported is the newest failing test of its series
@@ -18,7 +20,7 @@ func TestReportedTestAndFixes(t *testing.T) {
 			}
 			return id
 		}
-		test := func(key string, sid int64, verdict string) Test {
+		test := func(key string, sid int64, verdict flow.Outcome) Test {
 			id, _, err := s.AddTest(ctx, s.DB, Test{Key: key, Kind: KindSeries, SeriesID: sid, Tree: "nfsd"})
 			if err != nil {
 				t.Fatal(err)
@@ -39,16 +41,16 @@ func TestReportedTestAndFixes(t *testing.T) {
 		// A lore series' ID is a hash; its replies answer its root.
 		if id, err := s.AddSeries(ctx, s.DB, SeriesRow{MsgID: "79ce98b08c497d76", Version: 1, Root: "p1@x", Subject: "svcrdma: y", Data: []byte("{}")}); err != nil {
 			t.Fatal(err)
-		} else if lore := test("l1", id, "BUILD_FAILED"); true {
+		} else if lore := test("l1", id, flow.BuildFailed); true {
 			if got, ok, err := s.ReportedTest(ctx, s.DB, "p1@x", 1); err != nil || !ok || got.ID != lore.ID {
 				t.Fatalf("by root: %+v %v %v, want test %d", got, ok, err, lore.ID)
 			}
 		}
 		v1 := series("<a@x>", 1)
-		first := test("a1", v1, "REGRESSION")
-		crash := test("a1-retest", v1, "CRASH")
-		test("a1-pass", v1, "PASS")
-		test("a2", series("<a@x>", 2), "BUILD_FAILED")
+		first := test("a1", v1, flow.Regression)
+		crash := test("a1-retest", v1, flow.Crash)
+		test("a1-pass", v1, flow.Pass)
+		test("a2", series("<a@x>", 2), flow.BuildFailed)
 		got, ok, err := s.ReportedTest(ctx, s.DB, "<a@x>", 1)
 		if err != nil || !ok || got.ID != crash.ID {
 			t.Fatalf("reported test of v1: %+v %v %v (want the newest failing, %d; the first was %d)", got, ok, err, crash.ID, first.ID)
@@ -56,7 +58,7 @@ func TestReportedTestAndFixes(t *testing.T) {
 		if _, ok, _ := s.ReportedTest(ctx, s.DB, "<a@x>", 3); ok {
 			t.Fatal("v3 was never tested")
 		}
-		fix := test("fix", series("<fix@x>", 1), "PASS")
+		fix := test("fix", series("<fix@x>", 1), flow.Pass)
 		fix.FixOf, fix.ApplyOn = crash.ID, crash.Candidate
 		if err := s.UpdateTest(ctx, s.DB, fix); err != nil {
 			t.Fatal(err)
@@ -77,7 +79,7 @@ func TestReportedTestAndFixes(t *testing.T) {
 func TestCulpritTest(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		head := func(key, cand, verdict string) Test {
+		head := func(key, cand string, verdict flow.Outcome) Test {
 			id, _, err := s.AddTest(ctx, s.DB, Test{Key: key, Kind: KindMainline, Tree: "mainline", Ref: "master"})
 			if err != nil {
 				t.Fatal(err)
@@ -98,9 +100,9 @@ func TestCulpritTest(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		reg := head("m1", "bad1", "REGRESSION")
+		reg := head("m1", "bad1", flow.Regression)
 		bisect("b1", "bad1", "0123456789abcdef0123456789abcdef01234567", BisectionDone, 0)
-		head("m2", "bad2", "REGRESSION")
+		head("m2", "bad2", flow.Regression)
 		bisect("b2", "bad2", "fedcba9876543210fedcba9876543210fedcba98", BisectionRunning, 0)
 		bisect("b3", "bad1", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", BisectionDone, 7)
 		for prefix, want := range map[string]int64{"0123456789ab": reg.ID, "0123456789AB": reg.ID, "01234567": reg.ID, "0123456": 0,

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Querier is *sql.DB or *sql.Tx: every method takes one so that a job can
@@ -152,7 +154,7 @@ type Test struct {
 	Origin     string // JSON: where the request came from, where the reply goes
 	Thread     string // the conversation it belongs to (github:o/r#N, a Message-ID)
 	State      State
-	Verdict    string
+	Verdict    flow.Outcome
 	Summary    string
 	// Detail is the deciding stage's structured account of the verdict
 	// (JSON: the statistics' judgement, where a patch failed to apply,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/pgtest"
 )
 
@@ -69,11 +70,11 @@ func TestStore(t *testing.T) {
 			t.Fatal("test created twice")
 		}
 		tt, _ := s.Test(ctx, s.DB, tid)
-		tt.Verdict, tt.State = "PASS", StateDone
+		tt.Verdict, tt.State = flow.Pass, StateDone
 		if err := s.UpdateTest(ctx, s.DB, tt); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := s.TestByKey(ctx, s.DB, "k"); got.Verdict != "PASS" {
+		if got, _ := s.TestByKey(ctx, s.DB, "k"); got.Verdict != flow.Pass {
 			t.Fatalf("update lost: %+v", got)
 		}
 

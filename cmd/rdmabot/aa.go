@@ -261,7 +261,7 @@ func printAASummary(e *env, rs []wire.AAResult) {
 	counts := map[key]map[string]int{}
 	secs := map[string][]float64{}
 	for _, r := range rs {
-		for _, m := range []struct{ mode, v string }{{"bot", r.Verdict}, {"own boots only", r.Fresh}, {"cached only (before)", r.Cached}} {
+		for _, m := range []struct{ mode, v string }{{"bot", r.Verdict.String()}, {"own boots only", r.Fresh.String()}, {"cached only (before)", r.Cached.String()}} {
 			if m.v == "" {
 				continue
 			}
@@ -404,7 +404,7 @@ func printPowerSummary(e *env, rs []wire.AAResult) {
 		c := map[string]int{}
 		var effects, secs []float64
 		for _, r := range by[k] {
-			c[r.Verdict]++
+			c[r.Verdict.String()]++
 			if r.Error == "" {
 				effects = append(effects, r.Effect())
 				secs = append(secs, r.Seconds)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // rdmabot runs the command line in-process: exit status, stdout, stderr.
@@ -155,7 +156,10 @@ func TestTestWaitExitStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tt.State, tt.Verdict, tt.Summary = state, verdict, "summary of "+verdict
+		tt.State, tt.Summary = state, "summary of "+verdict
+		if tt.Verdict, err = flow.ParseOutcome(verdict); err != nil {
+			t.Fatal(err)
+		}
 		if err := st.UpdateTest(ctx, st.DB, tt); err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ type leaseJSON struct {
 }
 
 func toTestJSON(t store.Test) testJSON {
-	return testJSON{ID: t.ID, Kind: t.Kind, Tree: t.Tree, Base: t.Base, State: string(t.State), Verdict: t.Verdict,
+	return testJSON{ID: t.ID, Kind: t.Kind, Tree: t.Tree, Base: t.Base, State: string(t.State), Verdict: t.Verdict.String(),
 		Summary: t.Summary, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/ghbot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 	"github.com/rdmabot/rdmabot/wire"
 )
@@ -297,7 +298,7 @@ func runTest(ctx context.Context, e *env, args []string) error {
 // its verdict finds nothing wrong. A failed or canceled test has no
 // verdict; every other verdict is the patch's problem or undecided.
 func passed(t store.Test) bool {
-	return t.State == store.StateDone && (t.Verdict == bot.VerdictPass || t.Verdict == bot.VerdictImprovement)
+	return t.State == store.StateDone && (t.Verdict == flow.Pass || t.Verdict == flow.Improvement)
 }
 
 // runBisect queues a bisection.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -119,7 +120,7 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	// judgement the decision stored (no lab here: the decision is wire's,
 	// stored as the report job stores it).
 	d, err := (&wire.Reports{Cfg: wire.Default().Reports}).Decide(ctx, aaBoots(10, 100), aaBoots(10, 52))
-	if err != nil || d.Verdict != "REGRESSION" {
+	if err != nil || d.Verdict != flow.Regression {
 		t.Fatalf("decide: %+v %v", d, err)
 	}
 	id, _, err := st.AddTest(ctx, st.DB, store.Test{Key: "ref:measured", Kind: store.KindRef, Tree: "mainline", Ref: "master"})
@@ -138,7 +139,7 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.UpdateTest(ctx, st.DB, store.Test{ID: crash, Tree: "mainline", State: store.StateDone, Verdict: "CRASH", Summary: "hung in __ib_drain_sq"}); err != nil {
+	if err := st.UpdateTest(ctx, st.DB, store.Test{ID: crash, Tree: "mainline", State: store.StateDone, Verdict: flow.Crash, Summary: "hung in __ib_drain_sq"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, page := e.dashGet("/reports"); !strings.Contains(page, `<h2 id="crashes">Crashes by title: 1</h2>`) ||

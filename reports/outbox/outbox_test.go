@@ -17,6 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/pgtest"
 	"github.com/rdmabot/rdmabot/reports"
 )
@@ -330,7 +331,7 @@ func testAddresses(t *testing.T, db *sql.DB) {
 	// author: one quoted To, formerly three envelope recipients.
 	evil := "a@x.example,b@y.example,c@z.example"
 	m := &reports.Mail{MessageID: "evil-rdmabot@rdmabot.example.org", From: p.Self, Subject: "Re: x", InReplyTo: "evil@x",
-		To: []string{(&mail.Address{Name: "Evil", Address: evil}).String()}, Cc: []string{"linux-rdma@vger.kernel.org"}, Outcome: reports.Regression}
+		To: []string{(&mail.Address{Name: "Evil", Address: evil}).String()}, Cc: []string{"linux-rdma@vger.kernel.org"}, Outcome: flow.Regression}
 	r := FromMail(m, reports.Thread{MessageID: "evil@x", Version: 1, Author: reports.Address{Name: "Evil", Email: evil}})
 	if r.Undeliverable == "" || len(r.Envelope) != 0 {
 		t.Fatalf("FromMail: envelope %q, undeliverable %q", r.Envelope, r.Undeliverable)

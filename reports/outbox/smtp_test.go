@@ -21,6 +21,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/pitest"
 	"github.com/rdmabot/rdmabot/internal/smtptest"
 	"github.com/rdmabot/rdmabot/reports"
@@ -146,7 +147,7 @@ func TestReplyReachesListThreaded(t *testing.T) {
 	in := &reports.Input{Thread: thread, Base: reports.Base{Tree: "nfsd", Branch: "nfsd-next", SHA: "5d5bd0ab7e3e4c2f", Reason: "subject tag"},
 		Metrics: []stats.Metric{{Name: "write", Unit: "MB/s", HigherIsBetter: true, Base: base, Cand: cand}}}
 	v := reports.Judge(rng, cfg.Policy(), in)
-	if v.Outcome != reports.Regression {
+	if v.Outcome != flow.Regression {
 		t.Fatalf("fixture judged %v", v.Outcome)
 	}
 	now := time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // InfraError is a lab or build outage: retried, never blamed on a patch.
@@ -682,29 +683,29 @@ func (Decider) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decis
 	}
 	for _, s := range cand {
 		if s.Crash != "" {
-			return bot.Decision{Verdict: "CRASH", Summary: s.Crash}, nil
+			return bot.Decision{Verdict: flow.Crash, Summary: s.Crash}, nil
 		}
 	}
 	// As reports judges: a full Send Queue no base boot shows decides.
 	if sqFull(cand) > 0 && sqFull(base) == 0 {
-		return bot.Decision{Verdict: "REGRESSION", Summary: fmt.Sprintf("%d Sends refused: Send Queue full", sqFull(cand))}, nil
+		return bot.Decision{Verdict: flow.Regression, Summary: fmt.Sprintf("%d Sends refused: Send Queue full", sqFull(cand))}, nil
 	}
 	b, c := median(base), median(cand)
 	if b == 0 {
-		return bot.Decision{Verdict: "PASS", Summary: "no base"}, nil
+		return bot.Decision{Verdict: flow.Pass, Summary: "no base"}, nil
 	}
 	change := c/b - 1
 	summary := fmt.Sprintf("write_MBps %.1f -> %.1f (%+.0f%%)", b, c, change*100)
 	if change < -0.10 {
-		return bot.Decision{Verdict: "REGRESSION", Summary: summary, Metric: "write_MBps", Change: change}, nil
+		return bot.Decision{Verdict: flow.Regression, Summary: summary, Metric: "write_MBps", Change: change}, nil
 	}
 	if change > 0.10 {
-		return bot.Decision{Verdict: "IMPROVEMENT", Summary: summary, Metric: "write_MBps", Change: change}, nil
+		return bot.Decision{Verdict: flow.Improvement, Summary: summary, Metric: "write_MBps", Change: change}, nil
 	}
 	if change < -0.02 && len(cand) < 6 {
 		return bot.Decision{NeedMore: 3, Summary: summary}, nil
 	}
-	return bot.Decision{Verdict: "PASS", Summary: summary}, nil
+	return bot.Decision{Verdict: flow.Pass, Summary: summary}, nil
 }
 
 func sqFull(samples []store.Sample) int {
