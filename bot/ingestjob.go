@@ -31,8 +31,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 			tr.Logf("no mail sources on this worker")
 			return complete(ctx, b, job, nil)
 		}
-		cp := &pendingCheckpoints{st: b.st, set: map[string]string{}}
-		series, err := b.stages.Ingest.Poll(ctx, cp)
+		series, err := b.stages.Ingest.Poll(ctx)
 		if err != nil {
 			return Infra(fmt.Errorf("ingest: %w", err))
 		}
@@ -77,12 +76,6 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 				}
 				queued = append(queued, fmt.Sprintf("series %s v%d %q: %s: test %d (new: %v)", s.MsgID, s.Version, s.Subject, what, id, created))
 			}
-			// Checkpoints move with the series they led to.
-			for src, v := range cp.set {
-				if err := b.st.SetCheckpoint(ctx, tx, src, v); err != nil {
-					return err
-				}
-			}
 			return nil
 		})
 		for _, l := range queued {
@@ -90,25 +83,6 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 		}
 		return err
 	})
-}
-
-// pendingCheckpoints reads the stored checkpoints and holds new ones
-// until the ingest job commits them with the series.
-type pendingCheckpoints struct {
-	st  *store.Store
-	set map[string]string
-}
-
-func (c *pendingCheckpoints) Checkpoint(ctx context.Context, source string) (string, error) {
-	if v, ok := c.set[source]; ok {
-		return v, nil
-	}
-	return c.st.Checkpoint(ctx, c.st.DB, source)
-}
-
-func (c *pendingCheckpoints) SetCheckpoint(ctx context.Context, source, value string) error {
-	c.set[source] = value
-	return nil
 }
 
 // dailyBound is bot.author_daily_tests and bot.list_daily_tests over one

@@ -71,17 +71,12 @@ const (
 	CommandDisputeDup     = "dup"
 )
 
-// Checkpoints remembers where each mail source stopped. The bot writes
-// them in the same transaction as the series they led to, so a crash
-// neither loses nor repeats a series.
-type Checkpoints interface {
-	Checkpoint(ctx context.Context, source string) (string, error)
-	SetCheckpoint(ctx context.Context, source, value string) error
-}
-
-// Ingester finds new, complete, relevant series since the checkpoints.
+// Ingester finds new, complete, relevant series. It keeps its own place
+// in the mail; it may hand a series over again (after a crash, or when
+// its window still holds it), and the bot's unique test keys drop what
+// is already queued or tested.
 type Ingester interface {
-	Poll(ctx context.Context, cp Checkpoints) ([]Series, error)
+	Poll(ctx context.Context) ([]Series, error)
 }
 
 // SeriesFetcher fetches one thread by Message-ID or lore URL.

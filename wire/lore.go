@@ -181,33 +181,23 @@ func localPath(u string) (string, bool) {
 }
 
 // checkpoints are lore/feed's Checkpoints over the bot's table.
-type checkpoints struct{ cp bot.Checkpoints }
+type checkpoints struct{ st *store.Store }
 
 func (c checkpoints) Load(ctx context.Context, key string) (string, error) {
-	return c.cp.Checkpoint(ctx, key)
+	return c.st.Checkpoint(ctx, c.st.DB, key)
 }
 
 // Save writes at once: the item is already stored in lore_mail.
 func (c checkpoints) Save(ctx context.Context, key, v string) error {
-	return c.cp.SetCheckpoint(ctx, key, v)
-}
-
-// directCheckpoints writes checkpoints straight to the database.
-type directCheckpoints struct{ st *store.Store }
-
-func (d directCheckpoints) Checkpoint(ctx context.Context, source string) (string, error) {
-	return d.st.Checkpoint(ctx, d.st.DB, source)
-}
-func (d directCheckpoints) SetCheckpoint(ctx context.Context, source, v string) error {
-	return d.st.SetCheckpoint(ctx, d.st.DB, source, v)
+	return c.st.SetCheckpoint(ctx, c.st.DB, key, v)
 }
 
 // Poll reads every list and returns the complete, relevant series of the
 // window. Series already tested are filtered by the bot's unique keys.
-func (l *Lore) Poll(ctx context.Context, _ bot.Checkpoints) ([]bot.Series, error) {
+func (l *Lore) Poll(ctx context.Context) ([]bot.Series, error) {
 	// The mail itself is the durable state, so checkpoints are saved as
 	// lore/feed saves them, not held for the ingest transaction.
-	cps := checkpoints{directCheckpoints{l.St}}
+	cps := checkpoints{l.St}
 	srcs := l.sources()
 	var errs []string
 	for _, li := range l.Cfg.Lists {

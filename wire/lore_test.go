@@ -95,7 +95,7 @@ func TestPollRealArchive(t *testing.T) {
 	l.Now = func() time.Time { return time.Date(2024, 12, 31, 0, 0, 0, 0, time.UTC) }
 	l.Window = 21 * 24 * time.Hour
 	start := time.Now()
-	first, err := l.Poll(ctx, nil)
+	first, err := l.Poll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestPollRealArchive(t *testing.T) {
 	if len(first) == 0 {
 		t.Fatal("no relevant series in the last three weeks of 2024")
 	}
-	second, err := l.Poll(ctx, nil)
+	second, err := l.Poll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestPollGraceRunsFromIngest(t *testing.T) {
 	l.Window = window
 	poll := func(when string) map[string]string {
 		t.Helper()
-		got, err := l.Poll(ctx, nil)
+		got, err := l.Poll(ctx)
 		if err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
@@ -291,7 +291,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	defer st.Close()
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
-	got, err := l.Poll(ctx, nil)
+	got, err := l.Poll(ctx)
 	if err != nil {
 		t.Fatalf("one dead list failed the poll: %v", err)
 	}
@@ -313,7 +313,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	for k, m := range l.cache {
 		cached[k] = m
 	}
-	if _, err := l.Poll(ctx, nil); err != nil {
+	if _, err := l.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// And the window's mail was parsed once, not once per poll.
@@ -333,7 +333,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	f, _ := l.Failing(ctx)
 	now = f["linux-rdma"].At.Add(listBackoff(1) + time.Second)
 	st.SetClock(func() time.Time { return now })
-	l.Poll(ctx, nil)
+	l.Poll(ctx)
 	if n := failures("linux-rdma"); n != 2 {
 		t.Errorf("dead list not retried after its backoff: %d failures", n)
 	}
@@ -341,7 +341,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	cfg.Lore.Lists[1].URL = filepath.Join(t.TempDir(), "gone")
 	l2 := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l2.Now = l.Now
-	if _, err := l2.Poll(ctx, nil); err == nil || !bot.IsInfra(err) || !strings.Contains(err.Error(), "linux-nfs") {
+	if _, err := l2.Poll(ctx); err == nil || !bot.IsInfra(err) || !strings.Contains(err.Error(), "linux-nfs") {
 		t.Errorf("every list dead: %v, want an infra error naming them", err)
 	}
 }
@@ -373,20 +373,20 @@ func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
 	l.Window = 7 * 24 * time.Hour
-	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 1 {
+	if got, err := l.Poll(ctx); err != nil || len(got) != 1 {
 		t.Fatalf("a stranger's \"Applied\": %d series, %v; want the series tested", len(got), err)
 	}
 	l.Maintainers = fixedMaintainers{"someone@example.org"}
-	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 1 {
+	if got, err := l.Poll(ctx); err != nil || len(got) != 1 {
 		t.Errorf("\"Applied\" from one MAINTAINERS does not list: %d series, %v; want the series tested", len(got), err)
 	}
 	l.Maintainers = fixedMaintainers{"mallory@example.org"}
-	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 0 {
+	if got, err := l.Poll(ctx); err != nil || len(got) != 0 {
 		t.Errorf("\"Applied\" from a maintainer MAINTAINERS lists: %d series, %v; want none", len(got), err)
 	}
 	l.Maintainers = nil
 	l.Cfg.Maintainers = []string{"Mallory@example.org"}
-	if got, err := l.Poll(ctx, nil); err != nil || len(got) != 0 {
+	if got, err := l.Poll(ctx); err != nil || len(got) != 0 {
 		t.Errorf("a maintainer's \"Applied\": %d series, %v; want none", len(got), err)
 	}
 }
@@ -440,7 +440,7 @@ func TestPollMailCommandErrors(t *testing.T) {
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
 	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
-	got, err := l.Poll(ctx, nil)
+	got, err := l.Poll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +529,7 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 		} else if l.Auth != nil {
 			t.Fatalf("lore.command_dkim = false, and commands are authenticated")
 		}
-		got, err := l.Poll(ctx, nil)
+		got, err := l.Poll(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -685,7 +685,7 @@ func TestPollHidesListPasswords(t *testing.T) {
 	defer st.Close()
 	var logged bytes.Buffer
 	l := NewLore(cfg, st, slog.New(slog.NewTextHandler(&logged, nil)))
-	_, err = l.Poll(ctx, nil)
+	_, err = l.Poll(ctx)
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "rdmabot:xxxxx@") {
 		t.Errorf("poll: %v", err)
 	}
