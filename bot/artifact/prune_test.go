@@ -28,6 +28,18 @@ func putKernel(t *testing.T, d Dir, key string, used time.Time) {
 	}
 }
 
+// recordGone is a Prune's gone that checks the kernel's files are still
+// readable when it is told, and records its key in told.
+func recordGone(t *testing.T, told *[]string) func(key, dir string) error {
+	return func(key, dir string) error {
+		if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
+			t.Errorf("gone(%s): %v", key, err)
+		}
+		*told = append(*told, key)
+		return nil
+	}
+}
+
 // Prune removes the least recently used artifacts until the store is
 // within its bound, never one keep holds on to, and tells gone of each
 // while its files are still readable.
@@ -43,13 +55,7 @@ func TestPruneLeastRecentlyUsed(t *testing.T) {
 	}
 	one := all[0].Size
 	var told []string
-	gone := func(key, dir string) error {
-		if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
-			t.Errorf("gone(%s): %v", key, err)
-		}
-		told = append(told, key)
-		return nil
-	}
+	gone := recordGone(t, &told)
 	keepB := func(s Stored) bool { return s.Key == "b" }
 	removed, left, err := d.Prune(context.Background(), 2*one+one/2, keepB, gone)
 	if err != nil || !slices.Equal(removed, []string{"a", "c"}) || !slices.Equal(told, removed) || left != 2*one {
@@ -185,13 +191,7 @@ func TestPruneFinishesWhatACrashLeft(t *testing.T) {
 		t.Fatalf("after the crash the store holds %d entries, want 3 (.gone-a, .tmp-b, .tmp-c)", len(ents))
 	}
 	var told []string
-	gone := func(key, dir string) error {
-		if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
-			t.Errorf("gone(%s): %v", key, err)
-		}
-		told = append(told, key)
-		return nil
-	}
+	gone := recordGone(t, &told)
 	removed, left, err := d.Prune(context.Background(), 1<<30, func(Stored) bool { return false }, gone)
 	if err != nil || len(removed) != 0 || left != 0 || !slices.Equal(told, []string{"a"}) {
 		t.Fatalf("removed %v, told %v, %d left, %v", removed, told, left, err)
