@@ -34,7 +34,12 @@ const (
 // are read within bounds, and the note by internal/elfnote's bounded
 // reader: the kernel is hostile.
 func ReadBuildID(bzImage string) (string, error) {
-	b, err := readBounded(bzImage, maxBzImage)
+	return readBuildID(bzImage, maxBzImage, maxVmlinux)
+}
+
+// readBuildID is ReadBuildID within the given bounds.
+func readBuildID(bzImage string, maxImage int64, maxUnpacked int) (string, error) {
+	b, err := readBounded(bzImage, maxImage)
 	if err != nil {
 		return "", err
 	}
@@ -56,18 +61,45 @@ func ReadBuildID(bzImage string) (string, error) {
 		return "", err
 	}
 	zr.Multistream(false)
-	vmlinux, err := io.ReadAll(io.LimitReader(zr, maxVmlinux+1))
+	vmlinux, err := readAtMost(zr, maxUnpacked)
+	if errors.Is(err, errTooLarge) {
+		return "", fmt.Errorf("%s: payload unpacks to more than %d MiB", bzImage, maxUnpacked>>20)
+	}
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return "", fmt.Errorf("%s: %w", bzImage, err)
-	}
-	if len(vmlinux) > maxVmlinux {
-		return "", fmt.Errorf("%s: payload unpacks to more than %d MiB", bzImage, maxVmlinux>>20)
 	}
 	id, err := elfnote.BuildID(bytes.NewReader(vmlinux), int64(len(vmlinux)))
 	if err != nil {
 		return "", fmt.Errorf("%s: vmlinux: %w", bzImage, err)
 	}
 	return id, nil
+}
+
+var errTooLarge = errors.New("more than the bound")
+
+// readAtMost reads r to its end, or fails with errTooLarge past max
+// bytes. Its buffer doubles up to max+1, so what it allocates in all
+// stays under 2*max plus its first 4 MiB, whatever r holds.
+func readAtMost(r io.Reader, max int) ([]byte, error) {
+	buf := make([]byte, 0, min(4<<20, max+1))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > max {
+				return nil, errTooLarge
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), max+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // readBounded reads a regular file of at most max bytes.

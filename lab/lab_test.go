@@ -340,17 +340,17 @@ func TestCandidateSide(t *testing.T) {
 }
 
 // A bzImage is built from a posted series: one larger than any kernel,
-// or whose payload unpacks without end (a gzip bomb), is refused
-// without the host taking its size in memory.
+// or whose payload unpacks without end (a gzip bomb), is refused, and
+// what the host allocates follows the bound, not the payload's claim.
+// The bombs are measured against small bounds (8 MiB unpacked) so that
+// the test stays quick under -race; the production bounds are the same
+// code with maxBzImage and maxVmlinux.
 func TestReadBuildIDBoundsHostileImages(t *testing.T) {
 	dir := t.TempDir()
-	bomb := func(unpacked int64) string {
+	bomb := func(unpacked int) string {
 		var gz bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-		zero := make([]byte, 1<<20)
-		for n := int64(0); n < unpacked; n += int64(len(zero)) {
-			zw.Write(zero)
-		}
+		zw := gzip.NewWriter(&gz)
+		zw.Write(make([]byte, unpacked))
 		zw.Close()
 		img := make([]byte, 0x400)
 		copy(img[bootHeaderMagicOff:], "HdrS")
@@ -364,29 +364,43 @@ func TestReadBuildIDBoundsHostileImages(t *testing.T) {
 		}
 		return p
 	}
+	const limit = 8 << 20
+	for p, want := range map[string]string{
+		bomb(8 * limit): "unpacks to more than 8 MiB",
+		bomb(1 << 20):   "vmlinux: not an ELF file",
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := readBuildID(p, 1<<30, limit)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", filepath.Base(p), err, want)
+		}
+		d := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %v; allocated %.1f MiB", filepath.Base(p), err, float64(d)/(1<<20))
+		if d > 3*limit {
+			t.Errorf("%s: allocated %d MiB, more than 3 times the bound", filepath.Base(p), d>>20)
+		}
+	}
 	huge := filepath.Join(dir, "huge")
 	if err := os.WriteFile(huge, []byte("MZ"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	os.Truncate(huge, maxBzImage+1)
-	for p, want := range map[string]string{
-		bomb(4 * maxVmlinux): "unpacks to more than",
-		bomb(1 << 20):        "vmlinux: not an ELF file",
-		huge:                 "not a regular file of at most",
-	} {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		_, err := ReadBuildID(p)
-		runtime.ReadMemStats(&after)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want an error saying %q", filepath.Base(p), err, want)
+	if _, err := ReadBuildID(huge); err == nil || !strings.Contains(err.Error(), "not a regular file of at most 256 MiB") {
+		t.Errorf("an image over maxBzImage: %v", err)
+	}
+}
+
+// readAtMost allocates at most about twice its bound, whatever it reads.
+func TestReadAtMost(t *testing.T) {
+	for _, n := range []int{0, 1, 4 << 20, 5 << 20, 8 << 20} {
+		b, err := readAtMost(bytes.NewReader(make([]byte, n)), 8<<20)
+		if err != nil || len(b) != n {
+			t.Errorf("%d bytes: read %d, %v", n, len(b), err)
 		}
-		// What the host allocates follows maxVmlinux (with the slices
-		// io.ReadAll grows through), not the payload's claim.
-		d := after.TotalAlloc - before.TotalAlloc
-		t.Logf("%s: %v; allocated %d MiB", filepath.Base(p), err, d>>20)
-		if d > 3*maxVmlinux {
-			t.Errorf("%s: allocated %d MiB", filepath.Base(p), d>>20)
-		}
+	}
+	if _, err := readAtMost(bytes.NewReader(make([]byte, 8<<20+1)), 8<<20); !errors.Is(err, errTooLarge) {
+		t.Errorf("one byte over: %v", err)
 	}
 }
