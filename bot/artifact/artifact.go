@@ -154,9 +154,10 @@ func allocated(dir string) int64 {
 // removed and the bytes left, which stay above max when keep holds on
 // to more. An error of gone stops it, the artifact already removed.
 func (d Dir) Prune(ctx context.Context, max int64, keep func(Stored) bool, gone func(key, dir string) error) (removed []string, left int64, err error) {
-	if err := d.finishCrashed(gone); err != nil {
-		return nil, 0, err
-	}
+	// What a crash left is finished first; should that fail (a directory
+	// another user made), the prune goes on and says so at the end.
+	crashErr := d.finishCrashed(gone)
+	defer func() { err = errors.Join(err, crashErr) }()
 	all, err := d.List()
 	if err != nil {
 		return nil, 0, err

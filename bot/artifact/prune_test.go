@@ -205,3 +205,27 @@ func TestPruneFinishesWhatACrashLeft(t *testing.T) {
 		t.Fatalf("the store holds %v, want only the live writer's %s", names, filepath.Base(live))
 	}
 }
+
+// Finishing a crashed prune can fail (its store copy cannot be dropped):
+// the prune still bounds the store, and says what failed.
+func TestPruneGoesOnWhenACrashLeftoverFails(t *testing.T) {
+	d := Dir{Root: t.TempDir()}
+	putKernel(t, d, "a", time.Now().Add(-24*time.Hour))
+	left := filepath.Join(d.Root, ".gone-b-1234", "b")
+	if err := os.MkdirAll(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Dir(left), hourAgo, hourAgo)
+	failed := errors.New("the store copy of b cannot be removed")
+	gone := func(key, dir string) error {
+		if key == "b" {
+			return failed
+		}
+		return nil
+	}
+	removed, _, err := d.Prune(context.Background(), 0, func(Stored) bool { return false }, gone)
+	if !errors.Is(err, failed) || !slices.Equal(removed, []string{"a"}) {
+		t.Fatalf("removed %v, %v; want a removed and the leftover's error", removed, err)
+	}
+}

@@ -532,3 +532,31 @@ func TestStoreOpenRemovesWhatACrashLeft(t *testing.T) {
 		t.Fatalf("the store holds %d entries, want only the live Put's %s", len(ents), filepath.Base(live))
 	}
 }
+
+// A leftover the store cannot remove (an immutable file stands in for
+// another user's) does not stop the store from opening.
+func TestStoreOpensBesideALeftoverItCannotRemove(t *testing.T) {
+	dir := t.TempDir()
+	stuck := filepath.Join(dir, ".tmp-stuck-1")
+	os.MkdirAll(stuck, 0o755)
+	f := filepath.Join(stuck, "bzImage")
+	os.WriteFile(f, []byte("half"), 0o644)
+	if out, err := exec.Command("chattr", "+i", f).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s (needs root on a file system with attributes)", err, out)
+	}
+	defer exec.Command("chattr", "-i", f).Run()
+	hourAgo := time.Now().Add(-time.Hour)
+	os.Chtimes(stuck, hourAgo, hourAgo)
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatalf("a leftover it cannot remove stopped the store: %v", err)
+	}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"bzImage": "kernel"})
+	if _, err := s.Put(ArtifactKey("t", "c", "tc"), map[string]string{"bzImage": filepath.Join(src, "bzImage")}, Artifact{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f); err != nil {
+		t.Fatalf("the immutable leftover: %v (the test proves nothing)", err)
+	}
+}

@@ -61,14 +61,13 @@ func ArtifactKey(tree, configHash, toolchain string) string {
 type Store struct{ dir string }
 
 // OpenStore uses dir, creating it, and removes what a crashed Put or
-// Remove left there.
+// Remove left there. That cleaning is best effort: a directory it cannot
+// remove (another user's) stays, and the store works all the same.
 func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, &InfraError{Op: "store", Err: err}
 	}
-	if err := flock.Stale(dir, ".tmp-", time.Now(), os.RemoveAll); err != nil {
-		return nil, &InfraError{Op: "store", Err: err}
-	}
+	flock.Stale(dir, ".tmp-", time.Now(), os.RemoveAll)
 	return &Store{dir: dir}, nil
 }
 
