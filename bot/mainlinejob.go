@@ -72,10 +72,10 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	// next head's base nor the history's figures.
 	cand = slices.DeleteFunc(cand, func(s store.Sample) bool { return s.Profile != "" })
 	state := store.MainlineGood
-	switch t.Verdict {
-	case flow.Regression, flow.Crash, flow.BuildFailed, flow.BootFailed, flow.DataCorruption:
+	switch v := t.Verdict; {
+	case v.Failing():
 		state = store.MainlineBad
-	case flow.Pass, flow.Measured, flow.Improvement:
+	case v == flow.Pass || v == flow.Measured || v == flow.Improvement:
 	default:
 		state = store.MainlineFailed
 	}

@@ -116,7 +116,12 @@ func readBounded(path string, max int64) ([]byte, error) {
 	if !fi.Mode().IsRegular() || fi.Size() > max {
 		return nil, fmt.Errorf("%s: not a regular file of at most %d MiB", path, max>>20)
 	}
-	return io.ReadAll(io.LimitReader(f, max))
+	// The size is checked: one buffer of it, no growing.
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 var releaseRe = regexp.MustCompile(`^(\S+) \(`)
