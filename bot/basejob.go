@@ -76,7 +76,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 			if br := b.opts.Branches[t.Tree]; len(br) > 0 {
 				base, err := b.stages.Trees.Head(ctx, t.Tree, br[0])
 				if err != nil {
-					return Infra(err)
+					return flow.MarkInfra(err)
 				}
 				if base != cand {
 					t.Base, t.BaseReason = base, "head of "+t.Tree+"/"+br[0]
@@ -105,7 +105,7 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
 	row, err := b.st.Series(ctx, b.st.DB, id)
 	if err != nil {
-		return Series{}, Infra(err)
+		return Series{}, flow.MarkInfra(err)
 	}
 	var s Series
 	if err := json.Unmarshal(row.Data, &s); err != nil {

@@ -43,7 +43,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
 		bis, err := b.st.Bisection(ctx, b.st.DB, job.Args.BisectionID)
 		if err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 		if bis.State != store.BisectionRunning && bis.State != store.BisectionConfirming {
 			tr.Logf("bisection %d is %s", bis.ID, bis.State)
@@ -51,7 +51,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 		}
 		steps, err := b.st.BisectSteps(ctx, b.st.DB, bis.ID)
 		if err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 		r := &bisectStep{b: b, job: job, bis: bis, steps: steps, n: len(steps) + 1, tr: tr}
 		if r.repo, err = b.openRepo(bis.Tree); err != nil {
@@ -64,7 +64,7 @@ func (w *bisectWorker) Work(ctx context.Context, job *river.Job[BisectArgs]) err
 			}
 			key := b.bisectKey(bis, side, bis.Good)
 			if r.ref, _, err = b.st.BaseResults(ctx, b.st.DB, key, 100*365*24*time.Hour); err != nil {
-				return Infra(err)
+				return flow.MarkInfra(err)
 			}
 			if len(r.ref) == 0 {
 				tr.Logf("no results for good commit %s: measuring it", short(bis.Good))
@@ -95,7 +95,7 @@ type bisectStep struct {
 	n     int                // this step's number
 	tr    *Trace
 	repo  *git.Repository
-	ref   []store.Sample // the good commit's samples
+	ref   []flow.Sample // the good commit's samples
 }
 
 func (r *bisectStep) next(ctx context.Context, tx *sql.Tx) error {
@@ -152,7 +152,7 @@ func (r *bisectStep) search(ctx context.Context) error {
 		// too, so there is no other history to confirm against; the
 		// patch is named.
 		k, of, err := seriesPatch(r.repo, bis.Good, bis.Bad, step.Culprit)
-		if IsInfra(err) {
+		if flow.IsInfra(err) {
 			return err
 		}
 		if err != nil {
@@ -230,7 +230,7 @@ func (b *Bot) endBisection(ctx context.Context, job *river.Job[BisectArgs], bis 
 func (b *Bot) openRepo(tree string) (*git.Repository, error) {
 	gitDir, err := b.stages.Trees.GitDir(tree)
 	if err != nil {
-		return nil, Infra(err)
+		return nil, flow.MarkInfra(err)
 	}
 	// A bare store opens only without DetectDotGit (which looks for a
 	// .git above it and fails); a work tree's path needs it.
@@ -239,7 +239,7 @@ func (b *Bot) openRepo(tree string) (*git.Repository, error) {
 		repo, err = git.PlainOpenWithOptions(gitDir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	}
 	if err != nil {
-		return nil, Infra(fmt.Errorf("open %s: %w", gitDir, err))
+		return nil, flow.MarkInfra(fmt.Errorf("open %s: %w", gitDir, err))
 	}
 	return repo, nil
 }
@@ -255,7 +255,7 @@ func seriesPatch(repo *git.Repository, base, head, commit string) (k, n int, err
 		}
 		c, err := repo.CommitObject(h)
 		if err != nil {
-			return 0, 0, Infra(fmt.Errorf("series commit %s: %w", h, err))
+			return 0, 0, flow.MarkInfra(fmt.Errorf("series commit %s: %w", h, err))
 		}
 		chain = append(chain, h.String())
 		if c.NumParents() != 1 {
@@ -281,7 +281,7 @@ const bisectRank = 1 << 40
 
 // measured is one commit's outcome in a bisection.
 type measured struct {
-	samples []store.Sample
+	samples []flow.Sample
 	outcome bisect.Outcome
 	detail  string
 	boots   int
@@ -293,7 +293,7 @@ type measured struct {
 // for more boots it gives them, up to bot.max_rounds rounds, as a test
 // would. A commit that does not build is skipped (bad when the build is
 // what is bisected); one that does not boot is bad.
-func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, ref []store.Sample, tr *Trace) (measured, error) {
+func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, ref []flow.Sample, tr *Trace) (measured, error) {
 	key, err := b.buildKernel(ctx, bis.Tree, commit, tr)
 	if err != nil {
 		if infraOrInterrupted(ctx, err) {
@@ -330,7 +330,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	err = b.withLease(ctx, bis.Lab, 0, rank, tr, func(ctx context.Context) error {
 		n := b.cfg.Runs
 		for round := 1; ; round++ {
-			var s []store.Sample
+			var s []flow.Sample
 			s, runErr = b.stages.Lab.Run(ctx, bis.Lab, boot, n, tr)
 			m.samples = append(m.samples, s...)
 			m.boots += len(s)
@@ -339,7 +339,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 			}
 			var err error
 			if d, err = b.stages.Decide.Decide(ctx, ref, m.samples); err != nil {
-				return Infra(err)
+				return flow.MarkInfra(err)
 			}
 			if d.NeedMore <= 0 || round >= b.cfg.MaxRounds || crashed(m.samples) {
 				return nil
@@ -360,7 +360,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	}
 	// Every measured commit is a cached base for later tests.
 	if err := b.st.PutBaseResults(ctx, b.st.DB, b.bisectKey(bis, side, commit), m.samples); err != nil {
-		return measured{}, Infra(err)
+		return measured{}, flow.MarkInfra(err)
 	}
 	if ref == nil {
 		m.outcome, m.detail = bisect.Good, fmt.Sprintf("%s %.1f", bis.Metric, medians(m.samples)[bis.Metric])
@@ -383,7 +383,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 // metricCrash is the metric of a bisection for a crash.
 const metricCrash = "crash"
 
-func firstCrash(samples []store.Sample) string {
+func firstCrash(samples []flow.Sample) string {
 	for _, s := range samples {
 		if s.Crash != "" {
 			return s.Crash
@@ -402,11 +402,11 @@ func firstLine(s string) string {
 func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], tr *Trace) error {
 	bis, err := b.st.Bisection(ctx, b.st.DB, job.Args.BisectionID)
 	if err != nil {
-		return Infra(err)
+		return flow.MarkInfra(err)
 	}
 	steps, err := b.st.BisectSteps(ctx, b.st.DB, bis.ID)
 	if err != nil {
-		return Infra(err)
+		return flow.MarkInfra(err)
 	}
 	forever := 100 * 365 * 24 * time.Hour
 	_, side, err := b.bisectSide(ctx, bis)
@@ -416,11 +416,11 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	goodKey, badKey := b.bisectKey(bis, side, bis.Good), b.bisectKey(bis, side, bis.Bad)
 	good, _, err := b.st.BaseResults(ctx, b.st.DB, goodKey, forever)
 	if err != nil {
-		return Infra(err)
+		return flow.MarkInfra(err)
 	}
 	bad, _, err := b.st.BaseResults(ctx, b.st.DB, badKey, forever)
 	if err != nil {
-		return Infra(err)
+		return flow.MarkInfra(err)
 	}
 	change := 0.0
 	if g := medians(good)[bis.Metric]; g != 0 {
@@ -464,7 +464,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	}
 	if rep := b.stages.Report; rep != nil {
 		if err := rep.Deliver(ctx, r); err != nil {
-			return Infra(fmt.Errorf("deliver: %w", err))
+			return flow.MarkInfra(fmt.Errorf("deliver: %w", err))
 		}
 		tr.Logf("delivered %q", r.Title)
 	}
@@ -519,7 +519,7 @@ func (b *Bot) bisectSide(ctx context.Context, bis store.Bisection) (store.Test, 
 	}
 	t, err := b.st.Test(ctx, b.st.DB, bis.TestID)
 	if err != nil {
-		return t, "", Infra(err)
+		return t, "", flow.MarkInfra(err)
 	}
 	side, err := b.candidateSide(ctx, t)
 	return t, side, err

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/artifact"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Roles split the work between machines sharing one PostgreSQL.
@@ -497,10 +498,10 @@ func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace)
 		// A bug, not an outage: retrying it for hours helps nobody.
 		outcome = "failed"
 		tr.Logf("panicked again, giving up: %v", err)
-	case IsInfra(err) && row.Attempt >= row.MaxAttempts:
+	case flow.IsInfra(err) && row.Attempt >= row.MaxAttempts:
 		outcome = "failed"
 		tr.Logf("infrastructure error on the last attempt, giving up: %v", err)
-	case IsInfra(err):
+	case flow.IsInfra(err):
 		outcome = "retry"
 		tr.Logf("infrastructure error, will retry: %v", err)
 	default:
@@ -543,7 +544,7 @@ func guard(tr *Trace, f func(tr *Trace) error) (panicked bool, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			tr.Logf("panic: %v\n%s", v, debug.Stack())
-			panicked, err = true, &InfraError{fmt.Errorf("panic: %v", v)}
+			panicked, err = true, &flow.InfraError{Err: fmt.Errorf("panic: %v", v)}
 		}
 	}()
 	return false, f(tr)
@@ -625,7 +626,7 @@ func testJob[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], te
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
 		t, err := b.st.Test(ctx, b.st.DB, testID)
 		if err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 		if t.State == store.StateCanceled {
 			tr.Logf("test %d was canceled", t.ID)
@@ -640,18 +641,18 @@ func testJob[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], te
 func complete[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], f func(tx *sql.Tx) error) error {
 	tx, err := b.st.DB.BeginTx(ctx, nil)
 	if err != nil {
-		return Infra(err)
+		return flow.MarkInfra(err)
 	}
 	defer tx.Rollback()
 	if f != nil {
 		if err := f(tx); err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 	}
 	if _, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job); err != nil {
-		return Infra(fmt.Errorf("complete job %d: %w", job.ID, err))
+		return flow.MarkInfra(fmt.Errorf("complete job %d: %w", job.ID, err))
 	}
-	return Infra(tx.Commit())
+	return flow.MarkInfra(tx.Commit())
 }
 
 func mustJSON(v any) string {

@@ -100,7 +100,7 @@ func (b *Bot) buildDebug(ctx context.Context, t *store.Test, tr *Trace) error {
 	}
 	s, err := b.series(ctx, t.SeriesID)
 	if err != nil {
-		return Infra(err)
+		return flow.MarkInfra(err)
 	}
 	why := b.stages.Debug.Why(s)
 	if why == "" {
@@ -133,7 +133,7 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 func (b *Bot) buildKernelWith(ctx context.Context, build Builder, tree, commit string, tr *Trace) (string, error) {
 	kk, err := build.KernelKey(ctx, tree, commit)
 	if err != nil {
-		return "", Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	key := artifactKey(tree, kk)
 	if b.art.Has(key) {
@@ -148,10 +148,10 @@ func (b *Bot) buildKernelWith(ctx context.Context, build Builder, tree, commit s
 		return "", err
 	}
 	if err := b.art.Put(ctx, key, dir); err != nil {
-		return "", Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	if err := b.st.PutArtifact(ctx, key, b.cfg.URL); err != nil {
-		return "", Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	tr.Logf("built %s in %s", key, time.Since(start).Round(time.Second))
 	b.pruneArtifacts(ctx, tr)
@@ -173,12 +173,12 @@ func (b *Bot) fetchArtifact(ctx context.Context, key string, tr *Trace) (string,
 	}
 	url, err := b.st.ArtifactWorker(ctx, key)
 	if err != nil {
-		return "", Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	tr.Logf("pulling %s from %s", key, url)
 	p, err := b.art.Pull(ctx, b.http, url, key)
 	if err != nil {
-		return "", Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	b.pruneArtifacts(ctx, tr)
 	return p, nil

@@ -26,7 +26,7 @@ type foolDecider struct {
 	given [][]string
 }
 
-func (d *foolDecider) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decision, error) {
+func (d *foolDecider) Decide(ctx context.Context, base, cand []flow.Sample) (bot.Decision, error) {
 	d.mu.Lock()
 	var keys []string
 	if len(cand) > 0 {

@@ -46,7 +46,7 @@ func (b *Bot) canaryBase(ctx context.Context, t *store.Test, tr *Trace) error {
 	base, err := b.stages.Build.SelectBase(ctx, Series{})
 	if err != nil {
 		// No tree in the store is the operator's gap: retried, never a verdict.
-		return Infra(fmt.Errorf("canary: no default base: %w", err))
+		return flow.MarkInfra(fmt.Errorf("canary: no default base: %w", err))
 	}
 	t.Tree, t.Base, t.Candidate, t.BaseBranch = base.Tree, base.Commit, base.Commit, base.Branch
 	t.BaseReason = "A/A canary: the default base against itself"
@@ -134,10 +134,10 @@ func (b *Bot) FalseAlarmRates(ctx context.Context) ([]FalseAlarms, []store.Canar
 // unmuted drops the muted metrics from the samples before the decision
 // sees them, and says so in the trace. A muted "transport" drops the
 // transport counts.
-func (b *Bot) unmuted(ctx context.Context, base, cand []store.Sample, tr *Trace) ([]store.Sample, []store.Sample, error) {
+func (b *Bot) unmuted(ctx context.Context, base, cand []flow.Sample, tr *Trace) ([]flow.Sample, []flow.Sample, error) {
 	rates, _, err := b.FalseAlarmRates(ctx)
 	if err != nil {
-		return nil, nil, Infra(err)
+		return nil, nil, flow.MarkInfra(err)
 	}
 	muted := map[string]bool{}
 	var why []string
@@ -151,8 +151,8 @@ func (b *Bot) unmuted(ctx context.Context, base, cand []store.Sample, tr *Trace)
 		return base, cand, nil
 	}
 	tr.Logf("muted, not decided on: %s", strings.Join(why, ", "))
-	strip := func(in []store.Sample) []store.Sample {
-		out := make([]store.Sample, len(in))
+	strip := func(in []flow.Sample) []flow.Sample {
+		out := make([]flow.Sample, len(in))
 		for i, s := range in {
 			s.Metrics, s.Iterations = without(s.Metrics, muted), without(s.Iterations, muted)
 			if muted["transport"] {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -44,7 +43,7 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 	if uaf.Verdict != flow.Crash || !strings.Contains(uaf.Summary, "KASAN: slab-use-after-free") {
 		t.Errorf("use-after-free: %s %q, want CRASH (KASAN)", uaf.Verdict, uaf.Summary)
 	}
-	debugBoots := func(samples []store.Sample) (n int) {
+	debugBoots := func(samples []flow.Sample) (n int) {
 		for _, s := range samples {
 			if s.Profile == "debug" {
 				n++

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Flusher is a reporter whose replies may wait (moderated until approved,
@@ -35,7 +37,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		if f, ok := b.stages.Report.(Flusher); ok {
 			n, err := f.Flush(ctx)
 			if err != nil {
-				return Infra(err)
+				return flow.MarkInfra(err)
 			}
 			if n > 0 {
 				tr.Logf("sent %d replies that were due", n)

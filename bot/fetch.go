@@ -6,6 +6,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
 )
 
@@ -57,7 +58,7 @@ func (b *Bot) fetchTree(ctx context.Context, tree string, tr *Trace) error {
 	}
 	h, serr := b.st.RecordHealth(context.WithoutCancel(ctx), b.st.DB, "tree", tree, took, err)
 	if serr != nil {
-		return Infra(serr)
+		return flow.MarkInfra(serr)
 	}
 	if err != nil {
 		tr.Logf("tree %s: fetch failed after %s (%d in a row): %v", tree, took.Round(time.Millisecond), h.Failures, err)
@@ -80,7 +81,7 @@ func (b *Bot) refreshStaleTrees(ctx context.Context, tr *Trace) error {
 	for _, tree := range b.opts.FetchTrees {
 		h, found, err := b.st.HealthOf(ctx, b.st.DB, "tree", tree)
 		if err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 		if found && b.st.Now().Sub(h.At) < b.opts.FetchInterval {
 			continue

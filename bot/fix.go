@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Fix follow-up: a series that names a failure the bot reported (its
@@ -30,7 +31,7 @@ func (b *Bot) reportedTest(ctx context.Context, s Series, tr *Trace) (t store.Te
 	for _, c := range s.Fixes {
 		t, ok, err := b.st.CulpritTest(ctx, b.st.DB, c)
 		if err != nil {
-			return t, "", false, Infra(err)
+			return t, "", false, flow.MarkInfra(err)
 		}
 		if ok && t.Base != "" {
 			return t, "Fixes: " + c, true, nil
@@ -44,11 +45,11 @@ func (b *Bot) reportedTest(ctx context.Context, s Series, tr *Trace) (t store.Te
 func (b *Bot) testOfReply(ctx context.Context, idx ReplyIndex, replyID string) (store.Test, bool, error) {
 	msgID, version, ok, err := idx.Answered(ctx, replyID)
 	if err != nil || !ok {
-		return store.Test{}, false, Infra(err)
+		return store.Test{}, false, flow.MarkInfra(err)
 	}
 	t, ok, err := b.st.ReportedTest(ctx, b.st.DB, msgID, version)
 	if err != nil {
-		return t, false, Infra(err)
+		return t, false, flow.MarkInfra(err)
 	}
 	return t, ok && t.Base != "", nil
 }
@@ -57,7 +58,7 @@ func (b *Bot) testOfReply(ctx context.Context, idx ReplyIndex, replyID string) (
 func (b *Bot) fixFollowUp(ctx context.Context, t store.Test, s Series, tr *Trace) (*FixFollowUp, error) {
 	orig, err := b.st.Test(ctx, b.st.DB, t.FixOf)
 	if err != nil {
-		return nil, Infra(err)
+		return nil, flow.MarkInfra(err)
 	}
 	f := &FixFollowUp{Test: orig.ID, Verdict: orig.Verdict, URL: b.testURL(orig.ID), OnTop: t.ApplyOn != "" && t.ApplyOn == orig.Candidate,
 		Confirmed: Fixed(t.Verdict)}
@@ -83,7 +84,7 @@ func (b *Bot) fixFollowUp(ctx context.Context, t store.Test, s Series, tr *Trace
 		}
 		r, ok, err := b.st.CulpritTest(ctx, b.st.DB, c)
 		if err != nil {
-			return nil, Infra(err)
+			return nil, flow.MarkInfra(err)
 		}
 		if ok && r.ID == orig.ID {
 			f.Culprit = c
@@ -105,7 +106,7 @@ func (b *Bot) applyFix(ctx context.Context, t *store.Test, s Series, tr *Trace) 
 	}
 	orig, err := b.st.Test(ctx, b.st.DB, t.FixOf)
 	if err != nil {
-		return "", Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	if orig.Candidate == "" {
 		return "", nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // A stage's failure is the bot's side when it is infrastructure (typed,
@@ -22,8 +24,8 @@ func TestInfraOrInterrupted(t *testing.T) {
 		want bool
 	}{
 		{"author's failure", live, plain, false},
-		{"infrastructure", live, Infra(plain), true},
-		{"wrapped infrastructure", live, fmt.Errorf("build: %w", Infra(plain)), true},
+		{"infrastructure", live, flow.MarkInfra(plain), true},
+		{"wrapped infrastructure", live, fmt.Errorf("build: %w", flow.MarkInfra(plain)), true},
 		{"interrupted", done, plain, true},
 	} {
 		if got := infraOrInterrupted(c.ctx, c.err); got != c.want {

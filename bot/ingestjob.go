@@ -33,7 +33,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 		}
 		series, err := b.stages.Ingest.Poll(ctx)
 		if err != nil {
-			return Infra(fmt.Errorf("ingest: %w", err))
+			return flow.MarkInfra(fmt.Errorf("ingest: %w", err))
 		}
 		tr.Logf("%d new series", len(series))
 		// Nothing inside the transaction may write the trace: on SQLite

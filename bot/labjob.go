@@ -33,14 +33,14 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			return err
 		}
 		bk := b.testBaseKey(t, side)
-		var cached []store.Sample
+		var cached []flow.Sample
 		if t.Base != "" {
 			// Every round boots the base beside the candidate, so that a
 			// machine busier or quieter than when the cached runs were
 			// measured moves both sides alike. The cache only adds
 			// evidence, once it agrees with the fresh boots (below).
 			if cached, _, err = b.st.BaseResults(ctx, b.st.DB, bk, b.cfg.BaseMaxAge.Duration); err != nil {
-				return Infra(err)
+				return flow.MarkInfra(err)
 			}
 			if basePath, err = b.fetchArtifact(ctx, t.BaseArtifact, tr); err != nil {
 				return err
@@ -64,7 +64,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
 			start := time.Now()
-			var baseSamples, candSamples []store.Sample
+			var baseSamples, candSamples []flow.Sample
 			// The profiles first: a crash or evidence they find decides
 			// at once.
 			lossyBase, lossyCand, err := b.profileBoots(ctx, t, job.Args.Round, baseBoot, candBoot, tr)
@@ -80,7 +80,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			if len(lossyCand) > 0 {
 				d, err := b.stages.Decide.Decide(ctx, lossyBase, lossyCand)
 				if err != nil {
-					return Infra(err)
+					return flow.MarkInfra(err)
 				}
 				if d.Verdict == flow.Crash || d.Verdict == flow.Regression {
 					tr.Logf("the profiles decided %s: no default boots", d.Verdict)
@@ -124,15 +124,15 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 // roundRecord is what a lab round measured.
 type roundRecord struct {
 	start, fin           time.Time
-	lossyBase, lossyCand []store.Sample // the profiles' boots
-	base, cand           []store.Sample // the default test's
-	booted               bool           // the base was booted
-	baseCache            []store.Sample // the base's cache after the round
+	lossyBase, lossyCand []flow.Sample // the profiles' boots
+	base, cand           []flow.Sample // the default test's
+	booted               bool          // the base was booted
+	baseCache            []flow.Sample // the base's cache after the round
 }
 
 // baseCache is the base's cache after a round: this round's boots, after
 // the cached ones unless those disagree with them (the machine drifted).
-func (b *Bot) baseCache(ctx context.Context, cached, fresh []store.Sample, round int, tr *Trace) ([]store.Sample, error) {
+func (b *Bot) baseCache(ctx context.Context, cached, fresh []flow.Sample, round int, tr *Trace) ([]flow.Sample, error) {
 	drift := false
 	if len(cached) > 0 && round == 1 {
 		var err error
@@ -147,7 +147,7 @@ func (b *Bot) baseCache(ctx context.Context, cached, fresh []store.Sample, round
 		tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(fresh))
 		return fresh, nil
 	}
-	return append(append([]store.Sample(nil), cached...), fresh...), nil
+	return append(append([]flow.Sample(nil), cached...), fresh...), nil
 }
 
 // saveRound stores a round's runs and the base's cache, and queues the
@@ -188,7 +188,7 @@ func (b *Bot) candidateSide(ctx context.Context, t store.Test) (string, error) {
 	}
 	s, err := b.series(ctx, t.SeriesID)
 	if err != nil {
-		return "", Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	return b.stages.Lab.CandidateSide(s), nil
 }
@@ -232,7 +232,7 @@ func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (b
 // every new mainline head (its merges change such code unseen); none
 // otherwise. They stop at the first crash. An error is the lab's, or a
 // kernel that did not come up under a profile (lossyFailed).
-func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot Boot, tr *Trace) (base, cand []store.Sample, err error) {
+func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot Boot, tr *Trace) (base, cand []flow.Sample, err error) {
 	profiles := b.stages.Profiles
 	if b.stages.Debug != nil && baseBoot.Debug != "" && candBoot.Debug != "" {
 		// The build job built them because the profile asked.
@@ -245,7 +245,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 	if t.Kind == store.KindSeries && t.SeriesID != 0 {
 		s, err := b.series(ctx, t.SeriesID)
 		if err != nil {
-			return nil, nil, Infra(err)
+			return nil, nil, flow.MarkInfra(err)
 		}
 		series = &s
 	}
@@ -268,7 +268,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 // boot crashes. It is the one round of profile boots: the lab job's, and
 // the A/A and compare runners'. An error is the lab's, or a kernel that
 // did not come up under a profile (saying which side).
-func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot, candBoot Boot, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []store.Sample, err error) {
+func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot, candBoot Boot, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []flow.Sample, err error) {
 	for _, p := range profiles {
 		if !p.Shapes(pair) {
 			continue
@@ -283,7 +283,7 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 			for _, side := range []struct {
 				name string
 				boot Boot
-				out  *[]store.Sample
+				out  *[]flow.Sample
 			}{{"base", baseBoot, &base}, {"candidate", candBoot, &cand}} {
 				fmt.Fprintf(trace, "%s %s %d/%d\n", p.Name(), side.name, i+1, n)
 				smp, err := p.Run(ctx, pair, side.boot, i, trace)
@@ -313,7 +313,7 @@ type profileError struct {
 }
 
 func (e *profileError) Error() string {
-	if e.profile == store.ProfileLossy {
+	if e.profile == flow.ProfileLossy {
 		return "over the lossy link: " + e.err.Error()
 	}
 	return "under the " + e.profile + " profile: " + e.err.Error()
@@ -336,18 +336,18 @@ func (b *Bot) lossyFailed(ctx context.Context, tx *sql.Tx, t store.Test, err err
 // drifted says whether cached base runs and fresh boots of the same base
 // kernel differ as a regression or an improvement would: the decision's
 // own test, with its effect floor, run on the base against itself.
-func (b *Bot) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, error) {
+func (b *Bot) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, error) {
 	if crashed(fresh) || len(fresh) == 0 {
 		return false, nil
 	}
 	d, err := b.stages.Decide.Decide(ctx, cached, fresh)
 	if err != nil {
-		return false, Infra(err)
+		return false, flow.MarkInfra(err)
 	}
 	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, nil
 }
 
-func crashed(samples []store.Sample) bool {
+func crashed(samples []flow.Sample) bool {
 	for _, s := range samples {
 		if s.Crash != "" {
 			return true
@@ -365,7 +365,7 @@ func (b *Bot) withLease(ctx context.Context, pair string, jobID, rank int64, tr 
 	// waiter asks every LeaseWait; one silent for three is gone.
 	ok, err := b.st.AcquireLeaseInTurn(ctx, pair, holder, jobID, rank, ttl, 3*b.opts.LeaseWait+ttl/3)
 	if err != nil {
-		return Infra(err)
+		return flow.MarkInfra(err)
 	}
 	if !ok {
 		tr.Logf("lab pair %s is busy; waiting", pair)
@@ -389,14 +389,14 @@ func (b *Bot) withLease(ctx context.Context, pair string, jobID, rank int64, tr 
 				return
 			case <-tick.C:
 				if ok, err := b.st.RenewLease(ctx, pair, holder, ttl); err == nil && !ok {
-					cancel(&InfraError{fmt.Errorf("lease on %s lost", pair)})
+					cancel(&flow.InfraError{Err: fmt.Errorf("lease on %s lost", pair)})
 					return
 				}
 			}
 		}
 	}()
 	err = f(ctx)
-	if cause := context.Cause(ctx); err != nil && cause != nil && IsInfra(cause) {
+	if cause := context.Cause(ctx); err != nil && cause != nil && flow.IsInfra(cause) {
 		return cause
 	}
 	return err

@@ -32,11 +32,11 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 		}
 		head, err := b.stages.Trees.Head(ctx, a.Tree, a.Branch)
 		if err != nil {
-			return Infra(fmt.Errorf("fetch %s %s: %w", a.Tree, a.Branch, err))
+			return flow.MarkInfra(fmt.Errorf("fetch %s %s: %w", a.Tree, a.Branch, err))
 		}
 		hist, err := b.st.MainlineHistory(ctx, b.st.DB, a.Tree, a.Branch)
 		if err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 		lastGood := ""
 		for _, r := range hist {
@@ -70,7 +70,7 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 	}
 	// The lossy link's boots count for crashes only: they are neither the
 	// next head's base nor the history's figures.
-	cand = slices.DeleteFunc(cand, func(s store.Sample) bool { return s.Profile != "" })
+	cand = slices.DeleteFunc(cand, func(s flow.Sample) bool { return s.Profile != "" })
 	state := store.MainlineGood
 	switch v := t.Verdict; {
 	case v.Failing():
@@ -124,7 +124,7 @@ func (b *Bot) startBisection(ctx context.Context, tx *sql.Tx, bis store.Bisectio
 }
 
 // medians are each metric's median over samples without a crash.
-func medians(samples []store.Sample) map[string]float64 {
+func medians(samples []flow.Sample) map[string]float64 {
 	vals := map[string][]float64{}
 	for _, s := range samples {
 		if s.Crash != "" {

@@ -46,7 +46,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 					}
 				}
 				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
-					return Infra(err)
+					return flow.MarkInfra(err)
 				}
 			}
 			tr.Logf("decision after round %d: %s (need %d more) %s", job.Args.Round, d.Verdict, d.NeedMore, d.Summary)
@@ -115,7 +115,7 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 	}
 	bis, ok, err := b.st.BisectionOfTest(ctx, b.st.DB, t.ID)
 	if err != nil {
-		return false, Infra(err)
+		return false, flow.MarkInfra(err)
 	}
 	if ok {
 		if bis.State == store.BisectionRunning || bis.State == store.BisectionConfirming {
@@ -148,7 +148,7 @@ func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t st
 // onlyUnderProfiles says a verdict rests on lab profile boots alone: a
 // CRASH whose every crashed sample is a profile boot, any other verdict
 // with no default test boot at all.
-func onlyUnderProfiles(verdict flow.Outcome, samples []store.Sample) bool {
+func onlyUnderProfiles(verdict flow.Outcome, samples []flow.Sample) bool {
 	n := 0
 	for _, s := range samples {
 		if verdict == flow.Crash && s.Crash == "" {
@@ -172,7 +172,7 @@ func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
 		err = fmt.Errorf("%s: stored origin unreadable: %w", what, err)
 		tr.Logf("%v", err)
 		b.log.Error("stored origin unreadable", "of", what, "err", err)
-		return Origin{}, Infra(err)
+		return Origin{}, flow.MarkInfra(err)
 	}
 	return o, nil
 }
@@ -180,17 +180,17 @@ func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
 // samples are a test's candidate samples and its base's samples. The
 // base's come from the cache, which holds every run of that base kernel
 // (this test's rounds appended to what an earlier test measured).
-func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sample, err error) {
+func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []flow.Sample, err error) {
 	runs, err := b.st.Runs(ctx, b.st.DB, t.ID)
 	if err != nil {
-		return nil, nil, Infra(err)
+		return nil, nil, flow.MarkInfra(err)
 	}
 	if len(runs) == 0 {
 		// It never reached the lab (it did not apply or build): no boots
 		// of its own, and none of the base's to show with it.
 		return nil, nil, nil
 	}
-	var own []store.Sample
+	var own []flow.Sample
 	for _, r := range runs {
 		if r.Role == "base" {
 			own = append(own, r.Samples...)
@@ -206,7 +206,7 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []store.Sam
 		}
 		base, _, err = b.st.BaseResults(ctx, b.st.DB, b.testBaseKey(t, side), 100*365*24*time.Hour)
 		if err != nil {
-			return nil, nil, Infra(err)
+			return nil, nil, flow.MarkInfra(err)
 		}
 	}
 	if len(base) == 0 {
@@ -244,12 +244,12 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 	if t.Kind == store.KindSeries {
 		bis, ok, err := b.st.BisectionOfTest(ctx, b.st.DB, t.ID)
 		if err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 		if ok {
 			steps, err := b.st.BisectSteps(ctx, b.st.DB, bis.ID)
 			if err != nil {
-				return Infra(err)
+				return flow.MarkInfra(err)
 			}
 			fb := &FirstBad{Summary: bis.Summary, Steps: len(steps), Took: bis.UpdatedAt.Sub(bis.CreatedAt)}
 			if bis.State == store.BisectionDone {
@@ -279,7 +279,7 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 		return nil
 	}
 	if err := rep.Deliver(ctx, r); err != nil {
-		return Infra(fmt.Errorf("deliver: %w", err))
+		return flow.MarkInfra(fmt.Errorf("deliver: %w", err))
 	}
 	tr.Logf("delivered %s reply %s", t.Verdict, t.Key)
 	return nil
@@ -298,7 +298,7 @@ func (b *Bot) started(ctx context.Context, t store.Test, s Series, tr *Trace) er
 	r := Report{Key: t.Key, Kind: t.Kind, Series: &s, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason, BaseBranch: t.BaseBranch,
 		Lab: t.Lab, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
 	if err := st.Started(ctx, r); err != nil {
-		return Infra(fmt.Errorf("testing started: %w", err))
+		return flow.MarkInfra(fmt.Errorf("testing started: %w", err))
 	}
 	tr.Logf("told the reporter testing started")
 	return nil

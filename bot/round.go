@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // RunRound is the one round of default-test boots: n boots each of base
@@ -16,12 +16,12 @@ import (
 // aa`, the canary and the power bench all measure through it. An error
 // is the lab's (Infra), or a *RoundError naming the side whose kernel did
 // not come up; the samples are those booted before it.
-func RunRound(ctx context.Context, l Lab, pair string, base, cand Boot, n int, trace io.Writer) (bs, cs []store.Sample, err error) {
+func RunRound(ctx context.Context, l Lab, pair string, base, cand Boot, n int, trace io.Writer) (bs, cs []flow.Sample, err error) {
 	for i := range n {
 		for _, side := range []struct {
 			name string
 			boot Boot
-			out  *[]store.Sample
+			out  *[]flow.Sample
 		}{{"base", base, &bs}, {"candidate", cand, &cs}} {
 			if side.boot.Dir == "" {
 				continue
@@ -29,7 +29,7 @@ func RunRound(ctx context.Context, l Lab, pair string, base, cand Boot, n int, t
 			fmt.Fprintf(trace, "%s %d/%d\n", side.name, i+1, n)
 			s, err := l.Run(ctx, pair, side.boot, 1, trace)
 			if err != nil {
-				if IsInfra(err) {
+				if flow.IsInfra(err) {
 					return bs, cs, err
 				}
 				return bs, cs, &RoundError{Side: side.name, Err: err}

@@ -9,24 +9,24 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // scriptLab answers each boot from a script keyed by "dir#count".
 type scriptLab struct {
 	boots []string
-	plan  map[string]func() ([]store.Sample, error)
+	plan  map[string]func() ([]flow.Sample, error)
 }
 
 func (l *scriptLab) CandidateSide(bot.Series) string { return "server" }
 
-func (l *scriptLab) Run(ctx context.Context, pair string, b bot.Boot, n int, trace io.Writer) ([]store.Sample, error) {
+func (l *scriptLab) Run(ctx context.Context, pair string, b bot.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	l.boots = append(l.boots, b.Dir)
 	key := fmt.Sprintf("%s#%d", b.Dir, strings.Count(strings.Join(l.boots, " "), b.Dir))
 	if f := l.plan[key]; f != nil {
 		return f()
 	}
-	return []store.Sample{{Metrics: map[string]float64{"copy_MBps": 8}}}, nil
+	return []flow.Sample{{Metrics: map[string]float64{"copy_MBps": 8}}}, nil
 }
 
 // The one round: base first, alternating, stopping at a crash of
@@ -34,23 +34,23 @@ func (l *scriptLab) Run(ctx context.Context, pair string, b bot.Boot, n int, tra
 // the lab's fault stays the lab's.
 func TestRunRound(t *testing.T) {
 	base, cand := bot.Boot{Dir: "base"}, bot.Boot{Dir: "cand", Trusted: "base", Side: "server"}
-	crash := func() ([]store.Sample, error) { return []store.Sample{{Crash: "WARNING in __ib_drain_sq"}}, nil }
-	noBoot := func() ([]store.Sample, error) { return nil, errors.New("server did not come up") }
-	infra := func() ([]store.Sample, error) { return nil, bot.Infra(errors.New("qemu died")) }
+	crash := func() ([]flow.Sample, error) { return []flow.Sample{{Crash: "WARNING in __ib_drain_sq"}}, nil }
+	noBoot := func() ([]flow.Sample, error) { return nil, errors.New("server did not come up") }
+	infra := func() ([]flow.Sample, error) { return nil, flow.MarkInfra(errors.New("qemu died")) }
 	for name, c := range map[string]struct {
 		base      bot.Boot
-		plan      map[string]func() ([]store.Sample, error)
+		plan      map[string]func() ([]flow.Sample, error)
 		boots     string
 		wantSide  string
 		wantInfra bool
 	}{
 		"clean":             {base, nil, "base cand base cand base cand", "", false},
 		"no base":           {bot.Boot{}, nil, "cand cand cand", "", false},
-		"candidate crash":   {base, map[string]func() ([]store.Sample, error){"cand#2": crash}, "base cand base cand", "", false},
-		"base crash":        {base, map[string]func() ([]store.Sample, error){"base#1": crash}, "base cand", "", false},
-		"candidate no boot": {base, map[string]func() ([]store.Sample, error){"cand#1": noBoot}, "base cand", "candidate", false},
-		"base no boot":      {base, map[string]func() ([]store.Sample, error){"base#2": noBoot}, "base cand base", "base", false},
-		"lab fault":         {base, map[string]func() ([]store.Sample, error){"cand#3": infra}, "base cand base cand base cand", "", true},
+		"candidate crash":   {base, map[string]func() ([]flow.Sample, error){"cand#2": crash}, "base cand base cand", "", false},
+		"base crash":        {base, map[string]func() ([]flow.Sample, error){"base#1": crash}, "base cand", "", false},
+		"candidate no boot": {base, map[string]func() ([]flow.Sample, error){"cand#1": noBoot}, "base cand", "candidate", false},
+		"base no boot":      {base, map[string]func() ([]flow.Sample, error){"base#2": noBoot}, "base cand base", "base", false},
+		"lab fault":         {base, map[string]func() ([]flow.Sample, error){"cand#3": infra}, "base cand base cand base cand", "", true},
 	} {
 		l := &scriptLab{plan: c.plan}
 		_, _, err := bot.RunRound(context.Background(), l, "qemu", c.base, cand, 3, io.Discard)
@@ -59,9 +59,9 @@ func TestRunRound(t *testing.T) {
 		}
 		var re *bot.RoundError
 		switch {
-		case c.wantInfra && !bot.IsInfra(err):
+		case c.wantInfra && !flow.IsInfra(err):
 			t.Errorf("%s: %v, want the lab's fault", name, err)
-		case c.wantSide != "" && (!errors.As(err, &re) || re.Side != c.wantSide || bot.IsInfra(err)):
+		case c.wantSide != "" && (!errors.As(err, &re) || re.Side != c.wantSide || flow.IsInfra(err)):
 			t.Errorf("%s: %v, want the %s's failure", name, err, c.wantSide)
 		case c.wantSide == "" && !c.wantInfra && err != nil:
 			t.Errorf("%s: %v", name, err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/go-git/go-git/v5"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // seriesPatch numbers a series' commits from its base; what is not a
@@ -53,7 +55,7 @@ func TestSeriesPatch(t *testing.T) {
 	if _, _, err := seriesPatch(repo, c[3], c[2], c[2]); err == nil || !strings.Contains(err.Error(), "has 0 parents") {
 		t.Errorf("a base not below the head: %v", err)
 	}
-	if _, _, err := seriesPatch(repo, c[0], strings.Repeat("1", 40), c[1]); !IsInfra(err) {
+	if _, _, err := seriesPatch(repo, c[0], strings.Repeat("1", 40), c[1]); !flow.IsInfra(err) {
 		t.Errorf("a head not in the store: %v, want INFRA", err)
 	}
 }

@@ -154,7 +154,7 @@ func (b Boot) KernelOn(role string) string {
 // run is a sample with Crash set; an error that is not an infra error
 // means the kernel did not boot (the kernel's fault).
 type Lab interface {
-	Run(ctx context.Context, pair string, boot Boot, n int, trace io.Writer) ([]store.Sample, error)
+	Run(ctx context.Context, pair string, boot Boot, n int, trace io.Writer) ([]flow.Sample, error)
 	// CandidateSide is the side of the pair a series' kernel boots on,
 	// beside the trusted base: the one its patches act on.
 	CandidateSide(s Series) string
@@ -168,7 +168,7 @@ type Lab interface {
 // default test's, only their crashes and the evidence the decider reads
 // in them.
 type Profile interface {
-	// Name is Sample.Profile of its boots (store.ProfileLossy ...).
+	// Name is Sample.Profile of its boots (flow.ProfileLossy ...).
 	Name() string
 	// Shapes says whether the profile can run on pair at all.
 	Shapes(pair string) bool
@@ -178,7 +178,7 @@ type Profile interface {
 	Boots() int
 	// Run is the i-th boot (0-based) of k: one sample, which may name a
 	// finer profile (its provider).
-	Run(ctx context.Context, pair string, k Boot, i int, trace io.Writer) ([]store.Sample, error)
+	Run(ctx context.Context, pair string, k Boot, i int, trace io.Writer) ([]flow.Sample, error)
 }
 
 // Decision is the statistics' answer for one comparison.
@@ -194,18 +194,9 @@ type Decision struct {
 	Detail json.RawMessage
 }
 
-// Detailed is a stage error that describes itself for the reply (JSON:
-// the patch that does not apply and where, the compiler's diagnostics).
-// The bot stores the detail with the test and hands it back in
-// Report.Detail; it never reads it.
-type Detailed interface {
-	error
-	Detail() json.RawMessage
-}
-
 // detailOf is the structured account of a stage error, if it has one.
 func detailOf(err error) string {
-	var d Detailed
+	var d flow.Detailed
 	if errors.As(err, &d) {
 		return string(d.Detail())
 	}
@@ -216,7 +207,7 @@ func detailOf(err error) string {
 // comparison resamples (bootstrap), so ctx bounds it; an error is
 // ctx's, never a verdict.
 type Decider interface {
-	Decide(ctx context.Context, base, cand []store.Sample) (Decision, error)
+	Decide(ctx context.Context, base, cand []flow.Sample) (Decision, error)
 }
 
 // Report is everything a reply needs.
@@ -253,8 +244,8 @@ type Report struct {
 	// stored it (Decision.Detail, Detailed).
 	Detail json.RawMessage `json:"detail,omitempty"`
 	// The samples the verdict was decided on.
-	BaseSamples []store.Sample `json:"base_samples,omitempty"`
-	CandSamples []store.Sample `json:"cand_samples,omitempty"`
+	BaseSamples []flow.Sample `json:"base_samples,omitempty"`
+	CandSamples []flow.Sample `json:"cand_samples,omitempty"`
 }
 
 // BisectReport is the outcome of a bisection with its confirmations.
@@ -362,35 +353,10 @@ type Stages struct {
 	Report Reporter
 }
 
-// IsInfra says whether err is the infrastructure's fault: a stage's typed
-// error implementing Infra() bool, anywhere in the chain. Only those are
-// retried; any other stage error is a verdict on the patch.
-func IsInfra(err error) bool {
-	var ie interface{ Infra() bool }
-	return errors.As(err, &ie) && ie.Infra()
-}
-
 // infraOrInterrupted says whether a stage's failure is the bot's side
 // (infrastructure, or the job's ctx ended) rather than the code under
 // test's: the job then returns err to be retried instead of recording a
 // verdict.
 func infraOrInterrupted(ctx context.Context, err error) bool {
-	return IsInfra(err) || ctx.Err() != nil
-}
-
-// InfraError marks the bot's own failures (database, artifact store) as
-// infrastructure, so they are retried like a lab outage.
-type InfraError struct{ Err error }
-
-func (e *InfraError) Error() string { return e.Err.Error() }
-func (e *InfraError) Unwrap() error { return e.Err }
-func (e *InfraError) Infra() bool   { return true }
-
-// Infra marks err as the infrastructure's fault, unless it says so
-// already; nil stays nil.
-func Infra(err error) error {
-	if err == nil || IsInfra(err) {
-		return err
-	}
-	return &InfraError{err}
+	return flow.IsInfra(err) || ctx.Err() != nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Requests from the CLI and GitHub. Each records its test and first job
@@ -131,7 +132,7 @@ func (w *githubPollWorker) Work(ctx context.Context, job *river.Job[GitHubPollAr
 			return complete(ctx, b, job, nil)
 		}
 		if err := b.opts.GitHub.Poll(ctx); err != nil {
-			return Infra(err)
+			return flow.MarkInfra(err)
 		}
 		return complete(ctx, b, job, nil)
 	})

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 func TestHostBusyReadsProgramTime(t *testing.T) {
@@ -93,7 +95,7 @@ func TestRepeatWhileBusy(t *testing.T) {
 
 	boot, n = boots(0.9, 0.8, 0.7, 0.1)
 	_, err = repeatWhileBusy(ctx, cfg, log, false, boot)
-	if !isInfra(err) || *n != 3 || !strings.Contains(err.Error(), "0.90, 0.80, 0.70 on average during 3 boots") {
+	if !flow.IsInfra(err) || *n != 3 || !strings.Contains(err.Error(), "0.90, 0.80, 0.70 on average during 3 boots") {
 		t.Fatalf("always busy: %d boots, %v", *n, err)
 	}
 
@@ -125,7 +127,7 @@ func TestRepeatWhileBusy(t *testing.T) {
 		t.Fatalf("self-loaded: %d boots, %v", *n, err)
 	}
 	boot, n = selfBoots(0.79, 0.79, 0.79)
-	if _, err := repeatWhileBusy(ctx, cfg, log, false, boot); !isInfra(err) || *n != 3 {
+	if _, err := repeatWhileBusy(ctx, cfg, log, false, boot); !flow.IsInfra(err) || *n != 3 {
 		t.Fatalf("the same waits on the default test: %d boots, %v (want contended)", *n, err)
 	}
 

@@ -116,7 +116,7 @@ func (e *InfraError) Error() string {
 func (e *InfraError) Unwrap() error { return e.Err }
 
 // Infra says the lab, not the patch, failed: the bot's classification
-// (bot.IsInfra) asks every error in a chain for it.
+// (flow.IsInfra) asks every error in a chain for it.
 func (e *InfraError) Infra() bool { return true }
 
 // Test says what to run once both hosts are up.

@@ -287,12 +287,6 @@ func TestGuestArgs(t *testing.T) {
 	}
 }
 
-// isInfra is bot.IsInfra's question, asked of the lab's own errors.
-func isInfra(err error) bool {
-	var ie interface{ Infra() bool }
-	return errors.As(err, &ie) && ie.Infra()
-}
-
 // The lab defines the decided metrics: copy_MBps is both copies of the
 // file over their summed time, and each boot's figure is the mean of its
 // iterations; a fio run has read bandwidth only.

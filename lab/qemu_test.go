@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/flock"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab/console"
@@ -316,8 +317,8 @@ func TestPairPanicIsBootError(t *testing.T) {
 	if be.Crash == nil || be.Crash.Title != "kernel panic: sysrq triggered crash" || be.Crash.Kind != console.Panic {
 		t.Fatalf("crash %+v", be.Crash)
 	}
-	if isInfra(err) || res == nil || !strings.Contains(be.Console, "Kernel panic") {
-		t.Errorf("infra=%v res=%v console:\n%s", isInfra(err), res != nil, be.Console)
+	if flow.IsInfra(err) || res == nil || !strings.Contains(be.Console, "Kernel panic") {
+		t.Errorf("infra=%v res=%v console:\n%s", flow.IsInfra(err), res != nil, be.Console)
 	}
 }
 
@@ -373,7 +374,7 @@ func TestPairCancel(t *testing.T) {
 	}
 	_, err := p.Run(ctx, testKernel(t), DefaultTest())
 	noSurvivors(t, *pids)
-	if !isInfra(err) || !errors.Is(err, context.Canceled) {
+	if !flow.IsInfra(err) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("want an InfraError wrapping context.Canceled, got %v", err)
 	}
 }
@@ -442,14 +443,14 @@ func TestPairQEMUFailsToStart(t *testing.T) {
 	p, _ := testPair(t)
 	p.cfg.Binary = "/nonexistent/qemu-system-x86_64"
 	_, err := p.Run(context.Background(), testKernel(t), DefaultTest())
-	if !isInfra(err) {
+	if !flow.IsInfra(err) {
 		t.Fatalf("missing binary: want InfraError, got %v", err)
 	}
 	p, pids := testPair(t)
 	p.cfg.Icount = "shift=bogus"
 	_, err = p.Run(context.Background(), testKernel(t), DefaultTest())
 	noSurvivors(t, *pids)
-	if !isInfra(err) || !strings.Contains(err.Error(), "icount") {
+	if !flow.IsInfra(err) || !strings.Contains(err.Error(), "icount") {
 		t.Fatalf("bad option: want InfraError quoting QEMU, got %v", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // feed plays console lines through a run's bookkeeping, as the event
@@ -112,7 +114,7 @@ server EXIT
 `
 	_, err := feed(t, DefaultTest(), script).result(context.Background())
 	var be *BootError
-	if !errors.As(err, &be) || be.Host != "server" || be.Phase != "rdma" || isInfra(err) {
+	if !errors.As(err, &be) || be.Host != "server" || be.Phase != "rdma" || flow.IsInfra(err) {
 		t.Fatalf("want BootError on server in phase rdma, got %v", err)
 	}
 }
@@ -240,7 +242,7 @@ func TestRunCandidateWordsAreItsOwn(t *testing.T) {
 		switch {
 		case c.wantInfra && (!errors.As(err, &ie) || ie.Host != c.wantHost):
 			t.Errorf("%s: want the lab's fault on the %s, got %v", name, c.wantHost, err)
-		case !c.wantInfra && (!errors.As(err, &be) || be.Host != c.wantHost || isInfra(err)):
+		case !c.wantInfra && (!errors.As(err, &be) || be.Host != c.wantHost || flow.IsInfra(err)):
 			t.Errorf("%s: want the candidate's failure on the %s, got %v", name, c.wantHost, err)
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
@@ -167,7 +166,7 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 	var out []AAResult
 	// cached is every good base boot so far, as the bot's base-result
 	// cache holds every run of one base kernel.
-	var cached []store.Sample
+	var cached []flow.Sample
 	for i := range n {
 		unlock, err := flock.Exclusive(ctx, a.Lock)
 		if err != nil {
@@ -227,21 +226,21 @@ func (r AAResult) Effect() float64 {
 }
 
 // round is one round's boots of each side.
-type round struct{ base, cand []store.Sample }
+type round struct{ base, cand []flow.Sample }
 
 // one comparison: rounds of alternating boots until the decision needs
 // no more or the rounds run out; the decision's base is the lab job's:
 // the round's fresh boots, joined by the cached ones unless they drifted.
-func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round) {
+func (a *AA) one(ctx context.Context, cached []flow.Sample) (AAResult, []round) {
 	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded, Side: a.side()}
-	var base, cand, own []store.Sample
+	var base, cand, own []flow.Sample
 	var rounds []round
 	runs := a.Runs
 	if len(a.Profiles) > 0 {
 		var err error
 		base, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, a.base(), a.candidate(), "base", "candidate",
 			func(bot.Profile) string { return "a comparison" }, a.trace())
-		for _, s := range append(append([]store.Sample(nil), base...), cand...) {
+		for _, s := range append(append([]flow.Sample(nil), base...), cand...) {
 			r.Busy = append(r.Busy, s.BusyRepeated...)
 			r.Profiles = append(r.Profiles, s.Profile)
 			r.ProfileHealth = append(r.ProfileHealth, s.Health)
@@ -275,7 +274,7 @@ func (a *AA) one(ctx context.Context, cached []store.Sample) (AAResult, []round)
 		// boot crashes.
 		var err error
 		rd.base, rd.cand, err = bot.RunRound(ctx, a.Lab, a.Pair, a.base(), a.candidate(), runs, a.trace())
-		for _, x := range append(append([]store.Sample(nil), rd.base...), rd.cand...) {
+		for _, x := range append(append([]flow.Sample(nil), rd.base...), rd.cand...) {
 			r.HostCores = append(r.HostCores, x.HostOtherCores)
 			r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
 			r.Health = append(r.Health, x.Health)
@@ -365,9 +364,9 @@ func (a *AA) trace() io.Writer {
 // Compare makes one comparison of Kernel (base) against Candidate with
 // the bot's rounds, budget and decision, with no cached base, and
 // returns it with every boot of each side.
-func (a *AA) Compare(ctx context.Context) (AAResult, []store.Sample, []store.Sample) {
+func (a *AA) Compare(ctx context.Context) (AAResult, []flow.Sample, []flow.Sample) {
 	r, rounds := a.one(ctx, nil)
-	var base, cand []store.Sample
+	var base, cand []flow.Sample
 	for _, rd := range rounds {
 		base, cand = append(base, rd.base...), append(cand, rd.cand...)
 	}
@@ -376,7 +375,7 @@ func (a *AA) Compare(ctx context.Context) (AAResult, []store.Sample, []store.Sam
 
 // drifted is the lab job's check (bot.drifted): the cached base against
 // the fresh boots, as a regression or an improvement would be called.
-func (a *AA) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, error) {
+func (a *AA) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, error) {
 	d, err := a.Decide.Decide(ctx, cached, fresh)
 	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, err
 }
@@ -386,9 +385,9 @@ func (a *AA) drifted(ctx context.Context, cached, fresh []store.Sample) (bool, e
 // rounds adding fresh base boots to it, as the lab job does. It uses the
 // boots the fresh comparison made; where it would want more than those,
 // it stays INCONCLUSIVE.
-func (a *AA) cachedJudgement(ctx context.Context, cached []store.Sample, rounds []round) (flow.Outcome, string, error) {
-	base := append([]store.Sample(nil), cached...)
-	var cand []store.Sample
+func (a *AA) cachedJudgement(ctx context.Context, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
+	base := append([]flow.Sample(nil), cached...)
+	var cand []flow.Sample
 	var d bot.Decision
 	for i, rd := range rounds {
 		if i > 0 {
@@ -406,7 +405,7 @@ func (a *AA) cachedJudgement(ctx context.Context, cached []store.Sample, rounds 
 	return d.Verdict, d.Summary + " (the fresh comparison stopped first)", nil
 }
 
-func copyMBps(s []store.Sample) []float64 {
+func copyMBps(s []flow.Sample) []float64 {
 	out := make([]float64, len(s))
 	for i, x := range s {
 		out[i] = x.Metrics["copy_MBps"]

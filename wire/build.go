@@ -16,6 +16,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
 )
@@ -83,7 +84,7 @@ func (b *Build) askedBase(tree, branch string) (bot.Base, error) {
 		}
 		ref, err := b.Store.Repository().Reference(builder.TreeRef(tree, branch), true)
 		if err != nil {
-			return bot.Base{}, bot.Infra(fmt.Errorf("%s/%s is not in the tree store (fetch it: rdmabot tree fetch --name %s): %w", tree, branch, tree, err))
+			return bot.Base{}, flow.MarkInfra(fmt.Errorf("%s/%s is not in the tree store (fetch it: rdmabot tree fetch --name %s): %w", tree, branch, tree, err))
 		}
 		return bot.Base{Tree: tree, Commit: ref.Hash().String(), Reason: fmt.Sprintf("asked for: head of %s/%s", tree, branch)}, nil
 	}
@@ -103,7 +104,7 @@ func (b *Build) MaintainersOf(ctx context.Context, s bot.Series, files []string)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, bot.Infra(err)
+		return nil, flow.MarkInfra(err)
 	}
 	var out []string
 	for _, c := range m.For(files) {
@@ -129,7 +130,7 @@ func (b *Build) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io
 		if errors.As(err, &ae) || errors.As(err, &ue) {
 			return "", applyFailure(err)
 		}
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	if len(res.Commits) == 0 {
 		return "", fmt.Errorf("the series has no patches")
@@ -158,7 +159,7 @@ func (b *Build) Build(ctx context.Context, tree, commit string, trace io.Writer)
 		if errors.As(err, &be) || errors.As(err, &ce) {
 			return "", buildFailure(err)
 		}
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	fmt.Fprintf(trace, "kernel %s (reused %v, synced %+v, timings %+v)\n", res.Key, res.Reused, res.Sync, res.Timings)
 	return res.Dir, nil
@@ -187,11 +188,11 @@ func (b *Build) Fetch(ctx context.Context, tree string) error {
 			continue
 		}
 		if t.URL == "" {
-			return bot.Infra(b.Store.Refresh(ctx))
+			return flow.MarkInfra(b.Store.Refresh(ctx))
 		}
-		return bot.Infra(b.Store.Fetch(ctx, t))
+		return flow.MarkInfra(b.Store.Fetch(ctx, t))
 	}
-	return bot.Infra(fmt.Errorf("tree %s is not configured ([[builder.trees]])", tree))
+	return flow.MarkInfra(fmt.Errorf("tree %s is not configured ([[builder.trees]])", tree))
 }
 
 // resolve finds a commit and the kernel configuration of the lab; a
@@ -199,11 +200,11 @@ func (b *Build) Fetch(ctx context.Context, tree string) error {
 func (b *Build) resolve(commit string) (*object.Commit, kbuild.Lab, error) {
 	c, err := b.Store.Resolve(commit)
 	if err != nil {
-		return nil, kbuild.Lab{}, bot.Infra(err)
+		return nil, kbuild.Lab{}, flow.MarkInfra(err)
 	}
 	labCfg, err := kbuild.LookupLab(b.Lab)
 	if err != nil {
-		return nil, kbuild.Lab{}, bot.Infra(err)
+		return nil, kbuild.Lab{}, flow.MarkInfra(err)
 	}
 	return c, labCfg, nil
 }
@@ -216,7 +217,7 @@ func (b *Build) KernelKey(ctx context.Context, tree, commit string) (string, err
 		return "", err
 	}
 	key, err := b.Kbuild.Key(kbuild.Request{Tree: c.TreeHash, Lab: labCfg})
-	return key, bot.Infra(err)
+	return key, flow.MarkInfra(err)
 }
 
 // Head fetches a tree's branch (when it has a URL; else re-reads the
@@ -233,7 +234,7 @@ func (b *Build) Head(ctx context.Context, tree, ref string) (string, error) {
 			err = b.Store.Refresh(ctx)
 		}
 		if err != nil {
-			return "", bot.Infra(err)
+			return "", flow.MarkInfra(err)
 		}
 	}
 	return ResolveInTree(b.Store, tree, ref)
@@ -265,7 +266,7 @@ const revertTimeout = 15 * time.Minute
 func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, error) {
 	wt, err := os.MkdirTemp("", "rdmabot-revert-")
 	if err != nil {
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	os.Remove(wt)
 	defer func() {
@@ -273,7 +274,7 @@ func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, 
 		os.RemoveAll(wt)
 	}()
 	if _, err := builder.RunGit(ctx, b.RepoDir, revertTimeout, "worktree", "add", "--detach", wt, onto); err != nil {
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	// The worktree's own git dir (its HEAD and index), with it as the
 	// work tree; the commit is the configured committer's.
@@ -286,7 +287,7 @@ func (b *Build) Revert(ctx context.Context, tree, onto, commit string) (string, 
 	}
 	out, err := inWT("rev-parse", "HEAD")
 	if err != nil {
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

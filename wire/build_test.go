@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 func gitIn(t *testing.T, dir string, args ...string) string {
@@ -86,8 +87,8 @@ func TestBuildAdapter(t *testing.T) {
 	}
 	// The same patch on its own result does not apply: the series' fault.
 	_, err = b.Apply(ctx, bot.Base{Tree: "mainline", Commit: cand}, s, &trace)
-	if err == nil || bot.IsInfra(err) {
-		t.Fatalf("conflicting apply: %v (infra %v)", err, bot.IsInfra(err))
+	if err == nil || flow.IsInfra(err) {
+		t.Fatalf("conflicting apply: %v (infra %v)", err, flow.IsInfra(err))
 	}
 	var ae *builder.ApplyError
 	if !errors.As(err, &ae) {
@@ -110,8 +111,8 @@ func TestBuildAdapter(t *testing.T) {
 	}
 	// A revert that does not apply (the change is not on the base) is
 	// the confirmation failing, not infra, and leaves no worktree.
-	if _, err := b.Revert(ctx, "mainline", base, second); err == nil || bot.IsInfra(err) || !strings.Contains(err.Error(), "git revert") {
-		t.Errorf("revert onto a base without the change: %v (infra %v)", err, bot.IsInfra(err))
+	if _, err := b.Revert(ctx, "mainline", base, second); err == nil || flow.IsInfra(err) || !strings.Contains(err.Error(), "git revert") {
+		t.Errorf("revert onto a base without the change: %v (infra %v)", err, flow.IsInfra(err))
 	}
 	if wts, _ := os.ReadDir(filepath.Join(repo, "worktrees")); len(wts) != 0 {
 		t.Errorf("worktrees left behind: %v", wts)

@@ -7,7 +7,7 @@ import (
 	"regexp"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Debug is the lab's debug profile (bot.Stages.Debug, lab.debug): boots
@@ -34,7 +34,7 @@ func NewDebug(l *Lab) (*Debug, error) {
 }
 
 // Name implements bot.Profile.
-func (p *Debug) Name() string { return store.ProfileDebug }
+func (p *Debug) Name() string { return flow.ProfileDebug }
 
 // Boots implements bot.Profile.
 func (p *Debug) Boots() int { return p.lab.Cfg.Debug.Boots }
@@ -49,9 +49,9 @@ func (p *Debug) Why(s bot.Series) string { return touched(s, p.touches, false) }
 
 // Run implements bot.Profile: the debug profile's test on k's debug
 // kernel, beside k's trusted peer when it has one.
-func (p *Debug) Run(ctx context.Context, pair string, k bot.Boot, _ int, trace io.Writer) ([]store.Sample, error) {
+func (p *Debug) Run(ctx context.Context, pair string, k bot.Boot, _ int, trace io.Writer) ([]flow.Sample, error) {
 	if k.Debug == "" {
-		return nil, bot.Infra(fmt.Errorf("the %s profile has no debug kernel to boot", p.Name()))
+		return nil, flow.MarkInfra(fmt.Errorf("the %s profile has no debug kernel to boot", p.Name()))
 	}
 	return p.lab.RunTest(ctx, pair, bot.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, p.lab.Cfg.DebugTest(), trace)
 }

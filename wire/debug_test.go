@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 )
 
@@ -47,7 +48,7 @@ func TestDebugWhy(t *testing.T) {
 	if !p.Shapes("qemu") || p.Shapes("opa1") {
 		t.Errorf("Shapes: qemu %v, real pair opa1 %v; want only the QEMU pair", p.Shapes("qemu"), p.Shapes("opa1"))
 	}
-	if _, err := p.Run(context.Background(), "qemu", bot.Boot{Dir: t.TempDir()}, 0, &bytes.Buffer{}); !bot.IsInfra(err) {
+	if _, err := p.Run(context.Background(), "qemu", bot.Boot{Dir: t.TempDir()}, 0, &bytes.Buffer{}); !flow.IsInfra(err) {
 		t.Errorf("a boot without a debug kernel: %v, want an infra error", err)
 	}
 	l.Cfg.Debug.Boots = 0

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 )
 
@@ -23,21 +23,21 @@ func TestStageErrorsSayWhoseFault(t *testing.T) {
 		{fmt.Errorf("lab: %w", &lab.InfraError{Op: "qemu died", Err: cause}), true},
 		{&kbuild.InfraError{Op: "make", Err: cause}, true},
 		{&builder.NoBaseError{Reason: "mainline/master is not in the store"}, true},
-		{bot.Infra(cause), true},
+		{flow.MarkInfra(cause), true},
 		{&lab.BootError{Host: "client", Phase: "rdma"}, false},
 		{&kbuild.BuildError{Target: "bzImage"}, false},
 		{cause, false},
-		{bot.Infra(nil), false},
+		{flow.MarkInfra(nil), false},
 	} {
-		if got := bot.IsInfra(c.err); got != c.infra {
+		if got := flow.IsInfra(c.err); got != c.infra {
 			t.Errorf("%T %v: infra %v, want %v", c.err, c.err, got, c.infra)
 		}
 	}
-	if bot.Infra(nil) != nil {
+	if flow.MarkInfra(nil) != nil {
 		t.Error("Infra(nil) is not nil")
 	}
 	labErr := &lab.InfraError{Err: cause}
-	if bot.Infra(labErr) != error(labErr) {
+	if flow.MarkInfra(labErr) != error(labErr) {
 		t.Error("an error that says infra already was wrapped again")
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lab/symbolize"
 	"github.com/rdmabot/rdmabot/lore"
@@ -59,7 +59,7 @@ type ConsoleKeeper interface {
 // Run boots the kernel in dir n times, or until a boot crashes. A
 // *BootError is returned as it is (the kernel's fault); every other error
 // is the lab's.
-func (l *Lab) Run(ctx context.Context, pairName string, boot bot.Boot, n int, trace io.Writer) ([]store.Sample, error) {
+func (l *Lab) Run(ctx context.Context, pairName string, boot bot.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	return l.RunTest(ctx, pairName, boot, n, l.Test, trace)
 }
 
@@ -74,28 +74,28 @@ func kernelIn(dir string) lab.Kernel {
 
 // RunTest is Run with another test than the configured one (a shaped
 // link: the power bench's seeded slowdown).
-func (l *Lab) RunTest(ctx context.Context, pairName string, boot bot.Boot, n int, test lab.Test, trace io.Writer) ([]store.Sample, error) {
+func (l *Lab) RunTest(ctx context.Context, pairName string, boot bot.Boot, n int, test lab.Test, trace io.Writer) ([]flow.Sample, error) {
 	p, err := l.pair(ctx, pairName)
 	if err != nil {
-		return nil, bot.Infra(err)
+		return nil, flow.MarkInfra(err)
 	}
 	k := kernelIn(boot.Dir)
 	if boot.Trusted != "" {
 		peer := kernelIn(boot.Trusted)
 		k.Peer, k.Side = &peer, boot.Side
 	}
-	var out []store.Sample
+	var out []flow.Sample
 	for i := range n {
 		res, err := p.Run(ctx, k, test)
 		if err != nil {
 			var be *lab.BootError
-			if errors.As(err, &be) && !bot.IsInfra(err) {
+			if errors.As(err, &be) && !flow.IsInfra(err) {
 				return nil, err
 			}
-			return nil, bot.Infra(err)
+			return nil, flow.MarkInfra(err)
 		}
 		f := res.Figures()
-		s := store.Sample{Metrics: f.Means, Iterations: f.PerIteration,
+		s := flow.Sample{Metrics: f.Means, Iterations: f.PerIteration,
 			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy,
 			QuietWait: res.QuietWait,
 			Health:    res.Health.Counters()}
@@ -106,7 +106,7 @@ func (l *Lab) RunTest(ctx context.Context, pairName string, boot bot.Boot, n int
 				}
 				id, err := l.Consoles.PutConsole(ctx, h.Console)
 				if err != nil {
-					return nil, bot.Infra(err)
+					return nil, flow.MarkInfra(err)
 				}
 				if s.Consoles == nil {
 					s.Consoles = map[string]string{}

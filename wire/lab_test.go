@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab"
 )
@@ -104,7 +105,7 @@ func TestLabKeepsConsoles(t *testing.T) {
 	}
 
 	l.Consoles = failingKeeper{}
-	if _, err := l.Run(ctx, "qemu", bot.Boot{Dir: t.TempDir()}, 1, io.Discard); !bot.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
+	if _, err := l.Run(ctx, "qemu", bot.Boot{Dir: t.TempDir()}, 1, io.Discard); !flow.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
 		t.Fatalf("console not kept: %v, want INFRA", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
@@ -227,7 +228,7 @@ func (l *Lore) Poll(ctx context.Context) ([]bot.Series, error) {
 	}
 	if len(errs) > 0 && len(errs) == len(l.Cfg.Lists) {
 		// Not one list could be read: the poll itself failed, and says why.
-		return nil, bot.Infra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
+		return nil, flow.MarkInfra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
 	// The window is in the archive's time: mail older than it is not
 	// news, however recently the bot first read it (a first start on an
@@ -235,7 +236,7 @@ func (l *Lore) Poll(ctx context.Context) ([]bot.Series, error) {
 	cut := l.Now().Add(-l.Window)
 	mail, err := l.St.MailSince(ctx, cut)
 	if err != nil {
-		return nil, bot.Infra(err)
+		return nil, flow.MarkInfra(err)
 	}
 	a, err := lore.NewAssembler(l.Cfg.Assembler(l.Now))
 	if err != nil {
@@ -402,7 +403,7 @@ func (l *Lore) maintainerOnly(ctx context.Context, bs bot.Series, s *lore.Series
 	}
 	addrs, err := l.Maintainers.MaintainersOf(ctx, bs, files)
 	if err != nil {
-		if bot.IsInfra(err) {
+		if flow.IsInfra(err) {
 			return "", err
 		}
 		// The series cannot be read for a base: not the sender's fault,
@@ -429,7 +430,7 @@ func (l *Lore) authenticate(ctx context.Context, c lore.Command) (string, error)
 	key := "dkim:" + c.MessageID
 	kept, err := l.St.State(ctx, key)
 	if err != nil {
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	if v, ok := strings.CutPrefix(kept, "refused: "); ok {
 		return v, nil
@@ -445,10 +446,10 @@ func (l *Lore) authenticate(ctx context.Context, c lore.Command) (string, error)
 			"I act on commands only from mail whose sender's domain signed it.", u.Addr, u.Domain, u.Why)
 		verdict = "refused: " + why
 	case err != nil:
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	if err := l.St.SetState(ctx, key, verdict); err != nil {
-		return "", bot.Infra(err)
+		return "", flow.MarkInfra(err)
 	}
 	return why, nil
 }
@@ -475,7 +476,7 @@ func joinInts(v []int) string {
 func (l *Lore) due(ctx context.Context, list string) (bool, error) {
 	h, _, err := l.St.HealthOf(ctx, l.St.DB, "list", list)
 	if err != nil {
-		return false, bot.Infra(err)
+		return false, flow.MarkInfra(err)
 	}
 	return h.OK || h.Failures == 0 || !l.Now().Before(h.At.Add(listBackoff(h.Failures))), nil
 }
@@ -484,7 +485,7 @@ func (l *Lore) due(ctx context.Context, list string) (bool, error) {
 func (l *Lore) record(ctx context.Context, list string, took time.Duration, err error) error {
 	h, serr := l.St.RecordHealth(ctx, l.St.DB, "list", list, took, err)
 	if serr != nil {
-		return bot.Infra(serr)
+		return flow.MarkInfra(serr)
 	}
 	if err != nil {
 		l.Log.Warn("lore: list failed; the others go on", "list", list, "failures", h.Failures,
@@ -594,7 +595,7 @@ func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
 	// Offline, or not on the server: the mail already read from the lists.
 	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
 	if err != nil {
-		return bot.Series{}, bot.Infra(err)
+		return bot.Series{}, flow.MarkInfra(err)
 	}
 	items := make([]feed.Item, 0, len(mail))
 	for _, m := range mail {

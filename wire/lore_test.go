@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/dkimtest"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
@@ -341,7 +342,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	cfg.Lore.Lists[1].URL = filepath.Join(t.TempDir(), "gone")
 	l2 := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l2.Now = l.Now
-	if _, err := l2.Poll(ctx); err == nil || !bot.IsInfra(err) || !strings.Contains(err.Error(), "linux-nfs") {
+	if _, err := l2.Poll(ctx); err == nil || !flow.IsInfra(err) || !strings.Contains(err.Error(), "linux-nfs") {
 		t.Errorf("every list dead: %v, want an infra error naming them", err)
 	}
 }
@@ -603,13 +604,13 @@ func TestDKIMVerdictStoreErrors(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	l.Auth = authFunc(func(context.Context, *lore.Message) error { cancel(); return nil })
 	why, err := l.authenticate(cctx, lore.Command{MessageID: "c@x", Mail: m})
-	if !bot.IsInfra(err) || why != "" {
+	if !flow.IsInfra(err) || why != "" {
 		t.Errorf("verdict not kept: %q, %v; want an Infra error", why, err)
 	}
 	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish()}
 	st.Close()
 	why, err = l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m})
-	if !bot.IsInfra(err) || why != "" {
+	if !flow.IsInfra(err) || why != "" {
 		t.Errorf("closed store: %q, %v; want an Infra error", why, err)
 	}
 }

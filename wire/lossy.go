@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
@@ -35,13 +35,13 @@ func NewLossy(l *Lab) (*Lossy, error) {
 }
 
 // Name implements bot.Profile.
-func (p *Lossy) Name() string { return store.ProfileLossy }
+func (p *Lossy) Name() string { return flow.ProfileLossy }
 
 // Boots implements bot.Profile.
 func (p *Lossy) Boots() int { return p.lab.Cfg.Lossy.Boots }
 
 // Run implements bot.Profile: the configured test over the shaped link.
-func (p *Lossy) Run(ctx context.Context, pair string, k bot.Boot, _ int, trace io.Writer) ([]store.Sample, error) {
+func (p *Lossy) Run(ctx context.Context, pair string, k bot.Boot, _ int, trace io.Writer) ([]flow.Sample, error) {
 	return p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.LossyTest(), trace)
 }
 

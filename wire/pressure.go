@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Pressure is the lab's Send Queue pressure profile (bot.Profile,
@@ -33,7 +33,7 @@ func NewPressure(l *Lab) (*Pressure, error) {
 }
 
 // Name implements bot.Profile.
-func (p *Pressure) Name() string { return store.ProfilePressure }
+func (p *Pressure) Name() string { return flow.ProfilePressure }
 
 // Shapes implements bot.Profile: the providers are the QEMU pair's soft
 // devices; a real pair's HCA is not one of them.
@@ -48,12 +48,12 @@ func (p *Pressure) Boots() int {
 // turn and to the NFS versions in turn, shifted by one each time round
 // the providers, so that one boot per provider already covers two
 // versions and more boots give each provider each version.
-func (p *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
+func (p *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	provs := p.lab.Cfg.Pressure.Providers
 	prov := provs[boot%len(provs)]
 	smp, err := p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.PressureTest(prov, boot+boot/len(provs)), trace)
 	for i := range smp {
-		smp[i].Profile = store.ProfilePressure + "-" + prov
+		smp[i].Profile = flow.ProfilePressure + "-" + prov
 	}
 	return smp, err
 }
@@ -65,6 +65,6 @@ func (p *Pressure) Why(s bot.Series) string {
 }
 
 // isPressure says a sample is a boot of the pressure profile.
-func isPressure(s store.Sample) bool {
-	return s.Profile == store.ProfilePressure || strings.HasPrefix(s.Profile, store.ProfilePressure+"-")
+func isPressure(s flow.Sample) bool {
+	return s.Profile == flow.ProfilePressure || strings.HasPrefix(s.Profile, flow.ProfilePressure+"-")
 }

@@ -77,7 +77,7 @@ func newReplyRig(t *testing.T, mods ...func(*Config)) *replyRig {
 
 // report is what bot's deliver() hands the reporter for a finished test:
 // the test row's fields, its stored detail and its samples.
-func (g *replyRig) report(id int, verdict flow.Outcome, summary string, detail json.RawMessage, base, cand []store.Sample) bot.Report {
+func (g *replyRig) report(id int, verdict flow.Outcome, summary string, detail json.RawMessage, base, cand []flow.Sample) bot.Report {
 	rep := bot.Report{Key: fmt.Sprintf("series:%s:v2:nfsd:%d", g.s.MsgID, id), Kind: store.KindSeries, Verdict: verdict, Summary: summary,
 		Series: &g.s, Tree: "nfsd", BaseBranch: "nfsd-next", Base: "6613476e225e090cc9aad49be7fa504e290dd33d", BaseReason: "subject tree tag",
 		Lab: "qemu", Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d", id),
@@ -139,7 +139,7 @@ func TestRepliesGolden(t *testing.T) {
 	}
 	cover := strings.Trim(must(mail.ReadMessage(bytes.NewReader(g.s.Cover))).Header.Get("Message-Id"), "<>")
 
-	measured := func(name string, id int, base, cand []store.Sample) {
+	measured := func(name string, id int, base, cand []flow.Sample) {
 		t.Run(name, func(t *testing.T) {
 			g := newReplyRig(t)
 			d := decide(t, g.r, base, cand)
@@ -171,8 +171,8 @@ func TestRepliesGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	debugBase := samples(1, 100, 2)[0]
-	debugBase.Profile = store.ProfileDebug
-	crashed := []store.Sample{{Profile: store.ProfileDebug, Crash: "KASAN: slab-use-after-free Read in __wake_up", Log: string(kasan),
+	debugBase.Profile = flow.ProfileDebug
+	crashed := []flow.Sample{{Profile: flow.ProfileDebug, Crash: "KASAN: slab-use-after-free Read in __wake_up", Log: string(kasan),
 		// The lab kept the crashed boot's consoles: the reply links them all.
 		Consoles: map[string]string{"server": strings.Repeat("a", 32), "client": strings.Repeat("b", 32)}}}
 	measured("CRASH", 3, append(samples(4, 100, 2), debugBase), crashed)
@@ -185,7 +185,7 @@ func TestRepliesGolden(t *testing.T) {
 		lossyBase := samples(1, 100, 2)[0]
 		lossyBase.Profile = "lossy"
 		base := append(samples(4, 100, 2), lossyBase)
-		cand := []store.Sample{{Profile: "lossy", Crash: "INFO: task hung in __ib_drain_sq",
+		cand := []flow.Sample{{Profile: "lossy", Crash: "INFO: task hung in __ib_drain_sq",
 			Log: "INFO: task nfsd:231 blocked for more than 20 seconds.\n      Not tainted 6.12.118 #1\nCall Trace:\n <TASK>\n __schedule+0x275/0x5e0\n schedule+0x1b/0x90\n schedule_timeout+0x8e/0xf0\n __wait_for_common+0x93/0x1b0\n __ib_drain_sq+0xf5/0x130\n ib_drain_qp+0x1c/0x30\n svc_rdma_free+0x3e/0x2a0\n </TASK>"}}
 		d := decide(t, g.r, base, cand)
 		if d.Verdict != flow.Crash {
@@ -246,14 +246,14 @@ func TestRepliesGolden(t *testing.T) {
 	// it reached beside the faults.
 	t.Run("REGRESSION_PRESSURE", func(t *testing.T) {
 		g := newReplyRig(t)
-		clean := func(prov string, w, r int) store.Sample {
+		clean := func(prov string, w, r int) flow.Sample {
 			h := lab.Health{Reported: true, Ops: 600, Sends: 700, WriteChunks: w, ReadChunks: r, SQStarve: 1000000}
-			return store.Sample{Profile: "pressure-" + prov, Health: h.Counters(), Metrics: map[string]float64{"read_MBps": 6.1, "write_MBps": 0.79}}
+			return flow.Sample{Profile: "pressure-" + prov, Health: h.Counters(), Metrics: map[string]float64{"read_MBps": 6.1, "write_MBps": 0.79}}
 		}
 		base := append(samples(4, 100, 2), clean("rxe", 2045, 261), clean("siw", 224, 64))
 		rxe := lab.Health{Reported: true, Retrans: 2601, Reconnects: 166, SQFull: 175, Ops: 3100, Sends: 9000, WriteChunks: 24252, ReadChunks: 3513}
 		siw := lab.Health{Reported: true, Retrans: 761, Reconnects: 117, Ops: 1200, Sends: 3000, WriteChunks: 962, ReadChunks: 160, SQStarve: 0}
-		cand := []store.Sample{{Profile: "pressure-rxe", Health: rxe.Counters()}, {Profile: "pressure-siw", Health: siw.Counters()}}
+		cand := []flow.Sample{{Profile: "pressure-rxe", Health: rxe.Counters()}, {Profile: "pressure-siw", Health: siw.Counters()}}
 		d := decide(t, g.r, base, cand)
 		if d.Verdict != flow.Regression {
 			t.Fatalf("the double credit's evidence: %s (%s)", d.Verdict, d.Summary)
@@ -440,7 +440,7 @@ func TestRepliesGolden(t *testing.T) {
 		// The real series on a tree that lacks its files: the builder's
 		// own error, as the build job stores it.
 		err := applyOnToyTree(t, g.s)
-		var d bot.Detailed
+		var d flow.Detailed
 		if !errors.As(err, &d) {
 			t.Fatalf("apply error %v carries no detail", err)
 		}
@@ -462,7 +462,7 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		errs, warns := kbuild.ParseLog(bytes.NewReader(log))
 		berr := buildFailure(&kbuild.BuildError{Target: "bzImage", Diagnostics: errs, Warnings: warns, Tail: string(log)})
-		var d bot.Detailed
+		var d flow.Detailed
 		if !errors.As(berr, &d) {
 			t.Fatalf("build error %v carries no detail", berr)
 		}
@@ -487,9 +487,9 @@ func TestRepliesGolden(t *testing.T) {
 		g := newReplyRig(t)
 		cerr := buildFailure(fmt.Errorf("build: %w", &kbuild.ConfigError{Lab: "qemu-softroce",
 			Lost: []kbuild.ConfigLoss{{Option: "CONFIG_RDMA_RXE", Want: "m", Source: "qemu-softroce.config"}}}))
-		var d bot.Detailed
-		if !errors.As(cerr, &d) || bot.IsInfra(cerr) {
-			t.Fatalf("config loss %v: detail %v, infra %v", cerr, d, bot.IsInfra(cerr))
+		var d flow.Detailed
+		if !errors.As(cerr, &d) || flow.IsInfra(cerr) {
+			t.Fatalf("config loss %v: detail %v, infra %v", cerr, d, flow.IsInfra(cerr))
 		}
 		e := g.deliver(t, g.report(5, flow.BuildFailed, cerr.Error(), d.Detail(), nil, nil))
 		if want := "All errors of make olddefconfig (new ones prefixed by >>):\n\n>> config option lost: CONFIG_RDMA_RXE=m (got absent, from qemu-softroce.config)\n"; !strings.Contains(string(e.Raw), want) {
@@ -521,7 +521,7 @@ func applyOnToyTree(t *testing.T, s bot.Series) error {
 	}
 	b := &Build{Store: bs, RepoDir: repo, Cfg: builder.DefaultConfig(), Lab: "qemu", Now: func() time.Time { return replyNow }}
 	_, err = b.Apply(context.Background(), bot.Base{Tree: "nfsd", Commit: base}, s, &bytes.Buffer{})
-	if err == nil || bot.IsInfra(err) {
+	if err == nil || flow.IsInfra(err) {
 		t.Fatalf("apply on a toy tree: %v", err)
 	}
 	return err

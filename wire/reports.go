@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
@@ -39,14 +38,14 @@ func sampleKey(label string) string {
 
 // metrics turns samples (one per boot) into reports' per-run,
 // per-iteration series of the decided metrics.
-func metrics(base, cand []store.Sample) []stats.Metric {
+func metrics(base, cand []flow.Sample) []stats.Metric {
 	has := map[string]bool{}
-	for _, s := range append(append([]store.Sample(nil), base...), cand...) {
+	for _, s := range append(append([]flow.Sample(nil), base...), cand...) {
 		for k := range s.Metrics {
 			has[k] = true
 		}
 	}
-	runs := func(samples []store.Sample, k string) [][]float64 {
+	runs := func(samples []flow.Sample, k string) [][]float64 {
 		var out [][]float64
 		for _, s := range samples {
 			// A boot of another profile (the lossy link) only tells
@@ -74,13 +73,13 @@ func metrics(base, cand []store.Sample) []stats.Metric {
 
 // health is the transport counts of the default test's boots that
 // reported them.
-func health(samples []store.Sample) []map[string]int {
-	return healthOf(samples, func(s store.Sample) bool { return s.Profile == "" })
+func health(samples []flow.Sample) []map[string]int {
+	return healthOf(samples, func(s flow.Sample) bool { return s.Profile == "" })
 }
 
 // healthOf is the transport counts of the boots keep takes (over a lossy
 // link retransmissions are the point, not a fault: never those).
-func healthOf(samples []store.Sample, keep func(store.Sample) bool) []map[string]int {
+func healthOf(samples []flow.Sample, keep func(flow.Sample) bool) []map[string]int {
 	var out []map[string]int
 	for _, s := range samples {
 		if s.Health != nil && keep(s) {
@@ -92,7 +91,7 @@ func healthOf(samples []store.Sample, keep func(store.Sample) bool) []map[string
 
 // pressure is the pressure profile's counts of both sides, nil when no
 // boot of it reported any.
-func (r *Reports) pressure(base, cand []store.Sample) *reports.PressureRuns {
+func (r *Reports) pressure(base, cand []flow.Sample) *reports.PressureRuns {
 	b, c := healthOf(base, isPressure), healthOf(cand, isPressure)
 	if len(b) == 0 && len(c) == 0 {
 		return nil
@@ -101,10 +100,10 @@ func (r *Reports) pressure(base, cand []store.Sample) *reports.PressureRuns {
 }
 
 // pressureWords says what the pressure profile ran, for a reply.
-func (r *Reports) pressureWords(samples []store.Sample) string {
+func (r *Reports) pressureWords(samples []flow.Sample) string {
 	var provs []string
 	for _, s := range samples {
-		if p, ok := strings.CutPrefix(s.Profile, store.ProfilePressure+"-"); ok && !slices.Contains(provs, p) {
+		if p, ok := strings.CutPrefix(s.Profile, flow.ProfilePressure+"-"); ok && !slices.Contains(provs, p) {
 			provs = append(provs, p)
 		}
 	}
@@ -113,7 +112,7 @@ func (r *Reports) pressureWords(samples []store.Sample) string {
 		strings.Join(provs, " and "), p.Readers, p.Writers, p.Seconds, p.Credits, p.Threads, strings.Join(p.NFSVersions, " and "))
 }
 
-func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
+func (r *Reports) crashes(samples, base []flow.Sample) []reports.Crash {
 	var out []reports.Crash
 	for _, s := range samples {
 		if s.Crash == "" {
@@ -121,7 +120,7 @@ func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 		}
 		c := reports.Crash{Title: s.Crash, Console: s.Log}
 		if s.Profile != "" {
-			c.Link, c.Load, c.Debug = r.linkWords(s.Profile), isPressure(s), s.Profile == store.ProfileDebug
+			c.Link, c.Load, c.Debug = r.linkWords(s.Profile), isPressure(s), s.Profile == flow.ProfileDebug
 			for _, b := range base {
 				if b.Profile == s.Profile {
 					c.LinkBaseRuns++
@@ -136,7 +135,7 @@ func (r *Reports) crashes(samples, base []store.Sample) []reports.Crash {
 // corruption is the first boot whose data did not survive the round
 // trip: a base boot's first (the lab's problem, whatever the candidate
 // did), else the candidate's; nil when none.
-func corruption(base, cand []store.Sample) *reports.Corruption {
+func corruption(base, cand []flow.Sample) *reports.Corruption {
 	for _, s := range base {
 		if s.Corrupt != "" {
 			return &reports.Corruption{Base: true, Detail: s.Corrupt}
@@ -152,25 +151,25 @@ func corruption(base, cand []store.Sample) *reports.Corruption {
 
 // linkWords names the link of a lab profile for a reply.
 func (r *Reports) linkWords(profile string) string {
-	if profile == store.ProfileLossy {
+	if profile == flow.ProfileLossy {
 		return "a lossy link (netem " + r.Lab.Lossy.Netem + " on both guests)"
 	}
-	if profile == store.ProfileDebug {
+	if profile == flow.ProfileDebug {
 		return "debug build (KASAN, lockdep and line tables: builder/kbuild/configs/debug.config)"
 	}
-	if p, ok := strings.CutPrefix(profile, store.ProfilePressure+"-"); ok {
+	if p, ok := strings.CutPrefix(profile, flow.ProfilePressure+"-"); ok {
 		return fmt.Sprintf("Send Queue pressure on %s (%d O_DIRECT 1 MiB readers, %d writers, %d credits)", p, r.Lab.Pressure.Readers, r.Lab.Pressure.Writers, r.Lab.Pressure.Credits)
 	}
 	return profile
 }
 
 // profiled counts the boots of a lab profile other than the default.
-func profiled(samples []store.Sample) int {
-	return count(samples, func(s store.Sample) bool { return s.Profile != "" })
+func profiled(samples []flow.Sample) int {
+	return count(samples, func(s flow.Sample) bool { return s.Profile != "" })
 }
 
 // count counts the samples that are what.
-func count(samples []store.Sample, what func(store.Sample) bool) int {
+func count(samples []flow.Sample, what func(flow.Sample) bool) int {
 	n := 0
 	for _, s := range samples {
 		if what(s) {
@@ -200,14 +199,14 @@ type Reports struct {
 }
 
 // detail is what wire stores with a test (bot.Decision.Detail,
-// bot.Detailed): the statistics' judgement, or the failure of a stage.
+// flow.Detailed): the statistics' judgement, or the failure of a stage.
 type detail struct {
 	Judgement *reports.Judgement    `json:"judgement,omitempty"`
 	Apply     *reports.ApplyFailure `json:"apply,omitempty"`
 	Build     *reports.BuildFailure `json:"build,omitempty"`
 }
 
-// failure is a stage error that carries its detail (bot.Detailed).
+// failure is a stage error that carries its detail (flow.Detailed).
 type failure struct {
 	err    error
 	detail detail
@@ -290,7 +289,7 @@ func excerptTail(s string, n int) string {
 // stores and every reply renders. A cancelled ctx judges nothing (the
 // judgement itself is one bounded computation: reports.Judge takes no
 // context).
-func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decision, error) {
+func (r *Reports) Decide(ctx context.Context, base, cand []flow.Sample) (bot.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return bot.Decision{}, err
 	}
@@ -306,7 +305,7 @@ func (r *Reports) Decide(ctx context.Context, base, cand []store.Sample) (bot.De
 	return d, nil
 }
 
-func (r *Reports) judge(base, cand []store.Sample) reports.Verdict {
+func (r *Reports) judge(base, cand []flow.Sample) reports.Verdict {
 	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
 		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand),
 		Pressure: r.pressure(base, cand), Corruption: corruption(base, cand)}
@@ -315,7 +314,7 @@ func (r *Reports) judge(base, cand []store.Sample) reports.Verdict {
 
 // Text is the judgement of candidate against base samples as a reply
 // words it: the verdict's sentence, then what was measured.
-func (r *Reports) Text(base, cand []store.Sample) string {
+func (r *Reports) Text(base, cand []flow.Sample) string {
 	v := r.judge(base, cand)
 	return reports.Results(&r.Cfg, &v)
 }
@@ -592,7 +591,7 @@ func (r *Reports) enqueueChecks(ctx context.Context, th reports.Thread, phase st
 			return err
 		}
 		if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
-			return bot.Infra(err)
+			return flow.MarkInfra(err)
 		}
 	}
 	return nil
@@ -606,10 +605,10 @@ func (r *Reports) Flush(ctx context.Context) (int, error) {
 
 func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
 	if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
-		return bot.Infra(err)
+		return flow.MarkInfra(err)
 	}
 	if _, err := r.Outbox.Deliver(ctx); err != nil {
-		return bot.Infra(err)
+		return flow.MarkInfra(err)
 	}
 	return nil
 }
@@ -810,8 +809,8 @@ func iterations(n int) string {
 
 // debugCrashed says the candidate crashed under the debug profile: the
 // crash is its debug build's, which the reply describes.
-func debugCrashed(cand []store.Sample) bool {
-	return slices.ContainsFunc(cand, func(s store.Sample) bool { return s.Crash != "" && s.Profile == store.ProfileDebug })
+func debugCrashed(cand []flow.Sample) bool {
+	return slices.ContainsFunc(cand, func(s flow.Sample) bool { return s.Crash != "" && s.Profile == flow.ProfileDebug })
 }
 
 // configFile is the reproducer's .config of the kernel a reply is about
@@ -829,7 +828,7 @@ func configFile(rep *bot.Report) string {
 
 // kernelLab is the kbuild lab of the kernel a reply is about: the lab's,
 // or its debug variant when the crash is the debug build's.
-func (r *Reports) kernelLab(cand []store.Sample) string {
+func (r *Reports) kernelLab(cand []flow.Sample) string {
 	if debugCrashed(cand) {
 		return kbuild.DebugLab(r.Lab.Default)
 	}
@@ -869,7 +868,7 @@ func (r *Reports) compilerWords() string {
 
 // testInfo describes the lab and the test in words, from the
 // configuration; rep is nil when deciding (no reply yet).
-func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sample) reports.TestInfo {
+func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []flow.Sample) reports.TestInfo {
 	lossyBase, lossyCand := profiled(base), profiled(cand)
 	baseRuns, candRuns := len(base)-lossyBase, len(cand)-lossyCand
 	t := r.Lab.Test
@@ -891,13 +890,13 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []store.Sam
 	if candRuns > 0 {
 		info.Test += fmt.Sprintf("; %d boots of the patched kernel and %d of the base, alternating", candRuns, baseRuns)
 	}
-	lossyOnly := func(s store.Sample) bool { return s.Profile == store.ProfileLossy }
+	lossyOnly := func(s flow.Sample) bool { return s.Profile == flow.ProfileLossy }
 	if n := count(cand, lossyOnly); n > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(n), count(base, lossyOnly), r.linkWords(store.ProfileLossy))
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(n), count(base, lossyOnly), r.linkWords(flow.ProfileLossy))
 	}
-	debugOnly := func(s store.Sample) bool { return s.Profile == store.ProfileDebug }
+	debugOnly := func(s flow.Sample) bool { return s.Profile == flow.ProfileDebug }
 	if n := count(cand, debugOnly); n > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, %s each, for crashes only", reports.Boots(n), count(base, debugOnly), r.linkWords(store.ProfileDebug), iterations(r.Lab.Debug.Iterations))
+		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, %s each, for crashes only", reports.Boots(n), count(base, debugOnly), r.linkWords(flow.ProfileDebug), iterations(r.Lab.Debug.Iterations))
 	}
 	if n := count(cand, isPressure); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",
@@ -953,7 +952,7 @@ func (r *Reports) byHand(rep *bot.Report) reports.ByHand {
 	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, configFile(rep))
 }
 
-func keptConsoles(samples []store.Sample) bool {
+func keptConsoles(samples []flow.Sample) bool {
 	for _, s := range samples {
 		if len(s.Consoles) > 0 {
 			return true

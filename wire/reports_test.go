@@ -18,15 +18,15 @@ import (
 
 // samples are n boots of the decided metrics: copy throughput around
 // copy (spread wide) and a loop time that follows it.
-func samples(n int, copy float64, spread float64) []store.Sample {
-	var out []store.Sample
+func samples(n int, copy float64, spread float64) []flow.Sample {
+	var out []flow.Sample
 	for i := range n {
 		var it []float64
 		for j := range 4 {
 			it = append(it, copy+spread*float64((i*5+j*3)%7-3)/3)
 		}
 		loop := 2000 / (copy + spread*float64(i%3-1)/3)
-		out = append(out, store.Sample{Metrics: map[string]float64{"copy_MBps": copy, "loop_s": loop}, Iterations: map[string][]float64{"copy_MBps": it},
+		out = append(out, flow.Sample{Metrics: map[string]float64{"copy_MBps": copy, "loop_s": loop}, Iterations: map[string][]float64{"copy_MBps": it},
 			Health: lab.Health{Reported: true}.Counters()})
 	}
 	return out
@@ -53,15 +53,15 @@ func TestDecideWithReports(t *testing.T) {
 		t.Errorf("equal: %+v", d)
 	}
 	crashed := samples(runs, 100, 2)
-	crashed[1] = store.Sample{Crash: "INFO: task hung in svc_rdma_drain"}
+	crashed[1] = flow.Sample{Crash: "INFO: task hung in svc_rdma_drain"}
 	if d := decide(t, r, samples(runs, 100, 2), crashed); d.Verdict != flow.Crash {
 		t.Errorf("crash: %+v", d)
 	}
 }
 
 // withRetrans gives the boots at idx of s (copies) n RPC retransmissions.
-func withRetrans(s []store.Sample, n int, idx ...int) []store.Sample {
-	out := append([]store.Sample(nil), s...)
+func withRetrans(s []flow.Sample, n int, idx ...int) []flow.Sample {
+	out := append([]flow.Sample(nil), s...)
 	for _, i := range idx {
 		h := lab.Health{Reported: true, Retrans: n}
 		out[i].Health = h.Counters()
@@ -84,14 +84,14 @@ func TestTransportHealthDecides(t *testing.T) {
 	if d.Verdict != flow.Regression || d.NeedMore != 0 || !strings.Contains(d.Summary, "24 RPC retransmissions in 2 of 5 boots of the patched kernel, none in 5 boots of the base") {
 		t.Errorf("retransmissions in 2 of 5 patched boots: %+v", d)
 	}
-	for name, c := range map[string][2][]store.Sample{
+	for name, c := range map[string][2][]flow.Sample{
 		"one patched boot":      {base, withRetrans(same, 40, 2)},
 		"the base has them too": {withRetrans(base, 1, 4), withRetrans(same, 12, 0, 3)},
 		"no base counts":        {withRetrans(base, 0), withRetrans(same, 12, 0, 3)},
 	} {
 		b := c[0]
 		if name == "no base counts" {
-			b = append([]store.Sample(nil), base...)
+			b = append([]flow.Sample(nil), base...)
 			for i := range b {
 				b[i].Health = nil
 			}
@@ -145,7 +145,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 }
 
 // decide is Reports.Decide with a live context, which never fails it.
-func decide(t *testing.T, r *Reports, base, cand []store.Sample) bot.Decision {
+func decide(t *testing.T, r *Reports, base, cand []flow.Sample) bot.Decision {
 	t.Helper()
 	d, err := r.Decide(context.Background(), base, cand)
 	if err != nil {
@@ -177,14 +177,14 @@ func TestArticle(t *testing.T) {
 
 // pressured are n boots of the pressure profile on provider with the
 // given counts (the load reached the chunk paths in every one).
-func pressured(n int, provider string, counts map[string]int) []store.Sample {
-	var out []store.Sample
+func pressured(n int, provider string, counts map[string]int) []flow.Sample {
+	var out []flow.Sample
 	for range n {
 		h := lab.Health{Reported: true, WriteChunks: 3000, ReadChunks: 60, SQStarve: 800}.Counters()
 		for k, v := range counts {
 			h[k] = v
 		}
-		out = append(out, store.Sample{Profile: store.ProfilePressure + "-" + provider, Health: h,
+		out = append(out, flow.Sample{Profile: flow.ProfilePressure + "-" + provider, Health: h,
 			Metrics: map[string]float64{"read_MBps": 9, "write_MBps": 1}})
 	}
 	return out
@@ -211,7 +211,7 @@ func TestPressureEvidenceDecides(t *testing.T) {
 		t.Errorf("reconnects in both pressure boots: %s %s", d.Verdict, d.Summary)
 	}
 	one := append(pressured(1, "rxe", map[string]int{"sq_full": 1}), pressured(1, "siw", nil)...)
-	for name, c := range map[string][2][]store.Sample{
+	for name, c := range map[string][2][]flow.Sample{
 		"reconnects in one boot": {base, append(pressured(1, "rxe", map[string]int{"reconnects": 1}), pressured(1, "siw", nil)...)},
 		"the base has them too":  {append(pressured(1, "rxe", map[string]int{"sq_full": 1}), pressured(1, "siw", nil)...), one},
 		"context counts only":    {base, pressured(2, "rxe", map[string]int{"sq_starve": 0, "write_chunks": 10})},

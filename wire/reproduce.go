@@ -15,6 +15,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/artifact"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/bundle"
@@ -134,7 +135,7 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	}
 	for _, run := range runs {
 		for _, s := range run.Samples {
-			in.Lossy = in.Lossy || s.Profile == store.ProfileLossy
+			in.Lossy = in.Lossy || s.Profile == flow.ProfileLossy
 			in.Pressure = in.Pressure || isPressure(s)
 		}
 	}

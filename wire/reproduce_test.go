@@ -13,6 +13,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/artifact"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // A series test's reproducer holds its patches, its base on the tree's
@@ -68,7 +69,7 @@ func TestReproducerBundle(t *testing.T) {
 	os.WriteFile(filepath.Join(art.Path("k1"), "config"), []byte("CONFIG_INFINIBAND=y\n"), 0o644)
 	os.WriteFile(filepath.Join(art.Path("k1"), "build.log"), []byte("  CC      net/sunrpc/xprtrdma/svc_rdma.o\n"), 0o644)
 	if err := st.SaveRun(ctx, st.DB, store.Run{TestID: series, Round: 1, Role: "base", Commit: base, Lab: "qemu",
-		Samples: []store.Sample{{Metrics: map[string]float64{"copy_MBps": 8.25}}}}); err != nil {
+		Samples: []flow.Sample{{Metrics: map[string]float64{"copy_MBps": 8.25}}}}); err != nil {
 		t.Fatal(err)
 	}
 	r := &Reproducer{St: st, Cfg: cfg, Artifacts: art, Version: "v"}

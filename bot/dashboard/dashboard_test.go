@@ -126,7 +126,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 			consoles[guest] = id
 		}
 		if err := st.SaveRun(ctx, st.DB, store.Run{TestID: ids["measured"], JobID: 7, Round: 1, Role: role, Commit: "abcabcabcabc0000", Lab: "qemu",
-			Samples:   []store.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}, Health: map[string]int{"retrans": 7 * i, "reconnects": 0}, Consoles: consoles}},
+			Samples:   []flow.Sample{{Metrics: map[string]float64{"read_mbps": 100 + float64(i)*10}, Health: map[string]int{"retrans": 7 * i, "reconnects": 0}, Consoles: consoles}},
 			StartedAt: time.Now(), FinishedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

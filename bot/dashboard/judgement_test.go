@@ -9,18 +9,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
 // boots are n boots copying at about copy MB/s, spread apart.
-func boots(n int, copy float64) []store.Sample {
-	var out []store.Sample
+func boots(n int, copy float64) []flow.Sample {
+	var out []flow.Sample
 	for i := range n {
 		c := copy * (1 + 0.02*float64(i%5-2)/2)
-		out = append(out, store.Sample{Metrics: map[string]float64{"copy_MBps": c, "loop_s": 2000 / c}})
+		out = append(out, flow.Sample{Metrics: map[string]float64{"copy_MBps": c, "loop_s": 2000 / c}})
 	}
 	return out
 }

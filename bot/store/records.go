@@ -28,48 +28,6 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // Time converts a stored millisecond timestamp.
 func Time(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
-// Sample is one lab measurement: metrics, or the crash that ended it.
-type Sample struct {
-	// Metrics are the run's means; Iterations the per-iteration values.
-	Metrics    map[string]float64   `json:"metrics,omitempty"`
-	Iterations map[string][]float64 `json:"iterations,omitempty"`
-	Crash      string               `json:"crash,omitempty"`
-	Log        string               `json:"log,omitempty"`
-	// Corrupt says the boot's data did not survive the round trip (the
-	// transfer test's cmp), and where; a boot that crashed too is a crash.
-	Corrupt string `json:"corrupt,omitempty"`
-	// Profile names the lab profile of a boot other than the default:
-	// "lossy" (lab.lossy), "pressure-rxe" (lab.pressure on rxe). Its
-	// figures are kept but never compared with the default test's; its
-	// crashes count, and a pressure boot's transport counts are evidence.
-	Profile string `json:"profile,omitempty"`
-	// HostOtherCores is the host's CPU other programs used during the
-	// boot (lab.Result's); BusyRepeated the same for each boot before it
-	// that was set aside as measured under contention.
-	HostOtherCores float64   `json:"host_other_cores,omitempty"`
-	GuestCPUWait   float64   `json:"guest_cpu_wait,omitempty"`
-	BusyRepeated   []float64 `json:"busy_repeated,omitempty"`
-	// QuietWait is the seconds the boot waited for a quiet host first.
-	QuietWait float64 `json:"quiet_wait_s,omitempty"`
-	// Health is what the transport counted during the boot's test
-	// (lab.Health.Counters); nil when the boot did not report it.
-	Health map[string]int `json:"health,omitempty"`
-	// Consoles names each guest's whole serial console of the boot
-	// (role: "server", "client") as PutConsole stored it.
-	Consoles map[string]string `json:"consoles,omitempty"`
-}
-
-// ProfileLossy is Sample.Profile of a boot over lab.lossy's link.
-const ProfileLossy = "lossy"
-
-// ProfileDebug is Sample.Profile of a boot of a debug kernel (lab.debug:
-// KASAN, lockdep, line tables).
-const ProfileDebug = "debug"
-
-// ProfilePressure names the Send Queue pressure profile (lab.pressure);
-// its boots' Sample.Profile adds the provider: "pressure-rxe".
-const ProfilePressure = "pressure"
-
 // SeriesRow is an ingested series; Data is the bot's JSON of its patches.
 type SeriesRow struct {
 	ID      int64
@@ -322,7 +280,7 @@ type Run struct {
 	Role       string // "base" or "candidate" (a lossy boot says so in Sample.Profile)
 	Commit     string
 	Lab        string
-	Samples    []Sample
+	Samples    []flow.Sample
 	Error      string
 	StartedAt  time.Time
 	FinishedAt time.Time
@@ -374,7 +332,7 @@ func (s *Store) Runs(ctx context.Context, q Querier, testID int64) ([]Run, error
 type BaseKey struct{ Tree, Commit, Lab, Params string }
 
 // BaseResults returns the cached base samples measured within maxAge.
-func (s *Store) BaseResults(ctx context.Context, q Querier, k BaseKey, maxAge time.Duration) ([]Sample, bool, error) {
+func (s *Store) BaseResults(ctx context.Context, q Querier, k BaseKey, maxAge time.Duration) ([]flow.Sample, bool, error) {
 	var samples string
 	var at int64
 	err := q.QueryRowContext(ctx, `SELECT samples, measured_at FROM base_results WHERE tree = $1 AND commit_sha = $2 AND lab = $3 AND params = $4`,
@@ -388,7 +346,7 @@ func (s *Store) BaseResults(ctx context.Context, q Querier, k BaseKey, maxAge ti
 	if s.now().Sub(Time(at)) > maxAge {
 		return nil, false, nil
 	}
-	var out []Sample
+	var out []flow.Sample
 	if err := json.Unmarshal([]byte(samples), &out); err != nil {
 		return nil, false, fmt.Errorf("store: base results: %w", err)
 	}
@@ -396,7 +354,7 @@ func (s *Store) BaseResults(ctx context.Context, q Querier, k BaseKey, maxAge ti
 }
 
 // PutBaseResults caches base samples, replacing stale ones.
-func (s *Store) PutBaseResults(ctx context.Context, q Querier, k BaseKey, samples []Sample) error {
+func (s *Store) PutBaseResults(ctx context.Context, q Querier, k BaseKey, samples []flow.Sample) error {
 	b, err := json.Marshal(samples)
 	if err != nil {
 		return err

@@ -80,7 +80,7 @@ func TestStore(t *testing.T) {
 
 		// Base cache: fresh, then stale.
 		k := BaseKey{"nfsd", "abc", "qemu", "p"}
-		if err := s.PutBaseResults(ctx, s.DB, k, []Sample{{Metrics: map[string]float64{"write_MBps": 100}}}); err != nil {
+		if err := s.PutBaseResults(ctx, s.DB, k, []flow.Sample{{Metrics: map[string]float64{"write_MBps": 100}}}); err != nil {
 			t.Fatal(err)
 		}
 		if got, ok, err := s.BaseResults(ctx, s.DB, k, time.Hour); err != nil || !ok || got[0].Metrics["write_MBps"] != 100 {

@@ -16,7 +16,7 @@ type InfraError struct {
 func (e *InfraError) Error() string { return "kbuild " + e.Op + " (infrastructure): " + e.Err.Error() }
 func (e *InfraError) Unwrap() error { return e.Err }
 
-// Infra says the machine or the bot, not the patch, failed (bot.IsInfra).
+// Infra says the machine or the bot, not the patch, failed (flow.IsInfra).
 func (e *InfraError) Infra() bool { return true }
 
 // BuildError is a kernel that does not build: the source's fault. Whether

@@ -27,7 +27,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -474,7 +473,7 @@ func (f *Lab) CandidateSide(s bot.Series) string {
 	return side
 }
 
-func (f *Lab) Run(ctx context.Context, pair string, boot bot.Boot, n int, trace io.Writer) ([]store.Sample, error) {
+func (f *Lab) Run(ctx context.Context, pair string, boot bot.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	dir := boot.Dir
 	f.mu.Lock()
 	if f.busy == nil {
@@ -528,19 +527,19 @@ func (f *Lab) Run(ctx context.Context, pair string, boot bot.Boot, n int, trace 
 	if panics {
 		panic("lab: index out of range [3] with length 3")
 	}
-	var out []store.Sample
+	var out []flow.Sample
 	for i := range n {
 		noise := float64((seq*7+i*13)%5) - 2 // -2..2, deterministic
 		mb := func(v float64) float64 { return (v + noise) * scale }
 		switch string(speed) {
 		case "crash":
-			out = append(out, store.Sample{Crash: "INFO: task hung in svc_rdma_drain"})
+			out = append(out, flow.Sample{Crash: "INFO: task hung in svc_rdma_drain"})
 		case "slow":
-			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": mb(52), "read_MBps": mb(200)}})
+			out = append(out, flow.Sample{Metrics: map[string]float64{"write_MBps": mb(52), "read_MBps": mb(200)}})
 		case "slightly":
-			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": mb(96), "read_MBps": mb(200)}})
+			out = append(out, flow.Sample{Metrics: map[string]float64{"write_MBps": mb(96), "read_MBps": mb(200)}})
 		default:
-			out = append(out, store.Sample{Metrics: map[string]float64{"write_MBps": mb(100), "read_MBps": mb(200)}})
+			out = append(out, flow.Sample{Metrics: map[string]float64{"write_MBps": mb(100), "read_MBps": mb(200)}})
 		}
 	}
 	fmt.Fprintf(trace, "lab: %d runs of %s done\n", n, speed)
@@ -564,7 +563,7 @@ type Lossy struct {
 	mu sync.Mutex
 }
 
-func (f *Lossy) Name() string { return store.ProfileLossy }
+func (f *Lossy) Name() string { return flow.ProfileLossy }
 
 func (f *Lossy) Shapes(pair string) bool { return true }
 
@@ -582,7 +581,7 @@ func why(s bot.Series, match string) string {
 
 func (f *Lossy) Boots() int { return f.N }
 
-func (f *Lossy) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
+func (f *Lossy) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	dir := k.Dir
 	const n = 1
 	f.mu.Lock()
@@ -600,7 +599,7 @@ func (f *Lossy) Run(ctx context.Context, pair string, k bot.Boot, boot int, trac
 		return nil, errors.New("lab: server did not come up: no RDMA link")
 	}
 	if err == nil && string(speed) == "lossy-hang" {
-		return []store.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, nil
+		return []flow.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, nil
 	}
 	return f.Lab.Run(ctx, pair, k, n, trace)
 }
@@ -615,7 +614,7 @@ type Debug struct {
 	N     int
 }
 
-func (f *Debug) Name() string { return store.ProfileDebug }
+func (f *Debug) Name() string { return flow.ProfileDebug }
 
 func (f *Debug) Shapes(pair string) bool { return true }
 
@@ -623,13 +622,13 @@ func (f *Debug) Why(s bot.Series) string { return why(s, f.Match) }
 
 func (f *Debug) Boots() int { return f.N }
 
-func (f *Debug) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
+func (f *Debug) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	f.Calls.Add("debug %s %s", pair, filepath.Base(k.Debug))
 	if k.Debug == "" {
 		return nil, &InfraError{"debug profile: no debug kernel"}
 	}
 	if b, err := os.ReadFile(filepath.Join(k.Debug, "kernel")); err == nil && string(b) == "uaf" {
-		return []store.Sample{{Crash: "KASAN: slab-use-after-free Read in svc_rdma_free",
+		return []flow.Sample{{Crash: "KASAN: slab-use-after-free Read in svc_rdma_free",
 			Log: "BUG: KASAN: slab-use-after-free in svc_rdma_free+0x5c/0x1d0 net/sunrpc/xprtrdma/svc_rdma_transport.c:597"}}, nil
 	}
 	return f.Lab.Run(ctx, pair, bot.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, trace)
@@ -646,7 +645,7 @@ type Pressure struct {
 	Providers []string
 }
 
-func (f *Pressure) Name() string { return store.ProfilePressure }
+func (f *Pressure) Name() string { return flow.ProfilePressure }
 
 func (f *Pressure) Shapes(pair string) bool { return true }
 
@@ -654,7 +653,7 @@ func (f *Pressure) Why(s bot.Series) string { return why(s, f.Match) }
 
 func (f *Pressure) Boots() int { return len(f.Providers) }
 
-func (f *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]store.Sample, error) {
+func (f *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	dir := k.Dir
 	prov := f.Providers[boot%len(f.Providers)]
 	f.Calls.Add("pressure-%s %s %s", prov, pair, filepath.Base(dir))
@@ -666,7 +665,7 @@ func (f *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, t
 	if string(speed) == "sq-overflow" {
 		h["sq_full"], h["sq_starve"] = 3, 0
 	}
-	return []store.Sample{{Profile: store.ProfilePressure + "-" + prov, Health: h, Metrics: map[string]float64{"read_MBps": 9}}}, nil
+	return []flow.Sample{{Profile: flow.ProfilePressure + "-" + prov, Health: h, Metrics: map[string]float64{"read_MBps": 9}}}, nil
 }
 
 // Decider calls a regression when write_MBps drops more than 10 % (an
@@ -675,7 +674,7 @@ func (f *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, t
 // borderline change.
 type Decider struct{}
 
-func (Decider) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decision, error) {
+func (Decider) Decide(ctx context.Context, base, cand []flow.Sample) (bot.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return bot.Decision{}, err
 	}
@@ -706,7 +705,7 @@ func (Decider) Decide(ctx context.Context, base, cand []store.Sample) (bot.Decis
 	return bot.Decision{Verdict: flow.Pass, Summary: summary}, nil
 }
 
-func sqFull(samples []store.Sample) int {
+func sqFull(samples []flow.Sample) int {
 	n := 0
 	for _, s := range samples {
 		n += s.Health["sq_full"]
@@ -714,7 +713,7 @@ func sqFull(samples []store.Sample) int {
 	return n
 }
 
-func median(samples []store.Sample) float64 {
+func median(samples []flow.Sample) float64 {
 	var v []float64
 	for _, s := range samples {
 		// A profile's figures are not the default test's (wire.metrics).

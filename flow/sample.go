@@ -1,0 +1,43 @@
+package flow
+
+// Sample is one lab measurement: metrics, or the crash that ended it.
+type Sample struct {
+	// Metrics are the run's means; Iterations the per-iteration values.
+	Metrics    map[string]float64   `json:"metrics,omitempty"`
+	Iterations map[string][]float64 `json:"iterations,omitempty"`
+	Crash      string               `json:"crash,omitempty"`
+	Log        string               `json:"log,omitempty"`
+	// Corrupt says the boot's data did not survive the round trip (the
+	// transfer test's cmp), and where; a boot that crashed too is a crash.
+	Corrupt string `json:"corrupt,omitempty"`
+	// Profile names the lab profile of a boot other than the default:
+	// "lossy" (lab.lossy), "pressure-rxe" (lab.pressure on rxe). Its
+	// figures are kept but never compared with the default test's; its
+	// crashes count, and a pressure boot's transport counts are evidence.
+	Profile string `json:"profile,omitempty"`
+	// HostOtherCores is the host's CPU other programs used during the
+	// boot (lab.Result's); BusyRepeated the same for each boot before it
+	// that was set aside as measured under contention.
+	HostOtherCores float64   `json:"host_other_cores,omitempty"`
+	GuestCPUWait   float64   `json:"guest_cpu_wait,omitempty"`
+	BusyRepeated   []float64 `json:"busy_repeated,omitempty"`
+	// QuietWait is the seconds the boot waited for a quiet host first.
+	QuietWait float64 `json:"quiet_wait_s,omitempty"`
+	// Health is what the transport counted during the boot's test
+	// (lab.Health.Counters); nil when the boot did not report it.
+	Health map[string]int `json:"health,omitempty"`
+	// Consoles names each guest's whole serial console of the boot
+	// (role: "server", "client") as PutConsole stored it.
+	Consoles map[string]string `json:"consoles,omitempty"`
+}
+
+// ProfileLossy is Sample.Profile of a boot over lab.lossy's link.
+const ProfileLossy = "lossy"
+
+// ProfileDebug is Sample.Profile of a boot of a debug kernel (lab.debug:
+// KASAN, lockdep, line tables).
+const ProfileDebug = "debug"
+
+// ProfilePressure names the Send Queue pressure profile (lab.pressure);
+// its boots' Sample.Profile adds the provider: "pressure-rxe".
+const ProfilePressure = "pressure"
