@@ -102,14 +102,14 @@ func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
 	})
 }
 
-func (b *Bot) series(ctx context.Context, id int64) (Series, error) {
+func (b *Bot) series(ctx context.Context, id int64) (flow.Series, error) {
 	row, err := b.st.Series(ctx, b.st.DB, id)
 	if err != nil {
-		return Series{}, flow.MarkInfra(err)
+		return flow.Series{}, flow.MarkInfra(err)
 	}
-	var s Series
+	var s flow.Series
 	if err := json.Unmarshal(row.Data, &s); err != nil {
-		return Series{}, fmt.Errorf("series %d: %w", id, err)
+		return flow.Series{}, fmt.Errorf("series %d: %w", id, err)
 	}
 	return s, nil
 }

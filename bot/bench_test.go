@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/pgtest"
 )
 
@@ -35,6 +35,6 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 }
 
-func seriesN(i int) bot.Series {
+func seriesN(i int) flow.Series {
 	return series(fmt.Sprintf("<bench%d@x>", i), "[PATCH] svcrdma: harmless")
 }

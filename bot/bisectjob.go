@@ -91,8 +91,8 @@ type bisectStep struct {
 	b     *Bot
 	job   *river.Job[BisectArgs]
 	bis   store.Bisection
-	steps []store.BisectStep // the steps so far
-	n     int                // this step's number
+	steps []flow.BisectStep // the steps so far
+	n     int               // this step's number
 	tr    *Trace
 	repo  *git.Repository
 	ref   []flow.Sample // the good commit's samples
@@ -106,7 +106,7 @@ func (r *bisectStep) next(ctx context.Context, tx *sql.Tx) error {
 func (r *bisectStep) record(ctx context.Context, phase, commit string, m measured) error {
 	r.tr.Logf("step %d %s %s: %s %s", r.n, phase, short(commit), m.outcome, m.detail)
 	return complete(ctx, r.b, r.job, func(tx *sql.Tx) error {
-		if err := r.b.st.AddBisectStep(ctx, tx, r.bis.ID, store.BisectStep{N: r.n, Phase: phase, Commit: commit, Outcome: string(m.outcome),
+		if err := r.b.st.AddBisectStep(ctx, tx, r.bis.ID, flow.BisectStep{N: r.n, Phase: phase, Commit: commit, Outcome: string(m.outcome),
 			Detail: m.detail, JobID: r.job.ID, Boots: m.boots}); err != nil {
 			return err
 		}
@@ -322,7 +322,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 	}
 	var m measured
 	var runErr error
-	var d Decision
+	var d flow.Decision
 	rank := bisectRank + bis.ID
 	if bis.TestID != 0 {
 		rank = bis.TestID
@@ -434,7 +434,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	if blame == "" || bis.State != store.BisectionDone {
 		blame = bis.Bad
 	}
-	rb := &BisectReport{Good: bis.Good, Bad: bis.Bad, Culprit: bis.Culprit, Metric: bis.Metric, Change: change,
+	rb := &flow.BisectReport{Good: bis.Good, Bad: bis.Bad, Culprit: bis.Culprit, Metric: bis.Metric, Change: change,
 		Steps: steps, Confirmed: bis.State == store.BisectionDone}
 	if rb.Confirmed && rb.Culprit != "" {
 		// The report goes to the culprit's author: the tree says who. A
@@ -448,7 +448,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 			tr.Logf("the report goes to the lists alone: %v", err)
 		}
 	}
-	r := Report{
+	r := flow.Report{
 		Key:       fmt.Sprintf("bisect:%d", bis.ID),
 		Kind:      "bisect",
 		Title:     fmt.Sprintf("[mainline] %s: nfs-rdma %s %+.0f%% regression", short(blame), bis.Metric, change*100),
@@ -532,13 +532,13 @@ func (b *Bot) bisectKey(bis store.Bisection, side, commit string) store.BaseKey 
 
 // bisectBoot is what a bisection boots for the kernel in dir.
 // t and side are its test's (bisectSide).
-func (b *Bot) bisectBoot(ctx context.Context, t store.Test, side, dir string, tr *Trace) (Boot, error) {
+func (b *Bot) bisectBoot(ctx context.Context, t store.Test, side, dir string, tr *Trace) (flow.Boot, error) {
 	if side == "" || t.BaseArtifact == "" {
-		return Boot{Dir: dir}, nil
+		return flow.Boot{Dir: dir}, nil
 	}
 	baseDir, err := b.fetchArtifact(ctx, t.BaseArtifact, tr)
 	if err != nil {
-		return Boot{}, err
+		return flow.Boot{}, err
 	}
-	return Boot{Dir: dir, Trusted: baseDir, Side: side}, nil
+	return flow.Boot{Dir: dir, Trusted: baseDir, Side: side}, nil
 }

@@ -125,8 +125,8 @@ func (h *harness) wait(what string, d time.Duration, cond func() bool) {
 	}
 }
 
-func series(id, subject string) bot.Series {
-	return bot.Series{MsgID: id, Version: 1, Subject: subject, Author: "Dev <dev@example.org>",
+func series(id, subject string) flow.Series {
+	return flow.Series{MsgID: id, Version: 1, Subject: subject, Author: "Dev <dev@example.org>",
 		Patches: [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n")}}
 }
 
@@ -186,7 +186,7 @@ func TestSeriesVerdicts(t *testing.T) {
 	}
 	// The same series again, from the lists or a command, is not retested.
 	h.ingest.Add(series("<pass@x>", cases["<pass@x>"]))
-	id, created, err := h.bot.SubmitSeries(context.Background(), series("<pass@x>", cases["<pass@x>"]), bot.Origin{Kind: "cli"})
+	id, created, err := h.bot.SubmitSeries(context.Background(), series("<pass@x>", cases["<pass@x>"]), flow.Origin{Kind: "cli"})
 	if err != nil || created {
 		t.Fatalf("duplicate series queued again: %d %v %v", id, created, err)
 	}
@@ -293,7 +293,7 @@ func TestLeaseSerializesPair(t *testing.T) {
 func TestCancel(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	h.build.Delay = time.Second
-	id, _, err := h.bot.SubmitSeries(context.Background(), series("<c@x>", "[PATCH] svcrdma: harmless"), bot.Origin{Kind: "cli"})
+	id, _, err := h.bot.SubmitSeries(context.Background(), series("<c@x>", "[PATCH] svcrdma: harmless"), flow.Origin{Kind: "cli"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	if len(hist) != 2 || hist[1].State != "bad" {
 		t.Fatalf("history %+v", hist)
 	}
-	var r bot.Report
+	var r flow.Report
 	for _, v := range h.report.Delivered {
 		r = v
 	}
@@ -638,7 +638,7 @@ func TestCronSchedulesMainline(t *testing.T) {
 func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	repo, commits := gitRepo(t, 3, 99, nil)
 	h := newHarness(t, testConfig(), repo)
-	o := bot.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 99, User: "chuck"}
+	o := flow.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 99, User: "chuck"}
 	id, err := h.bot.SubmitRef(context.Background(), "mainline", "master", o)
 	if err != nil {
 		t.Fatal(err)
@@ -655,7 +655,7 @@ func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 		t.Fatal("unknown tree accepted")
 	}
 	// /rdmabot retest in the same issue makes a new test of the same thing.
-	id2, err := h.bot.Retest(context.Background(), "github:o/r#12", bot.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 100})
+	id2, err := h.bot.Retest(context.Background(), "github:o/r#12", flow.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 100})
 	if err != nil || id2 == id {
 		t.Fatalf("retest: %d %v", id2, err)
 	}
@@ -841,7 +841,7 @@ func TestAuthorDailyTests(t *testing.T) {
 	cfg := testConfig()
 	cfg.AuthorDailyTests = 2
 	h := newHarness(t, cfg, "")
-	flood := []bot.Series{series("<f1@x>", "[PATCH] svcrdma: harmless one"), series("<f2@x>", "[PATCH] svcrdma: harmless two"),
+	flood := []flow.Series{series("<f1@x>", "[PATCH] svcrdma: harmless one"), series("<f2@x>", "[PATCH] svcrdma: harmless two"),
 		series("<f3@x>", "[PATCH] svcrdma: harmless three"), series("<f4@x>", "[PATCH] svcrdma: harmless four")}
 	flood[1].Author = "Someone Else <DEV@example.org>" // the same address
 	other := series("<o1@x>", "[PATCH] svcrdma: harmless other")
@@ -883,7 +883,7 @@ func TestListDailyTests(t *testing.T) {
 	cfg := testConfig()
 	cfg.ListDailyTests = 2
 	h := newHarness(t, cfg, "")
-	var posts []bot.Series
+	var posts []flow.Series
 	for i := range 4 {
 		s := series(fmt.Sprintf("<l%d@x>", i), fmt.Sprintf("[PATCH] svcrdma: harmless %d", i))
 		s.Author = fmt.Sprintf("Sender %d <s%d@example.org>", i, i)

@@ -35,7 +35,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			}
 			cand, err := b.applyFix(ctx, &t, s, tr)
 			if err == nil && cand == "" {
-				cand, err = b.stages.Build.Apply(ctx, Base{Tree: t.Tree, Commit: t.Base}, s, tr)
+				cand, err = b.stages.Build.Apply(ctx, flow.Base{Tree: t.Tree, Commit: t.Base}, s, tr)
 			}
 			if err != nil {
 				if infraOrInterrupted(ctx, err) {

@@ -26,7 +26,7 @@ type foolDecider struct {
 	given [][]string
 }
 
-func (d *foolDecider) Decide(ctx context.Context, base, cand []flow.Sample) (bot.Decision, error) {
+func (d *foolDecider) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
 	d.mu.Lock()
 	var keys []string
 	if len(cand) > 0 {
@@ -41,7 +41,7 @@ func (d *foolDecider) Decide(ctx context.Context, base, cand []flow.Sample) (bot
 	}
 	d.mu.Unlock()
 	if fool {
-		return bot.Decision{Verdict: flow.Improvement, Summary: "write_MBps +12%", Metric: "write_MBps", Change: 0.12}, nil
+		return flow.Decision{Verdict: flow.Improvement, Summary: "write_MBps +12%", Metric: "write_MBps", Change: 0.12}, nil
 	}
 	return fakestage.Decider{}.Decide(ctx, base, cand)
 }

@@ -34,7 +34,7 @@ func (w *canaryWorker) Work(ctx context.Context, job *river.Job[CanaryArgs]) err
 		key := "canary:" + job.Args.At.UTC().Format(time.RFC3339)
 		tr.Logf("A/A canary %s", key)
 		return complete(ctx, b, job, func(tx *sql.Tx) error {
-			_, _, err := b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindCanary}, Origin{Kind: "canary"})
+			_, _, err := b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindCanary}, flow.Origin{Kind: "canary"})
 			return err
 		})
 	})
@@ -43,7 +43,7 @@ func (w *canaryWorker) Work(ctx context.Context, job *river.Job[CanaryArgs]) err
 // canaryBase is the commit a canary compares with itself: the base a
 // series that names none would get.
 func (b *Bot) canaryBase(ctx context.Context, t *store.Test, tr *Trace) error {
-	base, err := b.stages.Build.SelectBase(ctx, Series{})
+	base, err := b.stages.Build.SelectBase(ctx, flow.Series{})
 	if err != nil {
 		// No tree in the store is the operator's gap: retried, never a verdict.
 		return flow.MarkInfra(fmt.Errorf("canary: no default base: %w", err))
@@ -55,7 +55,7 @@ func (b *Bot) canaryBase(ctx context.Context, t *store.Test, tr *Trace) error {
 }
 
 // canaryOutcome records a canary's verdict; nothing is mailed.
-func (b *Bot) canaryOutcome(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d Decision, tr *Trace) error {
+func (b *Bot) canaryOutcome(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d flow.Decision, tr *Trace) error {
 	metric := ""
 	if t.Verdict == flow.Regression || t.Verdict == flow.Improvement {
 		// A transport fault names no throughput metric.

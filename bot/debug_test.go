@@ -27,7 +27,7 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 		o.Stages.Debug, o.Stages.DebugBuild = debug, debugBuild
 	})
 	debug.Calls, debugBuild.Calls = h.calls, h.calls
-	patch := func(id, subject, body string) bot.Series {
+	patch := func(id, subject, body string) flow.Series {
 		s := series(id, subject)
 		s.Patches = [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
 		return s

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -25,17 +24,17 @@ func TestDisputeMarksTheReport(t *testing.T) {
 	h.wait("the report", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	orig := h.testDone("series:<reg@x>:v1:")
 
-	dispute := func(id, cmd, verb, note string) bot.Series {
+	dispute := func(id, cmd, verb, note string) flow.Series {
 		s := seriesOf(id, "svcrdma: tidy", "svcrdma: slow send")
-		s.Request = &bot.MailRequest{MsgID: cmd, From: "maint@example.org", Line: "#rdmabot " + verb + " " + note, Verb: verb, Note: note}
+		s.Request = &flow.MailRequest{MsgID: cmd, From: "maint@example.org", Line: "#rdmabot " + verb + " " + note, Verb: verb, Note: note}
 		return s
 	}
-	h.ingest.Add(dispute("<reg@x>", "<inv@x>", bot.CommandDisputeInvalid, "the lab was busy"))
-	h.ingest.Add(dispute("<reg@x>", "<dup@x>", bot.CommandDisputeDup, "https://lore.kernel.org/r/older@x/"))
+	h.ingest.Add(dispute("<reg@x>", "<inv@x>", flow.CommandDisputeInvalid, "the lab was busy"))
+	h.ingest.Add(dispute("<reg@x>", "<dup@x>", flow.CommandDisputeDup, "https://lore.kernel.org/r/older@x/"))
 	// The same mail read again (a restart re-reads the window).
-	h.ingest.Add(dispute("<reg@x>", "<inv@x>", bot.CommandDisputeInvalid, "the lab was busy"))
+	h.ingest.Add(dispute("<reg@x>", "<inv@x>", flow.CommandDisputeInvalid, "the lab was busy"))
 	// Nothing reported on this one.
-	h.ingest.Add(dispute("<none@x>", "<inv2@x>", bot.CommandDisputeInvalid, ""))
+	h.ingest.Add(dispute("<none@x>", "<inv2@x>", flow.CommandDisputeInvalid, ""))
 	h.wait("the refusal", 60*time.Second, func() bool { return h.report.Count() == 2 })
 
 	var got []string

@@ -15,7 +15,7 @@ import (
 
 // reportedTest finds the reported test a series names, and how it names
 // it (ok false: it names none).
-func (b *Bot) reportedTest(ctx context.Context, s Series, tr *Trace) (t store.Test, how string, ok bool, err error) {
+func (b *Bot) reportedTest(ctx context.Context, s flow.Series, tr *Trace) (t store.Test, how string, ok bool, err error) {
 	if idx, isIndex := b.stages.Report.(ReplyIndex); isIndex {
 		for _, id := range s.Closes {
 			t, ok, err := b.testOfReply(ctx, idx, id)
@@ -55,13 +55,13 @@ func (b *Bot) testOfReply(ctx context.Context, idx ReplyIndex, replyID string) (
 }
 
 // fixFollowUp is what a fix test's reply says of the test it reran.
-func (b *Bot) fixFollowUp(ctx context.Context, t store.Test, s Series, tr *Trace) (*FixFollowUp, error) {
+func (b *Bot) fixFollowUp(ctx context.Context, t store.Test, s flow.Series, tr *Trace) (*flow.FixFollowUp, error) {
 	orig, err := b.st.Test(ctx, b.st.DB, t.FixOf)
 	if err != nil {
 		return nil, flow.MarkInfra(err)
 	}
-	f := &FixFollowUp{Test: orig.ID, Verdict: orig.Verdict, URL: b.testURL(orig.ID), OnTop: t.ApplyOn != "" && t.ApplyOn == orig.Candidate,
-		Confirmed: Fixed(t.Verdict)}
+	f := &flow.FixFollowUp{Test: orig.ID, Verdict: orig.Verdict, URL: b.testURL(orig.ID), OnTop: t.ApplyOn != "" && t.ApplyOn == orig.Candidate,
+		Confirmed: flow.Fixed(t.Verdict)}
 	if orig.Kind == store.KindMainline {
 		f.Head = fmt.Sprintf("%s %s", orig.Tree, short(orig.Candidate))
 	}
@@ -100,7 +100,7 @@ func (b *Bot) fixFollowUp(ctx context.Context, t store.Test, s Series, tr *Trace
 // returns "" when the test is no fix, or the fix does not apply there
 // (then it goes on the base alone, in place of the reported series, as a
 // new version of it does).
-func (b *Bot) applyFix(ctx context.Context, t *store.Test, s Series, tr *Trace) (string, error) {
+func (b *Bot) applyFix(ctx context.Context, t *store.Test, s flow.Series, tr *Trace) (string, error) {
 	if t.FixOf == 0 {
 		return "", nil
 	}
@@ -111,7 +111,7 @@ func (b *Bot) applyFix(ctx context.Context, t *store.Test, s Series, tr *Trace) 
 	if orig.Candidate == "" {
 		return "", nil
 	}
-	cand, err := b.stages.Build.Apply(ctx, Base{Tree: t.Tree, Commit: orig.Candidate}, s, tr)
+	cand, err := b.stages.Build.Apply(ctx, flow.Base{Tree: t.Tree, Commit: orig.Candidate}, s, tr)
 	if err != nil {
 		if infraOrInterrupted(ctx, err) {
 			return "", err

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -34,7 +33,7 @@ func TestFixFollowUp(t *testing.T) {
 	}
 	reply := h.report.MessageID(orig.Key)
 
-	fix := func(id, subject string, closes ...string) bot.Series {
+	fix := func(id, subject string, closes ...string) flow.Series {
 		s := series(id, subject)
 		s.Closes = closes
 		return s
@@ -53,7 +52,7 @@ func TestFixFollowUp(t *testing.T) {
 	// "#rdmabot test" in a fix's thread asks for the fix's test again:
 	// it reruns the report too.
 	asked := fix("<fix@x>", "[PATCH] svcrdma: fix-slow send", reply)
-	asked.Request = &bot.MailRequest{MsgID: "<cmd@x>", From: "dev@example.org", Line: "#rdmabot test"}
+	asked.Request = &flow.MailRequest{MsgID: "<cmd@x>", From: "dev@example.org", Line: "#rdmabot test"}
 	h.ingest.Add(asked)
 	h.wait("the follow-ups' replies", 90*time.Second, func() bool { return h.report.Count() == 9 })
 

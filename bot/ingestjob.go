@@ -50,23 +50,23 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 				switch r := s.Request; {
 				case r != nil && r.Refused != "":
 					what = "refused " + r.Line + " from " + r.From
-					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, r.Refused, Origin{Kind: "mail", Request: r})
+					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, r.Refused, flow.Origin{Kind: "mail", Request: r})
 				case r != nil && r.Verb != "":
 					what = r.Line + " from " + r.From
 					id, created, err = b.dispute(ctx, tx, s, r)
 				case r != nil:
 					what = r.Line + " from " + r.From
-					id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail", Request: r}, 0)
+					id, created, err = b.enqueueSeries(ctx, tx, s, flow.Origin{Kind: "mail", Request: r}, 0)
 				case s.Incomplete != "":
 					what = "incomplete"
-					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), flow.Incomplete, s.Incomplete, Origin{Kind: "mail"})
+					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), flow.Incomplete, s.Incomplete, flow.Origin{Kind: "mail"})
 				default:
 					var over string
 					if over, err = bound.over(ctx, b.st, tx, s.Author, s.List); err == nil && over != "" {
 						what = "not tested: " + over
 						id, created, err = b.holdSeries(ctx, tx, s, over)
 					} else if err == nil {
-						if id, created, err = b.enqueueSeries(ctx, tx, s, Origin{Kind: "mail"}, 0); created {
+						if id, created, err = b.enqueueSeries(ctx, tx, s, flow.Origin{Kind: "mail"}, 0); created {
 							bound.count(s.Author, s.List)
 						}
 					}
@@ -140,12 +140,12 @@ func senderOf(author string) string {
 // holdSeries records a posting that is not tested: its series, and its
 // test ended at once (canceled, why in its summary) so the dashboard and
 // status show it; nothing is built, booted or mailed.
-func (b *Bot) holdSeries(ctx context.Context, tx *sql.Tx, s Series, why string) (int64, bool, error) {
-	t, err := b.seriesTest(ctx, tx, s, Origin{Kind: "mail"}, 0)
+func (b *Bot) holdSeries(ctx context.Context, tx *sql.Tx, s flow.Series, why string) (int64, bool, error) {
+	t, err := b.seriesTest(ctx, tx, s, flow.Origin{Kind: "mail"}, 0)
 	if err != nil {
 		return 0, false, err
 	}
-	t, created, err := b.addTest(ctx, tx, t, Origin{Kind: "mail"})
+	t, created, err := b.addTest(ctx, tx, t, flow.Origin{Kind: "mail"})
 	if err != nil || !created {
 		return t.ID, created, err
 	}
@@ -155,7 +155,7 @@ func (b *Bot) holdSeries(ctx context.Context, tx *sql.Tx, s Series, why string) 
 
 // enqueueSeries records a series and its test once per (Message-ID,
 // version, tree, retest number).
-func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin, retest int) (int64, bool, error) {
+func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.Origin, retest int) (int64, bool, error) {
 	t, err := b.seriesTest(ctx, tx, s, o, retest)
 	if err != nil {
 		return 0, false, err
@@ -165,7 +165,7 @@ func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s Series, o Origin,
 
 // seriesTest records a series and names its test: once per (Message-ID,
 // version, tree, retest number, request).
-func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s Series, o Origin, retest int) (store.Test, error) {
+func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.Origin, retest int) (store.Test, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return store.Test{}, err
@@ -199,7 +199,7 @@ func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s Series, o Origin, re
 // an incomplete series): a test row that is done at once with its
 // verdict, whose report job renders and delivers the answer. The key
 // makes it happen once.
-func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key string, verdict flow.Outcome, summary string, o Origin) (int64, bool, error) {
+func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s flow.Series, key string, verdict flow.Outcome, summary string, o flow.Origin) (int64, bool, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return 0, false, err
@@ -223,20 +223,20 @@ func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s Series, key strin
 // dispute records a maintainer's "invalid" or "dup" against the newest
 // report on the series version: the report stands, marked, on the
 // dashboard. With no report to dispute, the sender is told so.
-func (b *Bot) dispute(ctx context.Context, tx *sql.Tx, s Series, r *MailRequest) (int64, bool, error) {
+func (b *Bot) dispute(ctx context.Context, tx *sql.Tx, s flow.Series, r *flow.MailRequest) (int64, bool, error) {
 	t, ok, err := b.st.DisputableTest(ctx, tx, s.MsgID, s.Version)
 	if err != nil {
 		return 0, false, err
 	}
 	if !ok {
 		why := fmt.Sprintf("There is no report of mine on this series (v%d) to call %s.", s.Version, r.Verb)
-		return b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, why, Origin{Kind: "mail", Request: r})
+		return b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, why, flow.Origin{Kind: "mail", Request: r})
 	}
 	added, err := b.st.AddDispute(ctx, tx, store.Dispute{MsgID: r.MsgID, TestID: t.ID, Kind: r.Verb, Note: r.Note, By: r.From})
 	return t.ID, added, err
 }
 
-func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (int64, bool, error) {
+func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o flow.Origin) (int64, bool, error) {
 	t, created, err := b.addTest(ctx, tx, t, o)
 	if err != nil || !created {
 		return t.ID, created, err
@@ -247,7 +247,7 @@ func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origi
 
 // addTest records test t asked for from o (the default lab, the test's
 // parameters, o's thread), once per key; created says it is new.
-func (b *Bot) addTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (store.Test, bool, error) {
+func (b *Bot) addTest(ctx context.Context, tx *sql.Tx, t store.Test, o flow.Origin) (store.Test, bool, error) {
 	if t.Lab == "" {
 		t.Lab = b.opts.Lab
 	}
@@ -261,7 +261,7 @@ func (b *Bot) addTest(ctx context.Context, tx *sql.Tx, t store.Test, o Origin) (
 	return t, created, err
 }
 
-func threadOf(o Origin) string {
+func threadOf(o flow.Origin) string {
 	if o.Kind == "github" {
 		return fmt.Sprintf("github:%s#%d", o.Repo, o.Issue)
 	}

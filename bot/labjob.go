@@ -211,8 +211,8 @@ func (b *Bot) testBaseKey(t store.Test, side string) store.BaseKey {
 // takes the times, so the base boots there too, beside itself, to be
 // timed the same way. A mainline head is no stranger's code: it boots
 // on both sides, as does a test without a base.
-func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (base, cand Boot) {
-	base, cand = Boot{Dir: basePath}, Boot{Dir: candPath}
+func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (base, cand flow.Boot) {
+	base, cand = flow.Boot{Dir: basePath}, flow.Boot{Dir: candPath}
 	if side == "" || basePath == "" {
 		return base, cand
 	}
@@ -232,7 +232,7 @@ func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (b
 // every new mainline head (its merges change such code unseen); none
 // otherwise. They stop at the first crash. An error is the lab's, or a
 // kernel that did not come up under a profile (lossyFailed).
-func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot Boot, tr *Trace) (base, cand []flow.Sample, err error) {
+func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot flow.Boot, tr *Trace) (base, cand []flow.Sample, err error) {
 	profiles := b.stages.Profiles
 	if b.stages.Debug != nil && baseBoot.Debug != "" && candBoot.Debug != "" {
 		// The build job built them because the profile asked.
@@ -241,7 +241,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 	if len(profiles) == 0 || round != 1 || baseBoot.Dir == "" {
 		return nil, nil, nil
 	}
-	var series *Series
+	var series *flow.Series
 	if t.Kind == store.KindSeries && t.SeriesID != 0 {
 		s, err := b.series(ctx, t.SeriesID)
 		if err != nil {
@@ -268,7 +268,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 // boot crashes. It is the one round of profile boots: the lab job's, and
 // the A/A and compare runners'. An error is the lab's, or a kernel that
 // did not come up under a profile (saying which side).
-func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot, candBoot Boot, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []flow.Sample, err error) {
+func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot, candBoot flow.Boot, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []flow.Sample, err error) {
 	for _, p := range profiles {
 		if !p.Shapes(pair) {
 			continue
@@ -282,7 +282,7 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 		for i := range n {
 			for _, side := range []struct {
 				name string
-				boot Boot
+				boot flow.Boot
 				out  *[]flow.Sample
 			}{{"base", baseBoot, &base}, {"candidate", candBoot, &cand}} {
 				fmt.Fprintf(trace, "%s %s %d/%d\n", p.Name(), side.name, i+1, n)

@@ -26,7 +26,7 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 		o.Stages.Profiles = []bot.Profile{lossy}
 	})
 	lossy.Calls = h.calls
-	patch := func(id, subject, body string) bot.Series {
+	patch := func(id, subject, body string) flow.Series {
 		s := series(id, subject)
 		s.Patches = [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
 		return s
@@ -210,7 +210,7 @@ func TestPressureProfileDecidesWithoutDefaultBoots(t *testing.T) {
 		o.Stages.Profiles = []bot.Profile{lossy, pressure}
 	})
 	pressure.Calls = h.calls
-	patch := func(id, subject, body string) bot.Series {
+	patch := func(id, subject, body string) flow.Series {
 		s := series(id, subject)
 		s.Patches = [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
 		return s

@@ -51,7 +51,7 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 		tr.Logf("%s %s: new head %s, last good %s", a.Tree, a.Branch, short(head), short(lastGood))
 		return complete(ctx, b, job, func(tx *sql.Tx) error {
 			id, _, err := b.enqueueTest(ctx, tx, store.Test{Key: fmt.Sprintf("mainline:%s:%s:%s", a.Tree, a.Branch, head), Kind: store.KindMainline,
-				Tree: a.Tree, Ref: a.Branch, Base: lastGood, Candidate: head}, Origin{Kind: "mainline"})
+				Tree: a.Tree, Ref: a.Branch, Base: lastGood, Candidate: head}, flow.Origin{Kind: "mainline"})
 			if err != nil {
 				return err
 			}
@@ -63,7 +63,7 @@ func (w *mainlineWorker) Work(ctx context.Context, job *river.Job[MainlineArgs])
 
 // mainlineOutcome records a head's result in the history and, when it
 // regressed against the last good head, starts a bisection.
-func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d Decision, tr *Trace) error {
+func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d flow.Decision, tr *Trace) error {
 	_, cand, err := b.samples(ctx, t)
 	if err != nil {
 		return err
@@ -106,7 +106,7 @@ func (b *Bot) mainlineOutcome(ctx context.Context, job *river.Job[ReportArgs], t
 			metric = d.Metric
 		}
 		_, err := b.startBisection(ctx, tx, store.Bisection{Key: "mainline:" + t.Tree + ":" + t.Base + ".." + t.Candidate, Tree: t.Tree,
-			Good: t.Base, Bad: t.Candidate, Lab: t.Lab, Metric: metric, Origin: mustJSON(Origin{Kind: "mainline"})})
+			Good: t.Base, Bad: t.Candidate, Lab: t.Lab, Metric: metric, Origin: mustJSON(flow.Origin{Kind: "mainline"})})
 		return err
 	})
 }

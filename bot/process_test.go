@@ -151,7 +151,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func writeSeries(t *testing.T, shared string, s ...bot.Series) {
+func writeSeries(t *testing.T, shared string, s ...flow.Series) {
 	b, _ := json.Marshal(s)
 	tmp := filepath.Join(shared, "series.json.tmp")
 	os.WriteFile(tmp, b, 0o644)
@@ -160,9 +160,9 @@ func writeSeries(t *testing.T, shared string, s ...bot.Series) {
 	}
 }
 
-func outbox(t *testing.T, shared string) map[string]bot.Report {
+func outbox(t *testing.T, shared string) map[string]flow.Report {
 	ents, _ := os.ReadDir(filepath.Join(shared, "outbox"))
-	out := map[string]bot.Report{}
+	out := map[string]flow.Report{}
 	for _, e := range ents {
 		if strings.HasSuffix(e.Name(), ".tmp") {
 			continue
@@ -171,7 +171,7 @@ func outbox(t *testing.T, shared string) map[string]bot.Report {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r bot.Report
+		var r flow.Report
 		if err := json.Unmarshal(b, &r); err != nil {
 			t.Fatal(err)
 		}

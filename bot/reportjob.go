@@ -29,14 +29,14 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		return b.work(ctx, job.JobRow, func(tr *Trace) error { return b.reportBisection(ctx, job, tr) })
 	}
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
-		var d Decision
+		var d flow.Decision
 		if t.Verdict == flow.None {
 			base, cand, err := b.samples(ctx, t)
 			if err != nil {
 				return err
 			}
 			if t.Base == "" {
-				d = Decision{Verdict: flow.Measured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
+				d = flow.Decision{Verdict: flow.Measured, Summary: fmt.Sprintf("first measurement of %s %s: nothing to compare with", t.Tree, t.Ref)}
 			} else {
 				// The canary itself judges every metric: a muted one's
 				// recovery is what it measures.
@@ -84,7 +84,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 // with the test; wait says the job is done for now (the bisection's end
 // brings it back). d is the decision just made (zero when the verdict
 // was stored before).
-func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d Decision, tr *Trace) (wait bool, err error) {
+func (b *Bot) bisectSeries(ctx context.Context, job *river.Job[ReportArgs], t store.Test, d flow.Decision, tr *Trace) (wait bool, err error) {
 	// A fix follow-up asks whether the reported failure is gone, not
 	// which of its patches is bad (its commits do not start at the base).
 	if !b.cfg.SeriesBisect || t.Kind != store.KindSeries || t.SeriesID == 0 || t.Base == "" || t.Candidate == "" || t.FixOf != 0 {
@@ -166,13 +166,13 @@ func onlyUnderProfiles(verdict flow.Outcome, samples []flow.Sample) bool {
 // where its reply goes. An unreadable one is the bot's own failure, an
 // INFRA error of the job, logged; never a zero Origin that would send
 // the reply nowhere.
-func (b *Bot) storedOrigin(what, raw string, tr *Trace) (Origin, error) {
-	var o Origin
+func (b *Bot) storedOrigin(what, raw string, tr *Trace) (flow.Origin, error) {
+	var o flow.Origin
 	if err := json.Unmarshal([]byte(raw), &o); err != nil {
 		err = fmt.Errorf("%s: stored origin unreadable: %w", what, err)
 		tr.Logf("%v", err)
 		b.log.Error("stored origin unreadable", "of", what, "err", err)
-		return Origin{}, flow.MarkInfra(err)
+		return flow.Origin{}, flow.MarkInfra(err)
 	}
 	return o, nil
 }
@@ -226,8 +226,8 @@ func (b *Bot) samples(ctx context.Context, t store.Test) (base, cand []flow.Samp
 // deliver sends a test's reply to where the request came from. Delivery
 // is idempotent by key, so a crash after sending and before this job
 // completes does not send it twice.
-func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) error {
-	r := Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason,
+func (b *Bot) deliver(ctx context.Context, t store.Test, o flow.Origin, tr *Trace) error {
+	r := flow.Report{Key: t.Key, Kind: t.Kind, Verdict: t.Verdict, Summary: t.Summary, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason,
 		BaseBranch: t.BaseBranch, Lab: t.Lab, Candidate: t.Candidate, BaseArtifact: t.BaseArtifact, CandArtifact: t.CandArtifact,
 		URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
 	if t.Detail != "" {
@@ -251,7 +251,7 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 			if err != nil {
 				return flow.MarkInfra(err)
 			}
-			fb := &FirstBad{Summary: bis.Summary, Steps: len(steps), Took: bis.UpdatedAt.Sub(bis.CreatedAt)}
+			fb := &flow.FirstBad{Summary: bis.Summary, Steps: len(steps), Took: bis.UpdatedAt.Sub(bis.CreatedAt)}
 			if bis.State == store.BisectionDone {
 				fb.Patch, fb.Commit = bis.CulpritPatch, bis.Culprit
 			}
@@ -288,14 +288,14 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o Origin, tr *Trace) er
 // started tells the series' reporter that its testing starts, on the
 // base just chosen, when it wants to know (a Starter). A failure is the
 // infrastructure's: the test job is retried, and the reporter acts once.
-func (b *Bot) started(ctx context.Context, t store.Test, s Series, tr *Trace) error {
-	var o Origin
+func (b *Bot) started(ctx context.Context, t store.Test, s flow.Series, tr *Trace) error {
+	var o flow.Origin
 	json.Unmarshal([]byte(t.Origin), &o)
 	st, ok := b.stages.Report.(Starter)
 	if !ok {
 		return nil
 	}
-	r := Report{Key: t.Key, Kind: t.Kind, Series: &s, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason, BaseBranch: t.BaseBranch,
+	r := flow.Report{Key: t.Key, Kind: t.Kind, Series: &s, Tree: t.Tree, Base: t.Base, BaseReason: t.BaseReason, BaseBranch: t.BaseBranch,
 		Lab: t.Lab, URL: b.testURL(t.ID), TraceURL: b.cfg.URL + "/tests/" + fmt.Sprint(t.ID) + "#traces", Origin: o}
 	if err := st.Started(ctx, r); err != nil {
 		return flow.MarkInfra(fmt.Errorf("testing started: %w", err))

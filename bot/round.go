@@ -16,11 +16,11 @@ import (
 // aa`, the canary and the power bench all measure through it. An error
 // is the lab's (Infra), or a *RoundError naming the side whose kernel did
 // not come up; the samples are those booted before it.
-func RunRound(ctx context.Context, l Lab, pair string, base, cand Boot, n int, trace io.Writer) (bs, cs []flow.Sample, err error) {
+func RunRound(ctx context.Context, l Lab, pair string, base, cand flow.Boot, n int, trace io.Writer) (bs, cs []flow.Sample, err error) {
 	for i := range n {
 		for _, side := range []struct {
 			name string
-			boot Boot
+			boot flow.Boot
 			out  *[]flow.Sample
 		}{{"base", base, &bs}, {"candidate", cand, &cs}} {
 			if side.boot.Dir == "" {

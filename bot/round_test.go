@@ -18,9 +18,9 @@ type scriptLab struct {
 	plan  map[string]func() ([]flow.Sample, error)
 }
 
-func (l *scriptLab) CandidateSide(bot.Series) string { return "server" }
+func (l *scriptLab) CandidateSide(flow.Series) string { return "server" }
 
-func (l *scriptLab) Run(ctx context.Context, pair string, b bot.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
+func (l *scriptLab) Run(ctx context.Context, pair string, b flow.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	l.boots = append(l.boots, b.Dir)
 	key := fmt.Sprintf("%s#%d", b.Dir, strings.Count(strings.Join(l.boots, " "), b.Dir))
 	if f := l.plan[key]; f != nil {
@@ -33,19 +33,19 @@ func (l *scriptLab) Run(ctx context.Context, pair string, b bot.Boot, n int, tra
 // either side; a kernel that does not come up is named by its side, and
 // the lab's fault stays the lab's.
 func TestRunRound(t *testing.T) {
-	base, cand := bot.Boot{Dir: "base"}, bot.Boot{Dir: "cand", Trusted: "base", Side: "server"}
+	base, cand := flow.Boot{Dir: "base"}, flow.Boot{Dir: "cand", Trusted: "base", Side: "server"}
 	crash := func() ([]flow.Sample, error) { return []flow.Sample{{Crash: "WARNING in __ib_drain_sq"}}, nil }
 	noBoot := func() ([]flow.Sample, error) { return nil, errors.New("server did not come up") }
 	infra := func() ([]flow.Sample, error) { return nil, flow.MarkInfra(errors.New("qemu died")) }
 	for name, c := range map[string]struct {
-		base      bot.Boot
+		base      flow.Boot
 		plan      map[string]func() ([]flow.Sample, error)
 		boots     string
 		wantSide  string
 		wantInfra bool
 	}{
 		"clean":             {base, nil, "base cand base cand base cand", "", false},
-		"no base":           {bot.Boot{}, nil, "cand cand cand", "", false},
+		"no base":           {flow.Boot{}, nil, "cand cand cand", "", false},
 		"candidate crash":   {base, map[string]func() ([]flow.Sample, error){"cand#2": crash}, "base cand base cand", "", false},
 		"base crash":        {base, map[string]func() ([]flow.Sample, error){"base#1": crash}, "base cand", "", false},
 		"candidate no boot": {base, map[string]func() ([]flow.Sample, error){"cand#1": noBoot}, "base cand", "candidate", false},

@@ -7,15 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
 // seriesOf is a series of several patches with these subjects, under a
 // cover letter.
-func seriesOf(id string, subjects ...string) bot.Series {
-	s := bot.Series{MsgID: id, Version: 1, Subject: fmt.Sprintf("[PATCH 0/%d] svcrdma: a series", len(subjects)), Author: "Dev <dev@example.org>"}
+func seriesOf(id string, subjects ...string) flow.Series {
+	s := flow.Series{MsgID: id, Version: 1, Subject: fmt.Sprintf("[PATCH 0/%d] svcrdma: a series", len(subjects)), Author: "Dev <dev@example.org>"}
 	for i, subj := range subjects {
 		s.Patches = append(s.Patches, []byte(fmt.Sprintf("From: dev\nSubject: [PATCH %d/%d] %s\n\n---\n", i+1, len(subjects), subj)))
 	}
@@ -32,7 +31,7 @@ func TestSeriesPatchBisected(t *testing.T) {
 	h := newHarnessWith(t, testConfig(), repo, "", nil)
 	h.build.Base = commits[1]
 	cases := []struct {
-		s       bot.Series
+		s       flow.Series
 		verdict string
 		patch   int // the first bad patch; 0: no bisection; -1: none found
 		boots   bool

@@ -28,7 +28,7 @@ func (b *Bot) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 }
 
 // SubmitSeries queues a series; created is false when it was already tested.
-func (b *Bot) SubmitSeries(ctx context.Context, s Series, o Origin) (id int64, created bool, err error) {
+func (b *Bot) SubmitSeries(ctx context.Context, s flow.Series, o flow.Origin) (id int64, created bool, err error) {
 	if s.MsgID == "" || len(s.Patches) == 0 {
 		return 0, false, fmt.Errorf("series has no Message-ID or no patches")
 	}
@@ -41,7 +41,7 @@ func (b *Bot) SubmitSeries(ctx context.Context, s Series, o Origin) (id int64, c
 
 // SubmitThread fetches a thread from lore (a Message-ID or a lore URL)
 // and queues its series.
-func (b *Bot) SubmitThread(ctx context.Context, ref string, o Origin) (int64, error) {
+func (b *Bot) SubmitThread(ctx context.Context, ref string, o flow.Origin) (int64, error) {
 	if b.stages.Fetch == nil {
 		return 0, fmt.Errorf("no lore fetcher configured")
 	}
@@ -54,7 +54,7 @@ func (b *Bot) SubmitThread(ctx context.Context, ref string, o Origin) (int64, er
 }
 
 // SubmitRef queues a test of a tree's ref against the tree's first branch.
-func (b *Bot) SubmitRef(ctx context.Context, tree, ref string, o Origin) (id int64, err error) {
+func (b *Bot) SubmitRef(ctx context.Context, tree, ref string, o flow.Origin) (id int64, err error) {
 	if _, ok := b.opts.Branches[tree]; !ok {
 		return 0, fmt.Errorf("unknown tree %q (known: %s)", tree, strings.Join(b.treeNames(), ", "))
 	}
@@ -67,7 +67,7 @@ func (b *Bot) SubmitRef(ctx context.Context, tree, ref string, o Origin) (id int
 }
 
 // SubmitBisect starts a bisection of tree between good and bad.
-func (b *Bot) SubmitBisect(ctx context.Context, tree, good, bad string, o Origin) (id int64, err error) {
+func (b *Bot) SubmitBisect(ctx context.Context, tree, good, bad string, o flow.Origin) (id int64, err error) {
 	if _, ok := b.opts.Branches[tree]; !ok {
 		return 0, fmt.Errorf("unknown tree %q (known: %s)", tree, strings.Join(b.treeNames(), ", "))
 	}
@@ -80,7 +80,7 @@ func (b *Bot) SubmitBisect(ctx context.Context, tree, good, bad string, o Origin
 }
 
 // Retest queues the newest test of a thread again, as a new test.
-func (b *Bot) Retest(ctx context.Context, thread string, o Origin) (id int64, err error) {
+func (b *Bot) Retest(ctx context.Context, thread string, o flow.Origin) (id int64, err error) {
 	err = b.inTx(ctx, func(tx *sql.Tx) error {
 		old, err := b.st.LatestInThread(ctx, tx, thread)
 		if err != nil {

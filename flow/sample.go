@@ -41,3 +41,31 @@ const ProfileDebug = "debug"
 // ProfilePressure names the Send Queue pressure profile (lab.pressure);
 // its boots' Sample.Profile adds the provider: "pressure-rxe".
 const ProfilePressure = "pressure"
+
+// Boot is what one lab boot runs.
+type Boot struct {
+	// Dir holds the kernel under test.
+	Dir string
+	// Trusted, when set, holds the series' base kernel, booted on the
+	// pair's other side than Side: the kernel under test is code from
+	// anyone, so the side that measures and checks the transfer runs a
+	// kernel the series did not write. Empty: Dir's kernel boots on both
+	// sides (a base, a mainline head, a bisection step).
+	Trusted string
+	// Side is "server" or "client": where Dir's kernel boots beside
+	// Trusted (Lab.CandidateSide).
+	Side string
+	// Debug holds Dir's commit built for the debug profile (KASAN,
+	// lockdep, line tables: Stages.DebugBuild); "" when the test has no
+	// debug kernels. The debug profile boots it in Dir's place.
+	Debug string
+}
+
+// KernelOn is the directory of the kernel that booted on the pair's side
+// role ("server", "client").
+func (b Boot) KernelOn(role string) string {
+	if b.Trusted != "" && role != b.Side {
+		return b.Trusted
+	}
+	return b.Dir
+}

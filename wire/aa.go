@@ -54,7 +54,7 @@ type AA struct {
 	Profiles     []bot.Profile
 	ProfilesOnly bool
 	// Side is where the candidate boots beside the base kernel, as a
-	// series' kernel does (bot.Boot.Side): "server" (default), or
+	// series' kernel does (flow.Boot.Side): "server" (default), or
 	// "client", where the trusted server takes the times and the base
 	// boots the same way.
 	Side    string
@@ -327,21 +327,21 @@ func (a *AA) one(ctx context.Context, cached []flow.Sample) (AAResult, []round) 
 // candidate is what the comparison's candidate boots run: as a series'
 // kernel does, on Side (the server by default: the seeded slowdowns and
 // the seed regression's class are svcrdma's) beside the base.
-func (a *AA) candidate() bot.Boot {
+func (a *AA) candidate() flow.Boot {
 	dir := a.Candidate
 	if dir == "" {
 		dir = a.Kernel
 	}
-	return bot.Boot{Dir: dir, Trusted: a.Kernel, Side: a.side()}
+	return flow.Boot{Dir: dir, Trusted: a.Kernel, Side: a.side()}
 }
 
 // base is what the base boots run: the kernel on both sides, or beside
 // itself on the client, timed by the server as the candidate is.
-func (a *AA) base() bot.Boot {
+func (a *AA) base() flow.Boot {
 	if a.side() == lab.SideClient {
-		return bot.Boot{Dir: a.Kernel, Trusted: a.Kernel, Side: lab.SideClient}
+		return flow.Boot{Dir: a.Kernel, Trusted: a.Kernel, Side: lab.SideClient}
 	}
-	return bot.Boot{Dir: a.Kernel}
+	return flow.Boot{Dir: a.Kernel}
 }
 
 func (a *AA) side() string {
@@ -388,7 +388,7 @@ func (a *AA) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, er
 func (a *AA) cachedJudgement(ctx context.Context, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
 	base := append([]flow.Sample(nil), cached...)
 	var cand []flow.Sample
-	var d bot.Decision
+	var d flow.Decision
 	for i, rd := range rounds {
 		if i > 0 {
 			base = append(base, rd.base...)

@@ -13,7 +13,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
@@ -31,7 +30,7 @@ type Build struct {
 	Now     func() time.Time
 }
 
-func parseMails(s bot.Series) ([]*lore.Message, []*lore.Message, error) {
+func parseMails(s flow.Series) ([]*lore.Message, []*lore.Message, error) {
 	var all, patches []*lore.Message
 	if len(s.Cover) > 0 {
 		m, err := lore.ParseMessage(s.Cover)
@@ -52,29 +51,29 @@ func parseMails(s bot.Series) ([]*lore.Message, []*lore.Message, error) {
 }
 
 // SelectBase picks the base among the configured trees.
-func (b *Build) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) {
+func (b *Build) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error) {
 	all, _, err := parseMails(s)
 	if err != nil {
-		return bot.Base{}, err
+		return flow.Base{}, err
 	}
 	if s.Tree != "" {
 		return b.askedBase(s.Tree, s.Branch)
 	}
 	base, err := b.Store.SelectBase(ctx, all, b.Cfg.Trees, 0)
 	if err != nil {
-		return bot.Base{}, err
+		return flow.Base{}, err
 	}
 	tree := base.Tree
 	if tree == "" && len(b.Cfg.Trees) > 0 {
 		tree = b.Cfg.Trees[0].Name
 	}
-	return bot.Base{Tree: tree, Branch: base.Branch, Commit: base.Commit.String(), Reason: baseReasonPhrase(base.Reason)}, nil
+	return flow.Base{Tree: tree, Branch: base.Branch, Commit: base.Commit.String(), Reason: baseReasonPhrase(base.Reason)}, nil
 }
 
 // askedBase is the head of the tree and branch a command named ("": the
 // tree's first branch). A branch the store does not hold is the
 // operator's gap (not fetched yet), never the series'.
-func (b *Build) askedBase(tree, branch string) (bot.Base, error) {
+func (b *Build) askedBase(tree, branch string) (flow.Base, error) {
 	for _, t := range b.Cfg.Trees {
 		if t.Name != tree {
 			continue
@@ -84,17 +83,17 @@ func (b *Build) askedBase(tree, branch string) (bot.Base, error) {
 		}
 		ref, err := b.Store.Repository().Reference(builder.TreeRef(tree, branch), true)
 		if err != nil {
-			return bot.Base{}, flow.MarkInfra(fmt.Errorf("%s/%s is not in the tree store (fetch it: rdmabot tree fetch --name %s): %w", tree, branch, tree, err))
+			return flow.Base{}, flow.MarkInfra(fmt.Errorf("%s/%s is not in the tree store (fetch it: rdmabot tree fetch --name %s): %w", tree, branch, tree, err))
 		}
-		return bot.Base{Tree: tree, Commit: ref.Hash().String(), Reason: fmt.Sprintf("asked for: head of %s/%s", tree, branch)}, nil
+		return flow.Base{Tree: tree, Commit: ref.Hash().String(), Reason: fmt.Sprintf("asked for: head of %s/%s", tree, branch)}, nil
 	}
-	return bot.Base{}, fmt.Errorf("no tree %q in builder.trees", tree)
+	return flow.Base{}, fmt.Errorf("no tree %q in builder.trees", tree)
 }
 
 // MaintainersOf returns the maintainers and reviewers MAINTAINERS lists
 // for files at the base s would be tested on. A base tree without a
 // MAINTAINERS file lists nobody.
-func (b *Build) MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error) {
+func (b *Build) MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error) {
 	base, err := b.SelectBase(ctx, s)
 	if err != nil {
 		return nil, err
@@ -117,7 +116,7 @@ func (b *Build) MaintainersOf(ctx context.Context, s bot.Series, files []string)
 
 // Apply commits the series on base as git am would; *ApplyError and
 // *UnsafeError are the series' fault, anything else the store's.
-func (b *Build) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io.Writer) (string, error) {
+func (b *Build) Apply(ctx context.Context, base flow.Base, s flow.Series, trace io.Writer) (string, error) {
 	_, patches, err := parseMails(s)
 	if err != nil {
 		return "", err

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/flow"
 )
@@ -60,7 +59,7 @@ func TestBuildAdapter(t *testing.T) {
 	b := &Build{Store: bs, RepoDir: repo, Cfg: cfg, Lab: "qemu",
 		Now: func() time.Time { return time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC) }}
 
-	s := bot.Series{MsgID: "rename@example.org", Version: 1, Subject: "svcrdma: rename b", Patches: [][]byte{[]byte(patch + "\n")}}
+	s := flow.Series{MsgID: "rename@example.org", Version: 1, Subject: "svcrdma: rename b", Patches: [][]byte{[]byte(patch + "\n")}}
 	sel, err := b.SelectBase(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +85,7 @@ func TestBuildAdapter(t *testing.T) {
 		t.Fatalf("applied tree %s differs from git's %s", c.TreeHash, orig.TreeHash)
 	}
 	// The same patch on its own result does not apply: the series' fault.
-	_, err = b.Apply(ctx, bot.Base{Tree: "mainline", Commit: cand}, s, &trace)
+	_, err = b.Apply(ctx, flow.Base{Tree: "mainline", Commit: cand}, s, &trace)
 	if err == nil || flow.IsInfra(err) {
 		t.Fatalf("conflicting apply: %v (infra %v)", err, flow.IsInfra(err))
 	}

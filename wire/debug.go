@@ -6,7 +6,6 @@ import (
 	"io"
 	"regexp"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -45,13 +44,13 @@ func (p *Debug) Shapes(pair string) bool { return pair == "qemu" }
 
 // Why implements bot.Profile: the words of lab.debug.touches the series'
 // changed lines and the functions of their hunks hold.
-func (p *Debug) Why(s bot.Series) string { return touched(s, p.touches, false) }
+func (p *Debug) Why(s flow.Series) string { return touched(s, p.touches, false) }
 
 // Run implements bot.Profile: the debug profile's test on k's debug
 // kernel, beside k's trusted peer when it has one.
-func (p *Debug) Run(ctx context.Context, pair string, k bot.Boot, _ int, trace io.Writer) ([]flow.Sample, error) {
+func (p *Debug) Run(ctx context.Context, pair string, k flow.Boot, _ int, trace io.Writer) ([]flow.Sample, error) {
 	if k.Debug == "" {
 		return nil, flow.MarkInfra(fmt.Errorf("the %s profile has no debug kernel to boot", p.Name()))
 	}
-	return p.lab.RunTest(ctx, pair, bot.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, p.lab.Cfg.DebugTest(), trace)
+	return p.lab.RunTest(ctx, pair, flow.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, p.lab.Cfg.DebugTest(), trace)
 }

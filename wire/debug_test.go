@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 )
@@ -41,14 +40,14 @@ func TestDebugWhy(t *testing.T) {
 		"comment": {[][]byte{comment}, ""},
 		"send":    {[][]byte{send}, ""},
 	} {
-		if got := p.Why(bot.Series{Patches: c.patches}); got != c.want {
+		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
 		}
 	}
 	if !p.Shapes("qemu") || p.Shapes("opa1") {
 		t.Errorf("Shapes: qemu %v, real pair opa1 %v; want only the QEMU pair", p.Shapes("qemu"), p.Shapes("opa1"))
 	}
-	if _, err := p.Run(context.Background(), "qemu", bot.Boot{Dir: t.TempDir()}, 0, &bytes.Buffer{}); !flow.IsInfra(err) {
+	if _, err := p.Run(context.Background(), "qemu", flow.Boot{Dir: t.TempDir()}, 0, &bytes.Buffer{}); !flow.IsInfra(err) {
 		t.Errorf("a boot without a debug kernel: %v, want an infra error", err)
 	}
 	l.Cfg.Debug.Boots = 0

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
@@ -59,7 +58,7 @@ type ConsoleKeeper interface {
 // Run boots the kernel in dir n times, or until a boot crashes. A
 // *BootError is returned as it is (the kernel's fault); every other error
 // is the lab's.
-func (l *Lab) Run(ctx context.Context, pairName string, boot bot.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
+func (l *Lab) Run(ctx context.Context, pairName string, boot flow.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	return l.RunTest(ctx, pairName, boot, n, l.Test, trace)
 }
 
@@ -74,7 +73,7 @@ func kernelIn(dir string) lab.Kernel {
 
 // RunTest is Run with another test than the configured one (a shaped
 // link: the power bench's seeded slowdown).
-func (l *Lab) RunTest(ctx context.Context, pairName string, boot bot.Boot, n int, test lab.Test, trace io.Writer) ([]flow.Sample, error) {
+func (l *Lab) RunTest(ctx context.Context, pairName string, boot flow.Boot, n int, test lab.Test, trace io.Writer) ([]flow.Sample, error) {
 	p, err := l.pair(ctx, pairName)
 	if err != nil {
 		return nil, flow.MarkInfra(err)
@@ -188,10 +187,10 @@ func healthTrace(h lab.Health) string {
 
 // CandidateSide implements bot.Lab: the side the series' changed code
 // runs on (lab.CandidateSide), from the files its patches change.
-func (l *Lab) CandidateSide(s bot.Series) string { return seriesSide(s) }
+func (l *Lab) CandidateSide(s flow.Series) string { return seriesSide(s) }
 
 // seriesSide is the side a series' kernel boots on (lab.CandidateSide).
-func seriesSide(s bot.Series) string {
+func seriesSide(s flow.Series) string {
 	seen := map[string]bool{}
 	var files []string
 	for _, raw := range s.Patches {

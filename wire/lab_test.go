@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/testenv"
@@ -45,7 +44,7 @@ func TestLabAdapterRealPair(t *testing.T) {
 	l := &Lab{Cfg: cfg, Test: test, Log: slog.New(slog.DiscardHandler), Consoles: st,
 		Pairs: map[string]lab.Pair{"qemu": lab.NewQEMUPair(qc, lab.Image{Dir: filepath.Dir(image), Path: image}, slog.New(slog.DiscardHandler))}}
 	var trace bytes.Buffer
-	samples, err := l.Run(context.Background(), "qemu", bot.Boot{Dir: dir}, 1, &trace)
+	samples, err := l.Run(context.Background(), "qemu", flow.Boot{Dir: dir}, 1, &trace)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, trace.String())
 	}
@@ -91,7 +90,7 @@ func TestLabKeepsConsoles(t *testing.T) {
 	defer st.Close()
 	l := &Lab{Cfg: lab.DefaultConfig(), Test: lab.DefaultTest(), Log: slog.New(slog.DiscardHandler), Consoles: st,
 		Pairs: map[string]lab.Pair{"qemu": &consolePair{}}}
-	samples, err := l.Run(ctx, "qemu", bot.Boot{Dir: t.TempDir()}, 2, io.Discard)
+	samples, err := l.Run(ctx, "qemu", flow.Boot{Dir: t.TempDir()}, 2, io.Discard)
 	if err != nil || len(samples) != 2 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}
@@ -105,7 +104,7 @@ func TestLabKeepsConsoles(t *testing.T) {
 	}
 
 	l.Consoles = failingKeeper{}
-	if _, err := l.Run(ctx, "qemu", bot.Boot{Dir: t.TempDir()}, 1, io.Discard); !flow.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
+	if _, err := l.Run(ctx, "qemu", flow.Boot{Dir: t.TempDir()}, 1, io.Discard); !flow.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
 		t.Fatalf("console not kept: %v, want INFRA", err)
 	}
 }
@@ -126,7 +125,7 @@ func TestLabCandidateSide(t *testing.T) {
 		{[]string{"net/sunrpc/xprtrdma/svc_rdma_sendto.c"}, lab.SideServer},
 		{[]string{"net/sunrpc/xprtrdma/verbs.c", "drivers/infiniband/core/cq.c"}, lab.SideServer},
 	} {
-		var s bot.Series
+		var s flow.Series
 		for _, f := range c.files {
 			s.Patches = append(s.Patches, patch(f))
 		}

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
@@ -62,7 +61,7 @@ type Lore struct {
 // for files, read from the base s would be tested on. An Infra error
 // means the answer is not known yet (no tree in the store).
 type MaintainerLookup interface {
-	MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error)
+	MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error)
 }
 
 // Authenticator says whether m proves that it comes from its From:
@@ -195,7 +194,7 @@ func (c checkpoints) Save(ctx context.Context, key, v string) error {
 
 // Poll reads every list and returns the complete, relevant series of the
 // window. Series already tested are filtered by the bot's unique keys.
-func (l *Lore) Poll(ctx context.Context) ([]bot.Series, error) {
+func (l *Lore) Poll(ctx context.Context) ([]flow.Series, error) {
 	// The mail itself is the durable state, so checkpoints are saved as
 	// lore/feed saves them, not held for the ingest transaction.
 	cps := checkpoints{l.St}
@@ -260,7 +259,7 @@ func (l *Lore) Poll(ctx context.Context) ([]bot.Series, error) {
 		a.AddSeen(msg, m.Received, m.Ingested)
 	}
 	l.forgetParsed(seen)
-	var out []bot.Series
+	var out []flow.Series
 	asm := a.Assemble()
 	byID := map[string]*lore.Series{}
 	for _, s := range asm.Series {
@@ -335,15 +334,15 @@ func (l *Lore) applied(ctx context.Context, s *lore.Series) bool {
 
 // command turns a "#rdmabot" line in a reply into the series it asks
 // for, with the request attached and, when it is not done, why.
-func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot.Series, bool, error) {
+func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (flow.Series, bool, error) {
 	bs := convert(s, l.Cfg)
-	req := &bot.MailRequest{MsgID: c.MessageID, From: strings.ToLower(c.From.Email), Name: c.From.Name, Line: c.Line}
+	req := &flow.MailRequest{MsgID: c.MessageID, From: strings.ToLower(c.From.Email), Name: c.From.Name, Line: c.Line}
 	if req.MsgID == "" || req.From == "" {
 		return bs, false, nil
 	}
 	req.References = c.References
 	bs.Request = req
-	refuse := func(why string) (bot.Series, bool, error) {
+	refuse := func(why string) (flow.Series, bool, error) {
 		req.Refused = why
 		return bs, true, nil
 	}
@@ -354,9 +353,9 @@ func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot
 	}
 	switch c.Verb {
 	case lore.VerbInvalid:
-		req.Verb, req.Note = bot.CommandDisputeInvalid, c.Note
+		req.Verb, req.Note = flow.CommandDisputeInvalid, c.Note
 	case lore.VerbDup:
-		req.Verb, req.Note = bot.CommandDisputeDup, c.Note
+		req.Verb, req.Note = flow.CommandDisputeDup, c.Note
 	}
 	if c.Tree != "" {
 		branches, ok := l.Trees[c.Tree]
@@ -393,7 +392,7 @@ func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (bot
 // maintainerOnly says why from may not ask for a test of s unless
 // MAINTAINERS lists it for s's files ("": it does). An error means that
 // is not known yet.
-func (l *Lore) maintainerOnly(ctx context.Context, bs bot.Series, s *lore.Series, from string) (string, error) {
+func (l *Lore) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Series, from string) (string, error) {
 	if l.Maintainers == nil {
 		return "", fmt.Errorf("%s is neither the author nor in lore.command_allow, and MAINTAINERS cannot be read on this machine", from)
 	}
@@ -495,8 +494,8 @@ func (l *Lore) record(ctx context.Context, list string, took time.Duration, err 
 }
 
 // convert carries a lore series as the bot does.
-func convert(s *lore.Series, cfg lore.Config) bot.Series {
-	out := bot.Series{MsgID: s.ID, Version: s.Version, Subject: s.Subject, Author: s.Author.String(), Tree: ""}
+func convert(s *lore.Series, cfg lore.Config) flow.Series {
+	out := flow.Series{MsgID: s.ID, Version: s.Version, Subject: s.Subject, Author: s.Author.String(), Tree: ""}
 	if s.RootMessageID != "" {
 		for _, li := range cfg.Lists {
 			if len(s.Lists) > 0 && li.Name == s.Lists[0] {
@@ -567,11 +566,11 @@ func closesAndFixes(s *lore.Series) (closes, fixes []string) {
 
 // Fetch fetches one thread over HTTP from the inbox the reference names
 // (a lore URL) or from each configured list (a bare Message-ID).
-func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
+func (l *Lore) Fetch(ctx context.Context, ref string) (flow.Series, error) {
 	inboxes := l.Cfg.Lists
 	inbox, msgID, err := messageRef(ref)
 	if err != nil {
-		return bot.Series{}, err
+		return flow.Series{}, err
 	}
 	if inbox != nil {
 		inboxes = []lore.ListConfig{*inbox}
@@ -595,7 +594,7 @@ func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
 	// Offline, or not on the server: the mail already read from the lists.
 	mail, err := l.St.MailSince(ctx, l.Now().Add(-l.Window))
 	if err != nil {
-		return bot.Series{}, flow.MarkInfra(err)
+		return flow.Series{}, flow.MarkInfra(err)
 	}
 	items := make([]feed.Item, 0, len(mail))
 	for _, m := range mail {
@@ -606,19 +605,19 @@ func (l *Lore) Fetch(ctx context.Context, ref string) (bot.Series, error) {
 	} else if lastErr == nil {
 		lastErr = err
 	}
-	return bot.Series{}, fmt.Errorf("thread %s: %w", msgID, lastErr)
+	return flow.Series{}, fmt.Errorf("thread %s: %w", msgID, lastErr)
 }
 
 // ReadMbox assembles the series in an mbox file's bytes.
-func (l *Lore) ReadMbox(ctx context.Context, mbox []byte) (bot.Series, error) {
+func (l *Lore) ReadMbox(ctx context.Context, mbox []byte) (flow.Series, error) {
 	f, err := os.CreateTemp("", "rdmabot-mbox-")
 	if err != nil {
-		return bot.Series{}, err
+		return flow.Series{}, err
 	}
 	defer os.Remove(f.Name())
 	if _, err := f.Write(mbox); err != nil {
 		f.Close()
-		return bot.Series{}, err
+		return flow.Series{}, err
 	}
 	f.Close()
 	var items []feed.Item
@@ -627,16 +626,16 @@ func (l *Lore) ReadMbox(ctx context.Context, mbox []byte) (bot.Series, error) {
 		return nil
 	})
 	if err != nil {
-		return bot.Series{}, err
+		return flow.Series{}, err
 	}
 	return l.assembleOne(items, "")
 }
 
 // assembleOne returns the series holding msgID, or the only complete one.
-func (l *Lore) assembleOne(items []feed.Item, msgID string) (bot.Series, error) {
+func (l *Lore) assembleOne(items []feed.Item, msgID string) (flow.Series, error) {
 	a, err := lore.NewAssembler(l.Cfg.Assembler(l.Now))
 	if err != nil {
-		return bot.Series{}, err
+		return flow.Series{}, err
 	}
 	for _, it := range items {
 		if !it.Deleted {
@@ -662,11 +661,11 @@ func (l *Lore) assembleOne(items []feed.Item, msgID string) (bot.Series, error) 
 	}
 	switch {
 	case len(found) == 0:
-		return bot.Series{}, fmt.Errorf("no patch series found")
+		return flow.Series{}, fmt.Errorf("no patch series found")
 	case len(found) > 1 && msgID == "":
-		return bot.Series{}, fmt.Errorf("%d series found; give one", len(found))
+		return flow.Series{}, fmt.Errorf("%d series found; give one", len(found))
 	case !found[0].Complete:
-		return bot.Series{}, fmt.Errorf("series %q is incomplete: missing %v", found[0].Subject, found[0].Missing)
+		return flow.Series{}, fmt.Errorf("series %q is incomplete: missing %v", found[0].Subject, found[0].Missing)
 	}
 	return convert(found[0], l.Cfg), nil
 }

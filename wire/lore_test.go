@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/dkimtest"
@@ -131,7 +130,7 @@ func TestPollRealArchive(t *testing.T) {
 	}
 }
 
-func rootOf(t *testing.T, s bot.Series) string {
+func rootOf(t *testing.T, s flow.Series) string {
 	raw := s.Cover
 	if len(raw) == 0 {
 		raw = s.Patches[0]
@@ -622,7 +621,7 @@ func (f authFunc) Authenticate(ctx context.Context, m *lore.Message) error { ret
 // fixedMaintainers is MAINTAINERS listing the same addresses for every file.
 type fixedMaintainers []string
 
-func (f fixedMaintainers) MaintainersOf(ctx context.Context, s bot.Series, files []string) ([]string, error) {
+func (f fixedMaintainers) MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error) {
 	return f, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
@@ -41,7 +40,7 @@ func (p *Lossy) Name() string { return flow.ProfileLossy }
 func (p *Lossy) Boots() int { return p.lab.Cfg.Lossy.Boots }
 
 // Run implements bot.Profile: the configured test over the shaped link.
-func (p *Lossy) Run(ctx context.Context, pair string, k bot.Boot, _ int, trace io.Writer) ([]flow.Sample, error) {
+func (p *Lossy) Run(ctx context.Context, pair string, k flow.Boot, _ int, trace io.Writer) ([]flow.Sample, error) {
 	return p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.LossyTest(), trace)
 }
 
@@ -52,14 +51,14 @@ func (p *Lossy) Shapes(pair string) bool { return pair == "qemu" }
 
 // Why implements bot.Profile: the words of lab.lossy.touches the series'
 // changed lines and the functions of their hunks hold, with their files.
-func (p *Lossy) Why(s bot.Series) string {
+func (p *Lossy) Why(s flow.Series) string {
 	return touched(s, p.touches, false)
 }
 
 // touched names what of a series re matches: the words of its changed
 // lines and of the functions their hunks are in (and, withFiles, the
 // changed files' paths), with the files they are in; "" when nothing.
-func touched(s bot.Series, re *regexp.Regexp, withFiles bool) string {
+func touched(s flow.Series, re *regexp.Regexp, withFiles bool) string {
 	words, files := map[string]bool{}, map[string]bool{}
 	for _, raw := range s.Patches {
 		m, err := lore.ParseMessage(raw)

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 )
 
@@ -35,7 +35,7 @@ func TestLossyWhy(t *testing.T) {
 		"teardown":      {[][]byte{teardown}, "disconnect code (net/sunrpc/xprtrdma/verbs.c)"},
 		"not a message": {[][]byte{[]byte("\x00")}, ""},
 	} {
-		if got := p.Why(bot.Series{Patches: c.patches}); got != c.want {
+		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
 		}
 	}
@@ -83,7 +83,7 @@ func TestPressureWhy(t *testing.T) {
 		"sq-credit-leak":   {[][]byte{seeded("sq-credit-leak")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
 		"sq-depth-short":   {[][]byte{seeded("sq-depth-short")}, "sq_avail/sq_depth/svc_rdma_transport.c code (net/sunrpc/xprtrdma/svc_rdma_transport.c)"},
 	} {
-		if got := p.Why(bot.Series{Patches: c.patches}); got != c.want {
+		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/outbox"
@@ -83,7 +82,7 @@ func TestDeliverPostsPatchworkChecks(t *testing.T) {
 	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Now: time.Now}
 	base, cand := samples(2*cfg.Reports.Runs, 100, 2), samples(2*cfg.Reports.Runs, 52, 2)
 	d := decide(t, r, base, cand)
-	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Summary: d.Summary, Detail: d.Detail, Series: &s, Tree: "nfsd",
+	rep := flow.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Summary: d.Summary, Detail: d.Detail, Series: &s, Tree: "nfsd",
 		Base: "0123456789abcdef0123456789abcdef01234567", URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
 	start := rep
 	start.Verdict, start.Summary, start.Detail, start.BaseSamples, start.CandSamples = flow.None, "", nil, nil, nil

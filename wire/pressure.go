@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -48,7 +47,7 @@ func (p *Pressure) Boots() int {
 // turn and to the NFS versions in turn, shifted by one each time round
 // the providers, so that one boot per provider already covers two
 // versions and more boots give each provider each version.
-func (p *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+func (p *Pressure) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	provs := p.lab.Cfg.Pressure.Providers
 	prov := provs[boot%len(provs)]
 	smp, err := p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.PressureTest(prov, boot+boot/len(provs)), trace)
@@ -60,7 +59,7 @@ func (p *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, t
 
 // Why implements bot.Profile: the files, words and functions of
 // lab.pressure.touches the series changes.
-func (p *Pressure) Why(s bot.Series) string {
+func (p *Pressure) Why(s flow.Series) string {
 	return touched(s, p.touches, true)
 }
 

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/smtptest"
 )
@@ -22,7 +21,7 @@ func TestRefusalSparesTheListsBudget(t *testing.T) {
 	})
 	ctx := context.Background()
 	refused := g.report(1, flow.Refused, "eve@example.org may not ask.", nil, nil, nil)
-	refused.Origin.Request = &bot.MailRequest{MsgID: "cmd-eve@example.org", From: "eve@example.org", Name: "Eve Stranger",
+	refused.Origin.Request = &flow.MailRequest{MsgID: "cmd-eve@example.org", From: "eve@example.org", Name: "Eve Stranger",
 		Line: "#rdmabot test", References: []string{g.s.Root}, Refused: refused.Summary}
 	e := g.deliver(t, refused)
 	if len(e.Lists) != 0 || strings.Contains(string(e.Raw), "vger.kernel.org") || e.Recipient != "eve@example.org" {

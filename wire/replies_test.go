@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
@@ -40,7 +39,7 @@ func golden(t *testing.T, name string, got []byte) {
 type replyRig struct {
 	r  *Reports
 	ob *outbox.Outbox
-	s  bot.Series
+	s  flow.Series
 }
 
 var replyNow = time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
@@ -77,11 +76,11 @@ func newReplyRig(t *testing.T, mods ...func(*Config)) *replyRig {
 
 // report is what bot's deliver() hands the reporter for a finished test:
 // the test row's fields, its stored detail and its samples.
-func (g *replyRig) report(id int, verdict flow.Outcome, summary string, detail json.RawMessage, base, cand []flow.Sample) bot.Report {
-	rep := bot.Report{Key: fmt.Sprintf("series:%s:v2:nfsd:%d", g.s.MsgID, id), Kind: store.KindSeries, Verdict: verdict, Summary: summary,
+func (g *replyRig) report(id int, verdict flow.Outcome, summary string, detail json.RawMessage, base, cand []flow.Sample) flow.Report {
+	rep := flow.Report{Key: fmt.Sprintf("series:%s:v2:nfsd:%d", g.s.MsgID, id), Kind: store.KindSeries, Verdict: verdict, Summary: summary,
 		Series: &g.s, Tree: "nfsd", BaseBranch: "nfsd-next", Base: "6613476e225e090cc9aad49be7fa504e290dd33d", BaseReason: "subject tree tag",
 		Lab: "qemu", Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d", id),
-		TraceURL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d#traces", id), Origin: bot.Origin{Kind: "mail"},
+		TraceURL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d#traces", id), Origin: flow.Origin{Kind: "mail"},
 		Detail: detail, BaseSamples: base, CandSamples: cand}
 	if verdict == flow.BuildFailed || verdict == flow.ApplyFailed || verdict == flow.BootFailed {
 		rep.Log = summary
@@ -90,7 +89,7 @@ func (g *replyRig) report(id int, verdict flow.Outcome, summary string, detail j
 }
 
 // quiet runs the reporter and checks that it recorded no reply.
-func (g *replyRig) quiet(t *testing.T, rep bot.Report) {
+func (g *replyRig) quiet(t *testing.T, rep flow.Report) {
 	t.Helper()
 	ctx := context.Background()
 	before, _ := g.ob.Ledger().List(ctx)
@@ -103,7 +102,7 @@ func (g *replyRig) quiet(t *testing.T, rep bot.Report) {
 }
 
 // deliver runs the reporter and returns the one reply it recorded.
-func (g *replyRig) deliver(t *testing.T, rep bot.Report) *outbox.Entry {
+func (g *replyRig) deliver(t *testing.T, rep flow.Report) *outbox.Entry {
 	t.Helper()
 	ctx := context.Background()
 	before, _ := g.ob.Ledger().List(ctx)
@@ -149,7 +148,7 @@ func TestRepliesGolden(t *testing.T) {
 				// Quiet: nothing is mailed unless someone asked, and
 				// then only to them, in reply to the command.
 				g.quiet(t, rep)
-				rep.Origin.Request = &bot.MailRequest{MsgID: "cmd-jlayton@kernel.org", From: "jlayton@kernel.org", Name: "Jeff Layton",
+				rep.Origin.Request = &flow.MailRequest{MsgID: "cmd-jlayton@kernel.org", From: "jlayton@kernel.org", Name: "Jeff Layton",
 					Line: "#rdmabot test", References: []string{cover}}
 				answers, to = "cmd-jlayton@kernel.org", "jlayton@kernel.org"
 			}
@@ -278,7 +277,7 @@ func TestRepliesGolden(t *testing.T) {
 		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
 		d := decide(t, g.r, base, cand)
 		rep := g.report(8, d.Verdict, d.Summary, d.Detail, base, cand)
-		rep.FirstBad = &bot.FirstBad{Patch: 2, Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Summary: "first bad: patch 2/2", Steps: 1, Boots: 5, Took: 150 * time.Second}
+		rep.FirstBad = &flow.FirstBad{Patch: 2, Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Summary: "first bad: patch 2/2", Steps: 1, Boots: 5, Took: 150 * time.Second}
 		e := g.deliver(t, rep)
 		golden(t, "replies/regression_first_bad.eml", e.Raw)
 		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
@@ -313,7 +312,7 @@ func TestRepliesGolden(t *testing.T) {
 		d = decide(t, g.r, base, samples(runs, 100, 2))
 		rep := g.report(10, d.Verdict, d.Summary, d.Detail, base, samples(runs, 100, 2))
 		rep.BaseReason = "the reported test 9" // as bot's test job says it
-		rep.Fix = &bot.FixFollowUp{Test: 9, Verdict: flow.Regression, URL: "http://127.0.0.1:8480/tests/9", Reply: reported.MessageID, OnTop: true, Confirmed: true}
+		rep.Fix = &flow.FixFollowUp{Test: 9, Verdict: flow.Regression, URL: "http://127.0.0.1:8480/tests/9", Reply: reported.MessageID, OnTop: true, Confirmed: true}
 		e := g.deliver(t, rep)
 		golden(t, "replies/fix_confirmed.eml", e.Raw)
 		checkReply(t, e, d.Verdict, cover, "cel@kernel.org")
@@ -334,7 +333,7 @@ func TestRepliesGolden(t *testing.T) {
 		d := decide(t, g.r, base, cand)
 		rep := g.report(6, d.Verdict, d.Summary, d.Detail, base, cand)
 		rep.Key += ":github:rdmabot/linux#12"
-		rep.Origin = bot.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 12, Comment: 99, User: "chuck"}
+		rep.Origin = flow.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 12, Comment: 99, User: "chuck"}
 		e := g.deliver(t, rep)
 		golden(t, "replies/github_regression.md", e.Raw)
 		if e.Channel != "github:rdmabot/linux#12" || e.Recipient != "github:chuck" || e.State != outbox.Held || len(e.Envelope) != 0 {
@@ -351,13 +350,13 @@ func TestRepliesGolden(t *testing.T) {
 	})
 	// A bisection: a new thread on the lists (mainline), or a comment in
 	// the issue that asked for it.
-	bisection := func(o bot.Origin) bot.Report {
-		return bot.Report{Key: "bisect:3", Kind: "bisect", Title: "[mainline] 0f1e2d3c4b5a: nfs-rdma copy_MBps -48% regression",
+	bisection := func(o flow.Origin) flow.Report {
+		return flow.Report{Key: "bisect:3", Kind: "bisect", Title: "[mainline] 0f1e2d3c4b5a: nfs-rdma copy_MBps -48% regression",
 			Verdict: flow.Regression, Tree: "mainline", Base: "6613476e225e090cc9aad49be7fa504e290dd33d",
 			Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: "http://127.0.0.1:8480/bisect/3", TraceURL: "http://127.0.0.1:8480/bisect/3",
-			Origin: o, Bisect: &bot.BisectReport{Good: "6613476e225e090cc9aad49be7fa504e290dd33d", Bad: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
+			Origin: o, Bisect: &flow.BisectReport{Good: "6613476e225e090cc9aad49be7fa504e290dd33d", Bad: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
 				Culprit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Metric: "copy_MBps", Change: -0.48, Confirmed: true,
-				Steps: []store.BisectStep{
+				Steps: []flow.BisectStep{
 					{N: 1, Phase: "bisect", Commit: "5555555555555555555555555555555555555555", Outcome: "good", Detail: "copy -0.4%"},
 					{N: 2, Phase: "bisect", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -47.9%"},
 					{N: 3, Phase: "confirm-culprit", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -48.2%"},
@@ -367,7 +366,7 @@ func TestRepliesGolden(t *testing.T) {
 	}
 	t.Run("BISECTION", func(t *testing.T) {
 		g := newReplyRig(t)
-		e := g.deliver(t, bisection(bot.Origin{Kind: "mainline"}))
+		e := g.deliver(t, bisection(flow.Origin{Kind: "mainline"}))
 		golden(t, "replies/bisection.eml", e.Raw)
 		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
 		if err != nil {
@@ -388,7 +387,7 @@ func TestRepliesGolden(t *testing.T) {
 	// carries and the line regzbot tracks it by.
 	t.Run("BISECTION_CULPRIT", func(t *testing.T) {
 		g := newReplyRig(t)
-		rep := bisection(bot.Origin{Kind: "mainline"})
+		rep := bisection(flow.Origin{Kind: "mainline"})
 		rep.Bisect.CulpritTitle = "svcrdma: Add Write chunk WRs to the RPC's Send WR chain"
 		rep.Bisect.CulpritAuthor = "Chuck Lever <chuck.lever@oracle.com>"
 		rep.Bisect.CulpritSignoffs = []string{"Anna Schumaker <anna@kernel.org>", "<linux-nfs@vger.kernel.org>"}
@@ -417,7 +416,7 @@ func TestRepliesGolden(t *testing.T) {
 	// Unconfirmed, the report blames no one: the lists alone, no tags.
 	t.Run("BISECTION_UNCONFIRMED", func(t *testing.T) {
 		g := newReplyRig(t)
-		rep := bisection(bot.Origin{Kind: "mainline"})
+		rep := bisection(flow.Origin{Kind: "mainline"})
 		rep.Bisect.Confirmed, rep.Summary = false, "the confirmation runs disagree: not blaming a1b2c3d4e5f6"
 		rep.Bisect.CulpritAuthor = "Chuck Lever <chuck.lever@oracle.com>"
 		e := g.deliver(t, rep)
@@ -428,7 +427,7 @@ func TestRepliesGolden(t *testing.T) {
 	})
 	t.Run("GITHUB_BISECTION", func(t *testing.T) {
 		g := newReplyRig(t)
-		e := g.deliver(t, bisection(bot.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 13, Comment: 7, User: "chuck"}))
+		e := g.deliver(t, bisection(flow.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 13, Comment: 7, User: "chuck"}))
 		golden(t, "replies/github_bisection.md", e.Raw)
 		if e.Channel != "github:rdmabot/linux#13" || !strings.Contains(string(e.Raw), "First bad commit: `a1b2c3d4e5f60718293a4b5c6d7e8f9012345678` (confirmed: fails again once, its parent passes again once") {
 			t.Errorf("%s:\n%s", e.Channel, e.Raw)
@@ -506,7 +505,7 @@ func must[T any](v T, err error) T {
 }
 
 // applyOnToyTree applies s with the build stage on a one-file tree.
-func applyOnToyTree(t *testing.T, s bot.Series) error {
+func applyOnToyTree(t *testing.T, s flow.Series) error {
 	work := t.TempDir()
 	gitIn(t, work, "init", "-q", "-b", "master")
 	os.WriteFile(filepath.Join(work, "README"), []byte("toy\n"), 0o644)
@@ -520,7 +519,7 @@ func applyOnToyTree(t *testing.T, s bot.Series) error {
 		t.Fatal(err)
 	}
 	b := &Build{Store: bs, RepoDir: repo, Cfg: builder.DefaultConfig(), Lab: "qemu", Now: func() time.Time { return replyNow }}
-	_, err = b.Apply(context.Background(), bot.Base{Tree: "nfsd", Commit: base}, s, &bytes.Buffer{})
+	_, err = b.Apply(context.Background(), flow.Base{Tree: "nfsd", Commit: base}, s, &bytes.Buffer{})
 	if err == nil || flow.IsInfra(err) {
 		t.Fatalf("apply on a toy tree: %v", err)
 	}
@@ -592,7 +591,7 @@ func checkReply(t *testing.T, e *outbox.Entry, verdict flow.Outcome, answers, to
 
 // checkFigures checks that the reply shows the stored decision's figures
 // and sentence: one judgement, mailed as stored and shown.
-func checkFigures(t *testing.T, e *outbox.Entry, d bot.Decision) {
+func checkFigures(t *testing.T, e *outbox.Entry, d flow.Decision) {
 	t.Helper()
 	_, body, _ := strings.Cut(string(e.Raw), "\n\n")
 	if strings.HasPrefix(e.Channel, "github:") {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
@@ -198,7 +197,7 @@ type Reports struct {
 	Now         func() time.Time
 }
 
-// detail is what wire stores with a test (bot.Decision.Detail,
+// detail is what wire stores with a test (flow.Decision.Detail,
 // flow.Detailed): the statistics' judgement, or the failure of a stage.
 type detail struct {
 	Judgement *reports.Judgement    `json:"judgement,omitempty"`
@@ -289,12 +288,12 @@ func excerptTail(s string, n int) string {
 // stores and every reply renders. A cancelled ctx judges nothing (the
 // judgement itself is one bounded computation: reports.Judge takes no
 // context).
-func (r *Reports) Decide(ctx context.Context, base, cand []flow.Sample) (bot.Decision, error) {
+func (r *Reports) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
 	if err := ctx.Err(); err != nil {
-		return bot.Decision{}, err
+		return flow.Decision{}, err
 	}
 	v := r.judge(base, cand)
-	d := bot.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
+	d := flow.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
 	if h := reports.Headline(&v); h != nil {
 		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
 	}
@@ -324,7 +323,7 @@ func (r *Reports) Text(base, cand []flow.Sample) string {
 // the files of s (reports.cc_maintainers): none when it is off, when no
 // tree is readable here, or when MAINTAINERS cannot be read (logged: the
 // reply goes to the lists all the same).
-func (r *Reports) maintainersCc(ctx context.Context, s *bot.Series) []string {
+func (r *Reports) maintainersCc(ctx context.Context, s *flow.Series) []string {
 	if !r.Cfg.CCMaintainers || r.Maintainers == nil {
 		return nil
 	}
@@ -344,7 +343,7 @@ func (r *Reports) maintainersCc(ctx context.Context, s *bot.Series) []string {
 	return addrs
 }
 
-func (r *Reports) thread(s *bot.Series) (reports.Thread, error) {
+func (r *Reports) thread(s *flow.Series) (reports.Thread, error) {
 	root, err := lore.Root(s.Cover, s.Patches)
 	if err != nil {
 		return reports.Thread{}, err
@@ -375,7 +374,7 @@ func (r *Reports) thread(s *bot.Series) (reports.Thread, error) {
 
 // Deliver renders the reply and hands it to the outbox, whose ledger
 // records it once per series version before anything is sent.
-func (r *Reports) Deliver(ctx context.Context, rep bot.Report) error {
+func (r *Reports) Deliver(ctx context.Context, rep flow.Report) error {
 	if rep.Origin.Kind == "github" {
 		return r.deliverComment(ctx, rep)
 	}
@@ -471,7 +470,7 @@ func (r *Reports) Answered(ctx context.Context, replyID string) (string, int, bo
 // deliverNotice answers without a test: which patches of a series never
 // came (to its author, in its thread), or why a command is not done (to
 // its sender, in reply to the command).
-func (r *Reports) deliverNotice(ctx context.Context, rep bot.Report, th reports.Thread) error {
+func (r *Reports) deliverNotice(ctx context.Context, rep flow.Report, th reports.Thread) error {
 	n := &reports.Notice{Thread: th, To: th.Author, Text: rep.Summary}
 	key := outbox.Key("email", th.MessageID, th.Version)
 	if rep.Verdict == flow.Incomplete {
@@ -524,7 +523,7 @@ func checkState(verdict flow.Outcome) string {
 // series as its testing starts (once per series version, however often
 // the test job retries) and sends what is due; the final check follows
 // it (the outbox posts a final check only after its pending one).
-func (r *Reports) Started(ctx context.Context, rep bot.Report) error {
+func (r *Reports) Started(ctx context.Context, rep flow.Report) error {
 	if r.Cfg.Patchwork.URL == "" || rep.Series == nil {
 		return nil
 	}
@@ -558,7 +557,7 @@ func (r *Reports) Started(ctx context.Context, rep bot.Report) error {
 
 // finalChecks records the final patchwork check of every patch of the
 // series (once per series version); Deliver sends them with the reply.
-func (r *Reports) finalChecks(ctx context.Context, rep bot.Report, th reports.Thread) error {
+func (r *Reports) finalChecks(ctx context.Context, rep flow.Report, th reports.Thread) error {
 	state := checkState(rep.Verdict)
 	if r.Cfg.Patchwork.URL == "" || state == "" {
 		return nil
@@ -614,7 +613,7 @@ func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
 }
 
 // bisection is a bisection report as reports renders it, To the lists.
-func (r *Reports) bisection(rep bot.Report) *reports.Bisection {
+func (r *Reports) bisection(rep flow.Report) *reports.Bisection {
 	b := rep.Bisect
 	out := &reports.Bisection{Title: rep.Title, Scheduled: rep.Origin.Kind == "mainline", Tree: rep.Tree, Metric: b.Metric,
 		Change: b.Change, Good: b.Good, Bad: b.Bad, Culprit: b.Culprit, Confirmed: b.Confirmed, Summary: rep.Summary, URL: rep.URL,
@@ -632,7 +631,7 @@ func (r *Reports) bisection(rep bot.Report) *reports.Bisection {
 
 // deliverBisection starts a new thread on the lists with the culprit, the
 // good and bad heads and every step and confirmation.
-func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
+func (r *Reports) deliverBisection(ctx context.Context, rep flow.Report) error {
 	now := r.Now()
 	th := reports.Thread{MessageID: rep.Key, Version: 1}
 	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
@@ -658,7 +657,7 @@ func (r *Reports) deliverBisection(ctx context.Context, rep bot.Report) error {
 // deliverComment answers a request made in a GitHub issue there: the
 // verdict's (or the bisection's) comment, recorded in the outbox once
 // per report, moderated, limited and opted out like mail.
-func (r *Reports) deliverComment(ctx context.Context, rep bot.Report) error {
+func (r *Reports) deliverComment(ctx context.Context, rep flow.Report) error {
 	o := rep.Origin
 	owner, repo, ok := strings.Cut(o.Repo, "/")
 	if !ok || o.Issue <= 0 {
@@ -694,9 +693,9 @@ func (r *Reports) deliverComment(ctx context.Context, rep bot.Report) error {
 // another answer than the one on the dashboard, so nothing is mailed.
 var errNoJudgement = errors.New("the verdict has no stored judgement to render")
 
-// verdict is the stored judgement of a report (bot.Report.Detail),
+// verdict is the stored judgement of a report (flow.Report.Detail),
 // answering its thread: nothing is judged again.
-func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, error) {
+func (r *Reports) verdict(rep flow.Report, th reports.Thread) (reports.Verdict, error) {
 	in := &reports.Input{
 		Thread: th,
 		Base: reports.Base{Tree: rep.Tree, Branch: rep.BaseBranch, SHA: rep.Base, Reason: rep.BaseReason,
@@ -763,7 +762,7 @@ func (r *Reports) verdict(rep bot.Report, th reports.Thread) (reports.Verdict, e
 // culprit is the patch a build failure answers: the one patch of the
 // series that touches every file with a new error; 0 (the series) when
 // none or several do.
-func culprit(s *bot.Series, errs []reports.Diagnostic) int {
+func culprit(s *flow.Series, errs []reports.Diagnostic) int {
 	if len(s.Patches) < 2 {
 		return 0
 	}
@@ -816,7 +815,7 @@ func debugCrashed(cand []flow.Sample) bool {
 // configFile is the reproducer's .config of the kernel a reply is about
 // (wire.Reproducer's files): the debug build's after a debug crash; ""
 // when no kernel was configured.
-func configFile(rep *bot.Report) string {
+func configFile(rep *flow.Report) string {
 	switch {
 	case debugCrashed(rep.CandSamples):
 		return "kernel-debug.config"
@@ -868,7 +867,7 @@ func (r *Reports) compilerWords() string {
 
 // testInfo describes the lab and the test in words, from the
 // configuration; rep is nil when deciding (no reply yet).
-func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []flow.Sample) reports.TestInfo {
+func (r *Reports) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sample) reports.TestInfo {
 	lossyBase, lossyCand := profiled(base), profiled(cand)
 	baseRuns, candRuns := len(base)-lossyBase, len(cand)-lossyCand
 	t := r.Lab.Test
@@ -944,7 +943,7 @@ func (r *Reports) testInfo(rep *bot.Report, msgID string, base, cand []flow.Samp
 }
 
 // byHand is the run as plain commands on the reproducer's files.
-func (r *Reports) byHand(rep *bot.Report) reports.ByHand {
+func (r *Reports) byHand(rep *flow.Report) reports.ByHand {
 	side := lab.SideServer
 	if rep.Series != nil && seriesSide(*rep.Series) == lab.SideClient {
 		side = lab.SideClient

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
@@ -127,7 +126,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Now: time.Now}
 	base, cand := samples(2*cfg.Reports.Runs, 100, 2), samples(2*cfg.Reports.Runs, 52, 2)
 	d := decide(t, r, base, cand)
-	rep := bot.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Detail: d.Detail, Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
+	rep := flow.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Detail: d.Detail, Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
 		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
 	for range 3 {
 		if err := r.Deliver(ctx, rep); err != nil {
@@ -145,7 +144,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 }
 
 // decide is Reports.Decide with a live context, which never fails it.
-func decide(t *testing.T, r *Reports, base, cand []flow.Sample) bot.Decision {
+func decide(t *testing.T, r *Reports, base, cand []flow.Sample) flow.Decision {
 	t.Helper()
 	d, err := r.Decide(context.Background(), base, cand)
 	if err != nil {

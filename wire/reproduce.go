@@ -66,7 +66,7 @@ func (r *Reproducer) appliedOn(ctx context.Context, t store.Test) ([][]byte, err
 	if err != nil {
 		return nil, err
 	}
-	var s bot.Series
+	var s flow.Series
 	if err := json.Unmarshal(row.Data, &s); err != nil {
 		return nil, fmt.Errorf("test %d: stored series: %w", orig.ID, err)
 	}
@@ -89,7 +89,7 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	if err != nil {
 		return nil, err
 	}
-	var s bot.Series
+	var s flow.Series
 	if err := json.Unmarshal(row.Data, &s); err != nil {
 		return nil, fmt.Errorf("test %d: stored series: %w", id, err)
 	}

@@ -366,14 +366,14 @@ func (s *Server) fixLinks(ctx context.Context, v *TestView) error {
 			return err
 		}
 		v.FixOf = &FixLink{ID: orig.ID, Subject: s.subject(ctx, orig), Verdict: orig.Verdict.String(),
-			Confirmed: v.Test.State == store.StateDone && bot.Fixed(v.Test.Verdict)}
+			Confirmed: v.Test.State == store.StateDone && flow.Fixed(v.Test.Verdict)}
 	}
 	fixes, err := s.st.FixesOf(ctx, s.st.DB, v.Test.ID)
 	if err != nil {
 		return err
 	}
 	for _, f := range fixes {
-		v.Fixes = append(v.Fixes, FixLink{ID: f.ID, Subject: s.subject(ctx, f), Verdict: f.Verdict.String(), Confirmed: f.State == store.StateDone && bot.Fixed(f.Verdict)})
+		v.Fixes = append(v.Fixes, FixLink{ID: f.ID, Subject: s.subject(ctx, f), Verdict: f.Verdict.String(), Confirmed: f.State == store.StateDone && flow.Fixed(f.Verdict)})
 	}
 	return nil
 }
@@ -467,7 +467,7 @@ func seriesList(row store.SeriesRow) string {
 	if row.List != "" {
 		return row.List
 	}
-	var ser bot.Series
+	var ser flow.Series
 	if json.Unmarshal(row.Data, &ser) == nil {
 		return ser.List
 	}
@@ -597,7 +597,7 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 // Message-ID. What no longer parses is listed with its error, not
 // failed: the page still shows the rest.
 func patches(data []byte) []PatchView {
-	var sr bot.Series
+	var sr flow.Series
 	if err := json.Unmarshal(data, &sr); err != nil {
 		return []PatchView{{Subject: fmt.Sprintf("patches unreadable: %v", err)}}
 	}
@@ -697,7 +697,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 // root message's Message-ID (lore.Root, as the reply answers it) and
 // its version.
 func threadOf(data []byte) (string, int, bool) {
-	var ser bot.Series
+	var ser flow.Series
 	if json.Unmarshal(data, &ser) != nil {
 		return "", 0, false
 	}
@@ -915,7 +915,7 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 // BisectView is a bisection with its progress.
 type BisectView struct {
 	store.Bisection
-	Steps []store.BisectStep `json:"steps"`
+	Steps []flow.BisectStep `json:"steps"`
 }
 
 func (s *Server) bisectView(ctx context.Context, id int64) (BisectView, error) {

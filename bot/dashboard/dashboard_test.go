@@ -60,7 +60,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		return fmt.Appendf(nil, "From: Chuck <cel@kernel.org>\nSubject: [PATCH v2 %d/3] %s\nMessage-ID: <p%d@x>\n\nbody\n", n, subject, n)
 	}
 	link := "https://lore.kernel.org/linux-rdma/a@x/"
-	data, err := json.Marshal(bot.Series{MsgID: "a@x", Version: 2, Link: link, List: "linux-rdma@vger.kernel.org",
+	data, err := json.Marshal(flow.Series{MsgID: "a@x", Version: 2, Link: link, List: "linux-rdma@vger.kernel.org",
 		Patches: [][]byte{patch(1, "svcrdma: count Send WRs"), patch(2, "svcrdma: chain the Write WRs"), nil}})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	// Replies are keyed by the series' root message and version, as
 	// wire keys them: the first patch (no cover letter), p1@x.
 	version := func(v int) []byte {
-		var ser bot.Series
+		var ser flow.Series
 		json.Unmarshal(data, &ser)
 		ser.Version = v
 		b, _ := json.Marshal(ser)
@@ -109,7 +109,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		t.Fatal(err)
 	}
 	add("reported", store.Test{Key: "k5", Kind: "series", SeriesID: sid5, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "5555555555555555", State: "done", Verdict: flow.Regression, Summary: "copy -31%"})
-	fixData, _ := json.Marshal(bot.Series{MsgID: "fix@x", Version: 1, Patches: [][]byte{[]byte("From: Chuck <cel@kernel.org>\nSubject: [PATCH] svcrdma: post the Write WRs before the Send\nMessage-ID: <fix@x>\n\nbody\n")}})
+	fixData, _ := json.Marshal(flow.Series{MsgID: "fix@x", Version: 1, Patches: [][]byte{[]byte("From: Chuck <cel@kernel.org>\nSubject: [PATCH] svcrdma: post the Write WRs before the Send\nMessage-ID: <fix@x>\n\nbody\n")}})
 	fixSid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "fix@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: post the Write WRs before the Send", Data: fixData})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		t.Fatal(err)
 	}
 	ids["bisect"] = bid
-	if err := st.AddBisectStep(ctx, st.DB, bid, store.BisectStep{N: 1, Phase: "bisect", Commit: "cccccccccccccccc", Outcome: "bad", Detail: "read_mbps -12%", JobID: 7, At: time.Now()}); err != nil {
+	if err := st.AddBisectStep(ctx, st.DB, bid, flow.BisectStep{N: 1, Phase: "bisect", Commit: "cccccccccccccccc", Outcome: "bad", Detail: "read_mbps -12%", JobID: 7, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// The regressed series' prefixes were tested: patch 2 is first bad.
@@ -202,7 +202,7 @@ func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, e
 	if err != nil {
 		return nil, err
 	}
-	var s bot.Series
+	var s flow.Series
 	if err := json.Unmarshal(row.Data, &s); err != nil {
 		return nil, err
 	}

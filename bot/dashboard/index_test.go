@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports"
@@ -26,7 +25,7 @@ func TestIndexGroupsAndFiltersInChromium(t *testing.T) {
 		verdict flow.Outcome
 	}{{1, "[PATCH 0/2] xprtrdma: fix the reconnect", flow.Regression}, {2, "[PATCH v2 0/2] xprtrdma: fix the reconnect", flow.Pass},
 		{3, "[RFC PATCH v3 0/2] xprtrdma: Fix the reconnect", flow.Crash}} {
-		data, _ := json.Marshal(bot.Series{MsgID: fmt.Sprintf("x%d@ann", c.v), Version: c.v})
+		data, _ := json.Marshal(flow.Series{MsgID: fmt.Sprintf("x%d@ann", c.v), Version: c.v})
 		sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: fmt.Sprintf("x%d@ann", c.v), Version: c.v, Tree: "nfs", Subject: c.subject,
 			Author: "Ann <ann@example.org>", List: "linux-nfs@vger.kernel.org", Data: data})
 		if err != nil {

@@ -20,16 +20,16 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
 // Commands is what the bot does for a command.
 type Commands interface {
-	SubmitThread(ctx context.Context, ref string, o bot.Origin) (int64, error)
-	SubmitRef(ctx context.Context, tree, ref string, o bot.Origin) (int64, error)
-	SubmitBisect(ctx context.Context, tree, good, bad string, o bot.Origin) (int64, error)
-	Retest(ctx context.Context, thread string, o bot.Origin) (int64, error)
+	SubmitThread(ctx context.Context, ref string, o flow.Origin) (int64, error)
+	SubmitRef(ctx context.Context, tree, ref string, o flow.Origin) (int64, error)
+	SubmitBisect(ctx context.Context, tree, good, bad string, o flow.Origin) (int64, error)
+	Retest(ctx context.Context, thread string, o flow.Origin) (int64, error)
 	CancelThread(ctx context.Context, thread string) (int64, error)
 }
 
@@ -263,7 +263,7 @@ func (g *Bot) handle(ctx context.Context, e *event) error {
 		_, err := g.Mem.FirstSeen(ctx, e.key)
 		return err
 	}
-	o := bot.Origin{Kind: "github", Repo: g.Owner + "/" + g.Repo, Issue: e.issue, Comment: e.commentID, User: e.user}
+	o := flow.Origin{Kind: "github", Repo: g.Owner + "/" + g.Repo, Issue: e.issue, Comment: e.commentID, User: e.user}
 	thread := fmt.Sprintf("github:%s/%s#%d", g.Owner, g.Repo, e.issue)
 	for i, c := range cmds {
 		key := fmt.Sprintf("%s#%d", e.key, i)
@@ -287,7 +287,7 @@ func (g *Bot) handle(ctx context.Context, e *event) error {
 // Memory after, for a retry to post. A claim without an answer is a run
 // under way elsewhere, or one a crash cut short: an error, never a
 // second run.
-func (g *Bot) runOnce(ctx context.Context, key string, c Command, o bot.Origin, thread string) (reply, label string, err error) {
+func (g *Bot) runOnce(ctx context.Context, key string, c Command, o flow.Origin, thread string) (reply, label string, err error) {
 	state := "github:ran:" + key
 	if v, err := g.Mem.State(ctx, state); err != nil {
 		return "", "", err
@@ -314,7 +314,7 @@ func quote(e *event, line string) string {
 }
 
 // run executes one command and says what happened.
-func (g *Bot) run(ctx context.Context, c Command, o bot.Origin, thread string) (reply, label string) {
+func (g *Bot) run(ctx context.Context, c Command, o flow.Origin, thread string) (reply, label string) {
 	var id int64
 	var err error
 	what := "test"

@@ -21,7 +21,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 func TestParse(t *testing.T) {
@@ -193,19 +193,19 @@ func (f *fakeCmds) add(s string) int64 {
 	f.calls = append(f.calls, s)
 	return int64(len(f.calls))
 }
-func (f *fakeCmds) SubmitThread(ctx context.Context, ref string, o bot.Origin) (int64, error) {
+func (f *fakeCmds) SubmitThread(ctx context.Context, ref string, o flow.Origin) (int64, error) {
 	return f.add(fmt.Sprintf("thread %s #%d by %s", ref, o.Issue, o.User)), nil
 }
-func (f *fakeCmds) SubmitRef(ctx context.Context, tree, ref string, o bot.Origin) (int64, error) {
+func (f *fakeCmds) SubmitRef(ctx context.Context, tree, ref string, o flow.Origin) (int64, error) {
 	if tree == "nope" {
 		return 0, fmt.Errorf("unknown tree %q", tree)
 	}
 	return f.add("ref " + tree + " " + ref), nil
 }
-func (f *fakeCmds) SubmitBisect(ctx context.Context, tree, good, bad string, o bot.Origin) (int64, error) {
+func (f *fakeCmds) SubmitBisect(ctx context.Context, tree, good, bad string, o flow.Origin) (int64, error) {
 	return f.add("bisect " + tree + " " + good + " " + bad), nil
 }
-func (f *fakeCmds) Retest(ctx context.Context, thread string, o bot.Origin) (int64, error) {
+func (f *fakeCmds) Retest(ctx context.Context, thread string, o flow.Origin) (int64, error) {
 	return f.add("retest " + thread), nil
 }
 func (f *fakeCmds) CancelThread(ctx context.Context, thread string) (int64, error) {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // A series bisection is found by its test; a mainline one (test 0) never
@@ -38,7 +40,7 @@ func TestBisections(t *testing.T) {
 		if _, ok, err := s.BisectionOfTest(ctx, s.DB, 0); ok || err != nil {
 			t.Fatalf("test 0 finds the mainline bisection %d: %v %v", main, ok, err)
 		}
-		for _, st := range []BisectStep{{N: 1, Phase: "bisect", Commit: "c1", Outcome: "good", Boots: 10}, {N: 1, Phase: "bisect", Commit: "c2", Outcome: "bad", Boots: 3}, {N: 2, Phase: "bisect", Commit: "c3", Outcome: "skip"}} {
+		for _, st := range []flow.BisectStep{{N: 1, Phase: "bisect", Commit: "c1", Outcome: "good", Boots: 10}, {N: 1, Phase: "bisect", Commit: "c2", Outcome: "bad", Boots: 3}, {N: 2, Phase: "bisect", Commit: "c3", Outcome: "skip"}} {
 			if err := s.AddBisectStep(ctx, s.DB, id, st); err != nil {
 				t.Fatal(err)
 			}

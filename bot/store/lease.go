@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // AcquireLease takes the lab pair for holder until now+ttl, unless
@@ -315,35 +317,23 @@ func (s *Store) UpdateBisection(ctx context.Context, q Querier, b Bisection) err
 	return err
 }
 
-// BisectStep is one tested commit of a bisection.
-type BisectStep struct {
-	N       int
-	Phase   string // bisect, confirm-culprit, confirm-parent, confirm-revert
-	Commit  string
-	Outcome string // good, bad, skip
-	Detail  string
-	JobID   int64
-	At      time.Time
-	Boots   int // lab boots the step took (0: built only)
-}
-
 // AddBisectStep records a step; the same n twice keeps the first.
-func (s *Store) AddBisectStep(ctx context.Context, q Querier, id int64, st BisectStep) error {
+func (s *Store) AddBisectStep(ctx context.Context, q Querier, id int64, st flow.BisectStep) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO bisect_steps (bisection_id, n, phase, commit_sha, outcome, detail, job_id, at, boots) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (bisection_id, n) DO NOTHING`, id, st.N, st.Phase, st.Commit, st.Outcome, st.Detail, st.JobID, ms(s.now()), st.Boots)
 	return err
 }
 
 // BisectSteps lists a bisection's steps in order.
-func (s *Store) BisectSteps(ctx context.Context, q Querier, id int64) ([]BisectStep, error) {
+func (s *Store) BisectSteps(ctx context.Context, q Querier, id int64) ([]flow.BisectStep, error) {
 	rows, err := q.QueryContext(ctx, `SELECT n, phase, commit_sha, outcome, detail, job_id, at, boots FROM bisect_steps WHERE bisection_id = $1 ORDER BY n`, id)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []BisectStep
+	var out []flow.BisectStep
 	for rows.Next() {
-		var st BisectStep
+		var st flow.BisectStep
 		var at int64
 		if err := rows.Scan(&st.N, &st.Phase, &st.Commit, &st.Outcome, &st.Detail, &st.JobID, &at, &st.Boots); err != nil {
 			return nil, err

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // rdmabot reproduce writes a series test's bundle from the database
@@ -27,7 +27,7 @@ func TestReproduceCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(bot.Series{MsgID: "p@x", Patches: [][]byte{[]byte("From: a@x\nSubject: [PATCH] x\n\nbody\n")}})
+	raw, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: [][]byte{[]byte("From: a@x\nSubject: [PATCH] x\n\nbody\n")}})
 	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Subject: "[PATCH] x", Data: raw})
 	if err != nil {
 		t.Fatal(err)

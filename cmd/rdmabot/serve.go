@@ -236,7 +236,7 @@ func runTest(ctx context.Context, e *env, args []string) error {
 	}
 	defer st.Close()
 	var id int64
-	o := bot.Origin{Kind: "cli"}
+	o := flow.Origin{Kind: "cli"}
 	if *mbox != "" {
 		data, err := os.ReadFile(*mbox)
 		if err != nil {
@@ -324,7 +324,7 @@ func runBisect(ctx context.Context, e *env, args []string) error {
 	if out.Good, out.Bad, err = resolveBisect(cfg, *tree, *good, *bad); err != nil {
 		return err
 	}
-	if out.ID, err = b.SubmitBisect(ctx, *tree, out.Good, out.Bad, bot.Origin{Kind: "cli"}); err != nil {
+	if out.ID, err = b.SubmitBisect(ctx, *tree, out.Good, out.Bad, flow.Origin{Kind: "cli"}); err != nil {
 		return err
 	}
 	out.URL = fmt.Sprintf("%s/bisect/%d", cfg.Bot.URL, out.ID)

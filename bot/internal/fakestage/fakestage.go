@@ -26,7 +26,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -82,13 +81,13 @@ func (c *Calls) Count(prefix string) int {
 // the checkpoint "fake" as the real sources do.
 type Ingest struct {
 	mu     sync.Mutex
-	Series []bot.Series
+	Series []flow.Series
 	Calls  *Calls
 	File   string // when set, Series are read from this JSON file
 	done   int    // the series handed over so far
 }
 
-func (f *Ingest) Add(s bot.Series) {
+func (f *Ingest) Add(s flow.Series) {
 	f.mu.Lock()
 	f.Series = append(f.Series, s)
 	f.mu.Unlock()
@@ -97,14 +96,14 @@ func (f *Ingest) Add(s bot.Series) {
 // Poll hands over the series added since the last poll. Its place is
 // kept in memory: a new process hands all of them over again, as lore
 // does with its window, and the bot's unique keys drop them.
-func (f *Ingest) Poll(ctx context.Context) ([]bot.Series, error) {
+func (f *Ingest) Poll(ctx context.Context) ([]flow.Series, error) {
 	if f.File != "" {
 		// Another process (the test) appends series to the file.
 		b, err := os.ReadFile(f.File)
 		if err != nil && !os.IsNotExist(err) {
 			return nil, &InfraError{err.Error()}
 		}
-		var list []bot.Series
+		var list []flow.Series
 		if len(b) > 0 {
 			if err := json.Unmarshal(b, &list); err != nil {
 				return nil, &InfraError{err.Error()}
@@ -115,7 +114,7 @@ func (f *Ingest) Poll(ctx context.Context) ([]bot.Series, error) {
 		f.mu.Unlock()
 	}
 	f.mu.Lock()
-	out := append([]bot.Series(nil), f.Series[min(f.done, len(f.Series)):]...)
+	out := append([]flow.Series(nil), f.Series[min(f.done, len(f.Series)):]...)
 	f.done = len(f.Series)
 	f.mu.Unlock()
 	f.Calls.Add("poll %d", len(out))
@@ -164,15 +163,15 @@ type Builder struct {
 	applied map[string]string // candidate commit -> subject
 }
 
-func (f *Builder) SelectBase(ctx context.Context, s bot.Series) (bot.Base, error) {
+func (f *Builder) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error) {
 	f.Calls.Add("base %s", s.MsgID)
 	if f.NoBase {
-		return bot.Base{}, &InfraError{"no base: mainline/master is not in the store (rdmabot tree fetch)"}
+		return flow.Base{}, &InfraError{"no base: mainline/master is not in the store (rdmabot tree fetch)"}
 	}
 	if f.Base != "" {
-		return bot.Base{Tree: "mainline", Commit: f.Base}, nil
+		return flow.Base{Tree: "mainline", Commit: f.Base}, nil
 	}
-	return bot.Base{Tree: "mainline", Commit: strings.Repeat("b", 40)}, nil
+	return flow.Base{Tree: "mainline", Commit: strings.Repeat("b", 40)}, nil
 }
 
 // worktree checks rev of repo out in a temporary worktree; run runs git
@@ -205,7 +204,7 @@ func worktree(ctx context.Context, repo, rev string) (wt string, run func(dir st
 }
 
 // applyCommits commits each patch of s on base in Repo.
-func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (string, error) {
+func (f *Builder) applyCommits(ctx context.Context, base string, s flow.Series) (string, error) {
 	wt, run, done, err := worktree(ctx, f.Repo, base)
 	if err != nil {
 		return "", &InfraError{err.Error()}
@@ -244,7 +243,7 @@ func (f *Builder) applyCommits(ctx context.Context, base string, s bot.Series) (
 	return head, nil
 }
 
-func (f *Builder) Apply(ctx context.Context, base bot.Base, s bot.Series, trace io.Writer) (string, error) {
+func (f *Builder) Apply(ctx context.Context, base flow.Base, s flow.Series, trace io.Writer) (string, error) {
 	f.Calls.Add("apply %s", s.MsgID)
 	if strings.Contains(s.Subject, "does-not-apply") {
 		return "", fmt.Errorf("patch 1/1 %q does not apply to %s", s.Subject, base.Commit[:12])
@@ -454,7 +453,7 @@ func (f *Lab) SetSlowdown(x float64) {
 // CandidateSide is the client for a series whose patches change only
 // client files (net/sunrpc/xprtrdma/ but svc_rdma*, fs/nfs/), else the
 // server, as the real lab's rule.
-func (f *Lab) CandidateSide(s bot.Series) string {
+func (f *Lab) CandidateSide(s flow.Series) string {
 	side := "server"
 	for _, p := range s.Patches {
 		for _, l := range strings.Split(string(p), "\n") {
@@ -473,7 +472,7 @@ func (f *Lab) CandidateSide(s bot.Series) string {
 	return side
 }
 
-func (f *Lab) Run(ctx context.Context, pair string, boot bot.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
+func (f *Lab) Run(ctx context.Context, pair string, boot flow.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	dir := boot.Dir
 	f.mu.Lock()
 	if f.busy == nil {
@@ -567,10 +566,10 @@ func (f *Lossy) Name() string { return flow.ProfileLossy }
 
 func (f *Lossy) Shapes(pair string) bool { return true }
 
-func (f *Lossy) Why(s bot.Series) string { return why(s, f.Match) }
+func (f *Lossy) Why(s flow.Series) string { return why(s, f.Match) }
 
 // why is a fake profile's reason: match, when a patch holds it.
-func why(s bot.Series, match string) string {
+func why(s flow.Series, match string) string {
 	for _, p := range s.Patches {
 		if bytes.Contains(p, []byte(match)) {
 			return match + " code (fake)"
@@ -581,7 +580,7 @@ func why(s bot.Series, match string) string {
 
 func (f *Lossy) Boots() int { return f.N }
 
-func (f *Lossy) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+func (f *Lossy) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	dir := k.Dir
 	const n = 1
 	f.mu.Lock()
@@ -618,11 +617,11 @@ func (f *Debug) Name() string { return flow.ProfileDebug }
 
 func (f *Debug) Shapes(pair string) bool { return true }
 
-func (f *Debug) Why(s bot.Series) string { return why(s, f.Match) }
+func (f *Debug) Why(s flow.Series) string { return why(s, f.Match) }
 
 func (f *Debug) Boots() int { return f.N }
 
-func (f *Debug) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+func (f *Debug) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	f.Calls.Add("debug %s %s", pair, filepath.Base(k.Debug))
 	if k.Debug == "" {
 		return nil, &InfraError{"debug profile: no debug kernel"}
@@ -631,7 +630,7 @@ func (f *Debug) Run(ctx context.Context, pair string, k bot.Boot, boot int, trac
 		return []flow.Sample{{Crash: "KASAN: slab-use-after-free Read in svc_rdma_free",
 			Log: "BUG: KASAN: slab-use-after-free in svc_rdma_free+0x5c/0x1d0 net/sunrpc/xprtrdma/svc_rdma_transport.c:597"}}, nil
 	}
-	return f.Lab.Run(ctx, pair, bot.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, trace)
+	return f.Lab.Run(ctx, pair, flow.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, trace)
 }
 
 // Pressure is the Send Queue pressure profile over Lab: an "sq-overflow"
@@ -649,11 +648,11 @@ func (f *Pressure) Name() string { return flow.ProfilePressure }
 
 func (f *Pressure) Shapes(pair string) bool { return true }
 
-func (f *Pressure) Why(s bot.Series) string { return why(s, f.Match) }
+func (f *Pressure) Why(s flow.Series) string { return why(s, f.Match) }
 
 func (f *Pressure) Boots() int { return len(f.Providers) }
 
-func (f *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+func (f *Pressure) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	dir := k.Dir
 	prov := f.Providers[boot%len(f.Providers)]
 	f.Calls.Add("pressure-%s %s %s", prov, pair, filepath.Base(dir))
@@ -674,35 +673,35 @@ func (f *Pressure) Run(ctx context.Context, pair string, k bot.Boot, boot int, t
 // borderline change.
 type Decider struct{}
 
-func (Decider) Decide(ctx context.Context, base, cand []flow.Sample) (bot.Decision, error) {
+func (Decider) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
 	if err := ctx.Err(); err != nil {
-		return bot.Decision{}, err
+		return flow.Decision{}, err
 	}
 	for _, s := range cand {
 		if s.Crash != "" {
-			return bot.Decision{Verdict: flow.Crash, Summary: s.Crash}, nil
+			return flow.Decision{Verdict: flow.Crash, Summary: s.Crash}, nil
 		}
 	}
 	// As reports judges: a full Send Queue no base boot shows decides.
 	if sqFull(cand) > 0 && sqFull(base) == 0 {
-		return bot.Decision{Verdict: flow.Regression, Summary: fmt.Sprintf("%d Sends refused: Send Queue full", sqFull(cand))}, nil
+		return flow.Decision{Verdict: flow.Regression, Summary: fmt.Sprintf("%d Sends refused: Send Queue full", sqFull(cand))}, nil
 	}
 	b, c := median(base), median(cand)
 	if b == 0 {
-		return bot.Decision{Verdict: flow.Pass, Summary: "no base"}, nil
+		return flow.Decision{Verdict: flow.Pass, Summary: "no base"}, nil
 	}
 	change := c/b - 1
 	summary := fmt.Sprintf("write_MBps %.1f -> %.1f (%+.0f%%)", b, c, change*100)
 	if change < -0.10 {
-		return bot.Decision{Verdict: flow.Regression, Summary: summary, Metric: "write_MBps", Change: change}, nil
+		return flow.Decision{Verdict: flow.Regression, Summary: summary, Metric: "write_MBps", Change: change}, nil
 	}
 	if change > 0.10 {
-		return bot.Decision{Verdict: flow.Improvement, Summary: summary, Metric: "write_MBps", Change: change}, nil
+		return flow.Decision{Verdict: flow.Improvement, Summary: summary, Metric: "write_MBps", Change: change}, nil
 	}
 	if change < -0.02 && len(cand) < 6 {
-		return bot.Decision{NeedMore: 3, Summary: summary}, nil
+		return flow.Decision{NeedMore: 3, Summary: summary}, nil
 	}
-	return bot.Decision{Verdict: flow.Pass, Summary: summary}, nil
+	return flow.Decision{Verdict: flow.Pass, Summary: summary}, nil
 }
 
 func sqFull(samples []flow.Sample) int {
@@ -738,11 +737,11 @@ type Reporter struct {
 	Calls *Calls
 
 	mu        sync.Mutex
-	Delivered map[string]bot.Report
+	Delivered map[string]flow.Report
 	Attempts  int
 	// Begun are the reports whose testing started, by key; FailStarts
 	// Started calls fail first (a reporter's database down).
-	Begun      map[string]bot.Report
+	Begun      map[string]flow.Report
 	FailStarts int
 	// failAnswered Answered calls fail first (the outbox's database down).
 	failAnswered int
@@ -779,7 +778,7 @@ func (f *Reporter) Answered(ctx context.Context, replyID string) (string, int, b
 }
 
 // Started records that a series' testing started.
-func (f *Reporter) Started(ctx context.Context, r bot.Report) error {
+func (f *Reporter) Started(ctx context.Context, r flow.Report) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls.Add("started %s", r.Key)
@@ -788,7 +787,7 @@ func (f *Reporter) Started(ctx context.Context, r bot.Report) error {
 		return errors.New("fake reporter: cannot record the start")
 	}
 	if f.Begun == nil {
-		f.Begun = map[string]bot.Report{}
+		f.Begun = map[string]flow.Report{}
 	}
 	f.Begun[r.Key] = r
 	return nil
@@ -800,13 +799,13 @@ func (f *Reporter) Flush(ctx context.Context) (int, error) {
 	return 0, nil
 }
 
-func (f *Reporter) Deliver(ctx context.Context, r bot.Report) error {
+func (f *Reporter) Deliver(ctx context.Context, r flow.Report) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Attempts++
 	f.Calls.Add("deliver %s %s", r.Key, r.Verdict)
 	if f.Delivered == nil {
-		f.Delivered = map[string]bot.Report{}
+		f.Delivered = map[string]flow.Report{}
 	}
 	if _, ok := f.Delivered[r.Key]; ok {
 		return nil
@@ -828,7 +827,7 @@ func (f *Reporter) Deliver(ctx context.Context, r bot.Report) error {
 }
 
 // Get returns the report delivered under key.
-func (f *Reporter) Get(key string) (bot.Report, bool) {
+func (f *Reporter) Get(key string) (flow.Report, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.Delivered[key]

@@ -1,0 +1,79 @@
+package flow
+
+// Series is a patch series as the bot carries it between stages.
+type Series struct {
+	MsgID string `json:"msgid"` // cover letter, or first patch when there is none
+	// Root is the Message-ID the series' replies answer (the cover
+	// letter's, or the first patch's), when MsgID is not it.
+	Root    string `json:"root,omitempty"`
+	Version int    `json:"version"`
+	Subject string `json:"subject"`
+	Author  string `json:"author"`
+	Link    string `json:"link"`
+	List    string `json:"list,omitempty"` // list address the reply goes to
+	Tree    string `json:"tree,omitempty"` // the tree the series names, if any
+	// Branch is the branch of Tree a command asked for ("": its first).
+	Branch  string   `json:"branch,omitempty"`
+	Patches [][]byte `json:"patches"`         // raw messages in order
+	Cover   []byte   `json:"cover,omitempty"` // raw cover letter, if any
+	// Incomplete, set by the ingester, says which patches never arrived
+	// within the grace period: the series is answered with that, not
+	// tested.
+	Incomplete string `json:"incomplete,omitempty"`
+	// Closes are the Message-IDs its patches' Closes: trailers name.
+	// When one is a reply of the bot's that reported a failure, the
+	// series is a fix of it and reruns that test (a fix follow-up).
+	Closes []string `json:"closes,omitempty"`
+	// Fixes are the commits (abbreviated hashes) its patches' Fixes:
+	// trailers name: one a mainline bisection of the bot's blamed makes
+	// the series a fix of that regression, rerun the same way.
+	Fixes []string `json:"fixes,omitempty"`
+	// Request, set by the ingester, is the command in a reply that
+	// brought the series back: a test asked for by mail.
+	Request *MailRequest `json:"-"`
+}
+
+// MailRequest is a "#rdmabot test|retest" line in a reply to a series.
+// The ingester decides who may ask (the series' author, the addresses
+// MAINTAINERS lists for its files, lore.command_allow); Refused says why
+// not. Each is acted on once, keyed by its Message-ID.
+type MailRequest struct {
+	MsgID      string   `json:"msgid"`                // the reply holding the command
+	References []string `json:"references,omitempty"` // its References, to answer it in place
+	From       string   `json:"from"`                 // its sender's address
+	Name       string   `json:"name,omitempty"`       // and name
+	Line       string   `json:"line"`                 // the command as written
+	// Verb is CommandDispute... for a dispute, "" for a test; Note is
+	// what the dispute says.
+	Verb    string `json:"verb,omitempty"`
+	Note    string `json:"note,omitempty"`
+	Refused string `json:"refused,omitempty"` // why it is not done; "" = do it
+}
+
+// The disputes a mail command may make of the bot's report in its
+// thread (lore's "#rdmabot invalid" and "#rdmabot dup").
+const (
+	CommandDisputeInvalid = "invalid"
+	CommandDisputeDup     = "dup"
+)
+
+// Base is the commit a series is tested on.
+type Base struct {
+	Tree   string `json:"tree"`
+	Commit string `json:"commit"`
+	// Reason says how the base was chosen; every report states it.
+	Reason string `json:"reason,omitempty"`
+	// Branch of Tree the base is on ("" when found only by id).
+	Branch string `json:"branch,omitempty"`
+}
+
+// Origin is where a request came from and where its answer goes.
+type Origin struct {
+	Kind    string `json:"kind"` // mail, github, cli, mainline
+	Repo    string `json:"repo,omitempty"`
+	Issue   int    `json:"issue,omitempty"`
+	Comment int64  `json:"comment,omitempty"`
+	User    string `json:"user,omitempty"`
+	// Request is the mail command that asked (Kind "mail").
+	Request *MailRequest `json:"request,omitempty"`
+}
