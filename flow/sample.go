@@ -1,5 +1,7 @@
 package flow
 
+import "strings"
+
 // Sample is one lab measurement: metrics, or the crash that ended it.
 type Sample struct {
 	// Metrics are the run's means; Iterations the per-iteration values.
@@ -41,6 +43,12 @@ const ProfileDebug = "debug"
 // ProfilePressure names the Send Queue pressure profile (lab.pressure);
 // its boots' Sample.Profile adds the provider: "pressure-rxe".
 const ProfilePressure = "pressure"
+
+// IsPressure says the sample is a boot of the pressure profile, on any
+// provider.
+func (s Sample) IsPressure() bool {
+	return s.Profile == ProfilePressure || strings.HasPrefix(s.Profile, ProfilePressure+"-")
+}
 
 // Boot is what one lab boot runs.
 type Boot struct {

@@ -77,3 +77,12 @@ type Origin struct {
 	// Request is the mail command that asked (Kind "mail").
 	Request *MailRequest `json:"request,omitempty"`
 }
+
+// Change is one line a patch changes, or the function a hunk is in (the
+// text after a hunk header's second "@@"), with the file it is in.
+type Change struct {
+	File string
+	Text string
+	// Context says Text is a hunk's function context, not a change.
+	Context bool
+}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // This file reads what a mail body says: the files a diff touches,
@@ -672,22 +674,13 @@ func parseCommands(body string) []Command {
 	return out
 }
 
-// Change is one line a patch changes, or the function a hunk is in (the
-// text after a hunk header's second "@@"), with the file it is in.
-type Change struct {
-	File string
-	Text string
-	// Context says Text is a hunk's function context, not a change.
-	Context bool
-}
-
 // DiffChanges lists what a patch body's diff changes: each added or
 // removed line (without its +/-) and each hunk's function context, in
 // order. Hunks are read by their line counts, so a signature ("-- ")
 // after the last one is not taken for a removed line. A body with no
 // diff returns nil.
-func DiffChanges(body string) []Change {
-	var out []Change
+func DiffChanges(body string) []flow.Change {
+	var out []flow.Change
 	file := ""
 	oldLeft, newLeft := 0, 0 // lines of the current hunk still to come
 	bodyLines(body, func(line string) bool {
@@ -698,10 +691,10 @@ func DiffChanges(body string) []Change {
 			switch {
 			case strings.HasPrefix(line, "+"):
 				newLeft--
-				out = append(out, Change{File: file, Text: line[1:]})
+				out = append(out, flow.Change{File: file, Text: line[1:]})
 			case strings.HasPrefix(line, "-"):
 				oldLeft--
-				out = append(out, Change{File: file, Text: line[1:]})
+				out = append(out, flow.Change{File: file, Text: line[1:]})
 			case strings.HasPrefix(line, `\`): // "\ No newline at end of file"
 			default: // context; a mailer may have stripped its space
 				oldLeft--
@@ -731,7 +724,7 @@ func DiffChanges(body string) []Change {
 			}
 			if i := strings.Index(line[2:], "@@"); i >= 0 {
 				if fn := strings.TrimSpace(line[2+i+2:]); fn != "" {
-					out = append(out, Change{File: file, Text: fn, Context: true})
+					out = append(out, flow.Change{File: file, Text: fn, Context: true})
 				}
 			}
 		}

@@ -33,7 +33,7 @@ import (
 // REGRESSION or IMPROVEMENT it reports is a false alarm the lab and the
 // statistics together made.
 type AA struct {
-	Lab    *Lab
+	Lab    *lab.Runner
 	Decide bot.Decider // the bot's: Reports
 	Pair   string
 	Kernel string // directory holding bzImage (and modules/)

@@ -83,7 +83,7 @@ func newAA(t *testing.T, p *noisyPair) *AA {
 	test := lab.DefaultTest()
 	r := &Reports{Cfg: reports.DefaultConfig()}
 	return &AA{
-		Lab:    &Lab{Cfg: lab.DefaultConfig(), Test: test, Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": p}},
+		Lab:    &lab.Runner{Cfg: lab.DefaultConfig(), Test: test, Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": p}},
 		Decide: r,
 		Pair:   "qemu", Kernel: t.TempDir(), Runs: 5, Rounds: 6, Results: filepath.Join(t.TempDir(), "aa", "aa.jsonl"),
 		Condition: "idle", Commit: "abc", Rand: rand.New(rand.NewPCG(1, 2)), Out: io.Discard,
@@ -502,7 +502,7 @@ func TestCompareLossyFirst(t *testing.T) {
 // lossyProfile is the lossy profile of a's lab configuration (3 boots).
 func lossyProfile(t *testing.T, a *AA) []bot.Profile {
 	t.Helper()
-	p, err := NewLossy(a.Lab)
+	p, err := lab.NewLossy(a.Lab)
 	if err != nil || p == nil || p.Boots() != 3 {
 		t.Fatalf("the lossy profile of the defaults: %v %v", p, err)
 	}

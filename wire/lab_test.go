@@ -3,111 +3,14 @@ package wire
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab"
 )
-
-// One real boot of the lab kernel on the QEMU pair, through the adapter:
-// the run becomes a sample with write and read figures per iteration.
-func TestLabAdapterRealPair(t *testing.T) {
-	kernel, image := os.Getenv("RDMABOT_TEST_KERNEL"), os.Getenv("RDMABOT_TEST_IMAGE")
-	if kernel == "" || image == "" {
-		t.Skip("RDMABOT_TEST_KERNEL (lab bzImage) and RDMABOT_TEST_IMAGE (rdmabot lab image) must be set")
-	}
-	cfg := lab.DefaultConfig()
-	qc := cfg.QEMU
-	qc.Icount = ""
-	// The pair takes the tests' heavy lock itself, unless the caller holds it.
-	qc.HeavyLock = testenv.HeavyLockPath()
-	dir := t.TempDir()
-	if err := os.Symlink(kernel, filepath.Join(dir, "bzImage")); err != nil {
-		t.Fatal(err)
-	}
-	test := lab.DefaultTest()
-	test.SizeMiB, test.Iterations = 32, 2
-	st, err := store.Open(context.Background(), "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l := &Lab{Cfg: cfg, Test: test, Log: slog.New(slog.DiscardHandler), Consoles: st,
-		Pairs: map[string]lab.Pair{"qemu": lab.NewQEMUPair(qc, lab.Image{Dir: filepath.Dir(image), Path: image}, slog.New(slog.DiscardHandler))}}
-	var trace bytes.Buffer
-	samples, err := l.Run(context.Background(), "qemu", flow.Boot{Dir: dir}, 1, &trace)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, trace.String())
-	}
-	s := samples[0]
-	if s.Crash != "" || len(s.Iterations["read_MBps"]) != 2 || s.Metrics["write_MBps"] <= 0 {
-		t.Fatalf("sample %+v\n%s", s, trace.String())
-	}
-	// Both guests' whole consoles are kept and named by the sample.
-	for _, role := range []string{"server", "client"} {
-		text, err := st.Console(context.Background(), s.Consoles[role])
-		if err != nil || !strings.Contains(text, "Linux version") || !strings.Contains(text, "rb.role="+role) {
-			t.Errorf("%s console %q: %d bytes, %v", role, s.Consoles[role], len(text), err)
-		}
-	}
-	t.Logf("%s", trace.String())
-}
-
-// consolePair is a pair whose boots print a console on each guest.
-type consolePair struct{ n int }
-
-func (p *consolePair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Result, error) {
-	p.n++
-	r := &lab.Result{Pair: "qemu", Test: t, Passed: true, Iterations: []lab.Iteration{{N: 1, WriteMBps: 8, ReadMBps: 8, WriteSecs: 2, ReadSecs: 2}}}
-	r.Server = lab.Host{Role: "server", Console: fmt.Sprintf("server boot %d\n", p.n)}
-	r.Client = lab.Host{Role: "client", Console: fmt.Sprintf("client boot %d\n", p.n)}
-	return r, nil
-}
-
-type failingKeeper struct{}
-
-func (failingKeeper) PutConsole(context.Context, string) (string, error) {
-	return "", errors.New("database is gone")
-}
-
-// Every boot's consoles are kept and named by its sample; a console that
-// cannot be kept is the bot's fault (INFRA), not the kernel's.
-func TestLabKeepsConsoles(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l := &Lab{Cfg: lab.DefaultConfig(), Test: lab.DefaultTest(), Log: slog.New(slog.DiscardHandler), Consoles: st,
-		Pairs: map[string]lab.Pair{"qemu": &consolePair{}}}
-	samples, err := l.Run(ctx, "qemu", flow.Boot{Dir: t.TempDir()}, 2, io.Discard)
-	if err != nil || len(samples) != 2 {
-		t.Fatalf("%d samples, %v", len(samples), err)
-	}
-	for i, s := range samples {
-		for _, role := range []string{"server", "client"} {
-			text, err := st.Console(ctx, s.Consoles[role])
-			if want := fmt.Sprintf("%s boot %d\n", role, i+1); err != nil || text != want {
-				t.Errorf("boot %d %s: %q %v, want %q", i+1, role, text, err, want)
-			}
-		}
-	}
-
-	l.Consoles = failingKeeper{}
-	if _, err := l.Run(ctx, "qemu", flow.Boot{Dir: t.TempDir()}, 1, io.Discard); !flow.IsInfra(err) || !strings.Contains(err.Error(), "database is gone") {
-		t.Fatalf("console not kept: %v, want INFRA", err)
-	}
-}
 
 // The side a series' kernel boots on comes from the files its patches
 // change.
@@ -116,7 +19,7 @@ func TestLabCandidateSide(t *testing.T) {
 		return []byte("From: Dev <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <" + file + "@x>\n\n---\n" +
 			"diff --git a/" + file + " b/" + file + "\n--- a/" + file + "\n+++ b/" + file + "\n@@ -1,3 +1,3 @@ int f(void)\n a\n-b\n+c\n d\n")
 	}
-	l := &Lab{}
+	l := defaultRunner()
 	for _, c := range []struct {
 		files []string
 		want  string
@@ -132,5 +35,144 @@ func TestLabCandidateSide(t *testing.T) {
 		if got := l.CandidateSide(s); got != c.want {
 			t.Errorf("%v: %s, want %s", c.files, got, c.want)
 		}
+	}
+}
+
+// defaultRunner is the lab serve wires on the default configuration:
+// lore reads the series' diffs for it.
+func defaultRunner() *lab.Runner {
+	return NewRunner(Config{Lab: lab.DefaultConfig()}, nil, slog.New(slog.DiscardHandler))
+}
+
+// Which series the lossy profile runs for: a change inside a drain
+// function or a changed line naming teardown code asks for it; a comment
+// after a label git took for the hunk's context ("flushed:", as the e2e's
+// harmless series shows) does not, and neither does a real pair, whose
+// RDMA traffic no qdisc shapes.
+func TestLossyWhy(t *testing.T) {
+	drain := patch("diff --git a/drivers/infiniband/core/verbs.c b/drivers/infiniband/core/verbs.c\n--- a/drivers/infiniband/core/verbs.c\n+++ b/drivers/infiniband/core/verbs.c\n" +
+		"@@ -2838,3 +2838,4 @@ static void ib_drain_qp_done(struct ib_cq *cq, struct ib_wc *wc)\n \n-\tcomplete(&cqe->done);\n+\tif (wc->status == IB_WC_SUCCESS)\n+\t\tcomplete(&cqe->done);\n }\n")
+	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"@@ -331,3 +331,4 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
+	teardown := patch("diff --git a/net/sunrpc/xprtrdma/verbs.c b/net/sunrpc/xprtrdma/verbs.c\n--- a/net/sunrpc/xprtrdma/verbs.c\n+++ b/net/sunrpc/xprtrdma/verbs.c\n" +
+		"@@ -10,2 +10,3 @@ static int rpcrdma_ep_create(struct rpcrdma_xprt *r_xprt)\n \tint rc;\n+\trpcrdma_xprt_disconnect(r_xprt);\n }\n")
+	l := defaultRunner()
+	p, err := lab.NewLossy(l)
+	if err != nil || p == nil {
+		t.Fatalf("NewLossy on the defaults: %v %v", p, err)
+	}
+	for name, c := range map[string]struct {
+		patches [][]byte
+		want    string
+	}{
+		"drain":         {[][]byte{comment, drain}, "drain code (drivers/infiniband/core/verbs.c)"},
+		"comment":       {[][]byte{comment}, ""},
+		"teardown":      {[][]byte{teardown}, "disconnect code (net/sunrpc/xprtrdma/verbs.c)"},
+		"not a message": {[][]byte{[]byte("\x00")}, ""},
+	} {
+		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
+			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
+		}
+	}
+	if !p.Shapes("qemu") || p.Shapes("opa1") {
+		t.Errorf("Shapes: qemu %v, real pair opa1 %v; want only the QEMU pair", p.Shapes("qemu"), p.Shapes("opa1"))
+	}
+	l.Cfg.Lossy.Netem = ""
+	if p, err := lab.NewLossy(l); p != nil || err != nil {
+		t.Errorf("lab.lossy.netem empty: %v %v, want the profile off", p, err)
+	}
+}
+
+// Which series the pressure profile runs for: a code change in svcrdma's
+// send or rw paths, in verbs' queue code or one naming Send Queue
+// accounting asks for it (the seeded accounting bugs of examples/seeded
+// among them); a comment in those files does not, nor a change that
+// touches none of them, nor a real pair (its HCA is no soft provider).
+func TestPressureWhy(t *testing.T) {
+	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"@@ -331,2 +331,3 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
+	backchannel := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_backchannel.c b/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n" +
+		"@@ -10,2 +10,3 @@ static int svc_rdma_bc_sendto(struct svcxprt_rdma *rdma)\n \tint rc;\n+\trc = 0;\n }\n")
+	verbs := patch("diff --git a/drivers/infiniband/core/verbs.c b/drivers/infiniband/core/verbs.c\n--- a/drivers/infiniband/core/verbs.c\n+++ b/drivers/infiniband/core/verbs.c\n" +
+		"@@ -2838,3 +2838,4 @@ static void ib_drain_qp_done(struct ib_cq *cq, struct ib_wc *wc)\n \n-\tcomplete(&cqe->done);\n+\tif (wc->status == IB_WC_SUCCESS)\n+\t\tcomplete(&cqe->done);\n }\n")
+	l := defaultRunner()
+	p, err := lab.NewPressure(l)
+	if err != nil || p == nil {
+		t.Fatalf("NewPressure on the defaults: %v %v", p, err)
+	}
+	seeded := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "examples", "seeded", name+".mbox"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for name, c := range map[string]struct {
+		patches [][]byte
+		want    string
+	}{
+		"comment":          {[][]byte{comment}, ""},
+		"elsewhere":        {[][]byte{backchannel}, ""},
+		"verbs":            {[][]byte{verbs}, "ib_drain/verbs.c code (drivers/infiniband/core/verbs.c)"},
+		"sq-double-credit": {[][]byte{seeded("sq-double-credit")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
+		"sq-credit-leak":   {[][]byte{seeded("sq-credit-leak")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
+		"sq-depth-short":   {[][]byte{seeded("sq-depth-short")}, "sq_avail/sq_depth/svc_rdma_transport.c code (net/sunrpc/xprtrdma/svc_rdma_transport.c)"},
+	} {
+		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
+			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
+		}
+	}
+	if !p.Shapes("qemu") || p.Shapes("opa1") || p.Boots() != 2 || p.Name() != "pressure" {
+		t.Errorf("Shapes: qemu %v, opa1 %v; boots %d; name %q", p.Shapes("qemu"), p.Shapes("opa1"), p.Boots(), p.Name())
+	}
+	l.Cfg.Pressure.Providers = nil
+	if p, err := lab.NewPressure(l); p != nil || err != nil {
+		t.Errorf("no providers: %v %v, want the profile off", p, err)
+	}
+}
+
+// patch is a one-patch mail around a diff body.
+func patch(body string) []byte {
+	return []byte("From: Dev <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <x@y>\n\nWhy.\n\nSigned-off-by: Dev <dev@example.org>\n---\n" + body + "-- \n2.43.0\n")
+}
+
+// Which series the debug profile runs for: a change in a function that
+// frees or tears down (svc_rdma_free) asks for it, a comment does not,
+// nor a change on the send path alone; it runs on the QEMU pair only, is
+// off with boots = 0, and a boot without a debug kernel is the bot's
+// fault, never the series'.
+func TestDebugWhy(t *testing.T) {
+	free := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_transport.c b/net/sunrpc/xprtrdma/svc_rdma_transport.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_transport.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_transport.c\n" +
+		"@@ -590,3 +590,4 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n \tkfree(rdma);\n+\trdma->sc_port[0] = 0;\n }\n")
+	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"@@ -331,3 +331,4 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
+	send := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"@@ -100,3 +100,4 @@ int svc_rdma_post_send(struct svcxprt_rdma *rdma, struct svc_rdma_send_ctxt *ctxt)\n \tint ret;\n+\tmight_sleep();\n }\n")
+	l := defaultRunner()
+	p, err := lab.NewDebug(l)
+	if err != nil || p == nil {
+		t.Fatalf("NewDebug on the defaults: %v %v", p, err)
+	}
+	for name, c := range map[string]struct {
+		patches [][]byte
+		want    string
+	}{
+		"free":    {[][]byte{comment, free}, "free code (net/sunrpc/xprtrdma/svc_rdma_transport.c)"},
+		"comment": {[][]byte{comment}, ""},
+		"send":    {[][]byte{send}, ""},
+	} {
+		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
+			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
+		}
+	}
+	if !p.Shapes("qemu") || p.Shapes("opa1") {
+		t.Errorf("Shapes: qemu %v, real pair opa1 %v; want only the QEMU pair", p.Shapes("qemu"), p.Shapes("opa1"))
+	}
+	if _, err := p.Run(context.Background(), "qemu", flow.Boot{Dir: t.TempDir()}, 0, &bytes.Buffer{}); !flow.IsInfra(err) {
+		t.Errorf("a boot without a debug kernel: %v, want an infra error", err)
+	}
+	l.Cfg.Debug.Boots = 0
+	if p, err := lab.NewDebug(l); p != nil || err != nil {
+		t.Errorf("lab.debug.boots 0: %v %v, want the profile off", p, err)
 	}
 }

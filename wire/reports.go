@@ -91,7 +91,7 @@ func healthOf(samples []flow.Sample, keep func(flow.Sample) bool) []map[string]i
 // pressure is the pressure profile's counts of both sides, nil when no
 // boot of it reported any.
 func (r *Reports) pressure(base, cand []flow.Sample) *reports.PressureRuns {
-	b, c := healthOf(base, isPressure), healthOf(cand, isPressure)
+	b, c := healthOf(base, flow.Sample.IsPressure), healthOf(cand, flow.Sample.IsPressure)
 	if len(b) == 0 && len(c) == 0 {
 		return nil
 	}
@@ -119,7 +119,7 @@ func (r *Reports) crashes(samples, base []flow.Sample) []reports.Crash {
 		}
 		c := reports.Crash{Title: s.Crash, Console: s.Log}
 		if s.Profile != "" {
-			c.Link, c.Load, c.Debug = r.linkWords(s.Profile), isPressure(s), s.Profile == flow.ProfileDebug
+			c.Link, c.Load, c.Debug = r.linkWords(s.Profile), s.IsPressure(), s.Profile == flow.ProfileDebug
 			for _, b := range base {
 				if b.Profile == s.Profile {
 					c.LinkBaseRuns++
@@ -897,9 +897,9 @@ func (r *Reports) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 	if n := count(cand, debugOnly); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, %s each, for crashes only", reports.Boots(n), count(base, debugOnly), r.linkWords(flow.ProfileDebug), iterations(r.Lab.Debug.Iterations))
 	}
-	if n := count(cand, isPressure); n > 0 {
+	if n := count(cand, flow.Sample.IsPressure); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",
-			reports.Boots(n), count(base, isPressure), r.pressureWords(cand))
+			reports.Boots(n), count(base, flow.Sample.IsPressure), r.pressureWords(cand))
 	}
 	if rep == nil {
 		return info

@@ -136,7 +136,7 @@ func (r *Reproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, erro
 	for _, run := range runs {
 		for _, s := range run.Samples {
 			in.Lossy = in.Lossy || s.Profile == flow.ProfileLossy
-			in.Pressure = in.Pressure || isPressure(s)
+			in.Pressure = in.Pressure || s.IsPressure()
 		}
 	}
 	if len(runs) > 0 {

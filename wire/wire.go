@@ -16,6 +16,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
@@ -63,22 +64,21 @@ func FetchTrees(cfg Config) []string {
 // comments that answer GitHub requests with it.
 func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *github.Client, log *slog.Logger) (bot.Stages, error) {
 	lo := NewLore(cfg, st, log)
-	l := &Lab{Cfg: cfg.Lab, Dirs: cfg.LabDirs(),
-		Test: cfg.Lab.Test, Log: log, Consoles: st}
+	l := NewRunner(cfg, st, log)
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, gh, time.Now, log)
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
 	}
 	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Log: log, Now: time.Now}
 	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
-	lossy, err := NewLossy(l)
+	lossy, err := lab.NewLossy(l)
 	if err != nil {
 		return bot.Stages{}, err
 	}
 	if lossy != nil {
 		stages.Profiles = append(stages.Profiles, lossy)
 	}
-	pressure, err := NewPressure(l)
+	pressure, err := lab.NewPressure(l)
 	if err != nil {
 		return bot.Stages{}, err
 	}
@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("lab.default: %w", err)
 	}
-	debug, err := NewDebug(l)
+	debug, err := lab.NewDebug(l)
 	if err != nil {
 		return bot.Stages{}, err
 	}
@@ -159,3 +159,26 @@ func Params(c lab.Config) string {
 	}
 	return p
 }
+
+// NewRunner is the lab as cfg configures it, reading a series' diffs
+// with lore's parser and decoding crashes against the builder's paths;
+// consoles keeps each boot's consoles (nil: none are kept).
+func NewRunner(cfg Config, consoles lab.ConsoleKeeper, log *slog.Logger) *lab.Runner {
+	return &lab.Runner{Cfg: cfg.Lab, Dirs: cfg.LabDirs(), Test: cfg.Lab.Test, Log: log, Consoles: consoles,
+		Changes: seriesChanges, BuildDirs: kbuild.BuildDirs()}
+}
+
+// seriesChanges is what a series' patches change, as lore reads their
+// diffs; a patch that does not parse changes nothing.
+func seriesChanges(s flow.Series) []flow.Change {
+	var out []flow.Change
+	for _, raw := range s.Patches {
+		if m, err := lore.ParseMessage(raw); err == nil {
+			out = append(out, lore.DiffChanges(m.Body)...)
+		}
+	}
+	return out
+}
+
+// seriesSide is the side a series' kernel boots on (lab.SideOf).
+func seriesSide(s flow.Series) string { return lab.SideOf(seriesChanges(s)) }

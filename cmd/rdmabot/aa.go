@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/stats"
 	"github.com/rdmabot/rdmabot/wire"
 )
@@ -96,7 +97,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		*pair = c.Lab.Default
 	}
 	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
-	l := &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(), Test: c.Lab.Test, Log: e.log}
+	l := wire.NewRunner(c, nil, e.log)
 	profiles, err := labProfiles(l, names)
 	if err != nil {
 		return err
@@ -122,12 +123,12 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 // labProfiles are the named lab profiles of l's configuration, in the
 // order the lab job boots them; a profile the configuration turns off,
 // or an unknown name, is a usage error.
-func labProfiles(l *wire.Lab, names []string) ([]bot.Profile, error) {
-	lossy, err := wire.NewLossy(l)
+func labProfiles(l *lab.Runner, names []string) ([]bot.Profile, error) {
+	lossy, err := lab.NewLossy(l)
 	if err != nil {
 		return nil, err
 	}
-	pressure, err := wire.NewPressure(l)
+	pressure, err := lab.NewPressure(l)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	l := &wire.Lab{Cfg: c.Lab, Dirs: c.LabDirs(), Test: c.Lab.Test, Log: e.log}
+	l := wire.NewRunner(c, nil, e.log)
 	var names []string
 	if *lossy {
 		names = append(names, "lossy")

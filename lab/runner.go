@@ -1,4 +1,4 @@
-package wire
+package lab
 
 import (
 	"context"
@@ -10,41 +10,47 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lab/symbolize"
-	"github.com/rdmabot/rdmabot/lore"
 )
 
-// Lab runs lab pairs: n boots of the kernel, one sample per boot with the
-// per-iteration figures kept for the statistics.
-type Lab struct {
-	Cfg  lab.Config
-	Dirs lab.Dirs
-	Test lab.Test
+// Runner is the lab as the bot uses it (bot.Lab): n boots of a kernel on
+// a named pair, one sample per boot with the per-iteration figures kept
+// for the statistics; its profiles (Lossy, Pressure, Debug) boot through
+// it.
+type Runner struct {
+	Cfg  Config
+	Dirs Dirs
+	Test Test
 	Log  *slog.Logger
 	// Consoles keeps each boot's guest consoles (nil: they are not
 	// kept, as in the A/A runner); a sample names them.
 	Consoles ConsoleKeeper
+	// Changes reads what a series' patches change (lore's diff reader):
+	// the side its kernel boots on and the profiles it asks for follow
+	// from them.
+	Changes func(flow.Series) []flow.Change
+	// BuildDirs are the directories kernels are built in (the builder's
+	// sandbox paths): a crash's frames are decoded against them.
+	BuildDirs []string
 
 	mu sync.Mutex
 	// Pairs are made on first use (lab.NewPair); a test may preset one.
-	Pairs map[string]lab.Pair
+	Pairs map[string]Pair
 }
 
-func (l *Lab) pair(ctx context.Context, name string) (lab.Pair, error) {
+func (l *Runner) pair(ctx context.Context, name string) (Pair, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p, ok := l.Pairs[name]; ok {
 		return p, nil
 	}
-	p, err := lab.NewPair(ctx, l.Cfg, l.Dirs, name, l.Log)
+	p, err := NewPair(ctx, l.Cfg, l.Dirs, name, l.Log)
 	if err != nil {
 		return nil, err
 	}
 	if l.Pairs == nil {
-		l.Pairs = map[string]lab.Pair{}
+		l.Pairs = map[string]Pair{}
 	}
 	l.Pairs[name] = p
 	return p, nil
@@ -58,13 +64,13 @@ type ConsoleKeeper interface {
 // Run boots the kernel in dir n times, or until a boot crashes. A
 // *BootError is returned as it is (the kernel's fault); every other error
 // is the lab's.
-func (l *Lab) Run(ctx context.Context, pairName string, boot flow.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
+func (l *Runner) Run(ctx context.Context, pairName string, boot flow.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	return l.RunTest(ctx, pairName, boot, n, l.Test, trace)
 }
 
 // kernelIn is the lab's view of one kernel directory.
-func kernelIn(dir string) lab.Kernel {
-	k := lab.Kernel{BzImage: filepath.Join(dir, "bzImage")}
+func kernelIn(dir string) Kernel {
+	k := Kernel{BzImage: filepath.Join(dir, "bzImage")}
 	if st, err := os.Stat(filepath.Join(dir, "modules")); err == nil && st.IsDir() {
 		k.Modules = filepath.Join(dir, "modules")
 	}
@@ -73,7 +79,7 @@ func kernelIn(dir string) lab.Kernel {
 
 // RunTest is Run with another test than the configured one (a shaped
 // link: the power bench's seeded slowdown).
-func (l *Lab) RunTest(ctx context.Context, pairName string, boot flow.Boot, n int, test lab.Test, trace io.Writer) ([]flow.Sample, error) {
+func (l *Runner) RunTest(ctx context.Context, pairName string, boot flow.Boot, n int, test Test, trace io.Writer) ([]flow.Sample, error) {
 	p, err := l.pair(ctx, pairName)
 	if err != nil {
 		return nil, flow.MarkInfra(err)
@@ -87,7 +93,7 @@ func (l *Lab) RunTest(ctx context.Context, pairName string, boot flow.Boot, n in
 	for i := range n {
 		res, err := p.Run(ctx, k, test)
 		if err != nil {
-			var be *lab.BootError
+			var be *BootError
 			if errors.As(err, &be) && !flow.IsInfra(err) {
 				return nil, err
 			}
@@ -99,7 +105,7 @@ func (l *Lab) RunTest(ctx context.Context, pairName string, boot flow.Boot, n in
 			QuietWait: res.QuietWait,
 			Health:    res.Health.Counters()}
 		if l.Consoles != nil {
-			for _, h := range []lab.Host{res.Server, res.Client} {
+			for _, h := range []Host{res.Server, res.Client} {
 				if h.Console == "" {
 					continue
 				}
@@ -115,7 +121,7 @@ func (l *Lab) RunTest(ctx context.Context, pairName string, boot flow.Boot, n in
 		}
 		if c, on := res.CrashOn(); c != nil {
 			s.Crash = c.Title
-			s.Log = decodeFrames(ctx, c.Report, boot.KernelOn(on), trace)
+			s.Log = decodeFrames(ctx, c.Report, boot.KernelOn(on), l.BuildDirs, trace)
 		} else if res.Corrupt != "" {
 			s.Corrupt = res.Corrupt
 		} else if !res.Passed {
@@ -155,12 +161,12 @@ func (l *Lab) RunTest(ctx context.Context, pairName string, boot flow.Boot, n in
 // in dir was built with line tables (the store kept its vmlinux: the
 // debug profile's kernels); report as it is otherwise, or when they
 // cannot be read (said in trace).
-func decodeFrames(ctx context.Context, report, dir string, trace io.Writer) string {
+func decodeFrames(ctx context.Context, report, dir string, buildDirs []string, trace io.Writer) string {
 	vmlinux := filepath.Join(dir, "vmlinux")
 	if _, err := os.Stat(vmlinux); err != nil {
 		return report
 	}
-	tab, err := symbolize.Open(vmlinux, kbuild.BuildDirs()...)
+	tab, err := symbolize.Open(vmlinux, buildDirs...)
 	if err != nil {
 		fmt.Fprintf(trace, "the crash's frames are not decoded: %v\n", err)
 		return report
@@ -174,7 +180,7 @@ func decodeFrames(ctx context.Context, report, dir string, trace io.Writer) stri
 
 // healthTrace is a boot's transport counts for the test's trace, when
 // any is not zero.
-func healthTrace(h lab.Health) string {
+func healthTrace(h Health) string {
 	if !h.Reported {
 		return ", no transport counts"
 	}
@@ -186,24 +192,27 @@ func healthTrace(h lab.Health) string {
 }
 
 // CandidateSide implements bot.Lab: the side the series' changed code
-// runs on (lab.CandidateSide), from the files its patches change.
-func (l *Lab) CandidateSide(s flow.Series) string { return seriesSide(s) }
+// runs on (CandidateSide), from the files its patches change.
+func (l *Runner) CandidateSide(s flow.Series) string { return SideOf(l.changes(s)) }
 
-// seriesSide is the side a series' kernel boots on (lab.CandidateSide).
-func seriesSide(s flow.Series) string {
+// SideOf is the side a series' kernel boots on (CandidateSide), from
+// what its patches change.
+func SideOf(changes []flow.Change) string {
 	seen := map[string]bool{}
 	var files []string
-	for _, raw := range s.Patches {
-		m, err := lore.ParseMessage(raw)
-		if err != nil {
-			continue
-		}
-		for _, c := range lore.DiffChanges(m.Body) {
-			if !c.Context && !seen[c.File] {
-				seen[c.File] = true
-				files = append(files, c.File)
-			}
+	for _, c := range changes {
+		if !c.Context && !seen[c.File] {
+			seen[c.File] = true
+			files = append(files, c.File)
 		}
 	}
-	return lab.CandidateSide(files)
+	return CandidateSide(files)
+}
+
+// changes is what s's patches change; nothing without a diff reader.
+func (l *Runner) changes(s flow.Series) []flow.Change {
+	if l.Changes == nil {
+		return nil
+	}
+	return l.Changes(s)
 }
