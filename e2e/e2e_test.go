@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	rdmareply "github.com/rdmabot/rdmabot/reports/reply"
+
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -324,7 +326,7 @@ func fetchBundle(ctx context.Context, t *testing.T, b *bot, reply string) {
 	}
 	git("bundle", "verify", "-q", file) // its base is the tested one
 	heads := git("bundle", "list-heads", file)
-	if !strings.HasSuffix(heads, " refs/heads/"+wire.SeriesBranch) {
+	if !strings.HasSuffix(heads, " refs/heads/"+rdmareply.SeriesBranch) {
 		t.Fatalf("the bundle's heads: %q", heads)
 	}
 	tip, _, _ := strings.Cut(heads, " ")

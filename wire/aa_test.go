@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/reports/reply"
+
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lab/console"
-	"github.com/rdmabot/rdmabot/reports"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
 )
@@ -81,7 +82,7 @@ func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Res
 func newAA(t *testing.T, p *noisyPair) *AA {
 	t.Helper()
 	test := lab.DefaultTest()
-	r := &Reports{Cfg: reports.DefaultConfig()}
+	r := NewReplier(Default(), nil, nil)
 	return &AA{
 		Lab:    &lab.Runner{Cfg: lab.DefaultConfig(), Test: test, Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": p}},
 		Decide: r,
@@ -394,7 +395,7 @@ func TestCompareTwoKernels(t *testing.T) {
 		if strings.Count(out.String(), "boot on qemu") != len(p.booted) {
 			t.Errorf("%d boots traced for %d booted:\n%s", strings.Count(out.String(), "boot on qemu"), len(p.booted), out.String())
 		}
-		text := a.Decide.(*Reports).Text(b, c)
+		text := a.Decide.(*reply.Replier).Text(b, c)
 		if !strings.HasPrefix(text, tc.want.String()+": ") || !strings.Contains(text, "copy") || !strings.Contains(text, "Mann-Whitney") {
 			t.Errorf("text:\n%s", text)
 		}
@@ -432,7 +433,7 @@ func TestCompareStopsAtACrash(t *testing.T) {
 	if r.Verdict != flow.Crash || len(b) != 1 || len(c) != 1 || p.boots != 2 {
 		t.Fatalf("%s after %d+%d samples, %d boots", r.Verdict, len(b), len(c), p.boots)
 	}
-	if text := a.Decide.(*Reports).Text(b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
+	if text := a.Decide.(*reply.Replier).Text(b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
 		t.Errorf("text:\n%s", text)
 	}
 }

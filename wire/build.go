@@ -308,3 +308,65 @@ func baseReasonPhrase(r builder.BaseReason) string {
 	}
 	return string(r)
 }
+
+// applyFailure keeps a patch that does not apply, or that the builder
+// refuses, structured for the reply; other errors pass unchanged.
+func applyFailure(err error) error {
+	var ae *builder.ApplyError
+	var ue *builder.UnsafeError
+	switch {
+	case errors.As(err, &ae):
+		a := &reports.ApplyFailure{Patch: ae.Subject, Index: ae.Index, File: ae.File,
+			Output: fmt.Sprintf("patch %d/%d: %s", ae.Index, ae.Total, ae.Reason)}
+		if ae.Hunk > 0 {
+			a.Hunk = fmt.Sprintf("#%d %s", ae.Hunk, ae.HunkHeader)
+		}
+		return &reports.Failure{Err: err, Account: reports.Detail{Apply: a}}
+	case errors.As(err, &ue):
+		return &reports.Failure{Err: err, Account: reports.Detail{Apply: &reports.ApplyFailure{Patch: ue.Subject, Index: ue.Index, File: ue.File,
+			Output: fmt.Sprintf("patch %d/%d refused: %s", ue.Index, ue.Total, ue.Reason)}}}
+	}
+	return err
+}
+
+// buildFailure keeps a kernel that does not build structured for the
+// reply: every error and warning with the compiler's source excerpt.
+func buildFailure(err error) error {
+	var ce *kbuild.ConfigError
+	if errors.As(err, &ce) {
+		f := &reports.BuildFailure{Target: "olddefconfig"}
+		for _, l := range ce.Lost {
+			f.New = append(f.New, reports.Diagnostic{Text: "config option lost: " + l.String()})
+		}
+		return &reports.Failure{Err: err, Account: reports.Detail{Build: f}}
+	}
+	var be *kbuild.BuildError
+	if !errors.As(err, &be) {
+		return err
+	}
+	diags := func(ds []kbuild.Diagnostic, kind string) []reports.Diagnostic {
+		var out []reports.Diagnostic
+		for _, d := range ds {
+			text := d.String()
+			if d.File != "" && d.Line > 0 {
+				text = strings.Replace(text, ": "+d.Message, ": "+kind+": "+d.Message, 1)
+			}
+			out = append(out, reports.Diagnostic{Text: text, Context: d.Context})
+		}
+		return out
+	}
+	f := &reports.BuildFailure{Target: be.Target, New: diags(be.Diagnostics, "error"), Warnings: diags(be.Warnings, "warning")}
+	if len(f.New) == 0 {
+		// No error line recognised (a Makefile or script): the log's end.
+		f.New = []reports.Diagnostic{{Text: "make " + be.Target + " failed; the end of its log:", Context: excerptTail(be.Tail, 20)}}
+	}
+	return &reports.Failure{Err: err, Account: reports.Detail{Build: f}}
+}
+
+func excerptTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

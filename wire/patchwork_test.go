@@ -79,7 +79,7 @@ func TestDeliverPostsPatchworkChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Now: time.Now}
+	r := NewReplier(cfg, ob, nil)
 	base, cand := samples(2*cfg.Reports.Runs, 100, 2), samples(2*cfg.Reports.Runs, 52, 2)
 	d := decide(t, r, base, cand)
 	rep := flow.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Summary: d.Summary, Detail: d.Detail, Series: &s, Tree: "nfsd",

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/reports/reply"
+
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
@@ -37,7 +39,7 @@ func golden(t *testing.T, name string, got []byte) {
 // replyRig is the production path of a reply: the real svcrdma v2 thread
 // read by the lore stage, the default configuration, a real outbox.
 type replyRig struct {
-	r  *Reports
+	r  *reply.Replier
 	ob *outbox.Outbox
 	s  flow.Series
 }
@@ -68,9 +70,9 @@ func newReplyRig(t *testing.T, mods ...func(*Config)) *replyRig {
 	}
 	// The toolchain is what kbuild.ProbeToolchain says on the Debian 12
 	// builders (wire.go sets it from the builder).
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab,
-		Toolchain: kbuild.Toolchain{Compiler: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", Binutils: "GNU ld (GNU Binutils for Debian) 2.40"},
-		Now:       func() time.Time { return replyNow }}
+	r := NewReplier(cfg, ob, nil)
+	r.Kernels.Compiler = kbuild.Toolchain{Compiler: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", Binutils: "GNU ld (GNU Binutils for Debian) 2.40"}.Words()
+	r.Now = func() time.Time { return replyNow }
 	return &replyRig{r: r, ob: ob, s: s}
 }
 
@@ -597,7 +599,7 @@ func checkFigures(t *testing.T, e *outbox.Entry, d flow.Decision) {
 	if strings.HasPrefix(e.Channel, "github:") {
 		body = string(e.Raw) // a comment has no header
 	}
-	var det detail
+	var det reports.Detail
 	if err := json.Unmarshal(d.Detail, &det); err != nil || det.Judgement == nil {
 		t.Fatalf("decision detail %s: %v", d.Detail, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/reports/reply"
+
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
@@ -36,7 +38,7 @@ func samples(n int, copy float64, spread float64) []flow.Sample {
 // candidate is a crash.
 func TestDecideWithReports(t *testing.T) {
 	cfg := Default()
-	r := &Reports{Cfg: cfg.Reports}
+	r := NewReplier(cfg, nil, nil)
 	runs := cfg.Reports.Runs
 	// At 5 runs a side no rank test can reach the per-look alpha, so the
 	// first look may only ask for more.
@@ -76,7 +78,7 @@ func withRetrans(s []flow.Sample, n int, idx ...int) []flow.Sample {
 // rule is not applied.
 func TestTransportHealthDecides(t *testing.T) {
 	cfg := Default()
-	r := &Reports{Cfg: cfg.Reports}
+	r := NewReplier(cfg, nil, nil)
 	runs := cfg.Reports.Runs
 	base, same := samples(runs, 100, 2), samples(runs, 100, 2)
 	d := decide(t, r, base, withRetrans(same, 12, 0, 3))
@@ -123,7 +125,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Now: time.Now}
+	r := NewReplier(cfg, ob, nil)
 	base, cand := samples(2*cfg.Reports.Runs, 100, 2), samples(2*cfg.Reports.Runs, 52, 2)
 	d := decide(t, r, base, cand)
 	rep := flow.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Detail: d.Detail, Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
@@ -144,7 +146,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 }
 
 // decide is Reports.Decide with a live context, which never fails it.
-func decide(t *testing.T, r *Reports, base, cand []flow.Sample) flow.Decision {
+func decide(t *testing.T, r *reply.Replier, base, cand []flow.Sample) flow.Decision {
 	t.Helper()
 	d, err := r.Decide(context.Background(), base, cand)
 	if err != nil {
@@ -156,21 +158,12 @@ func decide(t *testing.T, r *Reports, base, cand []flow.Sample) flow.Decision {
 // A cancelled context judges nothing and says so with its own error.
 func TestDecideCancelled(t *testing.T) {
 	cfg := Default()
-	r := &Reports{Cfg: cfg.Reports}
+	r := NewReplier(cfg, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	runs := r.Cfg.Runs
 	if _, err := r.Decide(ctx, samples(runs, 100, 2), samples(runs, 52, 2)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want context.Canceled, got %v", err)
-	}
-}
-
-// The test's size reads as it is said: "an 8 MiB file", "a 16 MiB file".
-func TestArticle(t *testing.T) {
-	for n, want := range map[int]string{1: "a", 4: "a", 8: "an", 11: "an", 16: "a", 18: "an", 64: "a", 80: "an", 110: "a", 800: "an", 11000: "an", 1100: "a"} {
-		if got := article(n); got != want {
-			t.Errorf("article(%d) = %q, want %q", n, got, want)
-		}
 	}
 }
 
@@ -197,7 +190,7 @@ func pressured(n int, provider string, counts map[string]int) []flow.Sample {
 // figures are never compared with the default test's.
 func TestPressureEvidenceDecides(t *testing.T) {
 	cfg := Default()
-	r := &Reports{Cfg: cfg.Reports, Lab: cfg.Lab}
+	r := NewReplier(cfg, nil, nil)
 	base := append(pressured(1, "rxe", nil), pressured(1, "siw", nil)...)
 	cand := append(pressured(1, "rxe", map[string]int{"sq_full": 3, "reconnects": 2}), pressured(1, "siw", map[string]int{"reconnects": 1})...)
 	d := decide(t, r, base, cand)

@@ -19,6 +19,7 @@ import (
 	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/bundle"
+	"github.com/rdmabot/rdmabot/reports/reply"
 )
 
 // Reproducer makes a test's reproducer bundle from what the bot stored:
@@ -162,10 +163,6 @@ func (r *Reproducer) artifactFile(key, name string) string {
 	return p
 }
 
-// SeriesBranch is the branch a test's series.bundle holds: the series
-// applied on its base.
-const SeriesBranch = "rdmabot/series"
-
 // gitBundle is the series applied on its base as a git bundle, when this
 // machine's tree store has the applied commits (nil otherwise: the
 // reproducer's other files say the same as plain commands).
@@ -177,7 +174,7 @@ func (r *Reproducer) gitBundle(ctx context.Context, t store.Test) []byte {
 	if err != nil {
 		return nil
 	}
-	b, err := st.GitBundle(ctx, t.Base, t.Candidate, SeriesBranch)
+	b, err := st.GitBundle(ctx, t.Base, t.Candidate, reply.SeriesBranch)
 	if err != nil {
 		return nil
 	}

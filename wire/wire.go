@@ -69,7 +69,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("outbox: %w", err)
 	}
-	r := &Reports{Cfg: cfg.Reports, Outbox: ob, Lists: cfg.Lore.Lists, Trees: cfg.Builder.Trees, Lab: cfg.Lab, Log: log, Now: time.Now}
+	r := NewReplier(cfg, ob, log)
 	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
 	lossy, err := lab.NewLossy(l)
 	if err != nil {
@@ -132,7 +132,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	if err != nil {
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
-	r.Toolchain = kb.Toolchain()
+	r.Kernels.Compiler = kb.Toolchain().Words()
 	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
 	stages.Build, stages.Trees = b, b
 	if stages.Debug != nil {

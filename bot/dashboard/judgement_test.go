@@ -31,7 +31,7 @@ func boots(n int, copy float64) []flow.Sample {
 func TestJudgementTableInChromium(t *testing.T) {
 	st, ids := seed(t)
 	ctx := context.Background()
-	r := &wire.Reports{Cfg: wire.Default().Reports}
+	r := wire.NewReplier(wire.Default(), nil, nil)
 	d, err := r.Decide(ctx, boots(10, 100), boots(10, 52))
 	if err != nil || d.Verdict != flow.Regression {
 		t.Fatalf("decide: %+v %v", d, err)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -177,4 +178,32 @@ func (l Lab) VerifyConfig(final []byte) ([]ConfigLoss, error) {
 	}
 	sort.Slice(lost, func(i, j int) bool { return lost[i].Option < lost[j].Option })
 	return lost, nil
+}
+
+// ConfigWords describes the configuration of lab's kernels for a reply:
+// kbuild's base target, the tree's fragments and rdmabot's own, each of
+// those linked in the repository at docsURL when that is on GitHub; ""
+// for an unknown lab.
+func ConfigWords(lab, docsURL string) string {
+	l, err := LookupLab(lab)
+	if err != nil {
+		return ""
+	}
+	parts := []string{l.Arch + " " + l.Base}
+	if l.BaseFile != "" {
+		parts[0] = l.Arch + " " + filepath.Base(l.BaseFile)
+	}
+	parts = append(parts, l.TreeFragments...)
+	var links []string
+	for _, f := range l.Fragments {
+		parts = append(parts, "rdmabot's "+f)
+		if strings.HasPrefix(docsURL, "https://github.com/") {
+			links = append(links, strings.TrimRight(docsURL, "/")+"/blob/main/builder/kbuild/configs/"+f)
+		}
+	}
+	s := strings.Join(parts, " + ")
+	if len(links) > 0 {
+		s += " (" + strings.Join(links, " ") + ")"
+	}
+	return s
 }

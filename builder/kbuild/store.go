@@ -295,6 +295,9 @@ type Toolchain struct {
 	Binutils string // ld's first --version line
 }
 
+// Words is the toolchain in a reply's words: compiler and binutils.
+func (tc Toolchain) Words() string { return strings.Trim(tc.Compiler+", "+tc.Binutils, ", ") }
+
 // ProbeToolchain asks the host's tools for their versions; they are the
 // same files the sandbox sees (/usr is bound read-only).
 func ProbeToolchain(ctx context.Context) (Toolchain, error) {

@@ -96,7 +96,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	if *pair == "" {
 		*pair = c.Lab.Default
 	}
-	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
+	r := wire.NewReplier(c, nil, e.log)
 	l := wire.NewRunner(c, nil, e.log)
 	profiles, err := labProfiles(l, names)
 	if err != nil {
@@ -219,7 +219,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	if *pair == "" {
 		*pair = c.Lab.Default
 	}
-	r := &wire.Reports{Cfg: c.Reports, Lab: c.Lab, Log: e.log, Now: time.Now}
+	r := wire.NewReplier(c, nil, e.log)
 	cmp := &wire.AA{
 		Lab:    l,
 		Decide: r, Pair: *pair, Kernel: base, Candidate: cand, Profiles: profiles, Side: *side,

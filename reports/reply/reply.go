@@ -1,4 +1,4 @@
-package wire
+package reply
 
 import (
 	"bytes"
@@ -8,18 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/mail"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/rdmabot/rdmabot/builder"
-	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
-	"github.com/rdmabot/rdmabot/lab"
-	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 	"github.com/rdmabot/rdmabot/reports/stats"
@@ -88,9 +82,20 @@ func healthOf(samples []flow.Sample, keep func(flow.Sample) bool) []map[string]i
 	return out
 }
 
+// pressureWords says what the pressure profile ran, for a reply.
+func (r *Replier) pressureWords(samples []flow.Sample) string {
+	var provs []string
+	for _, s := range samples {
+		if p, ok := strings.CutPrefix(s.Profile, flow.ProfilePressure+"-"); ok && !slices.Contains(provs, p) {
+			provs = append(provs, p)
+		}
+	}
+	return r.Lab.PressureWords(provs)
+}
+
 // pressure is the pressure profile's counts of both sides, nil when no
 // boot of it reported any.
-func (r *Reports) pressure(base, cand []flow.Sample) *reports.PressureRuns {
+func (r *Replier) pressure(base, cand []flow.Sample) *reports.PressureRuns {
 	b, c := healthOf(base, flow.Sample.IsPressure), healthOf(cand, flow.Sample.IsPressure)
 	if len(b) == 0 && len(c) == 0 {
 		return nil
@@ -98,20 +103,7 @@ func (r *Reports) pressure(base, cand []flow.Sample) *reports.PressureRuns {
 	return &reports.PressureRuns{Base: b, Cand: c, Words: r.pressureWords(cand)}
 }
 
-// pressureWords says what the pressure profile ran, for a reply.
-func (r *Reports) pressureWords(samples []flow.Sample) string {
-	var provs []string
-	for _, s := range samples {
-		if p, ok := strings.CutPrefix(s.Profile, flow.ProfilePressure+"-"); ok && !slices.Contains(provs, p) {
-			provs = append(provs, p)
-		}
-	}
-	p := r.Lab.Pressure
-	return fmt.Sprintf("%s under TCG; %d O_DIRECT 1 MiB readers and %d writers for %d s, %d credits, %d nfsd threads, 1 MiB rsize/wsize, NFS %s",
-		strings.Join(provs, " and "), p.Readers, p.Writers, p.Seconds, p.Credits, p.Threads, strings.Join(p.NFSVersions, " and "))
-}
-
-func (r *Reports) crashes(samples, base []flow.Sample) []reports.Crash {
+func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 	var out []reports.Crash
 	for _, s := range samples {
 		if s.Crash == "" {
@@ -119,7 +111,7 @@ func (r *Reports) crashes(samples, base []flow.Sample) []reports.Crash {
 		}
 		c := reports.Crash{Title: s.Crash, Console: s.Log}
 		if s.Profile != "" {
-			c.Link, c.Load, c.Debug = r.linkWords(s.Profile), s.IsPressure(), s.Profile == flow.ProfileDebug
+			c.Link, c.Load, c.Debug = r.Lab.LinkWords(s.Profile), s.IsPressure(), s.Profile == flow.ProfileDebug
 			for _, b := range base {
 				if b.Profile == s.Profile {
 					c.LinkBaseRuns++
@@ -148,20 +140,6 @@ func corruption(base, cand []flow.Sample) *reports.Corruption {
 	return nil
 }
 
-// linkWords names the link of a lab profile for a reply.
-func (r *Reports) linkWords(profile string) string {
-	if profile == flow.ProfileLossy {
-		return "a lossy link (netem " + r.Lab.Lossy.Netem + " on both guests)"
-	}
-	if profile == flow.ProfileDebug {
-		return "debug build (KASAN, lockdep and line tables: builder/kbuild/configs/debug.config)"
-	}
-	if p, ok := strings.CutPrefix(profile, flow.ProfilePressure+"-"); ok {
-		return fmt.Sprintf("Send Queue pressure on %s (%d O_DIRECT 1 MiB readers, %d writers, %d credits)", p, r.Lab.Pressure.Readers, r.Lab.Pressure.Writers, r.Lab.Pressure.Credits)
-	}
-	return profile
-}
-
 // profiled counts the boots of a lab profile other than the default.
 func profiled(samples []flow.Sample) int {
 	return count(samples, func(s flow.Sample) bool { return s.Profile != "" })
@@ -178,18 +156,25 @@ func count(samples []flow.Sample, what func(flow.Sample) bool) int {
 	return n
 }
 
-// Reports is the reports package behind bot.Decider and bot.Reporter.
-type Reports struct {
+// Replier is the reply policy behind bot.Decider and bot.Reporter: it
+// judges samples with reports' statistics, chooses who hears of a
+// verdict, renders the reply with reports and hands it to the outbox.
+type Replier struct {
 	Cfg    reports.Config
 	Outbox *outbox.Outbox
-	Lists  []lore.ListConfig
-	// Trees give each base its URL.
-	Trees []builder.TreeConfig
-	// Lab holds the pairs and the test every reply describes.
-	Lab lab.Config
-	// Toolchain is the builder's compiler and binutils; empty on a
-	// process that does not build (the reply then names none).
-	Toolchain kbuild.Toolchain
+	// Lists are the list addresses a bisection's report goes to.
+	Lists []string
+	// TreeURLs give each base's tree its URL.
+	TreeURLs map[string]string
+	// Lab describes the pairs and the test every reply names.
+	Lab Lab
+	// Kernels describes how the lab's kernels are configured and built.
+	Kernels Kernels
+	// Mail reads what a reply needs of a series' messages.
+	Mail Mail
+	// Sides says where a series' kernel booted (nil: the server), for
+	// the reproducer's commands.
+	Sides Sides
 	// Maintainers reads MAINTAINERS for the Cc line; nil where no tree
 	// is (a process without the build role).
 	Maintainers MaintainerLookup
@@ -197,90 +182,51 @@ type Reports struct {
 	Now         func() time.Time
 }
 
-// detail is what wire stores with a test (flow.Decision.Detail,
-// flow.Detailed): the statistics' judgement, or the failure of a stage.
-type detail struct {
-	Judgement *reports.Judgement    `json:"judgement,omitempty"`
-	Apply     *reports.ApplyFailure `json:"apply,omitempty"`
-	Build     *reports.BuildFailure `json:"build,omitempty"`
+// SeriesBranch is the branch a test's series.bundle holds (the
+// reproducer's): the series applied on its base.
+const SeriesBranch = "rdmabot/series"
+
+// Lab is the lab in a reply's words (lab.Config).
+type Lab interface {
+	// TestWords names the default test and says what one boot of it does.
+	TestWords() (name, test string)
+	// PairWords describes a pair: emulated or real, and its RDMA.
+	PairWords(pair string) string
+	DefaultPair() string
+	// LinkWords names a lab profile's link or kernel ("lossy", "debug",
+	// "pressure-rxe").
+	LinkWords(profile string) string
+	// PressureWords says what the pressure profile ran on providers.
+	PressureWords(providers []string) string
+	DebugIterations() int
 }
 
-// failure is a stage error that carries its detail (flow.Detailed).
-type failure struct {
-	err    error
-	detail detail
+// Kernels is how the lab's kernels are configured and built, in words:
+// the configuration of the default and of the debug build, and the
+// compiler ("" on a process that builds nothing).
+type Kernels struct {
+	Config, DebugConfig, Compiler string
 }
 
-func (f *failure) Error() string { return f.err.Error() }
-func (f *failure) Unwrap() error { return f.err }
-func (f *failure) Detail() json.RawMessage {
-	b, err := json.Marshal(f.detail)
-	if err != nil {
-		return nil
-	}
-	return b
+// Mail reads a series' messages for its replies (lore's parser).
+type Mail interface {
+	// Thread is the series' thread as replies answer it: its root, its
+	// patches and the configured lists it was posted to.
+	Thread(s *flow.Series) (reports.Thread, error)
+	// ChangedFiles are the files the series' patches change.
+	ChangedFiles(s flow.Series) []string
 }
 
-// applyFailure keeps a patch that does not apply, or that the builder
-// refuses, structured for the reply; other errors pass unchanged.
-func applyFailure(err error) error {
-	var ae *builder.ApplyError
-	var ue *builder.UnsafeError
-	switch {
-	case errors.As(err, &ae):
-		a := &reports.ApplyFailure{Patch: ae.Subject, Index: ae.Index, File: ae.File,
-			Output: fmt.Sprintf("patch %d/%d: %s", ae.Index, ae.Total, ae.Reason)}
-		if ae.Hunk > 0 {
-			a.Hunk = fmt.Sprintf("#%d %s", ae.Hunk, ae.HunkHeader)
-		}
-		return &failure{err, detail{Apply: a}}
-	case errors.As(err, &ue):
-		return &failure{err, detail{Apply: &reports.ApplyFailure{Patch: ue.Subject, Index: ue.Index, File: ue.File,
-			Output: fmt.Sprintf("patch %d/%d refused: %s", ue.Index, ue.Total, ue.Reason)}}}
-	}
-	return err
+// Sides says which side of the pair a series' kernel boots on
+// (lab.Runner).
+type Sides interface {
+	CandidateSide(s flow.Series) string
 }
 
-// buildFailure keeps a kernel that does not build structured for the
-// reply: every error and warning with the compiler's source excerpt.
-func buildFailure(err error) error {
-	var ce *kbuild.ConfigError
-	if errors.As(err, &ce) {
-		f := &reports.BuildFailure{Target: "olddefconfig"}
-		for _, l := range ce.Lost {
-			f.New = append(f.New, reports.Diagnostic{Text: "config option lost: " + l.String()})
-		}
-		return &failure{err, detail{Build: f}}
-	}
-	var be *kbuild.BuildError
-	if !errors.As(err, &be) {
-		return err
-	}
-	diags := func(ds []kbuild.Diagnostic, kind string) []reports.Diagnostic {
-		var out []reports.Diagnostic
-		for _, d := range ds {
-			text := d.String()
-			if d.File != "" && d.Line > 0 {
-				text = strings.Replace(text, ": "+d.Message, ": "+kind+": "+d.Message, 1)
-			}
-			out = append(out, reports.Diagnostic{Text: text, Context: d.Context})
-		}
-		return out
-	}
-	f := &reports.BuildFailure{Target: be.Target, New: diags(be.Diagnostics, "error"), Warnings: diags(be.Warnings, "warning")}
-	if len(f.New) == 0 {
-		// No error line recognised (a Makefile or script): the log's end.
-		f.New = []reports.Diagnostic{{Text: "make " + be.Target + " failed; the end of its log:", Context: excerptTail(be.Tail, 20)}}
-	}
-	return &failure{err, detail{Build: f}}
-}
-
-func excerptTail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+// MaintainerLookup lists the maintainers and reviewers of files in the
+// tree a series is tested on (MAINTAINERS).
+type MaintainerLookup interface {
+	MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error)
 }
 
 // Decide judges candidate against base samples with reports' statistics,
@@ -288,7 +234,7 @@ func excerptTail(s string, n int) string {
 // stores and every reply renders. A cancelled ctx judges nothing (the
 // judgement itself is one bounded computation: reports.Judge takes no
 // context).
-func (r *Reports) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
+func (r *Replier) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return flow.Decision{}, err
 	}
@@ -298,13 +244,13 @@ func (r *Reports) Decide(ctx context.Context, base, cand []flow.Sample) (flow.De
 		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
 	}
 	j := v.Judgement()
-	if b, err := json.Marshal(detail{Judgement: &j}); err == nil {
+	if b, err := json.Marshal(reports.Detail{Judgement: &j}); err == nil {
 		d.Detail = b
 	}
 	return d, nil
 }
 
-func (r *Reports) judge(base, cand []flow.Sample) reports.Verdict {
+func (r *Replier) judge(base, cand []flow.Sample) reports.Verdict {
 	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
 		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand),
 		Pressure: r.pressure(base, cand), Corruption: corruption(base, cand)}
@@ -313,7 +259,7 @@ func (r *Reports) judge(base, cand []flow.Sample) reports.Verdict {
 
 // Text is the judgement of candidate against base samples as a reply
 // words it: the verdict's sentence, then what was measured.
-func (r *Reports) Text(base, cand []flow.Sample) string {
+func (r *Replier) Text(base, cand []flow.Sample) string {
 	v := r.judge(base, cand)
 	return reports.Results(&r.Cfg, &v)
 }
@@ -323,17 +269,11 @@ func (r *Reports) Text(base, cand []flow.Sample) string {
 // the files of s (reports.cc_maintainers): none when it is off, when no
 // tree is readable here, or when MAINTAINERS cannot be read (logged: the
 // reply goes to the lists all the same).
-func (r *Reports) maintainersCc(ctx context.Context, s *flow.Series) []string {
+func (r *Replier) maintainersCc(ctx context.Context, s *flow.Series) []string {
 	if !r.Cfg.CCMaintainers || r.Maintainers == nil {
 		return nil
 	}
-	var files []string
-	for _, raw := range s.Patches {
-		if m, err := lore.ParseMessage(raw); err == nil {
-			files = append(files, lore.DiffFiles(m.Body)...)
-		}
-	}
-	addrs, err := r.Maintainers.MaintainersOf(ctx, *s, files)
+	addrs, err := r.Maintainers.MaintainersOf(ctx, *s, r.Mail.ChangedFiles(*s))
 	if err != nil {
 		if r.Log != nil {
 			r.Log.Warn("reports: MAINTAINERS not read; no maintainers in Cc", "series", s.MsgID, "err", err)
@@ -343,38 +283,9 @@ func (r *Reports) maintainersCc(ctx context.Context, s *flow.Series) []string {
 	return addrs
 }
 
-func (r *Reports) thread(s *flow.Series) (reports.Thread, error) {
-	root, err := lore.Root(s.Cover, s.Patches)
-	if err != nil {
-		return reports.Thread{}, err
-	}
-	t := reports.Thread{Subject: root.Subject, MessageID: root.MessageID, References: root.References,
-		Author: reports.Address{Name: root.From.Name, Email: root.From.Email}, Version: s.Version, LoreURL: s.Link}
-	if t.Version == 0 {
-		t.Version = 1
-	}
-	for _, p := range s.Patches {
-		var pm reports.Patch
-		if m, err := lore.ParseMessage(p); err == nil {
-			pm = reports.Patch{MessageID: m.MessageID, Subject: m.Subject}
-		}
-		t.Patches = append(t.Patches, pm)
-	}
-	seen := map[string]bool{}
-	for _, a := range append(append([]lore.Address(nil), root.To...), root.Cc...) {
-		for _, l := range r.Lists {
-			if strings.EqualFold(a.Email, l.Address) && !seen[l.Address] {
-				t.Lists = append(t.Lists, l.Address)
-				seen[l.Address] = true
-			}
-		}
-	}
-	return t, nil
-}
-
 // Deliver renders the reply and hands it to the outbox, whose ledger
 // records it once per series version before anything is sent.
-func (r *Reports) Deliver(ctx context.Context, rep flow.Report) error {
+func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	if rep.Origin.Kind == "github" {
 		return r.deliverComment(ctx, rep)
 	}
@@ -384,7 +295,7 @@ func (r *Reports) Deliver(ctx context.Context, rep flow.Report) error {
 	if rep.Series == nil {
 		return nil // a tree ref tested from the CLI: the dashboard has it
 	}
-	th, err := r.thread(rep.Series)
+	th, err := r.Mail.Thread(rep.Series)
 	if err != nil {
 		return err
 	}
@@ -452,7 +363,7 @@ func (r *Reports) Deliver(ctx context.Context, rep flow.Report) error {
 // Answered tells which series version a reply of the bot's answered,
 // from the outbox's ledger: a mail reply that reported a failure to fix
 // (the ones offering Reported-by and Closes:).
-func (r *Reports) Answered(ctx context.Context, replyID string) (string, int, bool, error) {
+func (r *Replier) Answered(ctx context.Context, replyID string) (string, int, bool, error) {
 	e, err := r.Outbox.Ledger().Get(ctx, replyID)
 	if errors.Is(err, outbox.ErrNotFound) {
 		return "", 0, false, nil
@@ -470,7 +381,7 @@ func (r *Reports) Answered(ctx context.Context, replyID string) (string, int, bo
 // deliverNotice answers without a test: which patches of a series never
 // came (to its author, in its thread), or why a command is not done (to
 // its sender, in reply to the command).
-func (r *Reports) deliverNotice(ctx context.Context, rep flow.Report, th reports.Thread) error {
+func (r *Replier) deliverNotice(ctx context.Context, rep flow.Report, th reports.Thread) error {
 	n := &reports.Notice{Thread: th, To: th.Author, Text: rep.Summary}
 	key := outbox.Key("email", th.MessageID, th.Version)
 	if rep.Verdict == flow.Incomplete {
@@ -523,11 +434,11 @@ func checkState(verdict flow.Outcome) string {
 // series as its testing starts (once per series version, however often
 // the test job retries) and sends what is due; the final check follows
 // it (the outbox posts a final check only after its pending one).
-func (r *Reports) Started(ctx context.Context, rep flow.Report) error {
+func (r *Replier) Started(ctx context.Context, rep flow.Report) error {
 	if r.Cfg.Patchwork.URL == "" || rep.Series == nil {
 		return nil
 	}
-	th, err := r.thread(rep.Series)
+	th, err := r.Mail.Thread(rep.Series)
 	if err != nil {
 		return err
 	}
@@ -557,7 +468,7 @@ func (r *Reports) Started(ctx context.Context, rep flow.Report) error {
 
 // finalChecks records the final patchwork check of every patch of the
 // series (once per series version); Deliver sends them with the reply.
-func (r *Reports) finalChecks(ctx context.Context, rep flow.Report, th reports.Thread) error {
+func (r *Replier) finalChecks(ctx context.Context, rep flow.Report, th reports.Thread) error {
 	state := checkState(rep.Verdict)
 	if r.Cfg.Patchwork.URL == "" || state == "" {
 		return nil
@@ -580,7 +491,7 @@ func oneLine(s string) string {
 }
 
 // enqueueChecks records check c on every patch of the series, in phase.
-func (r *Reports) enqueueChecks(ctx context.Context, th reports.Thread, phase string, c outbox.Check) error {
+func (r *Replier) enqueueChecks(ctx context.Context, th reports.Thread, phase string, c outbox.Check) error {
 	for _, p := range th.Patches {
 		if p.MessageID == "" {
 			continue
@@ -598,11 +509,11 @@ func (r *Reports) enqueueChecks(ctx context.Context, th reports.Thread, phase st
 
 // Flush sends the replies that are due: approved ones, ones the daily
 // limit held, sends to retry. serve runs it every minute.
-func (r *Reports) Flush(ctx context.Context) (int, error) {
+func (r *Replier) Flush(ctx context.Context) (int, error) {
 	return r.Outbox.Deliver(ctx)
 }
 
-func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
+func (r *Replier) enqueue(ctx context.Context, reply outbox.Reply) error {
 	if _, err := r.Outbox.Enqueue(ctx, reply); err != nil && !errors.Is(err, outbox.ErrDuplicate) && !errors.Is(err, outbox.ErrOwnMail) {
 		return flow.MarkInfra(err)
 	}
@@ -613,7 +524,7 @@ func (r *Reports) enqueue(ctx context.Context, reply outbox.Reply) error {
 }
 
 // bisection is a bisection report as reports renders it, To the lists.
-func (r *Reports) bisection(rep flow.Report) *reports.Bisection {
+func (r *Replier) bisection(rep flow.Report) *reports.Bisection {
 	b := rep.Bisect
 	out := &reports.Bisection{Title: rep.Title, Scheduled: rep.Origin.Kind == "mainline", Tree: rep.Tree, Metric: b.Metric,
 		Change: b.Change, Good: b.Good, Bad: b.Bad, Culprit: b.Culprit, Confirmed: b.Confirmed, Summary: rep.Summary, URL: rep.URL,
@@ -622,8 +533,8 @@ func (r *Reports) bisection(rep flow.Report) *reports.Bisection {
 		out.Steps = append(out.Steps, reports.BisectStep{N: s.N, Phase: s.Phase, Commit: s.Commit, Outcome: s.Outcome, Detail: s.Detail})
 	}
 	for _, l := range r.Lists {
-		if l.Address != "" {
-			out.To = append(out.To, l.Address)
+		if l != "" {
+			out.To = append(out.To, l)
 		}
 	}
 	return out
@@ -631,7 +542,7 @@ func (r *Reports) bisection(rep flow.Report) *reports.Bisection {
 
 // deliverBisection starts a new thread on the lists with the culprit, the
 // good and bad heads and every step and confirmation.
-func (r *Reports) deliverBisection(ctx context.Context, rep flow.Report) error {
+func (r *Replier) deliverBisection(ctx context.Context, rep flow.Report) error {
 	now := r.Now()
 	th := reports.Thread{MessageID: rep.Key, Version: 1}
 	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
@@ -657,7 +568,7 @@ func (r *Reports) deliverBisection(ctx context.Context, rep flow.Report) error {
 // deliverComment answers a request made in a GitHub issue there: the
 // verdict's (or the bisection's) comment, recorded in the outbox once
 // per report, moderated, limited and opted out like mail.
-func (r *Reports) deliverComment(ctx context.Context, rep flow.Report) error {
+func (r *Replier) deliverComment(ctx context.Context, rep flow.Report) error {
 	o := rep.Origin
 	owner, repo, ok := strings.Cut(o.Repo, "/")
 	if !ok || o.Issue <= 0 {
@@ -670,7 +581,7 @@ func (r *Reports) deliverComment(ctx context.Context, rep flow.Report) error {
 		var th reports.Thread
 		if rep.Series != nil {
 			var err error
-			if th, err = r.thread(rep.Series); err != nil {
+			if th, err = r.Mail.Thread(rep.Series); err != nil {
 				return err
 			}
 		}
@@ -695,12 +606,12 @@ var errNoJudgement = errors.New("the verdict has no stored judgement to render")
 
 // verdict is the stored judgement of a report (flow.Report.Detail),
 // answering its thread: nothing is judged again.
-func (r *Reports) verdict(rep flow.Report, th reports.Thread) (reports.Verdict, error) {
+func (r *Replier) verdict(rep flow.Report, th reports.Thread) (reports.Verdict, error) {
 	in := &reports.Input{
 		Thread: th,
 		Base: reports.Base{Tree: rep.Tree, Branch: rep.BaseBranch, SHA: rep.Base, Reason: rep.BaseReason,
 			URL: r.treeURL(rep.Tree)},
-		Build:   reports.BuildInfo{Config: r.configWords(r.kernelLab(rep.CandSamples)), Compiler: r.compilerWords()},
+		Build:   r.buildInfo(rep.CandSamples),
 		Test:    r.testInfo(&rep, th.MessageID, rep.BaseSamples, rep.CandSamples),
 		Metrics: metrics(rep.BaseSamples, rep.CandSamples),
 	}
@@ -722,7 +633,7 @@ func (r *Reports) verdict(rep flow.Report, th reports.Thread) (reports.Verdict, 
 			in.Fix.ReplyURL = r.Cfg.CloseURL(f.Reply)
 		}
 	}
-	var d detail
+	var d reports.Detail
 	if len(rep.Detail) > 0 {
 		if err := json.Unmarshal(rep.Detail, &d); err != nil {
 			return reports.Verdict{}, fmt.Errorf("report %s: stored detail: %w", rep.Key, err)
@@ -789,13 +700,18 @@ func culprit(s *flow.Series, errs []reports.Diagnostic) int {
 	return found
 }
 
-func (r *Reports) treeURL(tree string) string {
-	for _, t := range r.Trees {
-		if t.Name == tree {
-			return redact.URLs(t.URL) // replies are public
-		}
+func (r *Replier) treeURL(tree string) string {
+	return redact.URLs(r.TreeURLs[tree]) // replies are public
+}
+
+// buildInfo is how the kernel a reply is about was configured and
+// built: the debug build's configuration after a debug crash.
+func (r *Replier) buildInfo(cand []flow.Sample) reports.BuildInfo {
+	b := reports.BuildInfo{Config: r.Kernels.Config, Compiler: r.Kernels.Compiler}
+	if debugCrashed(cand) {
+		b.Config = r.Kernels.DebugConfig
 	}
-	return ""
+	return b
 }
 
 // iterations counts a test's iterations in words.
@@ -825,77 +741,23 @@ func configFile(rep *flow.Report) string {
 	return ""
 }
 
-// kernelLab is the kbuild lab of the kernel a reply is about: the lab's,
-// or its debug variant when the crash is the debug build's.
-func (r *Reports) kernelLab(cand []flow.Sample) string {
-	if debugCrashed(cand) {
-		return kbuild.DebugLab(r.Lab.Default)
-	}
-	return r.Lab.Default
-}
-
-// configWords describes the kernel configuration: kbuild's base target,
-// the tree's fragments and rdmabot's own, linked.
-func (r *Reports) configWords(kernelLab string) string {
-	l, err := kbuild.LookupLab(kernelLab)
-	if err != nil {
-		return ""
-	}
-	parts := []string{l.Arch + " " + l.Base}
-	if l.BaseFile != "" {
-		parts[0] = l.Arch + " " + filepath.Base(l.BaseFile)
-	}
-	parts = append(parts, l.TreeFragments...)
-	var links []string
-	for _, f := range l.Fragments {
-		parts = append(parts, "rdmabot's "+f)
-		if strings.HasPrefix(r.Cfg.DocsURL, "https://github.com/") {
-			links = append(links, strings.TrimRight(r.Cfg.DocsURL, "/")+"/blob/main/builder/kbuild/configs/"+f)
-		}
-	}
-	s := strings.Join(parts, " + ")
-	if len(links) > 0 {
-		s += " (" + strings.Join(links, " ") + ")"
-	}
-	return s
-}
-
-func (r *Reports) compilerWords() string {
-	tc := r.Toolchain
-	return strings.Trim(tc.Compiler+", "+tc.Binutils, ", ")
-}
-
 // testInfo describes the lab and the test in words, from the
 // configuration; rep is nil when deciding (no reply yet).
-func (r *Reports) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sample) reports.TestInfo {
+func (r *Replier) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sample) reports.TestInfo {
 	lossyBase, lossyCand := profiled(base), profiled(cand)
 	baseRuns, candRuns := len(base)-lossyBase, len(cand)-lossyCand
-	t := r.Lab.Test
-	info := reports.TestInfo{Name: "NFS/RDMA transfer"}
-	proto := "NFS " + t.NFSVersion
-	if t.NFSVersion == "auto" {
-		proto = "NFSv3 (the reference mount)"
-	} else if !strings.HasPrefix(t.NFSVersion, "4") {
-		proto = "NFSv" + t.NFSVersion
-	}
-	proto += " over " + strings.ToUpper(t.Transport)
-	switch t.Kind {
-	case "fio":
-		info.Name = "NFS/RDMA fio read"
-		info.Test = fmt.Sprintf("fio sequential READ of %s %d MiB file, %d iterations per boot, %s", article(t.SizeMiB), t.SizeMiB, t.Iterations, proto)
-	default:
-		info.Test = fmt.Sprintf("%s %d MiB file copied to the NFS mount, back, and compared, %d iterations per boot, %s", article(t.SizeMiB), t.SizeMiB, t.Iterations, proto)
-	}
+	var info reports.TestInfo
+	info.Name, info.Test = r.Lab.TestWords()
 	if candRuns > 0 {
 		info.Test += fmt.Sprintf("; %d boots of the patched kernel and %d of the base, alternating", candRuns, baseRuns)
 	}
 	lossyOnly := func(s flow.Sample) bool { return s.Profile == flow.ProfileLossy }
 	if n := count(cand, lossyOnly); n > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(n), count(base, lossyOnly), r.linkWords(flow.ProfileLossy))
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base with %s, for crashes only", reports.Boots(n), count(base, lossyOnly), r.Lab.LinkWords(flow.ProfileLossy))
 	}
 	debugOnly := func(s flow.Sample) bool { return s.Profile == flow.ProfileDebug }
 	if n := count(cand, debugOnly); n > 0 {
-		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, %s each, for crashes only", reports.Boots(n), count(base, debugOnly), r.linkWords(flow.ProfileDebug), iterations(r.Lab.Debug.Iterations))
+		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, %s each, for crashes only", reports.Boots(n), count(base, debugOnly), r.Lab.LinkWords(flow.ProfileDebug), iterations(r.Lab.DebugIterations()))
 	}
 	if n := count(cand, flow.Sample.IsPressure); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",
@@ -906,9 +768,9 @@ func (r *Reports) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 	}
 	pair := rep.Lab
 	if pair == "" {
-		pair = r.Lab.Default
+		pair = r.Lab.DefaultPair()
 	}
-	info.Lab = r.labWords(pair)
+	info.Lab = r.Lab.PairWords(pair)
 	info.RunURL = rep.URL
 	if rep.Series != nil && rep.URL != "" {
 		// The dashboard serves it (wire.Reproducer): no rdmabot needed.
@@ -943,10 +805,10 @@ func (r *Reports) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 }
 
 // byHand is the run as plain commands on the reproducer's files.
-func (r *Reports) byHand(rep *flow.Report) reports.ByHand {
-	side := lab.SideServer
-	if rep.Series != nil && seriesSide(*rep.Series) == lab.SideClient {
-		side = lab.SideClient
+func (r *Replier) byHand(rep *flow.Report) reports.ByHand {
+	side := "server"
+	if rep.Series != nil && r.Sides != nil {
+		side = r.Sides.CandidateSide(*rep.Series)
 	}
 	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, configFile(rep))
 }
@@ -960,37 +822,7 @@ func keptConsoles(samples []flow.Sample) bool {
 	return false
 }
 
-func (r *Reports) labWords(pair string) string {
-	rdma := map[string]string{"rxe": "soft-RoCE (rxe)", "siw": "soft-iWARP (siw)", "hw": "the hosts' RDMA devices", "opa": "Omni-Path"}
-	if pair == "qemu" {
-		c := r.Lab.QEMU
-		clock := "plain TCG clock (noisy)"
-		if c.Icount != "" {
-			clock = "instruction-counted clock (-icount " + c.Icount + ")"
-		}
-		return fmt.Sprintf("two QEMU TCG guests (%d MiB each) joined by %s over a socket link, %s: emulation, not hardware",
-			c.MemoryMiB, rdma[r.Lab.Test.RDMA], clock)
-	}
-	for _, p := range r.Lab.Pairs {
-		if p.Name == pair {
-			return fmt.Sprintf("two real hosts (pair %s) with %s", p.Name, rdma[p.RDMA])
-		}
-	}
-	return pair
-}
-
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
-}
-
-// article is the indefinite article before n as it is read aloud: "an"
-// for eight, eleven, eighteen, eighty-something, eight hundred, eleven
-// thousand...
-func article(n int) string {
-	d := strconv.Itoa(n)
-	if d[0] == '8' || len(d)%3 == 2 && (d[:2] == "11" || d[:2] == "18") {
-		return "an"
-	}
-	return "a"
 }
