@@ -634,7 +634,7 @@ func TestCronSchedulesMainline(t *testing.T) {
 }
 
 // A request from a GitHub issue reaches the reporter with its origin
-// (the issue it is answered in: see wire.Reports).
+// (the issue it is answered in: see reply.Replier).
 func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	repo, commits := gitRepo(t, 3, 99, nil)
 	h := newHarness(t, testConfig(), repo)

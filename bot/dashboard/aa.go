@@ -9,7 +9,7 @@ import (
 )
 
 // AAResults reads the A/A comparisons `rdmabot lab aa` made on the lab
-// (cmd/rdmabot reads its results files with wire.ReadAA). They are the
+// (cmd/rdmabot reads its results files with aa.Read). They are the
 // lab's false alarms measured off schedule, beside the canary's.
 type AAResults interface {
 	// AAComparisons are every A/A comparison stored; Where says where

@@ -3,7 +3,7 @@
 // give them, queues the work and acknowledges it in the issue at once
 // (or says why not), with a label. The result is a reply like any other:
 // reports renders it and its outbox posts it in the issue (see
-// wire.Reports), moderated, limited and exactly once.
+// reply.Replier), moderated, limited and exactly once.
 package ghbot
 
 import (

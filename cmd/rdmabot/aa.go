@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot/aa"
+
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/stats"
@@ -64,7 +66,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		*results = filepath.Join(aaDir(c.CacheDir), name)
 	}
 	if *summary {
-		rs, err := wire.ReadAA(*results)
+		rs, err := aa.Read(*results)
 		if err != nil {
 			return err
 		}
@@ -102,7 +104,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	aa := &wire.AA{
+	runner := &aa.Runner{
 		Lab: l, Profiles: profiles, ProfilesOnly: *profilesOnly,
 		Decide: r,
 		Pair:   *pair, Kernel: dir, Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Results: *results,
@@ -115,7 +117,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: %d comparisons of %s on %s (%s), budget %d/%d/%d, min effect %.0f%%; results in %s\n",
 		kind, *n, dir, *pair, *condition, c.Reports.Runs, c.Reports.RunsStep, c.Reports.MaxRuns, 100*c.Reports.MinEffect, *results)
-	rs, err := aa.Run(ctx, *n)
+	rs, err := runner.Run(ctx, *n)
 	printAASummary(e, rs)
 	return err
 }
@@ -220,7 +222,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 		*pair = c.Lab.Default
 	}
 	r := wire.NewReplier(c, nil, e.log)
-	cmp := &wire.AA{
+	cmp := &aa.Runner{
 		Lab:    l,
 		Decide: r, Pair: *pair, Kernel: base, Candidate: cand, Profiles: profiles, Side: *side,
 		Runs: c.Reports.Runs, Rounds: c.Bot.MaxRounds, Out: e.stdout,
@@ -242,22 +244,22 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 // (fresh base boots, with the cache when it agrees), the comparison's
 // own boots alone, and the cached base alone (the bot before every round
 // booted the base), with the time per comparison.
-func printAASummary(e *env, rs []wire.AAResult) {
-	var aa, power []wire.AAResult
+func printAASummary(e *env, rs []aa.Result) {
+	var same, power []aa.Result
 	for _, r := range rs {
 		if r.Seeded != "" {
 			power = append(power, r)
 		} else {
-			aa = append(aa, r)
+			same = append(same, r)
 		}
 	}
 	if len(power) > 0 {
 		printPowerSummary(e, power)
-		if len(aa) == 0 {
+		if len(same) == 0 {
 			return
 		}
 	}
-	rs = aa
+	rs = same
 	type key struct{ cond, mode string }
 	counts := map[key]map[string]int{}
 	secs := map[string][]float64{}
@@ -388,10 +390,10 @@ func cores(sorted []float64, q float64) string {
 // condition, the effect the boots measured (median over comparisons of
 // the candidate's median copy against the base's) and how often the
 // bot's decision called it a REGRESSION.
-func printPowerSummary(e *env, rs []wire.AAResult) {
+func printPowerSummary(e *env, rs []aa.Result) {
 	type key struct{ seeded, cond string }
 	var keys []key
-	by := map[key][]wire.AAResult{}
+	by := map[key][]aa.Result{}
 	for _, r := range rs {
 		k := key{r.Seeded, r.Condition}
 		if _, ok := by[k]; !ok {

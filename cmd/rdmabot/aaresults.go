@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/rdmabot/rdmabot/bot/aa"
+
 	"github.com/rdmabot/rdmabot/bot/dashboard"
-	"github.com/rdmabot/rdmabot/wire"
 )
 
 // aaDir is where `rdmabot lab aa` keeps its results by default:
@@ -17,7 +18,7 @@ import (
 func aaDir(cacheDir string) string { return filepath.Join(cacheDir, "aa") }
 
 // aaResults serves the A/A comparisons `rdmabot lab aa` stored in dir to
-// the dashboard's /canary: every aa*.jsonl file, read with wire.ReadAA;
+// the dashboard's /canary: every aa*.jsonl file, read with aa.Read;
 // a seeded slowdown's comparison (the power bench) is not A/A and is
 // left out.
 type aaResults struct{ dir string }
@@ -35,7 +36,7 @@ func (a aaResults) AAComparisons(ctx context.Context) ([]dashboard.AAComparison,
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		rs, err := wire.ReadAA(f)
+		rs, err := aa.Read(f)
 		if err != nil {
 			// The comparisons before a bad line are still shown.
 			errs = append(errs, err)

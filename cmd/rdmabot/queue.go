@@ -12,8 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot/aa"
+
 	"github.com/rdmabot/rdmabot/bot/queuesim"
-	"github.com/rdmabot/rdmabot/wire"
 )
 
 const queueUsage = `rdmabot lab queue --scan FILE [--scan FILE ...] [--aa FILE] [--condition idle] [--build 15s,60s] [--pairs 1,2] [--reps 200] [--seed N] [--config FILE]
@@ -51,7 +52,7 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	aa, err := wire.ReadAA(*aaPath)
+	aa, err := aa.Read(*aaPath)
 	if err != nil {
 		return err
 	}

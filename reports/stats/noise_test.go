@@ -88,7 +88,7 @@ func FitDrift(series [][]float64, maxLag int) (drift, sigma float64, pairs int) 
 }
 
 // aaRecord is what FitDrift reads of a stored A/A comparison
-// (wire.AAResult): each side's per-boot copy rate, boots alternating
+// (aa.Result): each side's per-boot copy rate, boots alternating
 // base then candidate.
 type aaRecord struct {
 	Condition string    `json:"condition"`

@@ -1,4 +1,10 @@
-package wire
+// Package aa measures the bot's verdicts on real lab boots: A/A
+// comparisons (one kernel as both base and candidate), power
+// comparisons against a kernel slowed on purpose, and comparisons of two
+// kernels, each booted through the bot's own rounds (bot.RunRound,
+// bot.RunProfiles) and judged by its own decision. `rdmabot lab aa` and
+// `rdmabot lab compare` run it.
+package aa
 
 import (
 	"bytes"
@@ -25,16 +31,16 @@ import (
 	"github.com/rdmabot/rdmabot/reports/stats"
 )
 
-// AA runs A/A comparisons: one kernel as both base and candidate, boots
+// Runner runs A/A comparisons: one kernel as both base and candidate, boots
 // alternating as the bot's lab rounds alternate them, judged by the
-// bot's own decision (Reports.Decide) with its budget and rounds, and
+// bot's own decision (reply.Replier.Decide) with its budget and rounds, and
 // with the base cache as the lab job keeps it (earlier base boots of the
 // kernel join a round's fresh ones unless they disagree). Every
 // REGRESSION or IMPROVEMENT it reports is a false alarm the lab and the
 // statistics together made.
-type AA struct {
+type Runner struct {
 	Lab    *lab.Runner
-	Decide bot.Decider // the bot's: Reports
+	Decide bot.Decider // the bot's: reply.Replier
 	Pair   string
 	Kernel string // directory holding bzImage (and modules/)
 	// Candidate, when set, is another kernel directory booted as the
@@ -76,13 +82,13 @@ type AA struct {
 	Out           io.Writer
 }
 
-// AAResult is one comparison, as stored.
-type AAResult struct {
+// Result is one comparison, as stored.
+type Result struct {
 	Time      time.Time `json:"time"`
 	Commit    string    `json:"commit"`
 	Condition string    `json:"condition"`
 	Neighbour string    `json:"neighbour,omitempty"`
-	// Seeded is the candidate's seeded slowdown (AA.Seeded): the
+	// Seeded is the candidate's seeded slowdown (Runner.Seeded): the
 	// comparison is a power measurement, not A/A.
 	Seeded string `json:"seeded,omitempty"`
 	Pair   string `json:"pair"`
@@ -115,7 +121,7 @@ type AAResult struct {
 	// "two boots, none in the base" rests on.
 	Health []map[string]int `json:"health,omitempty"`
 	// Profiles and ProfileHealth are each profile boot's profile and
-	// counts, base and candidate in boot order (AA.Profiles).
+	// counts, base and candidate in boot order (Runner.Profiles).
 	Profiles      []string         `json:"profiles,omitempty"`
 	ProfileHealth []map[string]int `json:"profile_health,omitempty"`
 	Busy          []float64        `json:"busy_boots,omitempty"`
@@ -131,7 +137,7 @@ type AAResult struct {
 }
 
 // Run makes n comparisons, appending each to Results as it ends.
-func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
+func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 	// The pair flocks its heavy lock around every boot; the same file
 	// flocked again around the comparison by another descriptor of this
 	// process would wait for ever on itself.
@@ -163,7 +169,7 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 		nb = startNeighbour(ctx, a.Neighbour, span, a.Rand)
 		defer nb.stop()
 	}
-	var out []AAResult
+	var out []Result
 	// cached is every good base boot so far, as the bot's base-result
 	// cache holds every run of one base kernel.
 	var cached []flow.Sample
@@ -218,7 +224,7 @@ func (a *AA) Run(ctx context.Context, n int) ([]AAResult, error) {
 
 // Effect is the candidate's median copy_MBps against the base's own
 // boots', as a relative change (-0.1 = 10 % slower); 0 without boots.
-func (r AAResult) Effect() float64 {
+func (r Result) Effect() float64 {
 	if len(r.Base) == 0 || len(r.Cand) == 0 {
 		return 0
 	}
@@ -231,8 +237,8 @@ type round struct{ base, cand []flow.Sample }
 // one comparison: rounds of alternating boots until the decision needs
 // no more or the rounds run out; the decision's base is the lab job's:
 // the round's fresh boots, joined by the cached ones unless they drifted.
-func (a *AA) one(ctx context.Context, cached []flow.Sample) (AAResult, []round) {
-	r := AAResult{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded, Side: a.side()}
+func (a *Runner) one(ctx context.Context, cached []flow.Sample) (Result, []round) {
+	r := Result{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded, Side: a.side()}
 	var base, cand, own []flow.Sample
 	var rounds []round
 	runs := a.Runs
@@ -327,7 +333,7 @@ func (a *AA) one(ctx context.Context, cached []flow.Sample) (AAResult, []round) 
 // candidate is what the comparison's candidate boots run: as a series'
 // kernel does, on Side (the server by default: the seeded slowdowns and
 // the seed regression's class are svcrdma's) beside the base.
-func (a *AA) candidate() flow.Boot {
+func (a *Runner) candidate() flow.Boot {
 	dir := a.Candidate
 	if dir == "" {
 		dir = a.Kernel
@@ -337,14 +343,14 @@ func (a *AA) candidate() flow.Boot {
 
 // base is what the base boots run: the kernel on both sides, or beside
 // itself on the client, timed by the server as the candidate is.
-func (a *AA) base() flow.Boot {
+func (a *Runner) base() flow.Boot {
 	if a.side() == lab.SideClient {
 		return flow.Boot{Dir: a.Kernel, Trusted: a.Kernel, Side: lab.SideClient}
 	}
 	return flow.Boot{Dir: a.Kernel}
 }
 
-func (a *AA) side() string {
+func (a *Runner) side() string {
 	if a.Side == "" {
 		return lab.SideServer
 	}
@@ -354,7 +360,7 @@ func (a *AA) side() string {
 // trace is where each boot's line goes: nowhere for A/A or a power
 // bench (its summary line says enough), Out for a comparison of two
 // kernels, whose reader waits on it boot by boot.
-func (a *AA) trace() io.Writer {
+func (a *Runner) trace() io.Writer {
 	if a.Candidate != "" && a.Seeded == "" && a.Out != nil {
 		return a.Out
 	}
@@ -364,7 +370,7 @@ func (a *AA) trace() io.Writer {
 // Compare makes one comparison of Kernel (base) against Candidate with
 // the bot's rounds, budget and decision, with no cached base, and
 // returns it with every boot of each side.
-func (a *AA) Compare(ctx context.Context) (AAResult, []flow.Sample, []flow.Sample) {
+func (a *Runner) Compare(ctx context.Context) (Result, []flow.Sample, []flow.Sample) {
 	r, rounds := a.one(ctx, nil)
 	var base, cand []flow.Sample
 	for _, rd := range rounds {
@@ -375,7 +381,7 @@ func (a *AA) Compare(ctx context.Context) (AAResult, []flow.Sample, []flow.Sampl
 
 // drifted is the lab job's check (bot.drifted): the cached base against
 // the fresh boots, as a regression or an improvement would be called.
-func (a *AA) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, error) {
+func (a *Runner) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, error) {
 	d, err := a.Decide.Decide(ctx, cached, fresh)
 	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, err
 }
@@ -385,7 +391,7 @@ func (a *AA) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, er
 // rounds adding fresh base boots to it, as the lab job does. It uses the
 // boots the fresh comparison made; where it would want more than those,
 // it stays INCONCLUSIVE.
-func (a *AA) cachedJudgement(ctx context.Context, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
+func (a *Runner) cachedJudgement(ctx context.Context, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
 	base := append([]flow.Sample(nil), cached...)
 	var cand []flow.Sample
 	var d flow.Decision
@@ -436,8 +442,8 @@ func appendJSON(path string, v any) error {
 	return f.Close()
 }
 
-// ReadAA reads the stored comparisons.
-func ReadAA(path string) ([]AAResult, error) {
+// Read reads the stored comparisons.
+func Read(path string) ([]Result, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -445,10 +451,10 @@ func ReadAA(path string) ([]AAResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []AAResult
+	var out []Result
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for dec.More() {
-		var r AAResult
+		var r Result
 		if err := dec.Decode(&r); err != nil {
 			return out, fmt.Errorf("%s: %w", path, err)
 		}

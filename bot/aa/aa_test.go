@@ -1,4 +1,4 @@
-package wire
+package aa
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/reply"
 
 	"github.com/rdmabot/rdmabot/bot"
@@ -79,11 +80,11 @@ func (p *noisyPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Res
 	return r, nil
 }
 
-func newAA(t *testing.T, p *noisyPair) *AA {
+func newAA(t *testing.T, p *noisyPair) *Runner {
 	t.Helper()
 	test := lab.DefaultTest()
-	r := NewReplier(Default(), nil, nil)
-	return &AA{
+	r := &reply.Replier{Cfg: reports.DefaultConfig(), Lab: lab.DefaultConfig()}
+	return &Runner{
 		Lab:    &lab.Runner{Cfg: lab.DefaultConfig(), Test: test, Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": p}},
 		Decide: r,
 		Pair:   "qemu", Kernel: t.TempDir(), Runs: 5, Rounds: 6, Results: filepath.Join(t.TempDir(), "aa", "aa.jsonl"),
@@ -121,7 +122,7 @@ func TestAARunsThroughTheDecision(t *testing.T) {
 		t.Errorf("%d boots for %d+%d per side", p.boots, len(rs[0].Base), len(rs[1].Base))
 	}
 
-	stored, err := ReadAA(a.Results)
+	stored, err := Read(a.Results)
 	if err != nil || len(stored) != 2 {
 		t.Fatalf("stored %d comparisons (%v), want 2", len(stored), err)
 	}
@@ -287,7 +288,7 @@ func TestAAStopsWithoutARecord(t *testing.T) {
 	if _, err := a.Run(ctx2, 2); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled mid-comparison: %v", err)
 	}
-	if rs, err := ReadAA(a.Results); err != nil || len(rs) != 0 {
+	if rs, err := Read(a.Results); err != nil || len(rs) != 0 {
 		t.Fatalf("recorded %d comparisons (%v), want none", len(rs), err)
 	}
 }
@@ -501,7 +502,7 @@ func TestCompareLossyFirst(t *testing.T) {
 }
 
 // lossyProfile is the lossy profile of a's lab configuration (3 boots).
-func lossyProfile(t *testing.T, a *AA) []bot.Profile {
+func lossyProfile(t *testing.T, a *Runner) []bot.Profile {
 	t.Helper()
 	p, err := lab.NewLossy(a.Lab)
 	if err != nil || p == nil || p.Boots() != 3 {
