@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -23,7 +22,7 @@ import (
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
-	"github.com/rdmabot/rdmabot/lore/feed"
+	"github.com/rdmabot/rdmabot/lore/intake"
 	"github.com/rdmabot/rdmabot/reports"
 )
 
@@ -147,48 +146,11 @@ func (c *Config) Validate() error {
 func (c *Config) checkListURLs() error {
 	var errs []error
 	for i, l := range c.Lore.Lists {
-		if err := checkListURL(l.URL); err != nil {
+		if err := intake.CheckListURL(l.URL); err != nil {
 			errs = append(errs, fmt.Errorf("lore.lists[%d] %s: url %q: %w", i, l.Name, l.URL, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// schemeLike is how a URL starts ("htps:", "https:"): a local path never
-// does in practice, a mistyped URL always.
-var schemeLike = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
-
-// checkListURL accepts what sources() reads: imap:// and imaps://
-// (public-inbox-imapd), http:// and https:// (a git mirror), file:// and
-// paths (a local inbox).
-func checkListURL(u string) error {
-	if u == "" {
-		return errors.New("is empty")
-	}
-	if feed.IsIMAPURL(u) {
-		_, err := feed.ParseIMAPURL(u, "", nil)
-		return err
-	}
-	if p, ok := localPath(u); ok {
-		if p == "" {
-			return errors.New("names no directory")
-		}
-		if !strings.HasPrefix(u, "file://") && schemeLike.MatchString(p) {
-			return errors.New("want https://host/inbox, imap(s)://host/newsgroup, file:///dir or a directory")
-		}
-		return nil
-	}
-	pu, err := url.Parse(u)
-	if err != nil {
-		return err
-	}
-	if pu.Scheme != "http" && pu.Scheme != "https" {
-		return fmt.Errorf("scheme %q: want https://host/inbox, imap(s)://host/newsgroup, file:///dir or a directory", pu.Scheme)
-	}
-	if pu.Host == "" {
-		return errors.New("has no host")
-	}
-	return nil
 }
 
 // checkMainlineTrees: a scheduled run, and a GitHub command naming no

@@ -299,39 +299,22 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 		t.Fatalf("%d series, want the linux-nfs patch", len(got))
 	}
 	failures := func(list string) int {
-		f, err := l.Failing(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f[list].Failures
+		return failingLists(t, st)[list].Failures
 	}
-	if f, _ := l.Failing(ctx); len(f) != 1 || f["linux-rdma"].Failures != 1 || f["linux-rdma"].Err == "" {
+	if f := failingLists(t, st); len(f) != 1 || f["linux-rdma"].Failures != 1 || f["linux-rdma"].Err == "" {
 		t.Fatalf("failing lists %+v, want linux-rdma once", f)
 	}
 	// Within its backoff the dead list is not read again.
-	cached := map[string]*lore.Message{}
-	for k, m := range l.cache {
-		cached[k] = m
-	}
 	if _, err := l.Poll(ctx); err != nil {
 		t.Fatal(err)
-	}
-	// And the window's mail was parsed once, not once per poll.
-	if len(cached) != 1 || len(l.cache) != 1 {
-		t.Errorf("parsed mail cached: %d then %d, want 1", len(cached), len(l.cache))
-	}
-	for k, m := range l.cache {
-		if cached[k] != m {
-			t.Errorf("mail %q parsed again at the second poll", k)
-		}
 	}
 	if n := failures("linux-rdma"); n != 1 {
 		t.Errorf("dead list read again within its backoff: %d failures", n)
 	}
 	// After it, it is (counted from when the failure was recorded: the
 	// store's clock was the real one, some time after now under load).
-	f, _ := l.Failing(ctx)
-	now = f["linux-rdma"].At.Add(listBackoff(1) + time.Second)
+	// The first failure's backoff is 30 s.
+	now = failingLists(t, st)["linux-rdma"].At.Add(31 * time.Second)
 	st.SetClock(func() time.Time { return now })
 	l.Poll(ctx)
 	if n := failures("linux-rdma"); n != 2 {
@@ -444,7 +427,7 @@ func TestPollMailCommandErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, _ := l.Failing(ctx); !strings.Contains(f["linux-rdma"].Err, "lore.lists linux-rdma") {
+	if f := failingLists(t, st); !strings.Contains(f["linux-rdma"].Err, "lore.lists linux-rdma") {
 		t.Errorf("bad imap URL: %+v", f)
 	}
 	res := map[string]string{}
@@ -586,34 +569,6 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 	check("command_dkim = false", poll(cfg, nil), want)
 }
 
-// A command's DKIM verdict that cannot be read or kept is the bot's
-// failure (Infra), and decides nothing.
-func TestDKIMVerdictStoreErrors(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := lore.ParseMessage([]byte("From: Dev <dev@example.org>\nMessage-ID: <c@x>\n\n#rdmabot test\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := NewLore(Default(), st, slog.New(slog.DiscardHandler))
-	// The verdict is reached, but the poll ends before it is kept.
-	cctx, cancel := context.WithCancel(ctx)
-	l.Auth = authFunc(func(context.Context, *lore.Message) error { cancel(); return nil })
-	why, err := l.authenticate(cctx, lore.Command{MessageID: "c@x", Mail: m})
-	if !flow.IsInfra(err) || why != "" {
-		t.Errorf("verdict not kept: %q, %v; want an Infra error", why, err)
-	}
-	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish()}
-	st.Close()
-	why, err = l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m})
-	if !flow.IsInfra(err) || why != "" {
-		t.Errorf("closed store: %q, %v; want an Infra error", why, err)
-	}
-}
-
 type authFunc func(context.Context, *lore.Message) error
 
 func (f authFunc) Authenticate(ctx context.Context, m *lore.Message) error { return f(ctx, m) }
@@ -692,9 +647,9 @@ func TestPollHidesListPasswords(t *testing.T) {
 	if strings.Contains(logged.String(), "s3cret") || !strings.Contains(logged.String(), "rdmabot:xxxxx@") {
 		t.Errorf("log:\n%s", logged.String())
 	}
-	failing, err := l.Failing(ctx)
-	if err != nil || len(failing) != 2 {
-		t.Fatalf("failing %v, %v", failing, err)
+	failing := failingLists(t, st)
+	if len(failing) != 2 {
+		t.Fatalf("failing %v", failing)
 	}
 	for name, h := range failing {
 		if strings.Contains(h.Err, "s3cret") {
@@ -703,19 +658,19 @@ func TestPollHidesListPasswords(t *testing.T) {
 	}
 }
 
-// A series' link is a web archive's page: a local inbox's path or an
-// IMAP mailbox gives none rather than a dead one.
-func TestConvertLinksOnlyWebArchives(t *testing.T) {
-	for url, want := range map[string]string{
-		"https://lore.kernel.org/linux-rdma":                 "https://lore.kernel.org/linux-rdma/a@x/",
-		"http://127.0.0.1:8080/linux-rdma/":                  "http://127.0.0.1:8080/linux-rdma/a@x/",
-		"inbox/local":                                        "",
-		"imaps://lore.kernel.org/org.kernel.vger.linux-rdma": "",
-	} {
-		cfg := lore.Config{Lists: []lore.ListConfig{{Name: "l", Address: "l@x", URL: url}}}
-		s := convert(&lore.Series{ID: "a@x", RootMessageID: "a@x", Lists: []string{"l"}}, cfg)
-		if s.Link != want || s.List != "l@x" {
-			t.Errorf("%s: link %q list %q, want %q", url, s.Link, s.List, want)
+// failingLists are the lists whose last read failed, by name, as the
+// dashboard and rdmabot status show them.
+func failingLists(t *testing.T, st *store.Store) map[string]store.Health {
+	t.Helper()
+	hs, err := st.Healths(context.Background(), st.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]store.Health{}
+	for _, h := range hs {
+		if h.Kind == "list" && !h.OK {
+			out[h.Name] = h
 		}
 	}
+	return out
 }

@@ -1,3 +1,9 @@
+// Package wire is the one place that joins the pipeline: it reads
+// config.toml (one section per stage, each owned by its package) and
+// puts the real stages (lore, builder, kbuild, lab, reports) behind the
+// bot's interfaces. It alone imports every stage; each adapter converts
+// types and sorts the stage's typed errors into the bot's two kinds:
+// infrastructure (retried) or the patch's fault (a verdict).
 package wire
 
 import (
@@ -20,21 +26,66 @@ import (
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
+	"github.com/rdmabot/rdmabot/lore/intake"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
 // NewLore reads the lists configured in cfg into st.
-func NewLore(cfg Config, st *store.Store, log *slog.Logger) *Lore {
+func NewLore(cfg Config, st *store.Store, log *slog.Logger) *intake.Reader {
 	window := 30 * 24 * time.Hour
 	if g := 4 * cfg.Lore.GracePeriod.Duration; g > window {
 		window = g
 	}
-	l := &Lore{St: st, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{},
+	l := &intake.Reader{St: mailStore{st}, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{},
 		Trees: Branches(cfg)}
 	if cfg.Lore.CommandDKIM {
 		l.Auth = &lore.DKIM{Resolver: lore.NewDKIMResolver(cfg.Lore.DKIMResolver)}
 	}
 	return l
+}
+
+// mailStore is the bot's database as the intake keeps the lists' mail,
+// its checkpoints and its state there.
+type mailStore struct{ st *store.Store }
+
+func (m mailStore) Load(ctx context.Context, source string) (string, error) {
+	return m.st.Checkpoint(ctx, m.st.DB, source)
+}
+
+// Save writes at once: the mail before the checkpoint is stored already.
+func (m mailStore) Save(ctx context.Context, source, v string) error {
+	return m.st.SetCheckpoint(ctx, m.st.DB, source, v)
+}
+
+func (m mailStore) AddMail(ctx context.Context, x intake.Mail) error {
+	return m.st.AddMail(ctx, store.Mail(x))
+}
+
+func (m mailStore) MailSince(ctx context.Context, t time.Time) ([]intake.Mail, error) {
+	mail, err := m.st.MailSince(ctx, t)
+	out := make([]intake.Mail, len(mail))
+	for i, x := range mail {
+		out[i] = intake.Mail(x)
+	}
+	return out, err
+}
+
+func (m mailStore) State(ctx context.Context, key string) (string, error) {
+	return m.st.State(ctx, key)
+}
+
+func (m mailStore) SetState(ctx context.Context, key, v string) error {
+	return m.st.SetState(ctx, key, v)
+}
+
+func (m mailStore) ListHealth(ctx context.Context, list string) (intake.Health, error) {
+	h, _, err := m.st.HealthOf(ctx, m.st.DB, "list", list)
+	return intake.Health{OK: h.OK, Failures: h.Failures, At: h.At}, err
+}
+
+func (m mailStore) RecordRead(ctx context.Context, list string, took time.Duration, err error) (intake.Health, error) {
+	h, serr := m.st.RecordHealth(ctx, m.st.DB, "list", list, took, err)
+	return intake.Health{OK: h.OK, Failures: h.Failures, At: h.At}, serr
 }
 
 // Branches are the configured trees' branches by tree name.

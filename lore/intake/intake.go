@@ -1,10 +1,9 @@
-// Package wire is the one place that joins the pipeline: it reads
-// config.toml (one section per stage, each owned by its package) and
-// puts the real stages (lore, builder, kbuild, lab, reports) behind the
-// bot's interfaces. It alone imports every stage; each adapter converts
-// types and sorts the stage's typed errors into the bot's two kinds:
-// infrastructure (retried) or the patch's fault (a verdict).
-package wire
+// Package intake reads the lists into the bot's database and turns
+// their mail into the series the bot tests: the window's complete,
+// relevant series, the incomplete ones past their grace period, and the
+// "#rdmabot" commands in their threads, each decided here (who may ask,
+// DKIM). It also fetches one thread by reference and reads an mbox.
+package intake
 
 import (
 	"context"
@@ -14,25 +13,26 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
 
-// Lore reads the lists into the bot's database and assembles series from
-// the mail of a recent window. Mail is stored before the source's
-// checkpoint moves, so a crash loses none; the series are recomputed from
-// the stored mail, so a restart finds the same ones.
-type Lore struct {
-	St      *store.Store
+// Reader reads the lists into the bot's database and assembles series
+// from the mail of a recent window (bot.Ingester, bot.SeriesFetcher,
+// bot.MboxReader). Mail is stored before the source's checkpoint moves,
+// so a crash loses none; the series are recomputed from the stored mail,
+// so a restart finds the same ones.
+type Reader struct {
+	St      Store
 	Cfg     lore.Config
 	DataDir string
 	Log     *slog.Logger
@@ -75,7 +75,7 @@ type Authenticator interface {
 // time: every poll assembles the whole window again, and a message is
 // parsed once, not once per poll (a mail with 40,000 References took
 // seconds each time).
-func (l *Lore) parsed(key string, raw []byte) (*lore.Message, error) {
+func (l *Reader) parsed(key string, raw []byte) (*lore.Message, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if m, ok := l.cache[key]; ok {
@@ -93,7 +93,7 @@ func (l *Lore) parsed(key string, raw []byte) (*lore.Message, error) {
 }
 
 // forgetParsed drops the parsed mail that left the window.
-func (l *Lore) forgetParsed(keep map[string]bool) {
+func (l *Reader) forgetParsed(keep map[string]bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k := range l.cache {
@@ -113,26 +113,10 @@ func listBackoff(n int) time.Duration {
 	return min(d, time.Hour)
 }
 
-// Failing reports the lists whose last read failed, by name, from the
-// health records the dashboard and rdmabot status show.
-func (l *Lore) Failing(ctx context.Context) (map[string]store.Health, error) {
-	hs, err := l.St.Healths(ctx, l.St.DB)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]store.Health{}
-	for _, h := range hs {
-		if h.Kind == "list" && !h.OK {
-			out[h.Name] = h
-		}
-	}
-	return out, nil
-}
-
 // sources are one public-inbox reader per list: a local inbox when the
 // URL is a path, public-inbox-imapd's mailboxes for imap:// and
 // imaps:// URLs, else a go-git mirror of the remote inbox.
-func (l *Lore) sources() map[string]feed.Source {
+func (l *Reader) sources() map[string]feed.Source {
 	out := map[string]feed.Source{}
 	for _, li := range l.Cfg.Lists {
 		if feed.IsIMAPURL(li.URL) {
@@ -180,24 +164,49 @@ func localPath(u string) (string, bool) {
 	return "", false
 }
 
-// checkpoints are lore/feed's Checkpoints over the bot's table.
-type checkpoints struct{ st *store.Store }
-
-func (c checkpoints) Load(ctx context.Context, key string) (string, error) {
-	return c.st.Checkpoint(ctx, c.st.DB, key)
+// Store keeps the lists' mail and the intake's state: the bot's
+// database. Its checkpoints (Load, Save: lore/feed's Checkpoints) move
+// only after the mail before them is stored.
+type Store interface {
+	Load(ctx context.Context, source string) (string, error)
+	Save(ctx context.Context, source, value string) error
+	AddMail(ctx context.Context, m Mail) error
+	// MailSince is the mail received since t, oldest first.
+	MailSince(ctx context.Context, t time.Time) ([]Mail, error)
+	// State and SetState keep a small value by key (a command's DKIM
+	// answer).
+	State(ctx context.Context, key string) (string, error)
+	SetState(ctx context.Context, key, value string) error
+	// ListHealth is a list's last reads; RecordRead notes one.
+	ListHealth(ctx context.Context, list string) (Health, error)
+	RecordRead(ctx context.Context, list string, took time.Duration, err error) (Health, error)
 }
 
-// Save writes at once: the item is already stored in lore_mail.
-func (c checkpoints) Save(ctx context.Context, key, v string) error {
-	return c.st.SetCheckpoint(ctx, c.st.DB, key, v)
+// Mail is one stored message of a list.
+type Mail struct {
+	List     string
+	Pos      string // its place in the list's source
+	Deleted  bool   // the archive removed it
+	Received time.Time
+	// Ingested is when the bot first read it (the first copy stored
+	// keeps its time); Received when unknown.
+	Ingested time.Time
+	Raw      []byte
+}
+
+// Health is how a list's reads went: the last one's outcome and time,
+// and how many failed in a row.
+type Health struct {
+	OK       bool
+	Failures int
+	At       time.Time
 }
 
 // Poll reads every list and returns the complete, relevant series of the
 // window. Series already tested are filtered by the bot's unique keys.
-func (l *Lore) Poll(ctx context.Context) ([]flow.Series, error) {
+func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 	// The mail itself is the durable state, so checkpoints are saved as
 	// lore/feed saves them, not held for the ingest transaction.
-	cps := checkpoints{l.St}
 	srcs := l.sources()
 	var errs []string
 	for _, li := range l.Cfg.Lists {
@@ -210,8 +219,8 @@ func (l *Lore) Poll(ctx context.Context) ([]flow.Series, error) {
 			continue
 		}
 		start := time.Now()
-		_, err = feed.Pump(ctx, srcs[li.Name], cps, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
-			return l.St.AddMail(ctx, store.Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Ingested: l.Now(), Raw: it.Raw})
+		_, err = feed.Pump(ctx, srcs[li.Name], l.St, feed.PumpOptions{Log: l.Log}, func(ctx context.Context, it feed.Item) error {
+			return l.St.AddMail(ctx, Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Ingested: l.Now(), Raw: it.Raw})
 		})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -310,7 +319,7 @@ func (l *Lore) Poll(ctx context.Context) ([]flow.Series, error) {
 // the base it would be tested on. Anyone else's "Applied, thanks!" changes
 // nothing. When MAINTAINERS cannot be read yet, only the configured ones
 // count.
-func (l *Lore) applied(ctx context.Context, s *lore.Series) bool {
+func (l *Reader) applied(ctx context.Context, s *lore.Series) bool {
 	if len(s.Applied) == 0 {
 		return false
 	}
@@ -334,7 +343,7 @@ func (l *Lore) applied(ctx context.Context, s *lore.Series) bool {
 
 // command turns a "#rdmabot" line in a reply into the series it asks
 // for, with the request attached and, when it is not done, why.
-func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (flow.Series, bool, error) {
+func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (flow.Series, bool, error) {
 	bs := convert(s, l.Cfg)
 	req := &flow.MailRequest{MsgID: c.MessageID, From: strings.ToLower(c.From.Email), Name: c.From.Name, Line: c.Line}
 	if req.MsgID == "" || req.From == "" {
@@ -392,7 +401,7 @@ func (l *Lore) command(ctx context.Context, c lore.Command, s *lore.Series) (flo
 // maintainerOnly says why from may not ask for a test of s unless
 // MAINTAINERS lists it for s's files ("": it does). An error means that
 // is not known yet.
-func (l *Lore) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Series, from string) (string, error) {
+func (l *Reader) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Series, from string) (string, error) {
 	if l.Maintainers == nil {
 		return "", fmt.Errorf("%s is neither the author nor in lore.command_allow, and MAINTAINERS cannot be read on this machine", from)
 	}
@@ -422,7 +431,7 @@ func (l *Lore) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Serie
 // keys are rotated, and every poll decides the window's commands again,
 // so a command obeyed on arrival would be refused a week later. A key
 // that cannot be looked up yet is an Infra error and decides nothing.
-func (l *Lore) authenticate(ctx context.Context, c lore.Command) (string, error) {
+func (l *Reader) authenticate(ctx context.Context, c lore.Command) (string, error) {
 	if l.Auth == nil {
 		return "", nil
 	}
@@ -472,8 +481,8 @@ func joinInts(v []int) string {
 
 // due says whether a list is read at this poll: always, unless its last
 // reads failed and its backoff has not ended.
-func (l *Lore) due(ctx context.Context, list string) (bool, error) {
-	h, _, err := l.St.HealthOf(ctx, l.St.DB, "list", list)
+func (l *Reader) due(ctx context.Context, list string) (bool, error) {
+	h, err := l.St.ListHealth(ctx, list)
 	if err != nil {
 		return false, flow.MarkInfra(err)
 	}
@@ -481,8 +490,8 @@ func (l *Lore) due(ctx context.Context, list string) (bool, error) {
 }
 
 // record notes the outcome of a list's read.
-func (l *Lore) record(ctx context.Context, list string, took time.Duration, err error) error {
-	h, serr := l.St.RecordHealth(ctx, l.St.DB, "list", list, took, err)
+func (l *Reader) record(ctx context.Context, list string, took time.Duration, err error) error {
+	h, serr := l.St.RecordRead(ctx, list, took, err)
 	if serr != nil {
 		return flow.MarkInfra(serr)
 	}
@@ -515,7 +524,7 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 		out.Patches = append(out.Patches, p.Message.Raw)
 	}
 	out.Closes, out.Fixes = closesAndFixes(s)
-	// The Message-ID replies answer, as Reports.thread finds it.
+	// The Message-ID replies answer, as the replies' thread finds it.
 	if root, err := lore.Root(out.Cover, out.Patches); err == nil {
 		out.Root = root.MessageID
 	}
@@ -566,7 +575,7 @@ func closesAndFixes(s *lore.Series) (closes, fixes []string) {
 
 // Fetch fetches one thread over HTTP from the inbox the reference names
 // (a lore URL) or from each configured list (a bare Message-ID).
-func (l *Lore) Fetch(ctx context.Context, ref string) (flow.Series, error) {
+func (l *Reader) Fetch(ctx context.Context, ref string) (flow.Series, error) {
 	inboxes := l.Cfg.Lists
 	inbox, msgID, err := messageRef(ref)
 	if err != nil {
@@ -609,7 +618,7 @@ func (l *Lore) Fetch(ctx context.Context, ref string) (flow.Series, error) {
 }
 
 // ReadMbox assembles the series in an mbox file's bytes.
-func (l *Lore) ReadMbox(ctx context.Context, mbox []byte) (flow.Series, error) {
+func (l *Reader) ReadMbox(ctx context.Context, mbox []byte) (flow.Series, error) {
 	f, err := os.CreateTemp("", "rdmabot-mbox-")
 	if err != nil {
 		return flow.Series{}, err
@@ -632,7 +641,7 @@ func (l *Lore) ReadMbox(ctx context.Context, mbox []byte) (flow.Series, error) {
 }
 
 // assembleOne returns the series holding msgID, or the only complete one.
-func (l *Lore) assembleOne(items []feed.Item, msgID string) (flow.Series, error) {
+func (l *Reader) assembleOne(items []feed.Item, msgID string) (flow.Series, error) {
 	a, err := lore.NewAssembler(l.Cfg.Assembler(l.Now))
 	if err != nil {
 		return flow.Series{}, err
@@ -668,4 +677,41 @@ func (l *Lore) assembleOne(items []feed.Item, msgID string) (flow.Series, error)
 		return flow.Series{}, fmt.Errorf("series %q is incomplete: missing %v", found[0].Subject, found[0].Missing)
 	}
 	return convert(found[0], l.Cfg), nil
+}
+
+// schemeLike is how a URL starts ("htps:", "https:"): a local path never
+// does in practice, a mistyped URL always.
+var schemeLike = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
+
+// CheckListURL accepts what the reader reads: imap:// and imaps://
+// (public-inbox-imapd), http:// and https:// (a git mirror), file:// and
+// paths (a local inbox).
+func CheckListURL(u string) error {
+	if u == "" {
+		return errors.New("is empty")
+	}
+	if feed.IsIMAPURL(u) {
+		_, err := feed.ParseIMAPURL(u, "", nil)
+		return err
+	}
+	if p, ok := localPath(u); ok {
+		if p == "" {
+			return errors.New("names no directory")
+		}
+		if !strings.HasPrefix(u, "file://") && schemeLike.MatchString(p) {
+			return errors.New("want https://host/inbox, imap(s)://host/newsgroup, file:///dir or a directory")
+		}
+		return nil
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return err
+	}
+	if pu.Scheme != "http" && pu.Scheme != "https" {
+		return fmt.Errorf("scheme %q: want https://host/inbox, imap(s)://host/newsgroup, file:///dir or a directory", pu.Scheme)
+	}
+	if pu.Host == "" {
+		return errors.New("has no host")
+	}
+	return nil
 }

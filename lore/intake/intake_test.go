@@ -1,0 +1,117 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lore"
+)
+
+// A series' link is a web archive's page: a local inbox's path or an
+// IMAP mailbox gives none rather than a dead one.
+func TestConvertLinksOnlyWebArchives(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://lore.kernel.org/linux-rdma":                 "https://lore.kernel.org/linux-rdma/a@x/",
+		"http://127.0.0.1:8080/linux-rdma/":                  "http://127.0.0.1:8080/linux-rdma/a@x/",
+		"inbox/local":                                        "",
+		"imaps://lore.kernel.org/org.kernel.vger.linux-rdma": "",
+	} {
+		cfg := lore.Config{Lists: []lore.ListConfig{{Name: "l", Address: "l@x", URL: url}}}
+		s := convert(&lore.Series{ID: "a@x", RootMessageID: "a@x", Lists: []string{"l"}}, cfg)
+		if s.Link != want || s.List != "l@x" {
+			t.Errorf("%s: link %q list %q, want %q", url, s.Link, s.List, want)
+		}
+	}
+}
+
+// The window's mail is parsed once, not once per poll (a mail with
+// 40,000 References took seconds each time), and what left the window
+// is forgotten.
+func TestParsedOnce(t *testing.T) {
+	l := &Reader{}
+	raw := []byte("From: A <a@x>\nSubject: s\nMessage-ID: <m@x>\n\nbody\n")
+	first, err := l.parsed("k", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := l.parsed("k", raw)
+	if again != first {
+		t.Error("the same mail was parsed again")
+	}
+	l.forgetParsed(map[string]bool{})
+	if after, _ := l.parsed("k", raw); after == first {
+		t.Error("mail that left the window was kept")
+	}
+}
+
+// A list that failed n times in a row is left alone for 30 s, doubling,
+// up to an hour.
+func TestListBackoff(t *testing.T) {
+	for n, want := range map[int]string{0: "0s", 1: "30s", 2: "1m0s", 8: "1h0m0s", 30: "1h0m0s"} {
+		if got := listBackoff(n).String(); got != want {
+			t.Errorf("listBackoff(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+// stateStore keeps the intake's state in memory, failing as a database
+// does once its context ends or it is closed; nothing else is called.
+type stateStore struct {
+	Store
+	closed bool
+	state  map[string]string
+}
+
+func (s *stateStore) State(ctx context.Context, key string) (string, error) {
+	if s.closed {
+		return "", errors.New("sql: database is closed")
+	}
+	return s.state[key], ctx.Err()
+}
+
+func (s *stateStore) SetState(ctx context.Context, key, v string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.state[key] = v
+	return nil
+}
+
+type authFunc func(context.Context, *lore.Message) error
+
+func (f authFunc) Authenticate(ctx context.Context, m *lore.Message) error { return f(ctx, m) }
+
+// A command's DKIM verdict that cannot be read or kept is the bot's
+// failure (Infra), and decides nothing.
+func TestDKIMVerdictStoreErrors(t *testing.T) {
+	ctx := context.Background()
+	m, err := lore.ParseMessage([]byte("From: Dev <dev@example.org>\nMessage-ID: <c@x>\n\n#rdmabot test\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stateStore{state: map[string]string{}}
+	l := &Reader{St: st}
+	// The verdict is reached, but the poll ends before it is kept.
+	cctx, cancel := context.WithCancel(ctx)
+	l.Auth = authFunc(func(context.Context, *lore.Message) error { cancel(); return nil })
+	why, err := l.authenticate(cctx, lore.Command{MessageID: "c@x", Mail: m})
+	if !flow.IsInfra(err) || why != "" || len(st.state) != 0 {
+		t.Errorf("verdict not kept: %q, %v, state %v; want an Infra error", why, err, st.state)
+	}
+	st.closed = true
+	why, err = l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m})
+	if !flow.IsInfra(err) || why != "" {
+		t.Errorf("closed store: %q, %v; want an Infra error", why, err)
+	}
+	// Kept, it is the answer from then on, whatever DKIM says later.
+	st.closed = false
+	if why, err := l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m}); err != nil || why != "" || st.state["dkim:c@x"] != "verified" {
+		t.Fatalf("verified: %q, %v, state %v", why, err, st.state)
+	}
+	l.Auth = authFunc(func(context.Context, *lore.Message) error { return &lore.UnverifiedError{Addr: "dev@example.org"} })
+	if why, err := l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m}); err != nil || why != "" {
+		t.Errorf("a kept verdict decided again: %q, %v", why, err)
+	}
+}
