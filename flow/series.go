@@ -67,6 +67,15 @@ type Base struct {
 	Branch string `json:"branch,omitempty"`
 }
 
+// How a series' base was chosen, as a reply says it ("base chosen by
+// ..."): who hears of an APPLY_FAILED and what it asks for depend on it.
+const (
+	BaseByTrailer = "base-commit trailer"
+	BaseByBlobs   = "pre-image blob ids"
+	BaseByTag     = "subject tree tag"
+	BaseByDefault = "default branch"
+)
+
 // Origin is where a request came from and where its answer goes.
 type Origin struct {
 	Kind    string `json:"kind"` // mail, github, cli, mainline

@@ -32,15 +32,6 @@ func (a Audience) String() string {
 	return "nobody (dashboard only)"
 }
 
-// How a series' base was chosen, as a reply says it ("base chosen by
-// ..."): who hears of an APPLY_FAILED and what it asks for depend on it.
-const (
-	BaseByTrailer = "base-commit trailer"
-	BaseByBlobs   = "pre-image blob ids"
-	BaseByTag     = "subject tree tag"
-	BaseByDefault = "default branch"
-)
-
 // Occasion is what about a verdict decides who hears of it.
 type Occasion struct {
 	// GuessedBase: the author named no base and none could be read from

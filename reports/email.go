@@ -328,7 +328,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	}
 	raw(provenance(in.Base)) // one line, as the 0-day tags are: greppable
 	if v.Outcome == flow.ApplyFailed {
-		if in.Base.Reason == BaseByTrailer {
+		if in.Base.Reason == flow.BaseByTrailer {
 			para("The series names this base (base-commit:). If it depends on patches that are not on it, please post them with the series, or name a base that has them.")
 		} else {
 			para("If the series is meant for another tree or base, please say so with base-commit: (git format-patch --base) in the next version.")

@@ -520,7 +520,7 @@ func applyOnToyTree(t *testing.T, s flow.Series) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Build{Store: bs, RepoDir: repo, Cfg: builder.DefaultConfig(), Lab: "qemu", Now: func() time.Time { return replyNow }}
+	b := buildStage{&builder.Stage{Store: bs, RepoDir: repo, Cfg: builder.DefaultConfig(), Lab: "qemu", Now: func() time.Time { return replyNow }}}
 	_, err = b.Apply(context.Background(), flow.Base{Tree: "nfsd", Commit: base}, s, &bytes.Buffer{})
 	if err == nil || flow.IsInfra(err) {
 		t.Fatalf("apply on a toy tree: %v", err)

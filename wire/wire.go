@@ -184,12 +184,12 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
 	r.Kernels.Compiler = kb.Toolchain().Words()
-	b := &Build{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
-	stages.Build, stages.Trees = b, b
+	b := &builder.Stage{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
+	stages.Build, stages.Trees = buildStage{b}, b
 	if stages.Debug != nil {
 		db := *b
 		db.Lab = kbuild.DebugLab(kernelLab)
-		stages.DebugBuild = &db
+		stages.DebugBuild = buildStage{&db}
 	}
 	r.Maintainers = b
 	lo.Maintainers = b

@@ -51,7 +51,7 @@ func TestNewConfiguresTheDefaultPairsKernel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := stages.Build.(*Build).Lab; got != c.want {
+			if got := stages.Build.(buildStage).Lab; got != c.want {
 				t.Errorf("lab.default %s builds the %q kernel, want %q", c.pair, got, c.want)
 			}
 		})

@@ -356,7 +356,7 @@ func resolveBisect(cfg wire.Config, tree, good, bad string) (string, string, err
 	}
 	var commits [2]string
 	for i, r := range [2][2]string{{"good", good}, {"bad", bad}} {
-		if commits[i], err = wire.ResolveInTree(ts, tree, r[1]); err != nil {
+		if commits[i], err = ts.ResolveInTree(tree, r[1]); err != nil {
 			return "", "", fmt.Errorf("%w: --%s %q is neither a branch of tree %s nor a commit in %s", errUsage, r[0], r[1], tree, dir)
 		}
 	}

@@ -311,7 +311,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	}
 	req := rep.Origin.Request
 	aud := r.Cfg.Audience(v.Outcome, reports.Occasion{
-		GuessedBase:  rep.BaseReason == reports.BaseByDefault,
+		GuessedBase:  rep.BaseReason == flow.BaseByDefault,
 		Asked:        req != nil,
 		ClosesReport: rep.Fix != nil,
 	})

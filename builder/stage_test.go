@@ -1,62 +1,47 @@
-package wire
+package builder
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/flow"
 )
-
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=Dev", "GIT_AUTHOR_EMAIL=dev@example.org", "GIT_COMMITTER_NAME=Dev",
-		"GIT_COMMITTER_EMAIL=dev@example.org", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // The builder adapter on a real repository: base selection, apply as git
 // am, a patch that does not apply is the series' fault (not infra), heads
 // of tree branches, and git revert for the bisection's confirmation.
-func TestBuildAdapter(t *testing.T) {
+func TestStage(t *testing.T) {
 	ctx := context.Background()
 	work := t.TempDir()
-	gitIn(t, work, "init", "-q", "-b", "master")
+	gitT(t, work, "init", "-q", "-b", "master")
 	src := filepath.Join(work, "net", "sunrpc", "xprtrdma")
 	os.MkdirAll(src, 0o755)
 	os.WriteFile(filepath.Join(src, "svc_rdma_sendto.c"), []byte("int a;\nint b;\nint c;\n"), 0o644)
-	gitIn(t, work, "add", "-A")
-	gitIn(t, work, "commit", "-q", "-m", "base")
-	base := gitIn(t, work, "rev-parse", "HEAD")
+	gitT(t, work, "add", "-A")
+	gitT(t, work, "commit", "-q", "-m", "base")
+	base := gitT(t, work, "rev-parse", "HEAD")
 	os.WriteFile(filepath.Join(src, "svc_rdma_sendto.c"), []byte("int a;\nint b2;\nint c;\n"), 0o644)
-	gitIn(t, work, "commit", "-q", "-am", "svcrdma: rename b")
-	patch := gitIn(t, work, "format-patch", "--stdout", "-1")
-	second := gitIn(t, work, "rev-parse", "HEAD")
+	gitT(t, work, "commit", "-q", "-am", "svcrdma: rename b")
+	patch := gitT(t, work, "format-patch", "--stdout", "-1")
+	second := gitT(t, work, "rev-parse", "HEAD")
 
 	// The bot's store: a bare repository holding the tree's branch.
 	repo := filepath.Join(t.TempDir(), "trees.git")
-	gitIn(t, work, "clone", "-q", "--bare", work, repo)
-	gitIn(t, repo, "update-ref", "refs/trees/mainline/master", base)
-	bs, err := builder.OpenStore(repo)
+	gitT(t, work, "clone", "-q", "--bare", work, repo)
+	gitT(t, repo, "update-ref", "refs/trees/mainline/master", base)
+	bs, err := OpenStore(repo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := builder.DefaultConfig()
-	cfg.Trees = []builder.TreeConfig{{Name: "mainline", Branches: []string{"master"}}}
-	b := &Build{Store: bs, RepoDir: repo, Cfg: cfg, Lab: "qemu",
+	cfg := DefaultConfig()
+	cfg.Trees = []TreeConfig{{Name: "mainline", Branches: []string{"master"}}}
+	b := &Stage{Store: bs, RepoDir: repo, Cfg: cfg, Lab: "qemu",
 		Now: func() time.Time { return time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC) }}
 
 	s := flow.Series{MsgID: "rename@example.org", Version: 1, Subject: "svcrdma: rename b", Patches: [][]byte{[]byte(patch + "\n")}}
@@ -89,9 +74,9 @@ func TestBuildAdapter(t *testing.T) {
 	if err == nil || flow.IsInfra(err) {
 		t.Fatalf("conflicting apply: %v (infra %v)", err, flow.IsInfra(err))
 	}
-	var ae *builder.ApplyError
+	var ae *ApplyError
 	if !errors.As(err, &ae) {
-		t.Fatalf("want *builder.ApplyError, got %T", err)
+		t.Fatalf("want *ApplyError, got %T", err)
 	}
 
 	head, err := b.Head(ctx, "mainline", "master")
