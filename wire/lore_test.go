@@ -569,10 +569,6 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 	check("command_dkim = false", poll(cfg, nil), want)
 }
 
-type authFunc func(context.Context, *lore.Message) error
-
-func (f authFunc) Authenticate(ctx context.Context, m *lore.Message) error { return f(ctx, m) }
-
 // fixedMaintainers is MAINTAINERS listing the same addresses for every file.
 type fixedMaintainers []string
 
