@@ -13,16 +13,16 @@ import (
 	"github.com/rdmabot/rdmabot/flow"
 )
 
-// The test job: choose the base (the job kind is "test", as stored).
+// The base job: the first of a test's jobs chooses its base.
 
-type testWorker struct {
-	river.WorkerDefaults[TestArgs]
+type baseWorker struct {
+	river.WorkerDefaults[BaseArgs]
 	b *Bot
 }
 
-func (w *testWorker) Timeout(*river.Job[TestArgs]) time.Duration { return time.Hour }
+func (w *baseWorker) Timeout(*river.Job[BaseArgs]) time.Duration { return time.Hour }
 
-func (w *testWorker) Work(ctx context.Context, job *river.Job[TestArgs]) error {
+func (w *baseWorker) Work(ctx context.Context, job *river.Job[BaseArgs]) error {
 	b := w.b
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		switch t.Kind {
@@ -126,6 +126,6 @@ func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, 
 	return err
 }
 
-func (b *Bot) finishWithVerdict(ctx context.Context, job *river.Job[TestArgs], t store.Test, verdict flow.Outcome, summary string) error {
+func (b *Bot) finishWithVerdict(ctx context.Context, job *river.Job[BaseArgs], t store.Test, verdict flow.Outcome, summary string) error {
 	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, verdict, summary) })
 }

@@ -146,7 +146,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &ingestWorker{b: b})
-	river.AddWorker(workers, &testWorker{b: b})
+	river.AddWorker(workers, &baseWorker{b: b})
 	river.AddWorker(workers, &buildWorker{b: b})
 	river.AddWorker(workers, &labWorker{b: b})
 	river.AddWorker(workers, &reportWorker{b: b})

@@ -210,7 +210,7 @@ func TestSeriesVerdicts(t *testing.T) {
 
 // The reporter is told a series' testing started (the patchwork pending
 // check) once the base is chosen, with the test's page, before the
-// verdict is delivered; a failure to record it retries the test job.
+// verdict is delivered; a failure to record it retries the base job.
 func TestStartedBeforeDeliver(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	h.report.FailStarts = 1
@@ -502,7 +502,7 @@ func TestDashboard(t *testing.T) {
 	if api.Verdict != "REGRESSION" || len(api.Jobs) < 4 {
 		t.Fatalf("API: %+v", api)
 	}
-	if tr := get(t, srv, api.Jobs[0].TraceURL); !strings.Contains(tr, "test job") {
+	if tr := get(t, srv, api.Jobs[0].TraceURL); !strings.Contains(tr, "base job") {
 		t.Fatalf("trace: %q", tr)
 	}
 	metrics := get(t, srv, "/metrics")

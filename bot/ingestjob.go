@@ -241,7 +241,7 @@ func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o flow.
 	if err != nil || !created {
 		return t.ID, created, err
 	}
-	_, err = b.river.InsertTx(ctx, tx, TestArgs{TestID: t.ID}, nil)
+	_, err = b.river.InsertTx(ctx, tx, BaseArgs{TestID: t.ID}, nil)
 	return t.ID, true, err
 }
 

@@ -32,13 +32,13 @@ func (IngestArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueIngest, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pending}}
 }
 
-// TestArgs starts a test: base selection.
-type TestArgs struct {
+// BaseArgs starts a test: it chooses the base.
+type BaseArgs struct {
 	TestID int64 `json:"test_id"`
 }
 
-func (TestArgs) Kind() string { return "test" }
-func (TestArgs) InsertOpts() river.InsertOpts {
+func (BaseArgs) Kind() string { return "base" }
+func (BaseArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueBuild, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
@@ -139,7 +139,7 @@ func (b *Bot) Cancel(ctx context.Context, testID int64) error {
 	if err := b.st.UpdateTest(ctx, b.st.DB, t); err != nil {
 		return err
 	}
-	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("test", "build", "lab", "report").
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "lab", "report").
 		States(pending...).First(1000))
 	if err != nil {
 		return err
@@ -159,7 +159,7 @@ func (b *Bot) Cancel(ctx context.Context, testID int64) error {
 
 // JobsOfTest lists the River jobs that worked on a test, for its page.
 func (b *Bot) JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error) {
-	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("test", "build", "lab", "report").
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "lab", "report").
 		States(append(pending, rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded)...).First(10000))
 	if err != nil {
 		return nil, err

@@ -287,7 +287,7 @@ func (b *Bot) deliver(ctx context.Context, t store.Test, o flow.Origin, tr *Trac
 
 // started tells the series' reporter that its testing starts, on the
 // base just chosen, when it wants to know (a Starter). A failure is the
-// infrastructure's: the test job is retried, and the reporter acts once.
+// infrastructure's: the base job is retried, and the reporter acts once.
 func (b *Bot) started(ctx context.Context, t store.Test, s flow.Series, tr *Trace) error {
 	var o flow.Origin
 	json.Unmarshal([]byte(t.Origin), &o)

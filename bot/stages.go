@@ -114,7 +114,7 @@ type Reporter interface {
 
 // Starter is a reporter that says when a series' testing starts (a
 // patchwork check "pending"), before its Deliver says how it ended. It is
-// called again when the test job is retried, so it must act once per
+// called again when the base job is retried, so it must act once per
 // Report.Key.
 type Starter interface {
 	Started(ctx context.Context, r flow.Report) error

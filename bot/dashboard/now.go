@@ -81,7 +81,7 @@ type LeaseView struct {
 }
 
 // jobArgs are the fields of every job kind's arguments that say what it
-// works on (bot's TestArgs, LabArgs, ReportArgs, MainlineArgs, BisectArgs,
+// works on (bot's BaseArgs, LabArgs, ReportArgs, MainlineArgs, BisectArgs,
 // CanaryArgs share these names).
 type jobArgs struct {
 	TestID      int64     `json:"test_id"`

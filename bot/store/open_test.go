@@ -82,3 +82,30 @@ func TestOpenBesideAWriter(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// The job that chooses a test's base was named "test": a database made
+// before it was renamed keeps its queued jobs, as the "base" job's.
+func TestMigrationRenamesTheBaseJob(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The database as the bot before the rename left it.
+	if _, err := s.DB.ExecContext(ctx, `INSERT INTO river_job (args, kind, max_attempts) VALUES ('{"test_id":7}', 'test', 8)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB.ExecContext(ctx, `DELETE FROM rdmabot_migration WHERE version = $1`, len(migrations)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(ctx, "", dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var kind, state string
+	if err := s.DB.QueryRowContext(ctx, `SELECT kind, state FROM river_job WHERE args LIKE '%"test_id":7%'`).Scan(&kind, &state); err != nil || kind != "base" || state != "available" {
+		t.Errorf("the queued job: kind %q state %q, %v; want a base job still to run", kind, state, err)
+	}
+}

@@ -399,4 +399,7 @@ CREATE INDEX disputes_test ON disputes (test_id)`,
 	// candidate, when its series asked for them.
 	`ALTER TABLE tests ADD COLUMN base_debug_artifact TEXT NOT NULL DEFAULT '';
 ALTER TABLE tests ADD COLUMN cand_debug_artifact TEXT NOT NULL DEFAULT ''`,
+	// The job that chooses a test's base was named "test": its jobs,
+	// queued ones above all, are the "base" job's now.
+	`UPDATE river_job SET kind = 'base' WHERE kind = 'test'`,
 }

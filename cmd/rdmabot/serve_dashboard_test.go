@@ -80,14 +80,14 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	}
 	var v dashboard.NowView
 	var retrying dashboard.NowJob
-	e.waitFor("the test job retrying on /api/now", 60*time.Second, func() (bool, string) {
+	e.waitFor("the base job retrying on /api/now", 60*time.Second, func() (bool, string) {
 		code, body := e.dashGet("/api/now")
 		v, retrying = dashboard.NowView{}, dashboard.NowJob{}
 		if code != 200 || json.Unmarshal([]byte(body), &v) != nil {
 			return false, body
 		}
 		for _, j := range v.Waiting {
-			if j.Kind == "test" && j.Retrying() {
+			if j.Kind == "base" && j.Retrying() {
 				retrying = j
 			}
 		}
@@ -95,7 +95,7 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	})
 	if retrying.Link != "/tests/1" || !strings.HasPrefix(retrying.What, "test 1: ") || retrying.Errors < 1 || retrying.MaxAttempts != 8 ||
 		!strings.Contains(retrying.LastError, "none of the configured branches is in the store") || strings.Contains(retrying.LastError, "\n") {
-		t.Errorf("the retrying test job: %+v", retrying)
+		t.Errorf("the retrying base job: %+v", retrying)
 	}
 	if len(v.Leases) != 1 || v.Leases[0].Pair != "qemu" || v.Leases[0].Holder != "lab-1/lab#99" || v.Leases[0].Expired {
 		t.Errorf("leases: %+v", v.Leases)
