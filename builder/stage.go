@@ -94,14 +94,20 @@ func (b *Stage) askedBase(tree, branch string) (flow.Base, error) {
 }
 
 // MaintainersOf returns the maintainers and reviewers MAINTAINERS lists
-// for files at the base s would be tested on. A base tree without a
-// MAINTAINERS file lists nobody.
+// for files at the base s would be tested on (a command's or an applied
+// note's sender, before any test chose one).
 func (b *Stage) MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error) {
 	base, err := b.SelectBase(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	m, err := b.Store.MaintainersAt(plumbing.NewHash(base.Commit))
+	return b.MaintainersAt(ctx, base.Commit, files)
+}
+
+// MaintainersAt returns the maintainers and reviewers MAINTAINERS lists
+// for files at commit. A tree without a MAINTAINERS file lists nobody.
+func (b *Stage) MaintainersAt(_ context.Context, commit string, files []string) ([]string, error) {
+	m, err := b.Store.MaintainersAt(plumbing.NewHash(commit))
 	if errors.Is(err, ErrNoMaintainers) {
 		return nil, nil
 	}

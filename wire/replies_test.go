@@ -618,18 +618,34 @@ func checkFigures(t *testing.T, e *outbox.Entry, d flow.Decision) {
 	}
 }
 
+// maintainersAt is MAINTAINERS at one commit: it lists addrs there and
+// nobody anywhere else.
+type maintainersAt struct {
+	commit string
+	addrs  []string
+}
+
+func (m maintainersAt) MaintainersAt(_ context.Context, commit string, _ []string) ([]string, error) {
+	if commit != m.commit {
+		return nil, nil
+	}
+	return m.addrs, nil
+}
+
 // The maintainers and reviewers MAINTAINERS lists for the touched files
-// are copied (reports.cc_maintainers), once each and never the author;
-// with the setting off, only the lists are.
+// at the base the series was tested on are copied
+// (reports.cc_maintainers), once each and never the author; with the
+// setting off, only the lists are.
 func TestReplyCcsMaintainers(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		g := newReplyRig(t)
 		g.r.Cfg.CCMaintainers = on
-		g.r.Maintainers = fixedMaintainers{"jlayton@kernel.org", "cel@kernel.org", "JLayton@kernel.org"}
 		runs := 2 * g.r.Cfg.Runs
 		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
 		d := decide(t, g.r, base, cand)
-		e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
+		rep := g.report(1, d.Verdict, d.Summary, d.Detail, base, cand)
+		g.r.Maintainers = maintainersAt{rep.Base, []string{"jlayton@kernel.org", "cel@kernel.org", "JLayton@kernel.org"}}
+		e := g.deliver(t, rep)
 		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
 		if err != nil {
 			t.Fatal(err)

@@ -223,10 +223,10 @@ type Sides interface {
 	CandidateSide(s flow.Series) string
 }
 
-// MaintainerLookup lists the maintainers and reviewers of files in the
-// tree a series is tested on (MAINTAINERS).
+// MaintainerLookup lists the maintainers and reviewers MAINTAINERS
+// names for files at a commit: the base the series was tested on.
 type MaintainerLookup interface {
-	MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error)
+	MaintainersAt(ctx context.Context, commit string, files []string) ([]string, error)
 }
 
 // Decide judges candidate against base samples with reports' statistics,
@@ -269,11 +269,11 @@ func (r *Replier) Text(base, cand []flow.Sample) string {
 // the files of s (reports.cc_maintainers): none when it is off, when no
 // tree is readable here, or when MAINTAINERS cannot be read (logged: the
 // reply goes to the lists all the same).
-func (r *Replier) maintainersCc(ctx context.Context, s *flow.Series) []string {
-	if !r.Cfg.CCMaintainers || r.Maintainers == nil {
+func (r *Replier) maintainersCc(ctx context.Context, s *flow.Series, base string) []string {
+	if !r.Cfg.CCMaintainers || r.Maintainers == nil || base == "" {
 		return nil
 	}
-	addrs, err := r.Maintainers.MaintainersOf(ctx, *s, r.Mail.ChangedFiles(*s))
+	addrs, err := r.Maintainers.MaintainersAt(ctx, base, r.Mail.ChangedFiles(*s))
 	if err != nil {
 		if r.Log != nil {
 			r.Log.Warn("reports: MAINTAINERS not read; no maintainers in Cc", "series", s.MsgID, "err", err)
@@ -327,7 +327,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 		v.In.Thread.Author = reports.Address{Name: req.Name, Email: req.From}
 		v.In.Thread.Lists, v.In.Thread.Cc = nil, nil
 	case reports.InThread:
-		v.In.Thread.Cc = r.maintainersCc(ctx, rep.Series)
+		v.In.Thread.Cc = r.maintainersCc(ctx, rep.Series, rep.Base)
 	}
 	now := r.Now()
 	idThread := th
