@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmabot/rdmabot/bot/reproduce"
+
 	"github.com/rdmabot/rdmabot/bot/artifact"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
@@ -71,7 +73,11 @@ func TestReproducerBundle(t *testing.T) {
 		Samples: []flow.Sample{{Metrics: map[string]float64{"copy_MBps": 8.25}}}}); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reproducer{St: st, Cfg: cfg, Artifacts: art, Version: "v"}
+	r, err := NewReproducer(cfg, st, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Artifacts, r.Binary = art, ""
 
 	b, err := r.Bundle(ctx, series)
 	if err != nil {
@@ -151,8 +157,8 @@ func TestReproducerBundle(t *testing.T) {
 		}
 	}
 	for _, id := range []int64{branch, waiting, onHead} {
-		if _, err := r.Bundle(ctx, id); !errors.Is(err, ErrNoReproducer) {
-			t.Errorf("test %d: %v, want ErrNoReproducer", id, err)
+		if _, err := r.Bundle(ctx, id); !errors.Is(err, reproduce.ErrNone) {
+			t.Errorf("test %d: %v, want reproduce.ErrNone", id, err)
 		}
 	}
 	if _, err := r.Bundle(ctx, 999); !errors.Is(err, store.ErrNotFound) {

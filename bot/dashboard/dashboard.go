@@ -44,7 +44,7 @@ type Jobs interface {
 	Schedules(now time.Time) ([]bot.Schedule, error)
 }
 
-// Reproducers make a test's reproducer bundle (wire.Reproducer).
+// Reproducers make a test's reproducer bundle (reproduce.Maker).
 type Reproducers interface {
 	Bundle(ctx context.Context, id int64) (*bundle.Bundle, error)
 }

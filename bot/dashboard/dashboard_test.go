@@ -186,7 +186,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	return st, ids
 }
 
-// testReproducer makes bundles as wire.Reproducer does, from the stored
+// testReproducer makes bundles as reproduce.Maker does, from the stored
 // series, for every measured test; an APPLY_FAILED one fails to.
 type testReproducer struct{ st *store.Store }
 

@@ -31,7 +31,11 @@ func runReproduce(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	b, err := wire.NewReproducer(cfg, st, readVersion().String()).Bundle(ctx, id)
+	r, err := wire.NewReproducer(cfg, st, readVersion().String())
+	if err != nil {
+		return err
+	}
+	b, err := r.Bundle(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		// --test names no test, or one with no reproducer: the caller's
 		// to fix, as any usage error.

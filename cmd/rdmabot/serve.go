@@ -80,7 +80,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	mux := http.NewServeMux()
 	dash := dashboard.New(st, b, e.log)
-	dash.Reproducer = wire.NewReproducer(cfg, st, readVersion().String())
+	if dash.Reproducer, err = wire.NewReproducer(cfg, st, readVersion().String()); err != nil {
+		return err
+	}
 	// /canary shows what `rdmabot lab aa` stored where it stores it.
 	dash.AA = aaResults{dir: aaDir(cfg.CacheDir)}
 	if dash.Replies, err = outbox.OpenLedger(ctx, st.DB); err != nil {

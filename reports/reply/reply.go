@@ -729,7 +729,7 @@ func debugCrashed(cand []flow.Sample) bool {
 }
 
 // configFile is the reproducer's .config of the kernel a reply is about
-// (wire.Reproducer's files): the debug build's after a debug crash; ""
+// (reproduce.Maker's files): the debug build's after a debug crash; ""
 // when no kernel was configured.
 func configFile(rep *flow.Report) string {
 	switch {
@@ -773,9 +773,9 @@ func (r *Replier) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 	info.Lab = r.Lab.PairWords(pair)
 	info.RunURL = rep.URL
 	if rep.Series != nil && rep.URL != "" {
-		// The dashboard serves it (wire.Reproducer): no rdmabot needed.
+		// The dashboard serves it (reproduce.Maker): no rdmabot needed.
 		info.Reproduce = rep.URL + "/reproducer.tar.gz (./run.sh in it; no rdmabot needed)"
-		// The reproducer's files, each alone (wire.Reproducer): what was
+		// The reproducer's files, each alone (reproduce.Maker): what was
 		// made, for what got that far.
 		file := func(label, name string) {
 			info.Files = append(info.Files, [2]string{label, rep.URL + "/files/" + name})
