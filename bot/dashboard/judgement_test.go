@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports"
-	"github.com/rdmabot/rdmabot/wire"
+	"github.com/rdmabot/rdmabot/reports/reply"
 )
 
 // boots are n boots copying at about copy MB/s, spread apart.
@@ -25,13 +26,13 @@ func boots(n int, copy float64) []flow.Sample {
 }
 
 // A test's page has the reply's metric table, cell for cell, from the
-// judgement the decision stored (wire's Reports.Decide, as serve stores
+// judgement the decision stored (reply.Replier.Decide, as serve stores
 // it): nothing is judged again. A detail that does not parse says so; a
 // failure's detail has no table.
 func TestJudgementTableInChromium(t *testing.T) {
 	st, ids := seed(t)
 	ctx := context.Background()
-	r := wire.NewReplier(wire.Default(), nil, nil)
+	r := &reply.Replier{Cfg: reports.DefaultConfig(), Lab: lab.DefaultConfig()}
 	d, err := r.Decide(ctx, boots(10, 100), boots(10, 52))
 	if err != nil || d.Verdict != flow.Regression {
 		t.Fatalf("decide: %+v %v", d, err)

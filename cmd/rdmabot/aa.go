@@ -63,7 +63,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 		if *profilesOnly {
 			name = "aa-" + strings.Join(names, "-") + ".jsonl"
 		}
-		*results = filepath.Join(aaDir(c.CacheDir), name)
+		*results = filepath.Join(aa.Dir(c.CacheDir), name)
 	}
 	if *summary {
 		rs, err := aa.Read(*results)

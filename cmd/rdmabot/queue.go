@@ -46,7 +46,7 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *aaPath == "" {
-		*aaPath = filepath.Join(aaDir(c.CacheDir), "aa.jsonl")
+		*aaPath = filepath.Join(aa.Dir(c.CacheDir), "aa.jsonl")
 	}
 	arrivals, err := readArrivals(scans)
 	if err != nil {

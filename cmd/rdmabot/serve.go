@@ -2,27 +2,20 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/go-github/v60/github"
-
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/dashboard"
-	"github.com/rdmabot/rdmabot/bot/ghbot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/reports/outbox"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -41,71 +34,17 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	// GitHub, when configured: the client posts the outbox's comments
-	// (the answers to GitHub requests) and serves the webhook and polling.
-	var ghc *github.Client
-	if cfg.Bot.GitHub.Repo != "" {
-		if ghc, err = githubClient(cfg); err != nil {
-			return err
-		}
-	}
-	stages, err := wire.New(ctx, cfg, st, *role, ghc, e.log)
+	svc, err := wire.NewService(ctx, cfg, st, wire.ServiceOptions{Role: *role, ID: *id, Version: readVersion().String(),
+		Artifacts: func(h http.Handler) http.Handler { return longWrite(h, timeouts.artifact) }}, e.log)
 	if err != nil {
 		return err
 	}
-	if cfg.Bot.Runs == 0 {
-		// The statistics' schedule: its first look needs this many runs.
-		cfg.Bot.Runs = cfg.Reports.Runs
-	}
-	token, err := readToken(cfg.Bot.TokenFile)
-	if err != nil {
-		return err
-	}
-	opts := bot.Options{Config: cfg.Bot, Token: token, CacheDir: cfg.CacheDir, Role: *role, Lab: cfg.Lab.Default, Params: wire.Params(cfg.Lab),
-		Branches: wire.Branches(cfg), FetchTrees: wire.FetchTrees(cfg), FetchInterval: cfg.Builder.FetchInterval.Duration,
-		Stages: stages, Log: e.log, ID: *id}
-	var gh *ghbot.Bot
-	if ghc != nil {
-		if gh, err = newGitHub(cfg, ghc); err != nil {
-			return err
-		}
-		opts.GitHub = gh
-	}
-	b, err := bot.New(st, opts)
-	if err != nil {
-		return err
-	}
-	if gh != nil {
-		gh.Cmds, gh.Mem, gh.Log = b, st, e.log
-	}
-	mux := http.NewServeMux()
-	dash := dashboard.New(st, b, e.log)
-	if dash.Reproducer, err = wire.NewReproducer(cfg, st, readVersion().String()); err != nil {
-		return err
-	}
-	// /canary shows what `rdmabot lab aa` stored where it stores it.
-	dash.AA = aaResults{dir: aaDir(cfg.CacheDir)}
-	if dash.Replies, err = outbox.OpenLedger(ctx, st.DB); err != nil {
-		return err
-	}
-	dash.Lists = map[string]string{}
-	for _, l := range cfg.Lore.Lists {
-		dash.Lists[l.Name] = l.Address
-	}
-	dash.Register(mux)
-	mux.Handle("GET /artifacts/", longWrite(http.StripPrefix("/artifacts/", b.Artifacts()), timeouts.artifact))
-	handler := http.Handler(mux)
-	if token != "" {
-		handler = requireToken(mux, token)
-	}
-	if gh != nil {
-		mux.Handle("POST /github", gh)
-	}
+	b := svc.Bot
 	ln, err := net.Listen("tcp", cfg.Bot.Listen)
 	if err != nil {
 		return err
 	}
-	srv := newServer(handler, timeouts)
+	srv := newServer(svc.Handler, timeouts)
 	go srv.Serve(ln)
 	if err := b.Start(ctx); err != nil {
 		return err
@@ -145,46 +84,6 @@ func longWrite(h http.Handler, d time.Duration) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// githubClient is the REST client of bot.github: its token, its API.
-func githubClient(cfg wire.Config) (*github.Client, error) {
-	g := cfg.Bot.GitHub
-	c := github.NewClient(nil)
-	if g.TokenFile != "" {
-		tok, err := os.ReadFile(g.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		c = c.WithAuthToken(strings.TrimSpace(string(tok)))
-	}
-	if g.API != "" {
-		u, err := url.Parse(strings.TrimSuffix(g.API, "/") + "/")
-		if err != nil {
-			return nil, err
-		}
-		c.BaseURL, c.UploadURL = u, u
-	}
-	return c, nil
-}
-
-// newGitHub is the trigger side of bot.github: webhook, polling, commands.
-func newGitHub(cfg wire.Config, c *github.Client) (*ghbot.Bot, error) {
-	g := cfg.Bot.GitHub
-	owner, repo, _ := strings.Cut(g.Repo, "/")
-	var secret []byte
-	if g.SecretFile != "" {
-		s, err := os.ReadFile(g.SecretFile)
-		if err != nil {
-			return nil, err
-		}
-		secret = []byte(strings.TrimSpace(string(s)))
-	}
-	tree := ""
-	if len(cfg.Bot.Mainline.Trees) > 0 {
-		tree = cfg.Bot.Mainline.Trees[0]
-	}
-	return &ghbot.Bot{Client: c, Owner: owner, Repo: repo, Secret: secret, Allow: g.Allow, Org: g.Org, Tree: tree, URL: cfg.Bot.URL}, nil
 }
 
 // openStore loads the config at path and opens its database.
@@ -481,35 +380,4 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
-}
-
-// readToken reads bot.token_file ("" when none is configured).
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("bot.token_file: %w", err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("bot.token_file %s is empty", path)
-	}
-	return t, nil
-}
-
-// requireToken guards the kernels and the JSON API with the bot's token;
-// the dashboard's pages and the webhook (signed by GitHub) stay as they are.
-func requireToken(h http.Handler, token string) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		guarded := strings.HasPrefix(r.URL.Path, "/artifacts/") || strings.HasPrefix(r.URL.Path, "/api/")
-		if guarded && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="rdmabot"`)
-			http.Error(w, "a token is required (bot.token_file)", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

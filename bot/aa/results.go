@@ -1,4 +1,4 @@
-package main
+package aa
 
 import (
 	"context"
@@ -7,25 +7,23 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/rdmabot/rdmabot/bot/aa"
-
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 )
 
-// aaDir is where `rdmabot lab aa` keeps its results by default:
+// Dir is where `rdmabot lab aa` keeps its results by default:
 // <cache_dir>/aa, A/A comparisons in aa.jsonl (aa-<profiles>.jsonl for
 // the profiles' own), the power bench's in power.jsonl.
-func aaDir(cacheDir string) string { return filepath.Join(cacheDir, "aa") }
+func Dir(cacheDir string) string { return filepath.Join(cacheDir, "aa") }
 
-// aaResults serves the A/A comparisons `rdmabot lab aa` stored in dir to
-// the dashboard's /canary: every aa*.jsonl file, read with aa.Read;
+// Results serves the A/A comparisons `rdmabot lab aa` stored in Dir to
+// the dashboard's /canary: every aa*.jsonl file, read with Read;
 // a seeded slowdown's comparison (the power bench) is not A/A and is
 // left out.
-type aaResults struct{ dir string }
+type Results struct{ Dir string }
 
-func (a aaResults) Where() string { return filepath.Join(a.dir, "aa*.jsonl") }
+func (a Results) Where() string { return filepath.Join(a.Dir, "aa*.jsonl") }
 
-func (a aaResults) AAComparisons(ctx context.Context) ([]dashboard.AAComparison, error) {
+func (a Results) AAComparisons(ctx context.Context) ([]dashboard.AAComparison, error) {
 	files, err := filepath.Glob(a.Where())
 	if err != nil {
 		return nil, err
@@ -36,7 +34,7 @@ func (a aaResults) AAComparisons(ctx context.Context) ([]dashboard.AAComparison,
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		rs, err := aa.Read(f)
+		rs, err := Read(f)
 		if err != nil {
 			// The comparisons before a bad line are still shown.
 			errs = append(errs, err)

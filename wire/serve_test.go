@@ -1,4 +1,4 @@
-package main
+package wire
 
 import (
 	"net/http"

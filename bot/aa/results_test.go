@@ -1,4 +1,4 @@
-package main
+package aa
 
 import (
 	"context"
@@ -32,11 +32,11 @@ func copyFile(t *testing.T, src, dst string) int {
 // comparison are named once each, and a bad line fails its file after
 // the comparisons before it.
 func TestAAResultsReadsLabAAFiles(t *testing.T) {
-	dir := aaDir(t.TempDir())
+	dir := Dir(t.TempDir())
 	n := copyFile(t, filepath.Join("..", "..", "measurements", "aa.jsonl"), filepath.Join(dir, "aa.jsonl"))
 	n += copyFile(t, filepath.Join("..", "..", "measurements", "aa-pressure.jsonl"), filepath.Join(dir, "aa-pressure.jsonl"))
 	copyFile(t, filepath.Join("..", "..", "measurements", "power.jsonl"), filepath.Join(dir, "power.jsonl"))
-	a := aaResults{dir: dir}
+	a := Results{Dir: dir}
 	cs, err := a.AAComparisons(context.Background())
 	if err != nil || len(cs) != n || n < 40 {
 		t.Fatalf("%d comparisons of %d, %v", len(cs), n, err)
