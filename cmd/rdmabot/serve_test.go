@@ -105,7 +105,7 @@ func TestServeKillRestart(t *testing.T) {
 	kill()
 	start()
 	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(rdmabot("status"), "INFRA: test job") {
+	for !strings.Contains(rdmabot("status"), "INFRA: base job") {
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
 			t.Fatalf("no verdict\n%s", b)
