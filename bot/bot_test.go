@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -24,6 +23,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 type harness struct {
@@ -314,20 +314,11 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// gitIn runs git in dir with a fixed identity and no user or system
-// configuration, returning its trimmed output.
+// gitIn runs git in dir (testenv.Git), returning its trimmed output.
 func gitIn(t *testing.T, dir string) func(args ...string) string {
 	return func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x",
-			"GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+		return testenv.Git(t, dir, args...)
 	}
 }
 
@@ -361,8 +352,9 @@ func gitRepo(t *testing.T, n, slowAt int, nobuild map[int]bool) (string, []strin
 func TestMainlineRegressionBisected(t *testing.T) {
 	repo, commits := gitRepo(t, 24, 13, map[int]bool{7: true})
 	// Start with master at the good commit.
-	exec.Command("git", "-C", repo, "branch", "-f", "good", commits[0]).Run()
-	exec.Command("git", "-C", repo, "update-ref", "refs/heads/master", commits[0]).Run()
+	git := gitIn(t, repo)
+	git("branch", "-f", "good", commits[0])
+	git("update-ref", "refs/heads/master", commits[0])
 	cfg := testConfig()
 	cfg.ConfirmRuns = 3 // the cautious setting: every repeat is recorded
 	h := newHarness(t, cfg, repo)
@@ -377,7 +369,7 @@ func TestMainlineRegressionBisected(t *testing.T) {
 		hist, _ := h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
 		return len(hist) == 1 && hist[0].State == "good"
 	})
-	exec.Command("git", "-C", repo, "update-ref", "refs/heads/master", commits[len(commits)-1]).Run()
+	git("update-ref", "refs/heads/master", commits[len(commits)-1])
 	insertMainline()
 	h.wait("bisection report", 120*time.Second, func() bool { return h.report.Count() == 1 })
 	hist, _ := h.st.MainlineHistory(ctx, h.st.DB, "mainline", "master")
@@ -391,8 +383,8 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	if r.Bisect == nil || r.Bisect.Culprit != commits[13] || !r.Bisect.Confirmed {
 		t.Fatalf("bisect report %+v, want culprit %s confirmed", r.Bisect, commits[13])
 	}
-	if r.Bisect.CulpritTitle != "commit 13" || r.Bisect.CulpritAuthor != "t <t@x>" {
-		t.Errorf("culprit %q by %q, want \"commit 13\" by t <t@x>", r.Bisect.CulpritTitle, r.Bisect.CulpritAuthor)
+	if r.Bisect.CulpritTitle != "commit 13" || r.Bisect.CulpritAuthor != "t <t@example.org>" {
+		t.Errorf("culprit %q by %q, want \"commit 13\" by t <t@example.org>", r.Bisect.CulpritTitle, r.Bisect.CulpritAuthor)
 	}
 	// The fake slow kernel writes at 52 against 100, each boot +-2: the
 	// title names the commit, the metric and a change of about -48 %.

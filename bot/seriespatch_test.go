@@ -1,14 +1,13 @@
 package bot
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/go-git/go-git/v5"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // seriesPatch numbers a series' commits from its base; what is not a
@@ -16,14 +15,8 @@ import (
 func TestSeriesPatch(t *testing.T) {
 	dir := t.TempDir()
 	run := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+		t.Helper()
+		return testenv.Git(t, dir, args...)
 	}
 	run("init", "-q", "-b", "master")
 	var c []string
@@ -65,14 +58,8 @@ func TestSeriesPatch(t *testing.T) {
 func TestCommitPeople(t *testing.T) {
 	dir := t.TempDir()
 	run := func(env []string, args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(append(os.Environ(), "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir), env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+		t.Helper()
+		return testenv.GitEnv(t, dir, env, args...)
 	}
 	run(nil, "init", "-q", "-b", "master")
 	msg := "svcrdma: Add Write chunk WRs to the RPC's Send WR chain\n\nBody.\n\n" +

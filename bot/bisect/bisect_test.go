@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // history is a real repository with merges: each commit adds its own file;
@@ -28,24 +30,11 @@ type history struct {
 	commits []string
 }
 
-func run(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // makeHistory builds n commits on main, with side branches merged back.
 func makeHistory(t *testing.T, seed uint64, n int, nskip int) *history {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
-	run(t, dir, "init", "-q", "-b", "main")
+	testenv.Git(t, dir, "init", "-q", "-b", "main")
 	h := &history{dir: dir, skips: map[string]bool{}}
 	date := 1700000000
 	seq := 0
@@ -57,16 +46,10 @@ func makeHistory(t *testing.T, seed uint64, n int, nskip int) *history {
 		if broken {
 			os.WriteFile(filepath.Join(dir, "BROKEN"), nil, 0o644)
 		}
-		run(t, dir, "add", "-A")
+		testenv.Git(t, dir, "add", "-A")
 		d := fmt.Sprintf("%d +0000", date)
-		cmd := exec.Command("git", "commit", "-q", "-m", name)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t",
-			"GIT_COMMITTER_EMAIL=t@example.org", "GIT_AUTHOR_DATE="+d, "GIT_COMMITTER_DATE="+d, "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("commit: %v\n%s", err, out)
-		}
-		c := run(t, dir, "rev-parse", "HEAD")
+		testenv.GitEnv(t, dir, []string{"GIT_AUTHOR_DATE=" + d, "GIT_COMMITTER_DATE=" + d}, "commit", "-q", "-m", name)
+		c := testenv.Git(t, dir, "rev-parse", "HEAD")
 		h.commits = append(h.commits, c)
 		return c
 	}
@@ -77,30 +60,24 @@ func makeHistory(t *testing.T, seed uint64, n int, nskip int) *history {
 		if rng.IntN(3) == 0 && made+3 < n {
 			// A side branch from a recent main commit, merged back.
 			back := rng.IntN(3)
-			run(t, dir, "checkout", "-q", "-b", fmt.Sprintf("side%d", made), fmt.Sprintf("HEAD~%d", min(back, made)))
+			testenv.Git(t, dir, "checkout", "-q", "-b", fmt.Sprintf("side%d", made), fmt.Sprintf("HEAD~%d", min(back, made)))
 			for k := 0; k < 1+rng.IntN(3) && made < n; k++ {
 				commit(made == culpritAt)
 				made++
 			}
-			br := run(t, dir, "rev-parse", "--abbrev-ref", "HEAD")
-			run(t, dir, "checkout", "-q", "main")
+			br := testenv.Git(t, dir, "rev-parse", "--abbrev-ref", "HEAD")
+			testenv.Git(t, dir, "checkout", "-q", "main")
 			date += 60
 			d := fmt.Sprintf("%d +0000", date)
-			cmd := exec.Command("git", "merge", "-q", "--no-ff", "-m", "merge "+br, br)
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t",
-				"GIT_COMMITTER_EMAIL=t@example.org", "GIT_AUTHOR_DATE="+d, "GIT_COMMITTER_DATE="+d, "HOME="+dir)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("merge: %v\n%s", err, out)
-			}
-			h.commits = append(h.commits, run(t, dir, "rev-parse", "HEAD"))
+			testenv.GitEnv(t, dir, []string{"GIT_AUTHOR_DATE=" + d, "GIT_COMMITTER_DATE=" + d}, "merge", "-q", "--no-ff", "-m", "merge "+br, br)
+			h.commits = append(h.commits, testenv.Git(t, dir, "rev-parse", "HEAD"))
 			continue
 		}
 		commit(made == culpritAt)
 		made++
 	}
-	h.head = run(t, dir, "rev-parse", "HEAD")
-	h.culprit = run(t, dir, "log", "--format=%H", "--diff-filter=A", "--", "BROKEN")
+	h.head = testenv.Git(t, dir, "rev-parse", "HEAD")
+	h.culprit = testenv.Git(t, dir, "log", "--format=%H", "--diff-filter=A", "--", "BROKEN")
 	for len(h.skips) < nskip {
 		c := h.commits[1+rng.IntN(len(h.commits)-2)]
 		if c != h.culprit && c != h.head {
@@ -138,7 +115,7 @@ var firstBadRe = regexp.MustCompile(`(?m)^([0-9a-f]{40}) is the first bad commit
 // culprit and how many commits it tested.
 func gitBisectRun(t *testing.T, h *history) (string, int) {
 	wt := t.TempDir()
-	run(t, t.TempDir(), "clone", "-q", h.dir, wt)
+	testenv.Git(t, t.TempDir(), "clone", "-q", h.dir, wt)
 	var skipList []string
 	for c := range h.skips {
 		skipList = append(skipList, c)
@@ -152,8 +129,8 @@ for s in %s; do [ "$s" = "$c" ] && exit 125; done
 [ -e BROKEN ] && exit 1
 exit 0
 `, count, strings.Join(skipList, " "))), 0o755)
-	run(t, wt, "bisect", "start", h.head, h.good)
-	out := run(t, wt, "bisect", "run", script)
+	testenv.Git(t, wt, "bisect", "start", h.head, h.good)
+	out := testenv.Git(t, wt, "bisect", "run", script)
 	m := firstBadRe.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("git bisect found no culprit:\n%s", out)
