@@ -3,10 +3,11 @@ package builder
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // A series' bundle holds the commits from its base to its tip under the
@@ -18,15 +19,7 @@ func TestGitBundle(t *testing.T) {
 	work := filepath.Join(dir, "work")
 	git := func(wd string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = wd
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x",
-			"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+		return testenv.Git(t, wd, args...)
 	}
 	git(dir, "init", "-q", "-b", "main", work)
 	os.WriteFile(filepath.Join(work, "f"), []byte("base\n"), 0o644)

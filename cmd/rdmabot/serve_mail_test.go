@@ -20,6 +20,7 @@ import (
 	"github.com/rdmabot/rdmabot/internal/dkimtest"
 	"github.com/rdmabot/rdmabot/internal/pitest"
 	"github.com/rdmabot/rdmabot/internal/smtptest"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // serveEnv is the real binary and a config.toml made from the shipped
@@ -175,23 +176,10 @@ func importTree(t *testing.T, dataDir, wt string) string {
 	return gitT(t, wt, "rev-parse", "HEAD")
 }
 
-// gitT runs git in dir without the user's configuration and returns
-// its output, trimmed.
+// gitT runs git in dir (testenv.Git).
 func gitT(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org")
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("git %v: %v\n%s", args, err, stderr)
-	}
-	return strings.TrimSpace(string(out))
+	return testenv.Git(t, dir, args...)
 }
 
 // withBase is a patch mail's body with a base-commit trailer, as git
