@@ -52,8 +52,7 @@ func defaultRunner() *lab.Runner {
 func TestLossyWhy(t *testing.T) {
 	drain := patch("diff --git a/drivers/infiniband/core/verbs.c b/drivers/infiniband/core/verbs.c\n--- a/drivers/infiniband/core/verbs.c\n+++ b/drivers/infiniband/core/verbs.c\n" +
 		"@@ -2838,3 +2838,4 @@ static void ib_drain_qp_done(struct ib_cq *cq, struct ib_wc *wc)\n \n-\tcomplete(&cqe->done);\n+\tif (wc->status == IB_WC_SUCCESS)\n+\t\tcomplete(&cqe->done);\n }\n")
-	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
-		"@@ -331,3 +331,4 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
+	comment := commentOnly()
 	teardown := patch("diff --git a/net/sunrpc/xprtrdma/verbs.c b/net/sunrpc/xprtrdma/verbs.c\n--- a/net/sunrpc/xprtrdma/verbs.c\n+++ b/net/sunrpc/xprtrdma/verbs.c\n" +
 		"@@ -10,2 +10,3 @@ static int rpcrdma_ep_create(struct rpcrdma_xprt *r_xprt)\n \tint rc;\n+\trpcrdma_xprt_disconnect(r_xprt);\n }\n")
 	l := defaultRunner()
@@ -131,6 +130,14 @@ func TestPressureWhy(t *testing.T) {
 	}
 }
 
+// commentOnly is a patch that changes a comment after a label git took
+// for the hunk's context ("flushed:", as the e2e's harmless series
+// shows): no profile runs for it.
+func commentOnly() []byte {
+	return patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"@@ -331,3 +331,4 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
+}
+
 // patch is a one-patch mail around a diff body.
 func patch(body string) []byte {
 	return []byte("From: Dev <dev@example.org>\nSubject: [PATCH] x\nMessage-ID: <x@y>\n\nWhy.\n\nSigned-off-by: Dev <dev@example.org>\n---\n" + body + "-- \n2.43.0\n")
@@ -144,8 +151,7 @@ func patch(body string) []byte {
 func TestDebugWhy(t *testing.T) {
 	free := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_transport.c b/net/sunrpc/xprtrdma/svc_rdma_transport.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_transport.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_transport.c\n" +
 		"@@ -590,3 +590,4 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n \tkfree(rdma);\n+\trdma->sc_port[0] = 0;\n }\n")
-	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
-		"@@ -331,3 +331,4 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
+	comment := commentOnly()
 	send := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
 		"@@ -100,3 +100,4 @@ int svc_rdma_post_send(struct svcxprt_rdma *rdma, struct svc_rdma_send_ctxt *ctxt)\n \tint ret;\n+\tmight_sleep();\n }\n")
 	l := defaultRunner()
