@@ -1,3 +1,10 @@
+// Package reply is the reply policy: it judges a test's samples with
+// reports' statistics (the verdict and its stored judgement), decides
+// who hears of a verdict (the thread, the one who asked, nobody), renders
+// the reply with reports (mail, GitHub comment, notice, bisection,
+// patchwork checks) and hands it to the outbox, which sends it once.
+// What it needs of the other stages it asks through small interfaces:
+// the lab's and the kernels' words, a series' thread, MAINTAINERS.
 package reply
 
 import (
