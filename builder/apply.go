@@ -14,7 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // DefaultMaxBlobSize is the largest file a patch may produce. The largest
@@ -99,7 +99,7 @@ func (e *UnsafeError) Error() string {
 // finds them, one commit per patch. Objects are written only when every
 // patch applied, so a failing or refused series leaves the repository as
 // it was. Errors are *ApplyError, *UnsafeError or the store's own.
-func (s *Store) Apply(ctx context.Context, base plumbing.Hash, patches []*lore.Message, opts ApplyOptions) (*Applied, error) {
+func (s *Store) Apply(ctx context.Context, base plumbing.Hash, patches []*flow.Message, opts ApplyOptions) (*Applied, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
@@ -26,9 +27,9 @@ func pinnedOptions() ApplyOptions {
 }
 
 // splitMbox cuts a git format-patch mbox into messages and parses them.
-func parseMbox(t testing.TB, mbox []byte) []*lore.Message {
+func parseMbox(t testing.TB, mbox []byte) []*flow.Message {
 	t.Helper()
-	var msgs []*lore.Message
+	var msgs []*flow.Message
 	parts := bytes.Split(mbox, []byte("\nFrom "))
 	for i, p := range parts {
 		if i > 0 {
@@ -406,7 +407,7 @@ func TestApplyRefusesHostilePatches(t *testing.T) {
 			opts := pinnedOptions()
 			opts.MaxBlobSize = 1024
 			opts.Ref = SeriesRef("evil", 1)
-			_, err = st.Apply(context.Background(), head.Hash, []*lore.Message{m}, opts)
+			_, err = st.Apply(context.Background(), head.Hash, []*flow.Message{m}, opts)
 			var ue *UnsafeError
 			if !errors.As(err, &ue) {
 				t.Fatalf("err = %v, want *UnsafeError", err)
@@ -503,17 +504,17 @@ func TestApplyCapsWhatASeriesWrites(t *testing.T) {
 	for i := range 5 {
 		fmt.Fprintf(&patch, "diff --git a/big.c b/copy%d.c\nsimilarity index 100%%\ncopy from big.c\ncopy to copy%d.c\n", i, i)
 	}
-	m := &lore.Message{Subject: "[PATCH] copies", From: lore.Address{Name: "M", Email: "m@example.org"},
+	m := &flow.Message{Subject: "[PATCH] copies", From: flow.Address{Name: "M", Email: "m@example.org"},
 		Body: "Copies.\n\nSigned-off-by: M <m@example.org>\n---\n" + patch.String()}
 	opts := pinnedOptions()
 	opts.MaxSeriesBytes = 3 << 20
-	_, err = st.Apply(context.Background(), base.Hash, []*lore.Message{m}, opts)
+	_, err = st.Apply(context.Background(), base.Hash, []*flow.Message{m}, opts)
 	var ue *UnsafeError
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "byte limit") {
 		t.Fatalf("5 MiB of copies under a 3 MiB cap: %v, want an UnsafeError", err)
 	}
 	opts.MaxSeriesBytes = 8 << 20
-	if _, err := st.Apply(context.Background(), base.Hash, []*lore.Message{m}, opts); err != nil {
+	if _, err := st.Apply(context.Background(), base.Hash, []*flow.Message{m}, opts); err != nil {
 		t.Fatalf("the same copies under an 8 MiB cap: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
@@ -54,7 +55,7 @@ var baseCommitLine = regexp.MustCompile(`(?m)^base-commit: *([0-9a-f]{40})\s*$`)
 // base-commit line, else the blob ids of the patches' index lines, else
 // the subject's tree tag, else the first tree's first branch. depth
 // bounds the blob search per branch (0: DefaultBaseSearchDepth).
-func (s *Store) SelectBase(ctx context.Context, mails []*lore.Message, trees []TreeConfig, depth int) (*Base, error) {
+func (s *Store) SelectBase(ctx context.Context, mails []*flow.Message, trees []TreeConfig, depth int) (*Base, error) {
 	if depth <= 0 {
 		depth = DefaultBaseSearchDepth
 	}
@@ -142,7 +143,7 @@ type preImage struct {
 // preImages collects, for every path the series touches, the pre-image
 // of the first patch that touches it: later patches see the series' own
 // results. A file the series creates must be absent from the base.
-func preImages(mails []*lore.Message) ([]preImage, error) {
+func preImages(mails []*flow.Message) ([]preImage, error) {
 	seen := map[string]bool{}
 	var out []preImage
 	for _, m := range mails {

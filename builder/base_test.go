@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
@@ -68,7 +69,7 @@ func newBaseFixture(t *testing.T) *baseFixture {
 }
 
 // patchOn makes a patch mail changing f.c as it is in commit rev.
-func (f *baseFixture) patchOn(t *testing.T, rev, subjectTag string, extra ...string) *lore.Message {
+func (f *baseFixture) patchOn(t *testing.T, rev, subjectTag string, extra ...string) *flow.Message {
 	t.Helper()
 	gitT(t, f.up, "checkout", "-q", "--detach", rev)
 	b, _ := os.ReadFile(filepath.Join(f.up, "f.c"))
@@ -93,28 +94,28 @@ func TestSelectBase(t *testing.T) {
 
 	cases := []struct {
 		name       string
-		mail       func() *lore.Message
+		mail       func() *flow.Message
 		want       string
 		reason     BaseReason
 		tree, head string
 	}{
-		{"base-commit line wins", func() *lore.Message { return f.patchOn(t, f.c2, "rdma-rc", "--base="+f.c1) }, f.c1, BaseFromTrailer, "", ""},
+		{"base-commit line wins", func() *flow.Message { return f.patchOn(t, f.c2, "rdma-rc", "--base="+f.c1) }, f.c1, BaseFromTrailer, "", ""},
 		// f.c's pre-image is c2's blob: on master only c2 has it, on
 		// for-next c4 (newer) still does.
-		{"blobs pick the newest matching commit", func() *lore.Message { return f.patchOn(t, f.c2, "") }, f.c4, BaseFromBlobs, "rdma", "for-next"},
-		{"blobs on master", func() *lore.Message { return f.patchOn(t, f.c3, "") }, f.c3, BaseFromBlobs, "mainline", "master"},
-		{"tree tag when no blob matches", func() *lore.Message {
+		{"blobs pick the newest matching commit", func() *flow.Message { return f.patchOn(t, f.c2, "") }, f.c4, BaseFromBlobs, "rdma", "for-next"},
+		{"blobs on master", func() *flow.Message { return f.patchOn(t, f.c3, "") }, f.c3, BaseFromBlobs, "mainline", "master"},
+		{"tree tag when no blob matches", func() *flow.Message {
 			m := f.patchOn(t, f.c2, "rdma-rc")
 			m.Body = bogus.Replace(m.Body) // index lines no commit has
 			return m
 		}, f.c1, BaseFromTag, "rdma", "for-rc"},
-		{"a base-commit on no configured branch (another series' commit) falls through", func() *lore.Message {
+		{"a base-commit on no configured branch (another series' commit) falls through", func() *flow.Message {
 			m := f.patchOn(t, f.c2, "")
 			orphan := gitT(t, f.st.Dir, "commit-tree", f.c3+"^{tree}", "-p", f.c3, "-m", "an applied series")
 			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + orphan + "\n"
 			return m
 		}, f.c3, BaseFromDefault, "mainline", "master"},
-		{"unknown base-commit falls through to the default", func() *lore.Message {
+		{"unknown base-commit falls through to the default", func() *flow.Message {
 			m := f.patchOn(t, f.c2, "")
 			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + strings.Repeat("ab", 20) + "\n"
 			return m
@@ -122,7 +123,7 @@ func TestSelectBase(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := f.st.SelectBase(ctx, []*lore.Message{tc.mail()}, f.trees, 0)
+			b, err := f.st.SelectBase(ctx, []*flow.Message{tc.mail()}, f.trees, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,14 +144,14 @@ func TestSelectBaseSearchIsBounded(t *testing.T) {
 	f := newBaseFixture(t)
 	m := f.patchOn(t, f.c2, "")
 	trees := f.trees[:1] // mainline only: c2 is one below its head
-	b, err := f.st.SelectBase(context.Background(), []*lore.Message{m}, trees, 1)
+	b, err := f.st.SelectBase(context.Background(), []*flow.Message{m}, trees, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Reason != BaseFromDefault {
 		t.Errorf("depth 1 found %+v", b)
 	}
-	b, err = f.st.SelectBase(context.Background(), []*lore.Message{m}, trees, 2)
+	b, err = f.st.SelectBase(context.Background(), []*flow.Message{m}, trees, 2)
 	if err != nil || b.Reason != BaseFromBlobs || b.Commit.String() != f.c2 {
 		t.Errorf("depth 2: %+v, %v; want c2 by blobs", b, err)
 	}
@@ -185,14 +186,14 @@ func TestSelectBaseDefaultSkipsUnfetchedTrees(t *testing.T) {
 	m := f.patchOn(t, f.c2, "")
 	m.Body = strings.NewReplacer("index ", "index 1").Replace(m.Body)
 	trees := append([]TreeConfig{{Name: "nfsd", URL: "https://example.invalid/nfsd.git", Branches: []string{"nfsd-next"}}}, f.trees...)
-	b, err := f.st.SelectBase(context.Background(), []*lore.Message{m}, trees, 0)
+	b, err := f.st.SelectBase(context.Background(), []*flow.Message{m}, trees, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Reason != BaseFromDefault || b.Tree != "mainline" || b.Commit.String() != f.c3 || !strings.Contains(b.Detail, "nfsd/nfsd-next not in the store") {
 		t.Errorf("base = %+v, want mainline/master's head, naming the unfetched tree", b)
 	}
-	_, err = f.st.SelectBase(context.Background(), []*lore.Message{m}, trees[:1], 0)
+	_, err = f.st.SelectBase(context.Background(), []*flow.Message{m}, trees[:1], 0)
 	var nb *NoBaseError
 	if !errors.As(err, &nb) || !nb.Infra() || !strings.Contains(err.Error(), "nfsd/nfsd-next") {
 		t.Errorf("no branch in the store: %v, want a NoBaseError naming it", err)

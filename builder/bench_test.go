@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/testenv"
-	"github.com/rdmabot/rdmabot/lore"
 )
 
 // realChain picks, from the 2024 linux-rdma patches touching ib_core or
@@ -20,14 +20,14 @@ import (
 // order, at most max: no real 10+ patch series of the 2024 archive
 // applies to 6.12.117 as a whole (the others target later trees), so
 // the benchmark applies real patches chained instead.
-func realChain(tb testing.TB, ws *Store, base plumbing.Hash, max int) []*lore.Message {
+func realChain(tb testing.TB, ws *Store, base plumbing.Hash, max int) []*flow.Message {
 	tb.Helper()
 	msgs := corpusPatches(tb, filepath.Join(sharedDir(tb), "corpus", "linux-rdma-2024.git"),
 		"drivers/infiniband/core/", "net/sunrpc/xprtrdma/")
-	var chain []*lore.Message
+	var chain []*flow.Message
 	head := base
 	for _, m := range msgs {
-		res, err := ws.Apply(context.Background(), head, []*lore.Message{m}, pinnedOptions())
+		res, err := ws.Apply(context.Background(), head, []*flow.Message{m}, pinnedOptions())
 		if err != nil {
 			continue
 		}
@@ -90,7 +90,7 @@ func BenchmarkApplySeries(b *testing.B) {
 	b.Run("svcrdma-v2", func(b *testing.B) { benchApply(b, wt, seriesBase, series) })
 }
 
-func benchApply(b *testing.B, wt, base string, msgs []*lore.Message) {
+func benchApply(b *testing.B, wt, base string, msgs []*flow.Message) {
 	var mbox bytes.Buffer
 	for _, m := range msgs {
 		mbox.WriteString("From rdmabot Mon Sep 17 00:00:00 2001\n")

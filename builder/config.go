@@ -4,7 +4,7 @@
 //
 // Trees live in one Store (OpenStore(StorePath(dataDir))), kept current
 // with Store.Fetch or seeded offline with Store.ImportTarball. A series
-// (its mails in order, lore.Message) then takes two calls:
+// (its mails in order, flow.Message) then takes two calls:
 //
 //	base, err := st.SelectBase(ctx, mails, cfg.Trees, 0) // base.Reason goes in the report
 //	res, err := st.Apply(ctx, base.Commit, patches, builder.ApplyOptions{

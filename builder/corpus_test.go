@@ -14,13 +14,14 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
 // corpusPatches reads every patch mail of a public-inbox archive (one
 // commit per message, the message in blob "m") whose diff touches one
 // of the given directories, oldest first.
-func corpusPatches(t testing.TB, archive string, dirs ...string) []*lore.Message {
+func corpusPatches(t testing.TB, archive string, dirs ...string) []*flow.Message {
 	t.Helper()
 	r, err := git.PlainOpen(archive)
 	if err != nil {
@@ -34,7 +35,7 @@ func corpusPatches(t testing.TB, archive string, dirs ...string) []*lore.Message
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*lore.Message
+	var out []*flow.Message
 	err = it.ForEach(func(c *object.Commit) error {
 		f, err := c.File("m")
 		if err != nil {
@@ -79,7 +80,7 @@ var diffPath = regexp.MustCompile(`(?m)^diff --git a/(\S+) b/(\S+)$`)
 // checkout of just the files the patches name, detached at base, so git
 // am can run without writing the whole kernel tree; the builder applies
 // into the same repository, never into the store RDMABOT_TEST_TREE names.
-func amCheckout(t testing.TB, st *Store, base string, msgs []*lore.Message) (string, *Store) {
+func amCheckout(t testing.TB, st *Store, base string, msgs []*flow.Message) (string, *Store) {
 	t.Helper()
 	wt := filepath.Join(t.TempDir(), "wt")
 	gitT(t, filepath.Dir(wt), "clone", "-q", "--no-checkout", "--no-tags", st.Dir, wt)
@@ -141,14 +142,14 @@ func TestCorpusPatchesLikeGitAm(t *testing.T) {
 		if i%25 == 0 {
 			t.Logf("%d/%d after %v", i, len(msgs), time.Since(start))
 		}
-		res, err := ws.Apply(context.Background(), c.Hash, []*lore.Message{m}, pinnedOptions())
+		res, err := ws.Apply(context.Background(), c.Hash, []*flow.Message{m}, pinnedOptions())
 		var ae *ApplyError
 		if err != nil && !errors.As(err, &ae) {
 			t.Fatalf("patch %d %q: %v", i, m.Subject, err)
 		}
 		// Base selection on the same tree: a patch whose pre-image blobs
 		// are all in 6.12.117 must apply there.
-		b, err := ws.SelectBase(context.Background(), []*lore.Message{m}, local, 1)
+		b, err := ws.SelectBase(context.Background(), []*flow.Message{m}, local, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
@@ -25,7 +26,7 @@ var headerWordDecoder = &mime.WordDecoder{}
 // of the body override the mail's headers; with scissors, a "-- >8 --"
 // line discards everything above it; the message ends at the first line
 // that starts a patch ("---", "diff -", "Index: ").
-func parseMailInfo(m *lore.Message, scissors bool) mailInfo {
+func parseMailInfo(m *flow.Message, scissors bool) mailInfo {
 	mi := mailInfo{name: m.From.Name, email: m.From.Email, date: m.Date}
 	subject := m.Subject
 	var inFrom, inDate, inSubject *string

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // The commit message ends where lore's patch break says, including the
@@ -21,7 +21,7 @@ func TestMailInfoPatchBreak(t *testing.T) {
 		{"dashes in the text are not a break", "Fix it.\n---a\nmore\n", "t\n\nFix it.\n---a\nmore\n", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mi := parseMailInfo(&lore.Message{Subject: "[PATCH] t", Body: c.body}, false)
+			mi := parseMailInfo(&flow.Message{Subject: "[PATCH] t", Body: c.body}, false)
 			if mi.message != c.message || mi.patch != c.patch {
 				t.Errorf("message %q patch %q, want %q and %q", mi.message, mi.patch, c.message, c.patch)
 			}
@@ -33,7 +33,7 @@ func FuzzMailInfo(f *testing.F) {
 	f.Add("Fix it.\n--- ")
 	f.Add("From: A <a@b>\n\nx\n-- >8 --\ny\n---\n")
 	f.Fuzz(func(t *testing.T, body string) {
-		parseMailInfo(&lore.Message{Subject: "[PATCH] t", Body: body}, true)
+		parseMailInfo(&flow.Message{Subject: "[PATCH] t", Body: body}, true)
 	})
 }
 
@@ -57,8 +57,8 @@ func FuzzApply(f *testing.F) {
 	f.Add("diff --git a/f.c b/g.c\nsimilarity index 90%\nrename from f.c\nrename to g.c\n")
 	f.Add("diff --git a/x b/x\nnew file mode 120000\n--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+../../etc\n")
 	f.Fuzz(func(t *testing.T, patch string) {
-		m := &lore.Message{Subject: "[PATCH] fuzz", From: lore.Address{Name: "F", Email: "f@example.org"},
+		m := &flow.Message{Subject: "[PATCH] fuzz", From: flow.Address{Name: "F", Email: "f@example.org"},
 			Body: "Fuzz.\n\nSigned-off-by: F <f@example.org>\n---\n" + patch}
-		st.Apply(context.Background(), base.Hash, []*lore.Message{m}, pinnedOptions())
+		st.Apply(context.Background(), base.Hash, []*flow.Message{m}, pinnedOptions())
 	})
 }

@@ -33,8 +33,8 @@ type Stage struct {
 	Now     func() time.Time
 }
 
-func parseMails(s flow.Series) ([]*lore.Message, []*lore.Message, error) {
-	var all, patches []*lore.Message
+func parseMails(s flow.Series) ([]*flow.Message, []*flow.Message, error) {
+	var all, patches []*flow.Message
 	if len(s.Cover) > 0 {
 		m, err := lore.ParseMessage(s.Cover)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
 )
 
@@ -34,7 +35,7 @@ type synthFile struct {
 // any tree at hand gets a base: its real pre-image blobs are not
 // available, only what the patches quote of them. An error means the
 // patches contradict each other about the base.
-func synthBase(msgs []*lore.Message) (map[string][]byte, error) {
+func synthBase(msgs []*flow.Message) (map[string][]byte, error) {
 	files := map[string]*synthFile{}
 	created := map[string]bool{}
 	for k, m := range msgs {
@@ -139,13 +140,13 @@ func synthBase(msgs []*lore.Message) (map[string][]byte, error) {
 
 // threadPatches reads the patches of a corpus thread directory, in
 // series order, leaving out the cover letter and replies.
-func threadPatches(t testing.TB, dir string) []*lore.Message {
+func threadPatches(t testing.TB, dir string) []*flow.Message {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.eml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []*lore.Message
+	var msgs []*flow.Message
 	for _, n := range names {
 		raw, err := os.ReadFile(n)
 		if err != nil {

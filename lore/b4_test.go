@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // TestAgreementWithB4 runs Debian's b4 on every real thread and checks
@@ -244,7 +246,7 @@ func TestAgreementWithB4Archive(t *testing.T) {
 	}
 	raws := readArchiveWithGit(t, filepath.Join(sharedDir(t), "corpus", "linux-rdma-2024.git"))
 	a := newTestAssembler(t)
-	msgs := map[string]*Message{}
+	msgs := map[string]*flow.Message{}
 	for _, raw := range raws {
 		m, err := ParseMessage(raw)
 		if err != nil {

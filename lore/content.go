@@ -269,7 +269,7 @@ type Trailer struct {
 	// the blanks before it, kept as b4 keeps it.
 	Comment string `json:"comment,omitempty"`
 	// From is who wrote the reply carrying it.
-	From Address `json:"from"`
+	From flow.Address `json:"from"`
 	// MessageID is the reply it came from.
 	MessageID string `json:"message_id"`
 }
@@ -466,7 +466,7 @@ func isASCII(s string) bool {
 
 // trailerFrom reports whether a person trailer names the reply's sender
 // (b4's get_trailers: same address, or same name).
-func trailerFrom(t Trailer, from Address) bool {
+func trailerFrom(t Trailer, from flow.Address) bool {
 	if !t.person() {
 		return true
 	}
@@ -610,12 +610,12 @@ type Command struct {
 	// References are the reply's ancestors, oldest first (its References
 	// header, and its In-Reply-To when that is not the last of them), for
 	// an answer to keep the chain.
-	References []string  `json:"-"`
-	From       Address   `json:"from"`
-	Date       time.Time `json:"date"`
-	Verb       string    `json:"verb,omitempty"`
-	Tree       string    `json:"tree,omitempty"`
-	Branch     string    `json:"branch,omitempty"`
+	References []string     `json:"-"`
+	From       flow.Address `json:"from"`
+	Date       time.Time    `json:"date"`
+	Verb       string       `json:"verb,omitempty"`
+	Tree       string       `json:"tree,omitempty"`
+	Branch     string       `json:"branch,omitempty"`
 	// Note is what a dispute says: why the report is invalid, or the
 	// report it duplicates.
 	Note string `json:"note,omitempty"`
@@ -625,7 +625,7 @@ type Command struct {
 	Err string `json:"error,omitempty"`
 	// Mail is the reply itself: whoever acts on the command checks with
 	// DKIM.Authenticate that it comes from From.
-	Mail *Message `json:"-"`
+	Mail *flow.Message `json:"-"`
 }
 
 // parseCommands finds the command lines of a reply body.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 func TestHasDiff(t *testing.T) {
@@ -98,7 +100,7 @@ func TestFollowupTrailers(t *testing.T) {
 	if tr := followupTrailers(body)[3]; tr.Value != "Tagged <t@example.org>" || tr.Comment != " # for the rdma bits" {
 		t.Errorf("comment not split off: %+v", tr)
 	}
-	from := Address{Name: "Some One", Email: "ONE@example.org"}
+	from := flow.Address{Name: "Some One", Email: "ONE@example.org"}
 	if !trailerFrom(Trailer{Name: "Reviewed-by", Value: "Some One <one@example.org>"}, from) {
 		t.Error("same address, other case: not accepted")
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-msgauth/dkim"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // This file authenticates the sender of a mail command: anyone can write
@@ -102,7 +104,7 @@ func (l lookupFailure) Temporary() bool { return true }
 // last one, the bot reads the first. Nor does a signature that covers
 // only part of the body (l=): anything, a command too, can be appended
 // after what it signed (go-msgauth fails those).
-func (d *DKIM) Authenticate(ctx context.Context, m *Message) error {
+func (d *DKIM) Authenticate(ctx context.Context, m *flow.Message) error {
 	addr := m.From.Email
 	_, domain, _ := strings.Cut(addr, "@")
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))

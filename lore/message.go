@@ -14,120 +14,14 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // DefaultMaxMessageSize is the largest raw message ParseMessage accepts.
 // Real patch mail is far smaller; anything bigger is a generated header
 // dump or an attack, and reading it would only cost memory.
 const DefaultMaxMessageSize = 10 << 20
-
-// Message is one parsed mail. Every field is derived from Raw, which is
-// kept byte for byte.
-type Message struct {
-	// MessageID is the first Message-ID, without the angle brackets.
-	MessageID string
-	// MessageIDs holds every Message-ID the mail carries (several
-	// Message-ID headers, or several <ids> in one), first is MessageID.
-	MessageIDs []string
-	// DerivedID is set when the mail had no Message-ID and MessageID was
-	// derived from its content the way public-inbox does.
-	DerivedID bool
-	// InReplyTo is the first id in In-Reply-To, or "".
-	InReplyTo string
-	// References lists the ids of References, oldest first, then any
-	// In-Reply-To id not already there, without duplicates or the
-	// message's own ids.
-	References []string
-	From       Address
-	To, Cc     []Address
-	// Date is the Date header; zero when absent or unparseable. It is
-	// what the sender claims: Series clamps it against the arrival time.
-	Date time.Time
-	// ReceivedAt is the time in the topmost Received header (the last
-	// hop, usually the list server or the archive), or zero.
-	ReceivedAt time.Time
-	// Subject is decoded (RFC 2047) and unfolded.
-	Subject string
-	// RawSubject is the Subject field as on the wire, folding included.
-	RawSubject string
-	// ListIDs are the List-Id values without the angle brackets.
-	ListIDs []string
-	// Body is the decoded text the patch tools see, as git mailinfo sees
-	// it: the text parts of the mail (and attached .patch files) after
-	// transfer decoding, CRLF line ends turned into LF as git mailsplit
-	// does, the text before the patch converted from its charset to
-	// UTF-8 and the patch itself left in the bytes of the files it
-	// changes. Nothing else is normalised.
-	Body string
-	// Header is every header field in order, for anything not above.
-	Header Header
-	// Raw is the message as given.
-	Raw []byte
-}
-
-// Address is one mailbox.
-type Address struct {
-	Name  string `json:"name,omitempty"` // decoded display name, may be ""
-	Email string `json:"email"`          // addr-spec as written (case kept)
-}
-
-// String formats the address as "Name <email>".
-func (a Address) String() string {
-	if a.Name == "" {
-		return a.Email
-	}
-	return (&mail.Address{Name: a.Name, Address: a.Email}).String()
-}
-
-// Field is one header field.
-type Field struct {
-	// Name is the field name as written (Message-Id, Message-ID ...).
-	Name string
-	// Raw is the value as on the wire after the colon, folding included,
-	// without the final line break (CRLF read as LF).
-	Raw string
-}
-
-// Value is the value unfolded (line breaks removed, RFC 5322 §2.2.3)
-// and trimmed; encoded words are left as they are. It is computed on
-// demand: list mail carries dozens of folded signature and routing
-// fields nobody reads.
-func (f Field) Value() string { return unfold(f.Raw) }
-
-// Header is the header of a message, fields in wire order.
-type Header []Field
-
-// Get returns the first value of the named field, case-insensitively,
-// or "".
-func (h Header) Get(name string) string {
-	for _, f := range h {
-		if strings.EqualFold(f.Name, name) {
-			return f.Value()
-		}
-	}
-	return ""
-}
-
-// Values returns every value of the named field in order.
-func (h Header) Values(name string) []string {
-	var vs []string
-	for _, f := range h {
-		if strings.EqualFold(f.Name, name) {
-			vs = append(vs, f.Value())
-		}
-	}
-	return vs
-}
-
-// field returns the first named field and whether it exists.
-func (h Header) field(name string) (Field, bool) {
-	for _, f := range h {
-		if strings.EqualFold(f.Name, name) {
-			return f, true
-		}
-	}
-	return Field{}, false
-}
 
 // MalformedError says a message cannot be read. It is the mail's fault,
 // never the bot's: the message is logged with the reason and skipped.
@@ -148,12 +42,12 @@ func (e *MalformedError) Error() string {
 // ParseMessage parses one raw RFC 5322 message of at most
 // DefaultMaxMessageSize bytes. A leading mbox "From " line is skipped.
 // Errors are *MalformedError.
-func ParseMessage(raw []byte) (*Message, error) {
+func ParseMessage(raw []byte) (*flow.Message, error) {
 	return ParseMessageLimit(raw, DefaultMaxMessageSize)
 }
 
 // ParseMessageLimit is ParseMessage with another size cap (<= 0: none).
-func ParseMessageLimit(raw []byte, maxSize int) (*Message, error) {
+func ParseMessageLimit(raw []byte, maxSize int) (*flow.Message, error) {
 	if maxSize > 0 && len(raw) > maxSize {
 		return nil, &MalformedError{Reason: fmt.Sprintf("%d bytes, over the %d byte cap", len(raw), maxSize)}
 	}
@@ -161,11 +55,11 @@ func ParseMessageLimit(raw []byte, maxSize int) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Message{Header: hdr, Raw: raw}
+	m := &flow.Message{Header: hdr, Raw: raw}
 	for _, v := range hdr.Values("Message-ID") {
 		m.MessageIDs = appendUnique(m.MessageIDs, extractIDs(v, true)...)
 	}
-	if f, ok := hdr.field("Subject"); ok {
+	if f, ok := hdr.Field("Subject"); ok {
 		m.RawSubject = f.Raw
 		m.Subject = decodeWords(f.Value())
 	}
@@ -220,7 +114,7 @@ func ParseMessageLimit(raw []byte, maxSize int) (*Message, error) {
 // blank line (empty when there is none). CRLF and LF are both accepted.
 // The header block is copied into one string once; fields are slices of
 // it, which keeps parsing cheap for the 40-odd fields of list mail.
-func splitHeader(raw []byte) (Header, []byte, error) {
+func splitHeader(raw []byte) (flow.Header, []byte, error) {
 	off := 0
 	if bytes.HasPrefix(raw, []byte("From ")) {
 		// An mbox separator line, not a header field.
@@ -251,7 +145,7 @@ func splitHeader(raw []byte) (Header, []byte, error) {
 		}
 		return nil, nil, &MalformedError{Reason: "empty message"}
 	}
-	var h Header
+	var h flow.Header
 	fieldStart := -1 // offset in block of the current field's value
 	flush := func(lineEnd int) {
 		if len(h) > 0 && fieldStart >= 0 {
@@ -286,7 +180,7 @@ func splitHeader(raw []byte) (Header, []byte, error) {
 			if len(h) > 0 {
 				flush(i - 1)
 			}
-			h = append(h, Field{Name: line[:colon]})
+			h = append(h, flow.Field{Name: line[:colon]})
 			fieldStart = i + colon + 1
 		}
 		i = lineEnd + 1
@@ -296,14 +190,6 @@ func splitHeader(raw []byte) (Header, []byte, error) {
 		return h, raw[bodyStart:], nil
 	}
 	return h, nil, nil
-}
-
-// unfold removes the line breaks of a folded value (RFC 5322 §2.2.3).
-func unfold(raw string) string {
-	if strings.IndexByte(raw, '\n') >= 0 {
-		raw = strings.ReplaceAll(raw, "\n", "")
-	}
-	return strings.TrimSpace(raw)
 }
 
 func validFieldName(b string) bool {
@@ -444,17 +330,17 @@ func decodeWords(s string) string {
 	return d
 }
 
-func firstAddress(v string) Address {
+func firstAddress(v string) flow.Address {
 	if as := parseAddressList(v); len(as) > 0 {
 		return as[0]
 	}
-	return Address{}
+	return flow.Address{}
 }
 
 // parseAddressList parses an address list, falling back to a lenient
 // split when net/mail rejects it (unquoted dots and commas in names,
 // trailing commas, raw 8-bit names are all seen on the lists).
-func parseAddressList(v string) []Address {
+func parseAddressList(v string) []flow.Address {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return nil
@@ -462,7 +348,7 @@ func parseAddressList(v string) []Address {
 	if !strings.ContainsAny(v, "(\\:;") && !strings.Contains(v, "=?") {
 		// The usual "Name <addr>, addr" list: net/mail's full parser
 		// was a fifth of the parse time and adds nothing here.
-		var out []Address
+		var out []flow.Address
 		for _, part := range splitAddresses(v) {
 			if a, ok := lenientAddress(part); ok {
 				out = append(out, a)
@@ -474,13 +360,13 @@ func parseAddressList(v string) []Address {
 	}
 	p := mail.AddressParser{WordDecoder: wordDecoder}
 	if list, err := p.ParseList(v); err == nil {
-		out := make([]Address, 0, len(list))
+		out := make([]flow.Address, 0, len(list))
 		for _, a := range list {
-			out = append(out, Address{Name: a.Name, Email: a.Address})
+			out = append(out, flow.Address{Name: a.Name, Email: a.Address})
 		}
 		return out
 	}
-	var out []Address
+	var out []flow.Address
 	for _, part := range splitAddresses(v) {
 		if a, ok := lenientAddress(part); ok {
 			out = append(out, a)
@@ -515,31 +401,31 @@ func splitAddresses(v string) []string {
 	return append(parts, v[start:])
 }
 
-func lenientAddress(s string) (Address, bool) {
+func lenientAddress(s string) (flow.Address, bool) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return Address{}, false
+		return flow.Address{}, false
 	}
 	if i := strings.LastIndexByte(s, '<'); i >= 0 {
 		j := strings.IndexByte(s[i:], '>')
 		if j < 0 {
-			return Address{}, false
+			return flow.Address{}, false
 		}
 		email := strings.TrimSpace(s[i+1 : i+j])
 		name := strings.TrimSpace(s[:i])
 		name = strings.TrimSpace(strings.Trim(name, `"`))
 		name = strings.ReplaceAll(name, `\"`, `"`)
-		return Address{Name: decodeWords(name), Email: email}, email != ""
+		return flow.Address{Name: decodeWords(name), Email: email}, email != ""
 	}
 	// addr (Comment Name) or a bare addr.
 	if i := strings.IndexByte(s, '('); i > 0 {
 		name := strings.TrimSuffix(strings.TrimSpace(s[i+1:]), ")")
-		return Address{Name: decodeWords(name), Email: strings.TrimSpace(s[:i])}, true
+		return flow.Address{Name: decodeWords(name), Email: strings.TrimSpace(s[:i])}, true
 	}
 	if strings.ContainsAny(s, " \t") || !strings.Contains(s, "@") {
-		return Address{}, false
+		return flow.Address{}, false
 	}
-	return Address{Email: s}, true
+	return flow.Address{Email: s}, true
 }
 
 // dateLayouts are the Date forms net/mail rejects but mailers send.
@@ -590,7 +476,7 @@ func parseDate(v string) time.Time {
 // read twice, here or by public-inbox, gets the same id (mail whose text
 // has 8-bit bytes but no charset can differ: public-inbox re-encodes
 // those).
-func deriveID(m *Message, body []byte) string {
+func deriveID(m *flow.Message, body []byte) string {
 	d := sha256.New()
 	for _, r := range m.References {
 		fmt.Fprintf(d, "ref\x00%s\x00", r)
@@ -629,7 +515,7 @@ func deriveID(m *Message, body []byte) string {
 
 // piValues is public-inbox's header_raw: trimmed, each line break with
 // the blanks after it turned into one space.
-func piValues(h Header, name string) []string {
+func piValues(h flow.Header, name string) []string {
 	var vs []string
 	for _, f := range h {
 		if strings.EqualFold(f.Name, name) {
@@ -649,7 +535,7 @@ var (
 // content_dig_i does: "\0depth:index\0", file name, descriptions,
 // "b\0", then the text with CRLF as LF and trailing blanks removed
 // (HTML and non-text parts: the transfer-decoded bytes).
-func digestParts(d io.Writer, h Header, body []byte, depth int, idx string, nest int) {
+func digestParts(d io.Writer, h flow.Header, body []byte, depth int, idx string, nest int) {
 	mediaType, params := contentType(h.Get("Content-Type"))
 	if strings.HasPrefix(mediaType, "multipart/") && params["boundary"] != "" && nest < maxMIMEDepth {
 		if parts, err := splitMultipart(body, params["boundary"]); err == nil {
@@ -695,7 +581,7 @@ func digestParts(d io.Writer, h Header, body []byte, depth int, idx string, nest
 
 // partFilename is Content-Disposition's filename, else Content-Type's
 // name.
-func partFilename(h Header) string {
+func partFilename(h flow.Header) string {
 	if _, p, err := mime.ParseMediaType(h.Get("Content-Disposition")); err == nil && p["filename"] != "" {
 		return decodeWords(p["filename"])
 	}
@@ -727,7 +613,7 @@ func digestAddr(v string) string {
 
 // Root is the message a series' replies answer and are keyed by: its
 // cover letter, else its first patch.
-func Root(cover []byte, patches [][]byte) (*Message, error) {
+func Root(cover []byte, patches [][]byte) (*flow.Message, error) {
 	raw := cover
 	if len(raw) == 0 && len(patches) > 0 {
 		raw = patches[0]

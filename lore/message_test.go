@@ -11,29 +11,31 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // messageSummary is what the golden files pin for each real message.
 type messageSummary struct {
-	MessageID  string    `json:"message_id"`
-	MessageIDs []string  `json:"message_ids,omitempty"`
-	InReplyTo  string    `json:"in_reply_to,omitempty"`
-	References []string  `json:"references,omitempty"`
-	From       Address   `json:"from"`
-	To         []Address `json:"to,omitempty"`
-	Cc         []Address `json:"cc,omitempty"`
-	Date       string    `json:"date"`
-	ReceivedAt string    `json:"received_at"`
-	Subject    string    `json:"subject"`
-	RawSubject string    `json:"raw_subject"`
-	ListIDs    []string  `json:"list_ids,omitempty"`
-	BodyBytes  int       `json:"body_bytes"`
-	BodySHA256 string    `json:"body_sha256"`
-	BodyHead   []string  `json:"body_head"`
-	Fields     int       `json:"header_fields"`
+	MessageID  string         `json:"message_id"`
+	MessageIDs []string       `json:"message_ids,omitempty"`
+	InReplyTo  string         `json:"in_reply_to,omitempty"`
+	References []string       `json:"references,omitempty"`
+	From       flow.Address   `json:"from"`
+	To         []flow.Address `json:"to,omitempty"`
+	Cc         []flow.Address `json:"cc,omitempty"`
+	Date       string         `json:"date"`
+	ReceivedAt string         `json:"received_at"`
+	Subject    string         `json:"subject"`
+	RawSubject string         `json:"raw_subject"`
+	ListIDs    []string       `json:"list_ids,omitempty"`
+	BodyBytes  int            `json:"body_bytes"`
+	BodySHA256 string         `json:"body_sha256"`
+	BodyHead   []string       `json:"body_head"`
+	Fields     int            `json:"header_fields"`
 }
 
-func summarize(m *Message) messageSummary {
+func summarize(m *flow.Message) messageSummary {
 	sum := sha256.Sum256([]byte(m.Body))
 	lines := strings.SplitN(m.Body, "\n", 7)
 	if len(lines) > 6 {
@@ -110,9 +112,9 @@ func TestParseMessageHeaders(t *testing.T) {
 	check("MessageIDs", m.MessageIDs, []string{"170708864817.28128.1@bazille.1015granger.net", "second@example.org"})
 	check("InReplyTo", m.InReplyTo, "cover@example.org")
 	check("References", m.References, []string{"root@example.org", "cover@example.org"})
-	check("From", m.From, Address{Name: "Jörg Rödel", Email: "joro@example.org"})
-	check("To", m.To, []Address{{Email: "a@example.org"}, {Name: "Last, First", Email: "b@example.org"}})
-	check("Cc", m.Cc, []Address{{Name: "Broken.Name", Email: "c@example.org"}, {Name: "Dee", Email: "d@example.org"}})
+	check("From", m.From, flow.Address{Name: "Jörg Rödel", Email: "joro@example.org"})
+	check("To", m.To, []flow.Address{{Email: "a@example.org"}, {Name: "Last, First", Email: "b@example.org"}})
+	check("Cc", m.Cc, []flow.Address{{Name: "Broken.Name", Email: "c@example.org"}, {Name: "Dee", Email: "d@example.org"}})
 	check("Subject", m.Subject, "[PATCH v2 09/12] svcrdma: Move write_info for Reply chunks into struct svc_rdma_send_ctxt")
 	check("RawSubject", m.RawSubject, " [PATCH v2 09/12] svcrdma: Move write_info for Reply chunks into\n struct svc_rdma_send_ctxt")
 	check("ListIDs", m.ListIDs, []string{"linux-rdma.vger.kernel.org"})

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/encoding/ianaindex"
 	"golang.org/x/text/transform"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // maxMIMEDepth bounds nested multiparts; real mail nests two or three.
@@ -25,12 +27,12 @@ const maxMIMEDepth = 16
 // does before mailinfo decodes. Like mailinfo, only the text before the
 // patch is converted to UTF-8: the patch keeps the bytes of the files it
 // changes.
-func decodeBody(h Header, body []byte, depth int) (string, error) {
+func decodeBody(h flow.Header, body []byte, depth int) (string, error) {
 	inPatch := false
 	return decodePart(h, body, depth, &inPatch)
 }
 
-func decodePart(h Header, body []byte, depth int, inPatch *bool) (string, error) {
+func decodePart(h flow.Header, body []byte, depth int, inPatch *bool) (string, error) {
 	if depth > maxMIMEDepth {
 		return "", fmt.Errorf("multipart nested deeper than %d", maxMIMEDepth)
 	}
@@ -272,7 +274,7 @@ func splitMultipart(body []byte, boundary string) ([][]byte, error) {
 
 // splitPart splits a MIME part into its header and body. A part may
 // have no header at all (it then starts with the blank line).
-func splitPart(p []byte) (Header, []byte, error) {
+func splitPart(p []byte) (flow.Header, []byte, error) {
 	if len(p) == 0 {
 		return nil, nil, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 // Series is one posting of a patch series (one version of it).
@@ -22,11 +24,11 @@ type Series struct {
 	// patches hang from (for a lore link); it may not be in the archive.
 	RootMessageID string `json:"root_message_id"`
 	// Subject is the cover's title, or the first patch's.
-	Subject string  `json:"subject"`
-	Version int     `json:"version"`
-	RFC     bool    `json:"rfc,omitempty"`
-	Resend  bool    `json:"resend,omitempty"`
-	Author  Address `json:"author"`
+	Subject string       `json:"subject"`
+	Version int          `json:"version"`
+	RFC     bool         `json:"rfc,omitempty"`
+	Resend  bool         `json:"resend,omitempty"`
+	Author  flow.Address `json:"author"`
 	// Date is the (clamped) date of the cover or the earliest patch.
 	Date time.Time `json:"date"`
 	// LastArrival is when the newest patch or cover arrived in the
@@ -37,7 +39,7 @@ type Series struct {
 	// a series posted long before it reached the reader is not late.
 	LastSeen time.Time `json:"last_seen"`
 	// Cover is the 0/N letter, nil when the series has none.
-	Cover *Message `json:"-"`
+	Cover *flow.Message `json:"-"`
 	// CoverMessageID is Cover's Message-ID, "" without a cover.
 	CoverMessageID string `json:"cover_message_id,omitempty"`
 	// Patches are ordered by index; Missing lists absent indexes.
@@ -90,7 +92,7 @@ type Series struct {
 // ReplyTo is the message a reply about the whole series answers: the
 // cover, else the first patch present (nil for a series with neither,
 // which Assemble never returns).
-func (s *Series) ReplyTo() *Message {
+func (s *Series) ReplyTo() *flow.Message {
 	if s.Cover != nil {
 		return s.Cover
 	}
@@ -120,9 +122,9 @@ func (s *Series) AppliedBy(maintainers []string) bool {
 
 // Patch is one patch of a series.
 type Patch struct {
-	Index     int      `json:"index"`
-	Message   *Message `json:"-"`
-	MessageID string   `json:"message_id"`
+	Index     int           `json:"index"`
+	Message   *flow.Message `json:"-"`
+	MessageID string        `json:"message_id"`
 	// Title is the subject git am will commit.
 	Title string `json:"title"`
 	// Files are every path the diff touches; MatchedPaths those that
@@ -140,9 +142,9 @@ type Patch struct {
 
 // Applied is a note that (part of) a series was applied.
 type Applied struct {
-	By        Address   `json:"by"`
-	MessageID string    `json:"message_id"`
-	Date      time.Time `json:"date"`
+	By        flow.Address `json:"by"`
+	MessageID string       `json:"message_id"`
+	Date      time.Time    `json:"date"`
 	// PatchIndex is the patch replied to, 0 for the cover or series.
 	PatchIndex int `json:"patch_index,omitempty"`
 	// Commits are the commit links or hashes the note lists.
@@ -194,7 +196,7 @@ const (
 
 // entry is a message with what Assemble needs precomputed at Add time.
 type entry struct {
-	msg     *Message
+	msg     *flow.Message
 	subj    Subject
 	kind    kind
 	date    time.Time // Date clamped to the arrival time
@@ -263,14 +265,14 @@ func NewAssembler(cfg AssemblerConfig) (*Assembler, error) {
 // clamped to that time: senders' clocks lie, the archive's does not.
 // Add returns false for the bot's own mail and for a Message-ID already
 // held (the first copy wins).
-func (a *Assembler) Add(m *Message, arrived time.Time) bool {
+func (a *Assembler) Add(m *flow.Message, arrived time.Time) bool {
 	return a.AddSeen(m, arrived, time.Time{})
 }
 
 // AddSeen is Add for a reader that knows when it first read the message
 // (zero when not): the grace period of an incomplete series runs from
 // that, not from the archive's time.
-func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
+func (a *Assembler) AddSeen(m *flow.Message, arrived, seen time.Time) bool {
 	return a.add(m, arrived, seen, time.Time{})
 }
 
@@ -278,7 +280,7 @@ func (a *Assembler) AddSeen(m *Message, arrived, seen time.Time) bool {
 // Date, never after it arrived (senders' clocks lie, the archive's does
 // not). Without an arrival time the topmost Received header stands in;
 // without either, date is the Date and arrived is date.
-func writtenAt(m *Message, arrived time.Time) (date, arr time.Time) {
+func writtenAt(m *flow.Message, arrived time.Time) (date, arr time.Time) {
 	if arrived.IsZero() {
 		arrived = m.ReceivedAt
 	}
@@ -294,7 +296,7 @@ func writtenAt(m *Message, arrived time.Time) (date, arr time.Time) {
 
 // add is AddSeen holding the message by at for Flush (its date when
 // at is earlier or zero).
-func (a *Assembler) add(m *Message, arrived, seen, at time.Time) bool {
+func (a *Assembler) add(m *flow.Message, arrived, seen, at time.Time) bool {
 	if a.bots[strings.ToLower(m.From.Email)] {
 		return false
 	}
@@ -872,7 +874,7 @@ func (a *Assembler) listsOf(members []*entry) []string {
 
 // listsOfMessage is listsOf for one message: the configured lists it
 // went to, in configuration order, and its other List-Ids, lower-case.
-func (a *Assembler) listsOfMessage(m *Message) (names, others []string) {
+func (a *Assembler) listsOfMessage(m *flow.Message) (names, others []string) {
 	for _, l := range a.cfg.Lists {
 		if contains(names, l.Name) {
 			continue

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 var fixedNow = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -27,8 +29,8 @@ func newTestAssembler(t testing.TB) *Assembler {
 }
 
 // loadThreads parses every real thread message.
-func loadThreads(t testing.TB) []*Message {
-	var msgs []*Message
+func loadThreads(t testing.TB) []*flow.Message {
+	var msgs []*flow.Message
 	for _, f := range threadFiles(t) {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -77,7 +79,7 @@ type tmail struct {
 	date                               time.Time
 }
 
-func (m tmail) parse(t testing.TB) *Message {
+func (m tmail) parse(t testing.TB) *flow.Message {
 	t.Helper()
 	msg, err := ParseMessage(m.raw())
 	if err != nil {

@@ -56,7 +56,7 @@ func (m seriesMail) Thread(s *flow.Series) (reports.Thread, error) {
 		t.Patches = append(t.Patches, pm)
 	}
 	seen := map[string]bool{}
-	for _, a := range append(append([]lore.Address(nil), root.To...), root.Cc...) {
+	for _, a := range append(append([]flow.Address(nil), root.To...), root.Cc...) {
 		for _, l := range m.lists {
 			if strings.EqualFold(a.Email, l.Address) && !seen[l.Address] {
 				t.Lists = append(t.Lists, l.Address)

@@ -8,6 +8,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/redact"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
@@ -137,7 +138,7 @@ func runApply(ctx context.Context, e *env, args []string) error {
 		}
 		now = func() time.Time { return t }
 	}
-	var msgs []*lore.Message
+	var msgs []*flow.Message
 	src := &feed.Mbox{Path: *mbox, Log: e.log}
 	if _, err := src.Read(ctx, "", func(it feed.Item) error {
 		m, err := lore.ParseMessage(it.Raw)

@@ -54,7 +54,7 @@ type Reader struct {
 
 	mu sync.Mutex
 	// cache holds the window's mail parsed, by list and position.
-	cache map[string]*lore.Message
+	cache map[string]*flow.Message
 }
 
 // MaintainerLookup returns the addresses (M: and R:) MAINTAINERS lists
@@ -68,14 +68,14 @@ type MaintainerLookup interface {
 // address: nil when it does, *lore.UnverifiedError when it does not, any
 // other error when that cannot be known yet.
 type Authenticator interface {
-	Authenticate(ctx context.Context, m *lore.Message) error
+	Authenticate(ctx context.Context, m *flow.Message) error
 }
 
 // parsed returns the stored mail at key parsed, parsing it only the first
 // time: every poll assembles the whole window again, and a message is
 // parsed once, not once per poll (a mail with 40,000 References took
 // seconds each time).
-func (l *Reader) parsed(key string, raw []byte) (*lore.Message, error) {
+func (l *Reader) parsed(key string, raw []byte) (*flow.Message, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if m, ok := l.cache[key]; ok {
@@ -86,7 +86,7 @@ func (l *Reader) parsed(key string, raw []byte) (*lore.Message, error) {
 		return nil, err
 	}
 	if l.cache == nil {
-		l.cache = map[string]*lore.Message{}
+		l.cache = map[string]*flow.Message{}
 	}
 	l.cache[key] = m
 	return m, nil

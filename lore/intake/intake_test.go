@@ -79,9 +79,9 @@ func (s *stateStore) SetState(ctx context.Context, key, v string) error {
 	return nil
 }
 
-type authFunc func(context.Context, *lore.Message) error
+type authFunc func(context.Context, *flow.Message) error
 
-func (f authFunc) Authenticate(ctx context.Context, m *lore.Message) error { return f(ctx, m) }
+func (f authFunc) Authenticate(ctx context.Context, m *flow.Message) error { return f(ctx, m) }
 
 // A command's DKIM verdict that cannot be read or kept is the bot's
 // failure (Infra), and decides nothing.
@@ -95,7 +95,7 @@ func TestDKIMVerdictStoreErrors(t *testing.T) {
 	l := &Reader{St: st}
 	// The verdict is reached, but the poll ends before it is kept.
 	cctx, cancel := context.WithCancel(ctx)
-	l.Auth = authFunc(func(context.Context, *lore.Message) error { cancel(); return nil })
+	l.Auth = authFunc(func(context.Context, *flow.Message) error { cancel(); return nil })
 	why, err := l.authenticate(cctx, lore.Command{MessageID: "c@x", Mail: m})
 	if !flow.IsInfra(err) || why != "" || len(st.state) != 0 {
 		t.Errorf("verdict not kept: %q, %v, state %v; want an Infra error", why, err, st.state)
@@ -110,7 +110,7 @@ func TestDKIMVerdictStoreErrors(t *testing.T) {
 	if why, err := l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m}); err != nil || why != "" || st.state["dkim:c@x"] != "verified" {
 		t.Fatalf("verified: %q, %v, state %v", why, err, st.state)
 	}
-	l.Auth = authFunc(func(context.Context, *lore.Message) error { return &lore.UnverifiedError{Addr: "dev@example.org"} })
+	l.Auth = authFunc(func(context.Context, *flow.Message) error { return &lore.UnverifiedError{Addr: "dev@example.org"} })
 	if why, err := l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m}); err != nil || why != "" {
 		t.Errorf("a kept verdict decided again: %q, %v", why, err)
 	}
