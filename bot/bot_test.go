@@ -127,7 +127,7 @@ func (h *harness) wait(what string, d time.Duration, cond func() bool) {
 
 func series(id, subject string) flow.Series {
 	return flow.Series{MsgID: id, Version: 1, Subject: subject, Author: "Dev <dev@example.org>",
-		Patches: [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n")}}
+		Patches: []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n")}}
 }
 
 // Series from the lists go through every stage and get one reply each,

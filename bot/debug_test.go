@@ -29,7 +29,7 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 	debug.Calls, debugBuild.Calls = h.calls, h.calls
 	patch := func(id, subject, body string) flow.Series {
 		s := series(id, subject)
-		s.Patches = [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
+		s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
 		return s
 	}
 	teardown := "@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n"

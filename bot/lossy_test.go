@@ -28,13 +28,13 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 	lossy.Calls = h.calls
 	patch := func(id, subject, body string) flow.Series {
 		s := series(id, subject)
-		s.Patches = [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
+		s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
 		return s
 	}
 	// Two patches: a crash over the lossy link alone is not bisected over
 	// the series' prefixes, which would boot on the default link.
 	hang := patch("<hang@x>", "[PATCH 1/2] RDMA/core: lossy-hang on a flushed drain", "@@ -1 +1 @@ static void ib_drain_qp_done(struct ib_cq *cq)\n-x\n+y\n")
-	hang.Patches = append(hang.Patches, []byte("From: dev\nSubject: [PATCH 2/2] RDMA/core: lossy-hang too\n\n---\n"))
+	hang.Patches = append(hang.Patches, fakestage.Mail("From: dev\nSubject: [PATCH 2/2] RDMA/core: lossy-hang too\n\n---\n"))
 	h.ingest.Add(hang)
 	h.ingest.Add(patch("<clean@x>", "[PATCH] RDMA/core: reword the drain comment", "@@ -1 +1 @@ static void ib_drain_qp_done(struct ib_cq *cq)\n-x\n+y\n"))
 	h.ingest.Add(patch("<unseen@x>", "[PATCH] svcrdma: lossy-hang elsewhere", "@@ -1 +1 @@ int svc_rdma_post_send(void)\n-x\n+y\n"))
@@ -105,7 +105,7 @@ func TestLossyBootFailures(t *testing.T) {
 				o.Stages.Profiles = []bot.Profile{&fakestage.Lossy{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, Match: "ib_drain", N: 2, NoBoot: c.noBoot}}
 			})
 			s := series("<x@x>", c.subject)
-			s.Patches = [][]byte{[]byte("From: dev\nSubject: " + c.subject + "\n\n---\n@@ -1 +1 @@ static void ib_drain_qp_done(void)\n-x\n+y\n")}
+			s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + c.subject + "\n\n---\n@@ -1 +1 @@ static void ib_drain_qp_done(void)\n-x\n+y\n")}
 			h.ingest.Add(s)
 			if c.want != "" {
 				h.wait("the reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
@@ -212,11 +212,11 @@ func TestPressureProfileDecidesWithoutDefaultBoots(t *testing.T) {
 	pressure.Calls = h.calls
 	patch := func(id, subject, body string) flow.Series {
 		s := series(id, subject)
-		s.Patches = [][]byte{[]byte("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
+		s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
 		return s
 	}
 	over := patch("<over@x>", "[PATCH 1/2] svcrdma: sq-overflow by crediting twice", "@@ -1 +1 @@ void svc_rdma_write_chunk_release(void)\n-x\n+\tsvc_rdma_wake_send_waiters(rdma, cc->cc_sqecount);\n")
-	over.Patches = append(over.Patches, []byte("From: dev\nSubject: [PATCH 2/2] svcrdma: sq-overflow too\n\n---\n"))
+	over.Patches = append(over.Patches, fakestage.Mail("From: dev\nSubject: [PATCH 2/2] svcrdma: sq-overflow too\n\n---\n"))
 	h.ingest.Add(over)
 	h.ingest.Add(patch("<fine@x>", "[PATCH] svcrdma: count sqecount once", "@@ -1 +1 @@ void svc_rdma_write_chunk_release(void)\n-x\n+y = sqecount;\n"))
 	h.ingest.Add(patch("<away@x>", "[PATCH] svcrdma: sq-overflow where nothing asks", "@@ -1 +1 @@ int svc_rdma_recvfrom(void)\n-x\n+y\n"))

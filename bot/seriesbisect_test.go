@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 )
@@ -16,7 +17,7 @@ import (
 func seriesOf(id string, subjects ...string) flow.Series {
 	s := flow.Series{MsgID: id, Version: 1, Subject: fmt.Sprintf("[PATCH 0/%d] svcrdma: a series", len(subjects)), Author: "Dev <dev@example.org>"}
 	for i, subj := range subjects {
-		s.Patches = append(s.Patches, []byte(fmt.Sprintf("From: dev\nSubject: [PATCH %d/%d] %s\n\n---\n", i+1, len(subjects), subj)))
+		s.Patches = append(s.Patches, fakestage.Mail(fmt.Sprintf("From: dev\nSubject: [PATCH %d/%d] %s\n\n---\n", i+1, len(subjects), subj)))
 	}
 	return s
 }

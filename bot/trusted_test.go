@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 )
@@ -17,7 +18,7 @@ import (
 func TestClientSideSeriesIsTimedByTheServer(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	s := series("<client@x>", "[PATCH] xprtrdma: harmless")
-	s.Patches = [][]byte{[]byte("From: dev\nSubject: [PATCH] xprtrdma: harmless\n\n---\n" +
+	s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: [PATCH] xprtrdma: harmless\n\n---\n" +
 		"--- a/net/sunrpc/xprtrdma/verbs.c\n+++ b/net/sunrpc/xprtrdma/verbs.c\n")}
 	h.ingest.Add(s)
 	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/lore"
 )
 
 // Stage is the builder as the bot uses it (bot.Builder, bot.Trees): the
@@ -33,32 +32,9 @@ type Stage struct {
 	Now     func() time.Time
 }
 
-func parseMails(s flow.Series) ([]*flow.Message, []*flow.Message, error) {
-	var all, patches []*flow.Message
-	if len(s.Cover) > 0 {
-		m, err := lore.ParseMessage(s.Cover)
-		if err != nil {
-			return nil, nil, err
-		}
-		all = append(all, m)
-	}
-	for _, raw := range s.Patches {
-		m, err := lore.ParseMessage(raw)
-		if err != nil {
-			return nil, nil, err
-		}
-		all = append(all, m)
-		patches = append(patches, m)
-	}
-	return all, patches, nil
-}
-
 // SelectBase picks the base among the configured trees.
 func (b *Stage) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error) {
-	all, _, err := parseMails(s)
-	if err != nil {
-		return flow.Base{}, err
-	}
+	all := s.Mails()
 	if s.Tree != "" {
 		return b.askedBase(s.Tree, s.Branch)
 	}
@@ -126,11 +102,7 @@ func (b *Stage) MaintainersAt(_ context.Context, commit string, files []string) 
 // Apply commits the series on base as git am would; *ApplyError and
 // *UnsafeError are the series' fault, anything else the store's.
 func (b *Stage) Apply(ctx context.Context, base flow.Base, s flow.Series, trace io.Writer) (string, error) {
-	_, patches, err := parseMails(s)
-	if err != nil {
-		return "", err
-	}
-	res, err := b.Store.Apply(ctx, plumbing.NewHash(base.Commit), patches, ApplyOptions{
+	res, err := b.Store.Apply(ctx, plumbing.NewHash(base.Commit), s.Patches, ApplyOptions{
 		Committer: b.Cfg.Committer, Now: b.Now, Ref: SeriesRef(s.MsgID, s.Version)})
 	if err != nil {
 		var ae *ApplyError

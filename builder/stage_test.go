@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lore"
 )
 
 // The builder adapter on a real repository: base selection, apply as git
@@ -44,7 +45,11 @@ func TestStage(t *testing.T) {
 	b := &Stage{Store: bs, RepoDir: repo, Cfg: cfg, Lab: "qemu",
 		Now: func() time.Time { return time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC) }}
 
-	s := flow.Series{MsgID: "rename@example.org", Version: 1, Subject: "svcrdma: rename b", Patches: [][]byte{[]byte(patch + "\n")}}
+	m, err := lore.ParseMessage([]byte(patch + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := flow.Series{MsgID: "rename@example.org", Version: 1, Subject: "svcrdma: rename b", Patches: []*flow.Message{m}}
 	sel, err := b.SelectBase(ctx, s)
 	if err != nil {
 		t.Fatal(err)

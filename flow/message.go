@@ -1,6 +1,8 @@
 package flow
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/mail"
 	"strings"
 	"time"
@@ -48,6 +50,22 @@ type Message struct {
 	Header Header
 	// Raw is the message as given.
 	Raw []byte
+}
+
+// Parsed says the message was read by lore's parser: false for one only
+// its raw bytes are known of (a series row an older bot stored).
+func (m *Message) Parsed() bool { return m.Header != nil }
+
+// UnmarshalJSON reads a message as stored, or the raw mail alone (a
+// base64 string) as series rows an older bot wrote held it: that one is
+// not Parsed until lore reads it again.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	if bytes.HasPrefix(bytes.TrimSpace(data), []byte(`"`)) {
+		*m = Message{}
+		return json.Unmarshal(data, &m.Raw)
+	}
+	type stored Message // without this method
+	return json.Unmarshal(data, (*stored)(m))
 }
 
 // Address is one mailbox.

@@ -13,9 +13,17 @@ type Series struct {
 	List    string `json:"list,omitempty"` // list address the reply goes to
 	Tree    string `json:"tree,omitempty"` // the tree the series names, if any
 	// Branch is the branch of Tree a command asked for ("": its first).
-	Branch  string   `json:"branch,omitempty"`
-	Patches [][]byte `json:"patches"`         // raw messages in order
-	Cover   []byte   `json:"cover,omitempty"` // raw cover letter, if any
+	Branch string `json:"branch,omitempty"`
+	// Patches are its patch mails in order and Cover its cover letter,
+	// if any: parsed once, when the series was read off the list.
+	Patches []*Message `json:"patches"`
+	Cover   *Message   `json:"cover,omitempty"`
+	// Changes are the files and lines its patches' diffs change, read
+	// once with them: what the lab chooses the candidate's side by.
+	Changes []Change `json:"changes,omitempty"`
+	// Files are the files its diffs name (both names of a rename), each
+	// once: whose MAINTAINERS hear of its reply.
+	Files []string `json:"files,omitempty"`
 	// Incomplete, set by the ingester, says which patches never arrived
 	// within the grace period: the series is answered with that, not
 	// tested.
@@ -31,6 +39,26 @@ type Series struct {
 	// Request, set by the ingester, is the command in a reply that
 	// brought the series back: a test asked for by mail.
 	Request *MailRequest `json:"-"`
+}
+
+// RootMail is the mail the series' replies answer: its cover letter,
+// else its first patch (nil when it has neither).
+func (s *Series) RootMail() *Message {
+	if s.Cover != nil {
+		return s.Cover
+	}
+	if len(s.Patches) > 0 {
+		return s.Patches[0]
+	}
+	return nil
+}
+
+// Mails are its cover letter, if any, and then its patches.
+func (s *Series) Mails() []*Message {
+	if s.Cover == nil {
+		return s.Patches
+	}
+	return append([]*Message{s.Cover}, s.Patches...)
 }
 
 // MailRequest is a "#rdmabot test|retest" line in a reply to a series.

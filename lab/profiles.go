@@ -51,7 +51,7 @@ func (p *Lossy) Shapes(pair string) bool { return pair == "qemu" }
 // Why implements bot.Profile: the words of lab.lossy.touches the series'
 // changed lines and the functions of their hunks hold, with their files.
 func (p *Lossy) Why(s flow.Series) string {
-	return touched(p.lab.changes(s), p.touches, false)
+	return touched(s.Changes, p.touches, false)
 }
 
 // touched names what of a series re matches: the words of its changed
@@ -139,7 +139,7 @@ func (p *Pressure) Run(ctx context.Context, pair string, k flow.Boot, boot int, 
 // Why implements bot.Profile: the files, words and functions of
 // lab.pressure.touches the series changes.
 func (p *Pressure) Why(s flow.Series) string {
-	return touched(p.lab.changes(s), p.touches, true)
+	return touched(s.Changes, p.touches, true)
 }
 
 // Debug is the lab's debug profile (bot.Stages.Debug, lab.debug): boots
@@ -177,7 +177,7 @@ func (p *Debug) Shapes(pair string) bool { return pair == "qemu" }
 
 // Why implements bot.Profile: the words of lab.debug.touches the series'
 // changed lines and the functions of their hunks hold.
-func (p *Debug) Why(s flow.Series) string { return touched(p.lab.changes(s), p.touches, false) }
+func (p *Debug) Why(s flow.Series) string { return touched(s.Changes, p.touches, false) }
 
 // Run implements bot.Profile: the debug profile's test on k's debug
 // kernel, beside k's trusted peer when it has one.

@@ -26,10 +26,6 @@ type Runner struct {
 	// Consoles keeps each boot's guest consoles (nil: they are not
 	// kept, as in the A/A runner); a sample names them.
 	Consoles ConsoleKeeper
-	// Changes reads what a series' patches change (lore's diff reader):
-	// the side its kernel boots on and the profiles it asks for follow
-	// from them.
-	Changes func(flow.Series) []flow.Change
 	// BuildDirs are the directories kernels are built in (the builder's
 	// sandbox paths): a crash's frames are decoded against them.
 	BuildDirs []string
@@ -193,7 +189,7 @@ func healthTrace(h Health) string {
 
 // CandidateSide implements bot.Lab: the side the series' changed code
 // runs on (CandidateSide), from the files its patches change.
-func (l *Runner) CandidateSide(s flow.Series) string { return SideOf(l.changes(s)) }
+func (l *Runner) CandidateSide(s flow.Series) string { return SideOf(s.Changes) }
 
 // SideOf is the side a series' kernel boots on (CandidateSide), from
 // what its patches change.
@@ -207,12 +203,4 @@ func SideOf(changes []flow.Change) string {
 		}
 	}
 	return CandidateSide(files)
-}
-
-// changes is what s's patches change; nothing without a diff reader.
-func (l *Runner) changes(s flow.Series) []flow.Change {
-	if l.Changes == nil {
-		return nil
-	}
-	return l.Changes(s)
 }

@@ -170,21 +170,21 @@ func TestDecodeFrames(t *testing.T) {
 	}
 }
 
-// A runner without a diff reader asks for no profile and boots a
-// series' kernel on the server, as for a series that changes nothing.
-func TestRunnerWithoutDiffReader(t *testing.T) {
+// A series that changes nothing the lab knows asks for no profile and
+// boots on the server; one that changes the client's disconnect code
+// boots on the client and asks for the lossy link. Both read the
+// changes intake stored with the series, not its mail.
+func TestRunnerReadsTheSeriesChanges(t *testing.T) {
 	r := &Runner{Cfg: DefaultConfig()}
 	lossy, err := NewLossy(r)
 	if err != nil || lossy == nil {
 		t.Fatalf("NewLossy on the defaults: %v %v", lossy, err)
 	}
-	s := flow.Series{Patches: [][]byte{[]byte("diff --git a/x b/x\n")}}
+	s := flow.Series{Patches: []*flow.Message{{Body: "diff --git a/x b/x\n+\trpcrdma_xprt_disconnect(r_xprt);\n"}}}
 	if side, why := r.CandidateSide(s), lossy.Why(s); side != SideServer || why != "" {
 		t.Errorf("side %q, lossy why %q; want server and nothing", side, why)
 	}
-	r.Changes = func(flow.Series) []flow.Change {
-		return []flow.Change{{File: "net/sunrpc/xprtrdma/verbs.c", Text: "\trpcrdma_xprt_disconnect(r_xprt);"}}
-	}
+	s.Changes = []flow.Change{{File: "net/sunrpc/xprtrdma/verbs.c", Text: "\trpcrdma_xprt_disconnect(r_xprt);"}}
 	if side, why := r.CandidateSide(s), lossy.Why(s); side != SideClient || why != "disconnect code (net/sunrpc/xprtrdma/verbs.c)" {
 		t.Errorf("with a client-side change: side %q, lossy why %q", side, why)
 	}

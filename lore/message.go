@@ -610,13 +610,3 @@ func digestAddr(v string) string {
 	}
 	return piUpperDomRe.ReplaceAllStringFunc(b.String(), strings.ToLower)
 }
-
-// Root is the message a series' replies answer and are keyed by: its
-// cover letter, else its first patch.
-func Root(cover []byte, patches [][]byte) (*flow.Message, error) {
-	raw := cover
-	if len(raw) == 0 && len(patches) > 0 {
-		raw = patches[0]
-	}
-	return ParseMessage(raw)
-}

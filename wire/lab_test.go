@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lore/intake"
 )
 
 // The side a series' kernel boots on comes from the files its patches
@@ -28,14 +29,29 @@ func TestLabCandidateSide(t *testing.T) {
 		{[]string{"net/sunrpc/xprtrdma/svc_rdma_sendto.c"}, lab.SideServer},
 		{[]string{"net/sunrpc/xprtrdma/verbs.c", "drivers/infiniband/core/cq.c"}, lab.SideServer},
 	} {
-		var s flow.Series
+		var raws [][]byte
 		for _, f := range c.files {
-			s.Patches = append(s.Patches, patch(f))
+			raws = append(raws, patch(f))
 		}
+		s := readSeries(t, raws...)
 		if got := l.CandidateSide(s); got != c.want {
 			t.Errorf("%v: %s, want %s", c.files, got, c.want)
 		}
 	}
+}
+
+// readSeries is a series of raw mails as intake hands it on: each mail
+// parsed and its diffs read, once.
+func readSeries(t testing.TB, raws ...[]byte) flow.Series {
+	t.Helper()
+	var s flow.Series
+	for _, r := range raws {
+		s.Patches = append(s.Patches, &flow.Message{Raw: r})
+	}
+	if _, err := intake.Reread(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // defaultRunner is the lab serve wires on the default configuration:
@@ -64,12 +80,11 @@ func TestLossyWhy(t *testing.T) {
 		patches [][]byte
 		want    string
 	}{
-		"drain":         {[][]byte{comment, drain}, "drain code (drivers/infiniband/core/verbs.c)"},
-		"comment":       {[][]byte{comment}, ""},
-		"teardown":      {[][]byte{teardown}, "disconnect code (net/sunrpc/xprtrdma/verbs.c)"},
-		"not a message": {[][]byte{[]byte("\x00")}, ""},
+		"drain":    {[][]byte{comment, drain}, "drain code (drivers/infiniband/core/verbs.c)"},
+		"comment":  {[][]byte{comment}, ""},
+		"teardown": {[][]byte{teardown}, "disconnect code (net/sunrpc/xprtrdma/verbs.c)"},
 	} {
-		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
+		if got := p.Why(readSeries(t, c.patches...)); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
 		}
 	}
@@ -117,7 +132,7 @@ func TestPressureWhy(t *testing.T) {
 		"sq-credit-leak":   {[][]byte{seeded("sq-credit-leak")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
 		"sq-depth-short":   {[][]byte{seeded("sq-depth-short")}, "sq_avail/sq_depth/svc_rdma_transport.c code (net/sunrpc/xprtrdma/svc_rdma_transport.c)"},
 	} {
-		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
+		if got := p.Why(readSeries(t, c.patches...)); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
 		}
 	}
@@ -167,7 +182,7 @@ func TestDebugWhy(t *testing.T) {
 		"comment": {[][]byte{comment}, ""},
 		"send":    {[][]byte{send}, ""},
 	} {
-		if got := p.Why(flow.Series{Patches: c.patches}); got != c.want {
+		if got := p.Why(readSeries(t, c.patches...)); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
 		}
 	}

@@ -68,8 +68,8 @@ func TestReadMboxRealSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Version != 2 || len(s.Patches) < 2 || len(s.Cover) == 0 || s.MsgID == "" {
-		t.Fatalf("series: v%d, %d patches, cover %d bytes, id %q", s.Version, len(s.Patches), len(s.Cover), s.MsgID)
+	if s.Version != 2 || len(s.Patches) < 2 || s.Cover == nil || s.MsgID == "" || len(s.Changes) == 0 || len(s.Files) == 0 {
+		t.Fatalf("series: v%d, %d patches, cover %v, id %q, %d changes, files %v", s.Version, len(s.Patches), s.Cover != nil, s.MsgID, len(s.Changes), s.Files)
 	}
 	t.Logf("%q v%d: %d patches", s.Subject, s.Version, len(s.Patches))
 }
@@ -123,23 +123,11 @@ func TestPollRealArchive(t *testing.T) {
 	// is a local archive: nothing to fetch over HTTP).
 	got, err := l.Fetch(ctx, "<"+first[0].MsgID+">")
 	if err != nil {
-		got, err = l.Fetch(ctx, rootOf(t, first[0]))
+		got, err = l.Fetch(ctx, first[0].RootMail().MessageID)
 	}
 	if err != nil || got.Subject != first[0].Subject || len(got.Patches) != len(first[0].Patches) {
 		t.Fatalf("fetch from stored mail: %q %v", got.Subject, err)
 	}
-}
-
-func rootOf(t *testing.T, s flow.Series) string {
-	raw := s.Cover
-	if len(raw) == 0 {
-		raw = s.Patches[0]
-	}
-	m, err := lore.ParseMessage(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.MessageID
 }
 
 // inboxEpoch makes a bare git repository in public-inbox layout (one

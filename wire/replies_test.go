@@ -132,13 +132,13 @@ func TestRepliesGolden(t *testing.T) {
 	g := newReplyRig(t)
 	runs := 2 * g.r.Cfg.Runs
 	patchID := func(n int) string {
-		m, err := mail.ReadMessage(bytes.NewReader(g.s.Patches[n-1]))
+		m, err := mail.ReadMessage(bytes.NewReader(g.s.Patches[n-1].Raw))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.Trim(m.Header.Get("Message-Id"), "<>")
 	}
-	cover := strings.Trim(must(mail.ReadMessage(bytes.NewReader(g.s.Cover))).Header.Get("Message-Id"), "<>")
+	cover := strings.Trim(must(mail.ReadMessage(bytes.NewReader(g.s.Cover.Raw))).Header.Get("Message-Id"), "<>")
 
 	measured := func(name string, id int, base, cand []flow.Sample) {
 		t.Run(name, func(t *testing.T) {

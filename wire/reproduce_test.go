@@ -29,7 +29,7 @@ func TestReproducerBundle(t *testing.T) {
 	}
 	defer st.Close()
 	patch := []byte("From: a@x\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n\nbody\n")
-	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: [][]byte{patch}})
+	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: readSeries(t, patch).Patches})
 	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: x", Link: "https://lore.kernel.org/r/p@x/", Data: data})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestReproducerBundle(t *testing.T) {
 	// Fix follow-ups: on top of the series above (the bundle applies
 	// both), in its place, and on a mainline head (no bundle can).
 	fixPatch := []byte("From: a@x\nSubject: [PATCH] svcrdma: fix x\nMessage-ID: <f@x>\n\nbody\n")
-	fixData, _ := json.Marshal(flow.Series{MsgID: "f@x", Patches: [][]byte{fixPatch}})
+	fixData, _ := json.Marshal(flow.Series{MsgID: "f@x", Patches: readSeries(t, fixPatch).Patches})
 	fsid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "f@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: fix x", Data: fixData})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/ghbot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lore/intake"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -52,6 +55,9 @@ func (o ServiceOptions) artifacts(h http.Handler) http.Handler {
 func NewService(ctx context.Context, cfg Config, st *store.Store, o ServiceOptions, log *slog.Logger) (*Service, error) {
 	// GitHub, when configured: the client posts the outbox's comments
 	// (the answers to GitHub requests) and serves the webhook and polling.
+	if err := upgradeSeries(ctx, st, log); err != nil {
+		return nil, err
+	}
 	var ghc *github.Client
 	if cfg.Bot.GitHub.Repo != "" {
 		var err error
@@ -183,4 +189,32 @@ func requireToken(h http.Handler, token string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// upgradeSeries rereads the series rows an older bot stored with their
+// mails raw, once, so that every stage after intake finds them parsed.
+// A row whose mail no longer parses is left as it is and named in the
+// log: its test then fails on its own, not every other one.
+func upgradeSeries(ctx context.Context, st *store.Store, log *slog.Logger) error {
+	n, err := st.RewriteSeries(ctx, func(data []byte) ([]byte, bool, error) {
+		var s flow.Series
+		if err := json.Unmarshal(data, &s); err != nil {
+			log.Warn("a stored series does not decode; left as it is", "msgid", s.MsgID, "err", err)
+			return nil, false, nil
+		}
+		changed, err := intake.Reread(&s)
+		if err != nil {
+			log.Warn("a stored series' mail does not parse; left as it is", "msgid", s.MsgID, "err", err)
+			return nil, false, nil
+		}
+		if !changed {
+			return nil, false, nil
+		}
+		out, err := json.Marshal(s)
+		return out, err == nil, err
+	})
+	if n > 0 {
+		log.Info("series rows an older bot stored were reread from their raw mails", "rows", n)
+	}
+	return err
 }

@@ -1,6 +1,10 @@
 package wire
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lab"
 )
 
 // The kernels and the JSON API take the token; the pages do not; a
@@ -75,5 +82,72 @@ func TestTokenGuardsArtifactsAndAPI(t *testing.T) {
 	os.WriteFile(good, []byte("s3cret\n"), 0o600)
 	if tok, err := readToken(good); err != nil || tok != "s3cret" {
 		t.Errorf("token %q, %v", tok, err)
+	}
+}
+
+// legacySeries is a series row as a bot before the parsed series wrote
+// it: its mails raw (base64 in the JSON), nothing read from them.
+func legacySeries(t *testing.T, msgID string, cover []byte, patches ...[]byte) []byte {
+	t.Helper()
+	data, err := json.Marshal(struct {
+		MsgID   string   `json:"msgid"`
+		Version int      `json:"version"`
+		Subject string   `json:"subject"`
+		Patches [][]byte `json:"patches"`
+		Cover   []byte   `json:"cover,omitempty"`
+	}{msgID, 1, "[PATCH] svcrdma: x", patches, cover})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// Serve rereads the series rows an older bot stored with raw mails,
+// once: the stages then find them parsed. A row that does not decode or
+// whose mail no longer parses is left byte for byte, and serve still
+// starts.
+func TestUpgradeSeries(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	patch := []byte("From: Dev <dev@x>\nSubject: [PATCH] xprtrdma: x\nMessage-ID: <p@x>\n\n---\n" +
+		"diff --git a/net/sunrpc/xprtrdma/verbs.c b/net/sunrpc/xprtrdma/verbs.c\n" +
+		"--- a/net/sunrpc/xprtrdma/verbs.c\n+++ b/net/sunrpc/xprtrdma/verbs.c\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
+	rows := map[string][]byte{
+		"old@x":       legacySeries(t, "old@x", nil, patch),
+		"broken@x":    legacySeries(t, "broken@x", nil, patch, []byte("\n\nno header")),
+		"undecoded@x": []byte(`{"patches": 7}`),
+	}
+	ids := map[string]int64{}
+	for id, data := range rows {
+		if ids[id], err = st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: id, Version: 1, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	if err := upgradeSeries(ctx, st, log); err != nil {
+		t.Fatal(err)
+	}
+	row, _ := st.Series(ctx, st.DB, ids["old@x"])
+	var s flow.Series
+	if err := json.Unmarshal(row.Data, &s); err != nil || !s.Patches[0].Parsed() || s.Patches[0].MessageID != "p@x" ||
+		s.Root != "p@x" || len(s.Files) != 1 || lab.SideOf(s.Changes) != lab.SideClient {
+		t.Errorf("the old row: %+v %v", s, err)
+	}
+	for _, id := range []string{"broken@x", "undecoded@x"} {
+		if row, _ := st.Series(ctx, st.DB, ids[id]); !bytes.Equal(row.Data, rows[id]) {
+			t.Errorf("%s was changed: %s", id, row.Data)
+		}
+	}
+	if !strings.Contains(logged.String(), "rows=1") || strings.Count(logged.String(), "left as it is") != 2 {
+		t.Errorf("log:\n%s", logged.String())
+	}
+	logged.Reset()
+	if err := upgradeSeries(ctx, st, log); err != nil || strings.Contains(logged.String(), "reread") {
+		t.Errorf("a second start reread again: %v\n%s", err, logged.String())
 	}
 }

@@ -211,25 +211,13 @@ func Params(c lab.Config) string {
 	return p
 }
 
-// NewRunner is the lab as cfg configures it, reading a series' diffs
-// with lore's parser and decoding crashes against the builder's paths;
+// NewRunner is the lab as cfg configures it, decoding crashes against
+// the builder's paths;
 // consoles keeps each boot's consoles (nil: none are kept).
 func NewRunner(cfg Config, consoles lab.ConsoleKeeper, log *slog.Logger) *lab.Runner {
 	return &lab.Runner{Cfg: cfg.Lab, Dirs: cfg.LabDirs(), Test: cfg.Lab.Test, Log: log, Consoles: consoles,
-		Changes: seriesChanges, BuildDirs: kbuild.BuildDirs()}
-}
-
-// seriesChanges is what a series' patches change, as lore reads their
-// diffs; a patch that does not parse changes nothing.
-func seriesChanges(s flow.Series) []flow.Change {
-	var out []flow.Change
-	for _, raw := range s.Patches {
-		if m, err := lore.ParseMessage(raw); err == nil {
-			out = append(out, lore.DiffChanges(m.Body)...)
-		}
-	}
-	return out
+		BuildDirs: kbuild.BuildDirs()}
 }
 
 // seriesSide is the side a series' kernel boots on (lab.SideOf).
-func seriesSide(s flow.Series) string { return lab.SideOf(seriesChanges(s)) }
+func seriesSide(s flow.Series) string { return lab.SideOf(s.Changes) }

@@ -25,7 +25,6 @@ import (
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 	"github.com/rdmabot/rdmabot/reports/outbox"
@@ -594,25 +593,20 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 }
 
 // patches lists a stored series' patches (its JSON) by subject and
-// Message-ID. What no longer parses is listed with its error, not
-// failed: the page still shows the rest.
+// Message-ID. A row that does not decode is said so, not failed: the
+// page still shows the rest.
 func patches(data []byte) []PatchView {
 	var sr flow.Series
 	if err := json.Unmarshal(data, &sr); err != nil {
 		return []PatchView{{Subject: fmt.Sprintf("patches unreadable: %v", err)}}
 	}
 	var out []PatchView
-	for i, raw := range sr.Patches {
-		m, err := lore.ParseMessage(raw)
-		if err != nil {
-			out = append(out, PatchView{Subject: fmt.Sprintf("patch %d: %v", i+1, err)})
+	for i, m := range sr.Patches {
+		if m == nil {
+			out = append(out, PatchView{Subject: fmt.Sprintf("patch %d: missing", i+1)})
 			continue
 		}
-		pv := PatchView{Subject: m.Subject}
-		if len(m.MessageIDs) > 0 {
-			pv.MessageID = m.MessageIDs[0]
-		}
-		out = append(out, pv)
+		out = append(out, PatchView{Subject: m.Subject, MessageID: m.MessageID})
 	}
 	return out
 }
@@ -694,15 +688,15 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 }
 
 // threadOf is what a series' replies are keyed by in the outbox: its
-// root message's Message-ID (lore.Root, as the reply answers it) and
+// root message's Message-ID (Series.RootMail, as the reply answers it) and
 // its version.
 func threadOf(data []byte) (string, int, bool) {
 	var ser flow.Series
 	if json.Unmarshal(data, &ser) != nil {
 		return "", 0, false
 	}
-	root, err := lore.Root(ser.Cover, ser.Patches)
-	if err != nil {
+	root := ser.RootMail()
+	if root == nil {
 		return "", 0, false
 	}
 	return root.MessageID, max(ser.Version, 1), true

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/reports/bundle"
@@ -55,13 +56,13 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	}
 	t.Cleanup(func() { st.Close() })
 	ids := map[string]int64{}
-	// Two patches as mail, and a third that no longer parses.
-	patch := func(n int, subject string) []byte {
-		return fmt.Appendf(nil, "From: Chuck <cel@kernel.org>\nSubject: [PATCH v2 %d/3] %s\nMessage-ID: <p%d@x>\n\nbody\n", n, subject, n)
+	// Two patches as mail, and a third that is missing from the row.
+	patch := func(n int, subject string) *flow.Message {
+		return fakestage.Mail(fmt.Sprintf("From: Chuck <cel@kernel.org>\nSubject: [PATCH v2 %d/3] %s\nMessage-ID: <p%d@x>\n\nbody\n", n, subject, n))
 	}
 	link := "https://lore.kernel.org/linux-rdma/a@x/"
 	data, err := json.Marshal(flow.Series{MsgID: "a@x", Version: 2, Link: link, List: "linux-rdma@vger.kernel.org",
-		Patches: [][]byte{patch(1, "svcrdma: count Send WRs"), patch(2, "svcrdma: chain the Write WRs"), nil}})
+		Patches: []*flow.Message{patch(1, "svcrdma: count Send WRs"), patch(2, "svcrdma: chain the Write WRs"), nil}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		t.Fatal(err)
 	}
 	add("reported", store.Test{Key: "k5", Kind: "series", SeriesID: sid5, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "5555555555555555", State: "done", Verdict: flow.Regression, Summary: "copy -31%"})
-	fixData, _ := json.Marshal(flow.Series{MsgID: "fix@x", Version: 1, Patches: [][]byte{[]byte("From: Chuck <cel@kernel.org>\nSubject: [PATCH] svcrdma: post the Write WRs before the Send\nMessage-ID: <fix@x>\n\nbody\n")}})
+	fixData, _ := json.Marshal(flow.Series{MsgID: "fix@x", Version: 1, Patches: []*flow.Message{fakestage.Mail("From: Chuck <cel@kernel.org>\nSubject: [PATCH] svcrdma: post the Write WRs before the Send\nMessage-ID: <fix@x>\n\nbody\n")}})
 	fixSid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "fix@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: post the Write WRs before the Send", Data: fixData})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,11 @@ func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, e
 	if err := json.Unmarshal(row.Data, &s); err != nil {
 		return nil, err
 	}
-	return bundle.Make(bundle.Input{TestID: id, Subject: row.Subject, Base: strings.Repeat("ab", 20), Patches: s.Patches[:min(2, len(s.Patches))],
+	var raws [][]byte
+	for _, m := range s.Patches[:min(2, len(s.Patches))] {
+		raws = append(raws, m.Raw)
+	}
+	return bundle.Make(bundle.Input{TestID: id, Subject: row.Subject, Base: strings.Repeat("ab", 20), Patches: raws,
 		Config: []byte("CONFIG_INFINIBAND=y\n"), Settings: []byte("[lab]\n")})
 }
 

@@ -52,7 +52,7 @@ var ErrNone = fmt.Errorf("no reproducer: %w", store.ErrNotFound)
 // reported series'), to apply first on the base; none for other tests.
 // A fix applied on a mainline head cannot be redone from the base and
 // patches a bundle holds.
-func (r *Maker) appliedOn(ctx context.Context, t store.Test) ([][]byte, error) {
+func (r *Maker) appliedOn(ctx context.Context, t store.Test) ([]*flow.Message, error) {
 	if t.FixOf == 0 || t.ApplyOn == "" {
 		return nil, nil
 	}
@@ -72,6 +72,15 @@ func (r *Maker) appliedOn(ctx context.Context, t store.Test) ([][]byte, error) {
 		return nil, fmt.Errorf("test %d: stored series: %w", orig.ID, err)
 	}
 	return s.Patches, nil
+}
+
+// raws are the mails as they were posted: what git am reads.
+func raws(mails []*flow.Message) [][]byte {
+	out := make([][]byte, 0, len(mails))
+	for _, m := range mails {
+		out = append(out, m.Raw)
+	}
+	return out
 }
 
 // Bundle is test id's reproducer.
@@ -99,7 +108,7 @@ func (r *Maker) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
 		return nil, err
 	}
 	in := bundle.Input{TestID: id, Subject: row.Subject, Link: row.Link, Tree: t.Tree, Branch: t.BaseBranch, Base: t.Base,
-		Patches: append(patches, s.Patches...), Settings: r.Settings, Binary: r.Binary, Version: r.Version, Side: r.side(s)}
+		Patches: raws(append(patches, s.Patches...)), Settings: r.Settings, Binary: r.Binary, Version: r.Version, Side: r.side(s)}
 	in.TreeURL = redact.URLs(r.TreeURLs[t.Tree]) // the bundle is public
 	// The .config and build logs are there while the artifacts are: a
 	// pruned or remote one leaves the bundle without them, which its

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot/artifact"
+	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 )
@@ -22,7 +23,7 @@ func TestMakerUsesWhatItIsGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: [][]byte{[]byte("From: a@x\nSubject: [PATCH] xprtrdma: x\nMessage-ID: <p@x>\n\nbody\n")}})
+	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: []*flow.Message{fakestage.Mail("From: a@x\nSubject: [PATCH] xprtrdma: x\nMessage-ID: <p@x>\n\nbody\n")}})
 	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Tree: "rdma", Subject: "[PATCH] xprtrdma: x", Data: data})
 	if err != nil {
 		t.Fatal(err)

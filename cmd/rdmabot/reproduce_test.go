@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lore"
 )
 
 // rdmabot reproduce writes a series test's bundle from the database
@@ -27,7 +28,11 @@ func TestReproduceCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: [][]byte{[]byte("From: a@x\nSubject: [PATCH] x\n\nbody\n")}})
+	m, err := lore.ParseMessage([]byte("From: a@x\nSubject: [PATCH] x\n\nbody\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: []*flow.Message{m}})
 	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Subject: "[PATCH] x", Data: raw})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,17 +65,36 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.dir, "cache", "aa", "aa.jsonl"), aa, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A series row as an older bot stored it (its mails raw), which
+	// serve rereads once as it starts.
+	ctx := context.Background()
+	old, err := store.Open(ctx, "", filepath.Join(e.dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := `{"msgid":"old@x","version":1,"subject":"[PATCH] xprtrdma: x","patches":["` + base64.StdEncoding.EncodeToString([]byte(
+		"From: Dev <dev@x>\nSubject: [PATCH] xprtrdma: x\nMessage-ID: <old@x>\n\n---\ndiff --git a/net/sunrpc/xprtrdma/verbs.c b/net/sunrpc/xprtrdma/verbs.c\n"+
+			"--- a/net/sunrpc/xprtrdma/verbs.c\n+++ b/net/sunrpc/xprtrdma/verbs.c\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")) + `"]}`
+	oldID, err := old.AddSeries(ctx, old.DB, store.SeriesRow{MsgID: "old@x", Version: 1, Tree: "old", Data: []byte(legacy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
 	e.start()
 	if out := e.rdmabot("test", "--mbox", filepath.Join("..", "..", "examples", "sample-series.mbox")); !strings.Contains(out, "test 1: ") {
 		t.Fatalf("test: %s", out)
 	}
 	// A pair leased as a lab job leases it, through the store serve uses.
-	ctx := context.Background()
 	st, err := store.Open(ctx, "", filepath.Join(e.dir, "data"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	oldRow, err := st.Series(ctx, st.DB, oldID)
+	var reread flow.Series
+	if err != nil || json.Unmarshal(oldRow.Data, &reread) != nil || len(reread.Patches) != 1 || !reread.Patches[0].Parsed() || len(reread.Files) != 1 {
+		t.Errorf("the older bot's series row after serve started: %s %v", oldRow.Data, err)
+	}
 	if ok, err := st.AcquireLease(ctx, "qemu", "lab-1/lab#99", 99, time.Hour); err != nil || !ok {
 		t.Fatalf("lease: %v %v", ok, err)
 	}

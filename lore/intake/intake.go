@@ -517,18 +517,34 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 			}
 		}
 	}
-	if s.Cover != nil {
-		out.Cover = s.Cover.Raw
-	}
+	out.Cover = s.Cover
 	for _, p := range s.Patches {
-		out.Patches = append(out.Patches, p.Message.Raw)
+		out.Patches = append(out.Patches, p.Message)
 	}
+	readDiffs(&out)
 	out.Closes, out.Fixes = closesAndFixes(s)
 	// The Message-ID replies answer, as the replies' thread finds it.
-	if root, err := lore.Root(out.Cover, out.Patches); err == nil {
+	if root := out.RootMail(); root != nil {
 		out.Root = root.MessageID
 	}
 	return out
+}
+
+// readDiffs reads what a series' patches change, once, for the stages
+// after intake: the lines (the lab's side) and the files (the reply's
+// MAINTAINERS).
+func readDiffs(s *flow.Series) {
+	s.Changes, s.Files = nil, nil
+	seen := map[string]bool{}
+	for _, p := range s.Patches {
+		s.Changes = append(s.Changes, lore.DiffChanges(p.Body)...)
+		for _, f := range lore.DiffFiles(p.Body) {
+			if !seen[f] {
+				seen[f] = true
+				s.Files = append(s.Files, f)
+			}
+		}
+	}
 }
 
 // messageRef reads a reference to a message: a lore URL
@@ -714,4 +730,38 @@ func CheckListURL(u string) error {
 		return errors.New("has no host")
 	}
 	return nil
+}
+
+// Reread fills what intake reads of a series' mails from their raw
+// bytes where a series row an older bot stored held only those: each
+// message parsed, the lines and files its diffs change, the Message-ID
+// its replies answer. It says whether it changed anything; a mail that
+// no longer parses is an error, and s is then left as it was.
+func Reread(s *flow.Series) (bool, error) {
+	if !slices.ContainsFunc(s.Mails(), func(m *flow.Message) bool { return m != nil && !m.Parsed() }) {
+		return false, nil
+	}
+	parse := func(m *flow.Message) (*flow.Message, error) {
+		if m == nil || m.Parsed() {
+			return m, nil
+		}
+		return lore.ParseMessage(m.Raw)
+	}
+	out := *s
+	var err error
+	if out.Cover, err = parse(s.Cover); err != nil {
+		return false, fmt.Errorf("cover letter: %w", err)
+	}
+	out.Patches = make([]*flow.Message, len(s.Patches))
+	for i, p := range s.Patches {
+		if out.Patches[i], err = parse(p); err != nil {
+			return false, fmt.Errorf("patch %d: %w", i+1, err)
+		}
+	}
+	readDiffs(&out)
+	if root := out.RootMail(); out.Root == "" && root != nil {
+		out.Root = root.MessageID
+	}
+	*s = out
+	return true, nil
 }

@@ -115,3 +115,32 @@ func TestDKIMVerdictStoreErrors(t *testing.T) {
 		t.Errorf("a kept verdict decided again: %q, %v", why, err)
 	}
 }
+
+// A series an older bot stored with its mails raw is read as intake
+// reads a new one: each mail parsed, its diffs' lines and files, its
+// root. One already read is left alone, and a mail that no longer
+// parses leaves the series as it was.
+func TestReread(t *testing.T) {
+	patch := []byte("From: Dev <dev@x>\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n\n---\n" +
+		"diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"@@ -1,2 +1,2 @@ int svc_rdma_sendto(void)\n a\n-b\n+c\n")
+	cover := []byte("From: Dev <dev@x>\nSubject: [PATCH 0/1] svcrdma\nMessage-ID: <c@x>\n\nwhy\n")
+	s := flow.Series{MsgID: "c@x", Cover: &flow.Message{Raw: cover}, Patches: []*flow.Message{{Raw: patch}}}
+	changed, err := Reread(&s)
+	if err != nil || !changed {
+		t.Fatalf("Reread: %v %v", changed, err)
+	}
+	if !s.Cover.Parsed() || s.Patches[0].Subject != "[PATCH] svcrdma: x" || s.Root != "c@x" ||
+		len(s.Changes) != 3 || s.Changes[0].File != "net/sunrpc/xprtrdma/svc_rdma_sendto.c" ||
+		len(s.Files) != 1 || string(s.Patches[0].Raw) != string(patch) {
+		t.Errorf("reread: root %q, patch %+v, changes %+v, files %v", s.Root, s.Patches[0], s.Changes, s.Files)
+	}
+	if changed, err := Reread(&s); changed || err != nil {
+		t.Errorf("a series already read: changed %v, %v", changed, err)
+	}
+	bad := flow.Series{MsgID: "b@x", Patches: []*flow.Message{{Raw: patch}, {Raw: []byte("\n\nno header")}}}
+	if changed, err := Reread(&bad); changed || err == nil || bad.Patches[0].Parsed() || bad.Changes != nil {
+		t.Errorf("a mail that does not parse: changed %v, %v, series %+v", changed, err, bad)
+	}
+}

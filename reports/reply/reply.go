@@ -8,7 +8,6 @@
 package reply
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,8 +176,6 @@ type Replier struct {
 	Lab Lab
 	// Kernels describes how the lab's kernels are configured and built.
 	Kernels Kernels
-	// Mail reads what a reply needs of a series' messages.
-	Mail Mail
 	// Sides says where a series' kernel booted (nil: the server), for
 	// the reproducer's commands.
 	Sides Sides
@@ -187,6 +184,31 @@ type Replier struct {
 	Maintainers MaintainerLookup
 	Log         *slog.Logger
 	Now         func() time.Time
+}
+
+// thread is the series' thread as its replies answer it: its root's
+// subject, Message-ID, References and author, each patch's Message-ID
+// and subject, and the configured lists its root was sent to.
+func (r *Replier) thread(s *flow.Series) (reports.Thread, error) {
+	root := s.RootMail()
+	if root == nil {
+		return reports.Thread{}, fmt.Errorf("series %s has no mail", s.MsgID)
+	}
+	t := reports.Thread{Subject: root.Subject, MessageID: root.MessageID, References: root.References,
+		Author: reports.Address{Name: root.From.Name, Email: root.From.Email}, Version: max(s.Version, 1), LoreURL: s.Link}
+	for _, p := range s.Patches {
+		t.Patches = append(t.Patches, reports.Patch{MessageID: p.MessageID, Subject: p.Subject})
+	}
+	seen := map[string]bool{}
+	for _, a := range append(append([]flow.Address(nil), root.To...), root.Cc...) {
+		for _, l := range r.Lists {
+			if strings.EqualFold(a.Email, l) && !seen[l] {
+				t.Lists = append(t.Lists, l)
+				seen[l] = true
+			}
+		}
+	}
+	return t, nil
 }
 
 // SeriesBranch is the branch a test's series.bundle holds (the
@@ -213,15 +235,6 @@ type Lab interface {
 // compiler ("" on a process that builds nothing).
 type Kernels struct {
 	Config, DebugConfig, Compiler string
-}
-
-// Mail reads a series' messages for its replies (lore's parser).
-type Mail interface {
-	// Thread is the series' thread as replies answer it: its root, its
-	// patches and the configured lists it was posted to.
-	Thread(s *flow.Series) (reports.Thread, error)
-	// ChangedFiles are the files the series' patches change.
-	ChangedFiles(s flow.Series) []string
 }
 
 // Sides says which side of the pair a series' kernel boots on
@@ -280,7 +293,7 @@ func (r *Replier) maintainersCc(ctx context.Context, s *flow.Series, base string
 	if !r.Cfg.CCMaintainers || r.Maintainers == nil || base == "" {
 		return nil
 	}
-	addrs, err := r.Maintainers.MaintainersAt(ctx, base, r.Mail.ChangedFiles(*s))
+	addrs, err := r.Maintainers.MaintainersAt(ctx, base, s.Files)
 	if err != nil {
 		if r.Log != nil {
 			r.Log.Warn("reports: MAINTAINERS not read; no maintainers in Cc", "series", s.MsgID, "err", err)
@@ -302,7 +315,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	if rep.Series == nil {
 		return nil // a tree ref tested from the CLI: the dashboard has it
 	}
-	th, err := r.Mail.Thread(rep.Series)
+	th, err := r.thread(rep.Series)
 	if err != nil {
 		return err
 	}
@@ -445,7 +458,7 @@ func (r *Replier) Started(ctx context.Context, rep flow.Report) error {
 	if r.Cfg.Patchwork.URL == "" || rep.Series == nil {
 		return nil
 	}
-	th, err := r.Mail.Thread(rep.Series)
+	th, err := r.thread(rep.Series)
 	if err != nil {
 		return err
 	}
@@ -588,7 +601,7 @@ func (r *Replier) deliverComment(ctx context.Context, rep flow.Report) error {
 		var th reports.Thread
 		if rep.Series != nil {
 			var err error
-			if th, err = r.Mail.Thread(rep.Series); err != nil {
+			if th, err = r.thread(rep.Series); err != nil {
 				return err
 			}
 		}
@@ -691,8 +704,8 @@ func culprit(s *flow.Series, errs []reports.Diagnostic) int {
 			return 0
 		}
 		n := 0
-		for i, raw := range s.Patches {
-			if bytes.Contains(raw, []byte("\n+++ b/"+file+"\n")) {
+		for i, p := range s.Patches {
+			if strings.Contains(p.Body, "\n+++ b/"+file+"\n") {
 				if n != 0 {
 					return 0
 				}

@@ -3,6 +3,7 @@ package reply
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rdmabot/rdmabot/flow"
@@ -27,11 +28,6 @@ func (m *maintainers) MaintainersAt(_ context.Context, commit string, _ []string
 	return []string{"m@example.org"}, nil
 }
 
-type files struct{}
-
-func (files) Thread(*flow.Series) (reports.Thread, error) { return reports.Thread{}, nil }
-func (files) ChangedFiles(flow.Series) []string           { return []string{"net/sunrpc/xprtrdma/verbs.c"} }
-
 // Decide judges nothing once its context ended; a report with nowhere to
 // go (a tree ref tested from the CLI) is delivered by nobody, and the
 // pending checks wait for a patchwork URL: no outbox is touched (it is
@@ -40,7 +36,7 @@ func (files) ChangedFiles(flow.Series) []string           { return []string{"net
 func TestReplierEarlyReturns(t *testing.T) {
 	ctx := context.Background()
 	m := &maintainers{}
-	r := &Replier{Cfg: reports.DefaultConfig(), Lab: words{}, Mail: files{}, Maintainers: m}
+	r := &Replier{Cfg: reports.DefaultConfig(), Lab: words{}, Maintainers: m}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	s := []flow.Sample{{Metrics: map[string]float64{"copy_MBps": 8}}}
@@ -54,10 +50,40 @@ func TestReplierEarlyReturns(t *testing.T) {
 		t.Errorf("started without patchwork: %v", err)
 	}
 	r.Cfg.CCMaintainers = true
-	if cc := r.maintainersCc(ctx, &flow.Series{}, ""); cc != nil || len(m.asked) != 0 {
+	changed := &flow.Series{Files: []string{"net/sunrpc/xprtrdma/verbs.c"}}
+	if cc := r.maintainersCc(ctx, changed, ""); cc != nil || len(m.asked) != 0 {
 		t.Errorf("no base: Cc %v, asked %v", cc, m.asked)
 	}
-	if cc := r.maintainersCc(ctx, &flow.Series{}, "abc"); len(cc) != 1 || len(m.asked) != 1 || m.asked[0] != "abc" {
+	if cc := r.maintainersCc(ctx, changed, "abc"); len(cc) != 1 || len(m.asked) != 1 || m.asked[0] != "abc" {
 		t.Errorf("at the tested base: Cc %v, asked %v", cc, m.asked)
+	}
+}
+
+// A reply answers the series' root (the cover letter, else the first
+// patch), names each patch and goes to the configured lists the root
+// was sent to, each once; a series with no mail is an error, not a
+// reply to nobody.
+func TestThread(t *testing.T) {
+	r := &Replier{Lists: []string{"linux-rdma@vger.kernel.org", "linux-nfs@vger.kernel.org"}}
+	patch := &flow.Message{MessageID: "p1@x", Subject: "[PATCH 1/1] svcrdma: x", From: flow.Address{Email: "dev@x"},
+		To: []flow.Address{{Email: "Linux-RDMA@vger.kernel.org"}}}
+	cover := &flow.Message{MessageID: "c@x", Subject: "[PATCH 0/1] svcrdma", References: []string{"old@x"},
+		From: flow.Address{Name: "Dev", Email: "dev@x"}, To: []flow.Address{{Email: "linux-nfs@vger.kernel.org"}},
+		Cc: []flow.Address{{Email: "linux-rdma@vger.kernel.org"}, {Email: "linux-nfs@vger.kernel.org"}, {Email: "someone@x"}}}
+	th, err := r.thread(&flow.Series{MsgID: "c@x", Cover: cover, Patches: []*flow.Message{patch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.MessageID != "c@x" || th.Subject != cover.Subject || th.Version != 1 || th.Author.Name != "Dev" ||
+		len(th.References) != 1 || len(th.Patches) != 1 || th.Patches[0].MessageID != "p1@x" ||
+		strings.Join(th.Lists, ",") != "linux-nfs@vger.kernel.org,linux-rdma@vger.kernel.org" {
+		t.Errorf("with a cover letter: %+v", th)
+	}
+	th, err = r.thread(&flow.Series{MsgID: "p1@x", Version: 3, Patches: []*flow.Message{patch}})
+	if err != nil || th.MessageID != "p1@x" || th.Version != 3 || strings.Join(th.Lists, ",") != "linux-rdma@vger.kernel.org" {
+		t.Errorf("without one: %+v %v", th, err)
+	}
+	if _, err := r.thread(&flow.Series{MsgID: "none@x"}); err == nil {
+		t.Error("a series without mail gave a thread")
 	}
 }

@@ -213,7 +213,7 @@ func (f *Builder) applyCommits(ctx context.Context, base string, s flow.Series) 
 	head := ""
 	for i, p := range s.Patches {
 		subject := ""
-		if m := regexp.MustCompile(`(?m)^Subject: (.*)$`).FindSubmatch(p); m != nil {
+		if m := regexp.MustCompile(`(?m)^Subject: (.*)$`).FindSubmatch(p.Raw); m != nil {
 			subject = string(m[1])
 		}
 		file := fmt.Sprintf("patch%02d", i+1)
@@ -456,7 +456,7 @@ func (f *Lab) SetSlowdown(x float64) {
 func (f *Lab) CandidateSide(s flow.Series) string {
 	side := "server"
 	for _, p := range s.Patches {
-		for _, l := range strings.Split(string(p), "\n") {
+		for _, l := range strings.Split(string(p.Raw), "\n") {
 			file, ok := strings.CutPrefix(l, "+++ b/")
 			if !ok {
 				continue
@@ -571,7 +571,7 @@ func (f *Lossy) Why(s flow.Series) string { return why(s, f.Match) }
 // why is a fake profile's reason: match, when a patch holds it.
 func why(s flow.Series, match string) string {
 	for _, p := range s.Patches {
-		if bytes.Contains(p, []byte(match)) {
+		if bytes.Contains(p.Raw, []byte(match)) {
 			return match + " code (fake)"
 		}
 	}
@@ -839,4 +839,24 @@ func (f *Reporter) Count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.Delivered)
+}
+
+// Mail is a series mail as intake would hand it over: raw is
+// "Header: value" lines, a blank line and the body; the Message-ID,
+// Subject and Body are read from it the simple way a test's mail needs.
+func Mail(raw string) *flow.Message {
+	m := &flow.Message{Raw: []byte(raw)}
+	head, body, _ := strings.Cut(raw, "\n\n")
+	m.Body = body
+	for _, l := range strings.Split(head, "\n") {
+		name, value, _ := strings.Cut(l, ":")
+		m.Header = append(m.Header, flow.Field{Name: name, Raw: value})
+		switch strings.ToLower(name) {
+		case "subject":
+			m.Subject = strings.TrimSpace(value)
+		case "message-id":
+			m.MessageID = strings.Trim(value, " <>")
+		}
+	}
+	return m
 }
