@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/fakegithub"
 )
 
 func TestParse(t *testing.T) {
@@ -46,140 +47,6 @@ func TestParse(t *testing.T) {
 			t.Errorf("%q: got %q, want %q", tc.body, got, tc.want)
 		}
 	}
-}
-
-// fakeGitHub answers the REST calls the bot makes, with GitHub's JSON.
-type fakeGitHub struct {
-	mu       sync.Mutex
-	comments map[int][]map[string]any // issue -> comments
-	labels   []string                 // "#n:+label" / "#n:-label"
-	members  map[string]bool
-	collabs  map[string]bool
-	etag     string
-	polls    int
-	notMod   int
-	nextID   int64
-	// failPost and failMember answer that many comment posts and
-	// membership checks with a server error.
-	failPost, failMember int
-}
-
-func (f *fakeGitHub) handler(t testing.TB) http.Handler {
-	mux := http.NewServeMux()
-	comment := func(id int64, issue int, login, assoc, body string) map[string]any {
-		return map[string]any{
-			"id": id, "node_id": "IC_kwDO" + fmt.Sprint(id),
-			"url":                fmt.Sprintf("https://api.github.com/repos/o/r/issues/comments/%d", id),
-			"html_url":           fmt.Sprintf("https://github.com/o/r/issues/%d#issuecomment-%d", issue, id),
-			"issue_url":          fmt.Sprintf("https://api.github.com/repos/o/r/issues/%d", issue),
-			"body":               body,
-			"user":               map[string]any{"login": login, "id": 1, "type": "User"},
-			"created_at":         fmt.Sprintf("2026-11-30T03:%02d:00Z", id%60),
-			"updated_at":         fmt.Sprintf("2026-11-30T03:%02d:00Z", id%60),
-			"author_association": assoc,
-		}
-	}
-	mux.HandleFunc("POST /repos/o/r/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
-		var in struct{ Body string }
-		json.NewDecoder(r.Body).Decode(&in)
-		n := atoi(r.PathValue("n"))
-		f.mu.Lock()
-		if f.failPost > 0 {
-			f.failPost--
-			f.mu.Unlock()
-			http.Error(w, `{"message":"Server Error"}`, http.StatusInternalServerError)
-			return
-		}
-		f.nextID++
-		c := comment(1000+f.nextID, n, "rdmabot", "NONE", in.Body)
-		f.comments[n] = append(f.comments[n], c)
-		f.mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		json.NewEncoder(w).Encode(c)
-	})
-	mux.HandleFunc("GET /repos/o/r/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		json.NewEncoder(w).Encode(f.comments[atoi(r.PathValue("n"))])
-	})
-	mux.HandleFunc("GET /repos/o/r/issues/comments", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.polls++
-		if r.Header.Get("If-None-Match") == f.etag {
-			f.notMod++
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		if r.URL.Query().Get("sort") != "updated" {
-			t.Errorf("poll without sort=updated: %s", r.URL)
-		}
-		var all []map[string]any
-		for _, cs := range f.comments {
-			all = append(all, cs...)
-		}
-		w.Header().Set("ETag", f.etag)
-		json.NewEncoder(w).Encode(all)
-	})
-	mux.HandleFunc("POST /repos/o/r/issues/{n}/labels", func(w http.ResponseWriter, r *http.Request) {
-		var in []string
-		json.NewDecoder(r.Body).Decode(&in)
-		f.mu.Lock()
-		for _, l := range in {
-			f.labels = append(f.labels, "#"+r.PathValue("n")+":+"+l)
-		}
-		f.mu.Unlock()
-		json.NewEncoder(w).Encode([]map[string]any{{"id": 1, "name": in[0], "color": "ededed"}})
-	})
-	mux.HandleFunc("DELETE /repos/o/r/issues/{n}/labels/{label}", func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, `{"message":"Label does not exist","documentation_url":"https://docs.github.com/rest"}`)
-	})
-	mux.HandleFunc("GET /orgs/linux-rdma/members/{user}", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		fail := f.failMember > 0
-		if fail {
-			f.failMember--
-		}
-		f.mu.Unlock()
-		if fail {
-			http.Error(w, `{"message":"Server Error"}`, http.StatusInternalServerError)
-			return
-		}
-		if f.members[r.PathValue("user")] {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		w.WriteHeader(http.StatusNotFound)
-	})
-	mux.HandleFunc("GET /repos/o/r/collaborators/{user}", func(w http.ResponseWriter, r *http.Request) {
-		if f.collabs[r.PathValue("user")] {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		w.WriteHeader(http.StatusNotFound)
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("unexpected GitHub call %s %s", r.Method, r.URL)
-		http.NotFound(w, r)
-	})
-	return mux
-}
-
-func atoi(s string) int {
-	var n int
-	fmt.Sscan(s, &n)
-	return n
-}
-
-func (f *fakeGitHub) bodies(issue int) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, c := range f.comments[issue] {
-		out = append(out, c["body"].(string))
-	}
-	return out
 }
 
 type fakeCmds struct {
@@ -244,13 +111,12 @@ func (m *memory) SetState(ctx context.Context, key, v string) error {
 	return nil
 }
 
-func setup(t testing.TB) (*Bot, *fakeGitHub, *fakeCmds) {
-	fg := &fakeGitHub{comments: map[int][]map[string]any{}, members: map[string]bool{"chuck": true},
-		collabs: map[string]bool{"leon": true}, etag: `W/"abc"`}
-	srv := httptest.NewServer(fg.handler(t))
-	t.Cleanup(srv.Close)
+func setup(t testing.TB) (*Bot, *fakegithub.Server, *fakeCmds) {
+	fg := fakegithub.New(t, "o", "r")
+	fg.AddMember("linux-rdma", "chuck")
+	fg.AddCollaborator("leon")
 	c := github.NewClient(nil)
-	u, _ := url.Parse(srv.URL + "/")
+	u, _ := url.Parse(fg.URL + "/")
 	c.BaseURL, c.UploadURL = u, u
 	cmds := &fakeCmds{}
 	g := &Bot{Client: c, Owner: "o", Repo: "r", Secret: []byte("s3cret"), Allow: []string{"tester"}, Org: "linux-rdma",
@@ -326,7 +192,7 @@ func TestWebhook(t *testing.T) {
 	if fmt.Sprint(cmds.calls) != fmt.Sprint(want) {
 		t.Fatalf("commands %q, want %q", cmds.calls, want)
 	}
-	bodies := fg.bodies(5)
+	bodies := fg.Bodies(5)
 	if len(bodies) != 5 {
 		t.Fatalf("%d replies: %q", len(bodies), bodies)
 	}
@@ -339,8 +205,8 @@ func TestWebhook(t *testing.T) {
 	if !strings.Contains(bodies[4], "Unknown command") {
 		t.Errorf("unknown command reply: %q", bodies[4])
 	}
-	if fg.labels[0] != "#5:+rdmabot: queued" {
-		t.Errorf("labels %q", fg.labels)
+	if l := fg.LabelCalls(); len(l) == 0 || l[0] != "#5+rdmabot: queued" {
+		t.Errorf("labels %q", l)
 	}
 }
 
@@ -348,11 +214,7 @@ func TestWebhook(t *testing.T) {
 func TestPoll(t *testing.T) {
 	g, fg, cmds := setup(t)
 	ctx := context.Background()
-	fg.comments[7] = []map[string]any{{
-		"id": 70, "issue_url": "https://api.github.com/repos/o/r/issues/7", "body": "/rdmabot retest",
-		"user": map[string]any{"login": "tester", "id": 1, "type": "User"}, "author_association": "NONE",
-		"created_at": "2026-11-30T03:00:00Z", "updated_at": "2026-11-30T03:00:00Z",
-	}}
+	fg.AddComment(7, "tester", "NONE", "/rdmabot retest")
 	if err := g.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -362,8 +224,8 @@ func TestPoll(t *testing.T) {
 	if err := g.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if fg.notMod != 1 {
-		t.Fatalf("second poll not answered by 304 (%d polls, %d 304s)", fg.polls, fg.notMod)
+	if polls, notMod := fg.Polls(); notMod != 1 {
+		t.Fatalf("second poll not answered by 304 (%d polls, %d 304s)", polls, notMod)
 	}
 	if len(cmds.calls) != 1 {
 		t.Fatalf("comment handled twice: %q", cmds.calls)
@@ -499,8 +361,8 @@ func TestWebhookTakesTheLargestComment(t *testing.T) {
 	if code := deliver(t, g, "s3cret", p); code != http.StatusNoContent {
 		t.Fatalf("a %d byte delivery: %d", len(p), code)
 	}
-	if fmt.Sprint(cmds.calls) != "[retest github:o/r#11]" || len(fg.bodies(11)) != 1 {
-		t.Errorf("calls %q, answers %q", cmds.calls, fg.bodies(11))
+	if fmt.Sprint(cmds.calls) != "[retest github:o/r#11]" || len(fg.Bodies(11)) != 1 {
+		t.Errorf("calls %q, answers %q", cmds.calls, fg.Bodies(11))
 	}
 }
 
@@ -510,7 +372,7 @@ func TestWebhookTakesTheLargestComment(t *testing.T) {
 func TestCommandSurvivesAPIErrors(t *testing.T) {
 	g, fg, cmds := setup(t)
 	// The answer cannot be posted: the command ran, the delivery fails.
-	fg.failPost = 2
+	fg.FailPosts(2)
 	for range 2 {
 		if code := deliver(t, g, "s3cret", issueCommentPayload(20, 8, "tester", "NONE", "/rdmabot retest\n/rdmabot test rdma for-next")); code != http.StatusInternalServerError {
 			t.Fatalf("comment post failed: delivery answered %d", code)
@@ -529,19 +391,15 @@ func TestCommandSurvivesAPIErrors(t *testing.T) {
 	if fmt.Sprint(cmds.calls) != "[retest github:o/r#8 ref rdma for-next]" {
 		t.Errorf("calls %q, want each command once", cmds.calls)
 	}
-	if b := fg.bodies(8); len(b) != 2 || !strings.Contains(b[0], "Queued test 1") || !strings.Contains(b[1], "Queued test 2") {
+	if b := fg.Bodies(8); len(b) != 2 || !strings.Contains(b[0], "Queued test 1") || !strings.Contains(b[1], "Queued test 2") {
 		t.Errorf("answers %q", b)
 	}
 
 	// Who may command cannot be told: nothing runs, nothing is dropped;
 	// the poll reads the comment again and runs it once.
-	fg.failMember = 1
-	fg.comments[9] = []map[string]any{{
-		"id": 90, "issue_url": "https://api.github.com/repos/o/r/issues/9", "body": "/rdmabot cancel",
-		"user": map[string]any{"login": "chuck", "id": 1, "type": "User"}, "author_association": "CONTRIBUTOR",
-		"created_at": "2026-11-30T03:00:00Z", "updated_at": "2026-11-30T03:00:00Z",
-	}}
-	fg.etag = `W/"def"`
+	fg.FailMembership(1)
+	fg.AddComment(9, "chuck", "CONTRIBUTOR", "/rdmabot cancel")
+	fg.SetETag(`W/"def"`)
 	if err := g.Poll(context.Background()); err == nil {
 		t.Fatal("poll hid the membership error")
 	}
@@ -556,7 +414,7 @@ func TestCommandSurvivesAPIErrors(t *testing.T) {
 	if len(cmds.calls) != 3 || cmds.calls[2] != "cancel github:o/r#9" {
 		t.Errorf("calls %q", cmds.calls)
 	}
-	if b := fg.bodies(9); len(b) != 2 || !strings.Contains(b[1], "Canceled test 3") {
+	if b := fg.Bodies(9); len(b) != 2 || !strings.Contains(b[1], "Canceled test 3") {
 		t.Errorf("answers on #9 %q", b)
 	}
 }

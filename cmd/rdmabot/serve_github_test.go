@@ -7,107 +7,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/internal/fakegithub"
 	"github.com/rdmabot/rdmabot/internal/pitest"
 )
-
-// issueGitHub is GitHub's REST API for one repository's issue comments
-// and labels, with GitHub's JSON shapes; any other call is recorded as
-// unexpected.
-type issueGitHub struct {
-	mu         sync.Mutex
-	comments   map[string][]map[string]any // issue number -> comments
-	labels     []string
-	unexpected []string
-	srv        *httptest.Server
-}
-
-func newIssueGitHub(t *testing.T) *issueGitHub {
-	g := &issueGitHub{comments: map[string][]map[string]any{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /repos/o/r/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
-		var in struct {
-			Body string `json:"body"`
-		}
-		json.NewDecoder(r.Body).Decode(&in)
-		g.mu.Lock()
-		n := r.PathValue("n")
-		id := 5000 + len(g.comments[n])
-		c := map[string]any{
-			"id": id, "node_id": fmt.Sprintf("IC_kwDO%d", id),
-			"url":      fmt.Sprintf("%s/repos/o/r/issues/comments/%d", g.srv.URL, id),
-			"html_url": fmt.Sprintf("https://github.com/o/r/issues/%s#issuecomment-%d", n, id), "body": in.Body,
-			"user":       map[string]any{"login": "rdmabot", "id": 1001, "type": "Bot"},
-			"created_at": "2026-11-30T04:05:06Z", "updated_at": "2026-11-30T04:05:06Z",
-			"issue_url":          fmt.Sprintf("%s/repos/o/r/issues/%s", g.srv.URL, n),
-			"author_association": "NONE",
-		}
-		g.comments[n] = append(g.comments[n], c)
-		g.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(http.StatusCreated)
-		json.NewEncoder(w).Encode(c)
-	})
-	mux.HandleFunc("GET /repos/o/r/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		list := g.comments[r.PathValue("n")]
-		if list == nil {
-			list = []map[string]any{}
-		}
-		json.NewEncoder(w).Encode(list)
-	})
-	mux.HandleFunc("POST /repos/o/r/issues/{n}/labels", func(w http.ResponseWriter, r *http.Request) {
-		var in []string
-		json.NewDecoder(r.Body).Decode(&in)
-		g.mu.Lock()
-		var out []map[string]any
-		for _, l := range in {
-			g.labels = append(g.labels, "#"+r.PathValue("n")+"+"+l)
-			out = append(out, map[string]any{"id": 1, "node_id": "LA_x", "name": l, "color": "ededed", "default": false})
-		}
-		g.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		json.NewEncoder(w).Encode(out)
-	})
-	mux.HandleFunc("DELETE /repos/o/r/issues/{n}/labels/{label}", func(w http.ResponseWriter, r *http.Request) {
-		g.mu.Lock()
-		g.labels = append(g.labels, "#"+r.PathValue("n")+"-"+r.PathValue("label"))
-		g.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, `[]`)
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		g.mu.Lock()
-		g.unexpected = append(g.unexpected, r.Method+" "+r.URL.String())
-		g.mu.Unlock()
-		http.NotFound(w, r)
-	})
-	g.srv = httptest.NewServer(mux)
-	t.Cleanup(g.srv.Close)
-	return g
-}
-
-func (g *issueGitHub) bodies(n string) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []string
-	for _, c := range g.comments[n] {
-		out = append(out, c["body"].(string))
-	}
-	return out
-}
 
 // `rdmabot serve` with config.toml and bot.github set: a signed
 // issue_comment webhook asks for a test of a series on the list; the
@@ -118,7 +27,7 @@ func (g *issueGitHub) bodies(n string) []string {
 func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 	srv := pitest.Start(t, pitest.Inbox{Name: "linux-rdma", Messages: [][]byte{
 		mailAt("Alice Author <alice@example.org>", "svcrdma-1@example.org", "[PATCH] svcrdma: fix a comment", "", svcrdmaPatch)}})
-	gh := newIssueGitHub(t)
+	gh := fakegithub.New(t, "o", "r")
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
 	e := newServeEnv(t,
@@ -130,7 +39,7 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 		`repo = ""`, `repo = "o/r"`,
 		// Comments leave the machine: their links must work off it.
 		`url = "http://127.0.0.1:8480"`, `url = "https://rdmabot.example.org"`,
-		`api = ""`, fmt.Sprintf("api = %q", gh.srv.URL),
+		`api = ""`, fmt.Sprintf("api = %q", gh.URL),
 		`secret_file = ""`, fmt.Sprintf("secret_file = %q", secret),
 		`poll_interval = "1m0s"`, `poll_interval = "0s"`,
 	)
@@ -155,13 +64,13 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 	payload, _ := json.Marshal(map[string]any{
 		"action": "created",
 		"issue": map[string]any{
-			"url": gh.srv.URL + "/repos/o/r/issues/5", "id": 9005, "number": 5, "title": "svcrdma: is this patch OK?", "state": "open",
+			"url": gh.URL + "/repos/o/r/issues/5", "id": 9005, "number": 5, "title": "svcrdma: is this patch OK?", "state": "open",
 			"user": map[string]any{"login": "reporter", "id": 2, "type": "User"}, "labels": []any{}, "comments": 0,
 			"author_association": "NONE", "body": "",
 		},
 		"comment": map[string]any{
-			"id": 777, "node_id": "IC_x", "url": gh.srv.URL + "/repos/o/r/issues/comments/777",
-			"html_url": "https://github.com/o/r/issues/5#issuecomment-777", "issue_url": gh.srv.URL + "/repos/o/r/issues/5",
+			"id": 777, "node_id": "IC_x", "url": gh.URL + "/repos/o/r/issues/comments/777",
+			"html_url": "https://github.com/o/r/issues/5#issuecomment-777", "issue_url": gh.URL + "/repos/o/r/issues/5",
 			"user":       map[string]any{"login": "chuck", "id": 3, "type": "User"},
 			"created_at": "2026-11-30T03:10:00Z", "updated_at": "2026-11-30T03:10:00Z",
 			"author_association": "OWNER", "body": "Please test\n/rdmabot test <svcrdma-1@example.org>\n",
@@ -184,7 +93,7 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("webhook: %s\n%s", resp.Status, e.log())
 	}
-	if b := gh.bodies("5"); len(b) != 1 || !strings.Contains(b[0], "Queued test") {
+	if b := gh.Bodies(5); len(b) != 1 || !strings.Contains(b[0], "Queued test") {
 		t.Fatalf("acknowledgement: %q", b)
 	}
 
@@ -208,7 +117,7 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * time.Second) // a deliver pass would post it now if moderation let it
-	if b := gh.bodies("5"); len(b) != 1 {
+	if b := gh.Bodies(5); len(b) != 1 {
 		t.Fatalf("posted while held: %q", b)
 	}
 
@@ -219,7 +128,7 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 	e.start()
 	posted := func() int {
 		n := 0
-		for _, b := range gh.bodies("5") {
+		for _, b := range gh.Bodies(5) {
 			if strings.Contains(b, "<!-- rdmabot:"+id+" -->") {
 				n++
 			}
@@ -227,7 +136,7 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 		return n
 	}
 	e.waitFor("the comment posted", 60*time.Second, func() (bool, string) {
-		return posted() == 1, fmt.Sprint(gh.bodies("5"), e.outboxRows())
+		return posted() == 1, fmt.Sprint(gh.Bodies(5), e.outboxRows())
 	})
 	e.kill()
 	before := len(e.log())
@@ -236,15 +145,10 @@ func TestServeGitHubCommentThroughOutbox(t *testing.T) {
 		return strings.Contains(e.log()[before:], "kind=deliver"), ""
 	})
 	time.Sleep(2 * time.Second)
-	if n := posted(); n != 1 || len(gh.bodies("5")) != 2 {
-		t.Errorf("%d verdict comments, %d in all: %q", n, len(gh.bodies("5")), gh.bodies("5"))
+	if n := posted(); n != 1 || len(gh.Bodies(5)) != 2 {
+		t.Errorf("%d verdict comments, %d in all: %q", n, len(gh.Bodies(5)), gh.Bodies(5))
 	}
-	gh.mu.Lock()
-	defer gh.mu.Unlock()
-	if fmt.Sprint(gh.labels) != "[#5+rdmabot: queued #5-rdmabot: queued #5+rdmabot: apply_failed]" {
-		t.Errorf("labels %q", gh.labels)
-	}
-	if len(gh.unexpected) > 0 {
-		t.Errorf("unexpected GitHub calls %q", gh.unexpected)
+	if l := fmt.Sprint(gh.LabelCalls()); l != "[#5+rdmabot: queued #5-rdmabot: queued #5+rdmabot: apply_failed]" {
+		t.Errorf("labels %q", l)
 	}
 }

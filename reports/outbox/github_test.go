@@ -3,145 +3,28 @@ package outbox
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/rdmabot/rdmabot/internal/fakegithub"
 )
 
-// fakeGitHub speaks the REST shapes of issue comments: create (201 with
-// the full comment object), list (paginated with a Link header), and the
-// error object for unknown issues. failNext makes the next create store
-// the comment and then answer 502, as a lost response does.
-type fakeGitHub struct {
-	mu       sync.Mutex
-	comments map[int][]map[string]any
-	failNext bool
-	labels   []string // "#n+label", "#n-label" in call order
-	srv      *httptest.Server
-}
-
-func newFakeGitHub(t *testing.T) *fakeGitHub {
-	f := &fakeGitHub{comments: map[int][]map[string]any{7: {}}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/api/v3/repos/rdmabot/linux/issues/{n}/comments", f.handle)
-	// Labels: add answers the issue's labels; removing one the issue
-	// lacks is GitHub's 404 with its error object.
-	mux.HandleFunc("POST /api/v3/repos/rdmabot/linux/issues/{n}/labels", func(w http.ResponseWriter, r *http.Request) {
-		var in []string
-		json.NewDecoder(r.Body).Decode(&in)
-		f.mu.Lock()
-		var out []map[string]any
-		for i, l := range in {
-			f.labels = append(f.labels, "#"+r.PathValue("n")+"+"+l)
-			out = append(out, map[string]any{"id": 100 + i, "node_id": "LA_x", "url": f.srv.URL + "/api/v3/repos/rdmabot/linux/labels/" + url.PathEscape(l),
-				"name": l, "color": "ededed", "default": false, "description": nil})
-		}
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		json.NewEncoder(w).Encode(out)
-	})
-	mux.HandleFunc("DELETE /api/v3/repos/rdmabot/linux/issues/{n}/labels/{label}", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.labels = append(f.labels, "#"+r.PathValue("n")+"-"+r.PathValue("label"))
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, `{"message":"Label does not exist","documentation_url":"https://docs.github.com/rest/issues/labels#remove-a-label-from-an-issue","status":"404"}`)
-	})
-	f.srv = httptest.NewServer(mux)
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeGitHub) comment(n, id int, body string) map[string]any {
-	base := f.srv.URL + "/api/v3/repos/rdmabot/linux"
-	return map[string]any{
-		"id": id, "node_id": fmt.Sprintf("IC_kwDOAbc%d", id),
-		"url":      fmt.Sprintf("%s/issues/comments/%d", base, id),
-		"html_url": fmt.Sprintf("https://github.com/rdmabot/linux/issues/%d#issuecomment-%d", n, id),
-		"body":     body,
-		"user": map[string]any{"login": "rdmabot", "id": 1001, "node_id": "U_kgDOA", "type": "Bot",
-			"site_admin": false, "url": "https://api.github.com/users/rdmabot"},
-		"created_at": "2026-11-30T04:05:06Z", "updated_at": "2026-11-30T04:05:06Z",
-		"issue_url":          fmt.Sprintf("%s/issues/%d", base, n),
-		"author_association": "NONE", "performed_via_github_app": nil,
-		"reactions": map[string]any{"url": fmt.Sprintf("%s/issues/comments/%d/reactions", base, id),
-			"total_count": 0, "+1": 0, "-1": 0, "laugh": 0, "hooray": 0, "confused": 0, "heart": 0, "rocket": 0, "eyes": 0},
-	}
-}
-
-func (f *fakeGitHub) handle(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, _ := strconv.Atoi(r.PathValue("n"))
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	list, ok := f.comments[n]
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, `{"message":"Not Found","documentation_url":"https://docs.github.com/rest/issues/comments#create-an-issue-comment","status":"404"}`)
-		return
-	}
-	switch r.Method {
-	case http.MethodPost:
-		var in struct {
-			Body string `json:"body"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
-			w.WriteHeader(http.StatusUnprocessableEntity)
-			io.WriteString(w, `{"message":"Validation Failed","errors":[{"resource":"IssueComment","code":"missing_field","field":"body"}],"documentation_url":"https://docs.github.com/rest/issues/comments#create-an-issue-comment","status":"422"}`)
-			return
-		}
-		c := f.comment(n, 2000+len(list), in.Body)
-		f.comments[n] = append(list, c)
-		if f.failNext {
-			f.failNext = false
-			w.WriteHeader(http.StatusBadGateway)
-			io.WriteString(w, `{"message":"Server Error"}`)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-		json.NewEncoder(w).Encode(c)
-	case http.MethodGet:
-		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
-		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
-		if per <= 0 {
-			per = 30
-		}
-		page = max(page, 1)
-		lo, hi := min((page-1)*per, len(list)), min(page*per, len(list))
-		if hi < len(list) {
-			u := *r.URL
-			q := u.Query()
-			q.Set("page", strconv.Itoa(page+1))
-			u.RawQuery = q.Encode()
-			w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, f.srv.URL, u.String()))
-		}
-		json.NewEncoder(w).Encode(list[lo:hi])
-	default:
-		w.WriteHeader(http.StatusMethodNotAllowed)
-	}
-}
-
 func TestGitHubExactlyOnce(t *testing.T) {
-	f := newFakeGitHub(t)
+	f := fakegithub.New(t, "rdmabot", "linux")
+	f.OnlyIssues(7)
 	// Enough earlier comments to need two pages when looking for ours.
 	for i := range 130 {
-		f.comments[7] = append(f.comments[7], f.comment(7, i, fmt.Sprintf("comment %d", i)))
+		f.AddComment(7, "someone", "NONE", fmt.Sprintf("comment %d", i))
 	}
 	client := github.NewClient(nil)
-	u, _ := url.Parse(f.srv.URL + "/api/v3/")
+	u, _ := url.Parse(f.URL + "/api/v3/")
 	client.BaseURL = u
 	gh := NewGitHub(client, quiet())
 
@@ -171,7 +54,7 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	}
 	// The comment is created but the answer is lost (502): the next pass
 	// finds it by its marker instead of posting a second one.
-	f.failNext = true
+	f.LoseNextAnswer()
 	if n, _ := o.Deliver(ctx); n != 0 {
 		t.Fatal("a lost answer is not a success")
 	}
@@ -179,13 +62,7 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	if n, err := o.Deliver(ctx); n != 1 || err != nil {
 		t.Fatalf("resend: %d %v", n, err)
 	}
-	mine := 0
-	for _, cm := range f.comments[7] {
-		if strings.Contains(cm["body"].(string), "<!-- rdmabot:one-rdmabot@x -->") {
-			mine++
-		}
-	}
-	if mine != 1 {
+	if mine := f.Count(7, "<!-- rdmabot:one-rdmabot@x -->"); mine != 1 {
 		t.Errorf("%d comments posted, want exactly 1", mine)
 	}
 	// An issue that does not exist: rejected, not retried.
@@ -198,29 +75,16 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	}
 }
 
-// mine counts the comments on issue n carrying msgID's marker.
-func (f *fakeGitHub) mine(n int, msgID string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := 0
-	for _, cm := range f.comments[n] {
-		if strings.Contains(cm["body"].(string), marker(msgID)) {
-			k++
-		}
-	}
-	return k
-}
-
 // GitHub comments go through the same policy as mail: held while
 // moderation is on until approved, never to an opted-out login, at most
 // author_daily_limit a day to one login, one comment per verdict even
 // when the process dies with the post on the wire and a new one takes
 // over; mail being off does not hold them (bot.github is their switch).
 func TestGitHubCommentPolicy(t *testing.T) {
-	f := newFakeGitHub(t)
-	f.comments[8] = nil
+	f := fakegithub.New(t, "rdmabot", "linux")
+	f.OnlyIssues(7, 8)
 	client := github.NewClient(nil)
-	u, _ := url.Parse(f.srv.URL + "/api/v3/")
+	u, _ := url.Parse(f.URL + "/api/v3/")
 	client.BaseURL = u
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "l.db"))
 	if err != nil {
@@ -260,7 +124,7 @@ func TestGitHubCommentPolicy(t *testing.T) {
 	if _, err := o.Enqueue(ctx, FromComment("again", "a2-rdmabot@x", "rdmabot", "linux", 7, "series:<a@x>:v1:nfsd:github:rdmabot/linux#7", "chuck", "PASS")); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("second verdict: %v", err)
 	}
-	if n, err := o.Deliver(ctx); n != 0 || err != nil || f.mine(7, "a-rdmabot@x") != 0 {
+	if n, err := o.Deliver(ctx); n != 0 || err != nil || f.Count(7, marker("a-rdmabot@x")) != 0 {
 		t.Fatalf("held comment posted: %d %v", n, err)
 	}
 	// Opted out, case aside: recorded, never posted, never held.
@@ -275,11 +139,11 @@ func TestGitHubCommentPolicy(t *testing.T) {
 	if err := o.Approve(ctx, "a-rdmabot@x"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := o.Deliver(ctx); n != 1 || err != nil || f.mine(7, "a-rdmabot@x") != 1 {
-		t.Fatalf("approved comment: %d %v, %d posted", n, err, f.mine(7, "a-rdmabot@x"))
+	if n, err := o.Deliver(ctx); n != 1 || err != nil || f.Count(7, marker("a-rdmabot@x")) != 1 {
+		t.Fatalf("approved comment: %d %v, %d posted", n, err, f.Count(7, marker("a-rdmabot@x")))
 	}
-	if fmt.Sprint(f.labels) != "[#7-rdmabot: queued #7+rdmabot: pass]" {
-		t.Errorf("labels %q", f.labels)
+	if fmt.Sprint(f.LabelCalls()) != "[#7-rdmabot: queued #7+rdmabot: pass]" {
+		t.Errorf("labels %q", f.LabelCalls())
 	}
 	// chuck's second comment today fits the limit of 2; the third waits.
 	for i, id := range []string{"b-rdmabot@x", "c-rdmabot@x"} {
@@ -291,7 +155,7 @@ func TestGitHubCommentPolicy(t *testing.T) {
 	}
 	// The post of b reaches GitHub but its answer is lost, and the
 	// process dies: b stays Sending, counted against chuck's limit.
-	f.failNext = true
+	f.LoseNextAnswer()
 	if n, _ := o.Deliver(ctx); n != 0 {
 		t.Fatal("a lost answer counted as sent")
 	}
@@ -305,17 +169,17 @@ func TestGitHubCommentPolicy(t *testing.T) {
 	if n, err := o.Deliver(ctx); n != 1 || err != nil {
 		t.Fatalf("after the restart: %d %v", n, err)
 	}
-	if f.mine(7, "b-rdmabot@x") != 1 || f.mine(7, "c-rdmabot@x") != 0 {
-		t.Fatalf("b posted %d times, c %d times", f.mine(7, "b-rdmabot@x"), f.mine(7, "c-rdmabot@x"))
+	if f.Count(7, marker("b-rdmabot@x")) != 1 || f.Count(7, marker("c-rdmabot@x")) != 0 {
+		t.Fatalf("b posted %d times, c %d times", f.Count(7, marker("b-rdmabot@x")), f.Count(7, marker("c-rdmabot@x")))
 	}
 	// A day after the first comment, c goes out.
 	c.Advance(24 * time.Hour)
-	if n, err := o.Deliver(ctx); n != 1 || err != nil || f.mine(7, "c-rdmabot@x") != 1 {
+	if n, err := o.Deliver(ctx); n != 1 || err != nil || f.Count(7, marker("c-rdmabot@x")) != 1 {
 		t.Fatalf("a day later: %d %v", n, err)
 	}
 	for _, id := range []string{"a-rdmabot@x", "b-rdmabot@x", "c-rdmabot@x"} {
-		if f.mine(7, id) != 1 {
-			t.Errorf("%s posted %d times", id, f.mine(7, id))
+		if f.Count(7, marker(id)) != 1 {
+			t.Errorf("%s posted %d times", id, f.Count(7, marker(id)))
 		}
 	}
 }
