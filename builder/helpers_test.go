@@ -22,22 +22,18 @@ func gitT(t testing.TB, dir string, args ...string) string {
 }
 
 func gitEnv(dir string, extraEnv []string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + dir,
+	// The builder's pinned identities and dates, so commits are the
+	// same on every run.
+	cmd := testenv.GitCmd(dir, append([]string{
 		"LANG=C",
 		"TZ=UTC",
-		"GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_AUTHOR_NAME=Test Author",
 		"GIT_AUTHOR_EMAIL=author@example.org",
 		"GIT_AUTHOR_DATE=2024-01-02T03:04:05Z",
 		"GIT_COMMITTER_NAME=rdmabot",
 		"GIT_COMMITTER_EMAIL=rdmabot@localhost",
 		"GIT_COMMITTER_DATE=2024-06-01T00:00:00Z",
-	}, extraEnv...)
+	}, extraEnv...), args...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

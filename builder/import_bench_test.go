@@ -64,7 +64,7 @@ func fastImport(b *testing.B, gitDir, tarball string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fi := exec.Command("git", "--git-dir", gitDir, "fast-import", "--quiet")
+	fi := testenv.GitCmd("", nil, "--git-dir", gitDir, "fast-import", "--quiet")
 	fiIn, err := fi.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // TestAgreementWithB4 runs Debian's b4 on every real thread and checks
@@ -132,7 +133,7 @@ func runB4(t *testing.T, b4, home, mbox string, s *Series) []b4Patch {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b4, "--offline-mode", "am", "-m", mbox, "-o", out, "-n", "series", "-v", fmt.Sprint(s.Version), id)
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+	cmd.Env = append(cmd.Env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 	log, err := cmd.CombinedOutput()
 	mbx, rerr := os.ReadFile(filepath.Join(out, "series.mbx"))
 	switch {
@@ -332,7 +333,7 @@ func readArchiveWithGit(t *testing.T, corpus string) [][]byte {
 	t.Helper()
 	gitDir := t.TempDir()
 	// The corpus copy has no refs/ directory, which git insists on.
-	if out, err := exec.Command("git", "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
+	if out, err := testenv.GitCmd("", nil, "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	if err := os.WriteFile(filepath.Join(gitDir, "objects", "info", "alternates"), []byte(filepath.Join(corpus, "objects")+"\n"), 0o644); err != nil {
@@ -345,7 +346,7 @@ func readArchiveWithGit(t *testing.T, corpus string) [][]byte {
 	if err := os.WriteFile(filepath.Join(gitDir, "packed-refs"), packed, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	revs, err := exec.Command("git", "--git-dir", gitDir, "rev-list", "--all").Output()
+	revs, err := testenv.GitCmd("", nil, "--git-dir", gitDir, "rev-list", "--all").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func readArchiveWithGit(t *testing.T, corpus string) [][]byte {
 	for _, c := range strings.Fields(string(revs)) {
 		specs.WriteString(c + ":m\n")
 	}
-	cmd := exec.Command("git", "--git-dir", gitDir, "cat-file", "--batch")
+	cmd := testenv.GitCmd("", nil, "--git-dir", gitDir, "cat-file", "--batch")
 	cmd.Stdin = strings.NewReader(specs.String())
 	out, err := cmd.Output()
 	if err != nil {

@@ -137,7 +137,7 @@ func catFileRunner(b *testing.B, corpus string) (func() time.Duration, bool) {
 	// The corpus copy has no refs/ directory, which git insists on:
 	// borrow its objects through alternates.
 	gitDir := b.TempDir()
-	if out, err := exec.Command("git", "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
+	if out, err := testenv.GitCmd("", nil, "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
 		b.Fatalf("git init: %v %s", err, out)
 	}
 	must := func(err error) {
@@ -149,14 +149,14 @@ func catFileRunner(b *testing.B, corpus string) (func() time.Duration, bool) {
 	packed, err := os.ReadFile(filepath.Join(corpus, "packed-refs"))
 	must(err)
 	must(os.WriteFile(filepath.Join(gitDir, "packed-refs"), packed, 0o644))
-	revs, err := exec.Command("git", "--git-dir", gitDir, "rev-list", "--all").Output()
+	revs, err := testenv.GitCmd("", nil, "--git-dir", gitDir, "rev-list", "--all").Output()
 	must(err)
 	var specs strings.Builder
 	for _, c := range strings.Fields(string(revs)) {
 		specs.WriteString(c + ":m\n")
 	}
 	return func() time.Duration {
-		cmd := exec.Command("git", "--git-dir", gitDir, "cat-file", "--batch")
+		cmd := testenv.GitCmd("", nil, "--git-dir", gitDir, "cat-file", "--batch")
 		cmd.Stdin = strings.NewReader(specs.String())
 		cmd.Stdout = io.Discard
 		must(cmd.Run())
@@ -199,7 +199,7 @@ func b4Peer(b *testing.B) {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(b4, "--offline-mode", "am", "-m", mboxPath, "-o", out, "170708844422.28128.2979813721958631192.stgit@bazille.1015granger.net")
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+	cmd.Env = append(cmd.Env, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 	if log, err := cmd.CombinedOutput(); err != nil {
 		b.Logf("b4 am failed, no b4 peer: %v\n%s", err, log)
 		return

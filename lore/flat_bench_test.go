@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
 )
@@ -57,7 +58,7 @@ func BenchmarkScanMemoryFlat(b *testing.B) {
 				}
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkScanInbox$", "-test.benchtime=1x")
-			cmd.Env = append(os.Environ(), "RDMABOT_SCAN_INBOX="+inbox)
+			cmd.Env = append(cmd.Env, "RDMABOT_SCAN_INBOX="+inbox)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				b.Fatalf("scan of %d epochs: %v\n%s", n, err, out)
@@ -111,10 +112,10 @@ func BenchmarkScanInbox(b *testing.B) {
 // fast-import; copy k moves them k years on and renames their ids.
 func writeEpoch(b *testing.B, dir string, items []feed.Item, k int) {
 	b.Helper()
-	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
+	if out, err := testenv.GitCmd("", nil, "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		b.Fatalf("git init: %v %s", err, out)
 	}
-	cmd := exec.Command("git", "--git-dir", dir, "fast-import", "--quiet")
+	cmd := testenv.GitCmd("", nil, "--git-dir", dir, "fast-import", "--quiet")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // TestBodyMatchesGitMailinfo checks Body against git mailinfo, the
@@ -48,7 +50,7 @@ func TestBodyMatchesGitMailinfo(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		msgPath, patchPath := filepath.Join(dir, "msg"), filepath.Join(dir, "patch")
-		cmd := exec.Command("git", "mailinfo", "-u", msgPath, patchPath)
+		cmd := testenv.GitCmd("", nil, "mailinfo", "-u", msgPath, patchPath)
 		cmd.Stdin = strings.NewReader(string(raw))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: git mailinfo: %v\n%s", name, err, out)

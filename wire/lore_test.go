@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -135,7 +134,7 @@ func TestPollRealArchive(t *testing.T) {
 func inboxEpoch(t *testing.T, mails ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "0.git")
-	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
+	if out, err := testenv.GitCmd("", nil, "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	for _, m := range mails {
@@ -149,9 +148,9 @@ func inboxEpoch(t *testing.T, mails ...string) string {
 func postToInbox(t *testing.T, dir string, at time.Time, mail string) {
 	t.Helper()
 	run := func(stdin string, args ...string) string {
-		cmd := exec.Command("git", append([]string{"--git-dir", dir}, args...)...)
+		cmd := testenv.GitCmd("", nil, append([]string{"--git-dir", dir}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=pi", "GIT_AUTHOR_EMAIL=pi@example.org", "GIT_COMMITTER_NAME=pi", "GIT_COMMITTER_EMAIL=pi@example.org")
+		cmd.Env = append(cmd.Env, "GIT_AUTHOR_NAME=pi", "GIT_AUTHOR_EMAIL=pi@example.org", "GIT_COMMITTER_NAME=pi", "GIT_COMMITTER_EMAIL=pi@example.org")
 		if !at.IsZero() {
 			d := fmt.Sprintf("%d +0000", at.Unix())
 			cmd.Env = append(cmd.Env, "GIT_AUTHOR_DATE="+d, "GIT_COMMITTER_DATE="+d)

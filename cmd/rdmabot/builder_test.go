@@ -8,16 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 func gitIn(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=A U Thor", "GIT_AUTHOR_EMAIL=author@example.org",
+	cmd := testenv.GitCmd(dir, []string{"GIT_AUTHOR_NAME=A U Thor", "GIT_AUTHOR_EMAIL=author@example.org",
 		"GIT_COMMITTER_NAME=rdmabot", "GIT_COMMITTER_EMAIL=rdmabot@localhost",
-		"GIT_COMMITTER_DATE=2024-06-01T00:00:00Z"}
+		"GIT_COMMITTER_DATE=2024-06-01T00:00:00Z"}, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %v: %v\n%s", args, err, out)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // rdmabot runs the command line in-process: exit status, stdout, stderr.
@@ -203,7 +203,7 @@ func TestBisectChecksRefs(t *testing.T) {
 	}
 	data := filepath.Join(filepath.Dir(cfg), "data")
 	treeStore(t, data)
-	head, err := exec.Command("git", "--git-dir", filepath.Join(data, "trees", "kernel.git"), "rev-parse", "refs/trees/local/import").Output()
+	head, err := testenv.GitCmd("", nil, "--git-dir", filepath.Join(data, "trees", "kernel.git"), "rev-parse", "refs/trees/local/import").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

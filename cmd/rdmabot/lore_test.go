@@ -190,9 +190,9 @@ func TestLoreScanGitBadObjects(t *testing.T) {
 	tick := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
 	git := func(stdin string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command("git", append([]string{"--git-dir", gitDir}, args...)...)
+		cmd := testenv.GitCmd("", nil, append([]string{"--git-dir", gitDir}, args...)...)
 		date := tick.Format(time.RFC3339)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=inbox",
+		cmd.Env = append(cmd.Env, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=inbox",
 			"GIT_COMMITTER_EMAIL=list@example.org", "GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date, "GIT_CONFIG_GLOBAL=/dev/null")
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
@@ -201,7 +201,7 @@ func TestLoreScanGitBadObjects(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	if out, err := exec.Command("git", "init", "-q", "--bare", "-b", "master", gitDir).CombinedOutput(); err != nil {
+	if out, err := testenv.GitCmd("", nil, "init", "-q", "--bare", "-b", "master", gitDir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	parent := ""

@@ -7,10 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 func mail(n int) []byte {
@@ -100,7 +101,7 @@ func TestServer(t *testing.T) {
 
 	// The git archive: 3 commits with m, then a removal with d.
 	srv.Remove(t, "linux-rdma", mail(1))
-	out, err := exec.Command("git", "--git-dir", srv.InboxDir("linux-rdma")+"/git/0.git",
+	out, err := testenv.GitCmd("", nil, "--git-dir", srv.InboxDir("linux-rdma")+"/git/0.git",
 		"log", "--format=%s", "--name-only").CombinedOutput()
 	if err != nil {
 		t.Fatalf("git log: %v %s", err, out)

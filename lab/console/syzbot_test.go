@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 var (
@@ -37,7 +39,7 @@ func corpusGit(t *testing.T, list string) func(args ...string) []byte {
 		os.WriteFile(filepath.Join(dir, f), b, 0o644)
 	}
 	return func(args ...string) []byte {
-		out, err := exec.Command("git", append([]string{"--git-dir=" + dir}, args...)...).Output()
+		out, err := testenv.GitCmd("", nil, append([]string{"--git-dir=" + dir}, args...)...).Output()
 		if err != nil {
 			t.Fatalf("git %v: %v", args, err)
 		}

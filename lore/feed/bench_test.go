@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // BenchmarkGitCorpusVsCatFile reads every message of the 2024 linux-rdma
@@ -28,7 +29,7 @@ func BenchmarkGitCorpusVsCatFile(b *testing.B) {
 	// insists on: borrow its objects through an alternates file.
 	gitDir := b.TempDir()
 	run := func(stdin io.Reader, args ...string) []byte {
-		cmd := exec.Command("git", append([]string{"--git-dir", gitDir}, args...)...)
+		cmd := testenv.GitCmd("", nil, append([]string{"--git-dir", gitDir}, args...)...)
 		cmd.Stdin = stdin
 		out, err := cmd.Output()
 		if err != nil {
@@ -36,7 +37,7 @@ func BenchmarkGitCorpusVsCatFile(b *testing.B) {
 		}
 		return out
 	}
-	if out, err := exec.Command("git", "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
+	if out, err := testenv.GitCmd("", nil, "init", "-q", "--bare", gitDir).CombinedOutput(); err != nil {
 		b.Fatalf("git init: %v %s", err, out)
 	}
 	if err := os.WriteFile(filepath.Join(gitDir, "objects", "info", "alternates"), []byte(filepath.Join(corpus, "objects")+"\n"), 0o644); err != nil {
@@ -102,7 +103,7 @@ func selfCPU(b *testing.B) time.Duration {
 // `git cat-file --batch` and returns the content bytes read and the CPU
 // time git used.
 func catFileBatch(b *testing.B, gitDir, specs string) (int, time.Duration) {
-	cmd := exec.Command("git", "--git-dir", gitDir, "cat-file", "--batch")
+	cmd := testenv.GitCmd("", nil, "--git-dir", gitDir, "cat-file", "--batch")
 	cmd.Stdin = strings.NewReader(specs)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

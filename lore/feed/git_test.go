@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,12 +31,12 @@ func newArchive(t *testing.T, dir string) *archive {
 
 func (a *archive) git(stdin string, args ...string) string {
 	a.t.Helper()
-	cmd := exec.Command("git", args...)
+	cmd := testenv.GitCmd("", nil, args...)
 	if args[0] != "init" {
 		cmd.Args = append([]string{"git", "--git-dir", a.dir}, args...)
 	}
 	date := a.tick.Format(time.RFC3339)
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org",
+	cmd.Env = append(cmd.Env, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org",
 		"GIT_COMMITTER_NAME=inbox", "GIT_COMMITTER_EMAIL=list@example.org",
 		"GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date, "GIT_CONFIG_GLOBAL=/dev/null")
 	cmd.Stdin = strings.NewReader(stdin)
@@ -72,7 +71,7 @@ func (a *archive) commit(parent, name, body string) string {
 // add appends message n to master.
 func (a *archive) add(n int) string {
 	parent := ""
-	if out, err := exec.Command("git", "--git-dir", a.dir, "rev-parse", "-q", "--verify", "refs/heads/master").Output(); err == nil {
+	if out, err := testenv.GitCmd("", nil, "--git-dir", a.dir, "rev-parse", "-q", "--verify", "refs/heads/master").Output(); err == nil {
 		parent = strings.TrimSpace(string(out))
 	}
 	return a.commit(parent, "m", testMail(n))

@@ -95,9 +95,9 @@ func TestRunScript(t *testing.T) {
 	dir := t.TempDir()
 	linux := filepath.Join(dir, "linux")
 	git := func(args ...string) string {
-		cmd := exec.Command("git", args...)
+		cmd := testenv.GitCmd("", nil, args...)
 		cmd.Dir = linux
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x")
+		cmd.Env = append(cmd.Env, "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("git %v: %v %s", args, err, out)
@@ -126,7 +126,7 @@ func TestRunScript(t *testing.T) {
 	log := filepath.Join(dir, "log")
 	cmd := exec.Command("sh", filepath.Join(bd, "run.sh"))
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RDMABOT="+stub, "LINUX="+filepath.Join(linux, ".git"), "CACHE="+filepath.Join(dir, "cache"), "STUB_LOG="+log)
+	cmd.Env = append(cmd.Env, "RDMABOT="+stub, "LINUX="+filepath.Join(linux, ".git"), "CACHE="+filepath.Join(dir, "cache"), "STUB_LOG="+log)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("run.sh: %v\n%s", err, out)
 	}
@@ -157,7 +157,7 @@ func TestRunScript(t *testing.T) {
 	b, _ = Make(in)
 	bd, _ = b.WriteDir(filepath.Join(dir, "second"))
 	cmd = exec.Command("sh", filepath.Join(bd, "run.sh"))
-	cmd.Env = append(os.Environ(), "RDMABOT="+stub, "LINUX="+filepath.Join(linux, ".git"), "CACHE="+filepath.Join(dir, "cache"), "STUB_LOG="+log)
+	cmd.Env = append(cmd.Env, "RDMABOT="+stub, "LINUX="+filepath.Join(linux, ".git"), "CACHE="+filepath.Join(dir, "cache"), "STUB_LOG="+log)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "set LINUX to a git repository holding "+in.Base) {
 		t.Errorf("imported tree without the commit: %v\n%s", err, out)
