@@ -218,3 +218,16 @@ func upgradeSeries(ctx context.Context, st *store.Store, log *slog.Logger) error
 	}
 	return err
 }
+
+// NewClient is the bot the CLI queues work with for a running serve:
+// it inserts jobs and works none. withLore gives it lore's fetch and
+// mbox readers, for a series named by Message-ID or given as a file.
+func NewClient(cfg Config, st *store.Store, withLore bool, log *slog.Logger) (*bot.Bot, error) {
+	var stages bot.Stages
+	if withLore {
+		lo := NewLore(cfg, st, log)
+		stages = bot.Stages{Fetch: lo, Mbox: lo}
+	}
+	return bot.New(st, bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Lab: cfg.Lab.Default, Params: Params(cfg.Lab),
+		Branches: Branches(cfg), Stages: stages, Log: log})
+}

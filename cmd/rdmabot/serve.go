@@ -103,13 +103,7 @@ func client(ctx context.Context, e *env, path string, withLore bool) (*bot.Bot, 
 	if err != nil {
 		return nil, nil, cfg, err
 	}
-	var stages bot.Stages
-	if withLore {
-		lo := wire.NewLore(cfg, st, e.log)
-		stages = bot.Stages{Fetch: lo, Mbox: lo}
-	}
-	b, err := bot.New(st, bot.Options{Config: cfg.Bot, CacheDir: cfg.CacheDir, Lab: cfg.Lab.Default, Params: wire.Params(cfg.Lab),
-		Branches: wire.Branches(cfg), Stages: stages, Log: e.log})
+	b, err := wire.NewClient(cfg, st, withLore, e.log)
 	if err != nil {
 		st.Close()
 		return nil, nil, cfg, err
