@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // author writes patches as a developer does: edit files of the base
@@ -37,9 +38,9 @@ func newAuthor(t testing.TB, m machine) *author {
 
 func (a *author) env(extra []string) []string {
 	date := a.now.Format(time.RFC3339)
-	return append(append(os.Environ(), "GIT_AUTHOR_NAME=Dana Developer", "GIT_AUTHOR_EMAIL=dana@example.org",
+	return append([]string{"GIT_AUTHOR_NAME=Dana Developer", "GIT_AUTHOR_EMAIL=dana@example.org",
 		"GIT_COMMITTER_NAME=Dana Developer", "GIT_COMMITTER_EMAIL=dana@example.org", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date, "HOME="+filepath.Dir(a.git)), extra...)
+		"GIT_AUTHOR_DATE=" + date, "GIT_COMMITTER_DATE=" + date, "HOME=" + filepath.Dir(a.git)}, extra...)
 }
 
 func (a *author) runOut(stdin []byte, args ...string) []byte {
@@ -49,8 +50,7 @@ func (a *author) runOut(stdin []byte, args ...string) []byte {
 
 func (a *author) runEnv(env []string, stdin []byte, args ...string) []byte {
 	a.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Env = a.env(env)
+	cmd := testenv.GitCmd("", a.env(env), args...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	rdmareply "github.com/rdmabot/rdmabot/reports/reply"
 
 	"github.com/rdmabot/rdmabot/wire"
@@ -318,7 +319,7 @@ func fetchBundle(ctx context.Context, t *testing.T, b *bot, reply string) {
 		t.Fatal(err)
 	}
 	git := func(args ...string) string {
-		out, err := exec.CommandContext(ctx, "git", append([]string{"--git-dir", b.m.store}, args...)...).CombinedOutput()
+		out, err := testenv.GitCmd("", nil, append([]string{"--git-dir", b.m.store}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
