@@ -28,4 +28,7 @@ done
 echo "run: dashboard on http://$(sed -nE 's/^listen *= *"(.*)"/\1/p' "$config")/"
 echo "run: post a series with: bash scripts/post.sh examples/sample-series.mbox"
 echo "run: verdicts: $RDMABOT_BIN status --config $config; mailed replies wait in the outbox: $RDMABOT_BIN outbox list --config $config"
-exec runuser -u "$user" -- "$RDMABOT_BIN" serve --config "$config"
+# In a cgroup of its own, delegated to it: each build then gets its
+# memory, pid and CPU limits (serve says loudly, on the dashboard and in
+# status, when they do not apply).
+exec bash scripts/delegate-cgroup.sh "$user" rdmabot-serve runuser -u "$user" -- "$RDMABOT_BIN" serve --config "$config"

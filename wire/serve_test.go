@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 )
@@ -149,5 +150,40 @@ func TestUpgradeSeries(t *testing.T) {
 	logged.Reset()
 	if err := upgradeSeries(ctx, st, log); err != nil || strings.Contains(logged.String(), "reread") {
 		t.Errorf("a second start reread again: %v\n%s", err, logged.String())
+	}
+}
+
+// A build role whose builds go without their cgroup limits says so: an
+// ERROR in the log and a failing source the dashboard and status show;
+// a later start where they apply clears it.
+func TestCheckLimitsSaysSoLoudly(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	missing := &kbuild.LimitsError{Missing: []string{"memory", "pids"}, Under: "4:memory:/"}
+	if err := checkLimits(ctx, st, func() error { return missing }, log); err != nil {
+		t.Fatal(err)
+	}
+	h, found, err := st.HealthOf(ctx, st.DB, "sandbox", "build-limits")
+	if err != nil || !found || h.OK || !strings.Contains(h.Err, "without their memory and pids limits") {
+		t.Errorf("health after a start without limits: %+v %v %v", h, found, err)
+	}
+	if !strings.Contains(logged.String(), "level=ERROR") || !strings.Contains(logged.String(), "scripts/run.sh") {
+		t.Errorf("log:\n%s", logged.String())
+	}
+	if err := checkLimits(ctx, st, func() error { return nil }, log); err != nil {
+		t.Fatal(err)
+	}
+	if h, _, _ := st.HealthOf(ctx, st.DB, "sandbox", "build-limits"); !h.OK || h.Failures != 0 {
+		t.Errorf("health after a start with limits: %+v", h)
+	}
+	st.Close()
+	if err := checkLimits(ctx, st, func() error { return nil }, log); err == nil {
+		t.Error("a record that cannot be stored was not an error")
 	}
 }

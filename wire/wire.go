@@ -184,6 +184,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
 	r.Kernels.Compiler = kb.Toolchain().Words()
+	if err := checkLimits(ctx, st, kbuild.CheckLimits, log); err != nil {
+		return bot.Stages{}, err
+	}
 	b := &builder.Stage{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
 	stages.Build, stages.Trees = buildStage{b}, b
 	if stages.Debug != nil {
@@ -221,3 +224,18 @@ func NewRunner(cfg Config, consoles lab.ConsoleKeeper, log *slog.Logger) *lab.Ru
 
 // seriesSide is the side a series' kernel boots on (lab.SideOf).
 func seriesSide(s flow.Series) string { return lab.SideOf(s.Changes) }
+
+// checkLimits says loudly when builds here go without their cgroup
+// limits (a serve user given no cgroup of its own): an ERROR in the log,
+// and a failing "sandbox build-limits" source on the dashboard and in
+// rdmabot status, until a start where they apply. It fails only when
+// the record cannot be stored.
+func checkLimits(ctx context.Context, st *store.Store, check func() error, log *slog.Logger) error {
+	start := time.Now()
+	err := check()
+	if err != nil {
+		log.Error("builds of posted series are not contained", "err", err)
+	}
+	_, rerr := st.RecordHealth(ctx, st.DB, "sandbox", "build-limits", time.Since(start), err)
+	return rerr
+}

@@ -12,10 +12,12 @@ import (
 )
 
 // Health is how the last reads of one source went: a mail list, or a
-// kernel tree fetched from its URL. Operators see it on the dashboard and
-// in rdmabot status; the bot uses it to back off and to spot stale trees.
+// kernel tree fetched from its URL; or whether the build sandbox's
+// limits applied when serve started. Operators see it on the dashboard
+// and in rdmabot status; the bot uses it to back off and to spot stale
+// trees.
 type Health struct {
-	Kind string `json:"kind"` // "list" or "tree"
+	Kind string `json:"kind"` // "list", "tree" or "sandbox"
 	Name string `json:"name"`
 	// At is the last attempt; OK its outcome, Err its error.
 	At  time.Time `json:"at"`

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -166,6 +167,49 @@ func newCgroup(l Limits) *cgroup {
 		return nil
 	}
 	return cg
+}
+
+// LimitsError says which of a build's cgroup limits this process
+// cannot apply, and why: the operator's to fix (run.sh delegates a
+// cgroup to the serve user), never a series'.
+type LimitsError struct {
+	Missing []string // "memory", "pids"
+	Under   string   // the process's own cgroups, where it tried
+}
+
+func (e *LimitsError) Error() string {
+	return fmt.Sprintf("builds run without their %s limits: this process cannot create a cgroup under its own (%s); "+
+		"start serve in a cgroup delegated to its user, as scripts/run.sh does", strings.Join(e.Missing, " and "), e.Under)
+}
+
+// CheckLimits makes one cgroup with a memory and a pid limit, the way
+// every sandboxed run does, and removes it: nil when both limits apply
+// here, a *LimitsError naming the missing ones when not.
+func CheckLimits() error {
+	own, _ := os.ReadFile("/proc/self/cgroup")
+	under := strings.Join(strings.Fields(string(own)), " ")
+	cg := newCgroup(Limits{Memory: DefaultLimits.Memory, Tasks: DefaultLimits.Tasks})
+	if cg == nil {
+		return &LimitsError{Missing: []string{"memory", "pids"}, Under: under}
+	}
+	defer cg.remove()
+	var missing []string
+	for _, c := range []struct{ name, v2file string }{{"memory", "memory.max"}, {"pids", "pids.max"}} {
+		ok := false
+		if cg.v2 {
+			_, err := os.Stat(filepath.Join(cg.dirs[0], c.v2file))
+			ok = err == nil
+		} else {
+			ok = slices.ContainsFunc(cg.dirs, func(d string) bool { return strings.HasPrefix(d, "/sys/fs/cgroup/"+c.name+"/") })
+		}
+		if !ok {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) > 0 {
+		return &LimitsError{Missing: missing, Under: under}
+	}
+	return nil
 }
 
 // procsFiles are the files a process writes its pid to, to join.

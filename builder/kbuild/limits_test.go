@@ -3,7 +3,12 @@ package kbuild
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +88,109 @@ func TestSandboxMemoryLimit(t *testing.T) {
 	err = sb.Run(context.Background(), &out, "sh", "-c", "for i in $(seq 100); do sleep 5 & done; wait")
 	if err == nil {
 		t.Error("100 tasks ran under a limit of 64")
+	}
+}
+
+// checkLimitsHelper is set in the environment of this test binary when
+// TestLimitsHoldForTheServeUser runs it as another user: it then prints
+// what CheckLimits says there.
+const checkLimitsHelper = "RDMABOT_KBUILD_CHECK_LIMITS"
+
+func TestHelperCheckLimits(t *testing.T) {
+	if os.Getenv(checkLimitsHelper) == "" {
+		t.Skip("run by TestLimitsHoldForTheServeUser as another user")
+	}
+	fmt.Printf("CheckLimits: %v\n", CheckLimits())
+}
+
+// Run as an unprivileged user the way scripts/run.sh starts serve (in a
+// cgroup scripts/delegate-cgroup.sh made for it), builds get their
+// memory and pid limits: CheckLimits is content, and a memory hog and
+// 100 tasks under a limit of 64 are stopped. The same user without that
+// cgroup cannot make one, and CheckLimits says which limits are lost.
+func TestLimitsHoldForTheServeUser(t *testing.T) {
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run as another user")
+	}
+	if _, err := exec.LookPath("runuser"); err != nil {
+		t.Skip("runuser not installed")
+	}
+	if cg := newCgroup(Limits{Memory: 64 << 20}); cg == nil {
+		t.Skip("root cannot make a memory cgroup here either")
+	} else {
+		cg.remove()
+	}
+	// The test binary, where the other user can run it.
+	dir, err := os.MkdirTemp("", "rdmabot-limits-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kbuild.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Its temporary files, where that user can write them.
+	tmp := filepath.Join(dir, "tmp")
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody")
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	if err := os.Mkdir(tmp, 0o700); err != nil || os.Chown(tmp, uid, -1) != nil {
+		t.Fatalf("a temporary directory for nobody: %v", err)
+	}
+	run := func(prefix ...string) string {
+		args := append(prefix, "runuser", "-u", "nobody", "--", bin, "-test.v",
+			"-test.run", "^(TestHelperCheckLimits|TestSandboxMemoryLimit)$")
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), checkLimitsHelper+"=1", "TMPDIR="+tmp)
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	without := run()
+	if !strings.Contains(without, "CheckLimits: builds run without their memory and pids limits") ||
+		!strings.Contains(without, "--- SKIP: TestSandboxMemoryLimit") {
+		t.Errorf("as nobody in root's cgroup:\n%s", without)
+	}
+	name := fmt.Sprintf("rdmabot-limits-test-%d", os.Getpid())
+	defer removeDelegated(name)
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "delegate-cgroup.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := run("bash", script, "nobody", name)
+	if !strings.Contains(with, "CheckLimits: <nil>") || !strings.Contains(with, "--- PASS: TestSandboxMemoryLimit") {
+		t.Errorf("as nobody in a delegated cgroup:\n%s", with)
+	}
+}
+
+// removeDelegated removes the cgroups delegate-cgroup.sh made as name
+// under this process's own, and what its runs left in them.
+func removeDelegated(name string) {
+	own, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			base := filepath.Join("/sys/fs/cgroup", c, parts[2], name)
+			if c == "" {
+				base = filepath.Join("/sys/fs/cgroup", parts[2], name)
+			}
+			subs, _ := filepath.Glob(filepath.Join(base, "*", "cgroup.procs"))
+			for _, s := range subs {
+				os.Remove(filepath.Dir(s))
+			}
+			os.Remove(base)
+		}
 	}
 }
