@@ -11,7 +11,7 @@ set -euo pipefail
 user=$1 name=$2
 shift 2
 root=/sys/fs/cgroup
-own() { sed -nE "s/^[0-9]+:([^:]*,)?$1(,[^:]*)?:(.*)$/\3/p" /proc/self/cgroup | head -n1; }
+own() { sed -nE "s/^[0-9]+:([^:]*,)?$1(,[^:]*)?:(.*)$/\3/p" /proc/self/cgroup | head -n1 || true; }
 if [ -f "$root/cgroup.controllers" ]; then
   d="$root$(sed -nE 's/^0::(.*)$/\1/p' /proc/self/cgroup)/$name"
   if mkdir -p "$d" 2>/dev/null; then
