@@ -4,9 +4,10 @@
 # process of USER can make the cgroups that bound each build and guest
 # (memory, pids, cpu). Run as root; scripts/run.sh starts serve this way.
 # cgroup v1 (one hierarchy per controller): NAME in each of memory,
-# pids and cpu. cgroup v2: NAME in the unified tree, controllers enabled
-# where this cgroup may enable them. What cannot be made is left to
-# serve, which says loudly which limits do not apply.
+# pids and cpu. cgroup v2: NAME is made and handed over, but serve then
+# sits in it, and v2 enables no controller below a cgroup with
+# processes: not done yet. What cannot be made is left to serve, which
+# says loudly which limits do not apply.
 set -euo pipefail
 user=$1 name=$2
 shift 2
