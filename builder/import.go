@@ -58,6 +58,14 @@ func (s *Store) ImportTarball(ctx context.Context, tarball, name string, id Iden
 	}
 	defer pw.Abort()
 	files, newest, makefile, err := packTarball(ctx, tar.NewReader(rd), pw)
+	if err == nil {
+		// tar stops at its end-of-archive blocks; the padding after them
+		// is read too, or xz is killed writing it (EPIPE) and its check
+		// of the whole stream never runs.
+		if _, cerr := io.Copy(io.Discard, rd); cerr != nil {
+			err = fmt.Errorf("reading past the archive's end: %w", cerr)
+		}
+	}
 	rd.Close()
 	if werr := wait(); err == nil && werr != nil {
 		err = fmt.Errorf("decompress %s: %w", tarball, werr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,5 +128,49 @@ func TestImportedTree(t *testing.T) {
 	}
 	if n < 80000 {
 		t.Errorf("%s has %d files, a kernel tree has more than 80,000", base, n)
+	}
+}
+
+// A tar stream may go on past its end-of-archive blocks: tar pads to its
+// blocking factor, and more zeros after that are still a valid archive.
+// Debian's 6.12 tarball was refused once on a busy machine ("xz: signal:
+// broken pipe") because the import stopped reading at the end marker
+// while xz still wrote the padding. The import reads the stream to its
+// end, so xz also checks the whole stream's integrity; a stream that is
+// damaged after the archive is still refused.
+func TestImportTarballReadsPastTheEndMarker(t *testing.T) {
+	if _, err := exec.LookPath("xz"); err != nil {
+		t.Skip("xz not installed")
+	}
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src", "linux-source-6.12")
+	writeFile(t, filepath.Join(src, "Makefile"), "VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 117\nEXTRAVERSION =\n", 0o644)
+	plain := filepath.Join(tmp, "linux.tar")
+	if out, err := runCmd(filepath.Join(tmp, "src"), "tar", "-cf", plain, "linux-source-6.12"); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	// 4 MiB of zeros after the archive: far more than a pipe holds.
+	f, err := os.OpenFile(plain, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 4<<20))
+	f.Close()
+	if out, err := runCmd(tmp, "xz", "-k", "-0", plain); err != nil {
+		t.Fatalf("xz: %v\n%s", err, out)
+	}
+	st, err := OpenStore(filepath.Join(tmp, "store.git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imp, err := st.ImportTarball(context.Background(), plain+".xz", "local", testIdentity); err != nil || imp.Files != 1 {
+		t.Fatalf("a padded tarball: %+v %v", imp, err)
+	}
+	// The same stream cut short inside the padding: xz's check fails.
+	xzb, _ := os.ReadFile(plain + ".xz")
+	cut := filepath.Join(tmp, "cut.tar.xz")
+	os.WriteFile(cut, xzb[:len(xzb)-8], 0o644)
+	if _, err := st.ImportTarball(context.Background(), cut, "cut", testIdentity); err == nil || !strings.Contains(err.Error(), "xz") {
+		t.Errorf("a truncated xz stream: %v", err)
 	}
 }
