@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // TestDerivedIDMatchesPublicInbox imports mail without a Message-ID into
@@ -19,12 +21,15 @@ func TestDerivedIDMatchesPublicInbox(t *testing.T) {
 		}
 	}
 	base := t.TempDir()
-	env := append(os.Environ(), "HOME="+base, "PI_CONFIG="+filepath.Join(base, "config"),
-		"PI_EMERGENCY="+filepath.Join(base, "emergency"), "ORIGINAL_RECIPIENT=test@example.org")
+	extra := []string{"HOME=" + base, "PI_CONFIG=" + filepath.Join(base, "config"),
+		"PI_EMERGENCY=" + filepath.Join(base, "emergency"), "ORIGINAL_RECIPIENT=test@example.org"}
 	run := func(stdin string, name string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(name, args...)
-		cmd.Env = env
+		cmd.Env = append(os.Environ(), extra...)
+		if name == "git" {
+			cmd = testenv.GitCmd("", extra, args...)
+		}
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
