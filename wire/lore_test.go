@@ -85,11 +85,7 @@ func TestPollRealArchive(t *testing.T) {
 	cfg.Lore.Lists = cfg.Lore.Lists[:1]
 	cfg.Lore.Lists[0].URL = filepath.Join(sh, "corpus", "linux-rdma-2024.git")
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return time.Date(2024, 12, 31, 0, 0, 0, 0, time.UTC) }
 	l.Window = 21 * 24 * time.Hour
@@ -205,11 +201,7 @@ func TestPollGraceRunsFromIngest(t *testing.T) {
 	cfg.Lore.Lists[0].URL = dir
 	cfg.Lore.GracePeriod.Duration = grace
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
 	l.Window = window
@@ -271,11 +263,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 	cfg.Lore.Lists[0].URL = filepath.Join(t.TempDir(), "no-such-inbox") // linux-rdma: dead
 	cfg.Lore.Lists[1].URL = inboxEpoch(t, patch)                        // linux-nfs: fine
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
 	got, err := l.Poll(ctx)
@@ -320,11 +308,7 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 // the configured maintainers wrote it: anyone may send that line.
 func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	now := time.Date(2024, 6, 2, 0, 0, 0, 0, time.UTC)
 	file := "net/sunrpc/xprtrdma/svc_rdma_rw.c"
 	for i, raw := range []string{
@@ -402,11 +386,7 @@ func TestPollMailCommandErrors(t *testing.T) {
 	cfg.Lore.Lists[1].URL = inboxEpoch(t, mails...)
 	cfg.Lore.CommandAllow = []string{"ok@example.org"}
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
 	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
@@ -484,11 +464,7 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 	)
 	cfg.Lore.CommandAllow = []string{"ok@example.org"}
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	poll := func(cfg Config, r lore.TXTResolver) map[string]string {
 		t.Helper()
 		l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
@@ -616,14 +592,10 @@ func TestPollHidesListPasswords(t *testing.T) {
 	cfg.Lore.Lists[0].URL = "imap://rdmabot:s3cret@lore.example:99x/org.kernel.vger.linux-rdma"
 	cfg.Lore.Lists[1].URL = strings.Replace(mirror.URL, "://", "://rdmabot:s3cret@", 1) + "/linux-nfs"
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	var logged bytes.Buffer
 	l := NewLore(cfg, st, slog.New(slog.NewTextHandler(&logged, nil)))
-	_, err = l.Poll(ctx)
+	_, err := l.Poll(ctx)
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "rdmabot:xxxxx@") {
 		t.Errorf("poll: %v", err)
 	}

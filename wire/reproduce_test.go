@@ -23,11 +23,7 @@ import (
 // left out; a branch test and a test with no base yet have none.
 func TestReproducerBundle(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	patch := []byte("From: a@x\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n\nbody\n")
 	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: readSeries(t, patch).Patches})
 	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: x", Link: "https://lore.kernel.org/r/p@x/", Data: data})

@@ -191,11 +191,18 @@ func requireToken(h http.Handler, token string) http.Handler {
 	})
 }
 
+// seriesReread is the checkpoint upgradeSeries sets once it ran: later
+// starts do not read every stored series again.
+const seriesReread = "upgrade/series-parsed"
+
 // upgradeSeries rereads the series rows an older bot stored with their
 // mails raw, once, so that every stage after intake finds them parsed.
 // A row whose mail no longer parses is left as it is and named in the
 // log: its test then fails on its own, not every other one.
 func upgradeSeries(ctx context.Context, st *store.Store, log *slog.Logger) error {
+	if done, err := st.Checkpoint(ctx, st.DB, seriesReread); err != nil || done != "" {
+		return err
+	}
 	n, err := st.RewriteSeries(ctx, func(data []byte) ([]byte, bool, error) {
 		var s flow.Series
 		if err := json.Unmarshal(data, &s); err != nil {
@@ -213,10 +220,13 @@ func upgradeSeries(ctx context.Context, st *store.Store, log *slog.Logger) error
 		out, err := json.Marshal(s)
 		return out, err == nil, err
 	})
+	if err != nil {
+		return err
+	}
 	if n > 0 {
 		log.Info("series rows an older bot stored were reread from their raw mails", "rows", n)
 	}
-	return err
+	return st.SetCheckpoint(ctx, st.DB, seriesReread, "done")
 }
 
 // NewClient is the bot the CLI queues work with for a running serve:

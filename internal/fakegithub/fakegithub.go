@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,11 +54,11 @@ func New(t testing.TB, owner, repo string) *Server {
 		members: map[string]bool{}, collabs: map[string]bool{}, etag: `W/"0"`, nextID: 1000}
 	mux := http.NewServeMux()
 	p := "/repos/" + owner + "/" + repo
-	mux.HandleFunc("POST "+p+"/issues/{n}/comments", f.create)
-	mux.HandleFunc("GET "+p+"/issues/{n}/comments", f.list)
+	mux.HandleFunc("POST "+p+"/issues/{n}/comments", f.onIssue(f.create))
+	mux.HandleFunc("GET "+p+"/issues/{n}/comments", f.onIssue(f.list))
 	mux.HandleFunc("GET "+p+"/issues/comments", f.poll)
-	mux.HandleFunc("POST "+p+"/issues/{n}/labels", f.addLabels)
-	mux.HandleFunc("DELETE "+p+"/issues/{n}/labels/{label}", f.removeLabel)
+	mux.HandleFunc("POST "+p+"/issues/{n}/labels", f.onIssue(f.addLabels))
+	mux.HandleFunc("DELETE "+p+"/issues/{n}/labels/{label}", f.onIssue(f.removeLabel))
 	mux.HandleFunc("GET /orgs/{org}/members/{user}", f.member)
 	mux.HandleFunc("GET "+p+"/collaborators/{user}", f.collaborator)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +108,7 @@ func (f *Server) add(n int, login, association, body string) map[string]any {
 	f.nextID++
 	id := f.nextID
 	base := f.URL + "/repos/" + f.owner + "/" + f.repo
+	at := fmt.Sprintf("2026-11-30T04:%02d:%02dZ", (id/60)%60, id%60)
 	c := map[string]any{
 		"id": id, "node_id": fmt.Sprintf("IC_kwDOAbc%d", id),
 		"url":      fmt.Sprintf("%s/issues/comments/%d", base, id),
@@ -114,13 +116,13 @@ func (f *Server) add(n int, login, association, body string) map[string]any {
 		"body":     body,
 		"user": map[string]any{"login": login, "id": 1000 + len(login), "node_id": "U_kgDOA", "type": "User",
 			"site_admin": false, "url": "https://api.github.com/users/" + login},
-		"updated_at":         fmt.Sprintf("2026-11-30T04:%02d:%02dZ", (id/60)%60, id%60),
+		"created_at":         at,
+		"updated_at":         at,
 		"issue_url":          fmt.Sprintf("%s/issues/%d", base, n),
 		"author_association": association, "performed_via_github_app": nil,
 		"reactions": map[string]any{"url": fmt.Sprintf("%s/issues/comments/%d/reactions", base, id),
 			"total_count": 0, "+1": 0, "-1": 0, "laugh": 0, "hooray": 0, "confused": 0, "heart": 0, "rocket": 0, "eyes": 0},
 	}
-	c["created_at"] = c["updated_at"]
 	f.comments[n] = append(f.comments[n], c)
 	return c
 }
@@ -207,24 +209,22 @@ func (f *Server) FailMembership(n int) {
 	f.failMember = n
 }
 
-// issue reads {n}; false (and a 404 written) for an issue that does not
-// exist. f.mu is held.
-func (f *Server) issue(w http.ResponseWriter, r *http.Request) (int, bool) {
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil || n <= 0 || (f.only != nil && !f.only[n]) {
-		notFound(w, "https://docs.github.com/rest/issues/comments#create-an-issue-comment")
-		return 0, false
+// onIssue serves a call on issue {n} with f.mu held; an issue that
+// does not exist is GitHub's 404.
+func (f *Server) onIssue(h func(w http.ResponseWriter, r *http.Request, n int)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n, err := strconv.Atoi(r.PathValue("n"))
+		if err != nil || n <= 0 || (f.only != nil && !f.only[n]) {
+			notFound(w, "https://docs.github.com/rest/issues/issues#get-an-issue")
+			return
+		}
+		h(w, r, n)
 	}
-	return n, true
 }
 
-func (f *Server) create(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, ok := f.issue(w, r)
-	if !ok {
-		return
-	}
+func (f *Server) create(w http.ResponseWriter, r *http.Request, n int) {
 	if f.failPost > 0 {
 		f.failPost--
 		serverError(w, http.StatusInternalServerError)
@@ -253,13 +253,7 @@ func (f *Server) create(w http.ResponseWriter, r *http.Request) {
 
 // list answers an issue's comments a page at a time (per_page, 30 by
 // default), with GitHub's Link header to the next page.
-func (f *Server) list(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, ok := f.issue(w, r)
-	if !ok {
-		return
-	}
+func (f *Server) list(w http.ResponseWriter, r *http.Request, n int) {
 	list := f.comments[n]
 	per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
 	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
@@ -306,18 +300,12 @@ func (f *Server) poll(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(all)
 }
 
-func (f *Server) addLabels(w http.ResponseWriter, r *http.Request) {
+func (f *Server) addLabels(w http.ResponseWriter, r *http.Request, n int) {
 	var in []string
 	json.NewDecoder(r.Body).Decode(&in)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, ok := f.issue(w, r)
-	if !ok {
-		return
-	}
 	for _, l := range in {
 		f.labelLog = append(f.labelLog, "#"+strconv.Itoa(n)+"+"+l)
-		if !contains(f.labels[n], l) {
+		if !slices.Contains(f.labels[n], l) {
 			f.labels[n] = append(f.labels[n], l)
 		}
 	}
@@ -327,16 +315,10 @@ func (f *Server) addLabels(w http.ResponseWriter, r *http.Request) {
 
 // removeLabel answers the labels left, or GitHub's 404 when the issue
 // does not have it.
-func (f *Server) removeLabel(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, ok := f.issue(w, r)
-	if !ok {
-		return
-	}
+func (f *Server) removeLabel(w http.ResponseWriter, r *http.Request, n int) {
 	l := r.PathValue("label")
 	f.labelLog = append(f.labelLog, "#"+strconv.Itoa(n)+"-"+l)
-	if !contains(f.labels[n], l) {
+	if !slices.Contains(f.labels[n], l) {
 		jsonHeader(w)
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"message":"Label does not exist","documentation_url":"https://docs.github.com/rest/issues/labels#remove-a-label-from-an-issue","status":"404"}`)
@@ -388,15 +370,6 @@ func (f *Server) collaborator(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	notFound(w, "https://docs.github.com/rest/collaborators/collaborators#check-if-a-user-is-a-repository-collaborator")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func jsonHeader(w http.ResponseWriter) {
