@@ -3,6 +3,7 @@ package bot_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -186,9 +187,10 @@ func TestSeriesVerdicts(t *testing.T) {
 	}
 	// The same series again, from the lists or a command, is not retested.
 	h.ingest.Add(series("<pass@x>", cases["<pass@x>"]))
-	id, created, err := h.bot.SubmitSeries(context.Background(), series("<pass@x>", cases["<pass@x>"]), flow.Origin{Kind: "cli"})
-	if err != nil || created {
-		t.Fatalf("duplicate series queued again: %d %v %v", id, created, err)
+	dup := series("<pass@x>", cases["<pass@x>"])
+	a, err := h.bot.Act(context.Background(), flow.Command{Verb: flow.CommandTest}, &dup, flow.Origin{Kind: "cli"})
+	if err != nil || a.New {
+		t.Fatalf("duplicate series queued again: %+v %v", a, err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	if n := h.calls.Count("apply <pass@x>"); n != 1 {
@@ -293,10 +295,12 @@ func TestLeaseSerializesPair(t *testing.T) {
 func TestCancel(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	h.build.Delay = time.Second
-	id, _, err := h.bot.SubmitSeries(context.Background(), series("<c@x>", "[PATCH] svcrdma: harmless"), flow.Origin{Kind: "cli"})
+	s := series("<c@x>", "[PATCH] svcrdma: harmless")
+	a, err := h.bot.Act(context.Background(), flow.Command{Verb: flow.CommandTest}, &s, flow.Origin{Kind: "cli"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := a.ID
 	h.wait("build start", 10*time.Second, func() bool { return h.calls.Count("build") > 0 })
 	if err := h.bot.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
@@ -631,10 +635,11 @@ func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	repo, commits := gitRepo(t, 3, 99, nil)
 	h := newHarness(t, testConfig(), repo)
 	o := flow.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 99, User: "chuck"}
-	id, err := h.bot.SubmitRef(context.Background(), "mainline", "master", o)
+	a, err := h.bot.Act(context.Background(), flow.Command{Verb: flow.CommandTest, Tree: "mainline", Ref: "master"}, nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := a.ID
 	h.wait("comment", 30*time.Second, func() bool { return h.report.Count() == 1 })
 	tt, _ := h.st.Test(context.Background(), h.st.DB, id)
 	if r, ok := h.report.Get(tt.Key); !ok || r.Origin != o {
@@ -643,13 +648,14 @@ func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	if tt.Candidate != commits[2] || tt.Thread != "github:o/r#12" {
 		t.Fatalf("test %+v", tt)
 	}
-	if _, err := h.bot.SubmitRef(context.Background(), "nope", "master", o); err == nil {
-		t.Fatal("unknown tree accepted")
+	var ce *flow.CommandError
+	if _, err := h.bot.Act(context.Background(), flow.Command{Verb: flow.CommandTest, Tree: "nope", Ref: "master"}, nil, o); !errors.As(err, &ce) {
+		t.Fatalf("unknown tree: %v, want the asker told", err)
 	}
 	// /rdmabot retest in the same issue makes a new test of the same thing.
-	id2, err := h.bot.Retest(context.Background(), "github:o/r#12", flow.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 100})
-	if err != nil || id2 == id {
-		t.Fatalf("retest: %d %v", id2, err)
+	a2, err := h.bot.Act(context.Background(), flow.Command{Verb: flow.CommandRetest}, nil, flow.Origin{Kind: "github", Repo: "o/r", Issue: 12, Comment: 100})
+	if err != nil || a2.ID == id {
+		t.Fatalf("retest: %+v %v", a2, err)
 	}
 	h.wait("second comment", 30*time.Second, func() bool { return h.report.Count() == 2 })
 }

@@ -26,15 +26,15 @@ func TestDisputeMarksTheReport(t *testing.T) {
 
 	dispute := func(id, cmd, verb, note string) flow.Series {
 		s := seriesOf(id, "svcrdma: tidy", "svcrdma: slow send")
-		s.Request = &flow.MailRequest{MsgID: cmd, From: "maint@example.org", Line: "#rdmabot " + verb + " " + note, Verb: verb, Note: note}
+		s.Command = &flow.Command{MsgID: cmd, From: "maint@example.org", Line: "#rdmabot " + verb + " " + note, Verb: verb, Note: note}
 		return s
 	}
-	h.ingest.Add(dispute("<reg@x>", "<inv@x>", flow.CommandDisputeInvalid, "the lab was busy"))
-	h.ingest.Add(dispute("<reg@x>", "<dup@x>", flow.CommandDisputeDup, "https://lore.kernel.org/r/older@x/"))
+	h.ingest.Add(dispute("<reg@x>", "<inv@x>", flow.CommandInvalid, "the lab was busy"))
+	h.ingest.Add(dispute("<reg@x>", "<dup@x>", flow.CommandDup, "https://lore.kernel.org/r/older@x/"))
 	// The same mail read again (a restart re-reads the window).
-	h.ingest.Add(dispute("<reg@x>", "<inv@x>", flow.CommandDisputeInvalid, "the lab was busy"))
+	h.ingest.Add(dispute("<reg@x>", "<inv@x>", flow.CommandInvalid, "the lab was busy"))
 	// Nothing reported on this one.
-	h.ingest.Add(dispute("<none@x>", "<inv2@x>", flow.CommandDisputeInvalid, ""))
+	h.ingest.Add(dispute("<none@x>", "<inv2@x>", flow.CommandInvalid, ""))
 	h.wait("the refusal", 60*time.Second, func() bool { return h.report.Count() == 2 })
 
 	var got []string

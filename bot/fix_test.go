@@ -52,7 +52,7 @@ func TestFixFollowUp(t *testing.T) {
 	// "#rdmabot test" in a fix's thread asks for the fix's test again:
 	// it reruns the report too.
 	asked := fix("<fix@x>", "[PATCH] svcrdma: fix-slow send", reply)
-	asked.Request = &flow.MailRequest{MsgID: "<cmd@x>", From: "dev@example.org", Line: "#rdmabot test"}
+	asked.Command = &flow.Command{Verb: flow.CommandTest, MsgID: "<cmd@x>", From: "dev@example.org", Line: "#rdmabot test"}
 	h.ingest.Add(asked)
 	h.wait("the follow-ups' replies", 90*time.Second, func() bool { return h.report.Count() == 9 })
 

@@ -47,16 +47,14 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 				var id int64
 				var created bool
 				var err error
-				switch r := s.Request; {
-				case r != nil && r.Refused != "":
-					what = "refused " + r.Line + " from " + r.From
-					id, created, err = b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, r.Refused, flow.Origin{Kind: "mail", Request: r})
-				case r != nil && r.Verb != "":
-					what = r.Line + " from " + r.From
-					id, created, err = b.dispute(ctx, tx, s, r)
-				case r != nil:
-					what = r.Line + " from " + r.From
-					id, created, err = b.enqueueSeries(ctx, tx, s, flow.Origin{Kind: "mail", Request: r}, 0)
+				switch c := s.Command; {
+				case c != nil:
+					var a flow.Acted
+					a, err = b.act(ctx, tx, *c, &s, flow.Origin{Kind: "mail"})
+					id, created, what = a.ID, a.New, c.Line+" from "+c.From
+					if a.What == flow.ActedRefused {
+						what = "refused " + what
+					}
 				case s.Incomplete != "":
 					what = "incomplete"
 					id, created, err = b.enqueueNotice(ctx, tx, s, fmt.Sprintf("incomplete:%s:v%d", s.MsgID, s.Version), flow.Incomplete, s.Incomplete, flow.Origin{Kind: "mail"})
@@ -180,9 +178,9 @@ func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.
 		return store.Test{}, err
 	}
 	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, rowTree)
-	if o.Request != nil {
+	if o.Command != nil {
 		// Asked for in a reply: a test of its own, once per command mail.
-		key += ":cmd:" + o.Request.MsgID
+		key += ":cmd:" + o.Command.MsgID
 	}
 	if o.Kind == "github" {
 		// Asked for in an issue: tested (and answered) there, even when
@@ -218,22 +216,6 @@ func (b *Bot) enqueueNotice(ctx context.Context, tx *sql.Tx, s flow.Series, key 
 	}
 	t.ID = id
 	return id, true, finishWithVerdictTx(ctx, b, tx, t, verdict, summary)
-}
-
-// dispute records a maintainer's "invalid" or "dup" against the newest
-// report on the series version: the report stands, marked, on the
-// dashboard. With no report to dispute, the sender is told so.
-func (b *Bot) dispute(ctx context.Context, tx *sql.Tx, s flow.Series, r *flow.MailRequest) (int64, bool, error) {
-	t, ok, err := b.st.DisputableTest(ctx, tx, s.MsgID, s.Version)
-	if err != nil {
-		return 0, false, err
-	}
-	if !ok {
-		why := fmt.Sprintf("There is no report of mine on this series (v%d) to call %s.", s.Version, r.Verb)
-		return b.enqueueNotice(ctx, tx, s, "refused:"+r.MsgID, flow.Refused, why, flow.Origin{Kind: "mail", Request: r})
-	}
-	added, err := b.st.AddDispute(ctx, tx, store.Dispute{MsgID: r.MsgID, TestID: t.ID, Kind: r.Verb, Note: r.Note, By: r.From})
-	return t.ID, added, err
 }
 
 func (b *Bot) enqueueTest(ctx context.Context, tx *sql.Tx, t store.Test, o flow.Origin) (int64, bool, error) {

@@ -36,9 +36,9 @@ type Series struct {
 	// trailers name: one a mainline bisection of the bot's blamed makes
 	// the series a fix of that regression, rerun the same way.
 	Fixes []string `json:"fixes,omitempty"`
-	// Request, set by the ingester, is the command in a reply that
-	// brought the series back: a test asked for by mail.
-	Request *MailRequest `json:"-"`
+	// Command, set by the ingester, is the command in a reply that
+	// brought the series back: a test or a dispute asked for by mail.
+	Command *Command `json:"-"`
 }
 
 // RootMail is the mail the series' replies answer: its cover letter,
@@ -60,30 +60,6 @@ func (s *Series) Mails() []*Message {
 	}
 	return append([]*Message{s.Cover}, s.Patches...)
 }
-
-// MailRequest is a "#rdmabot test|retest" line in a reply to a series.
-// The ingester decides who may ask (the series' author, the addresses
-// MAINTAINERS lists for its files, lore.command_allow); Refused says why
-// not. Each is acted on once, keyed by its Message-ID.
-type MailRequest struct {
-	MsgID      string   `json:"msgid"`                // the reply holding the command
-	References []string `json:"references,omitempty"` // its References, to answer it in place
-	From       string   `json:"from"`                 // its sender's address
-	Name       string   `json:"name,omitempty"`       // and name
-	Line       string   `json:"line"`                 // the command as written
-	// Verb is CommandDispute... for a dispute, "" for a test; Note is
-	// what the dispute says.
-	Verb    string `json:"verb,omitempty"`
-	Note    string `json:"note,omitempty"`
-	Refused string `json:"refused,omitempty"` // why it is not done; "" = do it
-}
-
-// The disputes a mail command may make of the bot's report in its
-// thread (lore's "#rdmabot invalid" and "#rdmabot dup").
-const (
-	CommandDisputeInvalid = "invalid"
-	CommandDisputeDup     = "dup"
-)
 
 // Base is the commit a series is tested on.
 type Base struct {
@@ -111,8 +87,9 @@ type Origin struct {
 	Issue   int    `json:"issue,omitempty"`
 	Comment int64  `json:"comment,omitempty"`
 	User    string `json:"user,omitempty"`
-	// Request is the mail command that asked (Kind "mail").
-	Request *MailRequest `json:"request,omitempty"`
+	// Command is the mail command that asked (Kind "mail"). Its key
+	// is "request", as older bots stored it.
+	Command *Command `json:"request,omitempty"`
 }
 
 // Change is one line a patch changes, or the function a hunk is in (the

@@ -21,7 +21,7 @@ func TestRefusalSparesTheListsBudget(t *testing.T) {
 	})
 	ctx := context.Background()
 	refused := g.report(1, flow.Refused, "eve@example.org may not ask.", nil, nil, nil)
-	refused.Origin.Request = &flow.MailRequest{MsgID: "cmd-eve@example.org", From: "eve@example.org", Name: "Eve Stranger",
+	refused.Origin.Command = &flow.Command{MsgID: "cmd-eve@example.org", From: "eve@example.org", Name: "Eve Stranger",
 		Line: "#rdmabot test", References: []string{g.s.Root}, Refused: refused.Summary}
 	e := g.deliver(t, refused)
 	if len(e.Lists) != 0 || strings.Contains(string(e.Raw), "vger.kernel.org") || e.Recipient != "eve@example.org" {

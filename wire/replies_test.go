@@ -150,7 +150,7 @@ func TestRepliesGolden(t *testing.T) {
 				// Quiet: nothing is mailed unless someone asked, and
 				// then only to them, in reply to the command.
 				g.quiet(t, rep)
-				rep.Origin.Request = &flow.MailRequest{MsgID: "cmd-jlayton@kernel.org", From: "jlayton@kernel.org", Name: "Jeff Layton",
+				rep.Origin.Command = &flow.Command{MsgID: "cmd-jlayton@kernel.org", From: "jlayton@kernel.org", Name: "Jeff Layton",
 					Line: "#rdmabot test", References: []string{cover}}
 				answers, to = "cmd-jlayton@kernel.org", "jlayton@kernel.org"
 			}

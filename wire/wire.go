@@ -36,8 +36,7 @@ func NewLore(cfg Config, st *store.Store, log *slog.Logger) *intake.Reader {
 	if g := 4 * cfg.Lore.GracePeriod.Duration; g > window {
 		window = g
 	}
-	l := &intake.Reader{St: mailStore{st}, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{},
-		Trees: Branches(cfg)}
+	l := &intake.Reader{St: mailStore{st}, Cfg: cfg.Lore, DataDir: cfg.DataDir, Log: log, Now: time.Now, Window: window, HTTP: &feed.HTTPClient{}}
 	if cfg.Lore.CommandDKIM {
 		l.Auth = &lore.DKIM{Resolver: lore.NewDKIMResolver(cfg.Lore.DKIMResolver)}
 	}

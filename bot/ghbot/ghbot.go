@@ -24,13 +24,10 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-// Commands is what the bot does for a command.
+// Commands is the bot, which does what a command asks (bot.Bot.Act):
+// this transport only reads the comment and decides who wrote it.
 type Commands interface {
-	SubmitThread(ctx context.Context, ref string, o flow.Origin) (int64, error)
-	SubmitRef(ctx context.Context, tree, ref string, o flow.Origin) (int64, error)
-	SubmitBisect(ctx context.Context, tree, good, bad string, o flow.Origin) (int64, error)
-	Retest(ctx context.Context, thread string, o flow.Origin) (int64, error)
-	CancelThread(ctx context.Context, thread string) (int64, error)
+	Act(ctx context.Context, c flow.Command, s *flow.Series, o flow.Origin) (flow.Acted, error)
 }
 
 // Memory remembers what was handled and where polling stopped.
@@ -61,7 +58,7 @@ type Bot struct {
 	reading atomic.Int32
 }
 
-// Command is one parsed /rdmabot line.
+// Command is one /rdmabot line, split into words.
 type Command struct {
 	Verb string
 	Args []string
@@ -264,10 +261,9 @@ func (g *Bot) handle(ctx context.Context, e *event) error {
 		return err
 	}
 	o := flow.Origin{Kind: "github", Repo: g.Owner + "/" + g.Repo, Issue: e.issue, Comment: e.commentID, User: e.user}
-	thread := fmt.Sprintf("github:%s/%s#%d", g.Owner, g.Repo, e.issue)
 	for i, c := range cmds {
 		key := fmt.Sprintf("%s#%d", e.key, i)
-		reply, label, err := g.runOnce(ctx, key, c, o, thread)
+		reply, label, err := g.runOnce(ctx, key, c, o)
 		if err != nil {
 			return err
 		}
@@ -287,7 +283,7 @@ func (g *Bot) handle(ctx context.Context, e *event) error {
 // Memory after, for a retry to post. A claim without an answer is a run
 // under way elsewhere, or one a crash cut short: an error, never a
 // second run.
-func (g *Bot) runOnce(ctx context.Context, key string, c Command, o flow.Origin, thread string) (reply, label string, err error) {
+func (g *Bot) runOnce(ctx context.Context, key string, c Command, o flow.Origin) (reply, label string, err error) {
 	state := "github:ran:" + key
 	if v, err := g.Mem.State(ctx, state); err != nil {
 		return "", "", err
@@ -302,7 +298,7 @@ func (g *Bot) runOnce(ctx context.Context, key string, c Command, o flow.Origin,
 	if !first {
 		return "", "", fmt.Errorf("github command %s was started but has no answer yet (running in another process, or cut short by a crash)", key)
 	}
-	reply, label = g.run(ctx, c, o, thread)
+	reply, label = g.run(ctx, c, o)
 	if err := g.Mem.SetState(ctx, state, label+"\n"+reply); err != nil {
 		return "", "", fmt.Errorf("github command %s ran, but its answer was not kept: %w", key, err)
 	}
@@ -313,37 +309,41 @@ func quote(e *event, line string) string {
 	return fmt.Sprintf("> %s\n\n", line)
 }
 
-// run executes one command and says what happened.
-func (g *Bot) run(ctx context.Context, c Command, o flow.Origin, thread string) (reply, label string) {
-	var id int64
-	var err error
-	what := "test"
+// command is what a /rdmabot line asks of the bot; false when it is
+// none of the usage's.
+func (g *Bot) command(c Command) (flow.Command, bool) {
+	fc := flow.Command{Verb: c.Verb, Line: c.Line}
 	switch {
-	case c.Verb == "test" && len(c.Args) == 1:
-		id, err = g.Cmds.SubmitThread(ctx, c.Args[0], o)
-	case c.Verb == "test" && len(c.Args) == 2:
-		id, err = g.Cmds.SubmitRef(ctx, c.Args[0], c.Args[1], o)
-	case c.Verb == "bisect" && len(c.Args) == 2:
-		what = "bisection"
-		id, err = g.Cmds.SubmitBisect(ctx, g.Tree, c.Args[0], c.Args[1], o)
-	case c.Verb == "retest" && len(c.Args) == 0:
-		id, err = g.Cmds.Retest(ctx, thread, o)
-	case c.Verb == "cancel" && len(c.Args) == 0:
-		id, err = g.Cmds.CancelThread(ctx, thread)
-		if err == nil {
-			return fmt.Sprintf("Canceled test %d.", id), "rdmabot: canceled"
-		}
+	case c.Verb == flow.CommandTest && len(c.Args) == 1:
+		fc.Link = c.Args[0]
+	case c.Verb == flow.CommandTest && len(c.Args) == 2:
+		fc.Tree, fc.Ref = c.Args[0], c.Args[1]
+	case c.Verb == flow.CommandBisect && len(c.Args) == 2:
+		fc.Tree, fc.Good, fc.Bad = g.Tree, c.Args[0], c.Args[1]
+	case (c.Verb == flow.CommandRetest || c.Verb == flow.CommandCancel) && len(c.Args) == 0:
 	default:
+		return flow.Command{}, false
+	}
+	return fc, true
+}
+
+// run has the bot act on one command and says what happened.
+func (g *Bot) run(ctx context.Context, c Command, o flow.Origin) (reply, label string) {
+	fc, ok := g.command(c)
+	if !ok {
 		return "Unknown command. Usage:\n\n" + usage, ""
 	}
+	a, err := g.Cmds.Act(ctx, fc, nil, o)
 	if err != nil {
 		return "Could not do that: " + err.Error(), ""
 	}
-	page := "tests"
-	if what == "bisection" {
-		page = "bisect"
+	switch a.What {
+	case flow.ActedCanceled:
+		return fmt.Sprintf("Canceled test %d.", a.ID), "rdmabot: canceled"
+	case flow.ActedBisection:
+		return fmt.Sprintf("Queued bisection %d: %s/bisect/%d\nI will post the result here.", a.ID, g.URL, a.ID), outbox.QueuedLabel
 	}
-	return fmt.Sprintf("Queued %s %d: %s/%s/%d\nI will post the result here.", what, id, g.URL, page, id), outbox.QueuedLabel
+	return fmt.Sprintf("Queued test %d: %s/tests/%d\nI will post the result here.", a.ID, g.URL, a.ID), outbox.QueuedLabel
 }
 
 const usage = "```\n/rdmabot test <lore URL or Message-ID>\n/rdmabot test <tree> <ref>\n/rdmabot bisect <good> <bad>\n/rdmabot retest\n/rdmabot cancel\n```"

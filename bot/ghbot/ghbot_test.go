@@ -60,23 +60,27 @@ func (f *fakeCmds) add(s string) int64 {
 	f.calls = append(f.calls, s)
 	return int64(len(f.calls))
 }
-func (f *fakeCmds) SubmitThread(ctx context.Context, ref string, o flow.Origin) (int64, error) {
-	return f.add(fmt.Sprintf("thread %s #%d by %s", ref, o.Issue, o.User)), nil
-}
-func (f *fakeCmds) SubmitRef(ctx context.Context, tree, ref string, o flow.Origin) (int64, error) {
-	if tree == "nope" {
-		return 0, fmt.Errorf("unknown tree %q", tree)
+
+// Act records what the transport asked of the bot, in words.
+func (f *fakeCmds) Act(ctx context.Context, c flow.Command, s *flow.Series, o flow.Origin) (flow.Acted, error) {
+	thread := fmt.Sprintf("github:%s#%d", o.Repo, o.Issue)
+	switch c.Verb {
+	case flow.CommandTest:
+		if c.Tree == "nope" {
+			return flow.Acted{}, &flow.CommandError{Why: fmt.Sprintf("unknown tree %q", c.Tree)}
+		}
+		if c.Link != "" {
+			return flow.Acted{What: flow.ActedTest, ID: f.add(fmt.Sprintf("thread %s #%d by %s", c.Link, o.Issue, o.User))}, nil
+		}
+		return flow.Acted{What: flow.ActedTest, ID: f.add("ref " + c.Tree + " " + c.Ref)}, nil
+	case flow.CommandBisect:
+		return flow.Acted{What: flow.ActedBisection, ID: f.add("bisect " + c.Tree + " " + c.Good + " " + c.Bad)}, nil
+	case flow.CommandRetest:
+		return flow.Acted{What: flow.ActedTest, ID: f.add("retest " + thread)}, nil
+	case flow.CommandCancel:
+		return flow.Acted{What: flow.ActedCanceled, ID: f.add("cancel " + thread)}, nil
 	}
-	return f.add("ref " + tree + " " + ref), nil
-}
-func (f *fakeCmds) SubmitBisect(ctx context.Context, tree, good, bad string, o flow.Origin) (int64, error) {
-	return f.add("bisect " + tree + " " + good + " " + bad), nil
-}
-func (f *fakeCmds) Retest(ctx context.Context, thread string, o flow.Origin) (int64, error) {
-	return f.add("retest " + thread), nil
-}
-func (f *fakeCmds) CancelThread(ctx context.Context, thread string) (int64, error) {
-	return f.add("cancel " + thread), nil
+	return flow.Acted{}, fmt.Errorf("the transport asked for %q", c.Verb)
 }
 
 type memory struct {

@@ -141,15 +141,20 @@ func runTest(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", *mbox, err)
 		}
-		var created bool
-		if id, created, err = b.SubmitSeries(ctx, s, o); err != nil {
+		a, err := b.Act(ctx, flow.Command{Verb: flow.CommandTest}, &s, o)
+		if err != nil {
 			return err
 		}
-		if !created && !*asJSON {
+		id = a.ID
+		if !a.New && !*asJSON {
 			fmt.Fprintf(e.stdout, "already queued or tested: ")
 		}
-	} else if id, err = b.SubmitThread(ctx, *msgid, o); err != nil {
-		return err
+	} else {
+		a, err := b.Act(ctx, flow.Command{Verb: flow.CommandTest, Link: *msgid}, nil, o)
+		if err != nil {
+			return err
+		}
+		id = a.ID
 	}
 	out := testQueuedJSON{ID: id, URL: fmt.Sprintf("%s/tests/%d", cfg.Bot.URL, id)}
 	if !*asJSON {
@@ -219,9 +224,11 @@ func runBisect(ctx context.Context, e *env, args []string) error {
 	if out.Good, out.Bad, err = resolveBisect(cfg, *tree, *good, *bad); err != nil {
 		return err
 	}
-	if out.ID, err = b.SubmitBisect(ctx, *tree, out.Good, out.Bad, flow.Origin{Kind: "cli"}); err != nil {
+	a, err := b.Act(ctx, flow.Command{Verb: flow.CommandBisect, Tree: *tree, Good: out.Good, Bad: out.Bad}, nil, flow.Origin{Kind: "cli"})
+	if err != nil {
 		return err
 	}
+	out.ID = a.ID
 	out.URL = fmt.Sprintf("%s/bisect/%d", cfg.Bot.URL, out.ID)
 	if *asJSON {
 		return writeJSON(e, out)

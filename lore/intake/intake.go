@@ -40,9 +40,6 @@ type Reader struct {
 	// Window is how far back mail is assembled into series.
 	Window time.Duration
 	HTTP   *feed.HTTPClient
-	// Trees are builder.trees' branches by tree name: what
-	// "#rdmabot test <tree> [<branch>]" may name.
-	Trees map[string][]string
 	// Maintainers looks up who MAINTAINERS lists for a series' files, on
 	// the base it would be tested on; nil where the trees are not (an
 	// ingest-only machine): then only the author and lore.command_allow
@@ -345,14 +342,14 @@ func (l *Reader) applied(ctx context.Context, s *lore.Series) bool {
 // for, with the request attached and, when it is not done, why.
 func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (flow.Series, bool, error) {
 	bs := convert(s, l.Cfg)
-	req := &flow.MailRequest{MsgID: c.MessageID, From: strings.ToLower(c.From.Email), Name: c.From.Name, Line: c.Line}
-	if req.MsgID == "" || req.From == "" {
+	cmd := &flow.Command{Verb: c.Verb, Tree: c.Tree, Branch: c.Branch, Note: c.Note, Line: c.Line,
+		MsgID: c.MessageID, References: c.References, From: strings.ToLower(c.From.Email), Name: c.From.Name}
+	if cmd.MsgID == "" || cmd.From == "" {
 		return bs, false, nil
 	}
-	req.References = c.References
-	bs.Request = req
+	bs.Command = cmd
 	refuse := func(why string) (flow.Series, bool, error) {
-		req.Refused = why
+		cmd.Refused = why
 		return bs, true, nil
 	}
 	if c.Err != "" {
@@ -360,27 +357,11 @@ func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (f
 			"\"#rdmabot test\", \"#rdmabot test <tree> [<branch>]\", \"#rdmabot retest\", " +
 			"\"#rdmabot invalid [<why>]\", \"#rdmabot dup <link or Message-ID>\".")
 	}
-	switch c.Verb {
-	case lore.VerbInvalid:
-		req.Verb, req.Note = flow.CommandDisputeInvalid, c.Note
-	case lore.VerbDup:
-		req.Verb, req.Note = flow.CommandDisputeDup, c.Note
-	}
-	if c.Tree != "" {
-		branches, ok := l.Trees[c.Tree]
-		if !ok {
-			return refuse(fmt.Sprintf("I know no tree %q (known: %s).", c.Tree, strings.Join(sortedKeys(l.Trees), ", ")))
-		}
-		if c.Branch != "" && !slices.Contains(branches, c.Branch) {
-			return refuse(fmt.Sprintf("Tree %s has no branch %q here (known: %s).", c.Tree, c.Branch, strings.Join(branches, ", ")))
-		}
-		bs.Tree, bs.Branch = c.Tree, c.Branch
-	}
-	if !s.Complete && req.Verb == "" {
+	if !s.Complete && (cmd.Verb == flow.CommandTest || cmd.Verb == flow.CommandRetest) {
 		return refuse(fmt.Sprintf("The series is incomplete (patch %s of %d missing), so there is nothing to test yet.", joinInts(s.Missing), s.Total))
 	}
-	if req.From != strings.ToLower(s.Author.Email) && !slices.Contains(l.Cfg.CommandAllow, req.From) {
-		why, err := l.maintainerOnly(ctx, bs, s, req.From)
+	if cmd.From != strings.ToLower(s.Author.Email) && !slices.Contains(l.Cfg.CommandAllow, cmd.From) {
+		why, err := l.maintainerOnly(ctx, bs, s, cmd.From)
 		if err != nil {
 			return bs, false, err
 		}
@@ -460,15 +441,6 @@ func (l *Reader) authenticate(ctx context.Context, c lore.Command) (string, erro
 		return "", flow.MarkInfra(err)
 	}
 	return why, nil
-}
-
-func sortedKeys(m map[string][]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func joinInts(v []int) string {

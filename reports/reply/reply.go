@@ -329,7 +329,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	if err != nil {
 		return err
 	}
-	req := rep.Origin.Request
+	req := rep.Origin.Command
 	aud := r.Cfg.Audience(v.Outcome, reports.Occasion{
 		GuessedBase:  rep.BaseReason == flow.BaseByDefault,
 		Asked:        req != nil,
@@ -410,7 +410,7 @@ func (r *Replier) deliverNotice(ctx context.Context, rep flow.Report, th reports
 			"Please post the missing patches in this thread, or the whole series again."
 		key += "|incomplete"
 	} else {
-		req := rep.Origin.Request
+		req := rep.Origin.Command
 		if req == nil {
 			return fmt.Errorf("refusal without its command")
 		}
