@@ -8,11 +8,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/bwrap"
+	"github.com/rdmabot/rdmabot/internal/cgroup"
 )
 
 // guestSpec is one QEMU guest of a pair.
@@ -73,11 +77,63 @@ type guest struct {
 	done   bool // its exit event was seen
 }
 
-// startGuest starts QEMU and streams its console to events. The process
-// leads its own group so a kill reaches anything it started, and the
-// kernel kills it should this process die first.
-func startGuest(spec guestSpec, events chan<- consoleEvent) (*guest, error) {
-	cmd := exec.Command(spec.binary, spec.args()...)
+// The paths a confined QEMU sees its kernel and initramfs at.
+const (
+	guestKernel = "/guest/bzImage"
+	guestInitrd = "/guest/initrd"
+)
+
+// qemuOverheadMiB is what QEMU itself may use beyond its guest's memory
+// (the translation cache, device state) before its cgroup stops it.
+const qemuOverheadMiB = 1536
+
+// command is the guest's QEMU, confined the way a build is: should the
+// kernel under test break out of its guest, the QEMU process it would
+// own runs under bwrap (it sees the system read-only, its kernel and
+// initramfs, the host's loopback for its link, and nothing of the bot:
+// no database, keys, token or other tests' files), with an empty
+// environment, and in a cgroup of its own bounding its memory (the
+// guest's and qemuOverheadMiB), tasks and CPUs. The cgroup is nil where
+// the bot may make none (serve says so at start).
+func (s guestSpec) command(bwrapBin string) (*exec.Cmd, *cgroup.Group, error) {
+	// The binary by its path: bwrap binds and runs paths, not names.
+	bin, err := exec.LookPath(s.binary)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.binary, err = filepath.Abs(bin); err != nil {
+		return nil, nil, err
+	}
+	inner := s
+	inner.kernel, inner.initrd = guestKernel, guestInitrd
+	bw := []string{"--unshare-all", "--share-net", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"}
+	bw = append(bw, bwrap.SystemArgs()...)
+	bw = append(bw, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind", s.kernel, guestKernel, "--ro-bind", s.initrd, guestInitrd)
+	if !strings.HasPrefix(s.binary, "/usr/") {
+		bw = append(bw, "--ro-bind", s.binary, s.binary)
+	}
+	bw = append(bw, "--", s.binary)
+	bw = append(bw, inner.args()...)
+	cg := cgroup.New("rdmabot-qemu", cgroup.Limits{Memory: int64(s.memMiB+qemuOverheadMiB) << 20, Tasks: 256, CPUs: 2})
+	join := ""
+	if cg != nil {
+		join = cg.Join()
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", join + `exec "$@"`, "sh", bwrapBin}, bw...)...)
+	cmd.Env = []string{}
+	return cmd, cg, nil
+}
+
+// startGuest starts QEMU, confined (see command), and streams its
+// console to events. The process leads its own group so a kill reaches
+// anything it started, and the kernel kills it should this process die
+// first.
+func startGuest(spec guestSpec, bwrapBin string, events chan<- consoleEvent) (*guest, error) {
+	cmd, cg, err := spec.command(bwrapBin)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -87,6 +143,9 @@ func startGuest(spec guestSpec, events chan<- consoleEvent) (*guest, error) {
 	g := &guest{role: spec.role, cmd: cmd, stderr: &tailBuffer{max: 8 << 10}}
 	cmd.Stderr = g.stderr
 	if err := cmd.Start(); err != nil {
+		if cg != nil {
+			cg.Remove()
+		}
 		return nil, err
 	}
 	go func() {
@@ -94,6 +153,12 @@ func startGuest(spec guestSpec, events chan<- consoleEvent) (*guest, error) {
 			events <- consoleEvent{role: spec.role, text: line, at: time.Now()}
 		})
 		err := cmd.Wait()
+		if cg != nil {
+			if n := cg.OOMs(); n > 0 && err != nil {
+				err = fmt.Errorf("%w: its cgroup's memory limit (%d MiB) killed it", err, spec.memMiB+qemuOverheadMiB)
+			}
+			cg.Remove()
+		}
 		events <- consoleEvent{role: spec.role, at: time.Now(), exited: true, err: err}
 	}()
 	return g, nil
@@ -178,10 +243,11 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// listeningBy reports whether process pid LISTENs on 127.0.0.1:port,
-// from /proc/net/tcp and the process's descriptors. Connecting to find
-// out is not an option: QEMU's socket netdev would take the probe for its
-// peer. Checking the owner matters when someone else holds the port.
+// listeningBy reports whether process pid, or one it started (QEMU runs
+// under sh and bwrap), LISTENs on 127.0.0.1:port, from /proc/net/tcp and
+// the processes' descriptors. Connecting to find out is not an option:
+// QEMU's socket netdev would take the probe for its peer. Checking the
+// owner matters when someone else holds the port.
 func listeningBy(pid, port int) (bool, error) {
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
@@ -199,17 +265,52 @@ func listeningBy(pid, port int) (bool, error) {
 	if len(inodes) == 0 {
 		return false, nil
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return false, nil // exited; its exit event follows
-	}
-	for _, fd := range fds {
-		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && inodes[link] {
-			return true, nil
+	for _, p := range family(pid) {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
+		if err != nil {
+			continue // exited; its exit event follows
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p, fd.Name()))
+			if err == nil && inodes[link] {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
+}
+
+// family is pid and every process under it, from /proc.
+func family(pid int) []int {
+	children := map[int][]int{}
+	procs, _ := os.ReadDir("/proc")
+	for _, d := range procs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parens.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
 }
 
 // waitListening polls until the port listens, the guest exits (its exit

@@ -9,23 +9,26 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
+	"github.com/rdmabot/rdmabot/internal/cgroup"
 )
 
-// The stand-in for qemu-system-x86_64: the test binary itself, run with
-// standInEnv set. It prints the lab's console protocol the way a kernel
+// The stand-in for qemu-system-x86_64: the test binary itself, run by
+// the name standInName (QEMU runs with an empty environment). It prints the lab's console protocol the way a kernel
 // can. A kernel file holding "honest" plays a passing run at about
 // 8 MB/s; one holding "hostile" plays an attacker on its side: forged
 // results at 1600 MB/s, another build id, progress without end, and no
 // power-off; "liar" moves the data as the honest one does and says it
 // did so at 1600 MB/s.
-const standInEnv = "RDMABOT_QEMU_STANDIN"
+const standInName = "qemu-standin"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(standInEnv) != "" {
+	if filepath.Base(os.Args[0]) == standInName {
 		os.Exit(standIn(os.Args[1:]))
 	}
 	os.Exit(m.Run())
@@ -74,6 +77,26 @@ func standIn(args []string) int {
 	}
 	say := func(format string, a ...any) { fmt.Printf(format+"\n", a...) }
 	say("[    0.000000] Linux version 6.12.117 (%s) #1 SMP", strings.TrimSpace(string(kind)))
+	if f := strings.Fields(string(kind)); len(f) == 2 && f[0] == "snoop" {
+		// A guest broken out into its QEMU looks around the host.
+		_, err := os.ReadFile(f[1])
+		say("snoop read: %v", err)
+		say("snoop write: %v", os.WriteFile(filepath.Join(filepath.Dir(f[1]), "planted"), []byte("x"), 0o644))
+		say("snoop env: %q", os.Environ())
+	}
+	if string(kind) == "hog" {
+		// One that takes all the host's memory it can (outside Go's
+		// heap, which the race detector makes slow to grow).
+		for {
+			b, err := syscall.Mmap(-1, 0, 256<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+			if err != nil {
+				return 1
+			}
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+		}
+	}
 	if strings.HasPrefix(string(kind), "hostile") {
 		// Everything a kernel can print to look good, on its own console.
 		say("@@RB BOOTED role=%s kernel=6.12.117 build_id=ffff t=1.0", role)
@@ -157,9 +180,12 @@ func standIn(args []string) int {
 // standInPair is a QEMU pair whose qemu is the stand-in, with phase
 // limits of seconds.
 func standInPair(t *testing.T) *QEMUPair {
-	t.Setenv(standInEnv, "1")
-	bin, err := os.Executable()
+	self, err := os.Executable()
 	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), standInName)
+	if err := os.Symlink(self, bin); err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig().QEMU
@@ -230,4 +256,49 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			t.Logf("%s %s: %q in %v, %d iterations", c.side, c.kind, res.Failure, took.Round(time.Millisecond), len(res.Iterations))
 		})
 	}
+}
+
+// A guest that breaks out into its QEMU finds itself confined: it cannot
+// read or write the host's files (a stand-in for the database, keys and
+// token), has no environment, and its memory is bounded by a cgroup of
+// its own; a QEMU stopped there is the lab's fault, said so.
+func TestGuestsAreConfined(t *testing.T) {
+	p := standInPair(t)
+	test := DefaultTest()
+	test.Iterations = 1
+	secret := filepath.Join(t.TempDir(), "rdmabot.db")
+	if err := os.WriteFile(secret, []byte("the bot's secrets"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(context.Background(), standInKernel(t, "snoop "+secret), test)
+	if err != nil {
+		t.Fatalf("the snooping stand-in's run: %v", err)
+	}
+	for _, want := range []string{
+		"snoop read: open " + secret + ": no such file or directory",
+		"snoop write: open " + filepath.Join(filepath.Dir(secret), "planted") + ": no such file or directory",
+		`snoop env: ["PWD=/"]`, // bwrap's own
+	} {
+		if !strings.Contains(res.Server.Console, want) {
+			t.Errorf("server console lacks %q:\n%s", want, res.Server.Console)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(secret), "planted")); err == nil {
+		t.Error("the guest planted a file on the host")
+	}
+
+	if cg := cgroup.New("rdmabot-qemu-test", cgroup.Limits{Memory: 64 << 20}); cg == nil {
+		t.Skip("this machine lets the bot make no memory cgroup: the memory bound is not tested here")
+	} else {
+		cg.Remove()
+	}
+	// The smallest guest, so the bound (its memory and QEMU's overhead,
+	// 1.6 GiB) is reached soon; the host's page faults set the pace.
+	p.cfg.MemoryMiB, p.cfg.BootTimeout = 64, cfgtype.D(2*time.Minute)
+	start := time.Now()
+	_, err = p.Run(context.Background(), standInKernel(t, "hog"), test)
+	if !flow.IsInfra(err) || !strings.Contains(err.Error(), "memory limit") {
+		t.Fatalf("a QEMU eating the host's memory: want the lab's fault naming the memory limit, got %v", err)
+	}
+	t.Logf("the hog was stopped in %v", time.Since(start).Round(time.Millisecond))
 }

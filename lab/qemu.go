@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -319,6 +320,10 @@ func (r *run) spec(role, netdev, mac string) guestSpec {
 // client. A port someone else took is retried on a fresh one.
 func (r *run) launch(ctx context.Context) error {
 	r.start = time.Now()
+	bwrapBin, err := exec.LookPath("bwrap")
+	if err != nil {
+		return &InfraError{Op: "start qemu", Err: fmt.Errorf("guests run under bwrap, and it is not installed here (scripts/setup.sh installs it): %w", err)}
+	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		pick := freePort
@@ -329,7 +334,7 @@ func (r *run) launch(ctx context.Context) error {
 		if err != nil {
 			return &InfraError{Op: "port", Err: err}
 		}
-		srv, err := startGuest(r.spec("server", fmt.Sprintf("socket,id=n0,listen=127.0.0.1:%d", port), "52:54:00:00:00:01"), r.events)
+		srv, err := startGuest(r.spec("server", fmt.Sprintf("socket,id=n0,listen=127.0.0.1:%d", port), "52:54:00:00:00:01"), bwrapBin, r.events)
 		if err != nil {
 			return &InfraError{Host: "server", Op: "start qemu", Err: err}
 		}
@@ -359,7 +364,7 @@ func (r *run) launch(ctx context.Context) error {
 		return &InfraError{Host: "server", Op: "link port", Err: lastErr}
 	}
 	port := portOf(r.guests["server"])
-	cli, err := startGuest(r.spec("client", fmt.Sprintf("socket,id=n0,connect=127.0.0.1:%s", port), "52:54:00:00:00:02"), r.events)
+	cli, err := startGuest(r.spec("client", fmt.Sprintf("socket,id=n0,connect=127.0.0.1:%s", port), "52:54:00:00:00:02"), bwrapBin, r.events)
 	if err != nil {
 		return &InfraError{Host: "client", Op: "start qemu", Err: err}
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/cgroup"
 	"github.com/rdmabot/rdmabot/lab"
 )
 
@@ -160,7 +160,7 @@ func TestCheckLimitsSaysSoLoudly(t *testing.T) {
 	st := openStore(t)
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	missing := &kbuild.LimitsError{Missing: []string{"memory", "pids"}, Under: "4:memory:/"}
+	missing := &cgroup.LostError{Missing: []string{"memory", "pids"}, Under: "4:memory:/"}
 	if err := checkLimits(ctx, st, func() error { return missing }, log); err != nil {
 		t.Fatal(err)
 	}

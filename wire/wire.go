@@ -23,6 +23,7 @@ import (
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/cgroup"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/lore/feed"
@@ -153,10 +154,16 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 			stages.Debug = debug
 		}
 	}
-	if !slices.ContainsFunc(strings.Split(role, ","), func(r string) bool {
-		r = strings.TrimSpace(r)
-		return r == bot.RoleAll || r == bot.RoleBuild
-	}) {
+	hasRole := func(want ...string) bool {
+		return slices.ContainsFunc(strings.Split(role, ","), func(r string) bool { return slices.Contains(want, strings.TrimSpace(r)) })
+	}
+	// Builds and QEMU guests run posted code: each in a cgroup of its own.
+	if hasRole(bot.RoleAll, bot.RoleBuild, bot.RoleLab) {
+		if err := checkLimits(ctx, st, cgroup.Check, log); err != nil {
+			return bot.Stages{}, err
+		}
+	}
+	if !hasRole(bot.RoleAll, bot.RoleBuild) {
 		return stages, nil
 	}
 	bs, err := builder.OpenStore(builder.StorePath(cfg.DataDir))
@@ -183,9 +190,6 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 		return bot.Stages{}, fmt.Errorf("kbuild: %w", err)
 	}
 	r.Kernels.Compiler = kb.Toolchain().Words()
-	if err := checkLimits(ctx, st, kbuild.CheckLimits, log); err != nil {
-		return bot.Stages{}, err
-	}
 	b := &builder.Stage{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
 	stages.Build, stages.Trees = buildStage{b}, b
 	if stages.Debug != nil {
@@ -224,8 +228,8 @@ func NewRunner(cfg Config, consoles lab.ConsoleKeeper, log *slog.Logger) *lab.Ru
 // seriesSide is the side a series' kernel boots on (lab.SideOf).
 func seriesSide(s flow.Series) string { return lab.SideOf(s.Changes) }
 
-// checkLimits says loudly when builds here go without their cgroup
-// limits (a serve user given no cgroup of its own): an ERROR in the log,
+// checkLimits says loudly when builds and guests here go without their
+// cgroup limits (a serve user given no cgroup of its own): an ERROR in the log,
 // and a failing "sandbox build-limits" source on the dashboard and in
 // rdmabot status, until a start where they apply. It fails only when
 // the record cannot be stored.
@@ -233,7 +237,7 @@ func checkLimits(ctx context.Context, st *store.Store, check func() error, log *
 	start := time.Now()
 	err := check()
 	if err != nil {
-		log.Error("builds of posted series are not contained", "err", err)
+		log.Error("builds and QEMU guests of posted series are not contained", "err", err)
 	}
 	_, rerr := st.RecordHealth(ctx, st.DB, "sandbox", "build-limits", time.Since(start), err)
 	return rerr

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/cgroup"
 )
 
 // Finding 5: an untrusted tree whose base builds fails, hangs or fills
@@ -24,10 +26,10 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 	b := newToyBuilder(t, Options{Timeout: 3 * time.Second, Limits: Limits{Memory: 64 << 20, Tmp: 8 << 20, Disk: 8 << 20, Files: 5000, Log: 1 << 20}})
 	ctx := context.Background()
 	oomTail := "out of memory"
-	if cg := newCgroup(Limits{Memory: 64 << 20}); cg == nil {
+	if cg := cgroup.New("rdmabot-kbuild-test", cgroup.Limits{Memory: 64 << 20}); cg == nil {
 		oomTail = "" // only the tmpfs and file size limits apply here
 	} else {
-		cg.remove()
+		cg.Remove()
 	}
 	for _, c := range []struct{ name, recipe, target, tail string }{
 		{"prints no space", "\techo 'main.c: No space left on device' && echo 'Killed signal terminated program cc1' && false", "bzImage", ""},
@@ -72,11 +74,11 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 
 // The memory limit is a cgroup's, where this machine lets us make one.
 func TestSandboxMemoryLimit(t *testing.T) {
-	cg := newCgroup(Limits{Memory: 64 << 20})
+	cg := cgroup.New("rdmabot-kbuild-test", cgroup.Limits{Memory: 64 << 20})
 	if cg == nil {
 		t.Skip("cannot create a memory cgroup here")
 	}
-	cg.remove()
+	cg.Remove()
 	sb := &Sandbox{Bwrap: requireBwrap(t), Src: t.TempDir(), Out: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
 		Limits: &Limits{Memory: 64 << 20, Tasks: 64}}
 	var out limitedBuffer
@@ -100,7 +102,7 @@ func TestHelperCheckLimits(t *testing.T) {
 	if os.Getenv(checkLimitsHelper) == "" {
 		t.Skip("run by TestLimitsHoldForTheServeUser as another user")
 	}
-	fmt.Printf("CheckLimits: %v\n", CheckLimits())
+	fmt.Printf("CheckLimits: %v\n", cgroup.Check())
 }
 
 // Run as an unprivileged user the way scripts/run.sh starts serve (in a
@@ -116,10 +118,10 @@ func TestLimitsHoldForTheServeUser(t *testing.T) {
 	if _, err := exec.LookPath("runuser"); err != nil {
 		t.Skip("runuser not installed")
 	}
-	if cg := newCgroup(Limits{Memory: 64 << 20}); cg == nil {
+	if cg := cgroup.New("rdmabot-kbuild-test", cgroup.Limits{Memory: 64 << 20}); cg == nil {
 		t.Skip("root cannot make a memory cgroup here either")
 	} else {
-		cg.remove()
+		cg.Remove()
 	}
 	// The test binary, where the other user can run it.
 	dir, err := os.MkdirTemp("", "rdmabot-limits-")
@@ -156,7 +158,7 @@ func TestLimitsHoldForTheServeUser(t *testing.T) {
 		return string(out)
 	}
 	without := run()
-	if !strings.Contains(without, "CheckLimits: builds run without their memory and pids limits") ||
+	if !strings.Contains(without, "CheckLimits: builds and lab guests run without their memory and pids limits") ||
 		!strings.Contains(without, "--- SKIP: TestSandboxMemoryLimit") {
 		t.Errorf("as nobody in root's cgroup:\n%s", without)
 	}

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/bwrap"
+	"github.com/rdmabot/rdmabot/internal/cgroup"
 )
 
 // BuildDirs are the directories a kernel's build runs in, inside the
@@ -76,23 +78,8 @@ func (s *Sandbox) args(argv []string) []string {
 		"--die-with-parent",
 		"--new-session",
 		"--cap-drop", "ALL",
-		"--ro-bind", "/usr", "/usr",
 	}
-	// Debian's merged /usr: /bin, /lib ... are symlinks into it.
-	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"} {
-		if t, err := os.Readlink(d); err == nil {
-			a = append(a, "--symlink", t, d)
-		} else if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			a = append(a, "--ro-bind", d, d)
-		}
-	}
-	// Only what the toolchain reads from /etc: the dynamic linker's cache
-	// and the alternatives that name cc, ld and friends.
-	for _, f := range []string{"/etc/ld.so.cache", "/etc/alternatives"} {
-		if _, err := os.Stat(f); err == nil {
-			a = append(a, "--ro-bind", f, f)
-		}
-	}
+	a = append(a, bwrap.SystemArgs()...)
 	a = append(a,
 		"--proc", "/proc",
 		"--dev", "/dev",
@@ -128,7 +115,7 @@ func (s *Sandbox) args(argv []string) []string {
 // as *exec.ExitError; a sandbox that could not start as *InfraError.
 func (s *Sandbox) Run(ctx context.Context, w io.Writer, argv ...string) error {
 	cmd := exec.CommandContext(ctx, s.Bwrap, s.args(argv)...)
-	var cg *cgroup
+	var cg *cgroup.Group
 	if s.Limits != nil {
 		// A shell joins the cgroup and sets the file size limit, then
 		// becomes bwrap: everything the build starts is inside from the
@@ -137,11 +124,9 @@ func (s *Sandbox) Run(ctx context.Context, w io.Writer, argv ...string) error {
 		if s.Limits.FileSize > 0 {
 			fmt.Fprintf(&script, "ulimit -f %d; ", s.Limits.FileSize/512) // 512-byte blocks in POSIX sh
 		}
-		if cg = newCgroup(*s.Limits); cg != nil {
-			defer cg.remove()
-			for _, f := range cg.procsFiles() {
-				fmt.Fprintf(&script, "echo $$ 2>/dev/null > '%s'; ", f)
-			}
+		if cg = cgroup.New("rdmabot-kbuild", s.Limits.cgroupLimits()); cg != nil {
+			defer cg.Remove()
+			script.WriteString(cg.Join())
 		}
 		script.WriteString(`exec "$@"`)
 		cmd = exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", script.String(), "sh", s.Bwrap}, s.args(argv)...)...)
@@ -161,7 +146,7 @@ func (s *Sandbox) Run(ctx context.Context, w io.Writer, argv ...string) error {
 	if err != nil && !errors.As(err, &ee) {
 		return &InfraError{Op: "sandbox", Err: err}
 	}
-	if err != nil && cg != nil && cg.ooms() > 0 {
+	if err != nil && cg != nil && cg.OOMs() > 0 {
 		return &OOMError{Limit: s.Limits.Memory, Err: err}
 	}
 	return err
