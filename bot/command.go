@@ -51,6 +51,9 @@ func (b *Bot) Act(ctx context.Context, c flow.Command, s *flow.Series, o flow.Or
 // here, is answered as a test of its own that is done at once: its reply
 // goes to the sender through the outbox like every other.
 func (b *Bot) act(ctx context.Context, tx *sql.Tx, c flow.Command, s *flow.Series, o flow.Origin) (flow.Acted, error) {
+	if o.Kind == "mail" {
+		o.Command = &c // answered in place, with its refusal if any
+	}
 	if c.Refused == "" {
 		a, err := b.do(ctx, tx, c, s, o)
 		var ce *flow.CommandError
@@ -62,16 +65,12 @@ func (b *Bot) act(ctx context.Context, tx *sql.Tx, c flow.Command, s *flow.Serie
 	if o.Kind != "mail" || s == nil {
 		return flow.Acted{}, &flow.CommandError{Why: c.Refused}
 	}
-	o.Command = &c
 	id, created, err := b.enqueueNotice(ctx, tx, *s, "refused:"+c.MsgID, flow.Refused, c.Refused, o)
 	return flow.Acted{What: flow.ActedRefused, ID: id, New: created}, err
 }
 
 // do acts on a command nobody refused.
 func (b *Bot) do(ctx context.Context, tx *sql.Tx, c flow.Command, s *flow.Series, o flow.Origin) (flow.Acted, error) {
-	if o.Kind == "mail" {
-		o.Command = &c
-	}
 	switch c.Verb {
 	case flow.CommandInvalid, flow.CommandDup:
 		if s == nil {
@@ -133,8 +132,11 @@ func (b *Bot) knownTree(tree, branch string) error {
 // retestThread queues the newest test of o's thread again, as a new test.
 func (b *Bot) retestThread(ctx context.Context, tx *sql.Tx, o flow.Origin) (flow.Acted, error) {
 	thread := threadOf(o)
+	if thread == "" {
+		return flow.Acted{}, &flow.CommandError{Why: "there is no test here to run again"}
+	}
 	old, err := b.st.LatestInThread(ctx, tx, thread)
-	if errors.Is(err, store.ErrNotFound) || thread == "" {
+	if errors.Is(err, store.ErrNotFound) {
 		return flow.Acted{}, &flow.CommandError{Why: "there is no test here to run again"}
 	}
 	if err != nil {
@@ -152,8 +154,11 @@ func (b *Bot) retestThread(ctx context.Context, tx *sql.Tx, o flow.Origin) (flow
 // cancelThread cancels the newest unfinished test of o's thread.
 func (b *Bot) cancelThread(ctx context.Context, o flow.Origin) (flow.Acted, error) {
 	thread := threadOf(o)
+	if thread == "" {
+		return flow.Acted{}, &flow.CommandError{Why: "there is no test here to cancel"}
+	}
 	t, err := b.st.LatestInThread(ctx, b.st.DB, thread)
-	if errors.Is(err, store.ErrNotFound) || thread == "" {
+	if errors.Is(err, store.ErrNotFound) {
 		return flow.Acted{}, &flow.CommandError{Why: "there is no test here to cancel"}
 	}
 	if err != nil {
