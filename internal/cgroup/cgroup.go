@@ -7,12 +7,12 @@ package cgroup
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -32,8 +32,6 @@ type Limits struct {
 	Tasks  int64 // processes and threads
 	CPUs   int   // CPU bandwidth, in CPUs
 }
-
-var seq atomic.Int64
 
 // New creates a run's cgroup, named for what runs in it (prefix), under
 // this process's own with l's limits, or returns nil when it cannot:
@@ -56,7 +54,9 @@ func New(prefix string, l Limits) *Group {
 		}
 	}
 	f.Close()
-	name := fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), seq.Add(1))
+	// The pid and a random word: unique among this process's groups and
+	// any other's, with no counter kept between calls.
+	name := fmt.Sprintf("%s-%d-%08x", prefix, os.Getpid(), rand.Uint32())
 	cg := &Group{}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		// cgroup v2, unified at /sys/fs/cgroup.
