@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,9 @@ import (
 // 8 MB/s; one holding "hostile" plays an attacker on its side: forged
 // results at 1600 MB/s, another build id, progress without end, and no
 // power-off; "liar" moves the data as the honest one does and says it
-// did so at 1600 MB/s.
+// did so at 1600 MB/s; "forger" writes other data than it was given and
+// says its check passed. The honest server checks what it received
+// against the test's data, as a trusted server does.
 const standInName = "qemu-standin"
 
 func TestMain(m *testing.M) {
@@ -130,7 +133,17 @@ func standIn(args []string) int {
 		// and what it sent back when read, until the client is done.
 		// Asked to take the times (rb.timer=server), it times each file
 		// from its first byte to its last, on its own clock.
+		// It checks each file against the data the host gave both
+		// guests, as labtest.sh's server_check does.
 		const file = 16 << 20
+		data := testData(16)
+		iters := 2
+		for _, w := range strings.Fields(cmdline) {
+			if v, ok := strings.CutPrefix(w, "rb.iters="); ok {
+				fmt.Sscan(v, &iters)
+			}
+		}
+		same := map[int]bool{}
 		var moved int64
 		var first time.Time
 		iter := 1
@@ -142,6 +155,15 @@ func standIn(args []string) int {
 					first = time.Now()
 				}
 				conn.Write(buf[:n])
+				for got, at := buf[:n], moved; len(got) > 0; {
+					i, off := int(at/file)+1, at%file
+					k := min(int64(len(got)), file-off)
+					if _, seen := same[i]; !seen {
+						same[i] = true
+					}
+					same[i] = same[i] && bytes.Equal(got[:k], data[off:off+k])
+					got, at = got[k:], at+k
+				}
 				moved += int64(n)
 				if strings.Contains(cmdline, "rb.timer=server") && moved >= int64(iter)*file {
 					secs := time.Since(first).Seconds()
@@ -154,11 +176,23 @@ func standIn(args []string) int {
 			}
 		}
 		say("@@RB CLIENT_DONE msg=ok t=9")
+		for i := 1; i <= iters; i++ {
+			result := "missing"
+			if moved >= int64(i)*file {
+				result = map[bool]string{true: "ok", false: "mismatch"}[same[i]]
+			}
+			say("@@RB SRVCMP iter=%d result=%s", i, result)
+		}
 		say("@@RB SRVIO read=%d written=%d", moved, moved)
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
-		chunk := make([]byte, 16<<20)
+		chunk := testData(16)
+		if strings.TrimSpace(string(kind)) == "forger" {
+			// It moves a file, not the one it was given, and says the
+			// data came back as written.
+			chunk = make([]byte, 16<<20)
+		}
 		for i := 1; i <= 2; i++ {
 			// Write the file over the link and read it back.
 			go conn.Write(chunk)
@@ -227,7 +261,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 
 	for _, c := range []struct{ side, kind string }{
 		{SideServer, "hostile"}, {SideServer, "hostile-spin"}, {SideClient, "hostile"}, {SideClient, "hostile-spin"},
-		{SideClient, "liar"},
+		{SideClient, "liar"}, {SideClient, "forger"},
 	} {
 		t.Run(c.side+"-"+c.kind, func(t *testing.T) {
 			cand := standInKernel(t, c.kind)
@@ -245,6 +279,12 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			}
 			if err != nil {
 				return // its own failure (BootError), never a pass
+			}
+			if c.kind == "forger" && (res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch")) {
+				t.Errorf("a client that wrote other data than it was given: passed=%v corrupt=%q", res.Passed, res.Corrupt)
+			}
+			if c.kind == "liar" && (!res.Passed || res.Corrupt != "") {
+				t.Errorf("a client that moved the data as given: failure %q corrupt %q", res.Failure, res.Corrupt)
 			}
 			// The figures are the trusted side's alone: the base client's
 			// 8 MB/s, or the trusted server's own times.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,6 +154,57 @@ func (im Image) WithLayers(layers ...string) (string, error) {
 		return "", err
 	}
 	return out, os.Rename(tmp.Name(), out)
+}
+
+// dataPath is where the transfer test's file lies in every guest: the
+// host made it, so the trusted server knows what a client running the
+// kernel under test was given to write (labtest.sh, server_check).
+const dataPath = "usr/lib/rdmabot/data"
+
+// dataLayer is the name of the layer holding the transfer test's file of
+// mib MiB, made in the image's directory when it is not there yet.
+func (im Image) dataLayer(mib int) (string, error) {
+	name := fmt.Sprintf("data-%dM", mib)
+	out := layerPaths(im.Dir, []string{name})[0]
+	if _, err := os.Stat(out); err == nil {
+		return name, nil
+	}
+	tmp, err := os.CreateTemp(im.Dir, ".data-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	c := newCpioWriter(w)
+	err = c.header(dataPath, cpioFile|0o444, int64(mib)<<20, 0, 0)
+	if err == nil {
+		err = c.write(testData(mib))
+	}
+	if err == nil {
+		err = c.align()
+	}
+	if err == nil {
+		err = c.close()
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("image data layer: %w", err)
+	}
+	return name, os.Rename(tmp.Name(), out)
+}
+
+// testData is the transfer test's file: incompressible, and the same for
+// a size wherever it is made (ChaCha8 from a fixed seed), so the layer
+// can be kept and a stand-in guest can check it.
+func testData(mib int) []byte {
+	b := make([]byte, mib<<20)
+	rand.NewChaCha8([32]byte{'r', 'd', 'm', 'a', 'b', 'o', 't'}).Read(b)
+	return b
 }
 
 func layerPaths(dir string, layers []string) []string {

@@ -236,8 +236,15 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 // initrd is the image with the layers the test needs.
 func (p *QEMUPair) initrd(t Test) (string, error) {
 	layers := append([]string(nil), p.extraLayers...)
-	if t.Kind == "fio" {
+	switch t.Kind {
+	case "fio":
 		layers = append(layers, "fio")
+	case "transfer":
+		data, err := p.image.dataLayer(t.SizeMiB)
+		if err != nil {
+			return "", err
+		}
+		layers = append(layers, data)
 	}
 	path, err := p.image.WithLayers(layers...)
 	if err != nil {
@@ -274,6 +281,9 @@ type run struct {
 	// clientCmp is the client's data check per iteration, when the
 	// server times the run.
 	clientCmp map[int]string
+	// serverCmp is the server's check of each iteration's file against
+	// the data the host gave both guests (SRVCMP).
+	serverCmp map[int]string
 	fatalAt   time.Time
 	// lastProgress is when the last iteration reported.
 	lastProgress time.Time
@@ -290,6 +300,7 @@ func (r *run) init() {
 	r.last = map[string]marker{}
 	r.exitErr = map[string]error{}
 	r.clientCmp = map[int]string{}
+	r.serverCmp = map[int]string{}
 }
 
 // timedByServer says the trusted server takes the times: the client
@@ -409,6 +420,9 @@ func (r *run) handle(ev consoleEvent) {
 		// or the trusted server when the client runs the kernel under
 		// test. Lines of the same names from the other side are not
 		// results.
+		if ev.role == "server" && m.Event == "SRVCMP" {
+			r.serverCmp[m.int("iter")] = m.Args["result"]
+		}
 		timer, events := "client", []string{"RESULT", "FIO"}
 		if r.timedByServer() {
 			timer, events = "server", []string{"STIME"}
@@ -710,13 +724,27 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	}
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
+	res.Corrupt = r.corrupt()
+	return res, nil
+}
+
+// corrupt says which iteration's data did not survive the transfer test
+// ("" when all did): the server's check of what the client wrote, then
+// the client's of what it read back. A server that runs the kernel under
+// test cannot vouch for a file; a client's word counts only against it.
+func (r *run) corrupt() string {
+	if r.test.Kind != "transfer" {
+		return ""
+	}
 	for _, it := range r.iters {
-		if r.test.Kind == "transfer" && it.Cmp == "mismatch" {
-			res.Corrupt = fmt.Sprintf("iteration %d of %d: the file read back over NFS/RDMA differs from the one written (cmp)", it.N, len(r.iters))
-			break
+		if got := r.serverCmp[it.N]; got == "mismatch" || got == "missing" {
+			return fmt.Sprintf("iteration %d of %d: the file the client wrote over NFS/RDMA is not, on the server, the data it was given (server's check: %s)", it.N, len(r.iters), got)
+		}
+		if it.Cmp == "mismatch" {
+			return fmt.Sprintf("iteration %d of %d: the file read back over NFS/RDMA differs from the one written (cmp)", it.N, len(r.iters))
 		}
 	}
-	return res, nil
+	return ""
 }
 
 // firstMissed is the first boot milestone role did not reach, or
@@ -760,6 +788,14 @@ func (r *run) failure(res *Result) string {
 	for _, it := range r.iters {
 		if r.test.Kind == "transfer" && it.Cmp == "" && r.timedByServer() {
 			return fmt.Sprintf("iteration %d: the client reported no data check", it.N)
+		}
+		if r.test.Kind == "transfer" && r.timedByServer() && r.serverCmp[it.N] != "ok" {
+			// The trusted server looks at every file a candidate client
+			// wrote: none found as given is a failed transfer.
+			return fmt.Sprintf("iteration %d: the trusted server did not find the file as the client was given it (%q)", it.N, r.serverCmp[it.N])
+		}
+		if got := r.serverCmp[it.N]; r.test.Kind == "transfer" && (got == "mismatch" || got == "missing") {
+			return fmt.Sprintf("iteration %d: the server did not find the file as the client was given it (%q)", it.N, got)
 		}
 		if r.test.Kind == "transfer" && it.Cmp != "ok" {
 			return fmt.Sprintf("iteration %d: data mismatch", it.N)

@@ -171,6 +171,30 @@ func TestPairTransferRxe(t *testing.T) {
 	}
 	saveHealthConsole(t, "rxe-clean", res)
 	t.Logf("phases %+v, iterations %+v, health %+v", ph, res.Iterations, h)
+	// The trusted server found each file as the client was given it.
+	if n := strings.Count(res.Server.Console, "@@RB SRVCMP iter="); n != 2 || strings.Count(res.Server.Console, " result=ok ") != 2 {
+		t.Errorf("the trusted server's checks of the client's files (%d):\n%s", n, tail(res.Server.Console, 20))
+	}
+
+	// A client whose file on the server is not what it was given, while
+	// its own read-back matched (rb.crash=corrupt changes the server's
+	// copy after the client's check): the trusted server's check is what
+	// finds it, and the run is corruption, not a pass.
+	p.hooks.cmdline = "rb.crash=corrupt"
+	res, err = p.Run(context.Background(), k, test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch") {
+		t.Errorf("a file changed on the server: passed=%v failure %q corrupt %q", res.Passed, res.Failure, res.Corrupt)
+	}
+	for _, it := range res.Iterations {
+		if it.Cmp != "ok" {
+			t.Errorf("the client's own check saw the change (%+v): the server's check was not what found it", it)
+		}
+	}
+	t.Logf("changed on the server: %s", res.Corrupt)
 }
 
 // A shaped link (the lossy profile, the power bench's slowdowns): both

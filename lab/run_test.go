@@ -16,8 +16,15 @@ import (
 // loop would, one second of host time apart.
 func feed(t *testing.T, test Test, script string) *run {
 	t.Helper()
+	return feedKernel(t, test, Kernel{BzImage: "bzImage"}, script)
+}
+
+// feedKernel is feed for kernel k: a candidate beside a trusted peer
+// changes which side's lines are results.
+func feedKernel(t *testing.T, test Test, k Kernel, script string) *run {
+	t.Helper()
 	p := NewQEMUPair(DefaultConfig().QEMU, Image{}, testLogger(t))
-	r := &run{pair: p, test: test, kernel: Kernel{BzImage: "bzImage"}, events: make(chan consoleEvent, 16)}
+	r := &run{pair: p, test: test, kernel: k, events: make(chan consoleEvent, 16)}
 	r.init()
 	r.start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, role := range []string{"server", "client"} {
@@ -270,5 +277,67 @@ func TestRunProgressCannotHoldThePair(t *testing.T) {
 	per := c.IterationTimeout.Duration + time.Duration(test.SizeMiB)*c.PerMiBTimeout.Duration
 	if phase != "test" || !dl.Equal(mounted.Add(2*per)) {
 		t.Errorf("deadline %v (%s), want mounted + 2 iterations' limits %v", dl.Sub(mounted), phase, 2*per)
+	}
+}
+
+// A run with the candidate on the client, timed by the trusted server.
+const serverTimedRun = `
+server @@RB BOOTED role=server kernel=6.12.117 build_id=ab t=1.5
+client @@RB BOOTED role=client kernel=6.12.117 build_id=ab t=1.6
+server @@RB RDMA_UP dev=rxe0 t=1.8
+client @@RB RDMA_UP dev=rxe0 t=1.9
+server @@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0
+client @@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0
+client @@RB TRANSPORT xprt=rdma t=5.1
+server @@RB STIME iter=1 mb=32 write_s=1.60 write_MBps=20.00 read_s=1.45 read_MBps=22.07
+client @@RB RESULT iter=1 mb=32 gen_s=0 write_s=1.60 write_MBps=20.00 read_s=1.45 read_MBps=22.07 cmp=ok t=9
+server @@RB STIME iter=2 mb=32 write_s=1.70 write_MBps=18.82 read_s=1.50 read_MBps=21.33
+client @@RB RESULT iter=2 mb=32 gen_s=0 write_s=1.70 write_MBps=18.82 read_s=1.50 read_MBps=21.33 cmp=ok t=13
+client @@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2
+client @@RB POWEROFF status=ok t=13.5
+client EXIT
+server @@RB CLIENT_DONE msg=ok t=13.4
+server @@RB SRVCMP iter=1 result=ok t=13.5
+server @@RB SRVCMP iter=2 result=ok t=13.6
+server @@RB SRVIO read=67108864 written=67108864
+server @@RB POWEROFF status=ok t=13.7
+server EXIT
+`
+
+// The trusted server's check of the files a candidate client wrote
+// decides whether its data arrived, whatever the client says of its own
+// cmp; a candidate server's word on the files counts only against it,
+// and the client's check of what it read back stays.
+func TestRunServerChecksClientFiles(t *testing.T) {
+	test := DefaultTest()
+	test.Iterations = 2
+	base := Kernel{BzImage: "base", BuildID: "ab"}
+	onClient := Kernel{BzImage: "cand", BuildID: "ab", Peer: &base, Side: SideClient}
+	onServer := Kernel{BzImage: "cand", BuildID: "ab", Peer: &base, Side: SideServer}
+	for name, c := range map[string]struct {
+		k                Kernel
+		script           string
+		passed           bool
+		failure, corrupt string
+	}{
+		"as given":                {onClient, serverTimedRun, true, "", ""},
+		"changed on the server":   {onClient, strings.Replace(serverTimedRun, "iter=2 result=ok", "iter=2 result=mismatch", 1), false, "iteration 2: the trusted server did not find the file", "iteration 2 of 2: the file the client wrote over NFS/RDMA is not, on the server, the data it was given (server's check: mismatch)"},
+		"never written":           {onClient, strings.Replace(serverTimedRun, "iter=1 result=ok", "iter=1 result=missing", 1), false, "iteration 1: the trusted server did not find the file", "server's check: missing"},
+		"the server said nothing": {onClient, strings.Replace(serverTimedRun, "server @@RB SRVCMP", "server x", -1), false, `iteration 1: the trusted server did not find the file as the client was given it ("")`, ""},
+		"read back changed":       {onClient, strings.Replace(serverTimedRun, "cmp=ok t=13", "cmp=mismatch t=13", 1), false, "iteration 2: data mismatch", "iteration 2 of 2: the file read back over NFS/RDMA differs"},
+		// A candidate server vouches for nothing: the trusted client's
+		// cmp decides, and its own check of a file counts against it.
+		"candidate server, silent":   {onServer, goodRun, true, "", ""},
+		"candidate server, mismatch": {onServer, strings.Replace(goodRun, "server @@RB POWEROFF", "server @@RB SRVCMP iter=1 result=mismatch t=13.5\nserver @@RB POWEROFF", 1), false, "iteration 1: the server did not find the file", "server's check: mismatch"},
+	} {
+		res, err := feedKernel(t, test, c.k, c.script).result(context.Background())
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if res.Passed != c.passed || !strings.Contains(res.Failure, c.failure) || (c.failure == "") != (res.Failure == "") ||
+			!strings.Contains(res.Corrupt, c.corrupt) || (c.corrupt == "") != (res.Corrupt == "") {
+			t.Errorf("%s: passed %v failure %q corrupt %q, want %v %q %q", name, res.Passed, res.Failure, res.Corrupt, c.passed, c.failure, c.corrupt)
+		}
 	}
 }

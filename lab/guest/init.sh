@@ -72,6 +72,8 @@ export RB_SECS=$(param secs 30) RB_READERS=$(param readers 24) RB_WRITERS=$(para
 export RB_CREDITS=$(param credits 20) RB_THREADS=$(param threads 16)
 # rb.netem carries tc's arguments with commas for spaces.
 export RB_NETEM="$(param netem '' | tr , ' ')"
+# The transfer test's file, when the host put it in the initramfs.
+[ -f /usr/lib/rdmabot/data ] && export RB_DATA=/usr/lib/rdmabot/data
 
 status=fail
 case $ROLE in

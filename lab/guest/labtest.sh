@@ -9,6 +9,10 @@
 #   RB_TEST         transfer | fio RB_MB    file size (MiB)   RB_ITERS
 #   RB_HUNG         hung_task_timeout_secs to set (0: leave it)
 #   RB_NETEM        tc netem arguments for RB_DEV ("": leave the link alone)
+#   RB_DATA         the transfer test's file, the same on both hosts (the
+#                   QEMU guests' initramfs carries it): the server checks
+#                   what the client wrote against it. Unset: the client
+#                   makes a random file only it can check
 #   RB_SECS RB_READERS RB_WRITERS RB_CREDITS RB_THREADS
 #                   the pressure test (RB_TEST=pressure): seconds of load,
 #                   parallel O_DIRECT 1 MiB readers and writers, svcrdma's
@@ -140,6 +144,7 @@ server_wait() {
 	msg=$(nc -l -p 7777)
 	[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
 	mark CLIENT_DONE "msg=$msg"
+	[ "$RB_TEST" = transfer ] && server_check
 	server_health
 	[ "$msg" = ok ]
 }
@@ -187,6 +192,27 @@ server_time() {
 			continue
 		fi
 		read -r -t 0.01 -u 3 _
+	done
+}
+
+# server_check: the server's own look at the files the client wrote, one
+# per iteration, against the data both were given (RB_DATA). Run once the
+# client is done, so it costs the timed transfers nothing. A client that
+# runs the kernel under test can say what it likes of its own cmp; this
+# is the trusted side's word on what reached the server.
+server_check() {
+	[ -n "${RB_DATA:-}" ] || return 0
+	i=1
+	while [ $i -le "$RB_ITERS" ]; do
+		if [ ! -f $MNT/f$i ]; then
+			r=missing
+		elif cmp -s "$RB_DATA" $MNT/f$i; then
+			r=ok
+		else
+			r=mismatch
+		fi
+		mark SRVCMP "iter=$i result=$r"
+		i=$((i + 1))
 	done
 }
 
@@ -281,26 +307,34 @@ client_health() {
 client_transfer() {
 	fails=0
 	i=1
-	# One random file per boot: making it takes longer than copying it
-	# under TCG, and every iteration still compares what comes back.
+	src=${RB_DATA:-}
 	a=$(now)
-	dd if=/dev/urandom of=/dev/shm/src bs=1M count="$RB_MB" 2>/dev/null
+	if [ -z "$src" ]; then
+		# One random file per boot: making it takes longer than copying
+		# it under TCG, and every iteration still compares what comes back.
+		src=/dev/shm/src
+		dd if=/dev/urandom of=$src bs=1M count="$RB_MB" 2>/dev/null
+	fi
 	gen=$(since "$a")
 	while [ $i -le "$RB_ITERS" ]; do
 		b=$(now)
-		cp /dev/shm/src $MNT/f
+		# Each iteration's file stays on the server for its check.
+		cp "$src" $MNT/f$i
 		c=$(now)
 		# Drop caches so the read-back crosses the wire.
 		sync
 		echo 3 >/proc/sys/vm/drop_caches
 		d=$(now)
-		cp $MNT/f /dev/shm/back
+		cp $MNT/f$i /dev/shm/back
 		e=$(now)
-		if cmp -s /dev/shm/src /dev/shm/back; then r=ok; else r=mismatch fails=$((fails + 1)); fi
+		if cmp -s "$src" /dev/shm/back; then r=ok; else r=mismatch fails=$((fails + 1)); fi
+		# rb.crash=corrupt, the host's self-test of server_check: the
+		# server's copy changes where only the server can see it.
+		[ "${RB_CRASH:-none}" = corrupt ] && printf x | dd of=$MNT/f$i bs=1 seek=4096 conv=notrunc 2>/dev/null
 		ws=$(awk -v x="$c" -v y="$b" 'BEGIN{printf "%.2f", x-y}')
 		rs=$(awk -v x="$e" -v y="$d" 'BEGIN{printf "%.2f", x-y}')
 		mark RESULT "iter=$i mb=$RB_MB gen_s=$gen write_s=$ws write_MBps=$(mbps "$RB_MB" "$ws") read_s=$rs read_MBps=$(mbps "$RB_MB" "$rs") cmp=$r"
-		rm -f $MNT/f /dev/shm/back
+		rm -f /dev/shm/back
 		gen=0
 		i=$((i + 1))
 	done
