@@ -82,7 +82,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				if err != nil {
 					return flow.MarkInfra(err)
 				}
-				if d.Verdict == flow.Crash || d.Verdict == flow.Regression {
+				if d.Verdict == flow.Crash || d.Verdict == flow.Regression || d.Verdict == flow.DataCorruption {
 					tr.Logf("the profiles decided %s: no default boots", d.Verdict)
 					n = 0
 				}
@@ -252,6 +252,11 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 	return RunProfiles(ctx, profiles, t.Lab, baseBoot, candBoot, short(t.Base), short(t.Candidate), func(p Profile) string {
 		switch {
 		case t.Kind == store.KindMainline:
+			// A head boots on both sides already: a profile that only
+			// moves a series' kernel to the other side has nothing to do.
+			if so, ok := p.(interface{ SeriesOnly() bool }); ok && so.SeriesOnly() {
+				return ""
+			}
 			return "a new " + t.Tree + " " + t.Ref + " head"
 		case series != nil:
 			if w := p.Why(*series); w != "" {
@@ -265,9 +270,10 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 // RunProfiles boots base and candidate (named baseName and candName in
 // trace) under each profile that can run on pair and that why names a
 // reason for ("" = skip it), base and candidate alternating, until a
-// boot crashes. It is the one round of profile boots: the lab job's, and
-// the A/A and compare runners'. An error is the lab's, or a kernel that
-// did not come up under a profile (saying which side).
+// boot crashes or corrupts data. It is the one round of profile boots:
+// the lab job's, and the A/A and compare runners'. An error is the
+// lab's, or a kernel that did not come up under a profile (saying which
+// side).
 func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot, candBoot flow.Boot, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []flow.Sample, err error) {
 	for _, p := range profiles {
 		if !p.Shapes(pair) {
@@ -298,6 +304,10 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 				*side.out = append(*side.out, smp...)
 				if crashed(smp) {
 					fmt.Fprintf(trace, "%s %s %d/%d crashed: %s\n", p.Name(), side.name, i+1, n, firstCrash(smp))
+					return base, cand, nil
+				}
+				if c := firstCorrupt(smp); c != "" {
+					fmt.Fprintf(trace, "%s %s %d/%d corrupted data: %s\n", p.Name(), side.name, i+1, n, c)
 					return base, cand, nil
 				}
 			}
@@ -345,6 +355,17 @@ func (b *Bot) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, e
 		return false, flow.MarkInfra(err)
 	}
 	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, nil
+}
+
+// firstCorrupt is the first sample's account of data that did not
+// survive the transfer ("" when all did).
+func firstCorrupt(samples []flow.Sample) string {
+	for _, s := range samples {
+		if s.Corrupt != "" {
+			return s.Corrupt
+		}
+	}
+	return ""
 }
 
 func crashed(samples []flow.Sample) bool {

@@ -267,9 +267,13 @@ func TestPressureProfileOnMainlineHeads(t *testing.T) {
 	git := gitIn(t, repo)
 	git("update-ref", "refs/heads/master", commits[0])
 	var pressure *fakestage.Pressure
+	// The client-side profile is on too: a head boots on both sides
+	// already, so it never runs for one.
+	clientSide := &fakestage.ClientSide{Calls: &fakestage.Calls{}, N: 1}
 	h := newHarnessWith(t, testConfig(), repo, "", func(o *bot.Options) {
 		pressure = &fakestage.Pressure{Lab: o.Stages.Lab.(*fakestage.Lab), Calls: &fakestage.Calls{}, Providers: []string{"rxe", "siw"}}
-		o.Stages.Profiles = []bot.Profile{pressure}
+		clientSide.Lab = o.Stages.Lab.(*fakestage.Lab)
+		o.Stages.Profiles = []bot.Profile{pressure, clientSide}
 	})
 	ctx := context.Background()
 	head := mainlineHeads(t, h)
@@ -299,6 +303,59 @@ func TestPressureProfileOnMainlineHeads(t *testing.T) {
 	}
 	if bis, err := h.st.Bisections(ctx, 10); err != nil || len(bis) != 0 {
 		t.Errorf("bisections %+v (%v): a pressure-only regression is not bisected on the default test", bis, err)
+	}
+	if c := clientSide.Calls.List(); len(c) != 0 {
+		t.Errorf("client-side boots of mainline heads: %q", c)
+	}
+}
+
+// A series whose kernel boots on the server but changes code the client
+// runs too (ib_core) first boots on the client beside the base on the
+// server: a kernel that corrupts only what it writes as a client is
+// DATA_CORRUPTION from those boots alone, with no default boot. The same
+// kernel in a series that asks nothing of the profile boots on the
+// server only, where it does no harm, and passes: what the profile is for.
+func TestClientSideProfileFindsClientOnlyCorruption(t *testing.T) {
+	var clientSide *fakestage.ClientSide
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		clientSide = &fakestage.ClientSide{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "ib_sg_to_pages", N: 2}
+		o.Stages.Profiles = []bot.Profile{clientSide}
+	})
+	clientSide.Calls = h.calls
+	patch := func(id, subject, body string) flow.Series {
+		s := series(id, subject)
+		s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
+		return s
+	}
+	h.ingest.Add(patch("<sg@x>", "[PATCH] RDMA/core: client-corrupt by coalescing", "@@ -1 +1 @@ int ib_sg_to_pages(struct ib_mr *mr)\n-x\n+y\n"))
+	h.ingest.Add(patch("<elsewhere@x>", "[PATCH] RDMA/core: client-corrupt where nothing asks", "@@ -1 +1 @@ int ib_dealloc_pd(void)\n-x\n+y\n"))
+	h.wait("two replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
+
+	sg, _ := h.report.Get("series:<sg@x>:v1:")
+	if sg.Verdict != flow.DataCorruption || !strings.Contains(sg.Summary, "server's check: mismatch") {
+		t.Fatalf("client-only corruption: %s %q, want DATA_CORRUPTION from the server's check", sg.Verdict, sg.Summary)
+	}
+	for _, s := range sg.CandSamples {
+		if s.Profile != flow.ProfileClientSide {
+			t.Errorf("a candidate boot outside the client-side profile: %+v", s)
+		}
+	}
+	if n := len(sg.CandSamples); n != 1 {
+		t.Errorf("%d candidate boots: the first corrupt one decides", n)
+	}
+	if other, _ := h.report.Get("series:<elsewhere@x>:v1:"); other.Verdict != flow.Pass {
+		t.Errorf("the same kernel booted on the server only: %s, want PASS", other.Verdict)
+	}
+	var boots []string
+	for _, c := range h.calls.List() {
+		if strings.HasPrefix(c, "run ") && strings.Contains(c, " on the client beside ") {
+			boots = append(boots, c)
+		}
+	}
+	// Base beside itself, then the candidate beside the base: one pair,
+	// as the candidate's first boot was corrupt.
+	if len(boots) != 2 {
+		t.Errorf("client-side boots:\n%s", strings.Join(boots, "\n"))
 	}
 }
 

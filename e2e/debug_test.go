@@ -37,7 +37,7 @@ func TestDebugCatchesUseAfterFree(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
-	r := b.postSeeded(ctx, "svc-free-uaf.mbox")
+	r := b.waitSeeded(ctx, b.postSeeded("svc-free-uaf.mbox"))
 
 	if outcome := r.Header.Get("X-Rdmabot-Outcome"); outcome != "CRASH" {
 		t.Fatalf("outcome %s, want CRASH: the use-after-free went unseen\n%s", outcome, r.Body)

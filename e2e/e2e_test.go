@@ -48,7 +48,7 @@ func TestSeriesAnswered(t *testing.T) {
 	for _, s := range []series{a.harmless(), a.slowSend(), a.broken(), a.drainHang(), a.stale()} {
 		all[s.name] = s
 	}
-	// The pressure profile has its own scenario (TestPressureCatchesDoubleCredit):
+	// The pressure profile has its own scenario (TestProfilesCatchSeededBugs):
 	// here it would add four boots each to slow-send and its fix, which
 	// the default test decides.
 	b := startBot(t, m, func(c *wire.Config) {

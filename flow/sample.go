@@ -44,6 +44,11 @@ const ProfileDebug = "debug"
 // its boots' Sample.Profile adds the provider: "pressure-rxe".
 const ProfilePressure = "pressure"
 
+// ProfileClientSide is Sample.Profile of a boot of a series' kernel on
+// the client beside the base on the server (lab.client_side), for a
+// series whose kernel otherwise boots on the server.
+const ProfileClientSide = "client-side"
+
 // IsPressure says the sample is a boot of the pressure profile, on any
 // provider.
 func (s Sample) IsPressure() bool {

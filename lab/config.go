@@ -29,6 +29,24 @@ type Config struct {
 	// Debug is the fourth: the test on kernels built with KASAN, lockdep
 	// and line tables, for changes to teardown, drain and error paths.
 	Debug DebugConfig `toml:"debug"`
+	// ClientSide is the fifth: a series' kernel that boots on the server
+	// boots on the client too, beside the base on the server, for
+	// changes to code both sides run (ib_core, the soft providers).
+	ClientSide ClientSideConfig `toml:"client_side"`
+}
+
+// ClientSideConfig is the client-side profile. A series whose kernel
+// boots on the server (CandidateSide) but changes files matching
+// Touches, code the client runs as much as the server, first gets Boots
+// boots of each kernel on the client, beside the base kernel on the
+// server, which takes the times and checks every file the client wrote:
+// the client's own uses of that code (FRWR registration, its Sends and
+// Receives) are otherwise never run by the series' kernel.
+type ClientSideConfig struct {
+	// Boots per side; 0 turns the profile off.
+	Boots int `toml:"boots"`
+	// Touches is a regular expression over the series' changed files.
+	Touches string `toml:"touches"`
 }
 
 // DebugConfig is the debug profile. A series whose changed lines or
@@ -238,6 +256,10 @@ func DefaultConfig() Config {
 			Boots: 1, Iterations: 1,
 			Touches: `(?i)drain|flush|teardown|destroy|disconnect|shutdown|close|free|release|put\b|error|_err\b|\berr\b`,
 		},
+		ClientSide: ClientSideConfig{
+			Boots:   2,
+			Touches: `^(drivers/infiniband/(core|sw/rxe|sw/siw)/|include/rdma/)`,
+		},
 		// lab/PRESSURE.md works out why these reach the Send Queue's edge.
 		Pressure: PressureConfig{
 			Providers: []string{"rxe", "siw"}, Boots: 1, NFSVersions: []string{"3", "4.1"},
@@ -302,6 +324,14 @@ func (c *Config) Validate() error {
 		}
 		if _, err := regexp.Compile(d.Touches); err != nil || d.Touches == "" {
 			return fmt.Errorf("lab.debug.touches %q: want a regular expression: %v", d.Touches, err)
+		}
+	}
+	if cs := c.ClientSide; cs.Boots != 0 {
+		if cs.Boots < 0 {
+			return fmt.Errorf("lab.client_side.boots %d: want at least 0 (0 = off)", cs.Boots)
+		}
+		if _, err := regexp.Compile(cs.Touches); err != nil || cs.Touches == "" {
+			return fmt.Errorf("lab.client_side.touches %q: want a regular expression: %v", cs.Touches, err)
 		}
 	}
 	if p := c.Pressure; len(p.Providers) > 0 {

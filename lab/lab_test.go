@@ -213,7 +213,12 @@ func TestConfigValidate(t *testing.T) {
 		"p-seconds":  {func(c *Config) { c.Pressure.Seconds = 1 }, "pressure seconds 1"},
 		"p-size":     {func(c *Config) { c.Pressure.SizeMiB = 4 }, "file of 8 MiB or more"},
 		"p-touches":  {func(c *Config) { c.Pressure.Touches = "sq(" }, "lab.pressure.touches"},
-		"p-off":      {func(c *Config) { c.Pressure = PressureConfig{} }, ""},
+		// The client-side profile; off with no boots.
+		"c-boots":   {func(c *Config) { c.ClientSide.Boots = -1 }, "lab.client_side.boots -1"},
+		"c-touches": {func(c *Config) { c.ClientSide.Touches = "core/(" }, "lab.client_side.touches"},
+		"c-empty":   {func(c *Config) { c.ClientSide.Touches = "" }, "lab.client_side.touches"},
+		"c-off":     {func(c *Config) { c.ClientSide = ClientSideConfig{} }, ""},
+		"p-off":     {func(c *Config) { c.Pressure = PressureConfig{} }, ""},
 		// The debug profile: off with no boots.
 		"d-boots":      {func(c *Config) { c.Debug.Boots = -1 }, "lab.debug: boots -1"},
 		"d-iterations": {func(c *Config) { c.Debug.Iterations = 0 }, "iterations 0"},

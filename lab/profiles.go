@@ -187,3 +187,64 @@ func (p *Debug) Run(ctx context.Context, pair string, k flow.Boot, _ int, trace 
 	}
 	return p.lab.RunTest(ctx, pair, flow.Boot{Dir: k.Debug, Trusted: k.Trusted, Side: k.Side}, 1, p.lab.Cfg.DebugTest(), trace)
 }
+
+// ClientSide is the lab's client-side profile (bot.Profile,
+// lab.client_side): a series' kernel that boots on the server boots on
+// the client, beside the trusted base on the server, which takes the
+// times and checks every file the client wrote. It is for code both
+// sides run (ib_core, the soft providers), whose client-side uses the
+// default boots never give the series' kernel.
+type ClientSide struct {
+	lab     *Runner
+	touches *regexp.Regexp
+}
+
+// NewClientSide is the profile of l's configuration; nil when
+// lab.client_side.boots is 0 (off).
+func NewClientSide(l *Runner) (*ClientSide, error) {
+	if l.Cfg.ClientSide.Boots == 0 {
+		return nil, nil
+	}
+	re, err := regexp.Compile(l.Cfg.ClientSide.Touches)
+	if err != nil {
+		return nil, fmt.Errorf("lab.client_side.touches: %w", err)
+	}
+	return &ClientSide{lab: l, touches: re}, nil
+}
+
+// Name implements bot.Profile.
+func (p *ClientSide) Name() string { return flow.ProfileClientSide }
+
+// Boots implements bot.Profile.
+func (p *ClientSide) Boots() int { return p.lab.Cfg.ClientSide.Boots }
+
+// Shapes implements bot.Profile: every pair has a client.
+func (p *ClientSide) Shapes(string) bool { return true }
+
+// SeriesOnly says a new mainline head has nothing for the profile: it
+// boots on both sides already.
+func (p *ClientSide) SeriesOnly() bool { return true }
+
+// Why implements bot.Profile: the changed files of lab.client_side.touches,
+// for a series whose kernel boots on the server.
+func (p *ClientSide) Why(s flow.Series) string {
+	if SideOf(s.Changes) != SideServer {
+		return ""
+	}
+	return touched(s.Changes, p.touches, true)
+}
+
+// Run implements bot.Profile: the configured test with k's kernel on the
+// client, beside k's trusted peer on the server, or beside itself (the
+// base, timed the same way).
+func (p *ClientSide) Run(ctx context.Context, pair string, k flow.Boot, _ int, trace io.Writer) ([]flow.Sample, error) {
+	trusted := k.Trusted
+	if trusted == "" {
+		trusted = k.Dir
+	}
+	smp, err := p.lab.RunTest(ctx, pair, flow.Boot{Dir: k.Dir, Trusted: trusted, Side: SideClient}, 1, p.lab.Cfg.Test, trace)
+	for i := range smp {
+		smp[i].Profile = flow.ProfileClientSide
+	}
+	return smp, err
+}

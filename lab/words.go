@@ -60,6 +60,8 @@ func (c Config) LinkWords(profile string) string {
 		return "a lossy link (netem " + c.Lossy.Netem + " on both guests)"
 	case profile == flow.ProfileDebug:
 		return "debug build (KASAN, lockdep and line tables: builder/kbuild/configs/debug.config)"
+	case profile == flow.ProfileClientSide:
+		return "the patched kernel on the client, beside the base kernel on the server, which timed and checked the transfer"
 	}
 	if p, ok := strings.CutPrefix(profile, flow.ProfilePressure+"-"); ok {
 		return fmt.Sprintf("Send Queue pressure on %s (%d O_DIRECT 1 MiB readers, %d writers, %d credits)", p, c.Pressure.Readers, c.Pressure.Writers, c.Pressure.Credits)

@@ -446,6 +446,9 @@ func Measurements(v *Verdict) string {
 			case v.Crash.Debug:
 				where = "the console of the patched kernel's " + v.Crash.Link + ","
 				same = " of the base's debug build"
+			case v.Crash.Client:
+				where = "a console of the pair with " + v.Crash.Link + ","
+				same = " booted the same way"
 			}
 		}
 		if n == 1 {

@@ -324,11 +324,13 @@ type Crash struct {
 	// ("a lossy link (netem ...)", "Send Queue pressure on rxe (...)"),
 	// and LinkBaseRuns how many base boots ran under the same one. Load
 	// says the profile is a load, not a link; Debug that it is the
-	// debug profile's build of both kernels.
+	// debug profile's build of both kernels; Client that the patched
+	// kernel booted on the client, beside the base on the server.
 	Link         string
 	LinkBaseRuns int
 	Load         bool `json:",omitempty"`
 	Debug        bool `json:",omitempty"`
+	Client       bool `json:",omitempty"`
 }
 
 // InfraFailure is the lab's or the infrastructure's fault: retried,

@@ -163,6 +163,49 @@ func patch(body string) []byte {
 // nor a change on the send path alone; it runs on the QEMU pair only, is
 // off with boots = 0, and a boot without a debug kernel is the bot's
 // fault, never the series'.
+// Which series boot on the client too (the client-side profile): a code
+// change to ib_core or a soft provider, whose kernel otherwise boots on
+// the server only; not a comment there, not svcrdma (the server's alone),
+// not a client-only series (it boots on the client already).
+func TestClientSideWhy(t *testing.T) {
+	verbs := patch("diff --git a/drivers/infiniband/core/verbs.c b/drivers/infiniband/core/verbs.c\n--- a/drivers/infiniband/core/verbs.c\n+++ b/drivers/infiniband/core/verbs.c\n" +
+		"@@ -2791,1 +2791,1 @@ int ib_sg_to_pages(struct ib_mr *mr, struct scatterlist *sgl, int sg_nents,\n-\t\tif (i && (last_page_off != 0 || page_addr != dma_addr)) {\n+\t\tif (i && last_page_off != 0) {\n")
+	rxe := patch("diff --git a/drivers/infiniband/sw/rxe/rxe_mr.c b/drivers/infiniband/sw/rxe/rxe_mr.c\n--- a/drivers/infiniband/sw/rxe/rxe_mr.c\n+++ b/drivers/infiniband/sw/rxe/rxe_mr.c\n" +
+		"@@ -10,2 +10,3 @@ int rxe_map_mr_sg(struct ib_mr *ibmr)\n \tint n;\n+\tn = 0;\n }\n")
+	svc := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
+		"@@ -100,3 +100,4 @@ int svc_rdma_post_send(struct svcxprt_rdma *rdma, struct svc_rdma_send_ctxt *ctxt)\n \tint ret;\n+\tmight_sleep();\n }\n")
+	coreComment := patch("diff --git a/drivers/infiniband/core/verbs.c b/drivers/infiniband/core/verbs.c\n--- a/drivers/infiniband/core/verbs.c\n+++ b/drivers/infiniband/core/verbs.c\n" +
+		"@@ -2786,2 +2786,3 @@ int ib_sg_to_pages(struct ib_mr *mr, struct scatterlist *sgl, int sg_nents,\n \t\t/*\n+\t\t * Elements may be coalesced.\n \t\t */\n")
+	client := patch("diff --git a/net/sunrpc/xprtrdma/frwr_ops.c b/net/sunrpc/xprtrdma/frwr_ops.c\n--- a/net/sunrpc/xprtrdma/frwr_ops.c\n+++ b/net/sunrpc/xprtrdma/frwr_ops.c\n" +
+		"@@ -10,2 +10,3 @@ int frwr_map(struct rpcrdma_xprt *r_xprt)\n \tint n;\n+\tn = 0;\n }\n")
+	l := defaultRunner()
+	p, err := lab.NewClientSide(l)
+	if err != nil || p == nil {
+		t.Fatalf("NewClientSide on the defaults: %v %v", p, err)
+	}
+	for name, c := range map[string]struct {
+		patches [][]byte
+		want    string
+	}{
+		"ib_core":            {[][]byte{verbs}, "verbs.c code (drivers/infiniband/core/verbs.c)"},
+		"rxe and svcrdma":    {[][]byte{svc, rxe}, "rxe_mr.c code (drivers/infiniband/sw/rxe/rxe_mr.c)"},
+		"an ib_core comment": {[][]byte{coreComment}, ""},
+		"svcrdma alone":      {[][]byte{svc}, ""},
+		"the client's alone": {[][]byte{client}, ""},
+	} {
+		if got := p.Why(readSeries(t, c.patches...)); got != c.want {
+			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
+		}
+	}
+	if !p.Shapes("qemu") || !p.Shapes("opa1") || p.Boots() != 2 || p.Name() != flow.ProfileClientSide || !p.SeriesOnly() {
+		t.Errorf("Shapes: qemu %v, opa1 %v; boots %d; name %q", p.Shapes("qemu"), p.Shapes("opa1"), p.Boots(), p.Name())
+	}
+	l.Cfg.ClientSide.Boots = 0
+	if p, err := lab.NewClientSide(l); p != nil || err != nil {
+		t.Errorf("lab.client_side.boots 0: %v %v, want the profile off", p, err)
+	}
+}
+
 func TestDebugWhy(t *testing.T) {
 	free := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_transport.c b/net/sunrpc/xprtrdma/svc_rdma_transport.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_transport.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_transport.c\n" +
 		"@@ -590,3 +590,4 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n \tkfree(rdma);\n+\trdma->sc_port[0] = 0;\n }\n")

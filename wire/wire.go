@@ -129,6 +129,15 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	if lossy != nil {
 		stages.Profiles = append(stages.Profiles, lossy)
 	}
+	// The client-side boots run the default test: cheaper than the
+	// pressure boots, so a crash they find comes first.
+	clientSide, err := lab.NewClientSide(l)
+	if err != nil {
+		return bot.Stages{}, err
+	}
+	if clientSide != nil {
+		stages.Profiles = append(stages.Profiles, clientSide)
+	}
 	pressure, err := lab.NewPressure(l)
 	if err != nil {
 		return bot.Stages{}, err

@@ -138,6 +138,7 @@ func (r *Maker) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
 	for _, run := range runs {
 		for _, s := range run.Samples {
 			in.Lossy = in.Lossy || s.Profile == flow.ProfileLossy
+			in.ClientSide = in.ClientSide || s.Profile == flow.ProfileClientSide
 			in.Pressure = in.Pressure || s.IsPressure()
 		}
 	}

@@ -35,7 +35,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	results := fs.String("results", "", "JSON-lines file of results (default: <cache_dir>/aa/aa.jsonl, the power bench's <cache_dir>/aa/power.jsonl)")
 	lock := fs.String("lock", "", "a file flock'ed around each comparison, to take turns with other heavy work")
 	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
-	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "pressure" or both, comma-separated`)
+	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "client-side", "pressure", comma-separated`)
 	profilesOnly := fs.Bool("profiles-only", false, "decide on the --profiles boots alone (a crash or pressure evidence, else PASS): the profiles' own A/A")
 	side := fs.String("side", "server", `where the candidate boots beside the base kernel, as a series' kernel does: "server" (the client takes the times) or "client" (the server takes them, and the base boots the same way)`)
 	if err := parseFlags(fs, args); err != nil {
@@ -134,13 +134,18 @@ func labProfiles(l *lab.Runner, names []string) ([]bot.Profile, error) {
 	if err != nil {
 		return nil, err
 	}
+	clientSide, err := lab.NewClientSide(l)
+	if err != nil {
+		return nil, err
+	}
 	var out []bot.Profile
 	for _, want := range []struct {
 		name string
 		p    bot.Profile
 		off  bool
 		key  string
-	}{{"lossy", lossy, lossy == nil, "lab.lossy.netem is empty"}, {"pressure", pressure, pressure == nil, "lab.pressure.providers is empty"}} {
+	}{{"lossy", lossy, lossy == nil, "lab.lossy.netem is empty"}, {"client-side", clientSide, clientSide == nil, "lab.client_side.boots is 0"},
+		{"pressure", pressure, pressure == nil, "lab.pressure.providers is empty"}} {
 		if !slices.Contains(names, want.name) {
 			continue
 		}
@@ -150,8 +155,8 @@ func labProfiles(l *lab.Runner, names []string) ([]bot.Profile, error) {
 		out = append(out, want.p)
 	}
 	for _, n := range names {
-		if n != "lossy" && n != "pressure" {
-			return nil, fmt.Errorf("%w: profile %q: want lossy or pressure", errUsage, n)
+		if n != "lossy" && n != "pressure" && n != "client-side" {
+			return nil, fmt.Errorf("%w: profile %q: want lossy, client-side or pressure", errUsage, n)
 		}
 	}
 	return out, nil
@@ -184,12 +189,13 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	pair := fs.String("pair", "", "lab pair (default: lab.default)")
 	lossy := fs.Bool("lossy", false, "first lab.lossy.boots boots of each kernel over the lossy link, as the bot does for a series touching error, flush, drain or teardown code")
 	pressure := fs.Bool("pressure", false, "first lab.pressure's boots of each kernel under Send Queue pressure, as the bot does for a series touching Send Queue code")
+	clientSide := fs.Bool("client-side", false, "first lab.client_side's boots of each kernel on the client beside the base on the server, as the bot does for a series touching code both sides run")
 	side := fs.String("side", "server", `where the patched kernel boots beside the base, as the bot booted it: "server", or "client" for a series changing client code alone`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *baseFlag == "" || *candFlag == "" {
-		return fmt.Errorf("%w: --base and --candidate are required\nrdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--pair NAME] [--side server|client] [--config FILE]", errUsage)
+		return fmt.Errorf("%w: --base and --candidate are required\nrdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--client-side] [--pressure] [--pair NAME] [--side server|client] [--config FILE]", errUsage)
 	}
 	if *side != "server" && *side != "client" {
 		return fmt.Errorf("%w: --side %q: want server or client", errUsage, *side)
@@ -202,6 +208,9 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	var names []string
 	if *lossy {
 		names = append(names, "lossy")
+	}
+	if *clientSide {
+		names = append(names, "client-side")
 	}
 	if *pressure {
 		names = append(names, "pressure")

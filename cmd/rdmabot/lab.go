@@ -16,7 +16,7 @@ import (
 
 const labUsage = `rdmabot lab image [--config FILE]
 rdmabot lab bench --kernel BZIMAGE [--boots 10] [--icount shift=3,sleep=on] [--spread-only] [--quiet-only] [--size 32M] [--iters 3]
-rdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--pair NAME] [--side server|client] [--config FILE]
+rdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--client-side] [--pressure] [--pair NAME] [--side server|client] [--config FILE]
 rdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--candidate DIR --seeded WHAT] [--summary]
 rdmabot lab queue --scan FILE [--scan FILE] [--aa FILE] [--build 15s] [--pairs 1,2]
 rdmabot lab run --kernel BZIMAGE [--test transfer|fio] [--size 32M] [--iters 3] [--rdma rxe|siw]

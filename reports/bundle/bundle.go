@@ -49,9 +49,10 @@ type Input struct {
 	// build logs, every boot's figures. run.sh does not read them.
 	Kept []File
 	// Lossy says the bot booted the kernels over the lossy link first
-	// (lab.lossy), Pressure under Send Queue pressure (lab.pressure):
-	// run.sh does too.
-	Lossy, Pressure bool
+	// (lab.lossy), ClientSide the patched kernel on the client beside the
+	// base on the server (lab.client_side), Pressure under Send Queue
+	// pressure (lab.pressure): run.sh does too.
+	Lossy, ClientSide, Pressure bool
 	// Guest are the scripts each guest runs (lab.GuestScripts), for a
 	// reader who boots the kernels without rdmabot: named guest-<name>.
 	Guest []File
@@ -270,7 +271,7 @@ if [ -f "$here/kernel.config" ] && ! cmp -s "$here/kernel.config" "$work/base/co
 fi
 echo "run.sh: guest image" >&2
 "$RDMABOT" lab image --config "$cfg" >&2
-exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"{{if .Lossy}} --lossy{{end}}{{if .Pressure}} --pressure{{end}}{{if eq .Side "client"}} --side client{{end}}
+exec "$RDMABOT" lab compare --config "$cfg" --base "$work/base" --candidate "$work/candidate"{{if .Lossy}} --lossy{{end}}{{if .ClientSide}} --client-side{{end}}{{if .Pressure}} --pressure{{end}}{{if eq .Side "client"}} --side client{{end}}
 `))
 
 var readmeTmpl = template.Must(template.New("README").Parse(`rdmabot test {{.TestID}}: a reproducer
@@ -296,7 +297,11 @@ guests joined by soft-RoCE and runs the NFS/RDMA transfer test, round
 after round until the statistics decide, and prints the verdict and
 the metrics table as rdmabot's reply does. Nothing is sent anywhere.{{if .Lossy}}
 As the bot did, it first boots each kernel over the lossy link
-(lab.toml's [lab.lossy]), where only a crash counts.{{end}}{{if .Pressure}}
+(lab.toml's [lab.lossy]), where only a crash counts.{{end}}{{if .ClientSide}}
+As the bot did, it first boots the patched kernel on the client, beside
+the base kernel on the server, which times and checks the transfer, and
+the base the same way (lab.toml's [lab.client_side]), where a crash or
+data corruption decides.{{end}}{{if .Pressure}}
 As the bot did, it first boots each kernel under Send Queue pressure
 (lab.toml's [lab.pressure]), where a crash, or a transport or provider
 fault the base does not show, decides.{{end}}

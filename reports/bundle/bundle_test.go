@@ -249,6 +249,33 @@ func TestLossyReproducer(t *testing.T) {
 	}
 }
 
+// A test whose crash the client-side profile found is reproduced the
+// same way: run.sh asks lab compare for those boots first, and says so.
+func TestClientSideReproducer(t *testing.T) {
+	in := input()
+	for _, on := range []bool{false, true} {
+		in.ClientSide = on
+		b, err := Make(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range b.Files {
+			var has bool
+			switch f.Name {
+			case "run.sh":
+				has = strings.Contains(string(f.Data), `--candidate "$work/candidate" --client-side`+"\n")
+			case "README":
+				has = strings.Contains(strings.Join(strings.Fields(string(f.Data)), " "), "boots the patched kernel on the client, beside the base kernel on the server")
+			default:
+				continue
+			}
+			if has != on {
+				t.Errorf("client-side %t: %s mentions the client-side boots: %t", on, f.Name, has)
+			}
+		}
+	}
+}
+
 // A client-side series' reproducer boots its kernel on the client, as
 // the bot did; every other one on the server (lab compare's default).
 func TestReproducerSide(t *testing.T) {

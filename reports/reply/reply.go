@@ -73,7 +73,8 @@ func metrics(base, cand []flow.Sample) []stats.Metric {
 // health is the transport counts of the default test's boots that
 // reported them.
 func health(samples []flow.Sample) []map[string]int {
-	return healthOf(samples, func(s flow.Sample) bool { return s.Profile == "" })
+	// The client-side boots run the default test, only on other sides.
+	return healthOf(samples, func(s flow.Sample) bool { return s.Profile == "" || s.Profile == flow.ProfileClientSide })
 }
 
 // healthOf is the transport counts of the boots keep takes (over a lossy
@@ -118,6 +119,7 @@ func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 		c := reports.Crash{Title: s.Crash, Console: s.Log}
 		if s.Profile != "" {
 			c.Link, c.Load, c.Debug = r.Lab.LinkWords(s.Profile), s.IsPressure(), s.Profile == flow.ProfileDebug
+			c.Client = s.Profile == flow.ProfileClientSide
 			for _, b := range base {
 				if b.Profile == s.Profile {
 					c.LinkBaseRuns++
@@ -131,16 +133,23 @@ func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 
 // corruption is the first boot whose data did not survive the round
 // trip: a base boot's first (the lab's problem, whatever the candidate
-// did), else the candidate's; nil when none.
-func corruption(base, cand []flow.Sample) *reports.Corruption {
+// did), else the candidate's; nil when none. A lab profile's boot says
+// how it was booted.
+func (r *Replier) corruption(base, cand []flow.Sample) *reports.Corruption {
+	detail := func(s flow.Sample) string {
+		if s.Profile == "" {
+			return s.Corrupt
+		}
+		return s.Corrupt + "\n(booted with " + r.Lab.LinkWords(s.Profile) + ")"
+	}
 	for _, s := range base {
 		if s.Corrupt != "" {
-			return &reports.Corruption{Base: true, Detail: s.Corrupt}
+			return &reports.Corruption{Base: true, Detail: detail(s)}
 		}
 	}
 	for _, s := range cand {
 		if s.Corrupt != "" {
-			return &reports.Corruption{Detail: s.Corrupt}
+			return &reports.Corruption{Detail: detail(s)}
 		}
 	}
 	return nil
@@ -273,7 +282,7 @@ func (r *Replier) Decide(ctx context.Context, base, cand []flow.Sample) (flow.De
 func (r *Replier) judge(base, cand []flow.Sample) reports.Verdict {
 	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
 		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand),
-		Pressure: r.pressure(base, cand), Corruption: corruption(base, cand)}
+		Pressure: r.pressure(base, cand), Corruption: r.corruption(base, cand)}
 	return reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
 }
 
@@ -638,7 +647,7 @@ func (r *Replier) verdict(rep flow.Report, th reports.Thread) (reports.Verdict, 
 	in.BaseCrashes, in.CandCrashes = r.crashes(rep.BaseSamples, rep.BaseSamples), r.crashes(rep.CandSamples, rep.BaseSamples)
 	in.BaseHealth, in.CandHealth = health(rep.BaseSamples), health(rep.CandSamples)
 	in.Pressure = r.pressure(rep.BaseSamples, rep.CandSamples)
-	in.Corruption = corruption(rep.BaseSamples, rep.CandSamples)
+	in.Corruption = r.corruption(rep.BaseSamples, rep.CandSamples)
 	if f := rep.FirstBad; f != nil {
 		in.FirstBad = &reports.FirstBad{Patch: f.Patch, Of: len(th.Patches), Note: f.Summary, Steps: f.Steps, Boots: f.Boots, Minutes: f.Took.Minutes()}
 		if f.Patch > 0 && f.Patch <= len(th.Patches) {
@@ -779,6 +788,10 @@ func (r *Replier) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 	if n := count(cand, debugOnly); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel's and %d of the base's %s, %s each, for crashes only", reports.Boots(n), count(base, debugOnly), r.Lab.LinkWords(flow.ProfileDebug), iterations(r.Lab.DebugIterations()))
 	}
+	clientOnly := func(s flow.Sample) bool { return s.Profile == flow.ProfileClientSide }
+	if n := count(cand, clientOnly); n > 0 {
+		info.Test += fmt.Sprintf("; %s of the patched kernel on the client and %d of the base, each beside the base kernel on the server, which timed and checked the transfer, for crashes, data corruption and transport errors", reports.Boots(n), count(base, clientOnly))
+	}
 	if n := count(cand, flow.Sample.IsPressure); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",
 			reports.Boots(n), count(base, flow.Sample.IsPressure), r.pressureWords(cand))
@@ -829,6 +842,13 @@ func (r *Replier) byHand(rep *flow.Report) reports.ByHand {
 	side := "server"
 	if rep.Series != nil && r.Sides != nil {
 		side = r.Sides.CandidateSide(*rep.Series)
+	}
+	// What decided showed with the patched kernel on the client: so it
+	// boots there by hand too.
+	if slices.ContainsFunc(rep.CandSamples, func(s flow.Sample) bool {
+		return s.Profile == flow.ProfileClientSide && (s.Crash != "" || s.Corrupt != "")
+	}) {
+		side = "client"
 	}
 	return reports.NewByHand(r.treeURL(rep.Tree), rep.BaseBranch, rep.Base, rep.URL+"/files/", side, configFile(rep))
 }

@@ -319,6 +319,8 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		speed = "lossy-hang"
 	case strings.Contains(subject, "sq-overflow"):
 		speed = "sq-overflow"
+	case strings.Contains(subject, "client-corrupt"):
+		speed = "client-corrupt"
 	case strings.Contains(subject, "slightly-slow"):
 		speed = "slightly"
 	case strings.Contains(subject, "slow"):
@@ -533,6 +535,15 @@ func (f *Lab) Run(ctx context.Context, pair string, boot flow.Boot, n int, trace
 		switch string(speed) {
 		case "crash":
 			out = append(out, flow.Sample{Crash: "INFO: task hung in svc_rdma_drain"})
+		case "client-corrupt":
+			// It corrupts what it writes as a client, beside a trusted
+			// server that checks it; as the server it runs as any other.
+			if boot.Side == "client" && boot.Trusted != "" {
+				out = append(out, flow.Sample{Corrupt: "iteration 1 of 2: the file the client wrote over NFS/RDMA is not, on the server, the data it was given (server's check: mismatch)",
+					Metrics: map[string]float64{"write_MBps": mb(100), "read_MBps": mb(200)}})
+				continue
+			}
+			out = append(out, flow.Sample{Metrics: map[string]float64{"write_MBps": mb(100), "read_MBps": mb(200)}})
 		case "slow":
 			out = append(out, flow.Sample{Metrics: map[string]float64{"write_MBps": mb(52), "read_MBps": mb(200)}})
 		case "slightly":
@@ -667,6 +678,40 @@ func (f *Pressure) Run(ctx context.Context, pair string, k flow.Boot, boot int, 
 	return []flow.Sample{{Profile: flow.ProfilePressure + "-" + prov, Health: h, Metrics: map[string]float64{"read_MBps": 9}}}, nil
 }
 
+// ClientSide is the client-side profile over Lab: a series' kernel on
+// the client beside the base on the server (the base beside itself),
+// where a "client-corrupt" kernel corrupts the files it writes. Why asks
+// for it when a patch holds Match.
+type ClientSide struct {
+	Lab   *Lab
+	Calls *Calls
+	Match string
+	N     int
+}
+
+func (f *ClientSide) Name() string { return flow.ProfileClientSide }
+
+func (f *ClientSide) Shapes(pair string) bool { return true }
+
+func (f *ClientSide) SeriesOnly() bool { return true }
+
+func (f *ClientSide) Why(s flow.Series) string { return why(s, f.Match) }
+
+func (f *ClientSide) Boots() int { return f.N }
+
+func (f *ClientSide) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+	f.Calls.Add("client-side %s %s", pair, filepath.Base(k.Dir))
+	trusted := k.Trusted
+	if trusted == "" {
+		trusted = k.Dir
+	}
+	smp, err := f.Lab.Run(ctx, pair, flow.Boot{Dir: k.Dir, Trusted: trusted, Side: "client"}, 1, trace)
+	for i := range smp {
+		smp[i].Profile = flow.ProfileClientSide
+	}
+	return smp, err
+}
+
 // Decider calls a regression when write_MBps drops more than 10 % (an
 // improvement when it gains as much) and
 // asks for one more round when it has fewer than 6 candidate samples of a
@@ -680,6 +725,11 @@ func (Decider) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decis
 	for _, s := range cand {
 		if s.Crash != "" {
 			return flow.Decision{Verdict: flow.Crash, Summary: s.Crash}, nil
+		}
+	}
+	for _, s := range cand {
+		if s.Corrupt != "" {
+			return flow.Decision{Verdict: flow.DataCorruption, Summary: s.Corrupt}, nil
 		}
 	}
 	// As reports judges: a full Send Queue no base boot shows decides.
