@@ -737,7 +737,7 @@ func (r *run) corrupt() string {
 		return ""
 	}
 	for _, it := range r.iters {
-		if got := r.serverCmp[it.N]; got == "mismatch" || got == "missing" {
+		if got := r.serverCmp[it.N]; serverRejected(got) {
 			return fmt.Sprintf("iteration %d of %d: the file the client wrote over NFS/RDMA is not, on the server, the data it was given (server's check: %s)", it.N, len(r.iters), got)
 		}
 		if it.Cmp == "mismatch" {
@@ -746,6 +746,10 @@ func (r *run) corrupt() string {
 	}
 	return ""
 }
+
+// serverRejected says a server's check (SRVCMP) found a file other than
+// the one the client was given, or none.
+func serverRejected(result string) bool { return result == "mismatch" || result == "missing" }
 
 // firstMissed is the first boot milestone role did not reach, or
 // fallback when it reached them all before crashing.
@@ -789,12 +793,15 @@ func (r *run) failure(res *Result) string {
 		if r.test.Kind == "transfer" && it.Cmp == "" && r.timedByServer() {
 			return fmt.Sprintf("iteration %d: the client reported no data check", it.N)
 		}
-		if r.test.Kind == "transfer" && r.timedByServer() && r.serverCmp[it.N] != "ok" {
-			// The trusted server looks at every file a candidate client
-			// wrote: none found as given is a failed transfer.
-			return fmt.Sprintf("iteration %d: the trusted server did not find the file as the client was given it (%q)", it.N, r.serverCmp[it.N])
-		}
-		if got := r.serverCmp[it.N]; r.test.Kind == "transfer" && (got == "mismatch" || got == "missing") {
+		// The trusted server looks at every file a candidate client
+		// wrote and must have found each as given; any server's word
+		// that a file is not counts against the kernel under test.
+		got := r.serverCmp[it.N]
+		switch {
+		case r.test.Kind != "transfer":
+		case r.timedByServer() && got != "ok":
+			return fmt.Sprintf("iteration %d: the trusted server did not find the file as the client was given it (%q)", it.N, got)
+		case serverRejected(got):
 			return fmt.Sprintf("iteration %d: the server did not find the file as the client was given it (%q)", it.N, got)
 		}
 		if r.test.Kind == "transfer" && it.Cmp != "ok" {

@@ -222,55 +222,38 @@ func TestTarMatchesDir(t *testing.T) {
 	}
 }
 
-// A test whose crash the lossy profile found is reproduced the same way:
-// run.sh asks lab compare for the lossy boots first, and says so.
-func TestLossyReproducer(t *testing.T) {
-	in := input()
-	for _, lossy := range []bool{false, true} {
-		in.Lossy = lossy
-		b, err := Make(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range b.Files {
-			var has bool
-			switch f.Name {
-			case "run.sh":
-				has = strings.Contains(string(f.Data), `--candidate "$work/candidate" --lossy`+"\n")
-			case "README":
-				has = strings.Contains(string(f.Data), "over the lossy link")
-			default:
-				continue
+// A test whose crash a lab profile found (lossy, client-side) is
+// reproduced the same way: run.sh asks lab compare for those boots
+// first, and the README says so.
+func TestProfileReproducers(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		set          func(*Input, bool)
+		flag, readme string
+	}{
+		{"lossy", func(in *Input, on bool) { in.Lossy = on }, "--lossy", "over the lossy link"},
+		{"client-side", func(in *Input, on bool) { in.ClientSide = on }, "--client-side", "boots the patched kernel on the client, beside the base kernel on the server"},
+	} {
+		for _, on := range []bool{false, true} {
+			in := input()
+			c.set(&in, on)
+			b, err := Make(in)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if has != lossy {
-				t.Errorf("lossy %t: %s mentions the lossy boots: %t", lossy, f.Name, has)
-			}
-		}
-	}
-}
-
-// A test whose crash the client-side profile found is reproduced the
-// same way: run.sh asks lab compare for those boots first, and says so.
-func TestClientSideReproducer(t *testing.T) {
-	in := input()
-	for _, on := range []bool{false, true} {
-		in.ClientSide = on
-		b, err := Make(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range b.Files {
-			var has bool
-			switch f.Name {
-			case "run.sh":
-				has = strings.Contains(string(f.Data), `--candidate "$work/candidate" --client-side`+"\n")
-			case "README":
-				has = strings.Contains(strings.Join(strings.Fields(string(f.Data)), " "), "boots the patched kernel on the client, beside the base kernel on the server")
-			default:
-				continue
-			}
-			if has != on {
-				t.Errorf("client-side %t: %s mentions the client-side boots: %t", on, f.Name, has)
+			for _, f := range b.Files {
+				var has bool
+				switch f.Name {
+				case "run.sh":
+					has = strings.Contains(string(f.Data), `--candidate "$work/candidate" `+c.flag+"\n")
+				case "README":
+					has = strings.Contains(strings.Join(strings.Fields(string(f.Data)), " "), c.readme)
+				default:
+					continue
+				}
+				if has != on {
+					t.Errorf("%s %t: %s mentions the %s boots: %t", c.name, on, f.Name, c.name, has)
+				}
 			}
 		}
 	}
