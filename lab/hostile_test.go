@@ -134,7 +134,8 @@ func standIn(args []string) int {
 		// Asked to take the times (rb.timer=server), it times each file
 		// from its first byte to its last, on its own clock.
 		// It checks each file against the data the host gave both
-		// guests, as labtest.sh's server_check does.
+		// guests, as labtest.sh's server_check does, and (rb.timer=server)
+		// what the client read back and wrote again after its files.
 		const file = 16 << 20
 		data := testData(16)
 		iters := 2
@@ -143,8 +144,9 @@ func standIn(args []string) int {
 				fmt.Sscan(v, &iters)
 			}
 		}
-		same := map[int]bool{}
-		var moved int64
+		timer := strings.Contains(cmdline, "rb.timer=server")
+		same := map[int]bool{} // 1..iters: the files; iters+1..: the read-backs
+		var moved, echoed int64
 		var first time.Time
 		iter := 1
 		buf := make([]byte, 64<<10)
@@ -154,7 +156,10 @@ func standIn(args []string) int {
 				if moved == int64(iter-1)*file {
 					first = time.Now()
 				}
-				conn.Write(buf[:n])
+				// The files are read back; the read-backs are not.
+				echo := min(int64(n), max(0, int64(iters)*file-moved))
+				conn.Write(buf[:echo])
+				echoed += echo
 				for got, at := buf[:n], moved; len(got) > 0; {
 					i, off := int(at/file)+1, at%file
 					k := min(int64(len(got)), file-off)
@@ -165,7 +170,7 @@ func standIn(args []string) int {
 					got, at = got[k:], at+k
 				}
 				moved += int64(n)
-				if strings.Contains(cmdline, "rb.timer=server") && moved >= int64(iter)*file {
+				if timer && iter <= iters && moved >= int64(iter)*file {
 					secs := time.Since(first).Seconds()
 					say("@@RB STIME iter=%d mb=16 write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", iter, secs, 16/secs, secs, 16/secs)
 					iter++
@@ -176,14 +181,20 @@ func standIn(args []string) int {
 			}
 		}
 		say("@@RB CLIENT_DONE msg=ok t=9")
-		for i := 1; i <= iters; i++ {
-			result := "missing"
-			if moved >= int64(i)*file {
-				result = map[bool]string{true: "ok", false: "mismatch"}[same[i]]
+		check := func(i int) string {
+			if moved < int64(i)*file {
+				return "missing"
 			}
-			say("@@RB SRVCMP iter=%d result=%s", i, result)
+			return map[bool]string{true: "ok", false: "mismatch"}[same[i]]
 		}
-		say("@@RB SRVIO read=%d written=%d", moved, moved)
+		for i := 1; i <= iters; i++ {
+			if timer {
+				say("@@RB SRVCMP iter=%d result=%s readback=%s", i, check(i), check(iters+i))
+				continue
+			}
+			say("@@RB SRVCMP iter=%d result=%s", i, check(i))
+		}
+		say("@@RB SRVIO read=%d written=%d", echoed, moved)
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
@@ -193,16 +204,31 @@ func standIn(args []string) int {
 			// data came back as written.
 			chunk = make([]byte, 16<<20)
 		}
+		var readBack [][]byte
 		for i := 1; i <= 2; i++ {
 			// Write the file over the link and read it back.
 			go conn.Write(chunk)
-			io.ReadFull(conn, make([]byte, len(chunk)))
+			back := make([]byte, len(chunk))
+			io.ReadFull(conn, back)
+			if strings.TrimSpace(string(kind)) == "misreader" {
+				// What it reads is not what the server sent, and it says
+				// the data came back as written.
+				back[8192] ^= 1
+			}
+			readBack = append(readBack, back)
 			if strings.TrimSpace(string(kind)) == "liar" {
 				// It moved the data, and says it did so at 1600 MB/s.
 				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
 				continue
 			}
 			say("@@RB RESULT iter=%d mb=16 gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=ok t=9", i)
+		}
+		// Asked to (rb.timer=server), it writes what it read back to the
+		// server, as labtest.sh's client_transfer does.
+		for _, back := range readBack {
+			if strings.Contains(cmdline, "rb.timer=server") {
+				conn.Write(back)
+			}
 		}
 		say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
 		conn.Close()
@@ -261,7 +287,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 
 	for _, c := range []struct{ side, kind string }{
 		{SideServer, "hostile"}, {SideServer, "hostile-spin"}, {SideClient, "hostile"}, {SideClient, "hostile-spin"},
-		{SideClient, "liar"}, {SideClient, "forger"},
+		{SideClient, "liar"}, {SideClient, "forger"}, {SideClient, "misreader"},
 	} {
 		t.Run(c.side+"-"+c.kind, func(t *testing.T) {
 			cand := standInKernel(t, c.kind)
@@ -282,6 +308,9 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			}
 			if c.kind == "forger" && (res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch")) {
 				t.Errorf("a client that wrote other data than it was given: passed=%v corrupt=%q", res.Passed, res.Corrupt)
+			}
+			if c.kind == "misreader" && (res.Passed || !strings.Contains(res.Corrupt, "server's check of the read-back: mismatch")) {
+				t.Errorf("a client whose reads differ from what the server sent: passed=%v corrupt=%q", res.Passed, res.Corrupt)
 			}
 			if c.kind == "liar" && (!res.Passed || res.Corrupt != "") {
 				t.Errorf("a client that moved the data as given: failure %q corrupt %q", res.Failure, res.Corrupt)

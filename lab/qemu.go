@@ -281,10 +281,10 @@ type run struct {
 	// clientCmp is the client's data check per iteration, when the
 	// server times the run.
 	clientCmp map[int]string
-	// serverCmp is the server's check of each iteration's file against
-	// the data the host gave both guests (SRVCMP).
-	serverCmp map[int]string
-	fatalAt   time.Time
+	// serverChecks is the server's check of each iteration's file
+	// against the data the host gave both guests (SRVCMP).
+	serverChecks serverChecks
+	fatalAt      time.Time
 	// lastProgress is when the last iteration reported.
 	lastProgress time.Time
 	timedOut     string // the phase whose deadline passed
@@ -300,7 +300,7 @@ func (r *run) init() {
 	r.last = map[string]marker{}
 	r.exitErr = map[string]error{}
 	r.clientCmp = map[int]string{}
-	r.serverCmp = map[int]string{}
+	r.serverChecks = newServerChecks()
 }
 
 // timedByServer says the trusted server takes the times: the client
@@ -317,7 +317,9 @@ func (r *run) spec(role, netdev, mac string) guestSpec {
 		initrd = x
 	}
 	cmdline := p.cmdline(role, r.test)
-	if role == "server" && r.timedByServer() {
+	if r.timedByServer() {
+		// The server takes the times and checks the data; the client
+		// writes what it read back to the server for that check.
 		cmdline += " rb.timer=server"
 	}
 	return guestSpec{
@@ -421,7 +423,7 @@ func (r *run) handle(ev consoleEvent) {
 		// test. Lines of the same names from the other side are not
 		// results.
 		if ev.role == "server" && m.Event == "SRVCMP" {
-			r.serverCmp[m.int("iter")] = m.Args["result"]
+			r.serverChecks.note(m)
 		}
 		timer, events := "client", []string{"RESULT", "FIO"}
 		if r.timedByServer() {
@@ -728,28 +730,14 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// corrupt says which iteration's data did not survive the transfer test
-// ("" when all did): the server's check of what the client wrote, then
-// the client's of what it read back. A server that runs the kernel under
-// test cannot vouch for a file; a client's word counts only against it.
+// corrupt says which iteration's data did not survive the transfer
+// test, "" when all did.
 func (r *run) corrupt() string {
 	if r.test.Kind != "transfer" {
 		return ""
 	}
-	for _, it := range r.iters {
-		if got := r.serverCmp[it.N]; serverRejected(got) {
-			return fmt.Sprintf("iteration %d of %d: the file the client wrote over NFS/RDMA is not, on the server, the data it was given (server's check: %s)", it.N, len(r.iters), got)
-		}
-		if it.Cmp == "mismatch" {
-			return fmt.Sprintf("iteration %d of %d: the file read back over NFS/RDMA differs from the one written (cmp)", it.N, len(r.iters))
-		}
-	}
-	return ""
+	return r.serverChecks.corrupt(r.iters)
 }
-
-// serverRejected says a server's check (SRVCMP) found a file other than
-// the one the client was given, or none.
-func serverRejected(result string) bool { return result == "mismatch" || result == "missing" }
 
 // firstMissed is the first boot milestone role did not reach, or
 // fallback when it reached them all before crashing.
@@ -790,22 +778,11 @@ func (r *run) failure(res *Result) string {
 		return why
 	}
 	for _, it := range r.iters {
-		if r.test.Kind == "transfer" && it.Cmp == "" && r.timedByServer() {
-			return fmt.Sprintf("iteration %d: the client reported no data check", it.N)
+		if r.test.Kind != "transfer" {
+			break
 		}
-		// The trusted server looks at every file a candidate client
-		// wrote and must have found each as given; any server's word
-		// that a file is not counts against the kernel under test.
-		got := r.serverCmp[it.N]
-		switch {
-		case r.test.Kind != "transfer":
-		case r.timedByServer() && got != "ok":
-			return fmt.Sprintf("iteration %d: the trusted server did not find the file as the client was given it (%q)", it.N, got)
-		case serverRejected(got):
-			return fmt.Sprintf("iteration %d: the server did not find the file as the client was given it (%q)", it.N, got)
-		}
-		if r.test.Kind == "transfer" && it.Cmp != "ok" {
-			return fmt.Sprintf("iteration %d: data mismatch", it.N)
+		if why := r.serverChecks.failure(it, r.timedByServer()); why != "" {
+			return why
 		}
 	}
 	if m := r.last["client SUMMARY"]; m.Args["ok"] != "1" {
@@ -817,40 +794,15 @@ func (r *run) failure(res *Result) string {
 	return ""
 }
 
-// unbacked says why the figures of a client running the kernel under
-// test are not backed by the trusted server's own count of the bytes it
-// read and wrote for it ("" when they are, or when the client is
-// trusted): a kernel that reports transfers it never made gets nothing.
+// unbacked says why a client running the kernel under test reports
+// figures the trusted server's byte counts do not back ("" when it does
+// not, or when the client is trusted).
 func (r *run) unbacked() string {
 	if r.kernel.Trusted("client") {
 		return ""
 	}
-	m, ok := r.last["server SRVIO"]
-	if !ok {
-		return "the trusted server reported no byte counts"
-	}
-	// What the client says it moved: the pressure test's one result
-	// names its MiB each way; the others move the file each iteration.
-	var readMiB, writeMiB int
-	if res := r.last["client RESULT"]; r.test.Load != nil {
-		readMiB, writeMiB = res.int("mb"), res.int("write_mb")
-	} else {
-		readMiB = r.test.Iterations * r.test.SizeMiB
-		if r.test.Kind == "transfer" {
-			writeMiB = readMiB
-		}
-	}
-	// 95 %: a server counts what it moved, the client what completed.
-	for _, c := range []struct {
-		what      string
-		server    int64
-		clientMiB int
-	}{{"read", int64(m.float("read")), readMiB}, {"wrote", int64(m.float("written")), writeMiB}} {
-		if c.server < int64(c.clientMiB)*(1<<20)*95/100 {
-			return fmt.Sprintf("the client's figures are not the server's: the server %s %.1f MiB for it, the client says %d MiB", c.what, float64(c.server)/(1<<20), c.clientMiB)
-		}
-	}
-	return ""
+	srvio, ok := r.last["server SRVIO"]
+	return unbacked(r.test, srvio, ok, r.last["client RESULT"])
 }
 
 // pressureUnset names the pressure test's setting that did not take

@@ -13,6 +13,10 @@
 #                   QEMU guests' initramfs carries it): the server checks
 #                   what the client wrote against it. Unset: the client
 #                   makes a random file only it can check
+#   RB_TIMER        client | server: server when the client runs the kernel
+#                   under test. The trusted server then takes the times,
+#                   and the client writes what it read back to the server
+#                   too (r1..rN), for the server to check against RB_DATA
 #   RB_SECS RB_READERS RB_WRITERS RB_CREDITS RB_THREADS
 #                   the pressure test (RB_TEST=pressure): seconds of load,
 #                   parallel O_DIRECT 1 MiB readers and writers, svcrdma's
@@ -199,21 +203,31 @@ server_time() {
 # per iteration, against the data both were given (RB_DATA). Run once the
 # client is done, so it costs the timed transfers nothing. A client that
 # runs the kernel under test can say what it likes of its own cmp; this
-# is the trusted side's word on what reached the server.
+# is the trusted side's word on what reached the server, and (RB_TIMER=
+# server) on what the client read back, as it wrote that back again.
 server_check() {
 	[ -n "${RB_DATA:-}" ] || return 0
 	i=1
 	while [ $i -le "$RB_ITERS" ]; do
-		if [ ! -f $MNT/f$i ]; then
-			r=missing
-		elif cmp -s "$RB_DATA" $MNT/f$i; then
-			r=ok
+		r=$(data_check $MNT/f$i)
+		if [ "${RB_TIMER:-client}" = server ]; then
+			mark SRVCMP "iter=$i result=$r readback=$(data_check $MNT/r$i)"
 		else
-			r=mismatch
+			mark SRVCMP "iter=$i result=$r"
 		fi
-		mark SRVCMP "iter=$i result=$r"
 		i=$((i + 1))
 	done
+}
+
+# data_check FILE: ok when FILE holds RB_DATA, else mismatch or missing.
+data_check() {
+	if [ ! -f "$1" ]; then
+		echo missing
+	elif cmp -s "$RB_DATA" "$1"; then
+		echo ok
+	else
+		echo mismatch
+	fi
 }
 
 # server_health: the server's count of RPCs it could not decode
@@ -329,16 +343,31 @@ client_transfer() {
 		e=$(now)
 		if cmp -s "$src" /dev/shm/back; then r=ok; else r=mismatch fails=$((fails + 1)); fi
 		# rb.crash=corrupt, the host's self-test of server_check: the
-		# server's copy changes where only the server can see it.
-		[ "${RB_CRASH:-none}" = corrupt ] && printf x | dd of=$MNT/f$i bs=1 seek=4096 conv=notrunc 2>/dev/null
+		# server's copy, and what this client read, change where only the
+		# server can see it.
+		if [ "${RB_CRASH:-none}" = corrupt ]; then
+			printf x | dd of=$MNT/f$i bs=1 seek=4096 conv=notrunc 2>/dev/null
+			printf x | dd of=/dev/shm/back bs=1 seek=8192 conv=notrunc 2>/dev/null
+		fi
 		ws=$(awk -v x="$c" -v y="$b" 'BEGIN{printf "%.2f", x-y}')
 		rs=$(awk -v x="$e" -v y="$d" 'BEGIN{printf "%.2f", x-y}')
 		mark RESULT "iter=$i mb=$RB_MB gen_s=$gen write_s=$ws write_MBps=$(mbps "$RB_MB" "$ws") read_s=$rs read_MBps=$(mbps "$RB_MB" "$rs") cmp=$r"
-		rm -f /dev/shm/back
+		if [ "${RB_TIMER:-client}" = server ]; then
+			mv /dev/shm/back /dev/shm/back$i
+		else
+			rm -f /dev/shm/back
+		fi
 		gen=0
 		i=$((i + 1))
 	done
 	rm -f /dev/shm/src
+	# What was read back goes to the server once the timed loop is done,
+	# for the trusted server to check: this kernel's cmp is its own word.
+	i=1
+	while [ "${RB_TIMER:-client}" = server ] && [ $i -le "$RB_ITERS" ]; do
+		cp /dev/shm/back$i $MNT/r$i && rm -f /dev/shm/back$i
+		i=$((i + 1))
+	done
 	[ $fails = 0 ]
 }
 

@@ -1,0 +1,105 @@
+package lab
+
+import "fmt"
+
+// The transfer test's checks of its data and of the client's figures,
+// judged the same way whichever driver ran the test (a QEMU pair's
+// consoles, a real pair's SSH sessions).
+
+// serverChecks is the server's look at the files of the transfer test
+// (labtest.sh's server_check, @@RB SRVCMP), per iteration: the file the
+// client wrote and, when the client runs the kernel under test, what it
+// read back and wrote again.
+type serverChecks struct{ wrote, readBack map[int]string }
+
+func newServerChecks() serverChecks {
+	return serverChecks{wrote: map[int]string{}, readBack: map[int]string{}}
+}
+
+// note records one of the server's SRVCMP markers.
+func (s serverChecks) note(m marker) {
+	s.wrote[m.int("iter")] = m.Args["result"]
+	s.readBack[m.int("iter")] = m.Args["readback"]
+}
+
+// failure says why iteration it's data fails the test, "" when it does
+// not. With the kernel under test on the client (clientUntrusted), the
+// trusted server must have found the file and the read-back as given,
+// whatever the client says of its own cmp; any server's word that one is
+// not counts against the kernel under test; the client's own cmp must
+// say ok.
+func (s serverChecks) failure(it Iteration, clientUntrusted bool) string {
+	got, back := s.wrote[it.N], s.readBack[it.N]
+	switch {
+	case clientUntrusted && it.Cmp == "":
+		return fmt.Sprintf("iteration %d: the client reported no data check", it.N)
+	case clientUntrusted && got != "ok":
+		return fmt.Sprintf("iteration %d: the trusted server did not find the file as the client was given it (%q)", it.N, got)
+	case clientUntrusted && back != "ok":
+		return fmt.Sprintf("iteration %d: the trusted server did not find what the client read back as the data it was given (%q)", it.N, back)
+	case serverRejected(got):
+		return fmt.Sprintf("iteration %d: the server did not find the file as the client was given it (%q)", it.N, got)
+	case serverRejected(back):
+		return fmt.Sprintf("iteration %d: the server did not find what the client read back as the data it was given (%q)", it.N, back)
+	case it.Cmp != "ok":
+		return fmt.Sprintf("iteration %d: data mismatch", it.N)
+	}
+	return ""
+}
+
+// corrupt says which iteration's data did not survive the transfer test
+// ("" when all did): the server's check of what the client wrote and of
+// what it read back, then the client's own of what it read back. A
+// server that runs the kernel under test cannot vouch for a file; a
+// client's word counts only against it.
+func (s serverChecks) corrupt(iters []Iteration) string {
+	for _, it := range iters {
+		if got := s.wrote[it.N]; serverRejected(got) {
+			return fmt.Sprintf("iteration %d of %d: the file the client wrote over NFS/RDMA is not, on the server, the data it was given (server's check: %s)", it.N, len(iters), got)
+		}
+		if got := s.readBack[it.N]; serverRejected(got) {
+			return fmt.Sprintf("iteration %d of %d: what the client read back over NFS/RDMA, written to the server again, is not the data it was given (server's check of the read-back: %s)", it.N, len(iters), got)
+		}
+		if it.Cmp == "mismatch" {
+			return fmt.Sprintf("iteration %d of %d: the file read back over NFS/RDMA differs from the one written (cmp)", it.N, len(iters))
+		}
+	}
+	return ""
+}
+
+// serverRejected says a server's check (SRVCMP) found a file other than
+// the one the client was given, or none.
+func serverRejected(result string) bool { return result == "mismatch" || result == "missing" }
+
+// unbacked says why the figures of a client running the kernel under
+// test are not backed by the trusted server's own count of the bytes it
+// read and wrote for it (srvio, the server's last SRVIO marker; ok false
+// when it sent none), "" when they are: a kernel that reports transfers
+// it never made gets nothing. lastResult is the client's last RESULT.
+func unbacked(t Test, srvio marker, ok bool, lastResult marker) string {
+	if !ok {
+		return "the trusted server reported no byte counts"
+	}
+	// What the client says it moved: the pressure test's one result
+	// names its MiB each way; the others move the file each iteration.
+	var readMiB, writeMiB int
+	if t.Load != nil {
+		readMiB, writeMiB = lastResult.int("mb"), lastResult.int("write_mb")
+	} else {
+		readMiB = t.Iterations * t.SizeMiB
+		if t.Kind == "transfer" {
+			writeMiB = readMiB
+		}
+	}
+	// 95 %: a server counts what it moved, the client what completed.
+	for _, c := range []struct {
+		what      string
+		server    int64
+		clientMiB int
+	}{{"read", int64(srvio.float("read")), readMiB}, {"wrote", int64(srvio.float("written")), writeMiB}} {
+		if c.server < int64(c.clientMiB)*(1<<20)*95/100 {
+			return fmt.Sprintf("the client's figures are not the server's: the server %s %.1f MiB for it, the client says %d MiB", c.what, float64(c.server)/(1<<20), c.clientMiB)
+		}
+	}
+	return ""
+}
