@@ -40,6 +40,9 @@ type SSHPair struct {
 	Probe    time.Duration
 	// RDMA overrides the pair's rdma setting (tests use "rxe" inside QEMU).
 	RDMA string
+	// crash is labtest.sh's RB_CRASH on both hosts: a self-test of the
+	// host's own checks, set by tests only.
+	crash string
 }
 
 // NewSSHPair returns the driver for one configured pair; holder names
@@ -473,29 +476,59 @@ func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good m
 	})
 }
 
-func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test) string {
+// env is labtest.sh's environment on host h; timer is who takes the
+// times (RB_TIMER: "server" when the client runs the kernel under test).
+func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test, timer string) string {
 	// Netem is validated to words of [A-Za-z0-9.%]: double quotes hold it.
-	return fmt.Sprintf("RB_IP=%s RB_PEER=%s RB_DEV=%s RB_RDMA=%s RB_PROTO=%s RB_VERS=%s RB_TEST=%s RB_MB=%d RB_ITERS=%d RB_HUNG=%d RB_NETEM=\"%s\"",
-		h.cfg.TestIP, peer.TestIP, h.cfg.Netdev, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs, t.Netem)
+	e := fmt.Sprintf("RB_IP=%s RB_PEER=%s RB_DEV=%s RB_RDMA=%s RB_PROTO=%s RB_VERS=%s RB_TEST=%s RB_MB=%d RB_ITERS=%d RB_HUNG=%d RB_NETEM=\"%s\" RB_TIMER=%s",
+		h.cfg.TestIP, peer.TestIP, h.cfg.Netdev, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs, t.Netem, timer)
+	if t.Kind == "transfer" {
+		e += " RB_DATA=" + remoteData
+	}
+	if p.crash != "" {
+		e += " RB_CRASH=" + p.crash
+	}
+	return e
 }
 
-const remoteScript = "/tmp/rdmabot-labtest.sh"
+const (
+	remoteScript = "/tmp/rdmabot-labtest.sh"
+	// remoteData is the transfer test's file, the host's, on both hosts:
+	// the server checks what the client wrote and read back against it.
+	remoteData = "/tmp/rdmabot-data"
+)
 
-// test runs the transfer test: server up, client loop, server down.
+// test runs the transfer test: server up, client loop, server down. The
+// server waits for the client's word as in the QEMU guests, checks the
+// files it wrote and, with the kernel under test on the client, takes
+// the times.
 func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel, t Test) (*Result, error) {
 	srv, cli := hosts["server"], hosts["client"]
+	timer := "client"
+	if !k.Trusted("client") {
+		timer = "server"
+	}
 	for _, h := range []*sshHost{srv, cli} {
 		if err := h.put(ctx, remoteScript, labtestScript, 0o644); err != nil {
 			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
 		}
+		if t.Kind != "transfer" {
+			continue
+		}
+		if err := h.put(ctx, remoteData, testData(t.SizeMiB), 0o644); err != nil {
+			return nil, &InfraError{Host: h.role, Op: "copy test data", Err: err}
+		}
 	}
 	// Each step has a deadline: a hung NFS mount must not hold the pair.
+	stepCtx := func(sctx context.Context, h *sshHost, peer SSHHostConfig, fns string) (time.Time, error) {
+		out, err := h.run(sctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t, timer), remoteScript, fns), nil)
+		h.out.WriteString(out)
+		return time.Now(), err
+	}
 	step := func(h *sshHost, peer SSHHostConfig, fns string, limit time.Duration) (time.Time, error) {
 		sctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		out, err := h.run(sctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t), remoteScript, fns), nil)
-		h.out.WriteString(out)
-		return time.Now(), err
+		return stepCtx(sctx, h, peer, fns)
 	}
 	t0 := time.Now()
 	tServer, serr := step(srv, cli.cfg, "rdma_up && server_up", 5*time.Minute)
@@ -506,8 +539,29 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 		return nil, &BootError{Host: "server", Phase: "rdma", Err: serr, Console: tail(srv.out.String(), 40)}
 	}
 	testLimit := 5*time.Minute + time.Duration(t.Iterations)*(time.Minute+time.Duration(t.SizeMiB)*time.Second)
+	waited := make(chan struct{})
+	wctx, stopWait := context.WithTimeout(ctx, testLimit+2*time.Minute)
+	defer stopWait()
+	go func() {
+		defer close(waited)
+		stepCtx(wctx, srv, cli.cfg, "server_wait")
+	}()
 	tClient, cerr := step(cli, srv.cfg, "rdma_up && client_run", testLimit)
-	step(srv, cli.cfg, "server_health; server_down", time.Minute)
+	// A client that never said it was done (it crashed, or was cut off)
+	// must not keep the server waiting: say so for it. One that did has
+	// closed the server's listener, and this finds no one. The server's
+	// checks then read each file twice; a server that does not end them
+	// in time (it crashed) is cut off.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	srv.run(pctx, "echo lost | nc -w 2 127.0.0.1 7777", nil)
+	cancel()
+	select {
+	case <-waited:
+	case <-time.After(time.Minute + time.Duration(t.Iterations*t.SizeMiB)*time.Second):
+		stopWait()
+		<-waited
+	}
+	step(srv, cli.cfg, "server_down", time.Minute)
 
 	res := &Result{Pair: p.cfg.Name, Mode: "ssh", Kernel: k, Test: t}
 	for _, h := range []*sshHost{srv, cli} {
@@ -521,45 +575,114 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 			res.Client = host
 		}
 	}
-	var summary marker
-	for _, l := range strings.Split(res.Client.Console, "\n") {
-		m, ok := parseMarker(l)
-		if !ok {
-			continue
-		}
-		switch m.Event {
-		case "RESULT", "FIO":
-			res.Iterations = append(res.Iterations, iterationOf(m))
-		case "TRANSPORT":
-			res.Transport = m.Args["xprt"]
-		case "MOUNTED":
-			res.MountOpts = m.Args["opts"]
-		case "SUMMARY":
-			summary = m
-			res.LoopSecs = m.float("loop_s")
-		case "NETEM_FAIL":
-			return nil, netemError("client", m.Args["msg"])
-		case "RDMA_FAIL":
-			return res, &BootError{Host: "client", Phase: "rdma", Err: fmt.Errorf("%v", m.Args), Console: tail(res.Client.Console, 40)}
-		}
+	m, err := readMarkers(res, timer)
+	var boot *BootError
+	switch {
+	case errors.As(err, &boot):
+		return res, err
+	case err != nil:
+		return nil, err
 	}
 	res.Health = healthOf(res.Client.Console, res.Server.Console)
 	// Over SSH the client's RDMA bring-up and mount are part of its step.
 	res.Phases = Phases{RDMAUp: tServer.Sub(t0).Seconds(), Test: tClient.Sub(tServer).Seconds()}
+	res.Failure = m.failure(res, cerr, timer == "server")
+	res.Passed = res.Failure == ""
+	if t.Kind == "transfer" {
+		res.Corrupt = m.checks.corrupt(res.Iterations)
+	}
+	return res, nil
+}
+
+// sshMarkers is what the hosts' sessions said of the test.
+type sshMarkers struct {
+	summary, lastResult, srvio marker
+	srvioSeen                  bool
+	checks                     serverChecks
+}
+
+// readMarkers reads both hosts' sessions into res (the iterations from the
+// side that takes the times, the transport, the mount) and returns what
+// judges them.
+func readMarkers(res *Result, timer string) (*sshMarkers, error) {
+	m := &sshMarkers{checks: newServerChecks()}
+	clientCmp := map[int]string{}
+	for _, l := range strings.Split(res.Server.Console, "\n") {
+		mk, ok := parseMarker(l)
+		switch {
+		case !ok:
+		case mk.Event == "STIME" && timer == "server":
+			res.Iterations = append(res.Iterations, iterationOf(mk))
+		case mk.Event == "SRVCMP":
+			m.checks.note(mk)
+		case mk.Event == "SRVIO":
+			m.srvio, m.srvioSeen = mk, true
+		}
+	}
+	for _, l := range strings.Split(res.Client.Console, "\n") {
+		mk, ok := parseMarker(l)
+		if !ok {
+			continue
+		}
+		switch mk.Event {
+		case "RESULT", "FIO":
+			m.lastResult = mk
+			clientCmp[mk.int("iter")] = mk.Args["cmp"]
+			if timer == "client" {
+				res.Iterations = append(res.Iterations, iterationOf(mk))
+			}
+		case "TRANSPORT":
+			res.Transport = mk.Args["xprt"]
+		case "MOUNTED":
+			res.MountOpts = mk.Args["opts"]
+		case "SUMMARY":
+			m.summary = mk
+			res.LoopSecs = mk.float("loop_s")
+		case "NETEM_FAIL":
+			return nil, netemError("client", mk.Args["msg"])
+		case "RDMA_FAIL":
+			return nil, &BootError{Host: "client", Phase: "rdma", Err: fmt.Errorf("%v", mk.Args), Console: tail(res.Client.Console, 40)}
+		}
+	}
+	if timer == "server" {
+		for i := range res.Iterations {
+			res.Iterations[i].Cmp = clientCmp[res.Iterations[i].N]
+		}
+	}
+	return m, nil
+}
+
+// failure is why the test did not pass, "" if it did; cerr is how the
+// client's session ended.
+func (m *sshMarkers) failure(res *Result, cerr error, clientUntrusted bool) string {
+	t := res.Test
 	switch c := res.Crash(); {
 	case c != nil && c.Fatal:
-		res.Failure = c.Title
-	case cerr != nil && summary.Event == "":
-		res.Failure = "client test failed: " + cerr.Error()
+		return c.Title
+	case cerr != nil && m.summary.Event == "":
+		return "client test failed: " + cerr.Error()
 	case res.Transport != t.Transport:
-		res.Failure = fmt.Sprintf("transport is %q, not %q", res.Transport, t.Transport)
+		return fmt.Sprintf("transport is %q, not %q", res.Transport, t.Transport)
 	case len(res.Iterations) != t.Iterations:
-		res.Failure = fmt.Sprintf("%d of %d iterations ran", len(res.Iterations), t.Iterations)
-	case summary.Args["ok"] != "1":
-		res.Failure = "client test failed"
+		return fmt.Sprintf("%d of %d iterations ran", len(res.Iterations), t.Iterations)
 	}
-	res.Passed = res.Failure == ""
-	return res, nil
+	if clientUntrusted {
+		if why := unbacked(t, m.srvio, m.srvioSeen, m.lastResult); why != "" {
+			return why
+		}
+	}
+	for _, it := range res.Iterations {
+		if t.Kind != "transfer" {
+			break
+		}
+		if why := m.checks.failure(it, clientUntrusted); why != "" {
+			return why
+		}
+	}
+	if m.summary.Args["ok"] != "1" {
+		return "client test failed"
+	}
+	return ""
 }
 
 func iterationOf(m marker) Iteration {

@@ -146,27 +146,64 @@ func testSSHPair(cfg SSHPairConfig, t *testing.T) *SSHPair {
 // The SSH driver for real, against sshd in two QEMU guests: reserve,
 // copy the kernel, reboot into it, verify release and build id, run the
 // transfer test over NFS/RDMA between the hosts, collect dmesg, reboot
-// back to the known-good kernel, release.
+// back to the known-good kernel, release. The kernel is a candidate on
+// the client beside a trusted copy of it on the server, which takes the
+// times and checks the files the client wrote and read back, as in the
+// QEMU pair.
 func TestSSHPairAgainstGuests(t *testing.T) {
 	cfg, ip := sshLab(t)
 	sp := testSSHPair(cfg, t)
 	test := DefaultTest()
 	test.SizeMiB, test.Iterations = 4, 2
-	res, err := sp.Run(context.Background(), testKernel(t), test)
-	srvConsole, cliConsole := ip.stop()
+	k := testKernel(t)
+	peer := Kernel{BzImage: filepath.Join(t.TempDir(), "bzImage")}
+	img, err := os.ReadFile(k.BzImage)
 	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(peer.BzImage, img, 0o644)
+	k.Peer, k.Side = &peer, SideClient
+	res, err := sp.Run(context.Background(), k, test)
+	if err != nil {
+		srvConsole, _ := ip.stop()
 		t.Fatalf("%v\nserver console:\n%s", err, tail(srvConsole, 30))
 	}
 	if !res.Passed || res.Transport != "rdma" || len(res.Iterations) != 2 {
-		t.Fatalf("passed=%v %q transport %q iterations %+v\nclient:\n%s", res.Passed, res.Failure, res.Transport, res.Iterations, res.Client.Console)
+		t.Fatalf("passed=%v %q transport %q iterations %+v\nclient:\n%s\nserver:\n%s", res.Passed, res.Failure, res.Transport, res.Iterations, res.Client.Console, res.Server.Console)
 	}
 	if !strings.Contains(res.Server.Dmesg, "Linux version") {
 		t.Error("server dmesg not collected")
 	}
-	// Booted three times each: first boot, into the kernel, back to known-good.
+	// The trusted server's figures and checks decided.
+	if n := strings.Count(res.Server.Console, "@@RB STIME iter="); n != 2 {
+		t.Errorf("the server timed %d of 2 iterations:\n%s", n, res.Server.Console)
+	}
+	if n := strings.Count(res.Server.Console, " result=ok readback=ok "); n != 2 {
+		t.Errorf("the server found %d of 2 files and read-backs as given:\n%s", n, res.Server.Console)
+	}
+	for _, it := range res.Iterations {
+		if it.Cmp != "ok" || it.WriteMBps <= 0 {
+			t.Errorf("iteration %+v", it)
+		}
+	}
+
+	// A client whose file and read-back changed after its own check
+	// matched: the trusted server's checks find it over SSH too.
+	sp.crash = "corrupt"
+	res, err = sp.Run(context.Background(), k, test)
+	srvConsole, cliConsole := ip.stop()
+	if err != nil {
+		t.Fatalf("%v\nserver console:\n%s", err, tail(srvConsole, 30))
+	}
+	if res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch") ||
+		strings.Count(res.Server.Console, " result=mismatch readback=mismatch ") != 2 {
+		t.Errorf("changed on the server: passed=%v failure %q corrupt %q\n%s", res.Passed, res.Failure, res.Corrupt, res.Server.Console)
+	}
+	// Booted five times each: first boot, then into the kernel and back
+	// to known-good for each run.
 	for role, c := range map[string]string{"server": srvConsole, "client": cliConsole} {
-		if n := strings.Count(c, "@@RB BOOTED"); n != 3 {
-			t.Errorf("%s booted %d times, want 3", role, n)
+		if n := strings.Count(c, "@@RB BOOTED"); n != 5 {
+			t.Errorf("%s booted %d times, want 5", role, n)
 		}
 	}
 	// The lease is gone: another holder can take both hosts.
