@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -338,5 +339,77 @@ func TestWaitUpAbandonsASilentSession(t *testing.T) {
 	}
 	if n := conns.Load(); n < 2 {
 		t.Errorf("%d connections: a try after a silent one must dial anew", n)
+	}
+}
+
+// sessions splits a scripted run (role-prefixed lines, as feed reads
+// them) into the two hosts' SSH output, leaving out lines that start
+// with any of drop.
+func sessions(script string, drop ...string) (server, client string) {
+	var out = map[string]*strings.Builder{"server": {}, "client": {}}
+	for _, l := range strings.Split(strings.TrimSpace(script), "\n") {
+		l = strings.TrimSpace(l)
+		role, text, _ := strings.Cut(l, " ")
+		if text == "EXIT" || slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(l, p) }) {
+			continue
+		}
+		out[role].WriteString(text + "\n")
+	}
+	return out["server"].String(), out["client"].String()
+}
+
+// Over SSH the hosts' sessions are judged by the QEMU pair's rules: with
+// the kernel under test on the client, the trusted server's times,
+// checks and byte counts decide, and a server cut off before it said
+// anything passes nothing.
+func TestSSHJudgesByTheTrustedServer(t *testing.T) {
+	test := DefaultTest()
+	test.Iterations = 2
+	base := Kernel{BzImage: "base"}
+	onClient := Kernel{BzImage: "cand", Peer: &base, Side: SideClient}
+	// The candidate client says 1600 MB/s; the server timed 20.
+	boasting := strings.ReplaceAll(serverTimedRun, "client @@RB RESULT iter=1 mb=32 gen_s=0 write_s=1.60 write_MBps=20.00", "client @@RB RESULT iter=1 mb=32 gen_s=0 write_s=0.02 write_MBps=1600.00")
+	for name, c := range map[string]struct {
+		k                Kernel
+		script           string
+		drop             []string
+		failure, corrupt string
+		writeMBps        float64
+	}{
+		"timed by the server": {onClient, boasting, nil, "", "", 20},
+		"server cut off":      {onClient, serverTimedRun, []string{"server @@RB STIME", "server @@RB SRVCMP", "server @@RB SRVIO"}, "0 of 2 iterations ran", "", 0},
+		"no byte counts":      {onClient, serverTimedRun, []string{"server @@RB SRVIO"}, "the trusted server reported no byte counts", "", 20},
+		"no checks":           {onClient, serverTimedRun, []string{"server @@RB SRVCMP"}, `iteration 1: the trusted server did not find the file as the client was given it ("")`, "", 20},
+		"read-back changed": {onClient, strings.Replace(serverTimedRun, "iter=2 result=ok readback=ok", "iter=2 result=ok readback=mismatch", 1), nil,
+			"iteration 2: the trusted server did not find what the client read back", "server's check of the read-back: mismatch", 20},
+		"trusted client": {Kernel{BzImage: "k"}, goodRun, nil, "", "", 20},
+		"trusted client, a server's mismatch": {Kernel{BzImage: "k"}, strings.Replace(goodRun, "server @@RB POWEROFF", "server @@RB SRVCMP iter=2 result=mismatch\nserver @@RB POWEROFF", 1), nil,
+			"iteration 2: the server did not find the file", "server's check: mismatch", 20},
+	} {
+		res := &Result{Kernel: c.k, Test: test}
+		res.Server.Console, res.Client.Console = sessions(c.script, c.drop...)
+		timer := map[bool]string{true: "client", false: "server"}[c.k.Trusted("client")]
+		m, err := readMarkers(res, timer)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		failure := m.failure(res, nil, timer == "server")
+		corrupt := m.checks.corrupt(res.Iterations)
+		if !strings.Contains(failure, c.failure) || (c.failure == "") != (failure == "") ||
+			!strings.Contains(corrupt, c.corrupt) || (c.corrupt == "") != (corrupt == "") {
+			t.Errorf("%s: failure %q corrupt %q, want %q %q", name, failure, corrupt, c.failure, c.corrupt)
+		}
+		if len(res.Iterations) > 0 && (res.Iterations[0].WriteMBps != c.writeMBps || res.Iterations[0].Cmp != "ok") {
+			t.Errorf("%s: iteration %+v, want the timer's %v MB/s and the client's cmp", name, res.Iterations[0], c.writeMBps)
+		}
+	}
+
+	// A client whose RDMA device never came up is its kernel's failure.
+	res := &Result{Kernel: onClient, Test: test}
+	res.Server.Console, res.Client.Console = sessions("client @@RB RDMA_FAIL dev=rxe0")
+	var be *BootError
+	if _, err := readMarkers(res, "server"); !errors.As(err, &be) || be.Host != "client" {
+		t.Errorf("RDMA_FAIL: %v, want the client's BootError", err)
 	}
 }
