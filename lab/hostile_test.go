@@ -209,19 +209,24 @@ func standIn(args []string) int {
 			// Write the file over the link and read it back.
 			go conn.Write(chunk)
 			back := make([]byte, len(chunk))
-			io.ReadFull(conn, back)
+			// Its own check, as labtest.sh's cmp: what came back is what
+			// it wrote.
+			cmp := "ok"
+			if _, err := io.ReadFull(conn, back); err != nil || !bytes.Equal(back, chunk) {
+				cmp = "mismatch"
+			}
 			if strings.TrimSpace(string(kind)) == "misreader" {
-				// What it reads is not what the server sent, and it says
-				// the data came back as written.
+				// What it read is not what the server sent, where its
+				// own check does not look.
 				back[8192] ^= 1
 			}
 			readBack = append(readBack, back)
 			if strings.TrimSpace(string(kind)) == "liar" {
 				// It moved the data, and says it did so at 1600 MB/s.
-				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, cmp)
 				continue
 			}
-			say("@@RB RESULT iter=%d mb=16 gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=ok t=9", i)
+			say("@@RB RESULT iter=%d mb=16 gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, cmp)
 		}
 		// Asked to (rb.timer=server), it writes what it read back to the
 		// server, as labtest.sh's client_transfer does.
@@ -270,9 +275,12 @@ func standInKernel(t *testing.T, kind string) Kernel {
 
 // A kernel under test that prints what a passing run prints, faster
 // than any real one, with another build id, and never stops, boots on
-// the server beside the trusted base on the client. What it prints
-// decides nothing: the figures are the base client's, and never ending
-// is its own failure within the phase limits, not the lab's.
+// the server beside the trusted base on the client, or on the client.
+// What it prints decides nothing: the figures are the trusted side's,
+// the data the trusted side's checks find, and never ending is its own
+// failure within the phase limits, not the lab's. None of them passes
+// but the liar, which moved the data as given and lied only about its
+// speed.
 func TestHostileKernelCannotGradeItself(t *testing.T) {
 	p := standInPair(t)
 	test := DefaultTest()
@@ -305,6 +313,9 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			}
 			if err != nil {
 				return // its own failure (BootError), never a pass
+			}
+			if res.Passed && c.kind != "liar" {
+				t.Errorf("the hostile kernel passed: %+v", res.Iterations)
 			}
 			if c.kind == "forger" && (res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch")) {
 				t.Errorf("a client that wrote other data than it was given: passed=%v corrupt=%q", res.Passed, res.Corrupt)
