@@ -39,9 +39,9 @@ type Config struct {
 // boots on the server (CandidateSide) but changes files matching
 // Touches, code the client runs as much as the server, first gets Boots
 // boots of each kernel on the client, beside the base kernel on the
-// server, which takes the times and checks every file the client wrote:
-// the client's own uses of that code (FRWR registration, its Sends and
-// Receives) are otherwise never run by the series' kernel.
+// server, which takes the times and checks every file the client wrote
+// and read back: the client's own uses of that code (FRWR registration,
+// its Sends and Receives) are otherwise never run by the series' kernel.
 type ClientSideConfig struct {
 	// Boots per side; 0 turns the profile off.
 	Boots int `toml:"boots"`

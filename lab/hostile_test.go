@@ -49,15 +49,21 @@ func standIn(args []string) int {
 			netdev = args[i+1]
 		}
 	}
-	kind, err := os.ReadFile(kernel)
+	kind, id, release, err := standInKernelKind(kernel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	role := "idle"
+	role, mb, iters := "idle", 16, 2
 	for _, w := range strings.Fields(cmdline) {
-		if v, ok := strings.CutPrefix(w, "rb.role="); ok {
+		k, v, _ := strings.Cut(w, "=")
+		switch k {
+		case "rb.role":
 			role = v
+		case "rb.mb":
+			fmt.Sscan(v, &mb)
+		case "rb.iters":
+			fmt.Sscan(v, &iters)
 		}
 	}
 	// The link: the server listens (the host waits for that), the client
@@ -79,15 +85,15 @@ func standIn(args []string) int {
 		}
 	}
 	say := func(format string, a ...any) { fmt.Printf(format+"\n", a...) }
-	say("[    0.000000] Linux version 6.12.117 (%s) #1 SMP", strings.TrimSpace(string(kind)))
-	if f := strings.Fields(string(kind)); len(f) == 2 && f[0] == "snoop" {
+	say("[    0.000000] Linux version 6.12.117 (%s) #1 SMP", kind)
+	if f := strings.Fields(kind); len(f) == 2 && f[0] == "snoop" {
 		// A guest broken out into its QEMU looks around the host.
 		_, err := os.ReadFile(f[1])
 		say("snoop read: %v", err)
 		say("snoop write: %v", os.WriteFile(filepath.Join(filepath.Dir(f[1]), "planted"), []byte("x"), 0o644))
 		say("snoop env: %q", os.Environ())
 	}
-	if string(kind) == "hog" {
+	if kind == "hog" {
 		// One that takes all the host's memory it can (outside Go's
 		// heap, which the race detector makes slow to grow).
 		for {
@@ -100,7 +106,7 @@ func standIn(args []string) int {
 			}
 		}
 	}
-	if strings.HasPrefix(string(kind), "hostile") {
+	if strings.HasPrefix(kind, "hostile") {
 		// Everything a kernel can print to look good, on its own console.
 		say("@@RB BOOTED role=%s kernel=6.12.117 build_id=ffff t=1.0", role)
 		say("@@RB RDMA_UP dev=rxe0 t=1.1")
@@ -115,7 +121,7 @@ func standIn(args []string) int {
 			conn.Close()
 		}
 		say("@@RB POWEROFF status=ok t=2")
-		if strings.Contains(string(kind), "spin") {
+		if strings.Contains(kind, "spin") {
 			// Progress without end, and no power-off.
 			for i := 3; ; i++ {
 				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
@@ -124,7 +130,7 @@ func standIn(args []string) int {
 		}
 		return 0
 	}
-	say("@@RB BOOTED role=%s kernel=6.12.117 build_id=ab t=1.5", role)
+	say("@@RB BOOTED role=%s kernel=%s build_id=%s t=1.5", role, release, id)
 	say("@@RB RDMA_UP dev=rxe0 t=1.8")
 	switch role {
 	case "server":
@@ -136,14 +142,8 @@ func standIn(args []string) int {
 		// It checks each file against the data the host gave both
 		// guests, as labtest.sh's server_check does, and (rb.timer=server)
 		// what the client read back and wrote again after its files.
-		const file = 16 << 20
-		data := testData(16)
-		iters := 2
-		for _, w := range strings.Fields(cmdline) {
-			if v, ok := strings.CutPrefix(w, "rb.iters="); ok {
-				fmt.Sscan(v, &iters)
-			}
-		}
+		file := int64(mb) << 20
+		data := testData(mb)
 		timer := strings.Contains(cmdline, "rb.timer=server")
 		same := map[int]bool{} // 1..iters: the files; iters+1..: the read-backs
 		var moved, echoed int64
@@ -172,7 +172,7 @@ func standIn(args []string) int {
 				moved += int64(n)
 				if timer && iter <= iters && moved >= int64(iter)*file {
 					secs := time.Since(first).Seconds()
-					say("@@RB STIME iter=%d mb=16 write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", iter, secs, 16/secs, secs, 16/secs)
+					say("@@RB STIME iter=%d mb=%d write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", iter, mb, secs, float64(mb)/secs, secs, float64(mb)/secs)
 					iter++
 				}
 			}
@@ -198,14 +198,14 @@ func standIn(args []string) int {
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
-		chunk := testData(16)
-		if strings.TrimSpace(string(kind)) == "forger" {
+		chunk := testData(mb)
+		if kind == "forger" {
 			// It moves a file, not the one it was given, and says the
 			// data came back as written.
-			chunk = make([]byte, 16<<20)
+			chunk = make([]byte, mb<<20)
 		}
 		var readBack [][]byte
-		for i := 1; i <= 2; i++ {
+		for i := 1; i <= iters; i++ {
 			// Write the file over the link and read it back.
 			go conn.Write(chunk)
 			back := make([]byte, len(chunk))
@@ -215,18 +215,18 @@ func standIn(args []string) int {
 			if _, err := io.ReadFull(conn, back); err != nil || !bytes.Equal(back, chunk) {
 				cmp = "mismatch"
 			}
-			if strings.TrimSpace(string(kind)) == "misreader" {
+			if kind == "misreader" {
 				// What it read is not what the server sent, where its
 				// own check does not look.
 				back[8192] ^= 1
 			}
 			readBack = append(readBack, back)
-			if strings.TrimSpace(string(kind)) == "liar" {
+			if kind == "liar" {
 				// It moved the data, and says it did so at 1600 MB/s.
-				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, cmp)
+				say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, mb, cmp)
 				continue
 			}
-			say("@@RB RESULT iter=%d mb=16 gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, cmp)
+			say("@@RB RESULT iter=%d mb=%d gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, mb, cmp)
 		}
 		// Asked to (rb.timer=server), it writes what it read back to the
 		// server, as labtest.sh's client_transfer does.
@@ -240,6 +240,31 @@ func standIn(args []string) int {
 	}
 	say("@@RB POWEROFF status=ok t=13.5")
 	return 0
+}
+
+// standInKernelKind is what the stand-in plays for the kernel file it
+// is given: a small file names its kind; a real bzImage (serve's
+// builds) plays honest with its own build id and release, unless its
+// kernel holds "RDMABOT_STANDIN=" and a kind (a posted series can add
+// the string).
+func standInKernelKind(kernel string) (kind, id, release string, err error) {
+	raw, err := os.ReadFile(kernel)
+	if err != nil {
+		return "", "", "", err
+	}
+	vmlinux, err := unpackVmlinux(kernel, maxBzImage, maxVmlinux)
+	if err != nil {
+		return strings.TrimSpace(string(raw)), "ab", "6.12.117", nil
+	}
+	kind = "honest"
+	if _, rest, ok := bytes.Cut(vmlinux, []byte("RDMABOT_STANDIN=")); ok {
+		kind, _, _ = strings.Cut(string(rest[:min(len(rest), 32)]), "\x00")
+	}
+	if id, err = ReadBuildID(kernel); err != nil {
+		return "", "", "", err
+	}
+	release, err = ReadRelease(kernel)
+	return kind, id, release, err
 }
 
 // standInPair is a QEMU pair whose qemu is the stand-in, with phase

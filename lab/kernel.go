@@ -39,40 +39,50 @@ func ReadBuildID(bzImage string) (string, error) {
 
 // readBuildID is ReadBuildID within the given bounds.
 func readBuildID(bzImage string, maxImage int64, maxUnpacked int) (string, error) {
-	b, err := readBounded(bzImage, maxImage)
+	vmlinux, err := unpackVmlinux(bzImage, maxImage, maxUnpacked)
 	if err != nil {
 		return "", err
-	}
-	if len(b) < 0x260 || string(b[bootHeaderMagicOff:bootHeaderMagicOff+4]) != "HdrS" {
-		return "", fmt.Errorf("%s: not a bzImage", bzImage)
-	}
-	setup := (int(b[setupSectsOff]) + 1) * 512
-	off := setup + int(binary.LittleEndian.Uint32(b[payloadOffsetOff:]))
-	n := int(binary.LittleEndian.Uint32(b[payloadLengthOff:]))
-	if off < 0 || n < 2 || off > len(b) || n > len(b)-off {
-		return "", fmt.Errorf("%s: payload out of range", bzImage)
-	}
-	payload := b[off : off+n]
-	if payload[0] != 0x1f || payload[1] != 0x8b {
-		return "", fmt.Errorf("%s: payload is not gzip (configure CONFIG_KERNEL_GZIP)", bzImage)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(payload))
-	if err != nil {
-		return "", err
-	}
-	zr.Multistream(false)
-	vmlinux, err := readAtMost(zr, maxUnpacked)
-	if errors.Is(err, errTooLarge) {
-		return "", fmt.Errorf("%s: payload unpacks to more than %d MiB", bzImage, maxUnpacked>>20)
-	}
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return "", fmt.Errorf("%s: %w", bzImage, err)
 	}
 	id, err := elfnote.BuildID(bytes.NewReader(vmlinux), int64(len(vmlinux)))
 	if err != nil {
 		return "", fmt.Errorf("%s: vmlinux: %w", bzImage, err)
 	}
 	return id, nil
+}
+
+// unpackVmlinux is the vmlinux in a bzImage's gzip payload, within the
+// given bounds (a payload cut short gives what it holds).
+func unpackVmlinux(bzImage string, maxImage int64, maxUnpacked int) ([]byte, error) {
+	b, err := readBounded(bzImage, maxImage)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 0x260 || string(b[bootHeaderMagicOff:bootHeaderMagicOff+4]) != "HdrS" {
+		return nil, fmt.Errorf("%s: not a bzImage", bzImage)
+	}
+	setup := (int(b[setupSectsOff]) + 1) * 512
+	off := setup + int(binary.LittleEndian.Uint32(b[payloadOffsetOff:]))
+	n := int(binary.LittleEndian.Uint32(b[payloadLengthOff:]))
+	if off < 0 || n < 2 || off > len(b) || n > len(b)-off {
+		return nil, fmt.Errorf("%s: payload out of range", bzImage)
+	}
+	payload := b[off : off+n]
+	if payload[0] != 0x1f || payload[1] != 0x8b {
+		return nil, fmt.Errorf("%s: payload is not gzip (configure CONFIG_KERNEL_GZIP)", bzImage)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	zr.Multistream(false)
+	vmlinux, err := readAtMost(zr, maxUnpacked)
+	if errors.Is(err, errTooLarge) {
+		return nil, fmt.Errorf("%s: payload unpacks to more than %d MiB", bzImage, maxUnpacked>>20)
+	}
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("%s: %w", bzImage, err)
+	}
+	return vmlinux, nil
 }
 
 var errTooLarge = errors.New("more than the bound")
