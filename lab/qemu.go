@@ -107,7 +107,24 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 
 // Run implements Pair.
 func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
+	k = withBuildIDs(k)
 	return repeatWhileBusy(ctx, p.cfg, p.log, t.Load != nil, func() (*Result, error) { return p.runOnce(ctx, k, t) })
+}
+
+// withBuildIDs is k with each side's build id read from its bzImage
+// where not given, for what each guest reports to be checked against: a
+// candidate that reports another one says something untrue of itself.
+// One that cannot be read (another compression) stays "", unchecked.
+func withBuildIDs(k Kernel) Kernel {
+	if k.BuildID == "" {
+		k.BuildID, _ = ReadBuildID(k.BzImage)
+	}
+	if k.Peer != nil && k.Peer.BuildID == "" {
+		peer := *k.Peer
+		peer.BuildID, _ = ReadBuildID(peer.BzImage)
+		k.Peer = &peer
+	}
+	return k
 }
 
 // repeatWhileBusy runs boot until one is measured while the guests'
