@@ -107,7 +107,6 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 
 // Run implements Pair.
 func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
-	k = withBuildIDs(k)
 	return repeatWhileBusy(ctx, p.cfg, p.log, t.Load != nil, func() (*Result, error) { return p.runOnce(ctx, k, t) })
 }
 
@@ -712,6 +711,9 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 			return res, be
 		}
 	}
+	// Read once the guests are gone: unpacking a bzImage takes a second
+	// of CPU that must not fall in the wait for a quiet host or a boot.
+	r.kernel = withBuildIDs(r.kernel)
 	for _, h := range []Host{res.Server, res.Client} {
 		want := r.kernel.On(h.Role).BuildID
 		if want == "" || h.BuildID == "" || h.BuildID == want {
