@@ -711,20 +711,12 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 			return res, be
 		}
 	}
-	// Read once the guests are gone: unpacking a bzImage takes a second
-	// of CPU that must not fall in the wait for a quiet host or a boot.
-	r.kernel = withBuildIDs(r.kernel)
-	for _, h := range []Host{res.Server, res.Client} {
-		want := r.kernel.On(h.Role).BuildID
-		if want == "" || h.BuildID == "" || h.BuildID == want {
-			continue
+	if err := r.verifyBuildIDs(res); err != nil {
+		var be *BootError
+		if errors.As(err, &be) {
+			return res, err
 		}
-		if !r.kernel.Trusted(h.Role) {
-			// The host booted the file it was given; a kernel that
-			// reports another build id says something untrue of itself.
-			return res, &BootError{Host: h.Role, Phase: "verify", Err: fmt.Errorf("the kernel reports build id %s, not the one built (%s)", h.BuildID, want), Console: tail(h.Console, 60)}
-		}
-		return nil, &InfraError{Host: h.Role, Op: "verify kernel", Err: fmt.Errorf("booted build id %s, want %s", h.BuildID, want)}
+		return nil, err
 	}
 	res.Phases = r.phases()
 	if m, ok := r.last["client TRANSPORT"]; ok {
@@ -747,6 +739,28 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	res.Passed = res.Failure == ""
 	res.Corrupt = r.corrupt()
 	return res, nil
+}
+
+// verifyBuildIDs checks the build id each guest reports against its
+// kernel's: another one from the kernel under test is its own failure
+// (BootError), from a trusted kernel the lab's (InfraError). The ids
+// are read once the guests are gone: unpacking a bzImage takes a second
+// of CPU that must not fall in the wait for a quiet host or a boot.
+func (r *run) verifyBuildIDs(res *Result) error {
+	r.kernel = withBuildIDs(r.kernel)
+	for _, h := range []Host{res.Server, res.Client} {
+		want := r.kernel.On(h.Role).BuildID
+		if want == "" || h.BuildID == "" || h.BuildID == want {
+			continue
+		}
+		if !r.kernel.Trusted(h.Role) {
+			// The host booted the file it was given; a kernel that
+			// reports another build id says something untrue of itself.
+			return &BootError{Host: h.Role, Phase: "verify", Err: fmt.Errorf("the kernel reports build id %s, not the one built (%s)", h.BuildID, want), Console: tail(h.Console, 60)}
+		}
+		return &InfraError{Host: h.Role, Op: "verify kernel", Err: fmt.Errorf("booted build id %s, want %s", h.BuildID, want)}
+	}
+	return nil
 }
 
 // corrupt says which iteration's data did not survive the transfer
