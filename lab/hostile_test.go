@@ -17,6 +17,7 @@ import (
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
 	"github.com/rdmabot/rdmabot/internal/cgroup"
+	"github.com/rdmabot/rdmabot/internal/elfnote"
 )
 
 // The stand-in for qemu-system-x86_64: the test binary itself, run by
@@ -55,6 +56,9 @@ func standIn(args []string) int {
 		return 1
 	}
 	role, mb, iters := "idle", 16, 2
+	// Asked to (rb.timer=server), the server takes the times and the
+	// client writes what it read back to the server for its check.
+	timer := strings.Contains(cmdline, "rb.timer=server")
 	for _, w := range strings.Fields(cmdline) {
 		k, v, _ := strings.Cut(w, "=")
 		switch k {
@@ -144,7 +148,6 @@ func standIn(args []string) int {
 		// what the client read back and wrote again after its files.
 		file := int64(mb) << 20
 		data := testData(mb)
-		timer := strings.Contains(cmdline, "rb.timer=server")
 		same := map[int]bool{} // 1..iters: the files; iters+1..: the read-backs
 		var moved, echoed int64
 		var first time.Time
@@ -228,10 +231,10 @@ func standIn(args []string) int {
 			}
 			say("@@RB RESULT iter=%d mb=%d gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, mb, cmp)
 		}
-		// Asked to (rb.timer=server), it writes what it read back to the
-		// server, as labtest.sh's client_transfer does.
+		// What it read back goes to the server, as labtest.sh's
+		// client_transfer sends it.
 		for _, back := range readBack {
-			if strings.Contains(cmdline, "rb.timer=server") {
+			if timer {
 				conn.Write(back)
 			}
 		}
@@ -248,19 +251,16 @@ func standIn(args []string) int {
 // kernel holds "RDMABOT_STANDIN=" and a kind (a posted series can add
 // the string).
 func standInKernelKind(kernel string) (kind, id, release string, err error) {
-	raw, err := os.ReadFile(kernel)
-	if err != nil {
-		return "", "", "", err
-	}
 	vmlinux, err := unpackVmlinux(kernel, maxBzImage, maxVmlinux)
 	if err != nil {
-		return strings.TrimSpace(string(raw)), "ab", "6.12.117", nil
+		raw, err := os.ReadFile(kernel)
+		return strings.TrimSpace(string(raw)), "ab", "6.12.117", err
 	}
 	kind = "honest"
 	if _, rest, ok := bytes.Cut(vmlinux, []byte("RDMABOT_STANDIN=")); ok {
 		kind, _, _ = strings.Cut(string(rest[:min(len(rest), 32)]), "\x00")
 	}
-	if id, err = ReadBuildID(kernel); err != nil {
+	if id, err = elfnote.BuildID(bytes.NewReader(vmlinux), int64(len(vmlinux))); err != nil {
 		return "", "", "", err
 	}
 	release, err = ReadRelease(kernel)

@@ -99,6 +99,23 @@ func noSurvivors(t *testing.T, pids []int) {
 	}
 }
 
+// onClientBesideCopy is k as a candidate on the client beside a trusted
+// copy of itself on the server: each side's file is its own, and the
+// pair reads each one's build id.
+func onClientBesideCopy(t *testing.T, k Kernel) Kernel {
+	t.Helper()
+	peer := Kernel{BzImage: filepath.Join(t.TempDir(), "bzImage")}
+	img, err := os.ReadFile(k.BzImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(peer.BzImage, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k.Peer, k.Side = &peer, SideClient
+	return k
+}
+
 // The kernel boots as a candidate on the client beside a trusted peer
 // (a copy of it, so each side's file is its own): the client's figures
 // count only as far as the trusted server's byte counts back them, and
@@ -107,17 +124,7 @@ func TestPairTransferRxe(t *testing.T) {
 	p, pids := testPair(t)
 	test := DefaultTest()
 	test.SizeMiB, test.Iterations = 8, 2
-	k := testKernel(t)
-	peer := Kernel{BzImage: filepath.Join(t.TempDir(), "bzImage")}
-	img, err := os.ReadFile(k.BzImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(peer.BzImage, img, 0o644)
-	if id, err := ReadBuildID(k.BzImage); err == nil {
-		k.BuildID, peer.BuildID = id, id
-	}
-	k.Peer, k.Side = &peer, SideClient
+	k := onClientBesideCopy(t, testKernel(t))
 	res := runPassingKernel(t, p, pids, test, k)
 	if !strings.Contains(res.Server.Console, "@@RB SRVIO read=") {
 		t.Errorf("the trusted server reported no byte counts")
@@ -183,7 +190,7 @@ func TestPairTransferRxe(t *testing.T) {
 	// client's read after the client's check): the trusted server's
 	// checks are what find both, and the run is corruption, not a pass.
 	p.hooks.cmdline = "rb.crash=corrupt"
-	res, err = p.Run(context.Background(), k, test)
+	res, err := p.Run(context.Background(), k, test)
 	noSurvivors(t, *pids)
 	if err != nil {
 		t.Fatal(err)

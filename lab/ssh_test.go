@@ -156,14 +156,7 @@ func TestSSHPairAgainstGuests(t *testing.T) {
 	sp := testSSHPair(cfg, t)
 	test := DefaultTest()
 	test.SizeMiB, test.Iterations = 4, 2
-	k := testKernel(t)
-	peer := Kernel{BzImage: filepath.Join(t.TempDir(), "bzImage")}
-	img, err := os.ReadFile(k.BzImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(peer.BzImage, img, 0o644)
-	k.Peer, k.Side = &peer, SideClient
+	k := onClientBesideCopy(t, testKernel(t))
 	res, err := sp.Run(context.Background(), k, test)
 	if err != nil {
 		srvConsole, _ := ip.stop()
