@@ -338,7 +338,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 				return nil
 			}
 			var err error
-			if d, err = b.stages.Decide.Decide(ctx, ref, m.samples); err != nil {
+			if d, err = b.stages.Decide.Decide(ctx, fmt.Sprintf("bisection %d %s", bis.ID, commit), ref, m.samples); err != nil {
 				return flow.MarkInfra(err)
 			}
 			if n = b.policy().MoreRuns(d, round); n == 0 || crashed(m.samples) {

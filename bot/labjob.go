@@ -77,7 +77,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				tr.Logf("a kernel failed under a lab profile: %v", err)
 				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.lossyFailed(ctx, tx, t, err) })
 			}
-			d, stop, err := b.policy().ProfilesDecide(ctx, lossyBase, lossyCand)
+			d, stop, err := b.policy().ProfilesDecide(ctx, t.Key, lossyBase, lossyCand)
 			if err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			}
 			rr := roundRecord{start: start, fin: time.Now(), lossyBase: lossyBase, lossyCand: lossyCand,
 				base: baseSamples, cand: candSamples, booted: basePath != ""}
-			if rr.baseCache, err = b.baseCache(ctx, cached, baseSamples, job.Args.Round, tr); err != nil {
+			if rr.baseCache, err = b.baseCache(ctx, t.Key, cached, baseSamples, job.Args.Round, tr); err != nil {
 				return err
 			}
 			return complete(ctx, b, job, func(tx *sql.Tx) error { return b.saveRound(ctx, tx, job, t, bk, rr) })
@@ -129,8 +129,8 @@ type roundRecord struct {
 }
 
 // baseCache is the base's cache after a round (RoundPolicy.BaseCache).
-func (b *Bot) baseCache(ctx context.Context, cached, fresh []flow.Sample, round int, tr *Trace) ([]flow.Sample, error) {
-	cache, drifted, err := b.policy().BaseCache(ctx, cached, fresh, round)
+func (b *Bot) baseCache(ctx context.Context, id string, cached, fresh []flow.Sample, round int, tr *Trace) ([]flow.Sample, error) {
+	cache, drifted, err := b.policy().BaseCache(ctx, id, cached, fresh, round)
 	if err != nil {
 		return nil, err
 	}

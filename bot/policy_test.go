@@ -23,7 +23,7 @@ import (
 // found, as the decision would say it.
 type profileDecider struct{ outcome flow.Outcome }
 
-func (d profileDecider) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
+func (d profileDecider) Decide(ctx context.Context, id string, base, cand []flow.Sample) (flow.Decision, error) {
 	for _, s := range cand {
 		if s.Profile != "" {
 			return flow.Decision{Verdict: d.outcome, Summary: "under the profile: " + d.outcome.String()}, nil
@@ -137,7 +137,7 @@ type scriptDecider struct {
 	calls    int
 }
 
-func (d *scriptDecider) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
+func (d *scriptDecider) Decide(ctx context.Context, id string, base, cand []flow.Sample) (flow.Decision, error) {
 	d.calls++
 	if d.err != nil {
 		return flow.Decision{}, d.err
@@ -166,16 +166,16 @@ func TestRoundPolicy(t *testing.T) {
 		stop bool
 	}{{flow.Pass, false}, {flow.Improvement, false}, {flow.Inconclusive, false}, {flow.Regression, true}, {flow.Crash, true}, {flow.DataCorruption, true}} {
 		d := &scriptDecider{verdicts: []flow.Outcome{c.v}}
-		if got, stop, err := (bot.RoundPolicy{Decide: d}).ProfilesDecide(ctx, smp(1, ""), smp(1, "")); got.Verdict != c.v || stop != c.stop || err != nil {
+		if got, stop, err := (bot.RoundPolicy{Decide: d}).ProfilesDecide(ctx, "t", smp(1, ""), smp(1, "")); got.Verdict != c.v || stop != c.stop || err != nil {
 			t.Errorf("profiles decided %s: %s, stop %v, %v; want stop %v", c.v, got.Verdict, stop, err, c.stop)
 		}
 	}
 	d := &scriptDecider{}
-	if _, stop, err := (bot.RoundPolicy{Decide: d}).ProfilesDecide(ctx, smp(1, ""), nil); stop || err != nil || d.calls != 0 {
+	if _, stop, err := (bot.RoundPolicy{Decide: d}).ProfilesDecide(ctx, "t", smp(1, ""), nil); stop || err != nil || d.calls != 0 {
 		t.Errorf("no profile boots: stop %v, %v, %d decisions", stop, err, d.calls)
 	}
 	d = &scriptDecider{err: context.DeadlineExceeded}
-	if _, _, err := (bot.RoundPolicy{Decide: d}).ProfilesDecide(ctx, nil, smp(1, "")); !flow.IsInfra(err) {
+	if _, _, err := (bot.RoundPolicy{Decide: d}).ProfilesDecide(ctx, "t", nil, smp(1, "")); !flow.IsInfra(err) {
 		t.Errorf("a decision that failed under the profiles: %v, want INFRA", err)
 	}
 
@@ -197,7 +197,7 @@ func TestRoundPolicy(t *testing.T) {
 		"decision failed": {smp(4, ""), smp(3, ""), 1, nil, context.Canceled, -1, false},
 	} {
 		p := bot.RoundPolicy{Decide: &scriptDecider{verdicts: c.verdicts, err: c.err}}
-		cache, drifted, err := p.BaseCache(ctx, c.cached, c.fresh, c.round)
+		cache, drifted, err := p.BaseCache(ctx, "t", c.cached, c.fresh, c.round)
 		if c.want < 0 {
 			if !flow.IsInfra(err) {
 				t.Errorf("%s: %v, want INFRA", name, err)

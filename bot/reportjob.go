@@ -45,7 +45,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 						return err
 					}
 				}
-				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
+				if d, err = b.stages.Decide.Decide(ctx, t.Key, base, cand); err != nil {
 					return flow.MarkInfra(err)
 				}
 			}

@@ -60,7 +60,7 @@ func (e *RoundError) Unwrap() error { return e.Err }
 // with no default boot (ProfilesDecide); each round's fresh base boots
 // joining the cached ones unless the machine drifted (BaseCache); and
 // another round while the decision asks for more boots and the rounds
-// last (MoreRuns).
+// last (MoreRuns). id is the test's identity (Decider).
 type RoundPolicy struct {
 	Decide    Decider
 	MaxRounds int // bot.max_rounds
@@ -70,11 +70,11 @@ type RoundPolicy struct {
 // it ends the test: a failing one (flow.Outcome.Failing) is the answer
 // already, and default boots would only add to it. Without candidate
 // boots under a profile there is nothing to decide.
-func (p RoundPolicy) ProfilesDecide(ctx context.Context, base, cand []flow.Sample) (d flow.Decision, stop bool, err error) {
+func (p RoundPolicy) ProfilesDecide(ctx context.Context, id string, base, cand []flow.Sample) (d flow.Decision, stop bool, err error) {
 	if len(cand) == 0 {
 		return flow.Decision{}, false, nil
 	}
-	if d, err = p.Decide.Decide(ctx, base, cand); err != nil {
+	if d, err = p.Decide.Decide(ctx, id, base, cand); err != nil {
 		return flow.Decision{}, false, flow.MarkInfra(err)
 	}
 	return d, d.Verdict.Failing(), nil
@@ -83,12 +83,12 @@ func (p RoundPolicy) ProfilesDecide(ctx context.Context, base, cand []flow.Sampl
 // BaseCache is the base's cache after a round: its fresh boots after the
 // cached ones, unless in the first round the cached ones disagree with
 // the fresh (drifted: the machine changed since; the cache is replaced).
-func (p RoundPolicy) BaseCache(ctx context.Context, cached, fresh []flow.Sample, round int) (cache []flow.Sample, drifted bool, err error) {
+func (p RoundPolicy) BaseCache(ctx context.Context, id string, cached, fresh []flow.Sample, round int) (cache []flow.Sample, drifted bool, err error) {
 	if len(cached) == 0 || len(fresh) == 0 {
 		return fresh, false, nil
 	}
 	if round == 1 {
-		if drifted, err = p.drifted(ctx, cached, fresh); err != nil || drifted {
+		if drifted, err = p.drifted(ctx, id, cached, fresh); err != nil || drifted {
 			return fresh, drifted, err
 		}
 	}
@@ -98,11 +98,11 @@ func (p RoundPolicy) BaseCache(ctx context.Context, cached, fresh []flow.Sample,
 // drifted says whether cached base runs and fresh boots of the same base
 // kernel differ as a regression or an improvement would: the decision's
 // own test, with its effect floor, run on the base against itself.
-func (p RoundPolicy) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, error) {
+func (p RoundPolicy) drifted(ctx context.Context, id string, cached, fresh []flow.Sample) (bool, error) {
 	if crashed(fresh) {
 		return false, nil
 	}
-	d, err := p.Decide.Decide(ctx, cached, fresh)
+	d, err := p.Decide.Decide(ctx, id, cached, fresh)
 	if err != nil {
 		return false, flow.MarkInfra(err)
 	}

@@ -402,8 +402,9 @@ func (v Verdict) NeedMore() int {
 	return v.Decision.More
 }
 
-// Rand is the bootstrap's generator for one series version, seeded from
-// its identity: the same runs always give the same verdict and interval.
+// Rand is the bootstrap's generator for one series version (or any
+// test, its key as MessageID), seeded from its identity: the same runs
+// always give the same verdict and interval.
 func Rand(t Thread) *rand.Rand {
 	h := fnv.New64a()
 	h.Write([]byte(t.MessageID))

@@ -195,7 +195,7 @@ func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 		if r.Error == "" {
 			if cached != nil {
 				var err error
-				if r.Cached, r.CachedSummary, err = a.cachedJudgement(ctx, cached, rounds); err != nil {
+				if r.Cached, r.CachedSummary, err = a.cachedJudgement(ctx, r.ID(), cached, rounds); err != nil {
 					return out, err
 				}
 			}
@@ -217,6 +217,13 @@ func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// ID is the comparison's identity, which seeds its decisions'
+// resampling as a test's key seeds a series' (bot.Decider): its pair and
+// the time it started, as stored.
+func (r Result) ID() string {
+	return "lab aa " + r.Pair + " " + r.Time.Format(time.RFC3339Nano)
 }
 
 // Effect is the candidate's median copy_MBps against the base's own
@@ -258,7 +265,7 @@ func (a *Runner) one(ctx context.Context, cached []flow.Sample) (r Result, round
 			return infra(err)
 		}
 		own = append(own, profBase...)
-		d, stop, err := policy.ProfilesDecide(ctx, profBase, cand)
+		d, stop, err := policy.ProfilesDecide(ctx, r.ID(), profBase, cand)
 		if err != nil {
 			return infra(err)
 		}
@@ -280,21 +287,21 @@ func (a *Runner) one(ctx context.Context, cached []flow.Sample) (r Result, round
 		}
 		rounds = append(rounds, rd)
 		var drifted bool
-		if cache, drifted, err = policy.BaseCache(ctx, cache, rd.base, n); err != nil {
+		if cache, drifted, err = policy.BaseCache(ctx, r.ID(), cache, rd.base, n); err != nil {
 			return infra(err)
 		}
 		r.CacheDropped = r.CacheDropped || drifted
 		cand, own = append(cand, rd.cand...), append(own, rd.base...)
 		r.Base, r.Cand = copyMBps(own), copyMBps(cand)
 		// The report job's samples: the cache, then the profiles' boots.
-		d, err := a.Decide.Decide(ctx, append(append([]flow.Sample(nil), cache...), profBase...), cand)
+		d, err := a.Decide.Decide(ctx, r.ID(), append(append([]flow.Sample(nil), cache...), profBase...), cand)
 		if err != nil {
 			return infra(err)
 		}
 		r.Verdict, r.Summary = d.Verdict, d.Summary
 		runs = policy.MoreRuns(d, n)
 	}
-	fresh, err := a.Decide.Decide(ctx, own, cand)
+	fresh, err := a.Decide.Decide(ctx, r.ID(), own, cand)
 	if err != nil {
 		return infra(err)
 	}
@@ -377,7 +384,7 @@ func (a *Runner) Compare(ctx context.Context) (Result, []flow.Sample, []flow.Sam
 // rounds adding fresh base boots to it, as the lab job does. It uses the
 // boots the fresh comparison made; where it would want more than those,
 // it stays INCONCLUSIVE.
-func (a *Runner) cachedJudgement(ctx context.Context, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
+func (a *Runner) cachedJudgement(ctx context.Context, id string, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
 	base := append([]flow.Sample(nil), cached...)
 	var cand []flow.Sample
 	var d flow.Decision
@@ -387,7 +394,7 @@ func (a *Runner) cachedJudgement(ctx context.Context, cached []flow.Sample, roun
 		}
 		cand = append(cand, rd.cand...)
 		var err error
-		if d, err = a.Decide.Decide(ctx, base, cand); err != nil {
+		if d, err = a.Decide.Decide(ctx, id, base, cand); err != nil {
 			return flow.None, "", err
 		}
 		if d.NeedMore == 0 {

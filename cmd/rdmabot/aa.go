@@ -245,7 +245,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	if res.Error != "" {
 		return fmt.Errorf("lab compare: INFRA after %d rounds (the lab's fault, not the kernels'): %s", res.Rounds, res.Error)
 	}
-	fmt.Fprintf(e.stdout, "\n%d rounds, %d base and %d candidate boots, %.0f s\n\n%s", res.Rounds, len(baseRuns), len(candRuns), time.Since(res.Time).Seconds(), r.Text(baseRuns, candRuns))
+	fmt.Fprintf(e.stdout, "\n%d rounds, %d base and %d candidate boots, %.0f s\n\n%s", res.Rounds, len(baseRuns), len(candRuns), time.Since(res.Time).Seconds(), r.Text(res.ID(), baseRuns, candRuns))
 	return nil
 }
 
