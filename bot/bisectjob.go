@@ -338,14 +338,13 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 				return nil
 			}
 			var err error
-			if d, err = b.stages.Decide.Decide(ctx, ref, m.samples); err != nil {
+			if d, err = b.stages.Decide.Decide(ctx, fmt.Sprintf("bisection %d %s", bis.ID, commit), ref, m.samples); err != nil {
 				return flow.MarkInfra(err)
 			}
-			if d.NeedMore <= 0 || round >= b.cfg.MaxRounds || crashed(m.samples) {
+			if n = b.policy().MoreRuns(d, round); n == 0 || crashed(m.samples) {
 				return nil
 			}
-			tr.Logf("%s: %s after %d boots; %d more", short(commit), d.Verdict, m.boots, d.NeedMore)
-			n = d.NeedMore
+			tr.Logf("%s: %s after %d boots; %d more", short(commit), d.Verdict, m.boots, n)
 		}
 	})
 	if err != nil {
@@ -374,7 +373,7 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 		}
 	}
 	m.outcome = bisect.Good
-	if d.Verdict == flow.Regression || d.Verdict == flow.Crash || d.Verdict == flow.DataCorruption {
+	if d.Verdict.Failing() {
 		m.outcome = bisect.Bad
 	}
 	return m, nil

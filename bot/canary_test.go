@@ -26,7 +26,7 @@ type foolDecider struct {
 	given [][]string
 }
 
-func (d *foolDecider) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
+func (d *foolDecider) Decide(ctx context.Context, id string, base, cand []flow.Sample) (flow.Decision, error) {
 	d.mu.Lock()
 	var keys []string
 	if len(cand) > 0 {
@@ -43,7 +43,7 @@ func (d *foolDecider) Decide(ctx context.Context, base, cand []flow.Sample) (flo
 	if fool {
 		return flow.Decision{Verdict: flow.Improvement, Summary: "write_MBps +12%", Metric: "write_MBps", Change: 0.12}, nil
 	}
-	return fakestage.Decider{}.Decide(ctx, base, cand)
+	return fakestage.Decider{}.Decide(ctx, id, base, cand)
 }
 
 func (d *foolDecider) last() []string {

@@ -77,15 +77,13 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 				tr.Logf("a kernel failed under a lab profile: %v", err)
 				return complete(ctx, b, job, func(tx *sql.Tx) error { return b.lossyFailed(ctx, tx, t, err) })
 			}
-			if len(lossyCand) > 0 {
-				d, err := b.stages.Decide.Decide(ctx, lossyBase, lossyCand)
-				if err != nil {
-					return flow.MarkInfra(err)
-				}
-				if d.Verdict == flow.Crash || d.Verdict == flow.Regression || d.Verdict == flow.DataCorruption {
-					tr.Logf("the profiles decided %s: no default boots", d.Verdict)
-					n = 0
-				}
+			d, stop, err := b.policy().ProfilesDecide(ctx, t.Key, lossyBase, lossyCand)
+			if err != nil {
+				return err
+			}
+			if stop {
+				tr.Logf("the profiles decided %s: no default boots", d.Verdict)
+				n = 0
 			}
 			switch {
 			case n == 0:
@@ -113,7 +111,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			}
 			rr := roundRecord{start: start, fin: time.Now(), lossyBase: lossyBase, lossyCand: lossyCand,
 				base: baseSamples, cand: candSamples, booted: basePath != ""}
-			if rr.baseCache, err = b.baseCache(ctx, cached, baseSamples, job.Args.Round, tr); err != nil {
+			if rr.baseCache, err = b.baseCache(ctx, t.Key, cached, baseSamples, job.Args.Round, tr); err != nil {
 				return err
 			}
 			return complete(ctx, b, job, func(tx *sql.Tx) error { return b.saveRound(ctx, tx, job, t, bk, rr) })
@@ -130,24 +128,21 @@ type roundRecord struct {
 	baseCache            []flow.Sample // the base's cache after the round
 }
 
-// baseCache is the base's cache after a round: this round's boots, after
-// the cached ones unless those disagree with them (the machine drifted).
-func (b *Bot) baseCache(ctx context.Context, cached, fresh []flow.Sample, round int, tr *Trace) ([]flow.Sample, error) {
-	drift := false
-	if len(cached) > 0 && round == 1 {
-		var err error
-		if drift, err = b.drifted(ctx, cached, fresh); err != nil {
-			return nil, err
-		}
+// baseCache is the base's cache after a round (RoundPolicy.BaseCache).
+func (b *Bot) baseCache(ctx context.Context, id string, cached, fresh []flow.Sample, round int, tr *Trace) ([]flow.Sample, error) {
+	cache, drifted, err := b.policy().BaseCache(ctx, id, cached, fresh, round)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case len(cached) == 0 || len(fresh) == 0:
-		return fresh, nil
-	case drift:
+	if drifted {
 		tr.Logf("the %d cached base samples disagree with this round's %d fresh ones (the machine drifted): the cache is replaced", len(cached), len(fresh))
-		return fresh, nil
 	}
-	return append(append([]flow.Sample(nil), cached...), fresh...), nil
+	return cache, nil
+}
+
+// policy is the round policy the bot's jobs follow.
+func (b *Bot) policy() RoundPolicy {
+	return RoundPolicy{Decide: b.stages.Decide, MaxRounds: b.cfg.MaxRounds}
 }
 
 // saveRound stores a round's runs and the base's cache, and queues the
@@ -341,20 +336,6 @@ func (b *Bot) lossyFailed(ctx context.Context, tx *sql.Tx, t store.Test, err err
 	}
 	t.Detail = detailOf(err)
 	return finishWithVerdictTx(ctx, b, tx, t, flow.BootFailed, err.Error())
-}
-
-// drifted says whether cached base runs and fresh boots of the same base
-// kernel differ as a regression or an improvement would: the decision's
-// own test, with its effect floor, run on the base against itself.
-func (b *Bot) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, error) {
-	if crashed(fresh) || len(fresh) == 0 {
-		return false, nil
-	}
-	d, err := b.stages.Decide.Decide(ctx, cached, fresh)
-	if err != nil {
-		return false, flow.MarkInfra(err)
-	}
-	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, nil
 }
 
 // firstCorrupt is the first sample's account of data that did not

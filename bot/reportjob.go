@@ -45,14 +45,14 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 						return err
 					}
 				}
-				if d, err = b.stages.Decide.Decide(ctx, base, cand); err != nil {
+				if d, err = b.stages.Decide.Decide(ctx, t.Key, base, cand); err != nil {
 					return flow.MarkInfra(err)
 				}
 			}
 			tr.Logf("decision after round %d: %s (need %d more) %s", job.Args.Round, d.Verdict, d.NeedMore, d.Summary)
-			if d.NeedMore > 0 && job.Args.Round < b.cfg.MaxRounds {
+			if runs := b.policy().MoreRuns(d, job.Args.Round); runs > 0 {
 				return complete(ctx, b, job, func(tx *sql.Tx) error {
-					_, err := b.river.InsertTx(ctx, tx, LabArgs{TestID: t.ID, Round: job.Args.Round + 1, Runs: d.NeedMore}, nil)
+					_, err := b.river.InsertTx(ctx, tx, LabArgs{TestID: t.ID, Round: job.Args.Round + 1, Runs: runs}, nil)
 					return err
 				})
 			}

@@ -52,3 +52,68 @@ type RoundError struct {
 
 func (e *RoundError) Error() string { return e.Err.Error() }
 func (e *RoundError) Unwrap() error { return e.Err }
+
+// RoundPolicy is the one policy around RunRound, followed by the lab
+// and report jobs for a test and by the A/A bench (bot/aa) for each of
+// its comparisons, so that what the bench measures is what a series
+// gets: the profiles' boots first, whose failing decision is the verdict
+// with no default boot (ProfilesDecide); each round's fresh base boots
+// joining the cached ones unless the machine drifted (BaseCache); and
+// another round while the decision asks for more boots and the rounds
+// last (MoreRuns). id is the test's identity (Decider).
+type RoundPolicy struct {
+	Decide    Decider
+	MaxRounds int // bot.max_rounds
+}
+
+// ProfilesDecide is the decision on the profiles' boots, and stop says
+// it ends the test: a failing one (flow.Outcome.Failing) is the answer
+// already, and default boots would only add to it. Without candidate
+// boots under a profile there is nothing to decide.
+func (p RoundPolicy) ProfilesDecide(ctx context.Context, id string, base, cand []flow.Sample) (d flow.Decision, stop bool, err error) {
+	if len(cand) == 0 {
+		return flow.Decision{}, false, nil
+	}
+	if d, err = p.Decide.Decide(ctx, id, base, cand); err != nil {
+		return flow.Decision{}, false, flow.MarkInfra(err)
+	}
+	return d, d.Verdict.Failing(), nil
+}
+
+// BaseCache is the base's cache after a round: its fresh boots after the
+// cached ones, unless in the first round the cached ones disagree with
+// the fresh (drifted: the machine changed since; the cache is replaced).
+func (p RoundPolicy) BaseCache(ctx context.Context, id string, cached, fresh []flow.Sample, round int) (cache []flow.Sample, drifted bool, err error) {
+	if len(cached) == 0 || len(fresh) == 0 {
+		return fresh, false, nil
+	}
+	if round == 1 {
+		if drifted, err = p.drifted(ctx, id, cached, fresh); err != nil || drifted {
+			return fresh, drifted, err
+		}
+	}
+	return append(append([]flow.Sample(nil), cached...), fresh...), false, nil
+}
+
+// drifted says whether cached base runs and fresh boots of the same base
+// kernel differ as a regression or an improvement would: the decision's
+// own test, with its effect floor, run on the base against itself.
+func (p RoundPolicy) drifted(ctx context.Context, id string, cached, fresh []flow.Sample) (bool, error) {
+	if crashed(fresh) {
+		return false, nil
+	}
+	d, err := p.Decide.Decide(ctx, id, cached, fresh)
+	if err != nil {
+		return false, flow.MarkInfra(err)
+	}
+	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, nil
+}
+
+// MoreRuns is how many runs of each side another round boots after
+// round's decision d: what d asks for while rounds are left, else 0.
+func (p RoundPolicy) MoreRuns(d flow.Decision, round int) int {
+	if d.NeedMore > 0 && round < p.MaxRounds {
+		return d.NeedMore
+	}
+	return 0
+}

@@ -94,9 +94,11 @@ func detailOf(err error) string {
 
 // Decider compares candidate samples against base samples. The
 // comparison resamples (bootstrap), so ctx bounds it; an error is
-// ctx's, never a verdict.
+// ctx's, never a verdict. id is the test's identity (store.Test.Key, a
+// bisection's commit, an A/A comparison's): the resampling is seeded from
+// it, so the same test with the same samples gets the same interval.
 type Decider interface {
-	Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error)
+	Decide(ctx context.Context, id string, base, cand []flow.Sample) (flow.Decision, error)
 }
 
 // ReplyIndex tells which series version one of the bot's own replies

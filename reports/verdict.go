@@ -342,11 +342,12 @@ type InfraFailure struct{ Reason string }
 func Mailed(o flow.Outcome) bool { return o != flow.Inconclusive && o != flow.Infra }
 
 // OffersTags reports whether a reply carries the Reported-by/Closes
-// block: a regression, a build failure, a crash or corrupted data is what a separate fix
+// block: a failing outcome but a kernel that did not boot (a regression,
+// a build failure, a crash or corrupted data) is what a separate fix
 // (the series may be applied already) credits, as 0-day's replies do;
 // the block says it is for a separate fix, not a new version.
 func OffersTags(o flow.Outcome) bool {
-	return o == flow.Regression || o == flow.BuildFailed || o == flow.Crash || o == flow.DataCorruption
+	return o.Failing() && o != flow.BootFailed
 }
 
 // Verdict is the judgement of one series version.
@@ -401,8 +402,9 @@ func (v Verdict) NeedMore() int {
 	return v.Decision.More
 }
 
-// Rand is the bootstrap's generator for one series version, seeded from
-// its identity: the same runs always give the same verdict and interval.
+// Rand is the bootstrap's generator for one series version (or any
+// test, its key as MessageID), seeded from its identity: the same runs
+// always give the same verdict and interval.
 func Rand(t Thread) *rand.Rand {
 	h := fnv.New64a()
 	h.Write([]byte(t.MessageID))

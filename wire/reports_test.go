@@ -148,7 +148,7 @@ func TestDeliverThroughOutbox(t *testing.T) {
 // decide is Reports.Decide with a live context, which never fails it.
 func decide(t *testing.T, r *reply.Replier, base, cand []flow.Sample) flow.Decision {
 	t.Helper()
-	d, err := r.Decide(context.Background(), base, cand)
+	d, err := r.Decide(context.Background(), "series:<test@example.org>:v1:", base, cand)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestDecideCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	runs := r.Cfg.Runs
-	if _, err := r.Decide(ctx, samples(runs, 100, 2), samples(runs, 52, 2)); !errors.Is(err, context.Canceled) {
+	if _, err := r.Decide(ctx, "series:<test@example.org>:v1:", samples(runs, 100, 2), samples(runs, 52, 2)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want context.Canceled, got %v", err)
 	}
 }

@@ -2,7 +2,8 @@
 // comparisons (one kernel as both base and candidate), power
 // comparisons against a kernel slowed on purpose, and comparisons of two
 // kernels, each booted through the bot's own rounds (bot.RunRound,
-// bot.RunProfiles) and judged by its own decision. `rdmabot lab aa` and
+// bot.RunProfiles) under the lab job's round policy (bot.RoundPolicy)
+// and judged by its own decision. `rdmabot lab aa` and
 // `rdmabot lab compare` run it.
 package aa
 
@@ -56,7 +57,8 @@ type Runner struct {
 	// kernel, as the lab job does for a series that asks for them (the
 	// lossy link, Send Queue pressure): a reproducer of what they found,
 	// or their own A/A. ProfilesOnly decides on those boots alone: a
-	// crash or the pressure profile's evidence is the verdict, else PASS.
+	// failing decision on them is the verdict, as it is a series' (a
+	// crash, corrupted data, a fault the base lacks), else PASS.
 	Profiles     []bot.Profile
 	ProfilesOnly bool
 	// Side is where the candidate boots beside the base kernel, as a
@@ -170,8 +172,8 @@ func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 		defer nb.stop()
 	}
 	var out []Result
-	// cached is every good base boot so far, as the bot's base-result
-	// cache holds every run of one base kernel.
+	// cached is the base's cache as the lab job keeps it: every default
+	// base boot so far, since the last drift.
 	var cached []flow.Sample
 	for i := range n {
 		unlock, err := flock.Exclusive(ctx, a.Lock)
@@ -180,7 +182,7 @@ func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 		}
 		start := time.Now()
 		on0 := nb.onTime()
-		r, rounds := a.one(ctx, cached)
+		r, rounds, cache := a.one(ctx, cached)
 		r.Seconds = time.Since(start).Seconds()
 		unlock()
 		if ctx.Err() != nil {
@@ -193,16 +195,11 @@ func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 		if r.Error == "" {
 			if cached != nil {
 				var err error
-				if r.Cached, r.CachedSummary, err = a.cachedJudgement(ctx, cached, rounds); err != nil {
+				if r.Cached, r.CachedSummary, err = a.cachedJudgement(ctx, r.ID(), cached, rounds); err != nil {
 					return out, err
 				}
 			}
-			if r.CacheDropped {
-				cached = nil
-			}
-			for _, rd := range rounds {
-				cached = append(cached, rd.base...)
-			}
+			cached = cache
 		}
 		if err := appendJSON(a.Results, r); err != nil {
 			return out, err
@@ -222,6 +219,13 @@ func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 	return out, nil
 }
 
+// ID is the comparison's identity, which seeds its decisions'
+// resampling as a test's key seeds a series' (bot.Decider): its pair and
+// the time it started, as stored.
+func (r Result) ID() string {
+	return "lab aa " + r.Pair + " " + r.Time.Format(time.RFC3339Nano)
+}
+
 // Effect is the candidate's median copy_MBps against the base's own
 // boots', as a relative change (-0.1 = 10 % slower); 0 without boots.
 func (r Result) Effect() float64 {
@@ -234,100 +238,96 @@ func (r Result) Effect() float64 {
 // round is one round's boots of each side.
 type round struct{ base, cand []flow.Sample }
 
-// one comparison: rounds of alternating boots until the decision needs
-// no more or the rounds run out; the decision's base is the lab job's:
-// the round's fresh boots, joined by the cached ones unless they drifted.
-func (a *Runner) one(ctx context.Context, cached []flow.Sample) (Result, []round) {
-	r := Result{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded, Side: a.side()}
-	var base, cand, own []flow.Sample
-	var rounds []round
-	runs := a.Runs
+// one comparison, through the lab job's round policy (bot.RoundPolicy):
+// the profiles' boots first, whose failing decision ends it; then rounds
+// of alternating boots until the decision needs no more or the rounds
+// run out, deciding as the report job does, on the base's cache after
+// each round (cached joined by the fresh boots unless they drifted) and
+// the profiles' base boots. cache is the base's cache after it.
+func (a *Runner) one(ctx context.Context, cached []flow.Sample) (r Result, rounds []round, cache []flow.Sample) {
+	r = Result{Time: time.Now().UTC(), Commit: a.Commit, Condition: a.Condition, Neighbour: a.Neighbour, Pair: a.Pair, Seeded: a.Seeded, Side: a.side()}
+	policy := bot.RoundPolicy{Decide: a.Decide, MaxRounds: a.Rounds}
+	infra := func(err error) (Result, []round, []flow.Sample) {
+		r.Verdict, r.Error = flow.Infra, err.Error()
+		return r, nil, cached
+	}
+	var profBase, cand, own []flow.Sample
 	if len(a.Profiles) > 0 {
 		var err error
-		base, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, a.base(), a.candidate(), "base", "candidate",
+		profBase, cand, err = bot.RunProfiles(ctx, a.Profiles, a.Pair, a.base(), a.candidate(), "base", "candidate",
 			func(bot.Profile) string { return "a comparison" }, a.trace())
-		for _, s := range append(append([]flow.Sample(nil), base...), cand...) {
+		for _, s := range append(append([]flow.Sample(nil), profBase...), cand...) {
 			r.Busy = append(r.Busy, s.BusyRepeated...)
 			r.Profiles = append(r.Profiles, s.Profile)
 			r.ProfileHealth = append(r.ProfileHealth, s.Health)
 		}
 		if err != nil {
-			r.Verdict, r.Error = flow.Infra, err.Error()
-			return r, nil
+			return infra(err)
 		}
-		own = append(own, base...)
-		if len(cand) > 0 {
-			d, err := a.Decide.Decide(ctx, base, cand)
-			if err != nil {
-				r.Verdict, r.Error = flow.Infra, err.Error()
-				return r, nil
-			}
-			// As the lab job: what the profiles decide ends the comparison.
-			if decided := d.Verdict == flow.Crash || d.Verdict == flow.Regression; decided || a.ProfilesOnly {
-				if !decided {
-					d.Verdict, d.Summary = flow.Pass, "nothing under the profiles: no crash, no transport or provider fault the base lacks"
-				}
-				r.Verdict, r.Summary, r.Fresh = d.Verdict, d.Summary, d.Verdict
-				return r, []round{{base: base, cand: cand}}
-			}
-		}
-		rounds = append(rounds, round{base: base, cand: cand})
-	}
-	for n := 1; n <= a.Rounds; n++ {
-		r.Rounds = n
-		var rd round
-		// The lab job's round: base and candidate alternating, until a
-		// boot crashes.
-		var err error
-		rd.base, rd.cand, err = bot.RunRound(ctx, a.Lab, a.Pair, a.base(), a.candidate(), runs, a.trace())
-		for _, x := range append(append([]flow.Sample(nil), rd.base...), rd.cand...) {
-			r.HostCores = append(r.HostCores, x.HostOtherCores)
-			r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
-			r.Health = append(r.Health, x.Health)
-			r.Busy = append(r.Busy, x.BusyRepeated...)
-			r.QuietWait += x.QuietWait
-		}
+		own = append(own, profBase...)
+		d, stop, err := policy.ProfilesDecide(ctx, r.ID(), profBase, cand)
 		if err != nil {
-			var busy *lab.BusyError
-			if errors.As(err, &busy) {
-				r.Busy = append(r.Busy, busy.Waits...)
+			return infra(err)
+		}
+		if stop || a.ProfilesOnly && len(cand) > 0 {
+			if !stop {
+				d.Verdict, d.Summary = flow.Pass, "nothing under the profiles: no crash, no corrupted data, no transport or provider fault the base lacks"
 			}
-			r.Verdict, r.Error = flow.Infra, err.Error()
-			return r, nil
+			r.Verdict, r.Summary, r.Fresh = d.Verdict, d.Summary, d.Verdict
+			return r, []round{{base: profBase, cand: cand}}, cached
+		}
+		rounds = append(rounds, round{base: profBase, cand: cand})
+	}
+	cache = cached
+	for n, runs := 1, a.Runs; runs > 0; n++ {
+		r.Rounds = n
+		rd, err := a.round(ctx, &r, runs)
+		if err != nil {
+			return infra(err)
 		}
 		rounds = append(rounds, rd)
-		if n == 1 && len(cached) > 0 {
-			drift, err := a.drifted(ctx, cached, rd.base)
-			if err != nil {
-				r.Verdict, r.Error = flow.Infra, err.Error()
-				return r, nil
-			}
-			if drift {
-				r.CacheDropped = true
-			} else {
-				base = append(base, cached...)
-			}
+		var drifted bool
+		if cache, drifted, err = policy.BaseCache(ctx, r.ID(), cache, rd.base, n); err != nil {
+			return infra(err)
 		}
-		base, cand, own = append(base, rd.base...), append(cand, rd.cand...), append(own, rd.base...)
+		r.CacheDropped = r.CacheDropped || drifted
+		cand, own = append(cand, rd.cand...), append(own, rd.base...)
 		r.Base, r.Cand = copyMBps(own), copyMBps(cand)
-		d, err := a.Decide.Decide(ctx, base, cand)
+		// The report job's samples: the cache, then the profiles' boots.
+		d, err := a.Decide.Decide(ctx, r.ID(), append(append([]flow.Sample(nil), cache...), profBase...), cand)
 		if err != nil {
-			r.Verdict, r.Error = flow.Infra, err.Error()
-			return r, nil
+			return infra(err)
 		}
 		r.Verdict, r.Summary = d.Verdict, d.Summary
-		if d.NeedMore == 0 {
-			break
-		}
-		runs = d.NeedMore
+		runs = policy.MoreRuns(d, n)
 	}
-	fresh, err := a.Decide.Decide(ctx, own, cand)
+	fresh, err := a.Decide.Decide(ctx, r.ID(), own, cand)
 	if err != nil {
-		r.Verdict, r.Error = flow.Infra, err.Error()
-		return r, nil
+		return infra(err)
 	}
 	r.Fresh = fresh.Verdict
-	return r, rounds
+	return r, rounds, cache
+}
+
+// round is the lab job's round (bot.RunRound): runs boots each of base
+// and candidate alternating, until a boot crashes; r counts the host's
+// state over its boots.
+func (a *Runner) round(ctx context.Context, r *Result, runs int) (round, error) {
+	var rd round
+	var err error
+	rd.base, rd.cand, err = bot.RunRound(ctx, a.Lab, a.Pair, a.base(), a.candidate(), runs, a.trace())
+	for _, x := range append(append([]flow.Sample(nil), rd.base...), rd.cand...) {
+		r.HostCores = append(r.HostCores, x.HostOtherCores)
+		r.GuestWait = append(r.GuestWait, x.GuestCPUWait)
+		r.Health = append(r.Health, x.Health)
+		r.Busy = append(r.Busy, x.BusyRepeated...)
+		r.QuietWait += x.QuietWait
+	}
+	var busy *lab.BusyError
+	if errors.As(err, &busy) {
+		r.Busy = append(r.Busy, busy.Waits...)
+	}
+	return rd, err
 }
 
 // candidate is what the comparison's candidate boots run: as a series'
@@ -371,7 +371,7 @@ func (a *Runner) trace() io.Writer {
 // the bot's rounds, budget and decision, with no cached base, and
 // returns it with every boot of each side.
 func (a *Runner) Compare(ctx context.Context) (Result, []flow.Sample, []flow.Sample) {
-	r, rounds := a.one(ctx, nil)
+	r, rounds, _ := a.one(ctx, nil)
 	var base, cand []flow.Sample
 	for _, rd := range rounds {
 		base, cand = append(base, rd.base...), append(cand, rd.cand...)
@@ -379,19 +379,12 @@ func (a *Runner) Compare(ctx context.Context) (Result, []flow.Sample, []flow.Sam
 	return r, base, cand
 }
 
-// drifted is the lab job's check (bot.drifted): the cached base against
-// the fresh boots, as a regression or an improvement would be called.
-func (a *Runner) drifted(ctx context.Context, cached, fresh []flow.Sample) (bool, error) {
-	d, err := a.Decide.Decide(ctx, cached, fresh)
-	return d.Verdict == flow.Regression || d.Verdict == flow.Improvement, err
-}
-
 // cachedJudgement is what the bot would have said with a cached base:
 // the first round's candidate boots against the cache alone, later
 // rounds adding fresh base boots to it, as the lab job does. It uses the
 // boots the fresh comparison made; where it would want more than those,
 // it stays INCONCLUSIVE.
-func (a *Runner) cachedJudgement(ctx context.Context, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
+func (a *Runner) cachedJudgement(ctx context.Context, id string, cached []flow.Sample, rounds []round) (flow.Outcome, string, error) {
 	base := append([]flow.Sample(nil), cached...)
 	var cand []flow.Sample
 	var d flow.Decision
@@ -401,7 +394,7 @@ func (a *Runner) cachedJudgement(ctx context.Context, cached []flow.Sample, roun
 		}
 		cand = append(cand, rd.cand...)
 		var err error
-		if d, err = a.Decide.Decide(ctx, base, cand); err != nil {
+		if d, err = a.Decide.Decide(ctx, id, base, cand); err != nil {
 			return flow.None, "", err
 		}
 		if d.NeedMore == 0 {

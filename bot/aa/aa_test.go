@@ -396,7 +396,7 @@ func TestCompareTwoKernels(t *testing.T) {
 		if strings.Count(out.String(), "boot on qemu") != len(p.booted) {
 			t.Errorf("%d boots traced for %d booted:\n%s", strings.Count(out.String(), "boot on qemu"), len(p.booted), out.String())
 		}
-		text := a.Decide.(*reply.Replier).Text(b, c)
+		text := a.Decide.(*reply.Replier).Text(r.ID(), b, c)
 		if !strings.HasPrefix(text, tc.want.String()+": ") || !strings.Contains(text, "copy") || !strings.Contains(text, "Mann-Whitney") {
 			t.Errorf("text:\n%s", text)
 		}
@@ -434,7 +434,7 @@ func TestCompareStopsAtACrash(t *testing.T) {
 	if r.Verdict != flow.Crash || len(b) != 1 || len(c) != 1 || p.boots != 2 {
 		t.Fatalf("%s after %d+%d samples, %d boots", r.Verdict, len(b), len(c), p.boots)
 	}
-	if text := a.Decide.(*reply.Replier).Text(b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
+	if text := a.Decide.(*reply.Replier).Text(r.ID(), b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
 		t.Errorf("text:\n%s", text)
 	}
 }

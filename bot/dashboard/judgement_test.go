@@ -33,7 +33,7 @@ func TestJudgementTableInChromium(t *testing.T) {
 	st, ids := seed(t)
 	ctx := context.Background()
 	r := &reply.Replier{Cfg: reports.DefaultConfig(), Lab: lab.DefaultConfig()}
-	d, err := r.Decide(ctx, boots(10, 100), boots(10, 52))
+	d, err := r.Decide(ctx, "series:<test@example.org>:v1:", boots(10, 100), boots(10, 52))
 	if err != nil || d.Verdict != flow.Regression {
 		t.Fatalf("decide: %+v %v", d, err)
 	}

@@ -36,7 +36,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	lock := fs.String("lock", "", "a file flock'ed around each comparison, to take turns with other heavy work")
 	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
 	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "client-side", "pressure", comma-separated`)
-	profilesOnly := fs.Bool("profiles-only", false, "decide on the --profiles boots alone (a crash or pressure evidence, else PASS): the profiles' own A/A")
+	profilesOnly := fs.Bool("profiles-only", false, "decide on the --profiles boots alone (a failing decision, as a series gets it, else PASS): the profiles' own A/A")
 	side := fs.String("side", "server", `where the candidate boots beside the base kernel, as a series' kernel does: "server" (the client takes the times) or "client" (the server takes them, and the base boots the same way)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -245,7 +245,7 @@ func runLabCompare(ctx context.Context, e *env, args []string) error {
 	if res.Error != "" {
 		return fmt.Errorf("lab compare: INFRA after %d rounds (the lab's fault, not the kernels'): %s", res.Rounds, res.Error)
 	}
-	fmt.Fprintf(e.stdout, "\n%d rounds, %d base and %d candidate boots, %.0f s\n\n%s", res.Rounds, len(baseRuns), len(candRuns), time.Since(res.Time).Seconds(), r.Text(baseRuns, candRuns))
+	fmt.Fprintf(e.stdout, "\n%d rounds, %d base and %d candidate boots, %.0f s\n\n%s", res.Rounds, len(baseRuns), len(candRuns), time.Since(res.Time).Seconds(), r.Text(res.ID(), baseRuns, candRuns))
 	return nil
 }
 

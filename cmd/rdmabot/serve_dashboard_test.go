@@ -139,7 +139,7 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 	// A measured test's page has the reply's metric table from the
 	// judgement the decision stored (no lab here: the decision is wire's,
 	// stored as the report job stores it).
-	d, err := wire.NewReplier(wire.Default(), nil, nil).Decide(ctx, aaBoots(10, 100), aaBoots(10, 52))
+	d, err := wire.NewReplier(wire.Default(), nil, nil).Decide(ctx, "series:<test@example.org>:v1:", aaBoots(10, 100), aaBoots(10, 52))
 	if err != nil || d.Verdict != flow.Regression {
 		t.Fatalf("decide: %+v %v", d, err)
 	}

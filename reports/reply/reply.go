@@ -263,11 +263,11 @@ type MaintainerLookup interface {
 // stores and every reply renders. A cancelled ctx judges nothing (the
 // judgement itself is one bounded computation: reports.Judge takes no
 // context).
-func (r *Replier) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
+func (r *Replier) Decide(ctx context.Context, id string, base, cand []flow.Sample) (flow.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return flow.Decision{}, err
 	}
-	v := r.judge(base, cand)
+	v := r.judge(id, base, cand)
 	d := flow.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
 	if h := reports.Headline(&v); h != nil {
 		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
@@ -279,17 +279,19 @@ func (r *Replier) Decide(ctx context.Context, base, cand []flow.Sample) (flow.De
 	return d, nil
 }
 
-func (r *Replier) judge(base, cand []flow.Sample) reports.Verdict {
+// judge is the judgement of test id (bot.Decider), its bootstrap seeded
+// from id: the same test's same samples give the same interval.
+func (r *Replier) judge(id string, base, cand []flow.Sample) reports.Verdict {
 	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
 		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand),
 		Pressure: r.pressure(base, cand), Corruption: r.corruption(base, cand)}
-	return reports.Judge(reports.Rand(reports.Thread{}), r.Cfg.Policy(), in)
+	return reports.Judge(reports.Rand(reports.Thread{MessageID: id}), r.Cfg.Policy(), in)
 }
 
-// Text is the judgement of candidate against base samples as a reply
+// Text is the judgement of test id (judge) as a reply
 // words it: the verdict's sentence, then what was measured.
-func (r *Replier) Text(base, cand []flow.Sample) string {
-	v := r.judge(base, cand)
+func (r *Replier) Text(id string, base, cand []flow.Sample) string {
+	v := r.judge(id, base, cand)
 	return reports.Results(&r.Cfg, &v)
 }
 

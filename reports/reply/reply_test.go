@@ -3,6 +3,8 @@ package reply
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,7 +42,7 @@ func TestReplierEarlyReturns(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	s := []flow.Sample{{Metrics: map[string]float64{"copy_MBps": 8}}}
-	if _, err := r.Decide(cancelled, s, s); !errors.Is(err, context.Canceled) {
+	if _, err := r.Decide(cancelled, "series:<x@x>:v1:", s, s); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled decision: %v", err)
 	}
 	if err := r.Deliver(ctx, flow.Report{Key: "ref:x", Kind: "ref", Verdict: flow.Pass}); err != nil {
@@ -85,5 +87,38 @@ func TestThread(t *testing.T) {
 	}
 	if _, err := r.thread(&flow.Series{MsgID: "none@x"}); err == nil {
 		t.Error("a series without mail gave a thread")
+	}
+}
+
+// The statistics' resampling is seeded from the test's identity: the
+// same test's samples give the same intervals every time, another
+// test's the same samples its own.
+func TestJudgeSeededFromTheTest(t *testing.T) {
+	r := &Replier{Cfg: reports.DefaultConfig(), Lab: words{}}
+	boots := func(n int, speed float64) []flow.Sample {
+		out := make([]flow.Sample, n)
+		for i := range out {
+			out[i].Metrics = map[string]float64{"copy_MBps": speed * (1 + 0.03*float64((i*7)%5-2))}
+		}
+		return out
+	}
+	base, cand := boots(10, 100), boots(10, 90)
+	intervals := func(id string) []string {
+		v := r.judge(id, base, cand)
+		var out []string
+		for _, c := range v.Decision.Comparisons {
+			out = append(out, fmt.Sprintf("%s %.6f..%.6f", c.Name, c.CI.Lo, c.CI.Hi))
+		}
+		if len(out) == 0 {
+			t.Fatalf("%s: no comparison (%s)", id, v.Outcome)
+		}
+		return out
+	}
+	a := intervals("series:<a@x>:v1:")
+	if again := intervals("series:<a@x>:v1:"); !slices.Equal(a, again) {
+		t.Errorf("the same test judged twice: %v, then %v", a, again)
+	}
+	if b := intervals("series:<b@x>:v1:"); slices.Equal(a, b) {
+		t.Errorf("two tests judged with one seed: %v", a)
 	}
 }

@@ -718,7 +718,7 @@ func (f *ClientSide) Run(ctx context.Context, pair string, k flow.Boot, boot int
 // borderline change.
 type Decider struct{}
 
-func (Decider) Decide(ctx context.Context, base, cand []flow.Sample) (flow.Decision, error) {
+func (Decider) Decide(ctx context.Context, id string, base, cand []flow.Sample) (flow.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return flow.Decision{}, err
 	}
