@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -305,44 +306,68 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 }
 
 // "Applied, thanks!" stops a series from being tested only when one of
-// the configured maintainers wrote it: anyone may send that line.
+// the maintainers wrote it, in a mail that proves its From: as a
+// command's must (DKIM): anyone may send that line, in anyone's name.
+// A signed note whose key cannot be looked up yet holds the series for
+// a later poll.
 func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
 	now := time.Date(2024, 6, 2, 0, 0, 0, 0, time.UTC)
 	file := "net/sunrpc/xprtrdma/svc_rdma_rw.c"
-	for i, raw := range []string{
-		"From: Dev One <dev@example.org>\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@example.org>\nDate: Sat, 1 Jun 2024 12:00:00 +0000\n\n" +
-			"Change.\n\nSigned-off-by: Dev One <dev@example.org>\n---\ndiff --git a/" + file + " b/" + file +
-			"\nindex 1..2 100644\n--- a/" + file + "\n+++ b/" + file + "\n@@ -1 +1 @@\n-a\n+b\n",
-		"From: Mallory <mallory@example.org>\nSubject: Re: [PATCH] svcrdma: x\nMessage-ID: <ty@example.org>\nIn-Reply-To: <p@example.org>\n" +
-			"References: <p@example.org>\nDate: Sat, 1 Jun 2024 13:00:00 +0000\n\nApplied, thanks!\n",
-	} {
-		if err := st.AddMail(ctx, store.Mail{List: "linux-nfs", Pos: fmt.Sprint(i), Received: now.Add(-time.Hour), Raw: []byte(raw)}); err != nil {
+	note := func(id string) string {
+		return "From: Mallory <mallory@example.org>\nSubject: Re: [PATCH] svcrdma: x\nMessage-ID: <" + id + ">\nIn-Reply-To: <p@example.org>\n" +
+			"References: <p@example.org>\nDate: Sat, 1 Jun 2024 13:00:00 +0000\n\nApplied, thanks!\n"
+	}
+	add := func(pos int, raw string) {
+		t.Helper()
+		if err := st.AddMail(ctx, store.Mail{List: "linux-nfs", Pos: fmt.Sprint(pos), Received: now.Add(-time.Hour), Raw: []byte(raw)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	add(0, "From: Dev One <dev@example.org>\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@example.org>\nDate: Sat, 1 Jun 2024 12:00:00 +0000\n\n"+
+		"Change.\n\nSigned-off-by: Dev One <dev@example.org>\n---\ndiff --git a/"+file+" b/"+file+
+		"\nindex 1..2 100644\n--- a/"+file+"\n+++ b/"+file+"\n@@ -1 +1 @@\n-a\n+b\n")
+	add(1, note("ty-forged@example.org"))
+	key := dkimtest.NewKey(t, "example.org", "s1")
 	cfg := Default()
 	cfg.Lore.Lists = nil // the mail is stored already: nothing to read
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
 	l.Window = 7 * 24 * time.Hour
-	if got, err := l.Poll(ctx); err != nil || len(got) != 1 {
-		t.Fatalf("a stranger's \"Applied\": %d series, %v; want the series tested", len(got), err)
+	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
+	poll := func(what string, want int) {
+		t.Helper()
+		if got, err := l.Poll(ctx); err != nil || len(got) != want {
+			t.Errorf("%s: %d series, %v; want %d", what, len(got), err, want)
+		}
 	}
+	l.Cfg.Maintainers = []string{"Mallory@example.org"}
+	poll(`an unsigned "Applied" in a maintainer's name`, 1)
+	l.Cfg.Maintainers = nil
+	add(2, string(key.Sign(t, []byte(note("ty@example.org")))))
+	poll(`a stranger's "Applied"`, 1)
 	l.Maintainers = fixedMaintainers{"someone@example.org"}
-	if got, err := l.Poll(ctx); err != nil || len(got) != 1 {
-		t.Errorf("\"Applied\" from one MAINTAINERS does not list: %d series, %v; want the series tested", len(got), err)
-	}
+	poll(`"Applied" from one MAINTAINERS does not list`, 1)
 	l.Maintainers = fixedMaintainers{"mallory@example.org"}
-	if got, err := l.Poll(ctx); err != nil || len(got) != 0 {
-		t.Errorf("\"Applied\" from a maintainer MAINTAINERS lists: %d series, %v; want none", len(got), err)
+	// The poll ends (serve stops) while the key is looked up.
+	cctx, cancel := context.WithCancel(ctx)
+	l.Auth = &lore.DKIM{Resolver: cancelingResolver(cancel)}
+	if got, err := l.Poll(cctx); !errors.Is(err, context.Canceled) || got != nil {
+		t.Errorf("a poll ended while a note's key was looked up: %d series, %v", len(got), err)
 	}
+	l.Auth = &lore.DKIM{Resolver: &dkimtest.Resolver{Err: &net.DNSError{Err: "i/o timeout", Name: key.Name(), IsTimeout: true}}}
+	var log bytes.Buffer
+	l.Log = slog.New(slog.NewTextHandler(&log, nil))
+	poll(`a maintainer's signed "Applied" while its key cannot be looked up`, 0)
+	if v, _ := st.State(ctx, "dkim:ty@example.org"); v != "" || !strings.Contains(log.String(), "applied note not decided yet") {
+		t.Errorf("a verdict kept while the key could not be looked up: %q; log %s", v, log.String())
+	}
+	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
+	poll(`"Applied" from a maintainer MAINTAINERS lists`, 0)
 	l.Maintainers = nil
 	l.Cfg.Maintainers = []string{"Mallory@example.org"}
-	if got, err := l.Poll(ctx); err != nil || len(got) != 0 {
-		t.Errorf("a maintainer's \"Applied\": %d series, %v; want none", len(got), err)
-	}
+	poll(`a maintainer's "Applied"`, 0)
 }
 
 // The error paths of mail commands, read by Poll from a real inbox: a
@@ -533,6 +558,14 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 		want[id] = "do"
 	}
 	check("command_dkim = false", poll(cfg, nil), want)
+}
+
+// cancelingResolver ends the context of the poll that looks a key up.
+type cancelingResolver func()
+
+func (c cancelingResolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	c()
+	return nil, ctx.Err()
 }
 
 // fixedMaintainers is MAINTAINERS listing the same addresses for every file.
