@@ -404,7 +404,9 @@ func TestPollMailCommandErrors(t *testing.T) {
 		signed(msg("Dev <dev@example.org>", "c-author@x", re, "p@x", "#rdmabot test rdma for-rc\n")),
 		signed(msg("Ok <ok@example.org>", "c-ok@x", re, "p@x", "#rdmabot retest\n")),
 		signed(msg("Dev <dev@example.org>", "c-invalid@x", re, "p@x", "#rdmabot invalid the lab was busy\n")),
+		signed(msg("Ok <ok@example.org>", "c-okinvalid@x", re, "p@x", "#rdmabot invalid the lab was busy\n")),
 		signed(msg("Half <half@example.org>", "c-halfdup@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot dup <older@x>\n")),
+		signed(msg("Ok <ok@example.org>", "c-okdup@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot dup <older@x>\n")),
 	}
 	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[:2]
@@ -444,9 +446,12 @@ func TestPollMailCommandErrors(t *testing.T) {
 		"c-half@x":   "refused: The series is incomplete (patch 2 of 2 missing)",
 		"c-author@x": "test rdma/for-rc",
 		"c-ok@x":     "retest /",
-		// A dispute needs no complete series: it is about the report.
-		"c-invalid@x": "dispute invalid: the lab was busy",
-		"c-halfdup@x": "dispute dup: <older@x>",
+		// A dispute needs no complete series: it is about the report;
+		// nor may the series' author make it.
+		"c-okinvalid@x": "dispute invalid: the lab was busy",
+		"c-okdup@x":     "dispute dup: <older@x>",
+		"c-invalid@x":   "refused: The author of a series may not dispute my report on it",
+		"c-halfdup@x":   "refused: The author of a series may not dispute my report on it",
 	} {
 		if !strings.HasPrefix(res[id], want) {
 			t.Errorf("%s: %q, want %q", id, res[id], want)

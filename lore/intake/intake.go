@@ -394,7 +394,14 @@ func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (f
 	if !s.Complete && (cmd.Verb == flow.CommandTest || cmd.Verb == flow.CommandRetest) {
 		return refuse(fmt.Sprintf("The series is incomplete (patch %s of %d missing), so there is nothing to test yet.", joinInts(s.Missing), s.Total))
 	}
-	if cmd.From != strings.ToLower(s.Author.Email) && !slices.Contains(l.Cfg.CommandAllow, cmd.From) {
+	author, allowed := cmd.From == strings.ToLower(s.Author.Email), slices.Contains(l.Cfg.CommandAllow, cmd.From)
+	if author && !allowed && (cmd.Verb == flow.CommandInvalid || cmd.Verb == flow.CommandDup) {
+		// A report is not disputed by whom it is about, even one
+		// MAINTAINERS lists.
+		return refuse("The author of a series may not dispute my report on it; the maintainers and reviewers MAINTAINERS lists " +
+			"for its files, and the addresses the operator allows, may.")
+	}
+	if !author && !allowed {
 		why, err := l.maintainerOnly(ctx, bs, s, cmd.From)
 		if err != nil {
 			return bs, false, err
