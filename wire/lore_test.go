@@ -22,6 +22,7 @@ import (
 	"github.com/rdmabot/rdmabot/internal/dkimtest"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/intake"
 )
 
 // shared finds ../shared from the project root, or skips.
@@ -345,7 +346,8 @@ func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 	l.Cfg.Maintainers = []string{"Mallory@example.org"}
 	poll(`an unsigned "Applied" in a maintainer's name`, 1)
 	l.Cfg.Maintainers = nil
-	add(2, string(key.Sign(t, []byte(note("ty@example.org")))))
+	signedNote := key.Sign(t, []byte(note("ty@example.org")))
+	add(2, string(signedNote))
 	poll(`a stranger's "Applied"`, 1)
 	l.Maintainers = fixedMaintainers{"someone@example.org"}
 	poll(`"Applied" from one MAINTAINERS does not list`, 1)
@@ -360,11 +362,18 @@ func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 	var log bytes.Buffer
 	l.Log = slog.New(slog.NewTextHandler(&log, nil))
 	poll(`a maintainer's signed "Applied" while its key cannot be looked up`, 0)
-	if v, _ := st.State(ctx, "dkim:ty@example.org"); v != "" || !strings.Contains(log.String(), "applied note not decided yet") {
+	noteMail, err := lore.ParseMessage(signedNote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := st.State(ctx, intake.DKIMKey(noteMail)); v != "" || !strings.Contains(log.String(), "applied note not decided yet") {
 		t.Errorf("a verdict kept while the key could not be looked up: %q; log %s", v, log.String())
 	}
 	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
 	poll(`"Applied" from a maintainer MAINTAINERS lists`, 0)
+	if v, _ := st.State(ctx, intake.DKIMKey(noteMail)); v != "verified" {
+		t.Errorf("the signed note's verdict kept: %q", v)
+	}
 	l.Maintainers = nil
 	l.Cfg.Maintainers = []string{"Mallory@example.org"}
 	poll(`a maintainer's "Applied"`, 0)
@@ -486,9 +495,10 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
 	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[1:2]
+	author := signed(msg("Dev <dev@example.org>", "c-author@x", "#rdmabot test\n"))
 	cfg.Lore.Lists[0].URL = inboxEpoch(t,
 		msg("Dev <dev@example.org>", "p@x", diff),
-		signed(msg("Dev <dev@example.org>", "c-author@x", "#rdmabot test\n")),
+		author,
 		msg("Dev <dev@example.org>", "c-author-forged@x", "#rdmabot retest\n"),
 		signed(msg("Maint <m@example.org>", "c-maint@x", "#rdmabot test\n")),
 		msg("Maint <m@example.org>", "c-maint-forged@x", "#rdmabot test\n"),
@@ -551,7 +561,11 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 
 	want["c-author@x"], want["c-maint@x"] = "do", "do"
 	check("resolver up", poll(cfg, dkimtest.Publish(key)), want)
-	if v, _ := st.State(ctx, "dkim:c-author@x"); v != "verified" {
+	authorMail, err := lore.ParseMessage([]byte(author))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := st.State(ctx, intake.DKIMKey(authorMail)); v != "verified" {
 		t.Errorf("kept verdict %q", v)
 	}
 	// The key is gone from DNS (rotated; or the signature expired):

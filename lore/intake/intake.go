@@ -7,6 +7,7 @@ package intake
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -457,8 +458,16 @@ func (l *Reader) authenticate(ctx context.Context, m *flow.Message) (string, err
 	if l.Auth == nil {
 		return "", nil
 	}
-	key := "dkim:" + m.MessageID
+	key := DKIMKey(m)
 	kept, err := l.St.State(ctx, key)
+	if err == nil && kept == "" {
+		// What an older bot kept per Message-ID, for the mail it read
+		// then: still that mail's answer, so a command it obeyed is not
+		// refused once its signature expires. Mail read since has its
+		// own key: a forgery under a signed mail's Message-ID is
+		// decided on its own bytes.
+		kept, err = l.St.State(ctx, "dkim:"+m.MessageID)
+	}
 	if err != nil {
 		return "", flow.MarkInfra(err)
 	}
@@ -482,6 +491,14 @@ func (l *Reader) authenticate(ctx context.Context, m *flow.Message) (string, err
 		return "", flow.MarkInfra(err)
 	}
 	return why, nil
+}
+
+// DKIMKey is where the store keeps the DKIM verdict on m: per mail (its
+// Message-ID and a hash of its bytes), not per Message-ID, which anyone
+// may give a mail.
+func DKIMKey(m *flow.Message) string {
+	sum := sha256.Sum256(m.Raw)
+	return fmt.Sprintf("dkim:%s:%x", m.MessageID, sum[:12])
 }
 
 func joinInts(v []int) string {

@@ -108,12 +108,30 @@ func TestDKIMVerdictStoreErrors(t *testing.T) {
 	}
 	// Kept, it is the answer from then on, whatever DKIM says later.
 	st.closed = false
-	if why, err := l.authenticate(ctx, m); err != nil || why != "" || st.state["dkim:c@x"] != "verified" {
+	if why, err := l.authenticate(ctx, m); err != nil || why != "" || st.state[DKIMKey(m)] != "verified" {
 		t.Fatalf("verified: %q, %v, state %v", why, err, st.state)
 	}
 	l.Auth = authFunc(func(context.Context, *flow.Message) error { return &lore.UnverifiedError{Addr: "dev@example.org"} })
 	if why, err := l.authenticate(ctx, m); err != nil || why != "" {
 		t.Errorf("a kept verdict decided again: %q, %v", why, err)
+	}
+	// Another mail under the same Message-ID (a forgery beside the
+	// signed one) is decided on its own bytes.
+	twin, err := lore.ParseMessage([]byte("From: Dev <dev@example.org>\nMessage-ID: <c@x>\n\n#rdmabot invalid\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why, err := l.authenticate(ctx, twin); err != nil || why == "" {
+		t.Errorf("a forged twin of a verified mail: %q, %v; want it refused", why, err)
+	}
+	// What an older bot kept per Message-ID is still that mail's answer.
+	old, err := lore.ParseMessage([]byte("From: Dev <dev@example.org>\nMessage-ID: <old@x>\n\n#rdmabot test\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.state["dkim:old@x"] = "verified"
+	if why, err := l.authenticate(ctx, old); err != nil || why != "" {
+		t.Errorf("a verdict an older bot kept: %q, %v", why, err)
 	}
 }
 
