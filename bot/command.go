@@ -99,14 +99,14 @@ func (b *Bot) do(ctx context.Context, tx *sql.Tx, c flow.Command, s *flow.Series
 			}
 			s.Tree, s.Branch = c.Tree, c.Branch
 		}
-		id, created, err := b.enqueueSeries(ctx, tx, *s, o, 0)
+		id, created, err := b.enqueueSeries(ctx, tx, *s, o, store.CauseCommand)
 		return flow.Acted{What: flow.ActedTest, ID: id, New: created}, err
 	case c.Ref != "":
 		if err := b.knownTree(c.Tree, ""); err != nil {
 			return flow.Acted{}, err
 		}
 		key := fmt.Sprintf("ref:%s:%s:%s:%d", c.Tree, c.Ref, threadOf(o), o.Comment)
-		id, created, err := b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindRef, Tree: c.Tree, Ref: c.Ref}, o)
+		id, created, err := b.enqueueTest(ctx, tx, store.Test{Key: key, Kind: store.KindRef, Tree: c.Tree, Ref: c.Ref, Cause: store.CauseCommand}, o)
 		return flow.Acted{What: flow.ActedTest, ID: id, New: created}, err
 	case c.Verb == flow.CommandRetest:
 		return b.retestThread(ctx, tx, o)
@@ -143,7 +143,7 @@ func (b *Bot) retestThread(ctx context.Context, tx *sql.Tx, o flow.Origin) (flow
 		return flow.Acted{}, err
 	}
 	t := store.Test{Key: fmt.Sprintf("%s:retest:%d:%d", strings.SplitN(old.Key, ":retest:", 2)[0], o.Comment, b.st.Now().UnixNano()),
-		Kind: old.Kind, SeriesID: old.SeriesID, Tree: old.Tree, Ref: old.Ref, Thread: thread}
+		Kind: old.Kind, SeriesID: old.SeriesID, Tree: old.Tree, Ref: old.Ref, Thread: thread, Cause: store.CauseRetest}
 	if old.Kind == store.KindMainline {
 		t.Base, t.Candidate = old.Base, old.Candidate
 	}

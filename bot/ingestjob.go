@@ -64,7 +64,7 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 						what = "not tested: " + over
 						id, created, err = b.holdSeries(ctx, tx, s, over)
 					} else if err == nil {
-						if id, created, err = b.enqueueSeries(ctx, tx, s, flow.Origin{Kind: "mail"}, 0); created {
+						if id, created, err = b.enqueueSeries(ctx, tx, s, flow.Origin{Kind: "mail"}, store.CausePosting); created {
 							bound.count(s.Author, s.List)
 						}
 					}
@@ -139,7 +139,7 @@ func senderOf(author string) string {
 // test ended at once (canceled, why in its summary) so the dashboard and
 // status show it; nothing is built, booted or mailed.
 func (b *Bot) holdSeries(ctx context.Context, tx *sql.Tx, s flow.Series, why string) (int64, bool, error) {
-	t, err := b.seriesTest(ctx, tx, s, flow.Origin{Kind: "mail"}, 0)
+	t, err := b.seriesTest(ctx, tx, s, flow.Origin{Kind: "mail"}, store.CausePosting)
 	if err != nil {
 		return 0, false, err
 	}
@@ -152,18 +152,18 @@ func (b *Bot) holdSeries(ctx context.Context, tx *sql.Tx, s flow.Series, why str
 }
 
 // enqueueSeries records a series and its test once per (Message-ID,
-// version, tree, retest number).
-func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.Origin, retest int) (int64, bool, error) {
-	t, err := b.seriesTest(ctx, tx, s, o, retest)
+// version, tree, request), started for cause.
+func (b *Bot) enqueueSeries(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.Origin, cause string) (int64, bool, error) {
+	t, err := b.seriesTest(ctx, tx, s, o, cause)
 	if err != nil {
 		return 0, false, err
 	}
 	return b.enqueueTest(ctx, tx, t, o)
 }
 
-// seriesTest records a series and names its test: once per (Message-ID,
-// version, tree, retest number, request).
-func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.Origin, retest int) (store.Test, error) {
+// seriesTest records a series and names its test, started for cause:
+// once per (Message-ID, version, tree, request).
+func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.Origin, cause string) (store.Test, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return store.Test{}, err
@@ -187,10 +187,7 @@ func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.
 		// the list already had its reply.
 		key += ":" + threadOf(o)
 	}
-	if retest > 0 {
-		key += fmt.Sprintf(":retest%d", retest)
-	}
-	return store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree}, nil
+	return store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree, Cause: cause}, nil
 }
 
 // enqueueNotice records an answer that needs no test (a refused command,

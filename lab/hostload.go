@@ -119,21 +119,26 @@ func (r *run) qemuCPU() time.Duration {
 	return d
 }
 
-// waitMeter follows how long the guests' own threads waited for a CPU
-// while runnable (the second field of /proc/<pid>/task/<tid>/schedstat,
-// nanoseconds): the starvation a busy host inflicts, which a niced
-// program that only takes idle time barely adds to. Threads vanish with
-// their process, so each is sampled while it lives and its last value
-// kept.
+// waitMeter follows the guests' process family: each QEMU runs as a
+// descendant of the process the lab starts (a shell that execs bwrap,
+// whose child runs QEMU), so the family, not that process, is read.
+// It sums how long the family's threads waited for a CPU while runnable
+// (the second field of /proc/<pid>/task/<tid>/schedstat, nanoseconds):
+// the starvation a busy host inflicts, which a niced program that only
+// takes idle time barely adds to; and the CPU time the family used (the
+// guests' own, which is no other program's). Processes and threads
+// vanish, so each is sampled while it lives and its last value kept.
 type waitMeter struct {
+	proc string // where /proc is
 	mu   sync.Mutex
-	last map[string]int64 // "pid/tid" -> ns waited
+	last map[string]int64         // "pid/task/tid" -> ns waited
+	cpu  map[string]time.Duration // "pid@start" -> user+system time
 	stop chan struct{}
 	done chan struct{}
 }
 
 func startWaitMeter(pids []int, every time.Duration) *waitMeter {
-	w := &waitMeter{last: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := newWaitMeter("/proc")
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(every)
@@ -150,9 +155,21 @@ func startWaitMeter(pids []int, every time.Duration) *waitMeter {
 	return w
 }
 
-func (w *waitMeter) sample(pids []int) {
-	for _, pid := range pids {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+func newWaitMeter(proc string) *waitMeter {
+	return &waitMeter{proc: proc, last: map[string]int64{}, cpu: map[string]time.Duration{}, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// sample reads the threads' waits and the CPU time of roots and all
+// their descendants.
+func (w *waitMeter) sample(roots []int) {
+	for _, p := range w.family(roots) {
+		w.mu.Lock()
+		key := fmt.Sprintf("%d@%d", p.pid, p.start)
+		if p.cpu > w.cpu[key] {
+			w.cpu[key] = p.cpu
+		}
+		w.mu.Unlock()
+		tasks, _ := filepath.Glob(filepath.Join(w.proc, strconv.Itoa(p.pid), "task", "*", "schedstat"))
 		for _, path := range tasks {
 			b, err := os.ReadFile(path)
 			if err != nil {
@@ -167,13 +184,97 @@ func (w *waitMeter) sample(pids []int) {
 				continue
 			}
 			w.mu.Lock()
-			key := strings.TrimPrefix(filepath.Dir(path), "/proc/")
+			key := strings.TrimPrefix(filepath.Dir(path), w.proc+"/")
 			if ns > w.last[key] {
 				w.last[key] = ns
 			}
 			w.mu.Unlock()
 		}
 	}
+}
+
+// procInfo is what /proc/<pid>/stat says of a process.
+type procInfo struct {
+	pid, ppid int
+	start     int64         // starttime: with pid, one process for good
+	cpu       time.Duration // utime + stime
+}
+
+// family is roots and every process descended from them, as /proc
+// lists them now.
+func (w *waitMeter) family(roots []int) []procInfo {
+	ents, err := os.ReadDir(w.proc)
+	if err != nil {
+		return nil
+	}
+	children := map[int][]procInfo{}
+	byPID := map[int]procInfo{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(w.proc, e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		p, err := parseProcStat(b)
+		if err != nil || p.pid != pid {
+			continue
+		}
+		byPID[pid] = p
+		children[p.ppid] = append(children[p.ppid], p)
+	}
+	var out []procInfo
+	seen := map[int]bool{}
+	queue := []int{}
+	for _, r := range roots {
+		if p, ok := byPID[r]; ok && !seen[r] {
+			seen[r] = true
+			out, queue = append(out, p), append(queue, r)
+		}
+	}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if !seen[c.pid] {
+				seen[c.pid] = true
+				out, queue = append(out, c), append(queue, c.pid)
+			}
+		}
+	}
+	return out
+}
+
+// parseProcStat reads /proc/<pid>/stat: "pid (comm) state ppid ...",
+// utime and stime the 14th and 15th fields, starttime the 22nd. comm
+// may hold spaces and parentheses: the fields after it follow its last
+// ")".
+func parseProcStat(b []byte) (procInfo, error) {
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procInfo{}, fmt.Errorf("/proc/<pid>/stat: %q", s)
+	}
+	f := strings.Fields(s[end+1:]) // f[0] is field 3, state
+	if len(f) < 20 {
+		return procInfo{}, fmt.Errorf("/proc/<pid>/stat: %q", s)
+	}
+	var p procInfo
+	var err error
+	num := func(v string) int64 {
+		n, e := strconv.ParseInt(v, 10, 64)
+		if e != nil && err == nil {
+			err = fmt.Errorf("/proc/<pid>/stat: %q: %w", s, e)
+		}
+		return n
+	}
+	p.pid = int(num(strings.TrimSpace(s[:open])))
+	p.ppid = int(num(f[1]))
+	p.cpu = time.Duration(num(f[11])+num(f[12])) * time.Second / clockTicks
+	p.start = num(f[19])
+	return p, err
 }
 
 // finish stops sampling and returns the guests' total wait.
@@ -194,6 +295,21 @@ func (w *waitMeter) finish() time.Duration {
 		ns += v
 	}
 	return time.Duration(ns)
+}
+
+// ownCPU stops sampling and returns the CPU time the guests' family
+// used: what it was seen to use, or reaped (the started processes'
+// rusage) when that says more, as it does for what ran after the last
+// look.
+func (w *waitMeter) ownCPU(reaped time.Duration) time.Duration {
+	w.finish()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var seen time.Duration
+	for _, v := range w.cpu {
+		seen += v
+	}
+	return max(seen, reaped)
 }
 
 // quietSamples is how many one-second looks in a row must find the host

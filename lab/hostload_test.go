@@ -3,11 +3,14 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,5 +197,97 @@ func TestWaitMeterSeesStarvation(t *testing.T) {
 	}
 	if again := w.finish(); again <= 0 {
 		t.Fatal("a second finish lost the figure")
+	}
+}
+
+// The meter reads the family of the process the lab starts, not that
+// process alone: QEMU is bwrap's grandchild. A shell that forks a busy
+// child is seen to wait and to use about the child's CPU, which its
+// own rusage (the child killed, never reaped by it) does not show, and
+// that CPU is the guests' own, not other programs'.
+func TestWaitMeterReadsTheFamily(t *testing.T) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skip("no /proc/<pid>/schedstat (CONFIG_SCHED_INFO)")
+	}
+	host := startHostMeter(procStat, time.Now)
+	sh := exec.Command("sh", "-c", `sh -c 'while :; do :; done' & wait`)
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := startWaitMeter([]int{sh.Process.Pid}, 100*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	w.sample([]int{sh.Process.Pid}) // the last look while they live
+	syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+	sh.Wait()
+	reaped := sh.ProcessState.UserTime() + sh.ProcessState.SystemTime()
+	own := w.ownCPU(reaped)
+	var tasks []string
+	for k := range w.last {
+		tasks = append(tasks, k)
+	}
+	if len(tasks) < 2 {
+		t.Errorf("threads read: %q, want the shell's and its child's", tasks)
+	}
+	// The child gets a tenth of a core even niced on a two-core host
+	// busy with a kernel build.
+	if own < 100*time.Millisecond || own < 10*reaped {
+		t.Errorf("the family used %v of CPU (the shell's rusage %v), want the busy child's, above 0.1 s", own, reaped)
+	}
+	wall := time.Since(host.t0).Seconds()
+	if other, mine := host.otherCores(0), host.otherCores(own); mine > other-0.9*own.Seconds()/wall {
+		t.Errorf("other programs: %.2f cores counting the family, %.2f without it", other, mine)
+	}
+}
+
+// /proc/<pid>/stat is read past a command name holding spaces and
+// parentheses; a process that is gone or unreadable, or another's, is
+// not the family's; a process seen before and gone keeps its figure.
+func TestWaitMeterFamilyFromProc(t *testing.T) {
+	proc := t.TempDir()
+	stat := func(pid, ppid int, comm string, utime, stime int) {
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		os.MkdirAll(filepath.Join(dir, "task", strconv.Itoa(pid)), 0o755)
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(fmt.Sprintf("%d (%s) S %d 1 1 0 -1 4194304 0 0 0 0 %d %d 0 0 20 0 1 0 %d 0 0\n", pid, comm, ppid, utime, stime, 1000+pid)), 0o644)
+		os.WriteFile(filepath.Join(dir, "task", strconv.Itoa(pid), "schedstat"), []byte(fmt.Sprintf("1 %d 3\n", pid*1000)), 0o644)
+	}
+	stat(10, 1, "sh", 1, 1)
+	stat(11, 10, "bwrap", 2, 0)
+	stat(12, 11, "qemu (a) b)", 300, 100)
+	stat(13, 12, "qemu-child", 50, 0)
+	stat(20, 1, "make", 900, 0)                   // another program
+	os.MkdirAll(filepath.Join(proc, "14"), 0o755) // gone meanwhile: no stat
+	os.WriteFile(filepath.Join(proc, "15"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(proc, "16"), 0o755)
+	os.WriteFile(filepath.Join(proc, "16", "stat"), []byte("16 (x) S 10 broken"), 0o644)
+	os.MkdirAll(filepath.Join(proc, "self"), 0o755)
+	w := newWaitMeter(proc)
+	w.sample([]int{10, 99})
+	var pids []int
+	for _, p := range w.family([]int{10}) {
+		pids = append(pids, p.pid)
+	}
+	if fmt.Sprint(pids) != "[10 11 12 13]" {
+		t.Errorf("family %v, want [10 11 12 13]", pids)
+	}
+	os.RemoveAll(filepath.Join(proc, "13"))
+	w.sample([]int{10})
+	close(w.done) // no sampler runs
+	if got, want := w.finish(), time.Duration(10+11+12+13)*time.Microsecond; got != want {
+		t.Errorf("waited %v, want %v", got, want)
+	}
+	if got := w.ownCPU(0); got != 4540*time.Millisecond {
+		t.Errorf("family CPU %v, want 4.54 s (qemu-child's kept after it left)", got)
+	}
+	if got := w.ownCPU(time.Minute); got != time.Minute {
+		t.Errorf("the rusage reaped says more: %v", got)
+	}
+	for _, bad := range []string{"", "1 (x", "1 (x) S 1", "x (y) S 1 1 1 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 5 0 0"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if (&waitMeter{proc: filepath.Join(proc, "none")}).family([]int{10}) != nil {
+		t.Error("a family read where there is no /proc")
 	}
 }

@@ -238,7 +238,7 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	res, err := r.result(ctx)
 	if res != nil {
 		res.QuietWait = waited.Seconds()
-		res.HostOtherCores = meter.otherCores(r.qemuCPU())
+		res.HostOtherCores = meter.otherCores(wait.ownCPU(r.qemuCPU()))
 		if wall := time.Since(meter.t0).Seconds(); wall > 0 {
 			res.GuestCPUWait = wait.finish().Seconds() / wall
 		}

@@ -105,19 +105,21 @@ func (s *Series) ReplyTo() *flow.Message {
 // Relevant reports whether any patch touches a configured path.
 func (s *Series) Relevant() bool { return len(s.MatchedPaths) > 0 }
 
-// AppliedBy reports whether one of maintainers (addresses, compared
-// without case) sent one of the series' applied notes. A note from
-// anyone else is a claim, not a fact: it must not stop the series from
-// being tested.
-func (s *Series) AppliedBy(maintainers []string) bool {
+// AppliedBy is the series' applied notes whose From: is one of
+// maintainers (addresses, compared without case). A note from anyone
+// else is a claim, not a fact: it must not stop the series from being
+// tested; nor one of these until its mail proves its From:.
+func (s *Series) AppliedBy(maintainers []string) []Applied {
+	var out []Applied
 	for _, a := range s.Applied {
 		for _, m := range maintainers {
 			if a.By.Email != "" && strings.EqualFold(a.By.Email, m) {
-				return true
+				out = append(out, a)
+				break
 			}
 		}
 	}
-	return false
+	return out
 }
 
 // Patch is one patch of a series.
@@ -149,6 +151,9 @@ type Applied struct {
 	PatchIndex int `json:"patch_index,omitempty"`
 	// Commits are the commit links or hashes the note lists.
 	Commits []string `json:"commits,omitempty"`
+	// Mail is the note itself, for whoever checks that it comes from
+	// By (DKIM).
+	Mail *flow.Message `json:"-"`
 }
 
 // AssemblerConfig sets up an Assembler.
@@ -959,7 +964,7 @@ func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, ser
 			a.collectTrailers(f, memberOf, seriesOf, patchOf)
 		}
 		if s != nil && f.applied {
-			s.Applied = append(s.Applied, Applied{By: f.msg.From, MessageID: f.msg.MessageID, Date: f.date, PatchIndex: index, Commits: f.commits})
+			s.Applied = append(s.Applied, Applied{By: f.msg.From, MessageID: f.msg.MessageID, Date: f.date, PatchIndex: index, Commits: f.commits, Mail: f.msg})
 		}
 		for _, c := range f.commands {
 			c.MessageID, c.From, c.Date, c.Mail = f.msg.MessageID, f.msg.From, f.date, f.msg

@@ -305,7 +305,8 @@ func TestAssembleRepliesTrailersCommands(t *testing.T) {
 		t.Errorf("applied %+v", s.Applied)
 	}
 	// Only a maintainer's note means the series was taken.
-	if s.AppliedBy(nil) || s.AppliedBy([]string{"rev@example.org", "m@example.org"}) || !s.AppliedBy([]string{"m@example.org", "LEON@example.org"}) {
+	if len(s.AppliedBy(nil)) != 0 || len(s.AppliedBy([]string{"rev@example.org", "m@example.org"})) != 0 ||
+		len(s.AppliedBy([]string{"m@example.org", "LEON@example.org"})) != 1 || s.Applied[0].Mail == nil || s.Applied[0].Mail.MessageID != "ty" {
 		t.Errorf("AppliedBy: a note by %s counts only when they are a maintainer", s.Applied[0].By.Email)
 	}
 	if s.Replies != 3 {

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/rdmabot/rdmabot/internal/dkimtest"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/intake"
 )
 
 // shared finds ../shared from the project root, or skips.
@@ -305,44 +307,76 @@ func TestPollGoesOnWhenOneListFails(t *testing.T) {
 }
 
 // "Applied, thanks!" stops a series from being tested only when one of
-// the configured maintainers wrote it: anyone may send that line.
+// the maintainers wrote it, in a mail that proves its From: as a
+// command's must (DKIM): anyone may send that line, in anyone's name.
+// A signed note whose key cannot be looked up yet holds the series for
+// a later poll.
 func TestPollAppliedOnlyByMaintainers(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
 	now := time.Date(2024, 6, 2, 0, 0, 0, 0, time.UTC)
 	file := "net/sunrpc/xprtrdma/svc_rdma_rw.c"
-	for i, raw := range []string{
-		"From: Dev One <dev@example.org>\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@example.org>\nDate: Sat, 1 Jun 2024 12:00:00 +0000\n\n" +
-			"Change.\n\nSigned-off-by: Dev One <dev@example.org>\n---\ndiff --git a/" + file + " b/" + file +
-			"\nindex 1..2 100644\n--- a/" + file + "\n+++ b/" + file + "\n@@ -1 +1 @@\n-a\n+b\n",
-		"From: Mallory <mallory@example.org>\nSubject: Re: [PATCH] svcrdma: x\nMessage-ID: <ty@example.org>\nIn-Reply-To: <p@example.org>\n" +
-			"References: <p@example.org>\nDate: Sat, 1 Jun 2024 13:00:00 +0000\n\nApplied, thanks!\n",
-	} {
-		if err := st.AddMail(ctx, store.Mail{List: "linux-nfs", Pos: fmt.Sprint(i), Received: now.Add(-time.Hour), Raw: []byte(raw)}); err != nil {
+	note := func(id string) string {
+		return "From: Mallory <mallory@example.org>\nSubject: Re: [PATCH] svcrdma: x\nMessage-ID: <" + id + ">\nIn-Reply-To: <p@example.org>\n" +
+			"References: <p@example.org>\nDate: Sat, 1 Jun 2024 13:00:00 +0000\n\nApplied, thanks!\n"
+	}
+	add := func(pos int, raw string) {
+		t.Helper()
+		if err := st.AddMail(ctx, store.Mail{List: "linux-nfs", Pos: fmt.Sprint(pos), Received: now.Add(-time.Hour), Raw: []byte(raw)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	add(0, "From: Dev One <dev@example.org>\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@example.org>\nDate: Sat, 1 Jun 2024 12:00:00 +0000\n\n"+
+		"Change.\n\nSigned-off-by: Dev One <dev@example.org>\n---\ndiff --git a/"+file+" b/"+file+
+		"\nindex 1..2 100644\n--- a/"+file+"\n+++ b/"+file+"\n@@ -1 +1 @@\n-a\n+b\n")
+	add(1, note("ty-forged@example.org"))
+	key := dkimtest.NewKey(t, "example.org", "s1")
 	cfg := Default()
 	cfg.Lore.Lists = nil // the mail is stored already: nothing to read
 	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
 	l.Now = func() time.Time { return now }
 	l.Window = 7 * 24 * time.Hour
-	if got, err := l.Poll(ctx); err != nil || len(got) != 1 {
-		t.Fatalf("a stranger's \"Applied\": %d series, %v; want the series tested", len(got), err)
+	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
+	poll := func(what string, want int) {
+		t.Helper()
+		if got, err := l.Poll(ctx); err != nil || len(got) != want {
+			t.Errorf("%s: %d series, %v; want %d", what, len(got), err, want)
+		}
 	}
+	l.Cfg.Maintainers = []string{"Mallory@example.org"}
+	poll(`an unsigned "Applied" in a maintainer's name`, 1)
+	l.Cfg.Maintainers = nil
+	signedNote := key.Sign(t, []byte(note("ty@example.org")))
+	add(2, string(signedNote))
+	poll(`a stranger's "Applied"`, 1)
 	l.Maintainers = fixedMaintainers{"someone@example.org"}
-	if got, err := l.Poll(ctx); err != nil || len(got) != 1 {
-		t.Errorf("\"Applied\" from one MAINTAINERS does not list: %d series, %v; want the series tested", len(got), err)
-	}
+	poll(`"Applied" from one MAINTAINERS does not list`, 1)
 	l.Maintainers = fixedMaintainers{"mallory@example.org"}
-	if got, err := l.Poll(ctx); err != nil || len(got) != 0 {
-		t.Errorf("\"Applied\" from a maintainer MAINTAINERS lists: %d series, %v; want none", len(got), err)
+	// The poll ends (serve stops) while the key is looked up.
+	cctx, cancel := context.WithCancel(ctx)
+	l.Auth = &lore.DKIM{Resolver: cancelingResolver(cancel)}
+	if got, err := l.Poll(cctx); !errors.Is(err, context.Canceled) || got != nil {
+		t.Errorf("a poll ended while a note's key was looked up: %d series, %v", len(got), err)
+	}
+	l.Auth = &lore.DKIM{Resolver: &dkimtest.Resolver{Err: &net.DNSError{Err: "i/o timeout", Name: key.Name(), IsTimeout: true}}}
+	var log bytes.Buffer
+	l.Log = slog.New(slog.NewTextHandler(&log, nil))
+	poll(`a maintainer's signed "Applied" while its key cannot be looked up`, 0)
+	noteMail, err := lore.ParseMessage(signedNote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := st.State(ctx, intake.DKIMKey(noteMail)); v != "" || !strings.Contains(log.String(), "applied note not decided yet") {
+		t.Errorf("a verdict kept while the key could not be looked up: %q; log %s", v, log.String())
+	}
+	l.Auth = &lore.DKIM{Resolver: dkimtest.Publish(key)}
+	poll(`"Applied" from a maintainer MAINTAINERS lists`, 0)
+	if v, _ := st.State(ctx, intake.DKIMKey(noteMail)); v != "verified" {
+		t.Errorf("the signed note's verdict kept: %q", v)
 	}
 	l.Maintainers = nil
 	l.Cfg.Maintainers = []string{"Mallory@example.org"}
-	if got, err := l.Poll(ctx); err != nil || len(got) != 0 {
-		t.Errorf("a maintainer's \"Applied\": %d series, %v; want none", len(got), err)
-	}
+	poll(`a maintainer's "Applied"`, 0)
 }
 
 // The error paths of mail commands, read by Poll from a real inbox: a
@@ -379,7 +413,9 @@ func TestPollMailCommandErrors(t *testing.T) {
 		signed(msg("Dev <dev@example.org>", "c-author@x", re, "p@x", "#rdmabot test rdma for-rc\n")),
 		signed(msg("Ok <ok@example.org>", "c-ok@x", re, "p@x", "#rdmabot retest\n")),
 		signed(msg("Dev <dev@example.org>", "c-invalid@x", re, "p@x", "#rdmabot invalid the lab was busy\n")),
+		signed(msg("Ok <ok@example.org>", "c-okinvalid@x", re, "p@x", "#rdmabot invalid the lab was busy\n")),
 		signed(msg("Half <half@example.org>", "c-halfdup@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot dup <older@x>\n")),
+		signed(msg("Ok <ok@example.org>", "c-okdup@x", "Re: [PATCH 1/2] svcrdma: half", "h1@x", "#rdmabot dup <older@x>\n")),
 	}
 	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[:2]
@@ -419,9 +455,12 @@ func TestPollMailCommandErrors(t *testing.T) {
 		"c-half@x":   "refused: The series is incomplete (patch 2 of 2 missing)",
 		"c-author@x": "test rdma/for-rc",
 		"c-ok@x":     "retest /",
-		// A dispute needs no complete series: it is about the report.
-		"c-invalid@x": "dispute invalid: the lab was busy",
-		"c-halfdup@x": "dispute dup: <older@x>",
+		// A dispute needs no complete series: it is about the report;
+		// nor may the series' author make it.
+		"c-okinvalid@x": "dispute invalid: the lab was busy",
+		"c-okdup@x":     "dispute dup: <older@x>",
+		"c-invalid@x":   "refused: The author of a series may not dispute my report on it",
+		"c-halfdup@x":   "refused: The author of a series may not dispute my report on it",
 	} {
 		if !strings.HasPrefix(res[id], want) {
 			t.Errorf("%s: %q, want %q", id, res[id], want)
@@ -456,9 +495,10 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
 	cfg := Default()
 	cfg.Lore.Lists = cfg.Lore.Lists[1:2]
+	author := signed(msg("Dev <dev@example.org>", "c-author@x", "#rdmabot test\n"))
 	cfg.Lore.Lists[0].URL = inboxEpoch(t,
 		msg("Dev <dev@example.org>", "p@x", diff),
-		signed(msg("Dev <dev@example.org>", "c-author@x", "#rdmabot test\n")),
+		author,
 		msg("Dev <dev@example.org>", "c-author-forged@x", "#rdmabot retest\n"),
 		signed(msg("Maint <m@example.org>", "c-maint@x", "#rdmabot test\n")),
 		msg("Maint <m@example.org>", "c-maint-forged@x", "#rdmabot test\n"),
@@ -521,7 +561,11 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 
 	want["c-author@x"], want["c-maint@x"] = "do", "do"
 	check("resolver up", poll(cfg, dkimtest.Publish(key)), want)
-	if v, _ := st.State(ctx, "dkim:c-author@x"); v != "verified" {
+	authorMail, err := lore.ParseMessage([]byte(author))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := st.State(ctx, intake.DKIMKey(authorMail)); v != "verified" {
 		t.Errorf("kept verdict %q", v)
 	}
 	// The key is gone from DNS (rotated; or the signature expired):
@@ -533,6 +577,14 @@ func TestPollMailCommandsNeedDKIM(t *testing.T) {
 		want[id] = "do"
 	}
 	check("command_dkim = false", poll(cfg, nil), want)
+}
+
+// cancelingResolver ends the context of the poll that looks a key up.
+type cancelingResolver func()
+
+func (c cancelingResolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	c()
+	return nil, ctx.Err()
 }
 
 // fixedMaintainers is MAINTAINERS listing the same addresses for every file.

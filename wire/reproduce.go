@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -12,10 +13,11 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/reports/bundle"
 )
 
 // NewReproducer is the reproducer of the bot configured by cfg, with the
-// running executable in its bundles.
+// running executable in its bundles, their archives kept in cache_dir.
 func NewReproducer(cfg Config, st *store.Store, version string) (*reproduce.Maker, error) {
 	settings, err := Settings(cfg)
 	if err != nil {
@@ -30,7 +32,8 @@ func NewReproducer(cfg Config, st *store.Store, version string) (*reproduce.Make
 		urls[t.Name] = t.URL
 	}
 	return &reproduce.Maker{St: st, Artifacts: artifact.Dir{Root: bot.ArtifactRoot(cfg.Bot, cfg.CacheDir)}, Repo: builder.StorePath(cfg.DataDir),
-		Settings: settings, TreeURLs: urls, Side: seriesSide, Binary: exe, Version: version}, nil
+		Settings: settings, TreeURLs: urls, Side: seriesSide, Binary: exe, Version: version,
+		Archives: bundle.NewCache(filepath.Join(cfg.CacheDir, "reproducers"), 0)}, nil
 }
 
 // Settings is what a reproducer needs of cfg, as TOML: the QEMU lab

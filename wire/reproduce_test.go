@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmabot/rdmabot/bot/reproduce"
 
@@ -160,4 +163,72 @@ func TestReproducerBundle(t *testing.T) {
 	if _, err := r.Bundle(ctx, 999); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("no such test: %v", err)
 	}
+}
+
+// A reproducer's archive (this binary in it, as serve's) is gzipped once:
+// a second download is the same file and costs no gzip; a boot more is
+// another archive.
+func TestReproducerArchiveMadeOnce(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	patch := []byte("From: a@x\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n\nbody\n")
+	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: readSeries(t, patch).Patches})
+	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: x", Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tst := store.Test{Key: "s", Kind: "series", SeriesID: sid, Tree: "rdma", Base: strings.Repeat("1a", 20), State: "done"}
+	if tst.ID, _, err = st.AddTest(ctx, st.DB, tst); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateTest(ctx, st.DB, tst); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.CacheDir = t.TempDir()
+	r, err := NewReproducer(cfg, st, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Binary == "" {
+		t.Fatal("no binary in the reproducer")
+	}
+	archive := func() (os.FileInfo, time.Duration) {
+		t.Helper()
+		before := cpuTime(t)
+		f, name, err := r.Archive(ctx, tst.ID, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if name != fmt.Sprintf("rdmabot-test-%d.tar.gz", tst.ID) || filepath.Dir(f.Name()) != filepath.Join(cfg.CacheDir, "reproducers") {
+			t.Errorf("archive %s at %s", name, f.Name())
+		}
+		st, _ := f.Stat()
+		return st, cpuTime(t) - before
+	}
+	first, made := archive()
+	again, served := archive()
+	t.Logf("made in %v of CPU (%d bytes), served again in %v", made, first.Size(), served)
+	if !os.SameFile(first, again) || served > 100*time.Millisecond {
+		t.Errorf("a second download: the same file %v, %v of CPU; want the same file, no gzip", os.SameFile(first, again), served)
+	}
+	if err := st.SaveRun(ctx, st.DB, store.Run{TestID: tst.ID, Round: 1, Role: "base", Commit: tst.Base, Lab: "qemu"}); err != nil {
+		t.Fatal(err)
+	}
+	if next, _ := archive(); os.SameFile(first, next) {
+		t.Error("a boot more and the same archive")
+	}
+	if _, _, err := r.Archive(ctx, 999, time.Now()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("no such test: %v", err)
+	}
+}
+
+// cpuTime is the CPU this process has used, user and system.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -5,6 +5,7 @@
 package dashboard
 
 import (
+	"compress/gzip"
 	"context"
 	"embed"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,9 +45,11 @@ type Jobs interface {
 	Schedules(now time.Time) ([]bot.Schedule, error)
 }
 
-// Reproducers make a test's reproducer bundle (reproduce.Maker).
+// Reproducers make a test's reproducer bundle (reproduce.Maker), and
+// its archive once, to be served as a file.
 type Reproducers interface {
 	Bundle(ctx context.Context, id int64) (*bundle.Bundle, error)
+	Archive(ctx context.Context, id int64, now time.Time) (*os.File, string, error)
 }
 
 // Replies lists what the outbox holds for one series version
@@ -70,6 +74,8 @@ type Server struct {
 	Lists map[string]string
 	// AA, when set, adds `rdmabot lab aa`'s comparisons to /canary.
 	AA AAResults
+	// inflating is held while a request has consoles inflated.
+	inflating chan struct{}
 }
 
 // New makes a dashboard over the store.
@@ -85,7 +91,7 @@ func New(st *store.Store, jobs Jobs, log *slog.Logger) *Server {
 		// now is the page's NowView; render gives each page its own.
 		"now": func() *NowView { return nil },
 	}
-	return &Server{st: st, jobs: jobs, log: log,
+	return &Server{st: st, jobs: jobs, log: log, inflating: make(chan struct{}, 1),
 		tmpl: template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))}
 }
 
@@ -158,19 +164,23 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) (*bundle.Bundle,
 }
 
 // reproducer serves a test's reproducer as a gzipped tar: one download
-// that redoes the test without the bot (its run.sh).
+// that redoes the test without the bot (its run.sh). The archive is a
+// file made once: a download costs no gzip.
 func (s *Server) reproducer(w http.ResponseWriter, r *http.Request) {
-	b, ok := s.bundle(w, r)
-	if !ok {
+	id, err := pathID(r)
+	if err != nil || s.Reproducer == nil {
+		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Content-Type", "application/gzip")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", b.Dir+".tar.gz"))
-	if err := b.WriteTarGz(w, time.Now()); err != nil {
-		// Headers are out: the reader gets a truncated gzip, which
-		// fails to unpack rather than passing as whole.
-		s.log.Warn("dashboard: reproducer", "path", r.URL.Path, "err", err)
+	f, name, err := s.Reproducer.Archive(r.Context(), id, time.Now())
+	if err != nil {
+		s.fail(w, err)
+		return
 	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
+	http.ServeContent(w, r, "", time.Time{}, f)
 }
 
 // reproducerFile serves one file of a test's reproducer, as text where
@@ -253,7 +263,33 @@ func (s *Server) testConsoles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "Test %d: the guests' whole serial consoles, %d of them, in the order they ran.\n", id, len(parts))
+	w.Header().Add("Vary", "Accept-Encoding")
+	intro := fmt.Sprintf("Test %d: the guests' whole serial consoles, %d of them, in the order they ran.\n", id, len(parts))
+	if acceptsGzip(r) {
+		// Each console as it is kept, one gzip member after another (a
+		// reader inflates them as one text): a request inflates nothing.
+		w.Header().Set("Content-Encoding", "gzip")
+		gzipText(w, intro)
+		for _, p := range parts {
+			gzipText(w, fmt.Sprintf("\n===== %s (/consoles/%s) =====\n", p.header, p.id))
+			gz, err := s.st.ConsoleGzip(r.Context(), p.id)
+			if err != nil {
+				gzipText(w, "(not available: "+err.Error()+")\n")
+				continue
+			}
+			w.Write(gz)
+		}
+		return
+	}
+	// A reader that takes no gzip has them inflated here, one such
+	// request at a time.
+	select {
+	case s.inflating <- struct{}{}:
+		defer func() { <-s.inflating }()
+	case <-r.Context().Done():
+		return
+	}
+	io.WriteString(w, intro)
 	for _, p := range parts {
 		fmt.Fprintf(w, "\n===== %s (/consoles/%s) =====\n", p.header, p.id)
 		text, err := s.st.OpenConsole(r.Context(), p.id)
@@ -1205,6 +1241,32 @@ func (s *Server) apiMainline(w http.ResponseWriter, r *http.Request) {
 		out = append(out, series{c.Tree, c.Branch, c.Metric, c.Points})
 	}
 	writeJSON(w, out)
+}
+
+// acceptsGzip says whether r's Accept-Encoding takes gzip (named, with
+// a q above 0).
+func acceptsGzip(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(coding, ";")
+			if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
+				continue
+			}
+			q := 1.0
+			if v, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+				q, _ = strconv.ParseFloat(v, 64) // unreadable: not taken
+			}
+			return q > 0
+		}
+	}
+	return false
+}
+
+// gzipText writes text as a gzip member of its own.
+func gzipText(w io.Writer, text string) {
+	gz := gzip.NewWriter(w)
+	io.WriteString(gz, text)
+	gz.Close()
 }
 
 // endWriter passes writes on and remembers whether the last byte was a

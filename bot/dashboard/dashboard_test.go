@@ -188,8 +188,21 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 }
 
 // testReproducer makes bundles as reproduce.Maker does, from the stored
-// series, for every measured test; an APPLY_FAILED one fails to.
-type testReproducer struct{ st *store.Store }
+// series, for every measured test; an APPLY_FAILED one fails to. Its
+// archives are made once, as reproduce.Maker's are.
+type testReproducer struct {
+	st       *store.Store
+	archives *bundle.Cache
+}
+
+func (r testReproducer) Archive(ctx context.Context, id int64, now time.Time) (*os.File, string, error) {
+	b, err := r.Bundle(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := r.archives.Open(ctx, b, now)
+	return f, b.Dir + ".tar.gz", err
+}
 
 func (r testReproducer) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
 	t, err := r.st.Test(ctx, r.st.DB, id)
@@ -224,7 +237,7 @@ func server(t *testing.T, st *store.Store) *httptest.Server {
 func serverWith(t *testing.T, st *store.Store, jobs Jobs, set ...func(*Server)) *httptest.Server {
 	mux := http.NewServeMux()
 	d := New(st, jobs, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	d.Reproducer = testReproducer{st}
+	d.Reproducer = testReproducer{st, bundle.NewCache(t.TempDir(), 0)}
 	l, err := outbox.OpenLedger(context.Background(), st.DB)
 	if err != nil {
 		t.Fatal(err)

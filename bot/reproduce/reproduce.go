@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/rdmabot/rdmabot/bot/artifact"
 	"github.com/rdmabot/rdmabot/bot/store"
@@ -41,6 +42,8 @@ type Maker struct {
 	Side func(flow.Series) string
 	// Binary is the rdmabot executable put in the bundle ("": none).
 	Binary, Version string
+	// Archives keeps the bundles as downloaded, each made once.
+	Archives *bundle.Cache
 }
 
 // ErrNone is a test that has nothing to reproduce: no series
@@ -150,6 +153,21 @@ func (r *Maker) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
 		in.Kept = append(in.Kept, bundle.File{Name: "boots.json", Mode: 0o644, Data: append(b, '\n')})
 	}
 	return bundle.Make(in)
+}
+
+// Archive is test id's reproducer as a gzipped tar, open to be served,
+// and the name to download it as: made (dated now) once for what the
+// bundle holds, not once per download.
+func (r *Maker) Archive(ctx context.Context, id int64, now time.Time) (*os.File, string, error) {
+	b, err := r.Bundle(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := r.Archives.Open(ctx, b, now)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, b.Dir + ".tar.gz", nil
 }
 
 // artifactFile is the path of a file of a stored artifact; "" when the

@@ -55,6 +55,20 @@ func (s *Store) Console(ctx context.Context, id string) (string, error) {
 // request for it holds the compressed text and gzip's window, never the
 // whole text.
 func (s *Store) OpenConsole(ctx context.Context, id string) (io.Reader, error) {
+	gz, err := s.ConsoleGzip(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("console %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ConsoleGzip is the console stored as id as it is kept, gzipped: what a
+// reader who takes gzip is sent, with nothing inflated.
+func (s *Store) ConsoleGzip(ctx context.Context, id string) ([]byte, error) {
 	if !consoleID.MatchString(id) {
 		return nil, fmt.Errorf("console %q: %w", id, ErrNotFound)
 	}
@@ -66,9 +80,5 @@ func (s *Store) OpenConsole(ctx context.Context, id string) (io.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return nil, fmt.Errorf("console %s: %w", id, err)
-	}
-	return r, nil
+	return gz, nil
 }

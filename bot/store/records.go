@@ -130,18 +130,30 @@ type Test struct {
 	FixOf int64
 	// ApplyOn is the commit the series was applied on when it is not
 	// Base: the fixed test's candidate, the fix on top of its series.
-	ApplyOn   string
+	ApplyOn string
+	// Cause is why the test was started (CausePosting, CauseCommand,
+	// CauseRetest; "" for the bot's own), set once: what the daily
+	// bounds count, never read back out of the key, which carries a
+	// Message-ID the sender chose.
+	Cause     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// Why a test was started.
+const (
+	CausePosting = "posting" // a series posted to a list
+	CauseCommand = "command" // asked for in a reply, an issue or on the command line
+	CauseRetest  = "retest"  // a retest command: another run of a test
+)
 
 // AddTest creates a test unless one with its key exists; it returns the
 // id and whether this call created it.
 func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, error) {
 	now := ms(s.now())
-	res, err := q.ExecContext(ctx, `INSERT INTO tests (key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, '', '', 0, '', '', $13, $13) ON CONFLICT (key) DO NOTHING`,
-		t.Key, t.Kind, t.SeriesID, t.Tree, t.Ref, t.Base, t.Candidate, t.Lab, t.Params, t.Origin, t.Thread, StateQueued, now)
+	res, err := q.ExecContext(ctx, `INSERT INTO tests (key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, cause)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, '', '', 0, '', '', $13, $13, $14) ON CONFLICT (key) DO NOTHING`,
+		t.Key, t.Kind, t.SeriesID, t.Tree, t.Ref, t.Base, t.Candidate, t.Lab, t.Params, t.Origin, t.Thread, StateQueued, now, t.Cause)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: add test: %w", err)
 	}
@@ -153,13 +165,13 @@ func (s *Store) AddTest(ctx context.Context, q Querier, t Test) (int64, bool, er
 	return id, n == 1, nil
 }
 
-const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason, base_branch, detail, fix_of, apply_on, base_debug_artifact, cand_debug_artifact`
+const testCols = `id, key, kind, series_id, tree, ref, base, candidate, lab, params, origin, thread, state, verdict, summary, rounds, base_artifact, cand_artifact, created_at, updated_at, base_reason, base_branch, detail, fix_of, apply_on, base_debug_artifact, cand_debug_artifact, cause`
 
 func scanTest(sc interface{ Scan(...any) error }) (Test, error) {
 	var t Test
 	var c, u int64
 	err := sc.Scan(&t.ID, &t.Key, &t.Kind, &t.SeriesID, &t.Tree, &t.Ref, &t.Base, &t.Candidate, &t.Lab, &t.Params, &t.Origin, &t.Thread,
-		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason, &t.BaseBranch, &t.Detail, &t.FixOf, &t.ApplyOn, &t.BaseDebugArtifact, &t.CandDebugArtifact)
+		&t.State, &t.Verdict, &t.Summary, &t.Rounds, &t.BaseArtifact, &t.CandArtifact, &c, &u, &t.BaseReason, &t.BaseBranch, &t.Detail, &t.FixOf, &t.ApplyOn, &t.BaseDebugArtifact, &t.CandDebugArtifact, &t.Cause)
 	t.CreatedAt, t.UpdatedAt = Time(c), Time(u)
 	return t, err
 }
@@ -608,13 +620,12 @@ func (s *Store) MailSince(ctx context.Context, t time.Time) ([]Mail, error) {
 type Posting struct{ Author, List string }
 
 // PostingsSince lists the author and list of each series test created
-// since t from a posting (no command, no GitHub request, no retest, none
-// held or canceled), one entry per test: what the daily test bounds of a
-// sender and of a list count.
+// since t from a posting (CausePosting: no command, no GitHub request, no
+// retest, none held or canceled), one entry per test: what the daily test
+// bounds of a sender and of a list count.
 func (s *Store) PostingsSince(ctx context.Context, q Querier, t time.Time) ([]Posting, error) {
 	rows, err := q.QueryContext(ctx, `SELECT s.author, s.mail_list FROM tests t JOIN series s ON s.id = t.series_id
-		WHERE t.kind = $1 AND t.created_at >= $2 AND t.state <> 'canceled' AND t.key LIKE 'series:%' AND t.origin LIKE '%"kind":"mail"%' AND t.origin NOT LIKE '%"request"%'
-		AND t.key NOT LIKE '%:retest%'`, KindSeries, ms(t))
+		WHERE t.kind = $1 AND t.cause = $2 AND t.created_at >= $3 AND t.state <> 'canceled'`, KindSeries, CausePosting, ms(t))
 	if err != nil {
 		return nil, fmt.Errorf("store: postings: %w", err)
 	}

@@ -402,4 +402,16 @@ ALTER TABLE tests ADD COLUMN cand_debug_artifact TEXT NOT NULL DEFAULT ''`,
 	// The job that chooses a test's base was named "test": its jobs,
 	// queued ones above all, are the "base" job's now.
 	`UPDATE river_job SET kind = 'base' WHERE kind = 'test'`,
+	// Why a test was started: the daily bounds count postings by it, not
+	// by a pattern of the key, which holds the sender's Message-ID. A
+	// posting's origin is exactly {"kind":"mail"} (no text of the
+	// sender's); a mail command's holds "request", with its verb first.
+	// A GitHub retest before this is told by its key: retests and other
+	// commands are uncounted alike.
+	`ALTER TABLE tests ADD COLUMN cause TEXT NOT NULL DEFAULT '';
+UPDATE tests SET cause = 'posting' WHERE kind = 'series' AND key LIKE 'series:%' AND origin = '{"kind":"mail"}';
+UPDATE tests SET cause = 'command' WHERE key NOT LIKE 'refused:%'
+	AND (origin LIKE '%"request"%' OR origin LIKE '{"kind":"github"%' OR origin LIKE '{"kind":"cli"%');
+UPDATE tests SET cause = 'retest' WHERE cause = 'command'
+	AND (origin LIKE '%"request":{"verb":"retest"%' OR (origin LIKE '{"kind":"github"%' AND key LIKE '%:retest:%'))`,
 }

@@ -8,6 +8,7 @@ package console
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -51,25 +52,46 @@ type Crash struct {
 	Report string `json:"report"`
 
 	lines   []string
+	bytes   int      // in lines
 	pending []string // lines after the end, kept in case a panic follows
 	header  []string // the header regexp's submatches
 }
 
-// maxReportLines bounds one report: a trace longer than this is cut and
-// marked incomplete rather than growing without bound.
-const maxReportLines = 400
+// maxReportLines and maxReportBytes bound one report: a trace longer
+// than either is cut and marked incomplete rather than growing without
+// bound. With maxCrashes and maxLineBytes they bound what a monitor
+// keeps, whatever the console: 996 MiB of 64 KiB lines once grew its heap
+// by 1.6 GiB.
+const (
+	maxReportLines = 400
+	maxReportBytes = 128 << 10
+)
+
+// maxLineBytes bounds what of one line the monitor keeps and scans: a
+// kernel message is at most 1 KiB (printk's record), so a longer line is
+// other output; its first and last halves are kept, the header of a
+// message printed after it included.
+const maxLineBytes = 4 << 10
+
+// maxStarts bounds where in one line a header is looked for: the first
+// and the last maxStarts/2 places a kernel message may start.
+const maxStarts = 16
 
 // panicJoinLines: a panic this close after the end of another report is its
 // consequence (panic_on_oops, "Fatal exception") and joins that report.
 const panicJoinLines = 60
 
-// maxCrashes bounds the distinct titles kept per console.
+// maxCrashes bounds the distinct titles kept per console, fatal and not
+// apart: a flood of WARNINGs does not hide the crash after it.
 const maxCrashes = 32
 
 type header struct {
-	kind  Kind
-	re    *regexp.Regexp
-	fatal bool
+	kind Kind
+	// re matches at the start of a kernel message; prefix is what every
+	// match begins with ("" when that varies).
+	re     *regexp.Regexp
+	prefix string
+	fatal  bool
 	// end says which line closes this kind of report.
 	end func(line string, c *Crash) bool
 }
@@ -115,28 +137,30 @@ func endKASAN(line string, c *Crash) bool {
 // headers are tried in order; the first match wins, so the specific forms
 // (KASAN's "BUG: KASAN:", "watchdog: BUG: soft lockup") precede "BUG: ".
 var headers = []header{
-	{Hang, hdr(`INFO: task (\S+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`), true, endTask},
-	{SoftLockup, hdr(`(?:watchdog: )?BUG: soft lockup - CPU#\d+ stuck for`), true, endTask},
-	{RCUStall, hdr(`(?:rcu: )?INFO: rcu_\w+ (?:detected stalls?|self-detected stall)`), true, endTask},
-	{KASAN, hdr(`BUG: (KASAN|KMSAN|KFENCE): ([a-z0-9\- ]+?) in ([A-Za-z0-9_.]+)`), true, endKASAN},
-	{UBSAN, hdr(`UBSAN: ([a-z0-9\-]+) in (\S+)`), true, endTrace},
-	{GPF, hdr(`(?:Oops: )?general protection fault`), true, endTrace},
-	{Lockdep, hdr(`WARNING: possible (?:circular locking dependency|recursive locking) detected`), false, endTask},
-	{ODEBUG, hdr(`ODEBUG: `), false, endTrace},
-	{Bug, hdr(`kernel BUG at (\S+)`), true, endTrace},
-	{Bug, hdr(`BUG: (.+)`), true, endTrace},
-	{Warning, hdr(`WARNING: CPU: \d+ PID: \d+ at \S+ ([A-Za-z0-9_.]+)`), false, endTrace},
-	{Warning, hdr(`WARNING: (.+)`), false, endTrace},
-	{Oops, hdr(`Oops: `), true, endTrace},
-	{Panic, hdr(`Kernel panic - not syncing: (.*)`), true, endPanic},
+	hdr(Hang, `INFO: task (\S+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`, true, endTask),
+	hdr(SoftLockup, `(?:watchdog: )?BUG: soft lockup - CPU#\d+ stuck for`, true, endTask),
+	hdr(RCUStall, `(?:rcu: )?INFO: rcu_\w+ (?:detected stalls?|self-detected stall)`, true, endTask),
+	hdr(KASAN, `BUG: (KASAN|KMSAN|KFENCE): ([a-z0-9\- ]+?) in ([A-Za-z0-9_.]+)`, true, endKASAN),
+	hdr(UBSAN, `UBSAN: ([a-z0-9\-]+) in (\S+)`, true, endTrace),
+	hdr(GPF, `(?:Oops: )?general protection fault`, true, endTrace),
+	hdr(Lockdep, `WARNING: possible (?:circular locking dependency|recursive locking) detected`, false, endTask),
+	hdr(ODEBUG, `ODEBUG: `, false, endTrace),
+	hdr(Bug, `kernel BUG at (\S+)`, true, endTrace),
+	hdr(Bug, `BUG: (.+)`, true, endTrace),
+	hdr(Warning, `WARNING: CPU: \d+ PID: \d+ at \S+ ([A-Za-z0-9_.]+)`, false, endTrace),
+	hdr(Warning, `WARNING: (.+)`, false, endTrace),
+	hdr(Oops, `Oops: `, true, endTrace),
+	hdr(Panic, `Kernel panic - not syncing: (.*)`, true, endPanic),
 }
 
-// hdr anchors a header at the start of a kernel message: the line's
-// start, or right after a printk timestamp when other output shares the
-// line. Prose that merely mentions "a general protection fault" is not
-// a crash.
-func hdr(re string) *regexp.Regexp {
-	return regexp.MustCompile(`(?:^\s*|\]\s+)` + re)
+// hdr is a header whose re matches where a kernel message starts
+// (starts): the line's start, or right after a printk timestamp when
+// other output shares the line. Prose that merely mentions "a general
+// protection fault" is not a crash.
+func hdr(kind Kind, re string, fatal bool, end func(string, *Crash) bool) header {
+	r := regexp.MustCompile(`^(?:` + re + `)`)
+	prefix, _ := r.LiteralPrefix()
+	return header{kind: kind, re: r, prefix: prefix, fatal: fatal, end: end}
 }
 
 var (
@@ -193,7 +217,7 @@ func NewMonitor() *Monitor {
 // lines arrive.
 func (m *Monitor) Line(raw string) *Crash {
 	m.line++
-	raw = strings.TrimRight(raw, "\r")
+	raw = cutLine(strings.TrimRight(raw, "\r"))
 	text := stripTime(raw)
 	h, match := findHeader(text)
 
@@ -206,7 +230,7 @@ func (m *Monitor) Line(raw string) *Crash {
 			}
 			if m.openEnd(raw, m.open) {
 				m.close(true)
-			} else if len(m.open.lines) >= maxReportLines {
+			} else if len(m.open.lines) >= maxReportLines || m.open.bytes >= maxReportBytes {
 				m.close(false)
 			}
 			return nil
@@ -231,6 +255,10 @@ func (m *Monitor) Line(raw string) *Crash {
 		m.open, m.openEnd, m.last = c, endPanic, nil
 		return nil
 	}
+	if l := m.last; l != nil {
+		// No panic joins it now: its report is all that is kept of it.
+		l.lines, l.pending = nil, nil
+	}
 	c := &Crash{Kind: h.kind, Fatal: h.fatal, StartLine: m.line, Count: 1}
 	c.add(raw, m.line)
 	c.header = match
@@ -240,16 +268,59 @@ func (m *Monitor) Line(raw string) *Crash {
 
 func (c *Crash) add(raw string, line int) {
 	c.lines = append(c.lines, raw)
+	c.bytes += len(raw)
 	c.EndLine = line
 }
 
+// cutLine is line as the monitor keeps and scans it: at most
+// maxLineBytes, its first and last halves around a note of the cut.
+// The note ends in no "]": what follows it is no kernel message's start.
+func cutLine(line string) string {
+	if len(line) <= maxLineBytes {
+		return line
+	}
+	half := maxLineBytes / 2
+	return line[:half] + fmt.Sprintf(" <rdmabot: %d bytes cut> ", len(line)-2*half) + line[len(line)-half:]
+}
+
+// findHeader is the first header, in the order of headers, that starts
+// a kernel message in text, and its submatches.
 func findHeader(text string) (*header, []string) {
+	at := starts(text)
 	for i := range headers {
-		if m := headers[i].re.FindStringSubmatch(text); m != nil {
-			return &headers[i], m
+		h := &headers[i]
+		for _, p := range at {
+			if !strings.HasPrefix(text[p:], h.prefix) {
+				continue
+			}
+			if m := h.re.FindStringSubmatch(text[p:]); m != nil {
+				return h, m
+			}
 		}
 	}
 	return nil, nil
+}
+
+// starts are where a kernel message may start in text: after leading
+// space, or after a "]" and space (a printk timestamp, when other output
+// shares the line); the first and last maxStarts/2 of them.
+func starts(text string) []int {
+	const space = " \t\n\f\r" // the regexp package's \s
+	at := []int{len(text) - len(strings.TrimLeft(text, space))}
+	for i := 0; ; {
+		j := strings.IndexByte(text[i:], ']')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+		if k := len(text) - len(strings.TrimLeft(text[i:], space)); k > i {
+			at = append(at, k)
+		}
+	}
+	if len(at) > maxStarts {
+		at = append(at[:maxStarts/2], at[len(at)-maxStarts/2:]...)
+	}
+	return at
 }
 
 func (m *Monitor) close(complete bool) {
@@ -264,7 +335,13 @@ func (m *Monitor) close(complete bool) {
 		return
 	}
 	if m.byTitle[c.Title] == nil {
-		if len(m.crashes) >= maxCrashes {
+		kept := 0
+		for _, k := range m.crashes {
+			if k.Fatal == c.Fatal {
+				kept++
+			}
+		}
+		if kept >= maxCrashes {
 			return
 		}
 		m.byTitle[c.Title] = c

@@ -7,6 +7,7 @@ package intake
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -270,7 +271,20 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 	byID := map[string]*lore.Series{}
 	for _, s := range asm.Series {
 		byID[s.ID] = s
-		if !s.Relevant() || l.applied(ctx, s) {
+		if !s.Relevant() {
+			continue
+		}
+		applied, err := l.applied(ctx, s)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// A maintainer's note whose DKIM key cannot be looked up
+			// yet: the series waits for a later poll, as a command does.
+			l.Log.Warn("lore: applied note not decided yet", "series", s.ID, "err", err)
+			continue
+		}
+		if applied {
 			continue
 		}
 		switch {
@@ -313,18 +327,20 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 
 // applied says whether a maintainer said the series was applied: one of
 // lore.maintainers, or one MAINTAINERS lists (M:, R:) for its files on
-// the base it would be tested on. Anyone else's "Applied, thanks!" changes
-// nothing. When MAINTAINERS cannot be read yet, only the configured ones
-// count.
-func (l *Reader) applied(ctx context.Context, s *lore.Series) bool {
+// the base it would be tested on, in a mail that proves its From: as a
+// command's must (authenticate). Anyone else's "Applied, thanks!", or an
+// unsigned one in a maintainer's name, changes nothing. When MAINTAINERS
+// cannot be read yet, only the configured ones count. An error means a
+// note's proof is not known yet.
+func (l *Reader) applied(ctx context.Context, s *lore.Series) (bool, error) {
 	if len(s.Applied) == 0 {
-		return false
+		return false, nil
 	}
-	if s.AppliedBy(l.Cfg.Maintainers) {
-		return true
+	if ok, err := l.appliedBy(ctx, s, l.Cfg.Maintainers); ok || err != nil {
+		return ok, err
 	}
 	if l.Maintainers == nil {
-		return false
+		return false, nil
 	}
 	var files []string
 	for _, p := range s.Patches {
@@ -333,9 +349,28 @@ func (l *Reader) applied(ctx context.Context, s *lore.Series) bool {
 	addrs, err := l.Maintainers.MaintainersOf(ctx, convert(s, l.Cfg), files)
 	if err != nil {
 		l.Log.Debug("lore: MAINTAINERS not read for an applied note", "series", s.ID, "err", err)
-		return false
+		return false, nil
 	}
-	return s.AppliedBy(addrs)
+	return l.appliedBy(ctx, s, addrs)
+}
+
+// appliedBy says whether one of maintainers sent one of s's applied
+// notes in a mail that proves it; an error when no note is proven and
+// one's proof is not known yet.
+func (l *Reader) appliedBy(ctx context.Context, s *lore.Series, maintainers []string) (bool, error) {
+	var undecided error
+	for _, a := range s.AppliedBy(maintainers) {
+		why, err := l.authenticate(ctx, a.Mail)
+		if err != nil {
+			undecided = err
+			continue
+		}
+		if why == "" {
+			return true, nil
+		}
+		l.Log.Debug("lore: an applied note is not proven", "series", s.ID, "message_id", a.MessageID, "why", why)
+	}
+	return false, undecided
 }
 
 // command turns a "#rdmabot" line in a reply into the series it asks
@@ -360,7 +395,14 @@ func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (f
 	if !s.Complete && (cmd.Verb == flow.CommandTest || cmd.Verb == flow.CommandRetest) {
 		return refuse(fmt.Sprintf("The series is incomplete (patch %s of %d missing), so there is nothing to test yet.", joinInts(s.Missing), s.Total))
 	}
-	if cmd.From != strings.ToLower(s.Author.Email) && !slices.Contains(l.Cfg.CommandAllow, cmd.From) {
+	author, allowed := cmd.From == strings.ToLower(s.Author.Email), slices.Contains(l.Cfg.CommandAllow, cmd.From)
+	if author && !allowed && (cmd.Verb == flow.CommandInvalid || cmd.Verb == flow.CommandDup) {
+		// A report is not disputed by whom it is about, even one
+		// MAINTAINERS lists.
+		return refuse("The author of a series may not dispute my report on it; the maintainers and reviewers MAINTAINERS lists " +
+			"for its files, and the addresses the operator allows, may.")
+	}
+	if !author && !allowed {
 		why, err := l.maintainerOnly(ctx, bs, s, cmd.From)
 		if err != nil {
 			return bs, false, err
@@ -369,7 +411,7 @@ func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (f
 			return refuse(why)
 		}
 	}
-	why, err := l.authenticate(ctx, c)
+	why, err := l.authenticate(ctx, c.Mail)
 	if err != nil {
 		return bs, false, err
 	}
@@ -406,18 +448,26 @@ func (l *Reader) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Ser
 		"and the addresses the operator allows may ask me to test it; %s is none of them.", from), nil
 }
 
-// authenticate says why c's mail does not prove that it comes from its
-// From: ("": it does, or lore.command_dkim is off). The first answer is
+// authenticate says why m (a command, an applied note) does not prove
+// that it comes from its From: ("": it does, or lore.command_dkim is off). The first answer is
 // kept in the store: DKIM signatures expire (x=, a week for Gmail's) and
 // keys are rotated, and every poll decides the window's commands again,
 // so a command obeyed on arrival would be refused a week later. A key
 // that cannot be looked up yet is an Infra error and decides nothing.
-func (l *Reader) authenticate(ctx context.Context, c lore.Command) (string, error) {
+func (l *Reader) authenticate(ctx context.Context, m *flow.Message) (string, error) {
 	if l.Auth == nil {
 		return "", nil
 	}
-	key := "dkim:" + c.MessageID
+	key := DKIMKey(m)
 	kept, err := l.St.State(ctx, key)
+	if err == nil && kept == "" {
+		// What an older bot kept per Message-ID, for the mail it read
+		// then: still that mail's answer, so a command it obeyed is not
+		// refused once its signature expires. Mail read since has its
+		// own key: a forgery under a signed mail's Message-ID is
+		// decided on its own bytes.
+		kept, err = l.St.State(ctx, "dkim:"+m.MessageID)
+	}
 	if err != nil {
 		return "", flow.MarkInfra(err)
 	}
@@ -429,7 +479,7 @@ func (l *Reader) authenticate(ctx context.Context, c lore.Command) (string, erro
 	}
 	verdict, why := "verified", ""
 	var u *lore.UnverifiedError
-	switch err := l.Auth.Authenticate(ctx, c.Mail); {
+	switch err := l.Auth.Authenticate(ctx, m); {
 	case errors.As(err, &u):
 		why = fmt.Sprintf("I could not verify that this mail comes from %s: no DKIM signature of %s verifies (%s). "+
 			"I act on commands only from mail whose sender's domain signed it.", u.Addr, u.Domain, u.Why)
@@ -441,6 +491,14 @@ func (l *Reader) authenticate(ctx context.Context, c lore.Command) (string, erro
 		return "", flow.MarkInfra(err)
 	}
 	return why, nil
+}
+
+// DKIMKey is where the store keeps the DKIM verdict on m: per mail (its
+// Message-ID and a hash of its bytes), not per Message-ID, which anyone
+// may give a mail.
+func DKIMKey(m *flow.Message) string {
+	sum := sha256.Sum256(m.Raw)
+	return fmt.Sprintf("dkim:%s:%x", m.MessageID, sum[:12])
 }
 
 func joinInts(v []int) string {

@@ -3,6 +3,7 @@ package intake
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/rdmabot/rdmabot/flow"
@@ -96,23 +97,41 @@ func TestDKIMVerdictStoreErrors(t *testing.T) {
 	// The verdict is reached, but the poll ends before it is kept.
 	cctx, cancel := context.WithCancel(ctx)
 	l.Auth = authFunc(func(context.Context, *flow.Message) error { cancel(); return nil })
-	why, err := l.authenticate(cctx, lore.Command{MessageID: "c@x", Mail: m})
+	why, err := l.authenticate(cctx, m)
 	if !flow.IsInfra(err) || why != "" || len(st.state) != 0 {
 		t.Errorf("verdict not kept: %q, %v, state %v; want an Infra error", why, err, st.state)
 	}
 	st.closed = true
-	why, err = l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m})
+	why, err = l.authenticate(ctx, m)
 	if !flow.IsInfra(err) || why != "" {
 		t.Errorf("closed store: %q, %v; want an Infra error", why, err)
 	}
 	// Kept, it is the answer from then on, whatever DKIM says later.
 	st.closed = false
-	if why, err := l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m}); err != nil || why != "" || st.state["dkim:c@x"] != "verified" {
+	if why, err := l.authenticate(ctx, m); err != nil || why != "" || st.state[DKIMKey(m)] != "verified" {
 		t.Fatalf("verified: %q, %v, state %v", why, err, st.state)
 	}
 	l.Auth = authFunc(func(context.Context, *flow.Message) error { return &lore.UnverifiedError{Addr: "dev@example.org"} })
-	if why, err := l.authenticate(ctx, lore.Command{MessageID: "c@x", Mail: m}); err != nil || why != "" {
+	if why, err := l.authenticate(ctx, m); err != nil || why != "" {
 		t.Errorf("a kept verdict decided again: %q, %v", why, err)
+	}
+	// Another mail under the same Message-ID (a forgery beside the
+	// signed one) is decided on its own bytes.
+	twin, err := lore.ParseMessage([]byte("From: Dev <dev@example.org>\nMessage-ID: <c@x>\n\n#rdmabot invalid\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why, err := l.authenticate(ctx, twin); err != nil || why == "" {
+		t.Errorf("a forged twin of a verified mail: %q, %v; want it refused", why, err)
+	}
+	// What an older bot kept per Message-ID is still that mail's answer.
+	old, err := lore.ParseMessage([]byte("From: Dev <dev@example.org>\nMessage-ID: <old@x>\n\n#rdmabot test\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.state["dkim:old@x"] = "verified"
+	if why, err := l.authenticate(ctx, old); err != nil || why != "" {
+		t.Errorf("a verdict an older bot kept: %q, %v", why, err)
 	}
 }
 
@@ -142,5 +161,50 @@ func TestReread(t *testing.T) {
 	bad := flow.Series{MsgID: "b@x", Patches: []*flow.Message{{Raw: patch}, {Raw: []byte("\n\nno header")}}}
 	if changed, err := Reread(&bad); changed || err == nil || bad.Patches[0].Parsed() || bad.Changes != nil {
 		t.Errorf("a mail that does not parse: changed %v, %v, series %+v", changed, err, bad)
+	}
+}
+
+// A maintainer's applied note counts once its mail is proven: one not
+// proven yet (no DNS answer) holds the series unless another is proven;
+// one that is not proven, or a stranger's, counts for nothing. The
+// series waits for a later poll only when its answer may still change.
+func TestAppliedNeedsProof(t *testing.T) {
+	ctx := context.Background()
+	note := func(id, from string) lore.Applied {
+		m, err := lore.ParseMessage([]byte("From: " + from + "\nMessage-ID: <" + id + ">\n\nApplied, thanks!\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lore.Applied{By: m.From, MessageID: id, Mail: m}
+	}
+	answers := map[string]error{
+		"later@x":    flow.MarkInfra(errors.New("i/o timeout")),
+		"unsigned@x": &lore.UnverifiedError{Addr: "m@x", Why: "it carries none"},
+		"signed@x":   nil,
+		"stranger@x": nil,
+	}
+	l := &Reader{St: &stateStore{state: map[string]string{}}, Log: slog.New(slog.DiscardHandler),
+		Auth: authFunc(func(_ context.Context, m *flow.Message) error { return answers[m.MessageID] })}
+	l.Cfg.Maintainers = []string{"m@x"}
+	for _, c := range []struct {
+		notes []lore.Applied
+		want  bool
+		infra bool
+	}{
+		{nil, false, false},
+		{[]lore.Applied{note("stranger@x", "Eve <eve@x>")}, false, false},
+		{[]lore.Applied{note("unsigned@x", "M <m@x>")}, false, false},
+		{[]lore.Applied{note("later@x", "M <m@x>")}, false, true},
+		{[]lore.Applied{note("later@x", "M <m@x>"), note("signed@x", "M <m@x>")}, true, false},
+		{[]lore.Applied{note("later@x", "M <m@x>"), note("unsigned@x", "M <m@x>")}, false, true},
+	} {
+		got, err := l.applied(ctx, &lore.Series{ID: "s@x", Applied: c.notes})
+		if got != c.want || flow.IsInfra(err) != c.infra {
+			ids := []string{}
+			for _, n := range c.notes {
+				ids = append(ids, n.MessageID)
+			}
+			t.Errorf("notes %v: applied %v, %v; want %v, infra %v", ids, got, err, c.want, c.infra)
+		}
 	}
 }
