@@ -217,7 +217,34 @@ func (r *Replier) thread(s *flow.Series) (reports.Thread, error) {
 			}
 		}
 	}
+	t.Addressed = addressed(s, r.Cfg.From)
 	return t, nil
+}
+
+// addressed are the lists and people the series' mails were sent To and
+// Cc (the cover letter's first, then each patch's, each address once),
+// but its author and the bot: whom a reply-all in its thread copies. An
+// address that is not one plain mailbox is left out, not the reply.
+func addressed(s *flow.Series, bot string) []string {
+	seen := map[string]bool{}
+	if root := s.RootMail(); root != nil {
+		seen[strings.ToLower(root.From.Email)] = true
+	}
+	if a, err := mail.ParseAddress(bot); err == nil {
+		seen[strings.ToLower(a.Address)] = true
+	}
+	var out []string
+	for _, m := range s.Mails() {
+		for _, a := range append(append([]flow.Address(nil), m.To...), m.Cc...) {
+			box, err := reports.Mailbox(a.Email)
+			if err != nil || seen[strings.ToLower(box)] {
+				continue
+			}
+			seen[strings.ToLower(box)] = true
+			out = append(out, (&mail.Address{Name: a.Name, Address: box}).String())
+		}
+	}
+	return out
 }
 
 // SeriesBranch is the branch a test's series.bundle holds (the
@@ -354,7 +381,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	case reports.Asker:
 		// Only the one who asked hears of it, in reply to the command.
 		v.In.Thread.Author = reports.Address{Name: req.Name, Email: req.From}
-		v.In.Thread.Lists, v.In.Thread.Cc = nil, nil
+		v.In.Thread.Lists, v.In.Thread.Addressed, v.In.Thread.Cc = nil, nil, nil
 	case reports.InThread:
 		v.In.Thread.Cc = r.maintainersCc(ctx, rep.Series, rep.Base)
 	}
