@@ -675,7 +675,8 @@ const unthreadedWindow = time.Hour
 
 // mergeUnthreaded joins patches sent without In-Reply-To (each its own
 // root) to the series they belong to: same author, version, count and
-// tags, first message within an hour, no index present twice. They join
+// tags, first message within an hour (any time apart for mail without a
+// Message-ID, a format-patch file's), no index present twice. They join
 // a threaded series or a cover first (a patch re-sent alone after a
 // bounce, a cover and patches that were all sent unthreaded), then each
 // other.
@@ -699,7 +700,11 @@ func (a *Assembler) mergeUnthreaded(order []*group, memberOf map[*entry]*group) 
 			strings.Join(fi.subj.Tags, " ") != strings.Join(ff.subj.Tags, " ") {
 			return false
 		}
-		if d := ff.date.Sub(fi.date); d > unthreadedWindow || d < -unthreadedWindow {
+		// Mail without a Message-ID header is what `git format-patch
+		// --stdout` writes (lists' servers add one): such a file is one
+		// posting, its patches dated by their commits' author dates,
+		// days apart, and its cover by when it was made.
+		if d := ff.date.Sub(fi.date); (d > unthreadedWindow || d < -unthreadedWindow) && !(fi.msg.DerivedID && ff.msg.DerivedID) {
 			return false
 		}
 		have := map[int]bool{}
