@@ -108,3 +108,33 @@ func TestFormatPatchFileIsOneSeries(t *testing.T) {
 		}
 	}
 }
+
+// A patch written weeks after its thread went out of the window (Flush)
+// is not that series a second time under its ID: it is a posting of its
+// own, with an ID of its own.
+func TestLatePatchIsNotTheFlushedSeries(t *testing.T) {
+	t0 := time.Date(2026, 10, 1, 10, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	core := "drivers/infiniband/core/cma.c"
+	a := newTestAssembler(t)
+	add := func(m tmail) {
+		t.Helper()
+		a.Add(m.parse(t), m.date)
+	}
+	add(tmail{id: "c", subject: "[PATCH 0/2] w", body: "cover\n", date: t0})
+	add(tmail{id: "p1", subject: "[PATCH 1/2] a", irt: "c", refs: "<c>", body: diffBody(core), date: t0})
+	out := a.Flush(t0.Add(30 * day))
+	if len(out.Series) != 1 || out.Series[0].RootMessageID != "c" {
+		t.Fatalf("first flush: %+v", out.Series)
+	}
+	first := out.Series[0].ID
+	add(tmail{id: "p2", subject: "[PATCH 2/2] b", irt: "c", refs: "<c>", body: diffBody(core), date: t0.Add(50 * day)})
+	late := a.Flush(t0.Add(1000 * day)).Series
+	if len(late) != 1 || late[0].ID == first || len(late[0].Patches) != 1 || late[0].Patches[0].MessageID != "p2" {
+		t.Fatalf("the late patch: %+v (first %s)", late, first)
+	}
+	// Long after, the memory of the given-out series is gone.
+	if _, kept := a.flushed[first]; kept || len(a.flushed) != 1 {
+		t.Errorf("flushed IDs %v: the first kept past the version window", a.flushed)
+	}
+}
