@@ -217,8 +217,22 @@ func (r *Replier) thread(s *flow.Series) (reports.Thread, error) {
 			}
 		}
 	}
-	t.Addressed = addressed(s, r.Cfg.From)
+	t.Addressed = r.mailable(addressed(s, r.Cfg.From))
 	return t, nil
+}
+
+// mailable drops the addresses that opted out (reports.opt_out) from a
+// reply's Cc: someone the author copied, or a maintainer, who asked
+// never to hear from the bot is left out, not the author's whole reply
+// (the outbox suppresses a reply to any opted-out recipient).
+func (r *Replier) mailable(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if box, err := reports.Mailbox(a); err == nil && !outbox.OptedOut(r.Cfg.OptOut, box) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // addressed are the lists and people the series' mails were sent To and
@@ -336,7 +350,7 @@ func (r *Replier) maintainersCc(ctx context.Context, s *flow.Series, base string
 		}
 		return nil
 	}
-	return addrs
+	return r.mailable(addrs)
 }
 
 // Deliver renders the reply and hands it to the outbox, whose ledger
