@@ -864,7 +864,7 @@ func TestAuthorDailyTests(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s was not kept: %v", id, err)
 		}
-		if tt.State != store.StateCanceled || !strings.Contains(tt.Summary, "not tested: its sender's postings started 2 tests in 24 hours") {
+		if tt.State != store.StateCanceled || !strings.Contains(tt.Summary, "not tested: its sender's postings and own commands started 2 tests in 24 hours") {
 			t.Errorf("%s: %s %q, want canceled, not tested", id, tt.State, tt.Summary)
 		}
 		if _, ok := h.report.Get("series:" + id + ":v1:"); ok {

@@ -68,3 +68,44 @@ func TestMailCommandsActedOnOnce(t *testing.T) {
 		t.Errorf("bisect of an unknown tree: %v", err)
 	}
 }
+
+// An author's own "#rdmabot test" and "retest" count against
+// bot.author_daily_tests with their postings: past it the command is
+// answered, to its sender alone, that it was not tested. A maintainer's
+// command on the same series is not the author's and still runs.
+func TestAuthorOwnCommandsCount(t *testing.T) {
+	cfg := testConfig()
+	cfg.AuthorDailyTests = 2
+	h := newHarness(t, cfg, "")
+	asked := func(cmd, from string) flow.Series {
+		s := series("<own@x>", "[PATCH] svcrdma: harmless")
+		s.Command = &flow.Command{Verb: flow.CommandTest, MsgID: cmd, From: from, Line: "#rdmabot test"}
+		return s
+	}
+	h.ingest.Add(series("<own@x>", "[PATCH] svcrdma: harmless"))
+	h.wait("the posting's reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	for _, id := range []string{"<c1@x>", "<c2@x>", "<c3@x>"} {
+		h.ingest.Add(asked(id, "DEV@example.org"))
+	}
+	h.ingest.Add(asked("<m1@x>", "maintainer@example.org"))
+	h.wait("the answers", 60*time.Second, func() bool { return h.report.Count() == 5 })
+	h.testDone("series:<own@x>:v1::cmd:<c1@x>")
+	h.testDone("series:<own@x>:v1::cmd:<m1@x>")
+	for _, key := range []string{"refused:<c2@x>", "refused:<c3@x>"} {
+		r, ok := h.report.Get(key)
+		if !ok || r.Verdict != flow.Refused || !strings.Contains(r.Summary, "Not tested: its sender's postings and own commands started 2 tests in 24 hours") {
+			t.Errorf("%s: %v %s %q, want REFUSED past the author's bound", key, ok, r.Verdict, r.Summary)
+		}
+	}
+	// Read back from the store in a later ingest: the posting and the
+	// author's one test, not the maintainer's.
+	h.ingest.Add(asked("<c4@x>", "dev@example.org"))
+	h.wait("the next answer", 60*time.Second, func() bool { return h.report.Count() == 6 })
+	if r, _ := h.report.Get("refused:<c4@x>"); !strings.Contains(r.Summary, "started 2 tests in 24 hours") {
+		t.Errorf("a later command: %s %q", r.Verdict, r.Summary)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := h.report.Count(); n != 6 {
+		t.Errorf("%d answers, want 6", n)
+	}
+}

@@ -52,10 +52,11 @@ type Config struct {
 	// CRASH or BUILD_FAILED, its reply waits while the bot tests the
 	// series' prefixes and names the first bad patch, answering it.
 	SeriesBisect bool `toml:"series_bisect"`
-	// AuthorDailyTests bounds the series tests one sender's postings
-	// start in 24 hours (0: no bound). Past it a posting is kept and
-	// shown, not tested: a flood of postings is not a day of lab time.
-	// Commands, GitHub requests and the CLI are not counted.
+	// AuthorDailyTests bounds the series tests one sender's postings,
+	// and their own mail commands on their series, start in 24 hours (0:
+	// no bound). Past it a posting is kept and shown, not tested, and a
+	// command is answered that it was not: a flood is not a day of lab
+	// time. Others' commands, GitHub requests and the CLI are not counted.
 	AuthorDailyTests int `toml:"author_daily_tests"`
 	// ListDailyTests bounds the series tests the postings to one list
 	// start in 24 hours (0: no bound), whoever sends them: a flood of

@@ -49,8 +49,20 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 				var err error
 				switch c := s.Command; {
 				case c != nil:
+					own := ownTestCommand(*c, s)
+					if own {
+						var over string
+						if over, err = bound.over(ctx, b.st, tx, s.Author, ""); err != nil {
+							return err
+						} else if over != "" {
+							c.Refused = "Not tested: " + over + "."
+						}
+					}
 					var a flow.Acted
 					a, err = b.act(ctx, tx, *c, &s, flow.Origin{Kind: "mail"})
+					if own && a.What == flow.ActedTest && a.New {
+						bound.count(s.Author, "")
+					}
 					id, created, what = a.ID, a.New, c.Line+" from "+c.From
 					if a.What == flow.ActedRefused {
 						what = "refused " + what
@@ -84,9 +96,10 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 }
 
 // dailyBound is bot.author_daily_tests and bot.list_daily_tests over one
-// ingest transaction: the tests each sender's postings, and each list's,
-// started in the last 24 hours, read once when a posting first asks and
-// counted on as tests are queued.
+// ingest transaction: the tests each sender's postings and own commands
+// (ownTestCommand), and each list's postings, started in the last 24
+// hours, read once when a posting or command first asks and counted on
+// as tests are queued.
 type dailyBound struct {
 	authorLimit, listLimit int
 	byAuthor, byList       map[string]int // by senderOf, by list; nil until read
@@ -108,9 +121,16 @@ func (a *dailyBound) over(ctx context.Context, st *store.Store, tx *sql.Tx, auth
 			a.byAuthor[senderOf(p.Author)]++
 			a.byList[strings.ToLower(p.List)]++
 		}
+		own, err := ownCommandsSince(ctx, tx, st.Now().Add(-24*time.Hour))
+		if err != nil {
+			return "", err
+		}
+		for sender, n := range own {
+			a.byAuthor[sender] += n
+		}
 	}
 	if n := a.byAuthor[senderOf(author)]; a.authorLimit > 0 && n >= a.authorLimit {
-		return fmt.Sprintf("its sender's postings started %d tests in 24 hours, bot.author_daily_tests (rdmabot test runs it)", n), nil
+		return fmt.Sprintf("its sender's postings and own commands started %d tests in 24 hours, bot.author_daily_tests (rdmabot test runs it)", n), nil
 	}
 	if n := a.byList[strings.ToLower(list)]; a.listLimit > 0 && list != "" && n >= a.listLimit {
 		return fmt.Sprintf("postings to %s started %d tests in 24 hours, bot.list_daily_tests (rdmabot test runs it)", list, n), nil

@@ -50,6 +50,10 @@ type filePattern struct {
 	re     *regexp.Regexp
 	dir    bool // ends in "/": everything below
 	slashs int
+	// depth is how specific the pattern is: two per directory named
+	// before its first wildcard, one more when it names (the start of)
+	// a file there; "*" and "*/" are 0, "net/" 2, "net/sunrpc/" 4.
+	depth int
 }
 
 // Maintainers is a parsed MAINTAINERS file.
@@ -202,7 +206,15 @@ func compileFilePattern(v string, isDir func(string) bool) (filePattern, error) 
 		//lint:ignore ST1005 F: is the MAINTAINERS field's own name
 		return filePattern{}, fmt.Errorf("F: %q: %w", v, err)
 	}
-	return filePattern{re: re, dir: strings.HasSuffix(v, "/"), slashs: strings.Count(v, "/")}, nil
+	lit := v
+	if i := strings.IndexAny(v, "*?"); i >= 0 {
+		lit = v[:i]
+	}
+	depth := 2 * strings.Count(lit, "/")
+	if lit != "" && !strings.HasSuffix(lit, "/") {
+		depth++
+	}
+	return filePattern{re: re, dir: strings.HasSuffix(v, "/"), slashs: strings.Count(v, "/"), depth: depth}, nil
 }
 
 func (p filePattern) match(file string) bool {
@@ -250,6 +262,64 @@ func (s *MaintainerSection) Covers(file string) bool {
 	return false
 }
 
+// depthOf is how specifically the section covers file: its most specific
+// matching F: pattern's depth (an N: match counts as a directory below
+// the top level: 3), -1 when it does not cover the file.
+func (s *MaintainerSection) depthOf(file string) int {
+	if !s.Covers(file) {
+		return -1
+	}
+	d := 0
+	for _, f := range s.files {
+		if f.match(file) {
+			d = max(d, f.depth)
+		}
+	}
+	for _, re := range s.regexes {
+		if re.MatchString(file) {
+			d = max(d, 3)
+		}
+	}
+	return d
+}
+
+// topLevel is the depth of a pattern naming a whole top-level tree
+// ("net/", "drivers/") or all of it ("*", "*/"): a catch-all section
+// (THE REST, NETWORKING [GENERAL] for what is below net/) covers a file
+// at no more than this.
+const topLevel = 2
+
+// SpecificSectionsFor are, for each of files, the sections covering it
+// most specifically (see depthOf; ties all kept), never one that covers
+// it only as a whole top-level tree or more: the sections whose people
+// look after the file itself, not the catch-alls get_maintainer adds
+// for every file below net/ or anywhere. In MAINTAINERS order.
+func (m *Maintainers) SpecificSectionsFor(files []string) []*MaintainerSection {
+	keep := map[*MaintainerSection]bool{}
+	for _, f := range files {
+		best := topLevel + 1
+		var at []*MaintainerSection
+		for _, s := range m.Sections {
+			switch d := s.depthOf(f); {
+			case d > best:
+				best, at = d, []*MaintainerSection{s}
+			case d == best:
+				at = append(at, s)
+			}
+		}
+		for _, s := range at {
+			keep[s] = true
+		}
+	}
+	var out []*MaintainerSection
+	for _, s := range m.Sections {
+		if keep[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // SectionsFor are the sections covering any of files, in file order.
 func (m *Maintainers) SectionsFor(files []string) []*MaintainerSection {
 	var out []*MaintainerSection
@@ -276,6 +346,19 @@ const penguinChief = "torvalds@linux-foundation.org"
 // each address once with the sections that list it, in the order
 // MAINTAINERS lists them.
 func (m *Maintainers) For(files []string) []Contact {
+	return contactsOf(m.SectionsFor(files))
+}
+
+// SpecificFor is For of the most specific sections only
+// (SpecificSectionsFor): whom a reply about the files copies.
+func (m *Maintainers) SpecificFor(files []string) []Contact {
+	return contactsOf(m.SpecificSectionsFor(files))
+}
+
+// contactsOf lists the maintainers, then the reviewers, then the lists
+// of secs, each address once with the sections that list it, the chief
+// penguin left out.
+func contactsOf(secs []*MaintainerSection) []Contact {
 	var out []Contact
 	at := map[string]int{}
 	add := func(raw string, role Role, section string) {
@@ -291,7 +374,6 @@ func (m *Maintainers) For(files []string) []Contact {
 		at[c.Email] = len(out)
 		out = append(out, c)
 	}
-	secs := m.SectionsFor(files)
 	for _, role := range []Role{RoleMaintainer, RoleReviewer, RoleList} {
 		for _, s := range secs {
 			vals := map[Role][]string{RoleMaintainer: s.Maintainers, RoleReviewer: s.Reviewers, RoleList: s.Lists}[role]

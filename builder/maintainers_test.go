@@ -192,3 +192,54 @@ func TestMaintainersAt(t *testing.T) {
 		t.Error("a commit not in the store")
 	}
 }
+
+// A reply copies the people of the sections that cover the touched
+// files most specifically: not NETWORKING [GENERAL] for what is below
+// net/, not THE REST, not a wider section beside a narrower one.
+func TestSpecificMaintainers(t *testing.T) {
+	excerpt := string(readMaintainersExcerpt(t))
+	net := "\nNETWORKING [GENERAL]\nM:\tDavid S. Miller <davem@davemloft.net>\nM:\tJakub Kicinski <kuba@kernel.org>\nL:\tnetdev@vger.kernel.org\nF:\tinclude/net/\nF:\tnet/\nX:\tnet/9p/\n"
+	isDir := func(p string) bool { return p == "drivers/infiniband/sw" }
+	m, err := ParseMaintainers([]byte(excerpt+net), isDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  string
+	}{
+		{"svcrdma: net/sunrpc/ beats N: rdma, net/ and */", []string{"net/sunrpc/xprtrdma/svc_rdma_sendto.c"}, `Chuck Lever <chuck.lever@oracle.com> (maintainer:KERNEL NFSD, SUNRPC, AND LOCKD SERVERS)
+Jeff Layton <jlayton@kernel.org> (maintainer:KERNEL NFSD, SUNRPC, AND LOCKD SERVERS)
+Trond Myklebust <trondmy@kernel.org> (maintainer:NFS, SUNRPC, AND LOCKD CLIENTS)
+Anna Schumaker <anna@kernel.org> (maintainer:NFS, SUNRPC, AND LOCKD CLIENTS)
+Neil Brown <neilb@suse.de> (reviewer:KERNEL NFSD, SUNRPC, AND LOCKD SERVERS)
+Olga Kornievskaia <okorniev@redhat.com> (reviewer:KERNEL NFSD, SUNRPC, AND LOCKD SERVERS)
+Dai Ngo <dai.ngo@oracle.com> (reviewer:KERNEL NFSD, SUNRPC, AND LOCKD SERVERS)
+Tom Talpey <tom@talpey.com> (reviewer:KERNEL NFSD, SUNRPC, AND LOCKD SERVERS)
+linux-nfs@vger.kernel.org (list:KERNEL NFSD, SUNRPC, AND LOCKD SERVERS,NFS, SUNRPC, AND LOCKD CLIENTS)
+`},
+		{"rxe: its own section, not the subsystem's wider one", []string{"drivers/infiniband/sw/rxe/rxe_comp.c"}, `Zhu Yanjun <zyjzyj2000@gmail.com> (maintainer:SOFT-ROCE DRIVER (rxe))
+linux-rdma@vger.kernel.org (list:SOFT-ROCE DRIVER (rxe))
+`},
+		{"each file its own most specific sections", []string{"drivers/infiniband/core/cma.c", "drivers/infiniband/hw/mlx5/main.c"}, `Jason Gunthorpe <jgg@nvidia.com> (maintainer:INFINIBAND SUBSYSTEM)
+Leon Romanovsky <leonro@nvidia.com> (maintainer:INFINIBAND SUBSYSTEM,MELLANOX MLX5 IB driver)
+linux-rdma@vger.kernel.org (list:INFINIBAND SUBSYSTEM,MELLANOX MLX5 IB driver)
+`},
+		{"an F: directory beats an N: match", []string{"drivers/infiniband/ulp/rtrs/rdma_x.c"}, `Jason Gunthorpe <jgg@nvidia.com> (maintainer:INFINIBAND SUBSYSTEM)
+Leon Romanovsky <leonro@nvidia.com> (maintainer:INFINIBAND SUBSYSTEM)
+linux-rdma@vger.kernel.org (list:INFINIBAND SUBSYSTEM)
+`},
+		{"an N: match where no F: is more specific than a top-level tree", []string{"lib/rdma_helper.c"}, `Trace Person <trace@example.org> (maintainer:RDMA TRACE EVENTS (an N: entry))
+`},
+		{"NETWORKING [GENERAL] where it names the file's own directory", []string{"include/net/sock.h"}, `David S. Miller <davem@davemloft.net> (maintainer:NETWORKING [GENERAL])
+Jakub Kicinski <kuba@kernel.org> (maintainer:NETWORKING [GENERAL])
+netdev@vger.kernel.org (list:NETWORKING [GENERAL])
+`},
+		{"only catch-alls: nobody", []string{"net/ipv4/tcp.c", "Makefile"}, ""},
+	} {
+		if got := contactLines(m.SpecificFor(tc.files)); got != tc.want {
+			t.Errorf("%s: %v:\n%s\nwant\n%s", tc.name, tc.files, got, tc.want)
+		}
+	}
+}

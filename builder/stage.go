@@ -70,19 +70,27 @@ func (b *Stage) askedBase(tree, branch string) (flow.Base, error) {
 }
 
 // MaintainersOf returns the maintainers and reviewers MAINTAINERS lists
-// for files at the base s would be tested on (a command's or an applied
-// note's sender, before any test chose one).
+// for files at the base s would be tested on, every section that covers
+// them (get_maintainer's), catch-alls included: who may give a command
+// or an applied note, before any test chose a base.
 func (b *Stage) MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error) {
 	base, err := b.SelectBase(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	return b.MaintainersAt(ctx, base.Commit, files)
+	return b.maintainers(base.Commit, files, (*Maintainers).For)
 }
 
-// MaintainersAt returns the maintainers and reviewers MAINTAINERS lists
-// for files at commit. A tree without a MAINTAINERS file lists nobody.
+// MaintainersAt returns the maintainers and reviewers of the sections
+// that cover files most specifically at commit (Maintainers.SpecificFor:
+// never THE REST or a section naming a whole top-level tree such as
+// net/): whom a reply copies. A tree without a MAINTAINERS file lists
+// nobody.
 func (b *Stage) MaintainersAt(_ context.Context, commit string, files []string) ([]string, error) {
+	return b.maintainers(commit, files, (*Maintainers).SpecificFor)
+}
+
+func (b *Stage) maintainers(commit string, files []string, pick func(*Maintainers, []string) []Contact) ([]string, error) {
 	m, err := b.Store.MaintainersAt(plumbing.NewHash(commit))
 	if errors.Is(err, ErrNoMaintainers) {
 		return nil, nil
@@ -91,7 +99,7 @@ func (b *Stage) MaintainersAt(_ context.Context, commit string, files []string) 
 		return nil, flow.MarkInfra(err)
 	}
 	var out []string
-	for _, c := range m.For(files) {
+	for _, c := range pick(m, files) {
 		if c.Role == RoleMaintainer || c.Role == RoleReviewer {
 			out = append(out, c.Email)
 		}

@@ -189,6 +189,10 @@ type Assembler struct {
 	// keep their answers per entry while it stays: every flush walks up
 	// the threads of all the replies held, most of them more than once.
 	gen uint64
+	// flushed are the IDs of the series Flush gave out, with the cutoff
+	// they went at: a patch that comes into such a thread later is a
+	// posting of its own, never the given-out series a second time.
+	flushed map[string]time.Time
 }
 
 type kind int
@@ -680,7 +684,8 @@ const unthreadedWindow = time.Hour
 
 // mergeUnthreaded joins patches sent without In-Reply-To (each its own
 // root) to the series they belong to: same author, version, count and
-// tags, first message within an hour, no index present twice. They join
+// tags, first message within an hour (any time apart for mail without a
+// Message-ID, a format-patch file's), no index present twice. They join
 // a threaded series or a cover first (a patch re-sent alone after a
 // bounce, a cover and patches that were all sent unthreaded), then each
 // other.
@@ -704,7 +709,11 @@ func (a *Assembler) mergeUnthreaded(order []*group, memberOf map[*entry]*group) 
 			strings.Join(fi.subj.Tags, " ") != strings.Join(ff.subj.Tags, " ") {
 			return false
 		}
-		if d := ff.date.Sub(fi.date); d > unthreadedWindow || d < -unthreadedWindow {
+		// Mail without a Message-ID header is what `git format-patch
+		// --stdout` writes (lists' servers add one): such a file is one
+		// posting, its patches dated by their commits' author dates,
+		// days apart, and its cover by when it was made.
+		if d := ff.date.Sub(fi.date); (d > unthreadedWindow || d < -unthreadedWindow) && !(fi.msg.DerivedID && ff.msg.DerivedID) {
 			return false
 		}
 		have := map[int]bool{}
@@ -754,6 +763,11 @@ func entryBefore(x, y *entry) bool {
 
 func (a *Assembler) buildSeries(g *group) *Series {
 	sum := sha256.Sum256([]byte(g.root + "\x00" + g.key))
+	if _, done := a.flushed[hex.EncodeToString(sum[:8])]; done {
+		// The thread's series went out already (Flush): what comes
+		// into it weeks later is named by its own first message.
+		sum = sha256.Sum256([]byte(g.root + "\x00" + g.key + "\x00" + g.members[0].msg.MessageID))
+	}
 	s := &Series{ID: hex.EncodeToString(sum[:8]), RootMessageID: g.root}
 	byIndex := map[int]*entry{}
 	var cover *entry
@@ -1314,6 +1328,16 @@ func (a *Assembler) Flush(before time.Time) *Assembly {
 			continue
 		}
 		out.Series = append(out.Series, s)
+		if a.flushed == nil {
+			a.flushed = map[string]time.Time{}
+		}
+		a.flushed[s.ID] = before
+	}
+	// A thread silent for longer than versions are linked is done.
+	for id, at := range a.flushed {
+		if before.Sub(at) > versionWindow {
+			delete(a.flushed, id)
+		}
 	}
 	keep := func(e *entry) bool {
 		if !e.at.Before(before) || open[e] {

@@ -13,9 +13,10 @@ const (
 	// Nobody: the verdict stays on the dashboard (and in patchwork's
 	// checks and a GitHub comment, which are asked for where they go).
 	Nobody Audience = iota
-	// Asker: the one who asked by mail ("#rdmabot test"), in reply to
-	// the command, with no list or maintainer in Cc (reports.archive_list
-	// aside).
+	// Asker: the one who asked by mail ("#rdmabot test", "#rdmabot
+	// retest"), in reply to the command, with no list, maintainer or
+	// other recipient of the posting in Cc (reports.archive_list aside):
+	// no list's daily replies are spent on it.
 	Asker
 	// InThread: the series' author, its lists and maintainers, in its
 	// thread.
@@ -45,23 +46,25 @@ type Occasion struct {
 	ClosesReport bool
 }
 
-// Audience decides who is mailed a verdict. A list hears only of what a
-// maintainer must act on (reports.mail_outcomes); a pass is quiet unless
-// someone asked for it or it confirms a fix of the bot's own report; a
-// patch that does not apply to a guessed base is the guess's problem
-// before it is the author's.
+// Audience decides who is mailed a verdict. An answer someone asked for
+// ("#rdmabot test", "#rdmabot retest") goes to the one who asked alone,
+// whatever it found: the thread heard of the series from its own test,
+// and a command must not reach, nor spend the daily replies of, a list
+// (a throwaway mailbox's retests would silence it for a day). Else a
+// list hears only of what a maintainer must act on
+// (reports.mail_outcomes); a pass is quiet unless it confirms a fix of
+// the bot's own report; a patch that does not apply to a guessed base is
+// the guess's problem before it is the author's.
 func (c *Config) Audience(o flow.Outcome, on Occasion) Audience {
 	switch {
 	case !Mailed(o) || o == flow.Incomplete || o == flow.Refused:
 		return Nobody // notices have their own addressing
-	case o == flow.ApplyFailed && on.GuessedBase:
-	case on.ClosesReport:
-		return InThread
-	case c.mailsOutcome(o):
-		return InThread
-	}
-	if on.Asked {
+	case on.Asked:
 		return Asker
+	case o == flow.ApplyFailed && on.GuessedBase:
+		return Nobody
+	case on.ClosesReport, c.mailsOutcome(o):
+		return InThread
 	}
 	return Nobody
 }

@@ -19,7 +19,11 @@ func TestAudience(t *testing.T) {
 		{flow.Pass, Occasion{ClosesReport: true}, InThread},
 		{flow.Improvement, Occasion{}, Nobody},
 		{flow.Regression, Occasion{}, InThread},
-		{flow.Regression, Occasion{Asked: true}, InThread},
+		// Asked for: to the one who asked, whatever it found, never a
+		// list's daily replies (three retests would silence it).
+		{flow.Regression, Occasion{Asked: true}, Asker},
+		{flow.Crash, Occasion{Asked: true}, Asker},
+		{flow.Pass, Occasion{Asked: true, ClosesReport: true}, Asker},
 		{flow.Crash, Occasion{}, InThread},
 		{flow.BootFailed, Occasion{}, InThread},
 		{flow.DataCorruption, Occasion{}, InThread},

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/mail"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -74,7 +75,7 @@ func RenderEmail(c *Config, v *Verdict, msgID string, now time.Time) (*Mail, err
 	if answer != t.MessageID {
 		m.References = append(m.References, answer)
 	}
-	cc, err := listCc(c, append(append([]string{}, t.Lists...), t.Cc...), t.Author.Email)
+	cc, err := listCc(c, slices.Concat(t.Lists, t.Addressed, t.Cc), t.Author.Email)
 	if err != nil {
 		return nil, err
 	}
@@ -484,9 +485,12 @@ func diagnostics(ds []Diagnostic, mark string) string {
 }
 
 // listCc is the Cc line of a reply in a thread: its lists and the
-// archive list, each once, never the addressee.
+// archive list, each once, never the addressee nor the bot.
 func listCc(c *Config, lists []string, to string) ([]string, error) {
 	seen := map[string]bool{strings.ToLower(to): true}
+	if a, err := mail.ParseAddress(c.From); err == nil {
+		seen[strings.ToLower(a.Address)] = true
+	}
 	var out []string
 	for _, l := range append(append([]string{}, lists...), c.ArchiveList) {
 		if l == "" {

@@ -29,8 +29,9 @@ type Notice struct {
 }
 
 // RenderNotice writes a notice as an in-thread email with the bot's
-// signature: an incomplete series' Cc the series' lists, a refusal to
-// the command's sender alone.
+// signature: an incomplete series' Cc whom the series was sent to (its
+// lists and people, no maintainer), a refusal to the command's sender
+// alone.
 func RenderNotice(c *Config, n *Notice, msgID string, now time.Time) (*Mail, error) {
 	if n.Outcome != flow.Incomplete && n.Outcome != flow.Refused {
 		return nil, fmt.Errorf("%v is not a notice", n.Outcome)
@@ -56,7 +57,7 @@ func RenderNotice(c *Config, n *Notice, msgID string, now time.Time) (*Mail, err
 	if n.Outcome == flow.Incomplete {
 		// A refusal answers whoever sent the command, often a stranger:
 		// on a list it would spend the list's daily replies.
-		cc, err := listCc(c, t.Lists, n.To.Email)
+		cc, err := listCc(c, append(append([]string{}, t.Lists...), t.Addressed...), n.To.Email)
 		if err != nil {
 			return nil, err
 		}

@@ -164,10 +164,14 @@ type Thread struct {
 	// Patches are the patch mails, in series order.
 	Patches []Patch
 	Author  Address
-	// Lists are the addresses the series was posted or Cc'd to.
+	// Lists are the configured lists the series was posted or Cc'd to:
+	// the lists whose daily reply budget a reply spends.
 	Lists []string
-	// Cc are the people a reply copies besides the lists: the
-	// maintainers of the touched files.
+	// Addressed are the lists and people the series' mails were sent To
+	// and Cc, but its author: whom every reply in its thread copies.
+	Addressed []string
+	// Cc are the people a verdict in the thread copies besides those:
+	// the maintainers of the touched files.
 	Cc      []string
 	Version int
 	// LoreURL links the cover letter or single patch on lore.

@@ -662,3 +662,55 @@ func TestReplyCcsMaintainers(t *testing.T) {
 		}
 	}
 }
+
+// A thread reply copies whom the posting was sent to (lists and people)
+// and the maintainers of the touched files, each once; an address that
+// opted out is left out of the Cc, not the reply. An answer someone
+// asked for, even a REGRESSION, goes to the one who asked alone and
+// spends no list's daily replies.
+func TestReplyCcsThePostingsRecipients(t *testing.T) {
+	g := newReplyRig(t, func(c *Config) { c.Reports.OptOut = []string{"opted@example.org", "@quiet.example"} })
+	root := g.s.RootMail()
+	root.Cc = append(root.Cc, flow.Address{Name: "Pat Peer", Email: "pat@example.org"}, flow.Address{Email: "opted@example.org"},
+		flow.Address{Email: "list@quiet.example"})
+	g.r.Maintainers = maintainersAt{"6613476e225e090cc9aad49be7fa504e290dd33d", []string{"jlayton@kernel.org", "opted@example.org"}}
+	runs := 2 * g.r.Cfg.Runs
+	base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
+	d := decide(t, g.r, base, cand)
+	e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
+	m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := strings.Join(strings.Fields(m.Header.Get("Cc")), " ")
+	if want := `<linux-nfs@vger.kernel.org>, <linux-rdma@vger.kernel.org>, "Pat Peer" <pat@example.org>, <jlayton@kernel.org>`; cc != want {
+		t.Errorf("Cc %s, want %s", cc, want)
+	}
+	if e.State == outbox.Suppressed || len(e.Lists) != 2 {
+		t.Errorf("the reply is %s, lists %v", e.State, e.Lists)
+	}
+	rep := g.report(2, d.Verdict, d.Summary, d.Detail, base, cand)
+	rep.Origin.Command = &flow.Command{Verb: flow.CommandRetest, MsgID: "retest@throwaway.example", From: "x@throwaway.example", Line: "#rdmabot retest"}
+	if err := g.r.Deliver(context.Background(), rep); err != nil {
+		t.Fatal(err)
+	}
+	es, err := g.ob.Ledger().List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = nil
+	for _, x := range es {
+		if strings.HasSuffix(x.Key, "|retest@throwaway.example") {
+			e = x
+		}
+	}
+	if e == nil {
+		t.Fatal("no answer to the retest in the ledger")
+	}
+	if m, err = mail.ReadMessage(bytes.NewReader(e.Raw)); err != nil {
+		t.Fatal(err)
+	}
+	if to := m.Header.Get("To"); to != "<x@throwaway.example>" || m.Header.Get("Cc") != "" || len(e.Lists) != 0 {
+		t.Errorf("an asked-for REGRESSION: To %s, Cc %q, lists %v", to, m.Header.Get("Cc"), e.Lists)
+	}
+}

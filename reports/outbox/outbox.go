@@ -223,9 +223,14 @@ func (o *Outbox) isOwn(r Reply) bool {
 	return strings.HasSuffix(strings.ToLower(r.InReplyTo), "-rdmabot@"+o.selfDom)
 }
 
-func (o *Outbox) optedOut(addr string) bool {
+func (o *Outbox) optedOut(addr string) bool { return OptedOut(o.policy.OptOut, addr) }
+
+// OptedOut says whether addr (a plain address, or a GitHub recipient)
+// is in optOut (reports.opt_out): the address itself, or an "@domain"
+// it ends in.
+func OptedOut(optOut []string, addr string) bool {
 	addr = strings.ToLower(addr)
-	for _, x := range o.policy.OptOut {
+	for _, x := range optOut {
 		x = strings.ToLower(x)
 		if addr == x || (strings.HasPrefix(x, "@") && strings.HasSuffix(addr, x)) {
 			return true

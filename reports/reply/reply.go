@@ -217,7 +217,48 @@ func (r *Replier) thread(s *flow.Series) (reports.Thread, error) {
 			}
 		}
 	}
+	t.Addressed = r.mailable(addressed(s, r.Cfg.From))
 	return t, nil
+}
+
+// mailable drops the addresses that opted out (reports.opt_out) from a
+// reply's Cc: someone the author copied, or a maintainer, who asked
+// never to hear from the bot is left out, not the author's whole reply
+// (the outbox suppresses a reply to any opted-out recipient).
+func (r *Replier) mailable(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if box, err := reports.Mailbox(a); err == nil && !outbox.OptedOut(r.Cfg.OptOut, box) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// addressed are the lists and people the series' mails were sent To and
+// Cc (the cover letter's first, then each patch's, each address once),
+// but its author and the bot: whom a reply-all in its thread copies. An
+// address that is not one plain mailbox is left out, not the reply.
+func addressed(s *flow.Series, bot string) []string {
+	seen := map[string]bool{}
+	if root := s.RootMail(); root != nil {
+		seen[strings.ToLower(root.From.Email)] = true
+	}
+	if a, err := mail.ParseAddress(bot); err == nil {
+		seen[strings.ToLower(a.Address)] = true
+	}
+	var out []string
+	for _, m := range s.Mails() {
+		for _, a := range append(append([]flow.Address(nil), m.To...), m.Cc...) {
+			box, err := reports.Mailbox(a.Email)
+			if err != nil || seen[strings.ToLower(box)] {
+				continue
+			}
+			seen[strings.ToLower(box)] = true
+			out = append(out, (&mail.Address{Name: a.Name, Address: box}).String())
+		}
+	}
+	return out
 }
 
 // SeriesBranch is the branch a test's series.bundle holds (the
@@ -311,7 +352,7 @@ func (r *Replier) maintainersCc(ctx context.Context, s *flow.Series, base string
 		}
 		return nil
 	}
-	return addrs
+	return r.mailable(addrs)
 }
 
 // Deliver renders the reply and hands it to the outbox, whose ledger
@@ -356,7 +397,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	case reports.Asker:
 		// Only the one who asked hears of it, in reply to the command.
 		v.In.Thread.Author = reports.Address{Name: req.Name, Email: req.From}
-		v.In.Thread.Lists, v.In.Thread.Cc = nil, nil
+		v.In.Thread.Lists, v.In.Thread.Addressed, v.In.Thread.Cc = nil, nil, nil
 	case reports.InThread:
 		v.In.Thread.Cc = r.maintainersCc(ctx, rep.Series, rep.Base)
 	}

@@ -62,13 +62,18 @@ func TestReplierEarlyReturns(t *testing.T) {
 }
 
 // A reply answers the series' root (the cover letter, else the first
-// patch), names each patch and goes to the configured lists the root
-// was sent to, each once; a series with no mail is an error, not a
+// patch), names each patch and counts against the configured lists the
+// root was sent to, each once; it copies everyone the series' mails were
+// sent to (lists and people, the cover's first), but the author, the bot
+// and what is not one mailbox; a series with no mail is an error, not a
 // reply to nobody.
 func TestThread(t *testing.T) {
-	r := &Replier{Lists: []string{"linux-rdma@vger.kernel.org", "linux-nfs@vger.kernel.org"}}
+	cfg := reports.DefaultConfig()
+	cfg.From = "rdmabot <bot@rdmabot.example>"
+	r := &Replier{Cfg: cfg, Lists: []string{"linux-rdma@vger.kernel.org", "linux-nfs@vger.kernel.org"}}
 	patch := &flow.Message{MessageID: "p1@x", Subject: "[PATCH 1/1] svcrdma: x", From: flow.Address{Email: "dev@x"},
-		To: []flow.Address{{Email: "Linux-RDMA@vger.kernel.org"}}}
+		To: []flow.Address{{Email: "Linux-RDMA@vger.kernel.org"}}, Cc: []flow.Address{{Name: "Rev Iewer", Email: "rev@x"},
+			{Email: "DEV@x"}, {Email: "bot@rdmabot.example"}, {Email: "a@x,b@y"}}}
 	cover := &flow.Message{MessageID: "c@x", Subject: "[PATCH 0/1] svcrdma", References: []string{"old@x"},
 		From: flow.Address{Name: "Dev", Email: "dev@x"}, To: []flow.Address{{Email: "linux-nfs@vger.kernel.org"}},
 		Cc: []flow.Address{{Email: "linux-rdma@vger.kernel.org"}, {Email: "linux-nfs@vger.kernel.org"}, {Email: "someone@x"}}}
@@ -80,6 +85,9 @@ func TestThread(t *testing.T) {
 		len(th.References) != 1 || len(th.Patches) != 1 || th.Patches[0].MessageID != "p1@x" ||
 		strings.Join(th.Lists, ",") != "linux-nfs@vger.kernel.org,linux-rdma@vger.kernel.org" {
 		t.Errorf("with a cover letter: %+v", th)
+	}
+	if got, want := strings.Join(th.Addressed, ","), `<linux-nfs@vger.kernel.org>,<linux-rdma@vger.kernel.org>,<someone@x>,"Rev Iewer" <rev@x>`; got != want {
+		t.Errorf("addressed %s, want %s", got, want)
 	}
 	th, err = r.thread(&flow.Series{MsgID: "p1@x", Version: 3, Patches: []*flow.Message{patch}})
 	if err != nil || th.MessageID != "p1@x" || th.Version != 3 || strings.Join(th.Lists, ",") != "linux-rdma@vger.kernel.org" {
