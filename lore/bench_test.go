@@ -279,7 +279,7 @@ func scanArchiveObserved(b *testing.B, list, dir string, flushed func(*lore.Asse
 
 // BenchmarkScanVsCatFile times the whole lore scan job on each 2024
 // archive against git cat-file --batch reading the same blobs, in CPU
-// time, and reports the ratio (issue #17's goal: 2x).
+// time, and reports the ratio (the goal: 2x).
 // Run: go test ./lore -run '^$' -bench ScanVsCatFile -benchtime 3x -cpu 1
 func BenchmarkScanVsCatFile(b *testing.B) {
 	for _, name := range []string{"linux-rdma", "linux-nfs"} {

@@ -36,7 +36,7 @@ const base40 = "0123456789abcdef0123456789abcdef01234567"
 
 // TestAssembleRealWorldGolden assembles mail written in the shapes that
 // lost base-commits, covers, files and trailers in the 2025-26 archives
-// (issue #17), and compares what comes out with a golden file.
+// (lore's 2025-26 archives), and compares what comes out with a golden file.
 func TestAssembleRealWorldGolden(t *testing.T) {
 	verbs := "include/rdma/ib_verbs.h"
 	svc := "net/sunrpc/xprtrdma/svc_rdma_rw.c"
@@ -97,7 +97,7 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 			extra: "Content-Type: text/plain; format=flowed\n",
 			body:  "Acked-by: Fl Ack \n<ack@example.org>\n"},
 		// format=flowed: the last quoted line ends in a space, the
-		// trailer under it is not quoted (Thunderbird; issue #29).
+		// trailer under it is not quoted (Thunderbird).
 		{id: "fq1", from: "Eric <eric@example.org>", subject: "[PATCH 1/2] RDMA/core: quoted one", min: 110, body: diffBody(verbs)},
 		{id: "fq2", from: "Eric <eric@example.org>", subject: "[PATCH 2/2] RDMA/core: quoted two", irt: "fq1", min: 111, body: diffBody(verbs)},
 		{id: "fq-r", from: "Hannes <hare@example.org>", subject: "Re: [PATCH 2/2] RDMA/core: quoted two", irt: "fq2", min: 130,
@@ -105,7 +105,7 @@ func TestAssembleRealWorldGolden(t *testing.T) {
 			body: "On 3/1/25 13:51, Eric wrote:\n> Change that the mailer \n> wrapped, ending in a space \n" +
 				"Reviewed-by: Hannes <hare@example.org>\n\nCheers,\n\nHannes\n"},
 		// A v2 cover over patches that give no version: they answer it,
-		// so they are its v2 (b4 joins them; issue #29). The third
+		// so they are its v2 (b4 joins them). The third
 		// answers a message that is not archived, under the cover.
 		{id: "vc0", from: "Thomas <tom@example.org>", subject: "[PATCH v2 0/3] svcrdma: versioned cover", min: 140,
 			body: "Cover.\n\nbase-commit: " + base40 + "\n"},

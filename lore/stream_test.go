@@ -71,7 +71,7 @@ func TestStream(t *testing.T) {
 
 // TestStreamArchiveGapsGolden streams an archive whose mirror stopped
 // committing for 64 days in the middle of a posting and caught up later
-// (issue #29: four such jumps in 2025-26 split series in two). Mail
+// (four such jumps in 2025-26 split series in two). Mail
 // written on both sides of the gap is minutes apart: the streamed scan
 // must find what the whole archive held at once finds, one complete
 // series with the replies committed after the gap. Also in it: a Date

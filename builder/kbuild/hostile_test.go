@@ -11,7 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 )
 
-// The regression tests of issue #16: a posted patch controls the tree's
+// Regression tests for hostile trees: a posted patch controls the tree's
 // Makefile, so these toy trees do what a hostile series could.
 
 // hostileMakefile is the toy Makefile with extra recipe lines: after
@@ -260,7 +260,7 @@ func TestHostileCandidateCannotPoisonLaterBuilds(t *testing.T) {
 	}
 }
 
-// Issue #27: a sparse file costs the build's disk almost nothing (the
+// A sparse file costs the build's disk almost nothing (the
 // watch counts blocks) but the store would write it out whole, 600 MiB
 // under a 64 MiB build limit. It is refused as the tree's doing.
 func TestHostileSparseArtifactIsRefused(t *testing.T) {
