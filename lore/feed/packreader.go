@@ -177,84 +177,123 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 	if b, ok := pr.bases.m[key]; ok {
 		return pr.bases.typ[key], b, true, nil
 	}
-	pk := pr.packs[i]
-	end := pk.extent(off)
-	if off < 0 || end <= off || end > pk.size {
-		return 0, nil, false, fmt.Errorf("pack offset %d: outside the pack", off)
-	}
-	if n := end - off; n > maxFileRead+1<<16 {
-		return 0, nil, false, fmt.Errorf("pack offset %d: object of %d compressed bytes", off, n)
-	}
-	var buf []byte
-	if i == pr.winPack && off >= pr.winOff && end <= pr.winOff+int64(len(pr.win)) {
-		buf = pr.win[off-pr.winOff : end-pr.winOff]
-	} else {
-		readEnd := end
-		if next := pk.extent(end); end-off <= smallObject && next-off <= readAhead && end < next {
-			readEnd = next
-		}
-		if int64(cap(pr.buf)) < readEnd-off {
-			pr.buf = make([]byte, readEnd-off)
-		}
-		pr.win, pr.winPack, pr.winOff = nil, 0, 0
-		win := pr.buf[:readEnd-off]
-		if _, err := pk.f.ReadAt(win, off); err != nil {
-			return 0, nil, false, fmt.Errorf("pack offset %d: %w", off, err)
-		}
-		pr.win, pr.winPack, pr.winOff = win, i, off
-		buf = win[:end-off]
-	}
-	pr.br.Reset(buf)
-	c, err := pr.br.ReadByte()
+	buf, err := pr.window(i, off)
 	if err != nil {
 		return 0, nil, false, err
 	}
-	typ := plumbing.ObjectType((c >> 4) & 7)
-	size := int64(c & 0x0f)
+	pr.br.Reset(buf)
+	h, err := pr.header(off)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	isDelta := h.typ == plumbing.OFSDeltaObject || h.typ == plumbing.REFDeltaObject
+	data, err := pr.inflate(off, h.size, isDelta)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if !isDelta {
+		return h.typ, data, false, nil
+	}
+	typ, out, err := pr.undelta(i, off, h, data)
+	return typ, out, false, err
+}
+
+// window returns the compressed bytes of the object at off in pack i,
+// from the last read's window when it holds them; a small object's read
+// takes the next object along.
+func (pr *packReader) window(i int, off int64) ([]byte, error) {
+	pk := pr.packs[i]
+	end := pk.extent(off)
+	if off < 0 || end <= off || end > pk.size {
+		return nil, fmt.Errorf("pack offset %d: outside the pack", off)
+	}
+	if n := end - off; n > maxFileRead+1<<16 {
+		return nil, fmt.Errorf("pack offset %d: object of %d compressed bytes", off, n)
+	}
+	if i == pr.winPack && off >= pr.winOff && end <= pr.winOff+int64(len(pr.win)) {
+		return pr.win[off-pr.winOff : end-pr.winOff], nil
+	}
+	readEnd := end
+	if next := pk.extent(end); end-off <= smallObject && next-off <= readAhead && end < next {
+		readEnd = next
+	}
+	if int64(cap(pr.buf)) < readEnd-off {
+		pr.buf = make([]byte, readEnd-off)
+	}
+	pr.win, pr.winPack, pr.winOff = nil, 0, 0
+	win := pr.buf[:readEnd-off]
+	if _, err := pk.f.ReadAt(win, off); err != nil {
+		return nil, fmt.Errorf("pack offset %d: %w", off, err)
+	}
+	pr.win, pr.winPack, pr.winOff = win, i, off
+	return win[:end-off], nil
+}
+
+// objHeader is a pack entry's header: its type, its inflated size and,
+// for a delta, where its base is.
+type objHeader struct {
+	typ      plumbing.ObjectType
+	size     int64
+	baseOff  int64
+	baseHash plumbing.Hash
+}
+
+// header reads the entry header at the start of pr.br (the object at off).
+func (pr *packReader) header(off int64) (objHeader, error) {
+	var h objHeader
+	c, err := pr.br.ReadByte()
+	if err != nil {
+		return h, err
+	}
+	h.typ = plumbing.ObjectType((c >> 4) & 7)
+	h.size = int64(c & 0x0f)
 	for shift := 4; c&0x80 != 0; shift += 7 {
 		if c, err = pr.br.ReadByte(); err != nil {
-			return 0, nil, false, err
+			return h, err
 		}
-		size |= int64(c&0x7f) << shift
+		h.size |= int64(c&0x7f) << shift
 	}
-	var baseOff int64
-	var baseHash plumbing.Hash
-	switch typ {
+	switch h.typ {
 	case plumbing.OFSDeltaObject:
 		if c, err = pr.br.ReadByte(); err != nil {
-			return 0, nil, false, err
+			return h, err
 		}
 		rel := int64(c & 0x7f)
 		for c&0x80 != 0 {
 			if c, err = pr.br.ReadByte(); err != nil {
-				return 0, nil, false, err
+				return h, err
 			}
 			rel = ((rel + 1) << 7) | int64(c&0x7f)
 		}
-		baseOff = off - rel
+		h.baseOff = off - rel
 	case plumbing.REFDeltaObject:
-		if _, err := io.ReadFull(&pr.br, baseHash[:]); err != nil {
-			return 0, nil, false, err
+		if _, err := io.ReadFull(&pr.br, h.baseHash[:]); err != nil {
+			return h, err
 		}
 	case plumbing.CommitObject, plumbing.TreeObject, plumbing.BlobObject, plumbing.TagObject:
 	default:
-		return 0, nil, false, fmt.Errorf("pack offset %d: object type %d", off, typ)
+		return h, fmt.Errorf("pack offset %d: object type %d", off, h.typ)
 	}
-	if size > maxFileRead {
-		return 0, nil, false, fmt.Errorf("pack offset %d: object of %d bytes", off, size)
+	if h.size > maxFileRead {
+		return h, fmt.Errorf("pack offset %d: object of %d bytes", off, h.size)
 	}
+	return h, nil
+}
+
+// inflate reads size bytes of zlib data from pr.br. A delta's
+// instructions go to the scratch of this delta level: they are used up
+// by the patch, and the bases read meanwhile use the levels under it.
+func (pr *packReader) inflate(off, size int64, isDelta bool) ([]byte, error) {
+	var err error
 	if pr.zr == nil {
 		if pr.zr, err = zlib.NewReader(&pr.br); err != nil {
-			return 0, nil, false, fmt.Errorf("pack offset %d: inflate: %w", off, err)
+			return nil, fmt.Errorf("pack offset %d: inflate: %w", off, err)
 		}
 	} else if err := pr.zr.(zlib.Resetter).Reset(&pr.br, nil); err != nil {
-		return 0, nil, false, fmt.Errorf("pack offset %d: inflate: %w", off, err)
+		return nil, fmt.Errorf("pack offset %d: inflate: %w", off, err)
 	}
-	isDelta := typ == plumbing.OFSDeltaObject || typ == plumbing.REFDeltaObject
 	var data []byte
 	if isDelta {
-		// The instructions are used up by the patch below; the bases
-		// read meanwhile use the scratch of the levels under this one.
 		for len(pr.deltas) <= pr.depth {
 			pr.deltas = append(pr.deltas, nil)
 		}
@@ -266,34 +305,38 @@ func (pr *packReader) readAt(i int, off int64) (plumbing.ObjectType, []byte, boo
 		data = make([]byte, size)
 	}
 	if _, err := io.ReadFull(pr.zr, data); err != nil {
-		return 0, nil, false, fmt.Errorf("pack offset %d: inflate: %w", off, err)
+		return nil, fmt.Errorf("pack offset %d: inflate: %w", off, err)
 	}
-	if !isDelta {
-		return typ, data, false, nil
-	}
-	var base []byte
-	var baseType plumbing.ObjectType
+	return data, nil
+}
+
+// undelta applies the delta at off in pack i to its base, read (and
+// cached) first.
+func (pr *packReader) undelta(i int, off int64, h objHeader, delta []byte) (plumbing.ObjectType, []byte, error) {
 	if pr.depth >= maxDeltaDepth {
-		return 0, nil, false, fmt.Errorf("pack offset %d: delta chain over %d long", off, maxDeltaDepth)
+		return 0, nil, fmt.Errorf("pack offset %d: delta chain over %d long", off, maxDeltaDepth)
 	}
 	pr.depth++
 	defer func() { pr.depth-- }()
-	if typ == plumbing.OFSDeltaObject {
-		baseType, base, _, err = pr.readAt(i, baseOff)
+	var base []byte
+	var baseType plumbing.ObjectType
+	var err error
+	if h.typ == plumbing.OFSDeltaObject {
+		baseType, base, _, err = pr.readAt(i, h.baseOff)
 		if err == nil {
-			pr.bases.put(baseKey{i, baseOff}, baseType, base)
+			pr.bases.put(baseKey{i, h.baseOff}, baseType, base)
 		}
 	} else {
-		baseType, base, err = pr.read(baseHash)
+		baseType, base, err = pr.read(h.baseHash)
 	}
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("delta base of pack offset %d: %w", off, err)
+		return 0, nil, fmt.Errorf("delta base of pack offset %d: %w", off, err)
 	}
-	out, err := packfile.PatchDelta(base, data)
+	out, err := packfile.PatchDelta(base, delta)
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("pack offset %d: %w", off, err)
+		return 0, nil, fmt.Errorf("pack offset %d: %w", off, err)
 	}
-	return baseType, out, false, nil
+	return baseType, out, nil
 }
 
 // A read of an object of up to smallObject compressed bytes (a tree, a
