@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/wire"
@@ -64,17 +66,9 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	}
 	lab.BaseFile = *baseFile
 
-	repo, err := git.PlainOpenWithOptions(*repoDir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	repo, commit, err := openCommit(*repoDir, *rev)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", *repoDir, err)
-	}
-	commitID, err := repo.ResolveRevision(plumbing.Revision(*rev))
-	if err != nil {
-		return fmt.Errorf("resolve %s: %w", *rev, err)
-	}
-	commit, err := repo.CommitObject(*commitID)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *rev, err)
+		return err
 	}
 
 	b, err := kbuild.New(ctx, kbuild.Options{
@@ -106,7 +100,41 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	w := e.stdout
+	printBuildResult(e.stdout, commit, res)
+	if *out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	for _, name := range res.Files {
+		if err := copyArtifact(res.Path(name), filepath.Join(*out, name)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stdout, "copied to  %s\n", *out)
+	return nil
+}
+
+// openCommit opens the repository (a worktree's too) and resolves rev.
+func openCommit(repoDir, rev string) (*git.Repository, *object.Commit, error) {
+	repo, err := git.PlainOpenWithOptions(repoDir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	commitID, err := repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolve %s: %w", rev, err)
+	}
+	commit, err := repo.CommitObject(*commitID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", rev, err)
+	}
+	return repo, commit, nil
+}
+
+// printBuildResult says what was built, from where, and where the time went.
+func printBuildResult(w io.Writer, commit *object.Commit, res *kbuild.Result) {
 	fmt.Fprintf(w, "key        %s\n", res.Key)
 	fmt.Fprintf(w, "commit     %s\ntree       %s\nlab        %s\n", commit.Hash, res.Tree, res.Lab)
 	fmt.Fprintf(w, "reused     %v\n", res.Reused)
@@ -130,19 +158,6 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "store      %v\n", res.Timings.Store.Round(time.Millisecond))
 	}
 	fmt.Fprintf(w, "total      %v\n", res.Timings.Total.Round(time.Millisecond))
-
-	if *out != "" {
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			return err
-		}
-		for _, name := range res.Files {
-			if err := copyArtifact(res.Path(name), filepath.Join(*out, name)); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintf(w, "copied to  %s\n", *out)
-	}
-	return nil
 }
 
 // printBuildFailure shows what a report would say about a failed build.
