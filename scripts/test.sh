@@ -99,6 +99,10 @@ stage "go mod tidy" tidy_clean
 # prepare's own go build and vet's dependencies are cache hits.
 build_binary() { mkdir -p "$CACHE/bin" && go build -buildvcs=auto -o "$CACHE/bin/rdmabot" ./cmd/rdmabot; }
 stage "build the binary" build_binary
+# internal/cgroup's cgroup v2 guest boots Debian's own packaged kernel
+# (this machine's hierarchy may be v1): fetched once into $CACHE.
+debian_kernel() { local out; out=$(CACHE=$CACHE bash scripts/debian-kernel.sh) && eval "$out"; }
+stage "Debian's kernel for the cgroup v2 guest" debian_kernel
 prep_out=$(mktemp) prep_log=$(mktemp)
 prep_t0=$(date +%s)
 lap "prepare: kernel tree, lab kernel, guest image (in the background; the kernel build at nice 19)"

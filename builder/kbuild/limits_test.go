@@ -163,9 +163,10 @@ func TestLimitsHoldForTheServeUser(t *testing.T) {
 		t.Errorf("as nobody in root's cgroup:\n%s", without)
 	}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		// serve would sit in the delegated cgroup, and v2 enables no
-		// controller below a cgroup with processes: not done yet.
-		t.Skip("cgroup v2: delegate-cgroup.sh does not yet give serve's builds their limits here")
+		// v2 lets the script enable controllers only from a cgroup it has
+		// to itself (a service's with Delegate=yes), never this test's,
+		// which go test shares: proven in a guest instead.
+		t.Skip("cgroup v2: delegation needs a cgroup of its own; internal/cgroup.TestLimitsOnCgroupV2Guest proves it")
 	}
 	name := fmt.Sprintf("rdmabot-limits-test-%d", os.Getpid())
 	defer removeDelegated(name)

@@ -60,7 +60,7 @@ func New(prefix string, l Limits) *Group {
 	cg := &Group{}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		// cgroup v2, unified at /sys/fs/cgroup.
-		d := filepath.Join("/sys/fs/cgroup", own[""], name)
+		d := filepath.Join(v2Base("/sys/fs/cgroup", own[""]), name)
 		if os.Mkdir(d, 0o755) != nil {
 			return nil
 		}
@@ -126,6 +126,31 @@ func New(prefix string, l Limits) *Group {
 		return nil
 	}
 	return cg
+}
+
+// v2Base is the directory a v2 run's cgroup goes in, for a process in
+// cgroup own of the hierarchy at root: its own cgroup when memory is
+// enabled for that one's children (the root's, which may have processes),
+// else its parent when that one enables memory and hands this process
+// its cgroup.procs, as a delegated parent with this process in a leaf of
+// it does (scripts/delegate-cgroup.sh; systemd's Delegate= with the
+// service in a sub-cgroup): v2 enables no controller below a cgroup with
+// processes, so the runs sit beside this process, never below it. Else
+// its own, where a group gets no limits and Check says so.
+func v2Base(root, own string) string {
+	d := filepath.Join(root, own)
+	enabled := func(dir string) bool {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+		return err == nil && slices.Contains(strings.Fields(string(b)), "memory")
+	}
+	if enabled(d) {
+		return d
+	}
+	parent := filepath.Dir(d)
+	if d != root && enabled(parent) && syscall.Access(filepath.Join(parent, "cgroup.procs"), 2 /* W_OK */) == nil {
+		return parent
+	}
+	return d
 }
 
 // LostError says which cgroup limits this process cannot apply, and
