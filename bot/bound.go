@@ -2,11 +2,10 @@ package bot
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"fmt"
 	"time"
 
+	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 )
 
@@ -25,29 +24,24 @@ func ownTestCommand(c flow.Command, s flow.Series) bool {
 
 // ownCommandsSince counts, by sender, the tests that authors' own mail
 // commands (ownTestCommand) started since t, held or canceled ones
-// aside: what dailyBound adds to their postings. The sender is the
-// command's authenticated From, as stored in the test's origin, and the
-// author the series row's: nothing is read out of the test's key.
-func ownCommandsSince(ctx context.Context, tx *sql.Tx, t time.Time) (map[string]int, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT s.author, t.origin FROM tests t JOIN series s ON s.id = t.series_id
-		WHERE t.created_at >= $1 AND t.state <> 'canceled' AND t.key NOT LIKE 'refused:%' AND t.origin LIKE '%"request"%'`, t.UnixMilli())
+// aside: what dailyBound adds to their postings. The tests are found by
+// their cause, the sender is the command's authenticated From, as stored
+// in the test's origin, and the author the series row's: nothing is read
+// out of the test's key.
+func ownCommandsSince(ctx context.Context, st *store.Store, q store.Querier, t time.Time) (map[string]int, error) {
+	tests, err := st.CommandTestsSince(ctx, q, t)
 	if err != nil {
-		return nil, fmt.Errorf("own commands: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	out := map[string]int{}
-	for rows.Next() {
-		var author, origin string
-		if err := rows.Scan(&author, &origin); err != nil {
-			return nil, fmt.Errorf("own commands: %w", err)
-		}
+	for _, ct := range tests {
 		var o flow.Origin
-		if json.Unmarshal([]byte(origin), &o) != nil || o.Kind != "mail" || o.Command == nil {
+		if json.Unmarshal(ct.Origin, &o) != nil || o.Kind != "mail" || o.Command == nil {
 			continue // not a mail command's test
 		}
-		if ownTestCommand(*o.Command, flow.Series{Author: author}) {
-			out[senderOf(author)]++
+		if ownTestCommand(*o.Command, flow.Series{Author: ct.Author}) {
+			out[senderOf(ct.Author)]++
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -121,7 +121,7 @@ func (a *dailyBound) over(ctx context.Context, st *store.Store, tx *sql.Tx, auth
 			a.byAuthor[senderOf(p.Author)]++
 			a.byList[strings.ToLower(p.List)]++
 		}
-		own, err := ownCommandsSince(ctx, tx, st.Now().Add(-24*time.Hour))
+		own, err := ownCommandsSince(ctx, st, tx, st.Now().Add(-24*time.Hour))
 		if err != nil {
 			return "", err
 		}

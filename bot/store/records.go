@@ -641,6 +641,36 @@ func (s *Store) PostingsSince(ctx context.Context, q Querier, t time.Time) ([]Po
 	return out, rows.Err()
 }
 
+// CommandTest is a series test a command started: the series' author
+// and the test's origin (the command, with its authenticated sender).
+type CommandTest struct {
+	Author string
+	Origin []byte
+}
+
+// CommandTestsSince lists the series tests that commands and retests
+// started since t (cause CauseCommand or CauseRetest), canceled ones
+// aside: what an author's own commands add to their daily bound.
+func (s *Store) CommandTestsSince(ctx context.Context, q Querier, t time.Time) ([]CommandTest, error) {
+	rows, err := q.QueryContext(ctx, `SELECT s.author, t.origin FROM tests t JOIN series s ON s.id = t.series_id
+		WHERE t.kind = $1 AND t.cause IN ($2, $3) AND t.created_at >= $4 AND t.state <> 'canceled'`, KindSeries, CauseCommand, CauseRetest, ms(t))
+	if err != nil {
+		return nil, fmt.Errorf("store: command tests: %w", err)
+	}
+	defer rows.Close()
+	var out []CommandTest
+	for rows.Next() {
+		var c CommandTest
+		var origin string
+		if err := rows.Scan(&c.Author, &origin); err != nil {
+			return nil, fmt.Errorf("store: command tests: %w", err)
+		}
+		c.Origin = []byte(origin)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
 // RewriteSeries passes every stored series' data through fix, in one
 // transaction, and stores what fix changed: how a bot upgrades the rows
 // an older one wrote. It returns how many rows changed; an error from
