@@ -178,6 +178,10 @@ func (s *Server) nowJob(ctx context.Context, r *rivertype.JobRow, tests map[int6
 	if n := len(r.Errors); n > 0 {
 		j.LastError, _, _ = strings.Cut(strings.TrimSpace(r.Errors[n-1].Error), "\n")
 	}
+	if r.Kind == (bot.WarmArgs{}).Kind() {
+		j.What = "the default base's kernels (each profile's configuration), built before a series needs them"
+		return j
+	}
 	var a jobArgs
 	if json.Unmarshal(r.EncodedArgs, &a) != nil {
 		return j
