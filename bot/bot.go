@@ -39,6 +39,9 @@ const (
 	QueueIngest = "ingest"
 	QueueBuild  = "build"
 	QueueLab    = "lab"
+	// QueueBaseBuild is the base lane: base kernels nothing has built
+	// yet, built only while QueueBuild is idle (baselane.go).
+	QueueBaseBuild = "build_base"
 )
 
 // Options configure a Bot.
@@ -83,6 +86,9 @@ type Options struct {
 	DeliverInterval time.Duration
 	// Token is sent with every artifact pull (bot.token_file's text).
 	Token string
+	// WarmBases prepares the default base's kernels at start, in the
+	// base lane (WarmArgs), where this process builds.
+	WarmBases bool
 	// Heartbeat is how often this process records that it is alive
 	// (default 10s). A process silent for deadBeats heartbeats is dead:
 	// the jobs it left running are retried by whoever notices.
@@ -148,6 +154,8 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	river.AddWorker(workers, &ingestWorker{b: b})
 	river.AddWorker(workers, &baseWorker{b: b})
 	river.AddWorker(workers, &buildWorker{b: b})
+	river.AddWorker(workers, &baseKernelsWorker{b: b})
+	river.AddWorker(workers, &warmWorker{b: b})
 	river.AddWorker(workers, &labWorker{b: b})
 	river.AddWorker(workers, &reportWorker{b: b})
 	river.AddWorker(workers, &mainlineWorker{b: b})
@@ -180,11 +188,13 @@ func New(st *store.Store, o Options) (*Bot, error) {
 		case RoleAll:
 			queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
 			queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
+			queues[QueueBaseBuild] = river.QueueConfig{MaxWorkers: 1}
 			queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
 		case RoleIngest:
 			queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
 		case RoleBuild:
 			queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
+			queues[QueueBaseBuild] = river.QueueConfig{MaxWorkers: 1}
 		case RoleLab:
 			queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
 		default:
@@ -205,6 +215,16 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	}
 	b.river = client
 	return b, nil
+}
+
+// buildsBases says whether this process works the base lane.
+func (b *Bot) buildsBases() bool {
+	for _, role := range strings.Split(b.opts.Role, ",") {
+		if r := strings.TrimSpace(role); r == RoleAll || r == RoleBuild {
+			return true
+		}
+	}
+	return false
 }
 
 func sanitizeID(s string) string {
@@ -333,6 +353,11 @@ func (b *Bot) Start(ctx context.Context) error {
 	}
 	if err := b.river.Start(ctx); err != nil {
 		return fmt.Errorf("bot: start: %w", err)
+	}
+	if b.opts.WarmBases && b.buildsBases() {
+		if _, err := b.river.Insert(ctx, WarmArgs{}, nil); err != nil {
+			return fmt.Errorf("bot: warm-up: %w", err)
+		}
 	}
 	if b.opts.Role != "" {
 		if err := b.st.Beat(ctx, sanitizeID(b.opts.ID)); err != nil {

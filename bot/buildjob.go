@@ -28,6 +28,9 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			t.Detail = detailOf(err)
 			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })
 		}
+		// Applied first, before any kernel is built: a series that does
+		// not apply is answered without waiting for one. A second build
+		// job (Based) applies it again: cheap, and the same tree.
 		if t.Kind == store.KindSeries {
 			s, err := b.series(ctx, t.SeriesID)
 			if err != nil {
@@ -46,6 +49,22 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			}
 			t.Candidate = cand
 			tr.Logf("applied: %s", cand)
+		}
+		if t.Base != "" && !job.Args.Based {
+			missing, err := b.missingBases(ctx, t)
+			if err != nil {
+				return err
+			}
+			if len(missing) > 0 {
+				tr.Logf("%d base kernels of %s %s are not built yet: the base lane builds them, giving way to candidate builds", len(missing), t.Tree, short(t.Base))
+				return complete(ctx, b, job, func(tx *sql.Tx) error {
+					if err := b.st.UpdateTest(ctx, tx, t); err != nil {
+						return err
+					}
+					_, err := b.river.InsertTx(ctx, tx, BaseKernelsArgs{TestID: t.ID}, nil)
+					return err
+				})
+			}
 		}
 		if t.Base != "" {
 			// Built even when its results are cached: they may be stale by
@@ -95,16 +114,9 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 // series. A base that does not build so leaves the test without them
 // (not the series' fault); an error is the candidate's (or infra).
 func (b *Bot) buildDebug(ctx context.Context, t *store.Test, tr *Trace) error {
-	if b.stages.Debug == nil || b.stages.DebugBuild == nil || t.Kind != store.KindSeries || t.Base == "" || t.SeriesID == 0 {
-		return nil
-	}
-	s, err := b.series(ctx, t.SeriesID)
-	if err != nil {
-		return flow.MarkInfra(err)
-	}
-	why := b.stages.Debug.Why(s)
-	if why == "" {
-		return nil
+	why, err := b.debugWhy(ctx, *t)
+	if err != nil || why == "" {
+		return err
 	}
 	tr.Logf("the series changes %s: building base and candidate for the %s profile too", why, b.stages.Debug.Name())
 	base, err := b.buildKernelWith(ctx, b.stages.DebugBuild, t.Tree, t.Base, tr)

@@ -45,6 +45,9 @@ func (BaseArgs) InsertOpts() river.InsertOpts {
 // BuildArgs applies and builds a test's kernels.
 type BuildArgs struct {
 	TestID int64 `json:"test_id"`
+	// Based: the base lane built the test's base kernels (BaseKernelsArgs)
+	// before this second build job.
+	Based bool `json:"based,omitempty"`
 }
 
 func (BuildArgs) Kind() string { return "build" }
@@ -139,7 +142,7 @@ func (b *Bot) Cancel(ctx context.Context, testID int64) error {
 	if err := b.st.UpdateTest(ctx, b.st.DB, t); err != nil {
 		return err
 	}
-	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "lab", "report").
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "base_kernels", "lab", "report").
 		States(pending...).First(1000))
 	if err != nil {
 		return err
@@ -159,7 +162,7 @@ func (b *Bot) Cancel(ctx context.Context, testID int64) error {
 
 // JobsOfTest lists the River jobs that worked on a test, for its page.
 func (b *Bot) JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error) {
-	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "lab", "report").
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "base_kernels", "lab", "report").
 		States(append(pending, rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded)...).First(10000))
 	if err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -230,8 +229,12 @@ func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (b
 func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot flow.Boot, tr *Trace) (base, cand []flow.Sample, err error) {
 	profiles := b.stages.Profiles
 	if b.stages.Debug != nil && baseBoot.Debug != "" && candBoot.Debug != "" {
-		// The build job built them because the profile asked.
-		profiles = append(slices.Clip(profiles), b.stages.Debug)
+		// The build job built them because the profile asked. They boot
+		// first: a KASAN or lockdep report names the faulty line, where
+		// the same bug under another profile is a bare hang or oops, and
+		// a crash ends the round, so booted last they were often never
+		// booted at all, their build wasted.
+		profiles = append([]Profile{b.stages.Debug}, profiles...)
 	}
 	if len(profiles) == 0 || round != 1 || baseBoot.Dir == "" {
 		return nil, nil, nil

@@ -134,7 +134,7 @@ type Stages struct {
 	// order they boot; none when they are off.
 	Profiles []Profile
 	// Debug is the debug profile (lab.debug): boots of each side's debug
-	// kernel (Boot.Debug), after the other profiles. DebugBuild builds
+	// kernel (Boot.Debug), before the other profiles. DebugBuild builds
 	// those kernels, in the build job, for a series Debug.Why names a
 	// reason for. Both nil when it is off (or this machine builds none).
 	Debug      Profile

@@ -488,25 +488,12 @@ func (s *Server) tests(ctx context.Context) ([]TestView, error) {
 		v := TestView{Test: t, Subject: s.subject(ctx, t)}
 		if t.SeriesID != 0 {
 			if row, err := s.st.Series(ctx, s.st.DB, t.SeriesID); err == nil {
-				v.Subject, v.Version, v.Author, v.List = row.Subject, row.Version, row.Author, seriesList(row)
+				v.Subject, v.Version, v.Author, v.List = row.Subject, row.Version, row.Author, row.MailList()
 			}
 		}
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// seriesList is the list address a series was posted to: its row's, or
-// for a row stored before the row kept it, its JSON's.
-func seriesList(row store.SeriesRow) string {
-	if row.List != "" {
-		return row.List
-	}
-	var ser flow.Series
-	if json.Unmarshal(row.Data, &ser) == nil {
-		return ser.List
-	}
-	return ""
 }
 
 func (s *Server) subject(ctx context.Context, t store.Test) string {

@@ -48,6 +48,11 @@ type NowJob struct {
 	// page.
 	What string `json:"what,omitempty"`
 	Link string `json:"link,omitempty"`
+	// Subject, MessageID and List name the series a job's test is of:
+	// which mail it is about, without opening its page.
+	Subject   string `json:"subject,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	List      string `json:"list,omitempty"`
 	// Since is when a running job's attempt started, or when a waiting
 	// one is due.
 	Since time.Time `json:"since"`
@@ -102,7 +107,7 @@ func (s *Server) now(ctx context.Context) NowView {
 	if err != nil {
 		errs = append(errs, "jobs: "+err.Error())
 	}
-	tests := map[int64]*store.Test{}
+	tests := map[int64]*nowTest{}
 	byID := map[int64]NowJob{}
 	for _, r := range rows {
 		j := s.nowJob(ctx, r, tests)
@@ -137,9 +142,31 @@ func (s *Server) now(ctx context.Context) NowView {
 	return v
 }
 
+// nowTest is a job's test as the strip names it.
+type nowTest struct {
+	store.Test
+	subject, msgID, list string
+}
+
+// nowTestOf reads a test and names it: its series' subject, Message-ID
+// and list, or its tree and ref. nil: not found.
+func (s *Server) nowTestOf(ctx context.Context, id int64) *nowTest {
+	t, err := s.st.Test(ctx, s.st.DB, id)
+	if err != nil {
+		return nil
+	}
+	nt := &nowTest{Test: t, subject: s.subject(ctx, t)}
+	if t.SeriesID != 0 {
+		if row, err := s.st.Series(ctx, s.st.DB, t.SeriesID); err == nil {
+			nt.subject, nt.msgID, nt.list = row.Subject, row.MsgID, row.MailList()
+		}
+	}
+	return nt
+}
+
 // nowJob describes a job row; tests caches the tests read within one
 // page (nil: not found).
-func (s *Server) nowJob(ctx context.Context, r *rivertype.JobRow, tests map[int64]*store.Test) NowJob {
+func (s *Server) nowJob(ctx context.Context, r *rivertype.JobRow, tests map[int64]*nowTest) NowJob {
 	j := NowJob{ID: r.ID, Kind: r.Kind, Queue: r.Queue, State: string(r.State), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		Since: r.ScheduledAt, Errors: len(r.Errors)}
 	if r.State == rivertype.JobStateRunning && r.AttemptedAt != nil {
@@ -151,6 +178,10 @@ func (s *Server) nowJob(ctx context.Context, r *rivertype.JobRow, tests map[int6
 	if n := len(r.Errors); n > 0 {
 		j.LastError, _, _ = strings.Cut(strings.TrimSpace(r.Errors[n-1].Error), "\n")
 	}
+	if r.Kind == (bot.WarmArgs{}).Kind() {
+		j.What = "the default base's kernels (each profile's configuration), built before a series needs them"
+		return j
+	}
 	var a jobArgs
 	if json.Unmarshal(r.EncodedArgs, &a) != nil {
 		return j
@@ -159,9 +190,7 @@ func (s *Server) nowJob(ctx context.Context, r *rivertype.JobRow, tests map[int6
 	case a.TestID != 0:
 		t, ok := tests[a.TestID]
 		if !ok {
-			if rt, err := s.st.Test(ctx, s.st.DB, a.TestID); err == nil {
-				t = &rt
-			}
+			t = s.nowTestOf(ctx, a.TestID)
 			tests[a.TestID] = t
 		}
 		j.What, j.Link = fmt.Sprintf("test %d", a.TestID), fmt.Sprintf("/tests/%d", a.TestID)
@@ -169,7 +198,10 @@ func (s *Server) nowJob(ctx context.Context, r *rivertype.JobRow, tests map[int6
 			j.What += fmt.Sprintf(" round %d", a.Round)
 		}
 		if t != nil {
-			j.What += ": " + s.subject(ctx, *t)
+			j.What += ": " + t.subject
+			if t.msgID != "" {
+				j.Subject, j.MessageID, j.List = t.subject, t.msgID, t.list
+			}
 			if t.Kind == store.KindMainline {
 				j.Tree, j.Branch = t.Tree, t.Ref
 			}

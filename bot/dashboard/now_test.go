@@ -45,8 +45,8 @@ func busyJobs(ids map[string]int64, at time.Time) fakeJobs {
 	}
 }
 
-// Every page shows what is happening: the running lab round and the pair
-// it holds, the round waiting for it, the mainline job retrying after
+// Every page shows what is happening: the running lab round (naming its
+// series: subject, Message-ID, list) and the pair it holds, the round waiting for it, the mainline job retrying after
 // seven failed attempts with its error, and the next cron runs; an
 // expired lease says so.
 func TestNowStripInChromium(t *testing.T) {
@@ -63,7 +63,7 @@ func TestNowStripInChromium(t *testing.T) {
 	srv := serverWith(t, st, busyJobs(ids, st.Now()))
 	measured := fmt.Sprintf("/tests/%d", ids["measured"])
 	want := []string{`<section id="now">`,
-		`<td class="running">running</td><td>lab 42</td><td><a href="` + measured + `">test ` + fmt.Sprint(ids["measured"]) + ` round 2: [PATCH v2 0/3] svcrdma: fix the send path</a></td><td>1 of 8</td>`,
+		`<td class="running">running</td><td>lab 42</td><td><a href="` + measured + `">test ` + fmt.Sprint(ids["measured"]) + ` round 2: [PATCH v2 0/3] svcrdma: fix the send path</a><br><code>&lt;a@x&gt;</code> on linux-rdma@vger.kernel.org</td><td>1 of 8</td>`,
 		"(3m0s)", "on lab-1/lab",
 		`<td>scheduled</td><td>lab 43</td>`, fmt.Sprintf(`test %d round 1: [PATCH v3 0/3]`, ids["regressed"]),
 		`<td class="infra">retrying</td><td>mainline 44</td><td><a href="/mainline">mainline master</a></td><td>7 of 8</td>`,
@@ -103,7 +103,9 @@ func TestNowStripInChromium(t *testing.T) {
 	}
 	if len(v.Running) != 1 || v.Running[0].Link != measured || len(v.Waiting) != 2 || v.Waiting[0].ID != 43 ||
 		v.Waiting[1].Errors != 7 || !v.Waiting[1].Retrying() || len(v.Leases) != 2 || v.Leases[0].Pair != "hw1" || !v.Leases[0].Expired ||
-		v.Leases[1].Link != measured || v.Leases[1].Expired || len(v.Next) != 3 || v.Err != "" {
+		v.Leases[1].Link != measured || v.Leases[1].Expired || len(v.Next) != 3 || v.Err != "" ||
+		v.Running[0].Subject != "[PATCH v2 0/3] svcrdma: fix the send path" || v.Running[0].MessageID != "a@x" ||
+		v.Running[0].List != "linux-rdma@vger.kernel.org" || v.Waiting[1].MessageID != "" {
 		t.Errorf("/api/now: %s", body)
 	}
 }

@@ -46,6 +46,19 @@ type SeriesRow struct {
 	CreatedAt time.Time
 }
 
+// MailList is the list address the series was posted to: its row's, or
+// for a row stored before the row kept it, its JSON's.
+func (r SeriesRow) MailList() string {
+	if r.List != "" {
+		return r.List
+	}
+	var ser flow.Series
+	if json.Unmarshal(r.Data, &ser) == nil {
+		return ser.List
+	}
+	return ""
+}
+
 // AddSeries stores a series once per (msgid, version, tree) and returns its id.
 func (s *Store) AddSeries(ctx context.Context, q Querier, r SeriesRow) (int64, error) {
 	_, err := q.ExecContext(ctx, `INSERT INTO series (msgid, version, tree, subject, author, link, data, created_at, root, mail_list)

@@ -30,6 +30,17 @@ type testJSON struct {
 	Summary   string    `json:"summary"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Series names the series a test is of; absent for a test of a ref,
+	// a mainline head or the canary.
+	Series *seriesJSON `json:"series,omitempty"`
+}
+
+// seriesJSON is which mail a test is about.
+type seriesJSON struct {
+	Subject   string `json:"subject"`
+	MessageID string `json:"message_id"`
+	Version   int    `json:"version"`
+	List      string `json:"list"`
 }
 
 type bisectionJSON struct {
@@ -55,9 +66,14 @@ type leaseJSON struct {
 	Expires time.Time `json:"expires"`
 }
 
-func toTestJSON(t store.Test) testJSON {
-	return testJSON{ID: t.ID, Kind: t.Kind, Tree: t.Tree, Base: t.Base, State: string(t.State), Verdict: t.Verdict.String(),
+// toTestJSON is a test's row; s is its series (nil: none).
+func toTestJSON(t store.Test, s *store.SeriesRow) testJSON {
+	out := testJSON{ID: t.ID, Kind: t.Kind, Tree: t.Tree, Base: t.Base, State: string(t.State), Verdict: t.Verdict.String(),
 		Summary: t.Summary, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+	if s != nil {
+		out.Series = &seriesJSON{Subject: s.Subject, MessageID: s.MsgID, Version: s.Version, List: s.MailList()}
+	}
+	return out
 }
 
 func toBisectionJSON(b store.Bisection) bisectionJSON {

@@ -271,7 +271,7 @@ func TestLoreScanGitBadObjects(t *testing.T) {
 	}
 }
 
-var updateGolden = flag.Bool("update", false, "rewrite testdata/lore-scan-2024.golden")
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // TestLoreScanArchive2024Golden scans both real 2024 archives (6,263 and
 // 8,008 messages) as `rdmabot lore scan --git` does and compares each

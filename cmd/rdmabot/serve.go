@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -173,7 +175,11 @@ func runTest(ctx context.Context, e *env, args []string) error {
 		}
 		if t.State == store.StateDone || t.State == store.StateFailed || t.State == store.StateCanceled {
 			if *asJSON {
-				tj := toTestJSON(t)
+				sr, err := seriesOf(ctx, st, t)
+				if err != nil {
+					return err
+				}
+				tj := toTestJSON(t, sr)
 				out.Test = &tj
 				if err := writeJSON(e, out); err != nil {
 					return err
@@ -283,6 +289,12 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	series := make([]*store.SeriesRow, len(tests))
+	for i, t := range tests {
+		if series[i], err = seriesOf(ctx, st, t); err != nil {
+			return err
+		}
+	}
 	hs, err := st.Healths(ctx, st.DB)
 	if err != nil {
 		return err
@@ -291,21 +303,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var queues []queueJSON
-	rows, err := st.DB.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM river_job WHERE state <> 'completed' GROUP BY queue, state ORDER BY queue, state`)
+	queues, err := queueCounts(ctx, st)
 	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var q queueJSON
-		if err := rows.Scan(&q.Queue, &q.State, &q.Jobs); err != nil {
-			rows.Close()
-			return err
-		}
-		queues = append(queues, q)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	leases, err := st.Leases(ctx)
@@ -323,8 +322,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		if out.Queues == nil {
 			out.Queues = []queueJSON{}
 		}
-		for _, t := range tests {
-			out.Tests = append(out.Tests, toTestJSON(t))
+		for i, t := range tests {
+			out.Tests = append(out.Tests, toTestJSON(t, series[i]))
 		}
 		for _, b := range bs {
 			out.Bisections = append(out.Bisections, toBisectionJSON(b))
@@ -334,8 +333,13 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		}
 		return writeJSON(e, out)
 	}
+	return printStatus(e.stdout, hs, tests, series, bs, queues, leases)
+}
+
+// printStatus is rdmabot status's tables.
+func printStatus(out io.Writer, hs []store.Health, tests []store.Test, series []*store.SeriesRow, bs []store.Bisection, queues []queueJSON, leases []store.Lease) error {
 	if len(hs) > 0 {
-		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "SOURCE\tLAST READ\tSTATE\tLAST GOOD")
 		for _, h := range hs {
 			state, good := "ok", "never"
@@ -350,17 +354,22 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintln(e.stdout)
+		fmt.Fprintln(out)
 	}
-	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TEST\tKIND\tTREE\tBASE\tSTATE\tVERDICT\tUPDATED\tNOTE")
-	for _, t := range tests {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TEST\tKIND\tTREE\tBASE\tSTATE\tVERDICT\tUPDATED\tLIST\tMESSAGE-ID\tSUBJECT\tNOTE")
+	for i, t := range tests {
 		note := ""
 		if t.State == store.StateFailed {
 			// Why the bot gave up: what an operator has to fix.
 			note = firstLine(t.Summary)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict, t.UpdatedAt.Format("2006-01-02 15:04"), note)
+		list, msgID, subject := "-", "-", cmp.Or(t.Ref, "-")
+		if s := series[i]; s != nil {
+			list, msgID, subject = cmp.Or(s.MailList(), "-"), "<"+s.MsgID+">", s.Subject
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict,
+			t.UpdatedAt.Format("2006-01-02 15:04"), list, msgID, subject, note)
 	}
 	if len(bs) > 0 {
 		fmt.Fprintln(w, "\nBISECTION\tTREE\tGOOD\tBAD\tSTATE\tCULPRIT\t")
@@ -376,6 +385,36 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "\nlab %s leased by %s until %s\n", l.Pair, l.Holder, l.Expires.Format(time.TimeOnly))
 	}
 	return w.Flush()
+}
+
+// queueCounts are the jobs not completed, by queue and state.
+func queueCounts(ctx context.Context, st *store.Store) ([]queueJSON, error) {
+	var queues []queueJSON
+	rows, err := st.DB.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM river_job WHERE state <> 'completed' GROUP BY queue, state ORDER BY queue, state`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var q queueJSON
+		if err := rows.Scan(&q.Queue, &q.State, &q.Jobs); err != nil {
+			return nil, err
+		}
+		queues = append(queues, q)
+	}
+	return queues, rows.Err()
+}
+
+// seriesOf is the series a test is of (nil for a test of no series).
+func seriesOf(ctx context.Context, st *store.Store, t store.Test) (*store.SeriesRow, error) {
+	if t.SeriesID == 0 {
+		return nil, nil
+	}
+	r, err := st.Series(ctx, st.DB, t.SeriesID)
+	if err != nil {
+		return nil, fmt.Errorf("test %d: %w", t.ID, err)
+	}
+	return &r, nil
 }
 
 func firstLine(s string) string {

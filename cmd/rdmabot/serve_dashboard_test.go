@@ -45,7 +45,7 @@ func (e *serveEnv) dashGet(path string) (int, string) {
 // `rdmabot serve` with config.toml shows what is happening on every
 // page and at /api/now: a queued series whose test job fails on the
 // bot's side (no tree imported: no base) is shown retrying with its
-// attempts and error, a lab pair's lease with its holder, and the next
+// attempts and error, as is the warm-up of the default base's kernels, a lab pair's lease with its holder, and the next
 // runs of config.toml's mainline and canary cron specs, which /mainline
 // also gives for its branch before a head is tested; a measured test's
 // page has the reply's metric table; /canary has the A/A comparisons
@@ -99,20 +99,29 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 		t.Fatalf("lease: %v %v", ok, err)
 	}
 	var v dashboard.NowView
-	var retrying dashboard.NowJob
-	e.waitFor("the base job retrying on /api/now", 60*time.Second, func() (bool, string) {
+	var retrying, warm dashboard.NowJob
+	e.waitFor("the base job and the warm-up retrying on /api/now", 60*time.Second, func() (bool, string) {
 		code, body := e.dashGet("/api/now")
-		v, retrying = dashboard.NowView{}, dashboard.NowJob{}
+		v, retrying, warm = dashboard.NowView{}, dashboard.NowJob{}, dashboard.NowJob{}
 		if code != 200 || json.Unmarshal([]byte(body), &v) != nil {
 			return false, body
 		}
 		for _, j := range v.Waiting {
-			if j.Kind == "base" && j.Retrying() {
+			switch {
+			case j.Kind == "base" && j.Retrying():
 				retrying = j
+			case j.Kind == "warm_bases" && j.Retrying():
+				warm = j
 			}
 		}
-		return retrying.ID != 0, body
+		return retrying.ID != 0 && warm.ID != 0, body
 	})
+	// serve prepares the default base's kernels from the start, in the
+	// base lane, and says so; with no tree yet it waits for one.
+	if warm.Queue != "build_base" || !strings.Contains(warm.What, "the default base's kernels") ||
+		!strings.Contains(warm.LastError, "none of the configured branches is in the store") {
+		t.Errorf("the warm-up job: %+v", warm)
+	}
 	if retrying.Link != "/tests/1" || !strings.HasPrefix(retrying.What, "test 1: ") || retrying.Errors < 1 || retrying.MaxAttempts != 8 ||
 		!strings.Contains(retrying.LastError, "none of the configured branches is in the store") || strings.Contains(retrying.LastError, "\n") {
 		t.Errorf("the retrying base job: %+v", retrying)

@@ -145,6 +145,8 @@ type Builder struct {
 	PanicBuilds int
 	// NoBase makes SelectBase fail as an unfetched store does.
 	NoBase bool
+	// NoBaseFirst makes the first this many SelectBase calls fail so.
+	NoBaseFirst int
 	// Config names the kernel configuration (part of KernelKey).
 	Config string
 	// Base, when set, is the commit of Repo every series is based on.
@@ -158,6 +160,17 @@ type Builder struct {
 	// Of is the builder that applied the series, whose subjects a
 	// second configuration's builder (Debug) reads.
 	Of *Builder
+	// Machine, when set, is the machine's one build at a time (kbuild's
+	// slot and heavy locks), shared by the builders of one bot.
+	Machine chan struct{}
+	// Slow is how long a commit's kernel takes to build from nothing (a
+	// cold base), by commit. What a build spends is kept, so a stopped
+	// build resumes where it stopped, as make does; "slow-build stopped"
+	// and "slow-build done" are recorded.
+	Slow map[string]time.Duration
+	// Broken are commits whose kernels do not build, with the compiler's
+	// error.
+	Broken map[string]string
 
 	mu      sync.Mutex
 	applied map[string]string // candidate commit -> subject
@@ -165,7 +178,13 @@ type Builder struct {
 
 func (f *Builder) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error) {
 	f.Calls.Add("base %s", s.MsgID)
-	if f.NoBase {
+	f.mu.Lock()
+	first := f.NoBaseFirst > 0
+	if first {
+		f.NoBaseFirst--
+	}
+	f.mu.Unlock()
+	if f.NoBase || first {
 		return flow.Base{}, &InfraError{"no base: mainline/master is not in the store (rdmabot tree fetch)"}
 	}
 	if f.Base != "" {
@@ -282,10 +301,19 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		f.Calls.Add("build %s %s", tree, commit)
 	}
 	fmt.Fprintf(trace, "make -j2 bzImage (fake) for %s\n", commit)
-	select {
-	case <-time.After(f.Delay):
-	case <-ctx.Done():
-		return "", ctx.Err()
+	if f.Machine != nil {
+		select {
+		case f.Machine <- struct{}{}:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		defer func() { <-f.Machine }()
+	}
+	if err := f.wait(ctx, commit); err != nil {
+		return "", err
+	}
+	if msg, ok := f.Broken[commit]; ok {
+		return "", errors.New(msg)
 	}
 	f.mu.Lock()
 	if f.PanicBuilds > 0 {
@@ -340,6 +368,35 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		return "", err
 	}
 	return dir, os.WriteFile(filepath.Join(dir, "kernel"), []byte(speed), 0o644)
+}
+
+// wait is a build's time: Delay, or what is left of a Slow one.
+func (f *Builder) wait(ctx context.Context, commit string) error {
+	f.mu.Lock()
+	left, slow := f.Slow[commit]
+	f.mu.Unlock()
+	if !slow {
+		left = f.Delay
+	}
+	start := time.Now()
+	select {
+	case <-time.After(left):
+	case <-ctx.Done():
+		if slow {
+			f.mu.Lock()
+			f.Slow[commit] = left - time.Since(start)
+			f.mu.Unlock()
+			f.Calls.Add("slow-build stopped %s", commit)
+		}
+		return ctx.Err()
+	}
+	if slow {
+		f.mu.Lock()
+		f.Slow[commit] = 0
+		f.mu.Unlock()
+		f.Calls.Add("slow-build done %s", commit)
+	}
+	return nil
 }
 
 // Forget is told of each kernel pruned from the bot's artifact store,

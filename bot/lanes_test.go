@@ -1,0 +1,122 @@
+package bot_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
+	"github.com/rdmabot/rdmabot/flow"
+)
+
+// No head-of-line blocking: a series that needs the debug profile's base
+// kernel, which nothing has built (a cold build, 5 s here for ~23 min on
+// the 2-core machine), is posted; once that build has started, a build
+// break is posted. The machine builds one kernel at a time. The base lane
+// stops its cold build for the build break's candidate, whose
+// BUILD_FAILED is delivered before the cold build is done; the cold
+// build then resumes where it stopped and the first series gets its
+// verdict with the debug kernels booted.
+func TestBuildBreakIsNotHeldByAColdBase(t *testing.T) {
+	machine := make(chan struct{}, 1)
+	base := strings.Repeat("b", 40)
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		build.Machine = machine
+		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Machine: machine,
+			Slow: map[string]time.Duration{base: 5 * time.Second}, Calls: build.Calls}
+	})
+	patch := func(id, subject, body string) flow.Series {
+		s := series(id, subject)
+		s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
+		return s
+	}
+	h.ingest.Add(patch("<teardown@x>", "[PATCH] svcrdma: tidy teardown", "@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n"))
+	h.wait("the cold debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
+	h.ingest.Add(series("<break@x>", "[PATCH] svcrdma: build-fails in the send path"))
+	h.wait("both replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
+
+	list := h.calls.List()
+	at := func(prefix string) int {
+		return slices.IndexFunc(list, func(c string) bool { return strings.HasPrefix(c, prefix) })
+	}
+	broke, done, stopped := at("deliver series:<break@x>:v1: BUILD_FAILED"), at("slow-build done "+base), at("slow-build stopped "+base)
+	if broke < 0 || done < 0 || broke > done {
+		t.Errorf("the build break's BUILD_FAILED (call %d) came after the cold base build ended (call %d):\n%s", broke, done, strings.Join(list, "\n"))
+	}
+	if stopped < 0 || stopped > broke {
+		t.Errorf("the cold build did not stop for the build break (call %d, BUILD_FAILED at %d)", stopped, broke)
+	}
+	r, _ := h.report.Get("series:<teardown@x>:v1:")
+	if r.Verdict != flow.Pass || !slices.ContainsFunc(r.CandSamples, func(s flow.Sample) bool { return s.Profile == flow.ProfileDebug }) {
+		t.Errorf("the series that needed the cold base: %s, debug boots %v; want PASS with its debug kernel booted", r.Verdict, r.CandSamples)
+	}
+	if n := h.calls.Count("debug-build mainline " + base); n < 2 {
+		t.Errorf("the cold base build ran %d times: it was never resumed after giving way", n)
+	}
+}
+
+// The warm-up: at start, the base lane builds the default base's kernels
+// in both configurations the profiles boot, before any series; the first
+// series then builds only its candidate's. A store with no base yet is
+// the operator's gap: the warm-up is retried until one is there.
+func TestWarmUpPreparesTheDefaultBases(t *testing.T) {
+	base := strings.Repeat("b", 40)
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		build.NoBaseFirst = 1
+		o.WarmBases = true
+		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build,
+			Slow: map[string]time.Duration{base: 500 * time.Millisecond}, Calls: build.Calls}
+	})
+	h.wait("the warm-up to ask for the default base again", 30*time.Second, func() bool { return h.calls.Count("base ") >= 2 })
+	h.wait("both default base kernels", 60*time.Second, func() bool {
+		return h.calls.Count("build mainline "+base) == 1 && h.calls.Count("slow-build done "+base) == 1
+	})
+	teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
+	teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: tidy\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
+	h.ingest.Add(teardown)
+	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	if n, d := h.calls.Count("build mainline "+base), h.calls.Count("debug-build mainline "+base); n != 1 || d != 1 {
+		t.Errorf("the base was built %d times, its debug kernel %d: want once each, by the warm-up:\n%s", n, d, strings.Join(h.calls.List(), "\n"))
+	}
+	if r, _ := h.report.Get("series:<teardown@x>:v1:"); r.Verdict != flow.Pass || r.CandSamples[0].Profile != flow.ProfileDebug {
+		t.Errorf("%s, first boot %+v: want PASS, the debug kernel booted first", r.Verdict, r.CandSamples)
+	}
+}
+
+// A base kernel that does not build in the base lane is left to the
+// build job, which says so as it always did: a debug base that does not
+// build leaves the debug profile out, and the series is still answered.
+func TestBaseLaneLeavesABrokenBaseToTheTest(t *testing.T) {
+	base := strings.Repeat("b", 40)
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Calls: build.Calls,
+			Broken: map[string]string{base: "lib/kasan.c:1:1: error: broken"}}
+	})
+	teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
+	teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: tidy\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
+	h.ingest.Add(teardown)
+	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	r, _ := h.report.Get("series:<teardown@x>:v1:")
+	if r.Verdict != flow.Pass || slices.ContainsFunc(r.CandSamples, func(s flow.Sample) bool { return s.Profile == flow.ProfileDebug }) {
+		t.Errorf("%s: want PASS without debug boots", r.Verdict)
+	}
+	tt, err := h.st.TestByKey(context.Background(), h.st.DB, "series:<teardown@x>:v1:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"the debug base kernel mainline bbbbbbbbbbbb does not build (left to the test that needs it)",
+		"base does not build for the debug profile, which is left out"} {
+		if !traceHas(t, h, tt.ID, want) {
+			t.Errorf("the trace has no %q", want)
+		}
+	}
+}
