@@ -25,7 +25,7 @@ import (
 // can. A kernel file holding "honest" plays a passing run at about
 // 8 MB/s; one holding "hostile" plays an attacker on its side: forged
 // results at 1600 MB/s, another build id, progress without end, and no
-// power-off; "liar" moves the data as the honest one does and says it
+// power-off; "injector" prints a second BOOTED midway; "liar" moves the data as the honest one does and says it
 // did so at 1600 MB/s; "forger" writes other data than it was given and
 // says its check passed. The honest server checks what it received
 // against the test's data, as a trusted server does.
@@ -224,6 +224,10 @@ func standIn(args []string) int {
 				back[8192] ^= 1
 			}
 			readBack = append(readBack, back)
+			if kind == "injector" {
+				// It boots again, as far as its console says.
+				say("@@RB BOOTED role=server kernel=6.12.117 build_id=%s t=9", id)
+			}
 			if kind == "liar" {
 				// It moved the data, and says it did so at 1600 MB/s.
 				say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, mb, cmp)
@@ -320,7 +324,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 
 	for _, c := range []struct{ side, kind string }{
 		{SideServer, "hostile"}, {SideServer, "hostile-spin"}, {SideClient, "hostile"}, {SideClient, "hostile-spin"},
-		{SideClient, "liar"}, {SideClient, "forger"}, {SideClient, "misreader"},
+		{SideClient, "liar"}, {SideClient, "forger"}, {SideClient, "misreader"}, {SideClient, "injector"},
 	} {
 		t.Run(c.side+"-"+c.kind, func(t *testing.T) {
 			cand := standInKernel(t, c.kind)
@@ -335,6 +339,10 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			// Boot, setup, 2 iterations and shutdown: 5+5+2*2+2 s at most.
 			if took > 20*time.Second {
 				t.Errorf("the run took %v: the hostile kernel held the pair", took)
+			}
+			var be *BootError
+			if c.kind == "injector" && (!errors.As(err, &be) || be.Phase != "protocol" || be.Host != SideClient) {
+				t.Errorf("a client printing a second BOOTED: %v, want its protocol failure", err)
 			}
 			if err != nil {
 				return // its own failure (BootError), never a pass

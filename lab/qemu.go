@@ -292,8 +292,11 @@ type run struct {
 	lines    map[string]int
 	seen     map[string]map[string]time.Time // role -> event -> first host time
 	last     map[string]marker               // role -> event -> last marker
-	exitErr  map[string]error
-	iters    []Iteration
+	// proto follows each side's markers; a marker it refuses is not
+	// recorded, and ends the run as the candidate's failure.
+	proto   map[string]*protocol
+	exitErr map[string]error
+	iters   []Iteration
 	// clientCmp is the client's data check per iteration, when the
 	// server times the run.
 	clientCmp map[int]string
@@ -314,6 +317,7 @@ func (r *run) init() {
 	r.lines = map[string]int{}
 	r.seen = map[string]map[string]time.Time{"server": {}, "client": {}}
 	r.last = map[string]marker{}
+	r.proto = map[string]*protocol{"server": newProtocol("server"), "client": newProtocol("client")}
 	r.exitErr = map[string]error{}
 	r.clientCmp = map[int]string{}
 	r.serverChecks = newServerChecks()
@@ -430,6 +434,10 @@ func (r *run) handle(ev consoleEvent) {
 	r.lines[ev.role]++
 	r.consoles[ev.role].add(ev.text)
 	if m, ok := parseMarker(ev.text); ok {
+		if !r.proto[ev.role].accept(m) {
+			r.mon[ev.role].Line("")
+			return
+		}
 		if _, dup := r.seen[ev.role][m.Event]; !dup {
 			r.seen[ev.role][m.Event] = ev.at
 		}
@@ -460,6 +468,17 @@ func (r *run) handle(ev consoleEvent) {
 		r.fatalAt = ev.at
 		r.pair.log.Info("lab: crash on console", "host", ev.role, "kind", c.Kind)
 	}
+}
+
+// violated is the side whose console broke the protocol first ("" when
+// neither did).
+func (r *run) violated() string {
+	for _, role := range []string{"server", "client"} {
+		if r.proto[role].violation != "" {
+			return role
+		}
+	}
+	return ""
 }
 
 func (r *run) has(role, event string) bool {
@@ -535,6 +554,10 @@ func (r *run) loop(ctx context.Context) {
 		// A link that could not be shaped makes the run meaningless; the
 		// peer would wait minutes for a server that is not coming.
 		if r.has("server", "NETEM_FAIL") || r.has("client", "NETEM_FAIL") {
+			return
+		}
+		// Markers no script of ours prints decide the run already.
+		if r.violated() != "" {
 			return
 		}
 		// A guest gone without saying POWEROFF (killed, crashed, reset)
@@ -659,6 +682,9 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 		if err != nil && !g.killed && !crashed {
 			return nil, &InfraError{Host: role, Op: "qemu died", Err: fmt.Errorf("%v: %s", err, g.stderr)}
 		}
+	}
+	if role := r.violated(); role != "" {
+		return res, protocolError(r.kernel, role, r.proto[role].violation, tail(r.consoles[role].String(), 60))
 	}
 	for _, role := range []string{"server", "client"} {
 		if m, ok := r.last[role+" NETEM_FAIL"]; ok {
@@ -804,6 +830,8 @@ func (r *run) failure(res *Result) string {
 		return "client never mounted"
 	case res.Transport != r.test.Transport:
 		return fmt.Sprintf("transport is %q, not %q", res.Transport, r.test.Transport)
+	case r.last["server CLIENT_DONE"].Args["msg"] == "invalid":
+		return errInvalidDone
 	case len(r.iters) != r.test.Iterations:
 		return fmt.Sprintf("%d of %d iterations ran", len(r.iters), r.test.Iterations)
 	}

@@ -598,6 +598,7 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 type sshMarkers struct {
 	summary, lastResult, srvio marker
 	srvioSeen                  bool
+	invalidDone                bool
 	checks                     serverChecks
 }
 
@@ -607,6 +608,14 @@ type sshMarkers struct {
 func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 	m := &sshMarkers{checks: newServerChecks()}
 	clientCmp := map[int]string{}
+	proto := map[string]*protocol{"server": newProtocol("server"), "client": newProtocol("client")}
+	for role, c := range map[string]string{"server": res.Server.Console, "client": res.Client.Console} {
+		for _, l := range strings.Split(c, "\n") {
+			if mk, ok := parseMarker(l); ok && !proto[role].accept(mk) {
+				return nil, protocolError(res.Kernel, role, proto[role].violation, tail(c, 40))
+			}
+		}
+	}
 	for _, l := range strings.Split(res.Server.Console, "\n") {
 		mk, ok := parseMarker(l)
 		switch {
@@ -617,6 +626,8 @@ func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 			m.checks.note(mk)
 		case mk.Event == "SRVIO":
 			m.srvio, m.srvioSeen = mk, true
+		case mk.Event == "CLIENT_DONE":
+			m.invalidDone = mk.Args["msg"] == "invalid"
 		}
 	}
 	for _, l := range strings.Split(res.Client.Console, "\n") {
@@ -663,6 +674,8 @@ func (m *sshMarkers) failure(res *Result, cerr error, clientUntrusted bool) stri
 		return "client test failed: " + cerr.Error()
 	case res.Transport != t.Transport:
 		return fmt.Sprintf("transport is %q, not %q", res.Transport, t.Transport)
+	case m.invalidDone:
+		return errInvalidDone
 	case len(res.Iterations) != t.Iterations:
 		return fmt.Sprintf("%d of %d iterations ran", len(res.Iterations), t.Iterations)
 	}

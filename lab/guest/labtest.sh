@@ -21,9 +21,13 @@
 #                   the pressure test (RB_TEST=pressure): seconds of load,
 #                   parallel O_DIRECT 1 MiB readers and writers, svcrdma's
 #                   credits (max_requests) and nfsd threads
-# Progress and results are "@@RB EVENT key=value ..." lines on stdout.
+# Progress and results are "@@RB EVENT key=value ..." lines on stdout,
+# each after a newline of its own: the host takes a marker only at the
+# start of a line, so a kernel message that shares the line cannot hide
+# it. Nothing a peer sends is ever printed (the host would read it as
+# this side's word).
 
-mark() { echo "@@RB $1 $2 t=$(cut -d' ' -f1 /proc/uptime)"; }
+mark() { printf '\n@@RB %s %s t=%s\n' "$1" "$2" "$(cut -d' ' -f1 /proc/uptime)"; }
 now() { cut -d' ' -f1 /proc/uptime; }
 # since T0: seconds elapsed, two decimals.
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN{printf "%.2f", a-b}'; }
@@ -61,7 +65,7 @@ tc_bin() {
 # what it sent, dropped and reordered (real hosts outlive the test).
 link_unshape() {
 	[ -n "$RB_NETEM" ] || return 0
-	$(tc_bin) -s qdisc show dev "$RB_DEV" | awk '$1 == "Sent" {print "@@RB NETEM_STATS sent_pkt=" $4 " dropped=" substr($7, 1, length($7)-1)}'
+	$(tc_bin) -s qdisc show dev "$RB_DEV" | awk '$1 == "Sent" {print "\n@@RB NETEM_STATS sent_pkt=" $4 " dropped=" substr($7, 1, length($7)-1)}'
 	$(tc_bin) qdisc del dev "$RB_DEV" root 2>/dev/null
 	return 0
 }
@@ -147,6 +151,12 @@ server_wait() {
 	fi
 	msg=$(nc -l -p 7777)
 	[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
+	# Only the client's exact words: anything else it sent is no
+	# message, and is never printed.
+	case $msg in
+	ok | fail | poweroff | lost) ;;
+	*) msg=invalid ;;
+	esac
 	mark CLIENT_DONE "msg=$msg"
 	[ "$RB_TEST" = transfer ] && server_check
 	server_health
@@ -188,8 +198,8 @@ server_time() {
 		if [ -n "$rs" ] && [ $r -ge $((i * b)) ]; then
 			awk -v i="$i" -v mb="$RB_MB" -v ws="$ws" -v we="$we" -v rs="$rs" -v re="$t" -v fio="$([ "$RB_TEST" = fio ] && echo 1)" 'BEGIN {
 				w = we - ws; r = re - rs; if (w <= 0) w = 0.01; if (r <= 0) r = 0.01
-				if (fio) printf "@@RB STIME iter=%d mb=%s read_s=%.2f read_MBps=%.2f\n", i, mb, r, mb / r
-				else printf "@@RB STIME iter=%d mb=%s write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f\n", i, mb, w, mb / w, r, mb / r
+				if (fio) printf "\n@@RB STIME iter=%d mb=%s read_s=%.2f read_MBps=%.2f\n", i, mb, r, mb / r
+				else printf "\n@@RB STIME iter=%d mb=%s write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f\n", i, mb, w, mb / w, r, mb / r
 			}'
 			i=$((i + 1)) ws= we= rs=
 			[ "$RB_TEST" = fio ] && ws=0 we=0
@@ -233,10 +243,10 @@ data_check() {
 # server_health: the server's count of RPCs it could not decode
 # ("rpc calls badcalls ..." of /proc/net/rpc/nfsd).
 server_health() {
-	awk '$1 == "rpc" {print "@@RB SRVSTAT calls=" $2 " badcalls=" $3}' /proc/net/rpc/nfsd
+	awk '$1 == "rpc" {print "\n@@RB SRVSTAT calls=" $2 " badcalls=" $3}' /proc/net/rpc/nfsd
 	# The bytes nfsd read and wrote for its clients: a client running a
 	# kernel under test must have moved what it says it moved.
-	awk '$1 == "io" {print "@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
+	awk '$1 == "io" {print "\n@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
 	# svcrdma's own counters: sq_starve counts Sends that waited for
 	# Send Queue space (a healthy server under pressure waits; one whose
 	# accounting is inflated stops waiting).
@@ -246,7 +256,7 @@ server_health() {
 	# 1000000 or more (EFAULT): that is a floor, not nothing.
 	starve=$(cat $d/rdma_stat_sq_starve 2>/dev/null) || starve=
 	[ -n "$starve" ] || starve=1000000
-	echo "@@RB SVCRDMA sq_starve=$starve reads=$(cat $d/rdma_stat_read) writes=$(cat $d/rdma_stat_write) recvs=$(cat $d/rdma_stat_recv)"
+	printf '\n@@RB SVCRDMA sq_starve=%s reads=%s writes=%s recvs=%s\n' "$starve" "$(cat $d/rdma_stat_read)" "$(cat $d/rdma_stat_write)" "$(cat $d/rdma_stat_recv)"
 }
 
 # server_bounce (rb.crash=reconnect, the host's self-test of transport
@@ -294,7 +304,7 @@ client_mount() {
 	try=1
 	while [ $try -le 5 ]; do
 		t1=$(now)
-		mount.nfs "$RB_PEER:$path" $MNT -o "$opts" 2>&1 | sed 's/^/@@RB MOUNT_MSG /'
+		mount.nfs "$RB_PEER:$path" $MNT -o "$opts" 2>&1 | awk '{print "\n@@RB MOUNT_MSG " $0}'
 		if grep -q " $MNT nfs" /proc/mounts; then
 			mark MOUNTED "try=$try mount_s=$(since "$t1") opts=$(awk -v m=$MNT '$2==m{print $3 "," $4}' /proc/mounts)"
 			xprt=$(awk '/xprt:/{print $2; exit}' /proc/self/mountstats)
@@ -314,8 +324,8 @@ client_mount() {
 # client's RPC totals. It runs before umount, which drops the mount's.
 client_health() {
 	awk -v m="$MNT" '$1 == "device" {on = ($5 == m)}
-		on && ($1 == "xprt:" || $1 ~ /^[A-Z_0-9]+:$/) {$1 = $1; print "@@RB MSTAT line=" $0}' /proc/self/mountstats
-	awk '$1 == "rpc" {print "@@RB RPCSTAT calls=" $2 " retrans=" $3}' /proc/net/rpc/nfs
+		on && ($1 == "xprt:" || $1 ~ /^[A-Z_0-9]+:$/) {$1 = $1; print "\n@@RB MSTAT line=" $0}' /proc/self/mountstats
+	awk '$1 == "rpc" {print "\n@@RB RPCSTAT calls=" $2 " retrans=" $3}' /proc/net/rpc/nfs
 }
 
 client_transfer() {
@@ -380,12 +390,12 @@ client_fio() {
 		# --thread: one process; fio still needs SysV shm (CONFIG_SYSVIPC).
 		out=$(fio --name=seqread --directory=$MNT --rw=read --bs=1M --size="${RB_MB}M" --thread \
 			--direct=1 --ioengine=psync --output-format=terse --terse-version=3 2>&1) || {
-			echo "$out" | sed 's/^/@@RB FIO_MSG /'
+			echo "$out" | awk '{print "\n@@RB FIO_MSG " $0}'
 			# fio keeps its job table in SysV shared memory, even with --thread.
 			case $out in *shmget*) mark FIO_FAIL "reason=no_sysvipc" ;; esac
 			return 1
 		}
-		echo "$out" | awk -F';' -v i=$i -v mb="$RB_MB" '$1=="3"{printf "@@RB FIO iter=%d mb=%s read_MBps=%.2f read_s=%.3f\n", i, mb, $7/1024, $9/1000}'
+		echo "$out" | awk -F';' -v i=$i -v mb="$RB_MB" '$1=="3"{printf "\n@@RB FIO iter=%d mb=%s read_MBps=%.2f read_s=%.3f\n", i, mb, $7/1024, $9/1000}'
 		i=$((i + 1))
 	done
 	rm -f $MNT/seqread.*
