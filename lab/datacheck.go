@@ -6,6 +6,15 @@ import "fmt"
 // judged the same way whichever driver ran the test (a QEMU pair's
 // consoles, a real pair's SSH sessions).
 
+// holdsData says whether role is given the transfer test's data, fresh
+// for each boot: the client, which writes it, and the server only when
+// it runs a trusted kernel. A candidate server that knew the data could
+// answer WRITEs without pulling the payload and serve READs from its
+// own copy; it gets none, and vouches for no file.
+func holdsData(k Kernel, role string) bool {
+	return role == "client" || k.Trusted("server")
+}
+
 // serverChecks is the server's look at the files of the transfer test
 // (labtest.sh's server_check, @@RB SRVCMP), per iteration: the file the
 // client wrote and, when the client runs the kernel under test, what it

@@ -3,6 +3,8 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -39,11 +41,13 @@ func TestMain(m *testing.M) {
 }
 
 func standIn(args []string) int {
-	var kernel, cmdline, netdev string
+	var kernel, cmdline, netdev, initrd string
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
 		case "-kernel":
 			kernel = args[i+1]
+		case "-initrd":
+			initrd = args[i+1]
 		case "-append":
 			cmdline = args[i+1]
 		case "-netdev":
@@ -146,8 +150,10 @@ func standIn(args []string) int {
 		// It checks each file against the data the host gave both
 		// guests, as labtest.sh's server_check does, and (rb.timer=server)
 		// what the client read back and wrote again after its files.
+		// What the host gave it, if anything (a trusted server's lot).
 		file := int64(mb) << 20
-		data := testData(mb)
+		data := standInData(initrd)
+		say("standin data: %s", dataSum(data))
 		same := map[int]bool{} // 1..iters: the files; iters+1..: the read-backs
 		var moved, echoed int64
 		var first time.Time
@@ -161,7 +167,20 @@ func standIn(args []string) int {
 				}
 				// The files are read back; the read-backs are not.
 				echo := min(int64(n), max(0, int64(iters)*file-moved))
-				conn.Write(buf[:echo])
+				if kind == "owncopy" {
+					// It answers reads from its own copy of the data,
+					// as a server that knew it could without pulling
+					// the payload: without one, it has nothing right.
+					own := make([]byte, echo)
+					for j := range own {
+						if at := (moved + int64(j)) % file; data != nil {
+							own[j] = data[at]
+						}
+					}
+					conn.Write(own)
+				} else {
+					conn.Write(buf[:echo])
+				}
 				echoed += echo
 				for got, at := buf[:n], moved; len(got) > 0; {
 					i, off := int(at/file)+1, at%file
@@ -169,7 +188,7 @@ func standIn(args []string) int {
 					if _, seen := same[i]; !seen {
 						same[i] = true
 					}
-					same[i] = same[i] && bytes.Equal(got[:k], data[off:off+k])
+					same[i] = same[i] && data != nil && bytes.Equal(got[:k], data[off:off+k])
 					got, at = got[k:], at+k
 				}
 				moved += int64(n)
@@ -190,7 +209,7 @@ func standIn(args []string) int {
 			}
 			return map[bool]string{true: "ok", false: "mismatch"}[same[i]]
 		}
-		for i := 1; i <= iters; i++ {
+		for i := 1; i <= iters && data != nil; i++ {
 			if timer {
 				say("@@RB SRVCMP iter=%d result=%s readback=%s", i, check(i), check(iters+i))
 				continue
@@ -201,7 +220,11 @@ func standIn(args []string) int {
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
-		chunk := testData(mb)
+		chunk := standInData(initrd)
+		say("standin data: %s", dataSum(chunk))
+		if chunk == nil {
+			chunk = make([]byte, mb<<20)
+		}
 		if kind == "forger" {
 			// It moves a file, not the one it was given, and says the
 			// data came back as written.
@@ -247,6 +270,38 @@ func standIn(args []string) int {
 	}
 	say("@@RB POWEROFF status=ok t=13.5")
 	return 0
+}
+
+// standInData is the transfer test's file in the stand-in's initrd (a
+// newc archive appended to the image), nil when it holds none.
+func standInData(initrd string) []byte {
+	b, err := os.ReadFile(initrd)
+	if err != nil {
+		return nil
+	}
+	i := bytes.Index(b, []byte(dataPath+"\x00"))
+	if i < 110 || string(b[i-110:i-104]) != "070701" {
+		return nil
+	}
+	h := i - 110
+	var size int
+	if _, err := fmt.Sscanf(string(b[h+54:h+62]), "%x", &size); err != nil {
+		return nil
+	}
+	start := h + (110+len(dataPath)+1+3)&^3
+	if start+size > len(b) {
+		return nil
+	}
+	return b[start : start+size]
+}
+
+// dataSum names data by its SHA-256 prefix, "none" for no data.
+func dataSum(data []byte) string {
+	if data == nil {
+		return "none"
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 // standInKernelKind is what the stand-in plays for the kernel file it
@@ -369,6 +424,59 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			t.Logf("%s %s: %q in %v, %d iterations", c.side, c.kind, res.Failure, took.Round(time.Millisecond), len(res.Iterations))
 		})
 	}
+}
+
+// The transfer test's data is fresh for each boot and given only to the
+// trusted side and the client that writes it: a candidate server finds
+// none in its initramfs, so one that serves reads from its own copy
+// serves the wrong bytes, which the trusted client's check finds.
+func TestCandidateServerHoldsNoData(t *testing.T) {
+	p := standInPair(t)
+	test := DefaultTest()
+	test.Iterations = 2
+	base := standInKernel(t, "honest")
+	sums := map[string]bool{}
+	for range 2 {
+		res, err := p.Run(context.Background(), base, test)
+		if err != nil || !res.Passed {
+			t.Fatalf("the honest stand-in: %v %+v", err, res)
+		}
+		srv, cli := standInSaid(res.Server.Console), standInSaid(res.Client.Console)
+		if srv == "none" || srv != cli {
+			t.Fatalf("base on both sides: the server holds %q, the client %q", srv, cli)
+		}
+		sums[srv] = true
+	}
+	if len(sums) != 2 {
+		t.Errorf("two boots had the same data: %v", sums)
+	}
+	for _, kind := range []string{"honest", "owncopy"} {
+		cand := standInKernel(t, kind)
+		cand.Peer, cand.Side = &base, SideServer
+		res, err := p.Run(context.Background(), cand, test)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if got := standInSaid(res.Server.Console); got != "none" {
+			t.Errorf("%s: the candidate server holds data %s", kind, got)
+		}
+		if standInSaid(res.Client.Console) == "none" {
+			t.Errorf("%s: the trusted client holds no data", kind)
+		}
+		if res.Passed != (kind == "honest") || kind == "owncopy" && !strings.Contains(res.Corrupt, "differs from the one written") {
+			t.Errorf("%s: passed %v failure %q corrupt %q", kind, res.Passed, res.Failure, res.Corrupt)
+		}
+	}
+}
+
+// standInSaid is what data the stand-in found in its initrd.
+func standInSaid(console string) string {
+	_, rest, ok := strings.Cut(console, "standin data: ")
+	if !ok {
+		return ""
+	}
+	l, _, _ := strings.Cut(rest, "\n")
+	return l
 }
 
 // A guest that breaks out into its QEMU finds itself confined: it cannot

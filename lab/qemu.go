@@ -203,6 +203,11 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	if err != nil {
 		return nil, &InfraError{Op: "guest image", Err: err}
 	}
+	initrds, cleanup, err := dataInitrds(k, t, initrd)
+	if err != nil {
+		return nil, &InfraError{Op: "guest image", Err: err}
+	}
+	defer cleanup()
 	release, err := flock.Exclusive(ctx, p.cfg.HeavyLock)
 	if err != nil {
 		return nil, &InfraError{Op: "heavy lock", Err: err}
@@ -220,7 +225,7 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 			p.log.Info("lab: waited for the host to be quiet", "waited", waited.Round(time.Second))
 		}
 	}
-	r := &run{pair: p, test: t, kernel: k, initrd: initrd, events: make(chan consoleEvent, 1024)}
+	r := &run{pair: p, test: t, kernel: k, initrd: initrd, initrds: initrds, events: make(chan consoleEvent, 1024)}
 	r.init()
 	defer r.stop()
 	meter := startHostMeter(procStat, time.Now)
@@ -252,15 +257,8 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 // initrd is the image with the layers the test needs.
 func (p *QEMUPair) initrd(t Test) (string, error) {
 	layers := append([]string(nil), p.extraLayers...)
-	switch t.Kind {
-	case "fio":
+	if t.Kind == "fio" {
 		layers = append(layers, "fio")
-	case "transfer":
-		data, err := p.image.dataLayer(t.SizeMiB)
-		if err != nil {
-			return "", err
-		}
-		layers = append(layers, data)
 	}
 	path, err := p.image.WithLayers(layers...)
 	if err != nil {
@@ -270,6 +268,36 @@ func (p *QEMUPair) initrd(t Test) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// dataInitrds are the initrds of the guests that hold the transfer
+// test's data, made for this boot in a directory of its own (cleanup
+// removes it): initrd with fresh data appended, for the roles holdsData
+// names. The others boot initrd alone.
+func dataInitrds(k Kernel, t Test, initrd string) (map[string]string, func(), error) {
+	if t.Kind != "transfer" {
+		return nil, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "rdmabot-data-")
+	if err != nil {
+		return nil, func() {}, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	data, err := newTestData(t.SizeMiB)
+	if err == nil {
+		var path string
+		if path, err = withData(dir, initrd, data); err == nil {
+			m := map[string]string{}
+			for _, role := range []string{"server", "client"} {
+				if holdsData(k, role) {
+					m[role] = path
+				}
+			}
+			return m, cleanup, nil
+		}
+	}
+	cleanup()
+	return nil, func() {}, err
 }
 
 // ErrNoSysVIPC: fio keeps its job table in SysV shared memory, which the
@@ -282,10 +310,12 @@ type run struct {
 	test   Test
 	kernel Kernel
 	initrd string
-	events chan consoleEvent
-	guests map[string]*guest
-	start  time.Time
-	end    time.Time
+	// initrds replace initrd for the roles given the test's data.
+	initrds map[string]string
+	events  chan consoleEvent
+	guests  map[string]*guest
+	start   time.Time
+	end     time.Time
 
 	mon      map[string]*console.Monitor
 	consoles map[string]*keptConsole
@@ -301,7 +331,7 @@ type run struct {
 	// server times the run.
 	clientCmp map[int]string
 	// serverChecks is the server's check of each iteration's file
-	// against the data the host gave both guests (SRVCMP).
+	// against the data the host gave it (SRVCMP).
 	serverChecks serverChecks
 	fatalAt      time.Time
 	// lastProgress is when the last iteration reported.
@@ -333,6 +363,9 @@ func (r *run) timedByServer() bool {
 func (r *run) spec(role, netdev, mac string) guestSpec {
 	p := r.pair
 	initrd := r.initrd
+	if x := r.initrds[role]; x != "" {
+		initrd = x
+	}
 	if x := p.extraInitrd[role]; x != "" {
 		initrd = x
 	}

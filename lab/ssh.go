@@ -477,12 +477,13 @@ func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good m
 }
 
 // env is labtest.sh's environment on host h; timer is who takes the
-// times (RB_TIMER: "server" when the client runs the kernel under test).
-func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test, timer string) string {
+// times (RB_TIMER: "server" when the client runs the kernel under test);
+// data says h holds the transfer test's file.
+func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test, timer string, data bool) string {
 	// Netem is validated to words of [A-Za-z0-9.%]: double quotes hold it.
 	e := fmt.Sprintf("RB_IP=%s RB_PEER=%s RB_DEV=%s RB_RDMA=%s RB_PROTO=%s RB_VERS=%s RB_TEST=%s RB_MB=%d RB_ITERS=%d RB_HUNG=%d RB_NETEM=\"%s\" RB_TIMER=%s",
 		h.cfg.TestIP, peer.TestIP, h.cfg.Netdev, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs, t.Netem, timer)
-	if t.Kind == "transfer" {
+	if data {
 		e += " RB_DATA=" + remoteData
 	}
 	if p.crash != "" {
@@ -493,8 +494,9 @@ func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test, timer string) stri
 
 const (
 	remoteScript = "/tmp/rdmabot-labtest.sh"
-	// remoteData is the transfer test's file, the host's, on both hosts:
-	// the server checks what the client wrote and read back against it.
+	// remoteData is the transfer test's file, fresh for each boot, on
+	// the hosts that hold it (holdsData): a trusted server checks what
+	// the client wrote and read back against it.
 	remoteData = "/tmp/rdmabot-data"
 )
 
@@ -508,20 +510,32 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	if !k.Trusted("client") {
 		timer = "server"
 	}
+	var data []byte
+	if t.Kind == "transfer" {
+		var err error
+		if data, err = newTestData(t.SizeMiB); err != nil {
+			return nil, &InfraError{Op: "test data", Err: err}
+		}
+	}
 	for _, h := range []*sshHost{srv, cli} {
 		if err := h.put(ctx, remoteScript, labtestScript, 0o644); err != nil {
 			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
 		}
-		if t.Kind != "transfer" {
+		// A host not given this boot's data has none: an earlier boot's
+		// copy is removed.
+		if data == nil || !holdsData(k, h.role) {
+			if _, err := h.run(ctx, "rm -f "+remoteData, nil); err != nil {
+				return nil, &InfraError{Host: h.role, Op: "remove test data", Err: err}
+			}
 			continue
 		}
-		if err := h.put(ctx, remoteData, testData(t.SizeMiB), 0o644); err != nil {
+		if err := h.put(ctx, remoteData, data, 0o644); err != nil {
 			return nil, &InfraError{Host: h.role, Op: "copy test data", Err: err}
 		}
 	}
 	// Each step has a deadline: a hung NFS mount must not hold the pair.
 	stepCtx := func(sctx context.Context, h *sshHost, peer SSHHostConfig, fns string) (time.Time, error) {
-		out, err := h.run(sctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t, timer), remoteScript, fns), nil)
+		out, err := h.run(sctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t, timer, data != nil && holdsData(k, h.role)), remoteScript, fns), nil)
 		h.out.WriteString(out)
 		return time.Now(), err
 	}

@@ -9,10 +9,12 @@
 #   RB_TEST         transfer | fio RB_MB    file size (MiB)   RB_ITERS
 #   RB_HUNG         hung_task_timeout_secs to set (0: leave it)
 #   RB_NETEM        tc netem arguments for RB_DEV ("": leave the link alone)
-#   RB_DATA         the transfer test's file, the same on both hosts (the
-#                   QEMU guests' initramfs carries it): the server checks
-#                   what the client wrote against it. Unset: the client
-#                   makes a random file only it can check
+#   RB_DATA         the transfer test's file, fresh from the host for each
+#                   boot, on the client and on a trusted server only (a
+#                   server running the kernel under test never has it):
+#                   the server checks what the client wrote against it.
+#                   Unset on the client: it makes a random file only it
+#                   can check
 #   RB_TIMER        client | server: server when the client runs the kernel
 #                   under test. The trusted server then takes the times,
 #                   and the client writes what it read back to the server
@@ -210,7 +212,7 @@ server_time() {
 }
 
 # server_check: the server's own look at the files the client wrote, one
-# per iteration, against the data both were given (RB_DATA). Run once the
+# per iteration, against the data the host gave it (RB_DATA). Run once the
 # client is done, so it costs the timed transfers nothing. A client that
 # runs the kernel under test can say what it likes of its own cmp; this
 # is the trusted side's word on what reached the server, and (RB_TIMER=
