@@ -112,3 +112,14 @@ func unbacked(t Test, srvio marker, ok bool, lastResult marker) string {
 	}
 	return ""
 }
+
+// loopSecs is the test loop's length: the client's word (its SUMMARY)
+// when it runs a trusted kernel, else the trusted server's own clock
+// (SLOOP, from the first byte of the first iteration to the last of the
+// last), 0 when the server timed none.
+func loopSecs(clientTrusted bool, summary, sloop marker) float64 {
+	if clientTrusted {
+		return summary.float("loop_s")
+	}
+	return sloop.float("loop_s")
+}

@@ -77,16 +77,25 @@ func standIn(args []string) int {
 	// The link: the server listens (the host waits for that), the client
 	// connects; a guest's link going down is its peer gone.
 	var conn net.Conn
+	var link io.Reader // what the server reads of the link
+	conns := 0         // the connections the server accepted
 	if _, port, ok := strings.Cut(netdev, "listen="); ok {
 		l, err := net.Listen("tcp", port)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if conn, err = l.Accept(); err != nil {
+		if conn, link, conns, err = standInAccept(l.(*net.TCPListener)); err != nil {
 			return 1
 		}
 	} else if _, port, ok := strings.Cut(netdev, "connect="); ok {
+		if kind == "flaky" {
+			// It connects, gives up and connects again: a reconnect,
+			// which its own counts will not show.
+			if c, err := net.Dial("tcp", port); err == nil {
+				c.Close()
+			}
+		}
 		if conn, err = net.Dial("tcp", port); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -156,14 +165,17 @@ func standIn(args []string) int {
 		say("standin data: %s", dataSum(data))
 		same := map[int]bool{} // 1..iters: the files; iters+1..: the read-backs
 		var moved, echoed int64
-		var first time.Time
+		var first, loop0 time.Time
 		iter := 1
 		buf := make([]byte, 64<<10)
 		for {
-			n, err := conn.Read(buf)
+			n, err := link.Read(buf)
 			if n > 0 {
 				if moved == int64(iter-1)*file {
 					first = time.Now()
+				}
+				if loop0.IsZero() {
+					loop0 = first
 				}
 				// The files are read back; the read-backs are not.
 				echo := min(int64(n), max(0, int64(iters)*file-moved))
@@ -196,6 +208,9 @@ func standIn(args []string) int {
 					secs := time.Since(first).Seconds()
 					say("@@RB STIME iter=%d mb=%d write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", iter, mb, secs, float64(mb)/secs, secs, float64(mb)/secs)
 					iter++
+					if iter > iters {
+						say("@@RB SLOOP loop_s=%.2f", time.Since(loop0).Seconds())
+					}
 				}
 			}
 			if err != nil {
@@ -217,6 +232,9 @@ func standIn(args []string) int {
 			say("@@RB SRVCMP iter=%d result=%s", i, check(i))
 		}
 		say("@@RB SRVIO read=%d written=%d", echoed, moved)
+		// Its own view of the client: every connection it was asked for.
+		say("@@RB SRVSTAT calls=1 badcalls=0")
+		say("@@RB SRVCONN rc_hits=0 cm_req=%d", conns)
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
@@ -266,10 +284,38 @@ func standIn(args []string) int {
 			}
 		}
 		say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
+		// Its transport's counts: one connect, nothing sent again.
+		say("@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
+		say("@@RB RPCSTAT calls=210 retrans=0")
 		conn.Close()
 	}
 	say("@@RB POWEROFF status=ok t=13.5")
 	return 0
+}
+
+// standInAccept is the server's end of the link: a connection closed
+// before any byte is one the client gave up on, and another within a
+// second takes its place. It returns the connection, what is to be read
+// of it, and the connections accepted.
+func standInAccept(l *net.TCPListener) (net.Conn, io.Reader, int, error) {
+	conn, err := l.Accept()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for n := 1; ; n++ {
+		first := make([]byte, 1)
+		k, _ := conn.Read(first)
+		if k > 0 {
+			return conn, io.MultiReader(bytes.NewReader(first), conn), n, nil
+		}
+		l.SetDeadline(time.Now().Add(time.Second))
+		next, err := l.Accept()
+		if err != nil {
+			return conn, conn, n, nil
+		}
+		conn.Close()
+		conn = next
+	}
 }
 
 // standInData is the transfer test's file in the stand-in's initrd (a
@@ -466,6 +512,37 @@ func TestCandidateServerHoldsNoData(t *testing.T) {
 		if res.Passed != (kind == "honest") || kind == "owncopy" && !strings.Contains(res.Corrupt, "differs from the one written") {
 			t.Errorf("%s: passed %v failure %q corrupt %q", kind, res.Passed, res.Failure, res.Corrupt)
 		}
+	}
+}
+
+// The candidate client's own counts and clock decide nothing: one that
+// reconnects and prints a clean transport is caught by the trusted
+// server's count of the connections it asked for, and the loop's length
+// is the server's.
+func TestZeroPrintingClientIsCaught(t *testing.T) {
+	p := standInPair(t)
+	test := DefaultTest()
+	test.Iterations = 2
+	base := standInKernel(t, "honest")
+	for _, kind := range []string{"honest", "flaky"} {
+		cand := standInKernel(t, kind)
+		cand.Peer, cand.Side = &base, SideClient
+		res, err := p.Run(context.Background(), cand, test)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		want := map[string]int{"honest": 0, "flaky": 1}[kind]
+		if h := res.Health; !h.Reported || h.Reconnects != want || h.Retrans != 0 {
+			t.Errorf("%s: health %+v, want %d reconnects", kind, h, want)
+		}
+		if res.LoopSecs <= 0 || res.LoopSecs == 8.10 {
+			t.Errorf("%s: loop_s %v is not the trusted server's", kind, res.LoopSecs)
+		}
+	}
+	// The base on both sides: its client's counts stand.
+	res, err := p.Run(context.Background(), base, test)
+	if err != nil || !res.Health.Reported || res.Health.Reconnects != 0 || res.LoopSecs != 8.10 {
+		t.Errorf("the base: %v health %+v loop_s %v", err, res.Health, res.LoopSecs)
 	}
 }
 

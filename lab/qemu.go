@@ -784,10 +784,8 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	if m, ok := r.last["client MOUNTED"]; ok {
 		res.MountOpts = m.Args["opts"]
 	}
-	if m, ok := r.last["client SUMMARY"]; ok {
-		res.LoopSecs = m.float("loop_s")
-	}
-	res.Health = healthOf(res.Client.Console, res.Server.Console)
+	res.LoopSecs = loopSecs(r.kernel.Trusted("client"), r.last["client SUMMARY"], r.last["server SLOOP"])
+	res.Health = healthOf(res.Client.Console, res.Server.Console, r.kernel.Trusted("client"))
 	if r.timedByServer() {
 		for i := range r.iters {
 			r.iters[i].Cmp = r.clientCmp[r.iters[i].N]

@@ -597,7 +597,8 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	case err != nil:
 		return nil, err
 	}
-	res.Health = healthOf(res.Client.Console, res.Server.Console)
+	res.Health = healthOf(res.Client.Console, res.Server.Console, timer == "client")
+	res.LoopSecs = loopSecs(timer == "client", m.summary, m.sloop)
 	// Over SSH the client's RDMA bring-up and mount are part of its step.
 	res.Phases = Phases{RDMAUp: tServer.Sub(t0).Seconds(), Test: tClient.Sub(tServer).Seconds()}
 	res.Failure = m.failure(res, cerr, timer == "server")
@@ -610,10 +611,10 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 
 // sshMarkers is what the hosts' sessions said of the test.
 type sshMarkers struct {
-	summary, lastResult, srvio marker
-	srvioSeen                  bool
-	invalidDone                bool
-	checks                     serverChecks
+	summary, lastResult, srvio, sloop marker
+	srvioSeen                         bool
+	invalidDone                       bool
+	checks                            serverChecks
 }
 
 // readMarkers reads both hosts' sessions into res (the iterations from the
@@ -640,6 +641,8 @@ func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 			m.checks.note(mk)
 		case mk.Event == "SRVIO":
 			m.srvio, m.srvioSeen = mk, true
+		case mk.Event == "SLOOP":
+			m.sloop = mk
 		case mk.Event == "CLIENT_DONE":
 			m.invalidDone = mk.Args["msg"] == "invalid"
 		}
@@ -662,7 +665,6 @@ func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 			res.MountOpts = mk.Args["opts"]
 		case "SUMMARY":
 			m.summary = mk
-			res.LoopSecs = mk.float("loop_s")
 		case "NETEM_FAIL":
 			return nil, netemError("client", mk.Args["msg"])
 		case "RDMA_FAIL":

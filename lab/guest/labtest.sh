@@ -177,7 +177,8 @@ io_now() {
 # runs the kernel under test, from its own byte counts on its own clock.
 # Iteration i's write lasts from the first byte past (i-1) files written
 # to the i-th file's last; its read likewise on the bytes read. STIME
-# lines carry the figures the host judges (RESULT's names).
+# lines carry the figures the host judges (RESULT's names), SLOOP the
+# loop's length, from the first iteration's first byte to the last's.
 server_time() {
 	b=$((RB_MB * 1048576))
 	# The pause between looks is a read that times out on a FIFO no one
@@ -188,7 +189,7 @@ server_time() {
 	exec 3<>/tmp/rb.tick
 	io_now
 	r0=$IO_R w0=$IO_W
-	i=1 ws= we= rs=
+	i=1 ws= we= rs= l0=
 	[ "$RB_TEST" = fio ] && ws=0 we=0
 	while [ "$i" -le "$RB_ITERS" ]; do
 		io_now
@@ -197,6 +198,9 @@ server_time() {
 		[ -z "$ws" ] && [ $w -gt $(((i - 1) * b)) ] && ws=$t
 		[ -n "$ws" ] && [ -z "$we" ] && [ $w -ge $((i * b)) ] && we=$t
 		[ -n "$we" ] && [ -z "$rs" ] && [ $r -gt $(((i - 1) * b)) ] && rs=$t
+		# The loop starts with the first byte of the first iteration.
+		[ -z "$l0" ] && [ -n "$ws" ] && [ "$ws" != 0 ] && l0=$ws
+		[ -z "$l0" ] && [ -n "$rs" ] && l0=$rs
 		if [ -n "$rs" ] && [ $r -ge $((i * b)) ]; then
 			awk -v i="$i" -v mb="$RB_MB" -v ws="$ws" -v we="$we" -v rs="$rs" -v re="$t" -v fio="$([ "$RB_TEST" = fio ] && echo 1)" 'BEGIN {
 				w = we - ws; r = re - rs; if (w <= 0) w = 0.01; if (r <= 0) r = 0.01
@@ -205,6 +209,7 @@ server_time() {
 			}'
 			i=$((i + 1)) ws= we= rs=
 			[ "$RB_TEST" = fio ] && ws=0 we=0
+			[ "$i" -gt "$RB_ITERS" ] && printf '\n@@RB SLOOP loop_s=%s\n' "$(awk -v a="$t" -v b="$l0" 'BEGIN{printf "%.2f", a-b}')"
 			continue
 		fi
 		read -r -t 0.01 -u 3 _
@@ -249,6 +254,15 @@ server_health() {
 	# The bytes nfsd read and wrote for its clients: a client running a
 	# kernel under test must have moved what it says it moved.
 	awk '$1 == "io" {print "\n@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
+	# What the server saw the client send again, and how often it asked
+	# for an RDMA connection: replies its reply cache gave again, and the
+	# RDMA CM's connection requests received. A client running the kernel
+	# under test says what it likes of its own counts.
+	req=0
+	for f in /sys/class/infiniband/*/ports/*/cm_rx_msgs/req; do
+		[ -r "$f" ] && req=$((req + $(cat "$f")))
+	done
+	awk -v req=$req '$1 == "rc" {print "\n@@RB SRVCONN rc_hits=" $2 " cm_req=" req}' /proc/net/rpc/nfsd
 	# svcrdma's own counters: sq_starve counts Sends that waited for
 	# Send Queue space (a healthy server under pressure waits; one whose
 	# accounting is inflated stops waiting).
