@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,8 +50,9 @@ func testPair(t *testing.T) (*QEMUPair, *[]int) {
 	cfg.Icount = ""
 	cfg.HeavyLock = testenv.HeavyLockPath()
 	// The image whose base archive `rdmabot lab image` printed; its
-	// layers sit next to it.
-	p := NewQEMUPair(cfg, Image{Dir: filepath.Dir(image), Path: image}, testLogger(t))
+	// layers sit next to it. This build's scripts go over it: the image
+	// may have been built from older ones.
+	p := NewQEMUPair(cfg, withTheseScripts(t, image), testLogger(t))
 	var mu sync.Mutex
 	pids := &[]int{}
 	p.hooks.started = func(role string, pid int) {
@@ -59,6 +61,41 @@ func testPair(t *testing.T) (*QEMUPair, *[]int) {
 		mu.Unlock()
 	}
 	return p, pids
+}
+
+// withTheseScripts is the image at path with an archive of this build's
+// guest scripts appended, in a directory of the test's own that links
+// the image's layers.
+func withTheseScripts(t *testing.T, path string) Image {
+	t.Helper()
+	dir := t.TempDir()
+	layers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "layer-*.cpio"))
+	for _, l := range layers {
+		if err := os.Symlink(l, filepath.Join(dir, filepath.Base(l))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	c := newCpioWriter(&b)
+	err = c.file("init", 0o755, initScript)
+	if err == nil {
+		err = c.file("usr/lib/rdmabot/labtest.sh", 0o644, labtestScript)
+	}
+	if err == nil {
+		err = c.close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "rootfs.cpio")
+	if err := os.WriteFile(out, append(base, b.Bytes()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Image{Dir: dir, Path: out}
 }
 
 func testKernel(t *testing.T) Kernel {
