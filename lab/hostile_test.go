@@ -152,31 +152,23 @@ func standIn(args []string) int {
 	switch role {
 	case "server":
 		say("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0")
+		if timer {
+			standInDrive(conn, link, standInData(initrd), mb, iters, conns, say)
+			break
+		}
 		// The server's own count: what the client wrote over the link,
-		// and what it sent back when read, until the client is done.
-		// Asked to take the times (rb.timer=server), it times each file
-		// from its first byte to its last, on its own clock.
-		// It checks each file against the data the host gave both
-		// guests, as labtest.sh's server_check does, and (rb.timer=server)
-		// what the client read back and wrote again after its files.
-		// What the host gave it, if anything (a trusted server's lot).
+		// and what it sent back when read, until the client is done. It
+		// checks each file against the data the host gave it (a trusted
+		// server's lot), as labtest.sh's server_check does.
 		file := int64(mb) << 20
 		data := standInData(initrd)
 		say("standin data: %s", dataSum(data))
-		same := map[int]bool{} // 1..iters: the files; iters+1..: the read-backs
+		same := map[int]bool{}
 		var moved, echoed int64
-		var first, loop0 time.Time
-		iter := 1
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := link.Read(buf)
 			if n > 0 {
-				if moved == int64(iter-1)*file {
-					first = time.Now()
-				}
-				if loop0.IsZero() {
-					loop0 = first
-				}
 				// The files are read back; the read-backs are not.
 				echo := min(int64(n), max(0, int64(iters)*file-moved))
 				if kind == "owncopy" {
@@ -204,14 +196,6 @@ func standIn(args []string) int {
 					got, at = got[k:], at+k
 				}
 				moved += int64(n)
-				if timer && iter <= iters && moved >= int64(iter)*file {
-					secs := time.Since(first).Seconds()
-					say("@@RB STIME iter=%d mb=%d write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", iter, mb, secs, float64(mb)/secs, secs, float64(mb)/secs)
-					iter++
-					if iter > iters {
-						say("@@RB SLOOP loop_s=%.2f", time.Since(loop0).Seconds())
-					}
-				}
 			}
 			if err != nil {
 				break
@@ -225,10 +209,6 @@ func standIn(args []string) int {
 			return map[bool]string{true: "ok", false: "mismatch"}[same[i]]
 		}
 		for i := 1; i <= iters && data != nil; i++ {
-			if timer {
-				say("@@RB SRVCMP iter=%d result=%s readback=%s", i, check(i), check(iters+i))
-				continue
-			}
 			say("@@RB SRVCMP iter=%d result=%s", i, check(i))
 		}
 		say("@@RB SRVIO read=%d written=%d", echoed, moved)
@@ -238,6 +218,10 @@ func standIn(args []string) int {
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
+		if timer {
+			standInDriven(conn, kind, initrd, mb, iters, say)
+			break
+		}
 		chunk := standInData(initrd)
 		say("standin data: %s", dataSum(chunk))
 		if chunk == nil {
@@ -248,7 +232,6 @@ func standIn(args []string) int {
 			// data came back as written.
 			chunk = make([]byte, mb<<20)
 		}
-		var readBack [][]byte
 		for i := 1; i <= iters; i++ {
 			// Write the file over the link and read it back.
 			go conn.Write(chunk)
@@ -264,7 +247,6 @@ func standIn(args []string) int {
 				// own check does not look.
 				back[8192] ^= 1
 			}
-			readBack = append(readBack, back)
 			if kind == "injector" {
 				// It boots again, as far as its console says.
 				say("@@RB BOOTED role=server kernel=6.12.117 build_id=%s t=9", id)
@@ -276,13 +258,6 @@ func standIn(args []string) int {
 			}
 			say("@@RB RESULT iter=%d mb=%d gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, mb, cmp)
 		}
-		// What it read back goes to the server, as labtest.sh's
-		// client_transfer sends it.
-		for _, back := range readBack {
-			if timer {
-				conn.Write(back)
-			}
-		}
 		say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
 		// Its transport's counts: one connect, nothing sent again.
 		say("@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
@@ -291,6 +266,96 @@ func standIn(args []string) int {
 	}
 	say("@@RB POWEROFF status=ok t=13.5")
 	return 0
+}
+
+// standInDrive is the trusted server driving a candidate client
+// (rb.timer=server), as labtest.sh's server_drive: per iteration it
+// sends the client that iteration's file of its data (the client's read)
+// and takes as much back (its write), timing both on its own clock, and
+// checks what came back. Bytes that arrive before it sends a file (a
+// writer ahead) are the client's failure.
+func standInDrive(conn net.Conn, link io.Reader, data []byte, mb, iters, conns int, say func(string, ...any)) {
+	file := mb << 20
+	say("standin data: %s", dataSum(data))
+	if len(data) < iters*file {
+		say("@@RB DRIVE_FAIL iter=1 why=no_data")
+		return
+	}
+	var loop0 time.Time
+	var checks []string
+	var moved int
+	for i := 1; i <= iters; i++ {
+		conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if n, _ := link.Read(make([]byte, 1)); n > 0 {
+			say("@@RB DRIVE_FAIL iter=%d why=moved_before_go", i)
+			return
+		}
+		conn.SetReadDeadline(time.Time{})
+		start := time.Now()
+		if loop0.IsZero() {
+			loop0 = start
+		}
+		want := data[(i-1)*file : i*file]
+		go conn.Write(want)
+		back := make([]byte, file)
+		n, err := io.ReadFull(link, back)
+		moved += n
+		if err != nil {
+			say("@@RB DRIVE_FAIL iter=%d why=short_write", i)
+			return
+		}
+		secs := time.Since(start).Seconds()
+		say("@@RB STIME iter=%d mb=%d write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", i, mb, secs/2, float64(mb)/secs*2, secs/2, float64(mb)/secs*2)
+		checks = append(checks, map[bool]string{true: "ok", false: "mismatch"}[bytes.Equal(back, want)])
+	}
+	say("@@RB SLOOP loop_s=%.2f", time.Since(loop0).Seconds())
+	io.Copy(io.Discard, link) // until the client is done
+	say("@@RB CLIENT_DONE msg=ok t=9")
+	for i, c := range checks {
+		say("@@RB SRVCMP iter=%d result=%s", i+1, c)
+	}
+	say("@@RB SRVIO read=%d written=%d", iters*file, moved)
+	say("@@RB SRVSTAT calls=1 badcalls=0")
+	say("@@RB SRVCONN rc_hits=0 cm_req=%d", conns)
+}
+
+// standInDriven is a client the trusted server drives: it takes each
+// file and sends it back, as labtest.sh's client_driven copies s_i to
+// f_i; its kind bends that ("forger" sends other bytes, "misreader" what
+// it read changed, "frontwriter" the next file before it is given it,
+// "liar" says 1600 MB/s).
+func standInDriven(conn net.Conn, kind, initrd string, mb, iters int, say func(string, ...any)) {
+	say("standin data: %s", dataSum(standInData(initrd)))
+	file := mb << 20
+	for i := 1; i <= iters; i++ {
+		got := make([]byte, file)
+		if _, err := io.ReadFull(conn, got); err != nil {
+			break
+		}
+		switch kind {
+		case "forger":
+			got = make([]byte, file)
+		case "misreader":
+			got[8192] ^= 1
+		}
+		conn.Write(got)
+		if kind == "frontwriter" {
+			// The next file, before it is given: it cannot know it.
+			conn.Write(make([]byte, 4096))
+		}
+		if kind == "liar" {
+			say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i, mb)
+			continue
+		}
+		if kind == "injector" {
+			say("@@RB BOOTED role=client kernel=6.12.117 build_id=ab t=9")
+		}
+		say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=ok t=9", i, mb)
+	}
+	say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
+	say("@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
+	say("@@RB RPCSTAT calls=210 retrans=0")
+	conn.Close()
 }
 
 // standInAccept is the server's end of the link: a connection closed
@@ -303,10 +368,14 @@ func standInAccept(l *net.TCPListener) (net.Conn, io.Reader, int, error) {
 		return nil, nil, 0, err
 	}
 	for n := 1; ; n++ {
+		// A connection still open after a moment, silent or not, is the
+		// link.
 		first := make([]byte, 1)
-		k, _ := conn.Read(first)
-		if k > 0 {
-			return conn, io.MultiReader(bytes.NewReader(first), conn), n, nil
+		conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		k, err := conn.Read(first)
+		conn.SetReadDeadline(time.Time{})
+		if k > 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+			return conn, io.MultiReader(bytes.NewReader(first[:k]), conn), n, nil
 		}
 		l.SetDeadline(time.Now().Add(time.Second))
 		next, err := l.Accept()
@@ -387,7 +456,7 @@ func standInPair(t *testing.T) *QEMUPair {
 	cfg.Binary, cfg.Icount, cfg.QuietWait = bin, "", cfgtype.D(0)
 	cfg.HeavyLock = filepath.Join(t.TempDir(), "heavy.lock")
 	cfg.BootTimeout, cfg.SetupTimeout = cfgtype.D(5*time.Second), cfgtype.D(5*time.Second)
-	cfg.IterationTimeout, cfg.PerMiBTimeout = cfgtype.D(2*time.Second), cfgtype.D(0)
+	cfg.IterationTimeout, cfg.PerMiBTimeout = cfgtype.D(3*time.Second), cfgtype.D(0)
 	cfg.ShutdownTimeout, cfg.CrashGrace = cfgtype.D(2*time.Second), cfgtype.D(time.Second)
 	dir := t.TempDir()
 	initrd := filepath.Join(dir, "initrd")
@@ -425,7 +494,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 
 	for _, c := range []struct{ side, kind string }{
 		{SideServer, "hostile"}, {SideServer, "hostile-spin"}, {SideClient, "hostile"}, {SideClient, "hostile-spin"},
-		{SideClient, "liar"}, {SideClient, "forger"}, {SideClient, "misreader"}, {SideClient, "injector"},
+		{SideClient, "liar"}, {SideClient, "forger"}, {SideClient, "misreader"}, {SideClient, "injector"}, {SideClient, "frontwriter"},
 	} {
 		t.Run(c.side+"-"+c.kind, func(t *testing.T) {
 			cand := standInKernel(t, c.kind)
@@ -437,7 +506,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			if errors.As(err, &infra) {
 				t.Fatalf("the hostile kernel made a lab fault: %v", err)
 			}
-			// Boot, setup, 2 iterations and shutdown: 5+5+2*2+2 s at most.
+			// Boot, setup, 2 iterations and shutdown: 5+5+2*3+2 s at most.
 			if took > 20*time.Second {
 				t.Errorf("the run took %v: the hostile kernel held the pair", took)
 			}
@@ -454,8 +523,11 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			if c.kind == "forger" && (res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch")) {
 				t.Errorf("a client that wrote other data than it was given: passed=%v corrupt=%q", res.Passed, res.Corrupt)
 			}
-			if c.kind == "misreader" && (res.Passed || !strings.Contains(res.Corrupt, "server's check of the read-back: mismatch")) {
+			if c.kind == "misreader" && (res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch")) {
 				t.Errorf("a client whose reads differ from what the server sent: passed=%v corrupt=%q", res.Passed, res.Corrupt)
+			}
+			if c.kind == "frontwriter" && (res.Passed || !strings.Contains(res.Failure, "broke the trusted server's protocol (moved_before_go)")) {
+				t.Errorf("a client writing ahead: passed=%v failure %q", res.Passed, res.Failure)
 			}
 			if c.kind == "liar" && (!res.Passed || res.Corrupt != "") {
 				t.Errorf("a client that moved the data as given: failure %q corrupt %q", res.Failure, res.Corrupt)

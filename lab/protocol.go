@@ -94,7 +94,7 @@ var protocolSteps = map[string]map[string]int{
 		"NETEM": 2, "NETEM_FAIL": 2, "MODE_FAIL": 2, "RDMA_UP": 2, "RDMA_FAIL": 2,
 		"RPCBIND_FAIL": 3, "EXPORT_FAIL": 3, "MOUNTD_FAIL": 3, "PRESSURE_FAIL": 3, "NFSD_FAIL": 3,
 		"PORTLIST_FAIL": 3, "PRESSURE_SRV": 3, "NFSD_READY": 3,
-		"STIME": 4, "SLOOP": 4, "BOUNCED": 4,
+		"STIME": 4, "SLOOP": 4, "DRIVE_FAIL": 4, "BOUNCED": 4,
 		"CLIENT_DONE": 5,
 		"SRVCMP":      6, "SRVSTAT": 6, "SRVIO": 6, "SVCRDMA": 6, "SRVCONN": 6,
 		"NETEM_STATS": 7, "MEM": 7,
@@ -116,7 +116,7 @@ var protocolSteps = map[string]map[string]int{
 var protocolOnce = map[string]bool{
 	"BOOTED": true, "NET_UP": true, "RDMA_UP": true, "NETEM": true, "NETEM_FAIL": true, "NFSD_READY": true,
 	"MOUNTED": true, "TRANSPORT": true, "CLIENT_DONE": true, "SUMMARY": true, "SRVIO": true, "SRVSTAT": true,
-	"SVCRDMA": true, "SRVCONN": true, "SLOOP": true, "RPCSTAT": true, "MEM": true, "POWEROFF": true, "NETEM_STATS": true,
+	"SVCRDMA": true, "SRVCONN": true, "SLOOP": true, "DRIVE_FAIL": true, "RPCSTAT": true, "MEM": true, "POWEROFF": true, "NETEM_STATS": true,
 }
 
 // protocolLate are events printed by a background task of their step

@@ -283,7 +283,7 @@ func dataInitrds(k Kernel, t Test, initrd string) (map[string]string, func(), er
 		return nil, func() {}, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	data, err := newTestData(t.SizeMiB)
+	data, err := newTestData(dataMiB(k, t))
 	if err == nil {
 		var path string
 		if path, err = withData(dir, initrd, data); err == nil {
@@ -589,8 +589,9 @@ func (r *run) loop(ctx context.Context) {
 		if r.has("server", "NETEM_FAIL") || r.has("client", "NETEM_FAIL") {
 			return
 		}
-		// Markers no script of ours prints decide the run already.
-		if r.violated() != "" {
+		// Markers no script of ours prints decide the run already, as
+		// does a client that broke the trusted server's protocol.
+		if r.violated() != "" || r.has("server", "DRIVE_FAIL") {
 			return
 		}
 		// A guest gone without saying POWEROFF (killed, crashed, reset)
@@ -861,6 +862,8 @@ func (r *run) failure(res *Result) string {
 		return "client never mounted"
 	case res.Transport != r.test.Transport:
 		return fmt.Sprintf("transport is %q, not %q", res.Transport, r.test.Transport)
+	case r.has("server", "DRIVE_FAIL"):
+		return driveFailure(r.last["server DRIVE_FAIL"])
 	case r.last["server CLIENT_DONE"].Args["msg"] == "invalid":
 		return errInvalidDone
 	case len(r.iters) != r.test.Iterations:

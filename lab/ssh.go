@@ -513,7 +513,7 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	var data []byte
 	if t.Kind == "transfer" {
 		var err error
-		if data, err = newTestData(t.SizeMiB); err != nil {
+		if data, err = newTestData(dataMiB(k, t)); err != nil {
 			return nil, &InfraError{Op: "test data", Err: err}
 		}
 	}
@@ -611,10 +611,11 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 
 // sshMarkers is what the hosts' sessions said of the test.
 type sshMarkers struct {
-	summary, lastResult, srvio, sloop marker
-	srvioSeen                         bool
-	invalidDone                       bool
-	checks                            serverChecks
+	summary, lastResult, srvio, sloop, drive marker
+	driveSeen                                bool
+	srvioSeen                                bool
+	invalidDone                              bool
+	checks                                   serverChecks
 }
 
 // readMarkers reads both hosts' sessions into res (the iterations from the
@@ -643,6 +644,8 @@ func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 			m.srvio, m.srvioSeen = mk, true
 		case mk.Event == "SLOOP":
 			m.sloop = mk
+		case mk.Event == "DRIVE_FAIL":
+			m.drive, m.driveSeen = mk, true
 		case mk.Event == "CLIENT_DONE":
 			m.invalidDone = mk.Args["msg"] == "invalid"
 		}
@@ -690,6 +693,8 @@ func (m *sshMarkers) failure(res *Result, cerr error, clientUntrusted bool) stri
 		return "client test failed: " + cerr.Error()
 	case res.Transport != t.Transport:
 		return fmt.Sprintf("transport is %q, not %q", res.Transport, t.Transport)
+	case m.driveSeen:
+		return driveFailure(m.drive)
 	case m.invalidDone:
 		return errInvalidDone
 	case len(res.Iterations) != t.Iterations:
