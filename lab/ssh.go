@@ -510,28 +510,9 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	if !k.Trusted("client") {
 		timer = "server"
 	}
-	var data []byte
-	if t.Kind == "transfer" {
-		var err error
-		if data, err = newTestData(dataMiB(k, t)); err != nil {
-			return nil, &InfraError{Op: "test data", Err: err}
-		}
-	}
-	for _, h := range []*sshHost{srv, cli} {
-		if err := h.put(ctx, remoteScript, labtestScript, 0o644); err != nil {
-			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
-		}
-		// A host not given this boot's data has none: an earlier boot's
-		// copy is removed.
-		if data == nil || !holdsData(k, h.role) {
-			if _, err := h.run(ctx, "rm -f "+remoteData, nil); err != nil {
-				return nil, &InfraError{Host: h.role, Op: "remove test data", Err: err}
-			}
-			continue
-		}
-		if err := h.put(ctx, remoteData, data, 0o644); err != nil {
-			return nil, &InfraError{Host: h.role, Op: "copy test data", Err: err}
-		}
+	data, err := putTest(ctx, []*sshHost{srv, cli}, k, t)
+	if err != nil {
+		return nil, err
 	}
 	// Each step has a deadline: a hung NFS mount must not hold the pair.
 	stepCtx := func(sctx context.Context, h *sshHost, peer SSHHostConfig, fns string) (time.Time, error) {
@@ -607,6 +588,33 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 		res.Corrupt = m.checks.corrupt(res.Iterations)
 	}
 	return res, nil
+}
+
+// putTest copies the test script to the hosts, and this boot's data
+// (fresh) to those that hold it (holdsData); a host not given it has
+// none (an earlier boot's copy is removed). data is nil for a test
+// without data.
+func putTest(ctx context.Context, hosts []*sshHost, k Kernel, t Test) (data []byte, err error) {
+	if t.Kind == "transfer" {
+		if data, err = newTestData(dataMiB(k, t)); err != nil {
+			return nil, &InfraError{Op: "test data", Err: err}
+		}
+	}
+	for _, h := range hosts {
+		if err := h.put(ctx, remoteScript, labtestScript, 0o644); err != nil {
+			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
+		}
+		if data == nil || !holdsData(k, h.role) {
+			if _, err := h.run(ctx, "rm -f "+remoteData, nil); err != nil {
+				return nil, &InfraError{Host: h.role, Op: "remove test data", Err: err}
+			}
+			continue
+		}
+		if err := h.put(ctx, remoteData, data, 0o644); err != nil {
+			return nil, &InfraError{Host: h.role, Op: "copy test data", Err: err}
+		}
+	}
+	return data, nil
 }
 
 // sshMarkers is what the hosts' sessions said of the test.
