@@ -293,6 +293,7 @@ server_drive() {
 			r = re - tg; w = td - re; if (w <= 0) w = 0.01; if (r <= 0) r = 0.01
 			printf "\n@@RB STIME iter=%d mb=%s write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f\n", i, mb, w, mb / w, r, mb / r
 		}'
+		rm -f "$MNT/s$i"
 		i=$((i + 1))
 	done
 	printf '\n@@RB SLOOP loop_s=%s\n' "$(awk -v a="$td" -v b="$l0" 'BEGIN{printf "%.2f", a-b}')"
@@ -456,8 +457,9 @@ client_driven() {
 		b=$(now)
 		cp $MNT/s$i /dev/shm/x
 		c=$(now)
-		# close() flushes an NFS file: done means on the server.
-		if cp /dev/shm/x $MNT/f$i; then r=ok; else r=fail; fi
+		# Done means on the server: close() alone need not wait for the
+		# writes under a write delegation.
+		if cp /dev/shm/x $MNT/f$i && sync; then r=ok; else r=fail; fi
 		d=$(now)
 		rm -f /dev/shm/x
 		n=0
