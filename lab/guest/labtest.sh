@@ -474,6 +474,15 @@ client_driven() {
 		[ $r = ok ] || return 1
 		i=$((i + 1))
 	done
+	# rb.crash=corrupt, the host's self-test of server_check: the
+	# server's copies change once the driving is over, where only the
+	# server can see it.
+	i=1
+	while [ "${RB_CRASH:-none}" = corrupt ] && [ $i -le "$RB_ITERS" ]; do
+		printf x | dd of=$MNT/f$i bs=1 seek=4096 conv=notrunc 2>/dev/null
+		i=$((i + 1))
+	done
+	sync
 }
 
 client_transfer() {
