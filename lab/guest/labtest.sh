@@ -356,13 +356,16 @@ server_health() {
 	# The bytes nfsd read and wrote for its clients: a client running a
 	# kernel under test must have moved what it says it moved.
 	awk '$1 == "io" {print "\n@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
-	# What the server saw the client send again, and how often it asked
-	# for an RDMA connection: replies its reply cache gave again, and the
-	# RDMA CM's connection requests received. A client running the kernel
-	# under test says what it likes of its own counts.
+	# What the server saw the client send again, and how often it was
+	# asked for an RDMA connection: replies its reply cache gave again,
+	# and the RDMA CM's connection requests received, less repeats and
+	# the ones it refused (a mount tried before the listener was up). A
+	# client running the kernel under test says what it likes of its own
+	# counts.
 	req=0
-	for f in /sys/class/infiniband/*/ports/*/cm_rx_msgs/req; do
-		[ -r "$f" ] && req=$((req + $(cat "$f")))
+	for p in /sys/class/infiniband/*/ports/*; do
+		[ -r "$p/cm_rx_msgs/req" ] || continue
+		req=$((req + $(cat "$p/cm_rx_msgs/req") - $(cat "$p/cm_rx_duplicates/req") - $(cat "$p/cm_tx_msgs/rej")))
 	done
 	awk -v req=$req '$1 == "rc" {print "\n@@RB SRVCONN rc_hits=" $2 " cm_req=" req}' /proc/net/rpc/nfsd
 	# svcrdma's own counters: sq_starve counts Sends that waited for
