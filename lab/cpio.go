@@ -105,6 +105,17 @@ func (c *cpioWriter) addPath(rel, path string, fi fs.FileInfo) error {
 	return nil // sockets and fifos are not part of an image
 }
 
+// file adds a regular file holding data.
+func (c *cpioWriter) file(name string, mode uint32, data []byte) error {
+	if err := c.header(name, cpioFile|mode, int64(len(data)), 0, 0); err != nil {
+		return err
+	}
+	if err := c.write(data); err != nil {
+		return err
+	}
+	return c.align()
+}
+
 func (c *cpioWriter) device(name string, mode, major, minor uint32) error {
 	return c.header(name, cpioChar|mode, 0, major, minor)
 }

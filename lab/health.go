@@ -80,8 +80,42 @@ func (h Health) Faults() int {
 }
 
 // healthOf reads the health markers of both consoles (labtest.sh's
-// client_health and server_health).
-func healthOf(clientConsole, serverConsole string) Health {
+// client_health and server_health). With the kernel under test on the
+// client (clientTrusted false) its counts are only evidence against it:
+// the trusted server's own view of the client (requests it sent again,
+// RDMA connections it asked for) stands wherever it is the higher, and
+// only the server's report makes the counts reported.
+func healthOf(clientConsole, serverConsole string, clientTrusted bool) Health {
+	h := clientHealth(clientConsole)
+	var srvSeen bool
+	var srvRetrans, srvReconnects int
+	for _, l := range strings.Split(serverConsole, "\n") {
+		kernelFaults(&h, l)
+		m, ok := parseMarker(l)
+		switch {
+		case !ok:
+		case m.Event == "SRVSTAT":
+			srvSeen = true
+			h.ServerBadCalls = m.int("badcalls")
+		case m.Event == "SVCRDMA":
+			h.SQStarve = m.int("sq_starve")
+		case m.Event == "SRVCONN":
+			// Replies nfsd's reply cache gave again are requests the
+			// client sent again; an RDMA connection request after the
+			// first is a reconnect.
+			srvRetrans, srvReconnects = m.int("rc_hits"), max(m.int("cm_req")-1, 0)
+		}
+	}
+	if !clientTrusted {
+		h.Reported = srvSeen
+		h.Retrans, h.Reconnects = max(h.Retrans, srvRetrans), max(h.Reconnects, srvReconnects)
+	}
+	return h
+}
+
+// clientHealth reads the client's health markers and the faults its
+// kernel printed.
+func clientHealth(clientConsole string) Health {
 	var h Health
 	var opsSeen, rpcSeen, xprtSeen bool
 	rpcRetrans := 0
@@ -115,17 +149,6 @@ func healthOf(clientConsole, serverConsole string) Health {
 	}
 	if !opsSeen && rpcSeen {
 		h.Retrans = rpcRetrans
-	}
-	for _, l := range strings.Split(serverConsole, "\n") {
-		kernelFaults(&h, l)
-		m, ok := parseMarker(l)
-		switch {
-		case !ok:
-		case m.Event == "SRVSTAT":
-			h.ServerBadCalls = m.int("badcalls")
-		case m.Event == "SVCRDMA":
-			h.SQStarve = m.int("sq_starve")
-		}
 	}
 	h.Reported = opsSeen || rpcSeen || xprtSeen
 	return h

@@ -24,7 +24,7 @@ func TestHealthOfRealConsoles(t *testing.T) {
 				t.Fatal(err)
 			}
 			client, server, _ := strings.Cut(string(raw), "--\n")
-			got, _ := json.MarshalIndent(healthOf(client, server), "", "  ")
+			got, _ := json.MarshalIndent(healthOf(client, server, true), "", "  ")
 			testenv.Golden(t, filepath.Join("testdata", "health-"+name+".json"), append(got, '\n'), *update)
 		})
 	}
@@ -44,16 +44,33 @@ func TestHealthOf(t *testing.T) {
 @@RB RPCSTAT calls=210 retrans=9
 `
 	server := "@@RB SRVSTAT calls=210 badcalls=2\n"
-	h := healthOf(client, server)
+	h := healthOf(client, server, true)
 	want := Health{Reported: true, Retrans: 3, Timeouts: 1, Reconnects: 2, BadXIDs: 2, BadReplies: 1, ServerBadCalls: 2, Ops: 201, Sends: 400}
 	if h != want {
 		t.Errorf("got %+v\nwant %+v", h, want)
 	}
-	if h := healthOf("@@RB RPCSTAT calls=210 retrans=9\n", ""); !h.Reported || h.Retrans != 9 {
+	if h := healthOf("@@RB RPCSTAT calls=210 retrans=9\n", "", true); !h.Reported || h.Retrans != 9 {
 		t.Errorf("RPC totals only: %+v", h)
 	}
-	if h := healthOf("[ 1.0] Linux version\n", ""); h.Reported || h.Counters() != nil {
+	if h := healthOf("[ 1.0] Linux version\n", "", true); h.Reported || h.Counters() != nil {
 		t.Errorf("no markers: %+v", h)
+	}
+	// A candidate client's zeros mean nothing: the trusted server's
+	// view stands, and decides whether anything was reported; its
+	// nonzero counts still count against it.
+	zeros := "@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0\n@@RB RPCSTAT calls=210 retrans=0\n"
+	faulty := "@@RB SRVSTAT calls=210 badcalls=0\n@@RB SRVCONN rc_hits=4 cm_req=3\n"
+	if h := healthOf(zeros, faulty, false); !h.Reported || h.Retrans != 4 || h.Reconnects != 2 {
+		t.Errorf("a candidate client's zeros, the server's faults: %+v", h)
+	}
+	if h := healthOf(zeros, faulty, true); h.Retrans != 0 || h.Reconnects != 0 {
+		t.Errorf("a trusted client's counts: %+v", h)
+	}
+	if h := healthOf("@@RB RPCSTAT calls=210 retrans=9\n", "@@RB SRVSTAT calls=210 badcalls=0\n@@RB SRVCONN rc_hits=0 cm_req=1\n", false); !h.Reported || h.Retrans != 9 {
+		t.Errorf("a candidate client's own retransmissions: %+v", h)
+	}
+	if h := healthOf(zeros, "", false); h.Reported {
+		t.Errorf("a candidate client's report alone: %+v", h)
 	}
 }
 
@@ -72,7 +89,7 @@ echo post_one_send: send queue full
 @@RB SRVSTAT calls=210 badcalls=0
 @@RB SVCRDMA sq_starve=1234 reads=7 writes=96 recvs=210
 `
-	h := healthOf(client, server)
+	h := healthOf(client, server, true)
 	want := Health{Reported: true, SQFull: 3, CQFull: 1, Ops: 100, Sends: 400, ReadChunks: 7, WriteChunks: 96, SQStarve: 1234}
 	if h != want {
 		t.Errorf("got %+v\nwant %+v", h, want)

@@ -3,6 +3,8 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +27,7 @@ import (
 // can. A kernel file holding "honest" plays a passing run at about
 // 8 MB/s; one holding "hostile" plays an attacker on its side: forged
 // results at 1600 MB/s, another build id, progress without end, and no
-// power-off; "liar" moves the data as the honest one does and says it
+// power-off; "injector" prints a second BOOTED midway; "liar" moves the data as the honest one does and says it
 // did so at 1600 MB/s; "forger" writes other data than it was given and
 // says its check passed. The honest server checks what it received
 // against the test's data, as a trusted server does.
@@ -39,11 +41,13 @@ func TestMain(m *testing.M) {
 }
 
 func standIn(args []string) int {
-	var kernel, cmdline, netdev string
+	var kernel, cmdline, netdev, initrd string
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
 		case "-kernel":
 			kernel = args[i+1]
+		case "-initrd":
+			initrd = args[i+1]
 		case "-append":
 			cmdline = args[i+1]
 		case "-netdev":
@@ -73,16 +77,25 @@ func standIn(args []string) int {
 	// The link: the server listens (the host waits for that), the client
 	// connects; a guest's link going down is its peer gone.
 	var conn net.Conn
+	var link io.Reader // what the server reads of the link
+	conns := 0         // the connections the server accepted
 	if _, port, ok := strings.Cut(netdev, "listen="); ok {
 		l, err := net.Listen("tcp", port)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if conn, err = l.Accept(); err != nil {
+		if conn, link, conns, err = standInAccept(l.(*net.TCPListener)); err != nil {
 			return 1
 		}
 	} else if _, port, ok := strings.Cut(netdev, "connect="); ok {
+		if kind == "flaky" {
+			// It connects, gives up and connects again: a reconnect,
+			// which its own counts will not show.
+			if c, err := net.Dial("tcp", port); err == nil {
+				c.Close()
+			}
+		}
 		if conn, err = net.Dial("tcp", port); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -139,29 +152,39 @@ func standIn(args []string) int {
 	switch role {
 	case "server":
 		say("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0")
+		if timer {
+			standInDrive(conn, link, standInData(initrd), mb, iters, conns, say)
+			break
+		}
 		// The server's own count: what the client wrote over the link,
-		// and what it sent back when read, until the client is done.
-		// Asked to take the times (rb.timer=server), it times each file
-		// from its first byte to its last, on its own clock.
-		// It checks each file against the data the host gave both
-		// guests, as labtest.sh's server_check does, and (rb.timer=server)
-		// what the client read back and wrote again after its files.
+		// and what it sent back when read, until the client is done. It
+		// checks each file against the data the host gave it (a trusted
+		// server's lot), as labtest.sh's server_check does.
 		file := int64(mb) << 20
-		data := testData(mb)
-		same := map[int]bool{} // 1..iters: the files; iters+1..: the read-backs
+		data := standInData(initrd)
+		say("standin data: %s", dataSum(data))
+		same := map[int]bool{}
 		var moved, echoed int64
-		var first time.Time
-		iter := 1
 		buf := make([]byte, 64<<10)
 		for {
-			n, err := conn.Read(buf)
+			n, err := link.Read(buf)
 			if n > 0 {
-				if moved == int64(iter-1)*file {
-					first = time.Now()
-				}
 				// The files are read back; the read-backs are not.
 				echo := min(int64(n), max(0, int64(iters)*file-moved))
-				conn.Write(buf[:echo])
+				if kind == "owncopy" {
+					// It answers reads from its own copy of the data,
+					// as a server that knew it could without pulling
+					// the payload: without one, it has nothing right.
+					own := make([]byte, echo)
+					for j := range own {
+						if at := (moved + int64(j)) % file; data != nil {
+							own[j] = data[at]
+						}
+					}
+					conn.Write(own)
+				} else {
+					conn.Write(buf[:echo])
+				}
 				echoed += echo
 				for got, at := buf[:n], moved; len(got) > 0; {
 					i, off := int(at/file)+1, at%file
@@ -169,15 +192,10 @@ func standIn(args []string) int {
 					if _, seen := same[i]; !seen {
 						same[i] = true
 					}
-					same[i] = same[i] && bytes.Equal(got[:k], data[off:off+k])
+					same[i] = same[i] && data != nil && bytes.Equal(got[:k], data[off:off+k])
 					got, at = got[k:], at+k
 				}
 				moved += int64(n)
-				if timer && iter <= iters && moved >= int64(iter)*file {
-					secs := time.Since(first).Seconds()
-					say("@@RB STIME iter=%d mb=%d write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", iter, mb, secs, float64(mb)/secs, secs, float64(mb)/secs)
-					iter++
-				}
 			}
 			if err != nil {
 				break
@@ -190,24 +208,30 @@ func standIn(args []string) int {
 			}
 			return map[bool]string{true: "ok", false: "mismatch"}[same[i]]
 		}
-		for i := 1; i <= iters; i++ {
-			if timer {
-				say("@@RB SRVCMP iter=%d result=%s readback=%s", i, check(i), check(iters+i))
-				continue
-			}
+		for i := 1; i <= iters && data != nil; i++ {
 			say("@@RB SRVCMP iter=%d result=%s", i, check(i))
 		}
 		say("@@RB SRVIO read=%d written=%d", echoed, moved)
+		// Its own view of the client: every connection it was asked for.
+		say("@@RB SRVSTAT calls=1 badcalls=0")
+		say("@@RB SRVCONN rc_hits=0 cm_req=%d", conns)
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
-		chunk := testData(mb)
+		if timer {
+			standInDriven(conn, kind, initrd, mb, iters, say)
+			break
+		}
+		chunk := standInData(initrd)
+		say("standin data: %s", dataSum(chunk))
+		if chunk == nil {
+			chunk = make([]byte, mb<<20)
+		}
 		if kind == "forger" {
 			// It moves a file, not the one it was given, and says the
 			// data came back as written.
 			chunk = make([]byte, mb<<20)
 		}
-		var readBack [][]byte
 		for i := 1; i <= iters; i++ {
 			// Write the file over the link and read it back.
 			go conn.Write(chunk)
@@ -223,7 +247,10 @@ func standIn(args []string) int {
 				// own check does not look.
 				back[8192] ^= 1
 			}
-			readBack = append(readBack, back)
+			if kind == "injector" {
+				// It boots again, as far as its console says.
+				say("@@RB BOOTED role=server kernel=6.12.117 build_id=%s t=9", id)
+			}
 			if kind == "liar" {
 				// It moved the data, and says it did so at 1600 MB/s.
 				say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, mb, cmp)
@@ -231,18 +258,165 @@ func standIn(args []string) int {
 			}
 			say("@@RB RESULT iter=%d mb=%d gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, mb, cmp)
 		}
-		// What it read back goes to the server, as labtest.sh's
-		// client_transfer sends it.
-		for _, back := range readBack {
-			if timer {
-				conn.Write(back)
-			}
-		}
 		say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
+		// Its transport's counts: one connect, nothing sent again.
+		say("@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
+		say("@@RB RPCSTAT calls=210 retrans=0")
 		conn.Close()
 	}
 	say("@@RB POWEROFF status=ok t=13.5")
 	return 0
+}
+
+// standInDrive is the trusted server driving a candidate client
+// (rb.timer=server), as labtest.sh's server_drive: per iteration it
+// sends the client that iteration's file of its data (the client's read)
+// and takes as much back (its write), timing both on its own clock, and
+// checks what came back. Bytes that arrive before it sends a file (a
+// writer ahead) are the client's failure.
+func standInDrive(conn net.Conn, link io.Reader, data []byte, mb, iters, conns int, say func(string, ...any)) {
+	file := mb << 20
+	say("standin data: %s", dataSum(data))
+	if len(data) < iters*file {
+		say("@@RB DRIVE_FAIL iter=1 why=no_data")
+		return
+	}
+	var loop0 time.Time
+	var checks []string
+	var moved int
+	for i := 1; i <= iters; i++ {
+		conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if n, _ := link.Read(make([]byte, 1)); n > 0 {
+			say("@@RB DRIVE_FAIL iter=%d why=moved_before_go", i)
+			return
+		}
+		conn.SetReadDeadline(time.Time{})
+		start := time.Now()
+		if loop0.IsZero() {
+			loop0 = start
+		}
+		want := data[(i-1)*file : i*file]
+		go conn.Write(want)
+		back := make([]byte, file)
+		n, err := io.ReadFull(link, back)
+		moved += n
+		if err != nil {
+			say("@@RB DRIVE_FAIL iter=%d why=short_write", i)
+			return
+		}
+		secs := time.Since(start).Seconds()
+		say("@@RB STIME iter=%d mb=%d write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f", i, mb, secs/2, float64(mb)/secs*2, secs/2, float64(mb)/secs*2)
+		checks = append(checks, map[bool]string{true: "ok", false: "mismatch"}[bytes.Equal(back, want)])
+	}
+	say("@@RB SLOOP loop_s=%.2f", time.Since(loop0).Seconds())
+	io.Copy(io.Discard, link) // until the client is done
+	say("@@RB CLIENT_DONE msg=ok t=9")
+	for i, c := range checks {
+		say("@@RB SRVCMP iter=%d result=%s", i+1, c)
+	}
+	say("@@RB SRVIO read=%d written=%d", iters*file, moved)
+	say("@@RB SRVSTAT calls=1 badcalls=0")
+	say("@@RB SRVCONN rc_hits=0 cm_req=%d", conns)
+}
+
+// standInDriven is a client the trusted server drives: it takes each
+// file and sends it back, as labtest.sh's client_driven copies s_i to
+// f_i; its kind bends that ("forger" sends other bytes, "misreader" what
+// it read changed, "frontwriter" the next file before it is given it,
+// "liar" says 1600 MB/s).
+func standInDriven(conn net.Conn, kind, initrd string, mb, iters int, say func(string, ...any)) {
+	say("standin data: %s", dataSum(standInData(initrd)))
+	file := mb << 20
+	for i := 1; i <= iters; i++ {
+		got := make([]byte, file)
+		if _, err := io.ReadFull(conn, got); err != nil {
+			break
+		}
+		switch kind {
+		case "forger":
+			got = make([]byte, file)
+		case "misreader":
+			got[8192] ^= 1
+		}
+		conn.Write(got)
+		if kind == "frontwriter" {
+			// The next file, before it is given: it cannot know it.
+			conn.Write(make([]byte, 4096))
+		}
+		if kind == "liar" {
+			say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i, mb)
+			continue
+		}
+		if kind == "injector" {
+			say("@@RB BOOTED role=client kernel=6.12.117 build_id=ab t=9")
+		}
+		say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=ok t=9", i, mb)
+	}
+	say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
+	say("@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
+	say("@@RB RPCSTAT calls=210 retrans=0")
+	conn.Close()
+}
+
+// standInAccept is the server's end of the link: a connection closed
+// before any byte is one the client gave up on, and another within a
+// second takes its place. It returns the connection, what is to be read
+// of it, and the connections accepted.
+func standInAccept(l *net.TCPListener) (net.Conn, io.Reader, int, error) {
+	conn, err := l.Accept()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for n := 1; ; n++ {
+		// A connection still open after a moment, silent or not, is the
+		// link.
+		first := make([]byte, 1)
+		conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		k, err := conn.Read(first)
+		conn.SetReadDeadline(time.Time{})
+		if k > 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+			return conn, io.MultiReader(bytes.NewReader(first[:k]), conn), n, nil
+		}
+		l.SetDeadline(time.Now().Add(time.Second))
+		next, err := l.Accept()
+		if err != nil {
+			return conn, conn, n, nil
+		}
+		conn.Close()
+		conn = next
+	}
+}
+
+// standInData is the transfer test's file in the stand-in's initrd (a
+// newc archive appended to the image), nil when it holds none.
+func standInData(initrd string) []byte {
+	b, err := os.ReadFile(initrd)
+	if err != nil {
+		return nil
+	}
+	i := bytes.Index(b, []byte(dataPath+"\x00"))
+	if i < 110 || string(b[i-110:i-104]) != "070701" {
+		return nil
+	}
+	h := i - 110
+	var size int
+	if _, err := fmt.Sscanf(string(b[h+54:h+62]), "%x", &size); err != nil {
+		return nil
+	}
+	start := h + (110+len(dataPath)+1+3)&^3
+	if start+size > len(b) {
+		return nil
+	}
+	return b[start : start+size]
+}
+
+// dataSum names data by its SHA-256 prefix, "none" for no data.
+func dataSum(data []byte) string {
+	if data == nil {
+		return "none"
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 // standInKernelKind is what the stand-in plays for the kernel file it
@@ -282,7 +456,7 @@ func standInPair(t *testing.T) *QEMUPair {
 	cfg.Binary, cfg.Icount, cfg.QuietWait = bin, "", cfgtype.D(0)
 	cfg.HeavyLock = filepath.Join(t.TempDir(), "heavy.lock")
 	cfg.BootTimeout, cfg.SetupTimeout = cfgtype.D(5*time.Second), cfgtype.D(5*time.Second)
-	cfg.IterationTimeout, cfg.PerMiBTimeout = cfgtype.D(2*time.Second), cfgtype.D(0)
+	cfg.IterationTimeout, cfg.PerMiBTimeout = cfgtype.D(3*time.Second), cfgtype.D(0)
 	cfg.ShutdownTimeout, cfg.CrashGrace = cfgtype.D(2*time.Second), cfgtype.D(time.Second)
 	dir := t.TempDir()
 	initrd := filepath.Join(dir, "initrd")
@@ -320,7 +494,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 
 	for _, c := range []struct{ side, kind string }{
 		{SideServer, "hostile"}, {SideServer, "hostile-spin"}, {SideClient, "hostile"}, {SideClient, "hostile-spin"},
-		{SideClient, "liar"}, {SideClient, "forger"}, {SideClient, "misreader"},
+		{SideClient, "liar"}, {SideClient, "forger"}, {SideClient, "misreader"}, {SideClient, "injector"}, {SideClient, "frontwriter"},
 	} {
 		t.Run(c.side+"-"+c.kind, func(t *testing.T) {
 			cand := standInKernel(t, c.kind)
@@ -332,9 +506,13 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			if errors.As(err, &infra) {
 				t.Fatalf("the hostile kernel made a lab fault: %v", err)
 			}
-			// Boot, setup, 2 iterations and shutdown: 5+5+2*2+2 s at most.
+			// Boot, setup, 2 iterations and shutdown: 5+5+2*3+2 s at most.
 			if took > 20*time.Second {
 				t.Errorf("the run took %v: the hostile kernel held the pair", took)
+			}
+			var be *BootError
+			if c.kind == "injector" && (!errors.As(err, &be) || be.Phase != "protocol" || be.Host != SideClient) {
+				t.Errorf("a client printing a second BOOTED: %v, want its protocol failure", err)
 			}
 			if err != nil {
 				return // its own failure (BootError), never a pass
@@ -345,8 +523,11 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			if c.kind == "forger" && (res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch")) {
 				t.Errorf("a client that wrote other data than it was given: passed=%v corrupt=%q", res.Passed, res.Corrupt)
 			}
-			if c.kind == "misreader" && (res.Passed || !strings.Contains(res.Corrupt, "server's check of the read-back: mismatch")) {
+			if c.kind == "misreader" && (res.Passed || !strings.Contains(res.Corrupt, "server's check: mismatch")) {
 				t.Errorf("a client whose reads differ from what the server sent: passed=%v corrupt=%q", res.Passed, res.Corrupt)
+			}
+			if c.kind == "frontwriter" && (res.Passed || !strings.Contains(res.Failure, "broke the trusted server's protocol (moved_before_go)")) {
+				t.Errorf("a client writing ahead: passed=%v failure %q", res.Passed, res.Failure)
 			}
 			if c.kind == "liar" && (!res.Passed || res.Corrupt != "") {
 				t.Errorf("a client that moved the data as given: failure %q corrupt %q", res.Failure, res.Corrupt)
@@ -361,6 +542,90 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			t.Logf("%s %s: %q in %v, %d iterations", c.side, c.kind, res.Failure, took.Round(time.Millisecond), len(res.Iterations))
 		})
 	}
+}
+
+// The transfer test's data is fresh for each boot and given only to the
+// trusted side and the client that writes it: a candidate server finds
+// none in its initramfs, so one that serves reads from its own copy
+// serves the wrong bytes, which the trusted client's check finds.
+func TestCandidateServerHoldsNoData(t *testing.T) {
+	p := standInPair(t)
+	test := DefaultTest()
+	test.Iterations = 2
+	base := standInKernel(t, "honest")
+	sums := map[string]bool{}
+	for range 2 {
+		res, err := p.Run(context.Background(), base, test)
+		if err != nil || !res.Passed {
+			t.Fatalf("the honest stand-in: %v %+v", err, res)
+		}
+		srv, cli := standInSaid(res.Server.Console), standInSaid(res.Client.Console)
+		if srv == "none" || srv != cli {
+			t.Fatalf("base on both sides: the server holds %q, the client %q", srv, cli)
+		}
+		sums[srv] = true
+	}
+	if len(sums) != 2 {
+		t.Errorf("two boots had the same data: %v", sums)
+	}
+	for _, kind := range []string{"honest", "owncopy"} {
+		cand := standInKernel(t, kind)
+		cand.Peer, cand.Side = &base, SideServer
+		res, err := p.Run(context.Background(), cand, test)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if got := standInSaid(res.Server.Console); got != "none" {
+			t.Errorf("%s: the candidate server holds data %s", kind, got)
+		}
+		if standInSaid(res.Client.Console) == "none" {
+			t.Errorf("%s: the trusted client holds no data", kind)
+		}
+		if res.Passed != (kind == "honest") || kind == "owncopy" && !strings.Contains(res.Corrupt, "differs from the one written") {
+			t.Errorf("%s: passed %v failure %q corrupt %q", kind, res.Passed, res.Failure, res.Corrupt)
+		}
+	}
+}
+
+// The candidate client's own counts and clock decide nothing: one that
+// reconnects and prints a clean transport is caught by the trusted
+// server's count of the connections it asked for, and the loop's length
+// is the server's.
+func TestZeroPrintingClientIsCaught(t *testing.T) {
+	p := standInPair(t)
+	test := DefaultTest()
+	test.Iterations = 2
+	base := standInKernel(t, "honest")
+	for _, kind := range []string{"honest", "flaky"} {
+		cand := standInKernel(t, kind)
+		cand.Peer, cand.Side = &base, SideClient
+		res, err := p.Run(context.Background(), cand, test)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		want := map[string]int{"honest": 0, "flaky": 1}[kind]
+		if h := res.Health; !h.Reported || h.Reconnects != want || h.Retrans != 0 {
+			t.Errorf("%s: health %+v, want %d reconnects", kind, h, want)
+		}
+		if res.LoopSecs <= 0 || res.LoopSecs == 8.10 {
+			t.Errorf("%s: loop_s %v is not the trusted server's", kind, res.LoopSecs)
+		}
+	}
+	// The base on both sides: its client's counts stand.
+	res, err := p.Run(context.Background(), base, test)
+	if err != nil || !res.Health.Reported || res.Health.Reconnects != 0 || res.LoopSecs != 8.10 {
+		t.Errorf("the base: %v health %+v loop_s %v", err, res.Health, res.LoopSecs)
+	}
+}
+
+// standInSaid is what data the stand-in found in its initrd.
+func standInSaid(console string) string {
+	_, rest, ok := strings.Cut(console, "standin data: ")
+	if !ok {
+		return ""
+	}
+	l, _, _ := strings.Cut(rest, "\n")
+	return l
 }
 
 // A guest that breaks out into its QEMU finds itself confined: it cannot

@@ -57,17 +57,7 @@ func (ip *idlePair) stop() (server, client string) {
 	return ip.r.consoles["server"].String(), ip.r.consoles["client"].String()
 }
 
-// file adds a regular file from memory.
-func (c *cpioWriter) file(name string, mode uint32, data []byte) error {
-	if err := c.header(name, cpioFile|mode, int64(len(data)), 0, 0); err != nil {
-		return err
-	}
-	if err := c.write(data); err != nil {
-		return err
-	}
-	return c.align()
-}
-
+// dir adds a directory.
 func (c *cpioWriter) dir(name string, mode uint32) error {
 	return c.header(name, cpioDir|mode, 0, 0, 0)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -156,55 +157,59 @@ func (im Image) WithLayers(layers ...string) (string, error) {
 	return out, os.Rename(tmp.Name(), out)
 }
 
-// dataPath is where the transfer test's file lies in every guest: the
-// host made it, so the trusted server knows what a client running the
-// kernel under test was given to write (labtest.sh, server_check).
+// dataPath is where the transfer test's file lies in the guests that
+// hold it (labtest.sh's RB_DATA).
 const dataPath = "usr/lib/rdmabot/data"
 
-// dataLayer is the name of the layer holding the transfer test's file of
-// mib MiB, made in the image's directory when it is not there yet.
-func (im Image) dataLayer(mib int) (string, error) {
-	name := fmt.Sprintf("data-%dM", mib)
-	out := layerPaths(im.Dir, []string{name})[0]
-	if _, err := os.Stat(out); err == nil {
-		return name, nil
-	}
-	tmp, err := os.CreateTemp(im.Dir, ".data-")
+// withData writes to dir an initrd of the image at initrd with the
+// transfer test's file appended, an archive of its own (the kernel
+// unpacks concatenated archives in order): the cached image stays
+// shared, and only the guests given this file hold the data.
+func withData(dir, initrd string, data []byte) (string, error) {
+	out, err := os.CreateTemp(dir, "initrd+data-")
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	c := newCpioWriter(w)
-	err = c.header(dataPath, cpioFile|0o444, int64(mib)<<20, 0, 0)
-	if err == nil {
-		err = c.write(testData(mib))
-	}
-	if err == nil {
-		err = c.align()
-	}
-	if err == nil {
-		err = c.close()
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
+	w := bufio.NewWriterSize(out, 1<<20)
+	err = func() error {
+		in, err := os.Open(initrd)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		if _, err := io.Copy(w, in); err != nil {
+			return err
+		}
+		c := newCpioWriter(w)
+		if err := c.file(dataPath, 0o444, data); err != nil {
+			return err
+		}
+		if err := c.close(); err != nil {
+			return err
+		}
+		return w.Flush()
+	}()
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("image data layer: %w", err)
+		os.Remove(out.Name())
+		return "", fmt.Errorf("the guest's test data: %w", err)
 	}
-	return name, os.Rename(tmp.Name(), out)
+	return out.Name(), nil
 }
 
-// testData is the transfer test's file: incompressible, and the same for
-// a size wherever it is made (ChaCha8 from a fixed seed), so the layer
-// can be kept and a stand-in guest can check it.
-func testData(mib int) []byte {
+// newTestData is the transfer test's file for one boot: fresh random
+// bytes (ChaCha8 under a seed from the system's random source), so no
+// kernel can know them without being given them.
+func newTestData(mib int) ([]byte, error) {
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return nil, err
+	}
 	b := make([]byte, mib<<20)
-	rand.NewChaCha8([32]byte{'r', 'd', 'm', 'a', 'b', 'o', 't'}).Read(b)
-	return b
+	rand.NewChaCha8(seed).Read(b)
+	return b, nil
 }
 
 func layerPaths(dir string, layers []string) []string {

@@ -21,9 +21,14 @@ import (
 )
 
 func TestParseMarker(t *testing.T) {
-	m, ok := parseMarker("[    4.1] x @@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.55")
+	m, ok := parseMarker("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.55")
 	if !ok || m.Event != "NFSD_READY" || m.Args["portlist"] != "rdma 20049,tcp 2049," || m.float("t") != 3.55 {
 		t.Fatalf("%+v", m)
+	}
+	// Text before it (a kernel message, a peer's bytes a log printed)
+	// makes a line no marker.
+	if m, ok := parseMarker("[    4.1] x @@RB NFSD_READY portlist=rdma 20049"); ok {
+		t.Fatalf("a marker within a line: %+v", m)
 	}
 	if _, ok := parseMarker("[    1.0] Linux version 6.12"); ok {
 		t.Fatal("a kernel line is no marker")

@@ -203,6 +203,11 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	if err != nil {
 		return nil, &InfraError{Op: "guest image", Err: err}
 	}
+	initrds, cleanup, err := dataInitrds(k, t, initrd)
+	if err != nil {
+		return nil, &InfraError{Op: "guest image", Err: err}
+	}
+	defer cleanup()
 	release, err := flock.Exclusive(ctx, p.cfg.HeavyLock)
 	if err != nil {
 		return nil, &InfraError{Op: "heavy lock", Err: err}
@@ -220,7 +225,7 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 			p.log.Info("lab: waited for the host to be quiet", "waited", waited.Round(time.Second))
 		}
 	}
-	r := &run{pair: p, test: t, kernel: k, initrd: initrd, events: make(chan consoleEvent, 1024)}
+	r := &run{pair: p, test: t, kernel: k, initrd: initrd, initrds: initrds, events: make(chan consoleEvent, 1024)}
 	r.init()
 	defer r.stop()
 	meter := startHostMeter(procStat, time.Now)
@@ -252,15 +257,8 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 // initrd is the image with the layers the test needs.
 func (p *QEMUPair) initrd(t Test) (string, error) {
 	layers := append([]string(nil), p.extraLayers...)
-	switch t.Kind {
-	case "fio":
+	if t.Kind == "fio" {
 		layers = append(layers, "fio")
-	case "transfer":
-		data, err := p.image.dataLayer(t.SizeMiB)
-		if err != nil {
-			return "", err
-		}
-		layers = append(layers, data)
 	}
 	path, err := p.image.WithLayers(layers...)
 	if err != nil {
@@ -270,6 +268,36 @@ func (p *QEMUPair) initrd(t Test) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// dataInitrds are the initrds of the guests that hold the transfer
+// test's data, made for this boot in a directory of its own (cleanup
+// removes it): initrd with fresh data appended, for the roles holdsData
+// names. The others boot initrd alone.
+func dataInitrds(k Kernel, t Test, initrd string) (map[string]string, func(), error) {
+	if t.Kind != "transfer" {
+		return nil, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "rdmabot-data-")
+	if err != nil {
+		return nil, func() {}, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	data, err := newTestData(dataMiB(k, t))
+	if err == nil {
+		var path string
+		if path, err = withData(dir, initrd, data); err == nil {
+			m := map[string]string{}
+			for _, role := range []string{"server", "client"} {
+				if holdsData(k, role) {
+					m[role] = path
+				}
+			}
+			return m, cleanup, nil
+		}
+	}
+	cleanup()
+	return nil, func() {}, err
 }
 
 // ErrNoSysVIPC: fio keeps its job table in SysV shared memory, which the
@@ -282,23 +310,28 @@ type run struct {
 	test   Test
 	kernel Kernel
 	initrd string
-	events chan consoleEvent
-	guests map[string]*guest
-	start  time.Time
-	end    time.Time
+	// initrds replace initrd for the roles given the test's data.
+	initrds map[string]string
+	events  chan consoleEvent
+	guests  map[string]*guest
+	start   time.Time
+	end     time.Time
 
 	mon      map[string]*console.Monitor
 	consoles map[string]*keptConsole
 	lines    map[string]int
 	seen     map[string]map[string]time.Time // role -> event -> first host time
 	last     map[string]marker               // role -> event -> last marker
-	exitErr  map[string]error
-	iters    []Iteration
+	// proto follows each side's markers; a marker it refuses is not
+	// recorded, and ends the run as the candidate's failure.
+	proto   map[string]*protocol
+	exitErr map[string]error
+	iters   []Iteration
 	// clientCmp is the client's data check per iteration, when the
 	// server times the run.
 	clientCmp map[int]string
 	// serverChecks is the server's check of each iteration's file
-	// against the data the host gave both guests (SRVCMP).
+	// against the data the host gave it (SRVCMP).
 	serverChecks serverChecks
 	fatalAt      time.Time
 	// lastProgress is when the last iteration reported.
@@ -314,6 +347,7 @@ func (r *run) init() {
 	r.lines = map[string]int{}
 	r.seen = map[string]map[string]time.Time{"server": {}, "client": {}}
 	r.last = map[string]marker{}
+	r.proto = map[string]*protocol{"server": newProtocol("server"), "client": newProtocol("client")}
 	r.exitErr = map[string]error{}
 	r.clientCmp = map[int]string{}
 	r.serverChecks = newServerChecks()
@@ -329,6 +363,9 @@ func (r *run) timedByServer() bool {
 func (r *run) spec(role, netdev, mac string) guestSpec {
 	p := r.pair
 	initrd := r.initrd
+	if x := r.initrds[role]; x != "" {
+		initrd = x
+	}
 	if x := p.extraInitrd[role]; x != "" {
 		initrd = x
 	}
@@ -430,6 +467,10 @@ func (r *run) handle(ev consoleEvent) {
 	r.lines[ev.role]++
 	r.consoles[ev.role].add(ev.text)
 	if m, ok := parseMarker(ev.text); ok {
+		if !r.proto[ev.role].accept(m) {
+			r.mon[ev.role].Line("")
+			return
+		}
 		if _, dup := r.seen[ev.role][m.Event]; !dup {
 			r.seen[ev.role][m.Event] = ev.at
 		}
@@ -460,6 +501,17 @@ func (r *run) handle(ev consoleEvent) {
 		r.fatalAt = ev.at
 		r.pair.log.Info("lab: crash on console", "host", ev.role, "kind", c.Kind)
 	}
+}
+
+// violated is the side whose console broke the protocol first ("" when
+// neither did).
+func (r *run) violated() string {
+	for _, role := range []string{"server", "client"} {
+		if r.proto[role].violation != "" {
+			return role
+		}
+	}
+	return ""
 }
 
 func (r *run) has(role, event string) bool {
@@ -535,6 +587,11 @@ func (r *run) loop(ctx context.Context) {
 		// A link that could not be shaped makes the run meaningless; the
 		// peer would wait minutes for a server that is not coming.
 		if r.has("server", "NETEM_FAIL") || r.has("client", "NETEM_FAIL") {
+			return
+		}
+		// Markers no script of ours prints decide the run already, as
+		// does a client that broke the trusted server's protocol.
+		if r.violated() != "" || r.has("server", "DRIVE_FAIL") {
 			return
 		}
 		// A guest gone without saying POWEROFF (killed, crashed, reset)
@@ -660,6 +717,9 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 			return nil, &InfraError{Host: role, Op: "qemu died", Err: fmt.Errorf("%v: %s", err, g.stderr)}
 		}
 	}
+	if role := r.violated(); role != "" {
+		return res, protocolError(r.kernel, role, r.proto[role].violation, tail(r.consoles[role].String(), 60))
+	}
 	for _, role := range []string{"server", "client"} {
 		if m, ok := r.last[role+" NETEM_FAIL"]; ok {
 			if !r.kernel.Trusted(role) {
@@ -725,10 +785,8 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	if m, ok := r.last["client MOUNTED"]; ok {
 		res.MountOpts = m.Args["opts"]
 	}
-	if m, ok := r.last["client SUMMARY"]; ok {
-		res.LoopSecs = m.float("loop_s")
-	}
-	res.Health = healthOf(res.Client.Console, res.Server.Console)
+	res.LoopSecs = loopSecs(r.kernel.Trusted("client"), r.last["client SUMMARY"], r.last["server SLOOP"])
+	res.Health = healthOf(res.Client.Console, res.Server.Console, r.kernel.Trusted("client"))
 	if r.timedByServer() {
 		for i := range r.iters {
 			r.iters[i].Cmp = r.clientCmp[r.iters[i].N]
@@ -804,6 +862,10 @@ func (r *run) failure(res *Result) string {
 		return "client never mounted"
 	case res.Transport != r.test.Transport:
 		return fmt.Sprintf("transport is %q, not %q", res.Transport, r.test.Transport)
+	case r.has("server", "DRIVE_FAIL"):
+		return driveFailure(r.last["server DRIVE_FAIL"])
+	case r.last["server CLIENT_DONE"].Args["msg"] == "invalid":
+		return errInvalidDone
 	case len(r.iters) != r.test.Iterations:
 		return fmt.Sprintf("%d of %d iterations ran", len(r.iters), r.test.Iterations)
 	}

@@ -477,12 +477,13 @@ func (p *SSHPair) restore(ctx context.Context, hosts map[string]*sshHost, good m
 }
 
 // env is labtest.sh's environment on host h; timer is who takes the
-// times (RB_TIMER: "server" when the client runs the kernel under test).
-func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test, timer string) string {
+// times (RB_TIMER: "server" when the client runs the kernel under test);
+// data says h holds the transfer test's file.
+func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test, timer string, data bool) string {
 	// Netem is validated to words of [A-Za-z0-9.%]: double quotes hold it.
 	e := fmt.Sprintf("RB_IP=%s RB_PEER=%s RB_DEV=%s RB_RDMA=%s RB_PROTO=%s RB_VERS=%s RB_TEST=%s RB_MB=%d RB_ITERS=%d RB_HUNG=%d RB_NETEM=\"%s\" RB_TIMER=%s",
 		h.cfg.TestIP, peer.TestIP, h.cfg.Netdev, t.RDMA, t.Transport, t.NFSVersion, t.Kind, t.SizeMiB, t.Iterations, t.HungTaskSecs, t.Netem, timer)
-	if t.Kind == "transfer" {
+	if data {
 		e += " RB_DATA=" + remoteData
 	}
 	if p.crash != "" {
@@ -493,8 +494,9 @@ func (p *SSHPair) env(h *sshHost, peer SSHHostConfig, t Test, timer string) stri
 
 const (
 	remoteScript = "/tmp/rdmabot-labtest.sh"
-	// remoteData is the transfer test's file, the host's, on both hosts:
-	// the server checks what the client wrote and read back against it.
+	// remoteData is the transfer test's file, fresh for each boot, on
+	// the hosts that hold it (holdsData): a trusted server checks what
+	// the client wrote and read back against it.
 	remoteData = "/tmp/rdmabot-data"
 )
 
@@ -508,20 +510,13 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	if !k.Trusted("client") {
 		timer = "server"
 	}
-	for _, h := range []*sshHost{srv, cli} {
-		if err := h.put(ctx, remoteScript, labtestScript, 0o644); err != nil {
-			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
-		}
-		if t.Kind != "transfer" {
-			continue
-		}
-		if err := h.put(ctx, remoteData, testData(t.SizeMiB), 0o644); err != nil {
-			return nil, &InfraError{Host: h.role, Op: "copy test data", Err: err}
-		}
+	data, err := putTest(ctx, []*sshHost{srv, cli}, k, t)
+	if err != nil {
+		return nil, err
 	}
 	// Each step has a deadline: a hung NFS mount must not hold the pair.
 	stepCtx := func(sctx context.Context, h *sshHost, peer SSHHostConfig, fns string) (time.Time, error) {
-		out, err := h.run(sctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t, timer), remoteScript, fns), nil)
+		out, err := h.run(sctx, fmt.Sprintf("%s sh -c '. %s; %s'", p.env(h, peer, t, timer, data != nil && holdsData(k, h.role)), remoteScript, fns), nil)
 		h.out.WriteString(out)
 		return time.Now(), err
 	}
@@ -583,7 +578,8 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	case err != nil:
 		return nil, err
 	}
-	res.Health = healthOf(res.Client.Console, res.Server.Console)
+	res.Health = healthOf(res.Client.Console, res.Server.Console, timer == "client")
+	res.LoopSecs = loopSecs(timer == "client", m.summary, m.sloop)
 	// Over SSH the client's RDMA bring-up and mount are part of its step.
 	res.Phases = Phases{RDMAUp: tServer.Sub(t0).Seconds(), Test: tClient.Sub(tServer).Seconds()}
 	res.Failure = m.failure(res, cerr, timer == "server")
@@ -594,11 +590,40 @@ func (p *SSHPair) test(ctx context.Context, hosts map[string]*sshHost, k Kernel,
 	return res, nil
 }
 
+// putTest copies the test script to the hosts, and this boot's data
+// (fresh) to those that hold it (holdsData); a host not given it has
+// none (an earlier boot's copy is removed). data is nil for a test
+// without data.
+func putTest(ctx context.Context, hosts []*sshHost, k Kernel, t Test) (data []byte, err error) {
+	if t.Kind == "transfer" {
+		if data, err = newTestData(dataMiB(k, t)); err != nil {
+			return nil, &InfraError{Op: "test data", Err: err}
+		}
+	}
+	for _, h := range hosts {
+		if err := h.put(ctx, remoteScript, labtestScript, 0o644); err != nil {
+			return nil, &InfraError{Host: h.role, Op: "copy test", Err: err}
+		}
+		if data == nil || !holdsData(k, h.role) {
+			if _, err := h.run(ctx, "rm -f "+remoteData, nil); err != nil {
+				return nil, &InfraError{Host: h.role, Op: "remove test data", Err: err}
+			}
+			continue
+		}
+		if err := h.put(ctx, remoteData, data, 0o644); err != nil {
+			return nil, &InfraError{Host: h.role, Op: "copy test data", Err: err}
+		}
+	}
+	return data, nil
+}
+
 // sshMarkers is what the hosts' sessions said of the test.
 type sshMarkers struct {
-	summary, lastResult, srvio marker
-	srvioSeen                  bool
-	checks                     serverChecks
+	summary, lastResult, srvio, sloop, drive marker
+	driveSeen                                bool
+	srvioSeen                                bool
+	invalidDone                              bool
+	checks                                   serverChecks
 }
 
 // readMarkers reads both hosts' sessions into res (the iterations from the
@@ -607,6 +632,14 @@ type sshMarkers struct {
 func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 	m := &sshMarkers{checks: newServerChecks()}
 	clientCmp := map[int]string{}
+	proto := map[string]*protocol{"server": newProtocol("server"), "client": newProtocol("client")}
+	for role, c := range map[string]string{"server": res.Server.Console, "client": res.Client.Console} {
+		for _, l := range strings.Split(c, "\n") {
+			if mk, ok := parseMarker(l); ok && !proto[role].accept(mk) {
+				return nil, protocolError(res.Kernel, role, proto[role].violation, tail(c, 40))
+			}
+		}
+	}
 	for _, l := range strings.Split(res.Server.Console, "\n") {
 		mk, ok := parseMarker(l)
 		switch {
@@ -617,6 +650,12 @@ func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 			m.checks.note(mk)
 		case mk.Event == "SRVIO":
 			m.srvio, m.srvioSeen = mk, true
+		case mk.Event == "SLOOP":
+			m.sloop = mk
+		case mk.Event == "DRIVE_FAIL":
+			m.drive, m.driveSeen = mk, true
+		case mk.Event == "CLIENT_DONE":
+			m.invalidDone = mk.Args["msg"] == "invalid"
 		}
 	}
 	for _, l := range strings.Split(res.Client.Console, "\n") {
@@ -637,7 +676,6 @@ func readMarkers(res *Result, timer string) (*sshMarkers, error) {
 			res.MountOpts = mk.Args["opts"]
 		case "SUMMARY":
 			m.summary = mk
-			res.LoopSecs = mk.float("loop_s")
 		case "NETEM_FAIL":
 			return nil, netemError("client", mk.Args["msg"])
 		case "RDMA_FAIL":
@@ -663,6 +701,10 @@ func (m *sshMarkers) failure(res *Result, cerr error, clientUntrusted bool) stri
 		return "client test failed: " + cerr.Error()
 	case res.Transport != t.Transport:
 		return fmt.Sprintf("transport is %q, not %q", res.Transport, t.Transport)
+	case m.driveSeen:
+		return driveFailure(m.drive)
+	case m.invalidDone:
+		return errInvalidDone
 	case len(res.Iterations) != t.Iterations:
 		return fmt.Sprintf("%d of %d iterations ran", len(res.Iterations), t.Iterations)
 	}

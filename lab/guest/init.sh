@@ -72,7 +72,9 @@ export RB_SECS=$(param secs 30) RB_READERS=$(param readers 24) RB_WRITERS=$(para
 export RB_CREDITS=$(param credits 20) RB_THREADS=$(param threads 16)
 # rb.netem carries tc's arguments with commas for spaces.
 export RB_NETEM="$(param netem '' | tr , ' ')"
-# The transfer test's file, when the host put it in the initramfs.
+# The transfer test's file, when the host gave this guest one (an archive
+# of its own, appended for this boot to the client's and a trusted
+# server's initramfs).
 [ -f /usr/lib/rdmabot/data ] && export RB_DATA=/usr/lib/rdmabot/data
 
 status=fail

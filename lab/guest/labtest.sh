@@ -9,21 +9,28 @@
 #   RB_TEST         transfer | fio RB_MB    file size (MiB)   RB_ITERS
 #   RB_HUNG         hung_task_timeout_secs to set (0: leave it)
 #   RB_NETEM        tc netem arguments for RB_DEV ("": leave the link alone)
-#   RB_DATA         the transfer test's file, the same on both hosts (the
-#                   QEMU guests' initramfs carries it): the server checks
-#                   what the client wrote against it. Unset: the client
-#                   makes a random file only it can check
+#   RB_DATA         the transfer test's file, fresh from the host for each
+#                   boot, on the client and on a trusted server only (a
+#                   server running the kernel under test never has it):
+#                   the server checks what the client wrote against it.
+#                   Unset on the client: it makes a random file only it
+#                   can check
 #   RB_TIMER        client | server: server when the client runs the kernel
-#                   under test. The trusted server then takes the times,
-#                   and the client writes what it read back to the server
-#                   too (r1..rN), for the server to check against RB_DATA
+#                   under test. The trusted server then drives and times
+#                   each iteration (server_drive), with RB_DATA holding
+#                   RB_ITERS files of RB_MB MiB, one per iteration, only
+#                   on the server; the client holds no data
 #   RB_SECS RB_READERS RB_WRITERS RB_CREDITS RB_THREADS
 #                   the pressure test (RB_TEST=pressure): seconds of load,
 #                   parallel O_DIRECT 1 MiB readers and writers, svcrdma's
 #                   credits (max_requests) and nfsd threads
-# Progress and results are "@@RB EVENT key=value ..." lines on stdout.
+# Progress and results are "@@RB EVENT key=value ..." lines on stdout,
+# each after a newline of its own: the host takes a marker only at the
+# start of a line, so a kernel message that shares the line cannot hide
+# it. Nothing a peer sends is ever printed (the host would read it as
+# this side's word).
 
-mark() { echo "@@RB $1 $2 t=$(cut -d' ' -f1 /proc/uptime)"; }
+mark() { printf '\n@@RB %s %s t=%s\n' "$1" "$2" "$(cut -d' ' -f1 /proc/uptime)"; }
 now() { cut -d' ' -f1 /proc/uptime; }
 # since T0: seconds elapsed, two decimals.
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN{printf "%.2f", a-b}'; }
@@ -35,6 +42,10 @@ build_id() {
 		sed -n 's/.*040000001400000003000000474e5500\([0-9a-f]\{40\}\).*/\1/p'
 }
 MNT=/mnt/nfs_test
+# nfsd's statistics, and where the test keeps its own files (a test of
+# the scripts points them at its own).
+NFSD_STATS=/proc/net/rpc/nfsd
+RUN=/tmp
 
 # link_shape: the netem qdisc the test asks for, on this host's side of
 # the test link (both hosts shape their own sends).
@@ -61,7 +72,7 @@ tc_bin() {
 # what it sent, dropped and reordered (real hosts outlive the test).
 link_unshape() {
 	[ -n "$RB_NETEM" ] || return 0
-	$(tc_bin) -s qdisc show dev "$RB_DEV" | awk '$1 == "Sent" {print "@@RB NETEM_STATS sent_pkt=" $4 " dropped=" substr($7, 1, length($7)-1)}'
+	$(tc_bin) -s qdisc show dev "$RB_DEV" | awk '$1 == "Sent" {print "\n@@RB NETEM_STATS sent_pkt=" $4 " dropped=" substr($7, 1, length($7)-1)}'
 	$(tc_bin) qdisc del dev "$RB_DEV" root 2>/dev/null
 	return 0
 }
@@ -138,15 +149,25 @@ server_pressure_report() {
 }
 
 # server_wait: until the client says it is done (plain TCP on the link).
+# With the kernel under test on the client (RB_TIMER=server) the server
+# drives the transfer test first (server_drive).
 server_wait() {
 	[ "${RB_CRASH:-none}" = reconnect ] && server_bounce &
-	tpid=
-	if [ "${RB_TIMER:-client}" = server ]; then
+	tpid= msg=
+	if [ "${RB_TIMER:-client}" = server ] && [ "$RB_TEST" = transfer ]; then
+		server_drive
+	elif [ "${RB_TIMER:-client}" = server ]; then
 		server_time &
 		tpid=$!
 	fi
-	msg=$(nc -l -p 7777)
+	[ -n "$msg" ] || msg=$(nc -l -p 7777)
 	[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
+	# Only the client's exact words: anything else it sent is no
+	# message, and is never printed.
+	case $msg in
+	ok | fail | poweroff | lost) ;;
+	*) msg=invalid ;;
+	esac
 	mark CLIENT_DONE "msg=$msg"
 	[ "$RB_TEST" = transfer ] && server_check
 	server_health
@@ -158,14 +179,15 @@ server_wait() {
 io_now() {
 	while read -r io_k io_r io_w; do
 		[ "$io_k" = io ] && { IO_R=$io_r IO_W=$io_w; return 0; }
-	done </proc/net/rpc/nfsd
+	done <"$NFSD_STATS"
 }
 
 # server_time (rb.timer=server): the trusted server times a client that
 # runs the kernel under test, from its own byte counts on its own clock.
 # Iteration i's write lasts from the first byte past (i-1) files written
 # to the i-th file's last; its read likewise on the bytes read. STIME
-# lines carry the figures the host judges (RESULT's names).
+# lines carry the figures the host judges (RESULT's names), SLOOP the
+# loop's length, from the first iteration's first byte to the last's.
 server_time() {
 	b=$((RB_MB * 1048576))
 	# The pause between looks is a read that times out on a FIFO no one
@@ -176,7 +198,7 @@ server_time() {
 	exec 3<>/tmp/rb.tick
 	io_now
 	r0=$IO_R w0=$IO_W
-	i=1 ws= we= rs=
+	i=1 ws= we= rs= l0=
 	[ "$RB_TEST" = fio ] && ws=0 we=0
 	while [ "$i" -le "$RB_ITERS" ]; do
 		io_now
@@ -185,22 +207,117 @@ server_time() {
 		[ -z "$ws" ] && [ $w -gt $(((i - 1) * b)) ] && ws=$t
 		[ -n "$ws" ] && [ -z "$we" ] && [ $w -ge $((i * b)) ] && we=$t
 		[ -n "$we" ] && [ -z "$rs" ] && [ $r -gt $(((i - 1) * b)) ] && rs=$t
+		# The loop starts with the first byte of the first iteration.
+		[ -z "$l0" ] && [ -n "$ws" ] && [ "$ws" != 0 ] && l0=$ws
+		[ -z "$l0" ] && [ -n "$rs" ] && l0=$rs
 		if [ -n "$rs" ] && [ $r -ge $((i * b)) ]; then
 			awk -v i="$i" -v mb="$RB_MB" -v ws="$ws" -v we="$we" -v rs="$rs" -v re="$t" -v fio="$([ "$RB_TEST" = fio ] && echo 1)" 'BEGIN {
 				w = we - ws; r = re - rs; if (w <= 0) w = 0.01; if (r <= 0) r = 0.01
-				if (fio) printf "@@RB STIME iter=%d mb=%s read_s=%.2f read_MBps=%.2f\n", i, mb, r, mb / r
-				else printf "@@RB STIME iter=%d mb=%s write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f\n", i, mb, w, mb / w, r, mb / r
+				if (fio) printf "\n@@RB STIME iter=%d mb=%s read_s=%.2f read_MBps=%.2f\n", i, mb, r, mb / r
+				else printf "\n@@RB STIME iter=%d mb=%s write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f\n", i, mb, w, mb / w, r, mb / r
 			}'
 			i=$((i + 1)) ws= we= rs=
 			[ "$RB_TEST" = fio ] && ws=0 we=0
+			[ "$i" -gt "$RB_ITERS" ] && printf '\n@@RB SLOOP loop_s=%s\n' "$(awk -v a="$t" -v b="$l0" 'BEGIN{printf "%.2f", a-b}')"
 			continue
 		fi
 		read -r -t 0.01 -u 3 _
 	done
 }
 
+# server_drive (RB_TIMER=server, the transfer test): the trusted server
+# drives each iteration of a client that runs the kernel under test, and
+# times it on its own clock from its own byte counts, per file, in the
+# order it asks: it puts iteration i's file (s_i, this boot's data for
+# i, which only it holds) into the export, tells the client "go i" on
+# the client's port 7778, and waits on its own port 7777 for the
+# client's exact "done i". The read lasts from go to nfsd having read
+# the whole file, the write from then to "done i". Bytes moved before
+# go (reading or writing ahead), a short read or write, a file not as
+# long as given, or another word are the client's failure (DRIVE_FAIL);
+# a word of the end (fail, poweroff, lost) ends the driving as it is.
+server_drive() {
+	b=$((RB_MB * 1048576))
+	renice -n -20 -p "$(sh -c 'echo $PPID')" >/dev/null 2>&1
+	mkfifo "$RUN/rb.tick" 2>/dev/null
+	exec 3<>"$RUN/rb.tick"
+	# read -t is busybox's and bash's; a real host's dash has only sleep.
+	tick=sleep
+	(read -r -t 0.001 _ </dev/null) 2>/dev/null
+	[ $? = 1 ] && tick=tick_read
+	i=1 l0= td= lp=
+	while [ "$i" -le "$RB_ITERS" ]; do
+		io_now
+		r0=$IO_R w0=$IO_W
+		[ -e "$MNT/f$i" ] && { drive_fail "$i" written_ahead; return; }
+		dd if="$RB_DATA" of="$MNT/s$i" bs=1M skip=$(((i - 1) * RB_MB)) count="$RB_MB" 2>/dev/null
+		nc -l -p 7777 >"$RUN/rb.msg" &
+		lp=$!
+		until ! running $lp || echo "go $i" | nc "$RB_PEER" 7778 2>/dev/null; do
+			$tick 0.2
+		done
+		# The counts at go come first (builtins only): an honest client
+		# starts reading only once it has the word.
+		io_now
+		read -r tg _ </proc/uptime
+		# The client's word before go: one of the end (the self-tests'
+		# poweroff), or none of the protocol's.
+		if ! running $lp; then
+			msg=$(cat "$RUN/rb.msg")
+			case $msg in
+			fail | poweroff | lost) return ;;
+			esac
+			drive_fail "$i" wrong_message
+			return
+		fi
+		[ -z "$l0" ] && l0=$tg
+		[ "$IO_R" = "$r0" ] && [ "$IO_W" = "$w0" ] || { drive_fail "$i" moved_before_go; return; }
+		re=
+		while running $lp; do
+			io_now
+			[ -z "$re" ] && [ $((IO_R - r0)) -ge $b ] && read -r re _ </proc/uptime
+			$tick 0.01
+		done
+		read -r td _ </proc/uptime
+		io_now
+		msg=$(cat "$RUN/rb.msg")
+		case $msg in
+		"done $i") msg= ;;
+		fail | poweroff | lost) return ;;
+		*) drive_fail "$i" wrong_message; return ;;
+		esac
+		[ -n "$re" ] || { drive_fail "$i" short_read; return; }
+		[ $((IO_W - w0)) -ge $b ] || { drive_fail "$i" short_write; return; }
+		[ "$(wc -c <"$MNT/f$i")" = $b ] 2>/dev/null || { drive_fail "$i" file_size; return; }
+		awk -v i="$i" -v mb="$RB_MB" -v tg="$tg" -v re="$re" -v td="$td" 'BEGIN {
+			r = re - tg; w = td - re; if (w <= 0) w = 0.01; if (r <= 0) r = 0.01
+			printf "\n@@RB STIME iter=%d mb=%s write_s=%.2f write_MBps=%.2f read_s=%.2f read_MBps=%.2f\n", i, mb, w, mb / w, r, mb / r
+		}'
+		rm -f "$MNT/s$i"
+		i=$((i + 1))
+	done
+	printf '\n@@RB SLOOP loop_s=%s\n' "$(awk -v a="$td" -v b="$l0" 'BEGIN{printf "%.2f", a-b}')"
+}
+
+# tick_read SECS: a pause without a fork (a read that times out on a
+# FIFO no one writes, fd 3).
+tick_read() { read -r -t "$1" -u 3 _; }
+
+# running PID: PID is alive (an exited child not yet reaped is not).
+running() {
+	[ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+# drive_fail ITER WHY: the client broke server_drive's protocol; its end
+# word is then none of the protocol's.
+drive_fail() {
+	[ -n "$lp" ] && kill "$lp" 2>/dev/null
+	mark DRIVE_FAIL "iter=$1 why=$2"
+	msg=invalid
+}
+
 # server_check: the server's own look at the files the client wrote, one
-# per iteration, against the data both were given (RB_DATA). Run once the
+# per iteration, against the data the host gave it (RB_DATA). Run once the
 # client is done, so it costs the timed transfers nothing. A client that
 # runs the kernel under test can say what it likes of its own cmp; this
 # is the trusted side's word on what reached the server, and (RB_TIMER=
@@ -209,21 +326,23 @@ server_check() {
 	[ -n "${RB_DATA:-}" ] || return 0
 	i=1
 	while [ $i -le "$RB_ITERS" ]; do
-		r=$(data_check $MNT/f$i)
 		if [ "${RB_TIMER:-client}" = server ]; then
-			mark SRVCMP "iter=$i result=$r readback=$(data_check $MNT/r$i)"
+			# What the client wrote is what it read of s_i: the file
+			# covers both ways.
+			mark SRVCMP "iter=$i result=$(data_check $MNT/f$i $(((i - 1) * RB_MB * 1048576)))"
 		else
-			mark SRVCMP "iter=$i result=$r"
+			mark SRVCMP "iter=$i result=$(data_check $MNT/f$i 0)"
 		fi
 		i=$((i + 1))
 	done
 }
 
-# data_check FILE: ok when FILE holds RB_DATA, else mismatch or missing.
+# data_check FILE OFF: ok when FILE holds RB_MB MiB of RB_DATA from byte
+# OFF on, else mismatch or missing.
 data_check() {
 	if [ ! -f "$1" ]; then
 		echo missing
-	elif cmp -s "$RB_DATA" "$1"; then
+	elif [ "$(wc -c <"$1")" = $((RB_MB * 1048576)) ] && cmp -s -n $((RB_MB * 1048576)) "$1" "$RB_DATA" 0 "$2"; then
 		echo ok
 	else
 		echo mismatch
@@ -233,10 +352,22 @@ data_check() {
 # server_health: the server's count of RPCs it could not decode
 # ("rpc calls badcalls ..." of /proc/net/rpc/nfsd).
 server_health() {
-	awk '$1 == "rpc" {print "@@RB SRVSTAT calls=" $2 " badcalls=" $3}' /proc/net/rpc/nfsd
+	awk '$1 == "rpc" {print "\n@@RB SRVSTAT calls=" $2 " badcalls=" $3}' /proc/net/rpc/nfsd
 	# The bytes nfsd read and wrote for its clients: a client running a
 	# kernel under test must have moved what it says it moved.
-	awk '$1 == "io" {print "@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
+	awk '$1 == "io" {print "\n@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
+	# What the server saw the client send again, and how often it was
+	# asked for an RDMA connection: replies its reply cache gave again,
+	# and the RDMA CM's connection requests received, less repeats and
+	# the ones it refused (a mount tried before the listener was up). A
+	# client running the kernel under test says what it likes of its own
+	# counts.
+	req=0
+	for p in /sys/class/infiniband/*/ports/*; do
+		[ -r "$p/cm_rx_msgs/req" ] || continue
+		req=$((req + $(cat "$p/cm_rx_msgs/req") - $(cat "$p/cm_rx_duplicates/req") - $(cat "$p/cm_tx_msgs/rej")))
+	done
+	awk -v req=$req '$1 == "rc" {print "\n@@RB SRVCONN rc_hits=" $2 " cm_req=" req}' /proc/net/rpc/nfsd
 	# svcrdma's own counters: sq_starve counts Sends that waited for
 	# Send Queue space (a healthy server under pressure waits; one whose
 	# accounting is inflated stops waiting).
@@ -246,7 +377,7 @@ server_health() {
 	# 1000000 or more (EFAULT): that is a floor, not nothing.
 	starve=$(cat $d/rdma_stat_sq_starve 2>/dev/null) || starve=
 	[ -n "$starve" ] || starve=1000000
-	echo "@@RB SVCRDMA sq_starve=$starve reads=$(cat $d/rdma_stat_read) writes=$(cat $d/rdma_stat_write) recvs=$(cat $d/rdma_stat_recv)"
+	printf '\n@@RB SVCRDMA sq_starve=%s reads=%s writes=%s recvs=%s\n' "$starve" "$(cat $d/rdma_stat_read)" "$(cat $d/rdma_stat_write)" "$(cat $d/rdma_stat_recv)"
 }
 
 # server_bounce (rb.crash=reconnect, the host's self-test of transport
@@ -294,7 +425,7 @@ client_mount() {
 	try=1
 	while [ $try -le 5 ]; do
 		t1=$(now)
-		mount.nfs "$RB_PEER:$path" $MNT -o "$opts" 2>&1 | sed 's/^/@@RB MOUNT_MSG /'
+		mount.nfs "$RB_PEER:$path" $MNT -o "$opts" 2>&1 | awk '{print "\n@@RB MOUNT_MSG " $0}'
 		if grep -q " $MNT nfs" /proc/mounts; then
 			mark MOUNTED "try=$try mount_s=$(since "$t1") opts=$(awk -v m=$MNT '$2==m{print $3 "," $4}' /proc/mounts)"
 			xprt=$(awk '/xprt:/{print $2; exit}' /proc/self/mountstats)
@@ -314,11 +445,51 @@ client_mount() {
 # client's RPC totals. It runs before umount, which drops the mount's.
 client_health() {
 	awk -v m="$MNT" '$1 == "device" {on = ($5 == m)}
-		on && ($1 == "xprt:" || $1 ~ /^[A-Z_0-9]+:$/) {$1 = $1; print "@@RB MSTAT line=" $0}' /proc/self/mountstats
-	awk '$1 == "rpc" {print "@@RB RPCSTAT calls=" $2 " retrans=" $3}' /proc/net/rpc/nfs
+		on && ($1 == "xprt:" || $1 ~ /^[A-Z_0-9]+:$/) {$1 = $1; print "\n@@RB MSTAT line=" $0}' /proc/self/mountstats
+	awk '$1 == "rpc" {print "\n@@RB RPCSTAT calls=" $2 " retrans=" $3}' /proc/net/rpc/nfs
+}
+
+# client_driven (RB_TIMER=server): the trusted server drives the test
+# (server_drive): at its "go i" the client copies s_i to f_i through its
+# own memory (reading it over the wire, then writing it back), and says
+# "done i" once f_i is on the server. Its RESULT lines are its own word.
+client_driven() {
+	i=1
+	while [ $i -le "$RB_ITERS" ]; do
+		[ "$(nc -l -p 7778)" = "go $i" ] || return 1
+		b=$(now)
+		cp $MNT/s$i /dev/shm/x
+		c=$(now)
+		# Done means on the server: close() alone need not wait for the
+		# writes under a write delegation.
+		if cp /dev/shm/x $MNT/f$i && sync; then r=ok; else r=fail; fi
+		d=$(now)
+		rm -f /dev/shm/x
+		n=0
+		until echo "done $i" | nc "$RB_PEER" 7777; do
+			n=$((n + 1))
+			[ $n -gt 50 ] && return 1
+			sleep 0.1
+		done
+		rs=$(awk -v x="$c" -v y="$b" 'BEGIN{printf "%.2f", x-y}')
+		ws=$(awk -v x="$d" -v y="$c" 'BEGIN{printf "%.2f", x-y}')
+		mark RESULT "iter=$i mb=$RB_MB gen_s=0 write_s=$ws write_MBps=$(mbps "$RB_MB" "$ws") read_s=$rs read_MBps=$(mbps "$RB_MB" "$rs") cmp=$r"
+		[ $r = ok ] || return 1
+		i=$((i + 1))
+	done
+	# rb.crash=corrupt, the host's self-test of server_check: the
+	# server's copies change once the driving is over, where only the
+	# server can see it.
+	i=1
+	while [ "${RB_CRASH:-none}" = corrupt ] && [ $i -le "$RB_ITERS" ]; do
+		printf x | dd of=$MNT/f$i bs=1 seek=4096 conv=notrunc 2>/dev/null
+		i=$((i + 1))
+	done
+	sync
 }
 
 client_transfer() {
+	[ "${RB_TIMER:-client}" = server ] && { client_driven; return; }
 	fails=0
 	i=1
 	src=${RB_DATA:-}
@@ -352,22 +523,11 @@ client_transfer() {
 		ws=$(awk -v x="$c" -v y="$b" 'BEGIN{printf "%.2f", x-y}')
 		rs=$(awk -v x="$e" -v y="$d" 'BEGIN{printf "%.2f", x-y}')
 		mark RESULT "iter=$i mb=$RB_MB gen_s=$gen write_s=$ws write_MBps=$(mbps "$RB_MB" "$ws") read_s=$rs read_MBps=$(mbps "$RB_MB" "$rs") cmp=$r"
-		if [ "${RB_TIMER:-client}" = server ]; then
-			mv /dev/shm/back /dev/shm/back$i
-		else
-			rm -f /dev/shm/back
-		fi
+		rm -f /dev/shm/back
 		gen=0
 		i=$((i + 1))
 	done
 	rm -f /dev/shm/src
-	# What was read back goes to the server once the timed loop is done,
-	# for the trusted server to check: this kernel's cmp is its own word.
-	i=1
-	while [ "${RB_TIMER:-client}" = server ] && [ $i -le "$RB_ITERS" ]; do
-		cp /dev/shm/back$i $MNT/r$i && rm -f /dev/shm/back$i
-		i=$((i + 1))
-	done
 	[ $fails = 0 ]
 }
 
@@ -380,12 +540,12 @@ client_fio() {
 		# --thread: one process; fio still needs SysV shm (CONFIG_SYSVIPC).
 		out=$(fio --name=seqread --directory=$MNT --rw=read --bs=1M --size="${RB_MB}M" --thread \
 			--direct=1 --ioengine=psync --output-format=terse --terse-version=3 2>&1) || {
-			echo "$out" | sed 's/^/@@RB FIO_MSG /'
+			echo "$out" | awk '{print "\n@@RB FIO_MSG " $0}'
 			# fio keeps its job table in SysV shared memory, even with --thread.
 			case $out in *shmget*) mark FIO_FAIL "reason=no_sysvipc" ;; esac
 			return 1
 		}
-		echo "$out" | awk -F';' -v i=$i -v mb="$RB_MB" '$1=="3"{printf "@@RB FIO iter=%d mb=%s read_MBps=%.2f read_s=%.3f\n", i, mb, $7/1024, $9/1000}'
+		echo "$out" | awk -F';' -v i=$i -v mb="$RB_MB" '$1=="3"{printf "\n@@RB FIO iter=%d mb=%s read_MBps=%.2f read_s=%.3f\n", i, mb, $7/1024, $9/1000}'
 		i=$((i + 1))
 	done
 	rm -f $MNT/seqread.*
@@ -465,7 +625,13 @@ client_run() {
 	mark SUMMARY "test=$RB_TEST loop_s=$(since "$t0") ok=$([ $rc = 0 ] && echo 1 || echo 0)"
 	client_health
 	umount $MNT || mark UMOUNT_FAIL
-	echo "$([ $rc = 0 ] && echo ok || echo fail)" | nc "$RB_PEER" 7777
+	# The server may be between two listens: try for a while.
+	n=0
+	until echo "$([ $rc = 0 ] && echo ok || echo fail)" | nc "$RB_PEER" 7777; do
+		n=$((n + 1))
+		[ $n -gt 50 ] && break
+		sleep 0.1
+	done
 	link_unshape
 	return $rc
 }

@@ -1,0 +1,124 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmabot/rdmabot/flow"
+)
+
+// The trusted server's server_wait (the real labtest.sh, its nc a stub
+// playing a candidate client) prints nothing the client sent: a word
+// other than the protocol's is msg=invalid, and a marker the client
+// tucked behind its word never reaches the console.
+func TestServerWaitEchoesNoPeerBytes(t *testing.T) {
+	for sent, want := range map[string]string{
+		"ok":   "msg=ok",
+		"lost": "msg=lost",
+		"ok\n@@RB NETEM_FAIL dev=eth0 msg=injected":                    "msg=invalid",
+		"ok\n@@RB BOOTED role=server kernel=6.12.117 build_id=ffff":    "msg=invalid",
+		"ok @@RB SRVCMP iter=1 result=ok":                              "msg=invalid",
+		"poweroff\n\n@@RB STIME iter=1 mb=32 write_s=0.01 read_s=0.01": "msg=invalid",
+	} {
+		out := runLabtest(t, "server_wait", map[string]string{"RB_TEST": "none", "RB_SENT": sent})
+		var done []string
+		for _, l := range strings.Split(out, "\n") {
+			m, ok := parseMarker(l)
+			if !ok {
+				continue
+			}
+			if m.Event != "CLIENT_DONE" {
+				t.Errorf("%q: the server printed %q", sent, l)
+			}
+			done = append(done, l)
+		}
+		if len(done) != 1 || !strings.Contains(done[0], want+" t=") {
+			t.Errorf("%q: CLIENT_DONE lines %q, want one with %s", sent, done, want)
+		}
+		if strings.Contains(out, "injected") || strings.Contains(out, "ffff") {
+			t.Errorf("%q: the client's bytes reached the server's console:\n%s", sent, out)
+		}
+	}
+}
+
+// runLabtest runs labtest.sh's fns under sh with env, nc and the test's
+// /proc reads stubbed: nc -l prints RB_SENT, as a client would send it.
+func runLabtest(t *testing.T, fns string, env map[string]string) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "labtest.sh")
+	if err := os.WriteFile(script, labtestScript, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `. "$0"; nc() { printf '%s\n' "$RB_SENT"; }; server_health() { :; }; `+fns, script)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// Markers no script prints where they came decide the run against the
+// kernel under test, whichever console showed them: never the lab's
+// fault, so never retried.
+func TestRunProtocolViolationIsTheCandidates(t *testing.T) {
+	test := DefaultTest()
+	test.Iterations = 2
+	test.Netem = "delay 1ms"
+	base := Kernel{BzImage: "base", BuildID: "ab"}
+	onClient := Kernel{BzImage: "cand", BuildID: "ab", Peer: &base, Side: SideClient}
+	onServer := Kernel{BzImage: "cand", BuildID: "ab", Peer: &base, Side: SideServer}
+	after := func(script, line, extra string) string { return strings.Replace(script, line, line+"\n"+extra, 1) }
+	for name, c := range map[string]struct {
+		k      Kernel
+		script string
+		host   string
+	}{
+		"a second BOOTED from the client":                          {onClient, after(serverTimedRun, "client @@RB TRANSPORT xprt=rdma t=5.1", "client @@RB BOOTED role=client kernel=6.12.117 build_id=ab"), SideClient},
+		"NETEM_FAIL on the trusted server after the client's word": {onClient, after(serverTimedRun, "server @@RB CLIENT_DONE msg=ok t=13.4", "server @@RB NETEM_FAIL dev=eth0 msg=injected"), SideClient},
+		"a client's event on the server":                           {onClient, after(serverTimedRun, "server @@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0", "server @@RB RESULT iter=1 mb=32 write_s=0.01 write_MBps=1600"), SideClient},
+		"an unknown event":                                         {onServer, after(goodRun, "server @@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0", "server @@RB WHATEVER x=1"), SideServer},
+		"NETEM_FAIL on the trusted client after its test":          {onServer, after(goodRun, "client @@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2", "client @@RB NETEM_FAIL dev=eth0 msg=x"), SideServer},
+	} {
+		r := feedKernel(t, test, c.k, c.script)
+		if r.violated() == "" {
+			t.Errorf("%s: no violation seen", name)
+		}
+		_, err := r.result(context.Background())
+		var be *BootError
+		if !errors.As(err, &be) || be.Host != c.host || be.Phase != "protocol" || flow.IsInfra(err) {
+			t.Errorf("%s: %v, want the candidate's (%s) protocol failure", name, err, c.host)
+		}
+	}
+	// NETEM_FAIL where a side may send it, from the trusted side, stays
+	// the lab's; mid-line, it is nothing at all.
+	honest := strings.Replace(serverTimedRun, "server @@RB RDMA_UP dev=rxe0 t=1.8", "server @@RB NETEM_FAIL dev=eth0 msg=unknown qdisc", 1)
+	if _, err := feedKernel(t, test, onClient, honest).result(context.Background()); !flow.IsInfra(err) {
+		t.Errorf("the trusted server's own NETEM_FAIL: %v, want the lab's", err)
+	}
+	invalid := strings.Replace(serverTimedRun, "CLIENT_DONE msg=ok", "CLIENT_DONE msg=invalid", 1)
+	if res, err := feedKernel(t, test, onClient, invalid).result(context.Background()); err != nil || res.Failure != errInvalidDone {
+		t.Errorf("a client's word other than the protocol's: %v %+v", err, res)
+	}
+	m, err := readMarkers(&Result{Kernel: onClient, Test: test, Server: Host{Console: "@@RB CLIENT_DONE msg=invalid\n"}}, "server")
+	if err != nil || m.failure(&Result{Test: test, Transport: test.Transport}, nil, true) != errInvalidDone {
+		t.Errorf("over SSH, a client's word other than the protocol's: %v", err)
+	}
+	// Over SSH alike: a trusted server's session showing NETEM_FAIL after
+	// the client's word is the candidate client's doing.
+	ssh := &Result{Kernel: onClient, Test: test}
+	ssh.Server.Console, ssh.Client.Console = sessions(after(serverTimedRun, "server @@RB CLIENT_DONE msg=ok t=13.4", "server @@RB NETEM_FAIL dev=eth0 msg=injected"))
+	var be *BootError
+	if _, err := readMarkers(ssh, "server"); !errors.As(err, &be) || be.Host != SideClient || be.Phase != "protocol" {
+		t.Errorf("over SSH, an injected NETEM_FAIL: %v, want the candidate client's protocol failure", err)
+	}
+	midLine := strings.Replace(serverTimedRun, "server @@RB CLIENT_DONE msg=ok t=13.4", "server @@RB CLIENT_DONE msg=ok t=13.4\nserver nfsd: client said @@RB NETEM_FAIL dev=eth0 msg=x", 1)
+	if res, err := feedKernel(t, test, onClient, midLine).result(context.Background()); err != nil || !res.Passed {
+		t.Errorf("a marker within a kernel line: %v %+v", err, res)
+	}
+}
