@@ -35,18 +35,17 @@ func dataMiB(k Kernel, t Test) int {
 
 // serverChecks is the server's look at the files of the transfer test
 // (labtest.sh's server_check, @@RB SRVCMP), per iteration: the file the
-// client wrote and, when the client runs the kernel under test, what it
-// read back and wrote again.
-type serverChecks struct{ wrote, readBack map[int]string }
+// client wrote (with the candidate on the client, what it wrote of what
+// it read: the file covers both ways).
+type serverChecks struct{ wrote map[int]string }
 
 func newServerChecks() serverChecks {
-	return serverChecks{wrote: map[int]string{}, readBack: map[int]string{}}
+	return serverChecks{wrote: map[int]string{}}
 }
 
 // note records one of the server's SRVCMP markers.
 func (s serverChecks) note(m marker) {
 	s.wrote[m.int("iter")] = m.Args["result"]
-	s.readBack[m.int("iter")] = m.Args["readback"]
 }
 
 // failure says why iteration it's data fails the test, "" when it does
@@ -56,7 +55,7 @@ func (s serverChecks) note(m marker) {
 // not counts against the kernel under test; the client's own cmp must
 // say ok.
 func (s serverChecks) failure(it Iteration, clientUntrusted bool) string {
-	got, back := s.wrote[it.N], s.readBack[it.N]
+	got := s.wrote[it.N]
 	switch {
 	case clientUntrusted && it.Cmp == "":
 		return fmt.Sprintf("iteration %d: the client reported no data check", it.N)
@@ -64,8 +63,6 @@ func (s serverChecks) failure(it Iteration, clientUntrusted bool) string {
 		return fmt.Sprintf("iteration %d: the trusted server did not find the file as the client was given it (%q)", it.N, got)
 	case serverRejected(got):
 		return fmt.Sprintf("iteration %d: the server did not find the file as the client was given it (%q)", it.N, got)
-	case serverRejected(back):
-		return fmt.Sprintf("iteration %d: the server did not find what the client read back as the data it was given (%q)", it.N, back)
 	case it.Cmp != "ok":
 		return fmt.Sprintf("iteration %d: data mismatch", it.N)
 	}
@@ -73,17 +70,14 @@ func (s serverChecks) failure(it Iteration, clientUntrusted bool) string {
 }
 
 // corrupt says which iteration's data did not survive the transfer test
-// ("" when all did): the server's check of what the client wrote and of
-// what it read back, then the client's own of what it read back. A
+// ("" when all did): the server's check of what the client wrote, then
+// the client's own of what it read back. A
 // server that runs the kernel under test cannot vouch for a file; a
 // client's word counts only against it.
 func (s serverChecks) corrupt(iters []Iteration) string {
 	for _, it := range iters {
 		if got := s.wrote[it.N]; serverRejected(got) {
 			return fmt.Sprintf("iteration %d of %d: the file the client wrote over NFS/RDMA is not, on the server, the data it was given (server's check: %s)", it.N, len(iters), got)
-		}
-		if got := s.readBack[it.N]; serverRejected(got) {
-			return fmt.Sprintf("iteration %d of %d: what the client read back over NFS/RDMA, written to the server again, is not the data it was given (server's check of the read-back: %s)", it.N, len(iters), got)
 		}
 		if it.Cmp == "mismatch" {
 			return fmt.Sprintf("iteration %d of %d: the file read back over NFS/RDMA differs from the one written (cmp)", it.N, len(iters))
