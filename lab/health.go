@@ -101,9 +101,9 @@ func healthOf(clientConsole, serverConsole string, clientTrusted bool) Health {
 			h.SQStarve = m.int("sq_starve")
 		case m.Event == "SRVCONN":
 			// Replies nfsd's reply cache gave again are requests the
-			// client sent again; an RDMA connection request after the
-			// first is a reconnect.
-			srvRetrans, srvReconnects = m.int("rc_hits"), max(m.int("cm_req")-1, 0)
+			// client sent again; an RDMA connection asked for once the
+			// test loop had started is a reconnect.
+			srvRetrans, srvReconnects = m.int("rc_hits"), m.int("reconnects")
 		}
 	}
 	if !clientTrusted {

@@ -59,14 +59,14 @@ func TestHealthOf(t *testing.T) {
 	// view stands, and decides whether anything was reported; its
 	// nonzero counts still count against it.
 	zeros := "@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0\n@@RB RPCSTAT calls=210 retrans=0\n"
-	faulty := "@@RB SRVSTAT calls=210 badcalls=0\n@@RB SRVCONN rc_hits=4 cm_req=3\n"
+	faulty := "@@RB SRVSTAT calls=210 badcalls=0\n@@RB SRVCONN rc_hits=4 reconnects=2\n"
 	if h := healthOf(zeros, faulty, false); !h.Reported || h.Retrans != 4 || h.Reconnects != 2 {
 		t.Errorf("a candidate client's zeros, the server's faults: %+v", h)
 	}
 	if h := healthOf(zeros, faulty, true); h.Retrans != 0 || h.Reconnects != 0 {
 		t.Errorf("a trusted client's counts: %+v", h)
 	}
-	if h := healthOf("@@RB RPCSTAT calls=210 retrans=9\n", "@@RB SRVSTAT calls=210 badcalls=0\n@@RB SRVCONN rc_hits=0 cm_req=1\n", false); !h.Reported || h.Retrans != 9 {
+	if h := healthOf("@@RB RPCSTAT calls=210 retrans=9\n", "@@RB SRVSTAT calls=210 badcalls=0\n@@RB SRVCONN rc_hits=0 reconnects=0\n", false); !h.Reported || h.Retrans != 9 {
 		t.Errorf("a candidate client's own retransmissions: %+v", h)
 	}
 	if h := healthOf(zeros, "", false); h.Reported {

@@ -214,7 +214,7 @@ func standIn(args []string) int {
 		say("@@RB SRVIO read=%d written=%d", echoed, moved)
 		// Its own view of the client: every connection it was asked for.
 		say("@@RB SRVSTAT calls=1 badcalls=0")
-		say("@@RB SRVCONN rc_hits=0 cm_req=%d", conns)
+		say("@@RB SRVCONN rc_hits=0 reconnects=%d", max(conns-1, 0))
 	case "client":
 		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
 		say("@@RB TRANSPORT xprt=rdma t=5.1")
@@ -316,7 +316,7 @@ func standInDrive(conn net.Conn, link io.Reader, data []byte, mb, iters, conns i
 	}
 	say("@@RB SRVIO read=%d written=%d", iters*file, moved)
 	say("@@RB SRVSTAT calls=1 badcalls=0")
-	say("@@RB SRVCONN rc_hits=0 cm_req=%d", conns)
+	say("@@RB SRVCONN rc_hits=0 reconnects=%d", max(conns-1, 0))
 }
 
 // standInDriven is a client the trusted server drives: it takes each

@@ -311,7 +311,7 @@ func healthLines(res *Result) string {
 	var b strings.Builder
 	for _, c := range []string{res.Client.Console, res.Server.Console} {
 		for _, l := range strings.Split(c, "\n") {
-			if m, ok := parseMarker(l); ok && (m.Event == "MSTAT" || m.Event == "RPCSTAT" || m.Event == "SRVSTAT") {
+			if m, ok := parseMarker(l); ok && (m.Event == "MSTAT" || m.Event == "RPCSTAT" || m.Event == "SRVSTAT" || m.Event == "SRVCONN") {
 				b.WriteString(strings.TrimSpace(l[strings.Index(l, markerPrefix):]) + "\n")
 			}
 		}

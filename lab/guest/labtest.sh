@@ -208,8 +208,8 @@ server_time() {
 		[ -n "$ws" ] && [ -z "$we" ] && [ $w -ge $((i * b)) ] && we=$t
 		[ -n "$we" ] && [ -z "$rs" ] && [ $r -gt $(((i - 1) * b)) ] && rs=$t
 		# The loop starts with the first byte of the first iteration.
-		[ -z "$l0" ] && [ -n "$ws" ] && [ "$ws" != 0 ] && l0=$ws
-		[ -z "$l0" ] && [ -n "$rs" ] && l0=$rs
+		[ -z "$l0" ] && [ -n "$ws" ] && [ "$ws" != 0 ] && l0=$ws && cm_reqs >"$RUN/rb.cm0"
+		[ -z "$l0" ] && [ -n "$rs" ] && l0=$rs && cm_reqs >"$RUN/rb.cm0"
 		if [ -n "$rs" ] && [ $r -ge $((i * b)) ]; then
 			awk -v i="$i" -v mb="$RB_MB" -v ws="$ws" -v we="$we" -v rs="$rs" -v re="$t" -v fio="$([ "$RB_TEST" = fio ] && echo 1)" 'BEGIN {
 				w = we - ws; r = re - rs; if (w <= 0) w = 0.01; if (r <= 0) r = 0.01
@@ -270,7 +270,8 @@ server_drive() {
 			drive_fail "$i" wrong_message
 			return
 		fi
-		[ -z "$l0" ] && l0=$tg
+		# Connections asked for from here on are reconnects.
+		[ -z "$l0" ] && l0=$tg && cm_reqs >"$RUN/rb.cm0"
 		[ "$IO_R" = "$r0" ] && [ "$IO_W" = "$w0" ] || { drive_fail "$i" moved_before_go; return; }
 		re=
 		while running $lp; do
@@ -297,6 +298,18 @@ server_drive() {
 		i=$((i + 1))
 	done
 	printf '\n@@RB SLOOP loop_s=%s\n' "$(awk -v a="$td" -v b="$l0" 'BEGIN{printf "%.2f", a-b}')"
+}
+
+# cm_reqs: the RDMA connection requests this host accepted, less
+# repeats and the ones it refused (a mount tried before the listener was
+# up).
+cm_reqs() {
+	cm_n=0
+	for cm_p in /sys/class/infiniband/*/ports/*; do
+		[ -r "$cm_p/cm_rx_msgs/req" ] || continue
+		cm_n=$((cm_n + $(cat "$cm_p/cm_rx_msgs/req") - $(cat "$cm_p/cm_rx_duplicates/req") - $(cat "$cm_p/cm_tx_msgs/rej")))
+	done
+	echo $cm_n
 }
 
 # tick_read SECS: a pause without a fork (a read that times out on a
@@ -357,17 +370,14 @@ server_health() {
 	# kernel under test must have moved what it says it moved.
 	awk '$1 == "io" {print "\n@@RB SRVIO read=" $2 " written=" $3}' /proc/net/rpc/nfsd
 	# What the server saw the client send again, and how often it was
-	# asked for an RDMA connection: replies its reply cache gave again,
-	# and the RDMA CM's connection requests received, less repeats and
-	# the ones it refused (a mount tried before the listener was up). A
-	# client running the kernel under test says what it likes of its own
-	# counts.
-	req=0
-	for p in /sys/class/infiniband/*/ports/*; do
-		[ -r "$p/cm_rx_msgs/req" ] || continue
-		req=$((req + $(cat "$p/cm_rx_msgs/req") - $(cat "$p/cm_rx_duplicates/req") - $(cat "$p/cm_tx_msgs/rej")))
-	done
-	awk -v req=$req '$1 == "rc" {print "\n@@RB SRVCONN rc_hits=" $2 " cm_req=" req}' /proc/net/rpc/nfsd
+	# asked for an RDMA connection once the test loop had started:
+	# replies its reply cache gave again, and the RDMA CM's connection
+	# requests since then (the mount's own, a v4 try and the v3 one
+	# among them, come before). A client running the kernel under test
+	# says what it likes of its own counts.
+	recon=0
+	[ -r "$RUN/rb.cm0" ] && recon=$(($(cm_reqs) - $(cat "$RUN/rb.cm0")))
+	awk -v n=$recon '$1 == "rc" {print "\n@@RB SRVCONN rc_hits=" $2 " reconnects=" n}' /proc/net/rpc/nfsd
 	# svcrdma's own counters: sq_starve counts Sends that waited for
 	# Send Queue space (a healthy server under pressure waits; one whose
 	# accounting is inflated stops waiting).
