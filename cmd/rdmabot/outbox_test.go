@@ -20,25 +20,8 @@ import (
 // TestOutboxCommand lists, shows and approves a held reply through the
 // real binary entry point, on the SQLite database the bot uses.
 func TestOutboxCommand(t *testing.T) {
-	shipped, err := os.ReadFile(filepath.Join("..", "..", "config.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfgText := strings.Replace(string(shipped), `data_dir = "/var/lib/rdmabot"`, `data_dir = "`+dir+`"`, 1)
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wire.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, cfg, st := shippedStore(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, cfg.DataDir, nil, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -93,4 +76,27 @@ func TestOutboxCommand(t *testing.T) {
 	if code := run(ctx, []string{"outbox", "approve", "-config", cfgPath, id}, io.Discard, &errb); code == 0 {
 		t.Error("approving a ready reply again must fail")
 	}
+}
+
+// shippedStore is config.toml as shipped with its data_dir in a
+// temporary folder, and the bot's database there.
+func shippedStore(t *testing.T) (cfgPath string, cfg wire.Config, st *store.Store) {
+	t.Helper()
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgText := strings.Replace(string(shipped), `data_dir = "/var/lib/rdmabot"`, `data_dir = "`+dir+`"`, 1)
+	cfgPath = filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = wire.Load(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = store.Open(context.Background(), cfg.Bot.DBURL, cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, cfg, st
 }

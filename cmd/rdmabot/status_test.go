@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/wire"
 )
 
 // TestStatusNamesTheSeries: rdmabot status and status --json name the
@@ -20,25 +18,8 @@ import (
 // series' JSON for a row stored before rows kept it), and a mainline
 // test by its branch. Both outputs are golden files (-update).
 func TestStatusNamesTheSeries(t *testing.T) {
-	shipped, err := os.ReadFile(filepath.Join("..", "..", "config.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfgText := strings.Replace(string(shipped), `data_dir = "/var/lib/rdmabot"`, `data_dir = "`+dir+`"`, 1)
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := wire.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, _, st := shippedStore(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, cfg.Bot.DBURL, cfg.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 12, 6, 0, 22, 32, 0, time.UTC)
 	st.SetClock(func() time.Time { return at })
 	oldJSON, _ := json.Marshal(flow.Series{MsgID: "old-1@example.org", List: "linux-nfs@vger.kernel.org"})
@@ -52,6 +33,7 @@ func TestStatusNamesTheSeries(t *testing.T) {
 		{Key: "k2", Kind: store.KindSeries, Tree: "nfsd", State: store.StateFailed, Summary: "INFRA: build job 3 gave up\nsecond line"},
 		{Key: "k3", Kind: store.KindMainline, Tree: "rdma", Ref: "for-next", State: store.StateBuilding},
 	}
+	var err error
 	for i := range tests {
 		if i < len(rows) {
 			if tests[i].SeriesID, err = st.AddSeries(ctx, st.DB, rows[i]); err != nil {
