@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +22,7 @@ import (
 	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
@@ -394,21 +393,7 @@ func TestPagesInChromium(t *testing.T) {
 	get("/tests/x/consoles", 400)
 	get(fmt.Sprintf("/tests/%d/reproducer.tar.gz", ids["apply"]), 500)
 	get("/tests/999/reproducer.tar.gz", 404)
-	gz, err := gzip.NewReader(strings.NewReader(get(measured+"/reproducer.tar.gz", 200)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for tr := tar.NewReader(gz); ; {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
-	}
+	names := testenv.TarNames(t, strings.NewReader(get(measured+"/reproducer.tar.gz", 200)))
 	if want := fmt.Sprintf("rdmabot-test-%d/", ids["measured"]); len(names) != 6 || names[0] != want || names[2] != want+"run.sh" {
 		t.Errorf("reproducer.tar.gz holds %q", names)
 	}

@@ -1,17 +1,16 @@
 package bundle
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // A bundle's archive is made once and served as the same file from then
@@ -45,21 +44,7 @@ func TestCacheMakesOnce(t *testing.T) {
 		}
 		defer f.Close()
 		st, _ := f.Stat()
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for tr := tar.NewReader(gz); ; {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, h.Name)
-		}
+		names := testenv.TarNames(t, f)
 		if names[0] != b.Dir+"/" || names[len(names)-1] != b.Dir+"/rdmabot" {
 			t.Errorf("archive holds %q", names)
 		}
