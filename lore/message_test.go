@@ -287,7 +287,7 @@ func TestReferencesBounded(t *testing.T) {
 }
 
 // BenchmarkManyReferences parses a mail whose References header holds
-// 160,000 ids (issue 27: 22 s).
+// 160,000 ids (22 s before the parse was bounded).
 func BenchmarkManyReferences(b *testing.B) {
 	raw := manyReferences(160000, 1)
 	b.SetBytes(int64(len(raw)))

@@ -423,7 +423,7 @@ func TestCommandSurvivesAPIErrors(t *testing.T) {
 	}
 }
 
-// BenchmarkForgedDeliveries is issue 27's attack: 100 deliveries at once,
+// BenchmarkForgedDeliveries is a stranger's attack: 100 deliveries at once,
 // each 25 MB (GitHub's own cap) under a forged signature. B/op is what
 // they made the webhook allocate; peak-heap-MB the most it held
 // (sampled every millisecond).

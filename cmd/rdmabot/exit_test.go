@@ -68,7 +68,7 @@ func TestUsageErrorsExit2Once(t *testing.T) {
 	}
 }
 
-// The configs issue 30 found accepted. config check exits 1 naming the
+// Configs that were once accepted. config check exits 1 naming the
 // key; serve refuses the same config with the same words (one
 // validation) before it opens anything.
 var badConfigs = []struct{ name, toml, want string }{
