@@ -31,6 +31,42 @@ type Sample struct {
 	// Consoles names each guest's whole serial console of the boot
 	// (role: "server", "client") as PutConsole stored it.
 	Consoles map[string]string `json:"consoles,omitempty"`
+	// Tests are the functional tests the boot ran, in order (the
+	// fstests profile); ServerOps the NFS operations the boot's trusted
+	// server counted while they ran (0: not counted), so that a client
+	// that reports tests it never ran is seen.
+	Tests     []TestResult `json:"tests,omitempty"`
+	ServerOps int64        `json:"server_ops,omitempty"`
+}
+
+// TestResult is one functional test of a boot (an fstests test).
+type TestResult struct {
+	Name   string  `json:"name"`   // "generic/075"
+	Status string  `json:"status"` // TestPass, TestFail or TestNotRun
+	Secs   float64 `json:"secs,omitempty"`
+	// Why is a notrun's reason, or a failure's evidence: the start of its
+	// .out.bad diff and fsx's log lines, bounded.
+	Why string `json:"why,omitempty"`
+	// Corrupt says the test read back data that differed from what it
+	// wrote (fsx's "READ BAD DATA", a miscompare).
+	Corrupt bool `json:"corrupt,omitempty"`
+}
+
+// The statuses of a TestResult, as fstests' check names them.
+const (
+	TestPass   = "pass"
+	TestFail   = "fail"
+	TestNotRun = "notrun"
+)
+
+// ProfileFstests names the fstests profile (lab.fstests); its boots'
+// Sample.Profile adds the provider: "fstests-rxe".
+const ProfileFstests = "fstests"
+
+// IsFstests says the sample is a boot of the fstests profile, on any
+// provider.
+func (s Sample) IsFstests() bool {
+	return s.Profile == ProfileFstests || strings.HasPrefix(s.Profile, ProfileFstests+"-")
 }
 
 // ProfileLossy is Sample.Profile of a boot over lab.lossy's link.
