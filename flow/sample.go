@@ -108,6 +108,10 @@ type Boot struct {
 	// lockdep, line tables: Stages.DebugBuild); "" when the test has no
 	// debug kernels. The debug profile boots it in Dir's place.
 	Debug string
+	// Thorough asks the profiles for their larger variants (the fstests
+	// profile's larger group): a new mainline head, or a test someone
+	// asked for ("#rdmabot test fstests").
+	Thorough bool
 }
 
 // KernelOn is the directory of the kernel that booted on the pair's side
