@@ -93,6 +93,13 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 			b.WriteString("cmp:\n\n" + fenced(excerpt(in.Corruption.Detail, 20)))
 		}
 	}
+	if v.Functional != nil {
+		text, rows, evidence := fstestsText(v.Functional)
+		b.WriteString(text + "\n\n" + markdownTable(rows, "lllrl") + "\n")
+		for _, e := range evidence {
+			b.WriteString(e[0] + "\n\n" + fenced(e[1]))
+		}
+	}
 	b.WriteString(commentSignature(c))
 	return b.String()
 }

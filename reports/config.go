@@ -49,6 +49,10 @@ type Config struct {
 	// what a maintainer must act on. Others reach the dashboard, and
 	// whoever asked by mail.
 	MailOutcomes []string `toml:"mail_outcomes"`
+	// FstestsFlaky are fstests tests measured flaky on healthy kernels
+	// (A/A comparisons of the group), each with its measured rate: their
+	// failures are shown beside it and never decide.
+	FstestsFlaky map[string]string `toml:"fstests_flaky"`
 
 	// Mail enables sending mail; off, mail stays in the outbox. GitHub
 	// comments do not wait for it (bot.github is their switch).

@@ -167,6 +167,9 @@ func Sentence(c *Config, v *Verdict) string {
 		}
 		return s + "."
 	case flow.Regression, flow.Improvement:
+		if v.Functional.failing() {
+			return v.Functional.sentence(bot, v.Outcome)
+		}
 		if h := v.faultHealth(); h != nil {
 			f := h.fault()
 			test := "on the " + testName(in) + " test"
@@ -199,6 +202,9 @@ func Sentence(c *Config, v *Verdict) string {
 	case flow.Crash:
 		return fmt.Sprintf("%s noticed a crash with this series:", bot)
 	case flow.DataCorruption:
+		if in.Corruption == nil && v.Functional.failing() {
+			return v.Functional.sentence(bot, v.Outcome)
+		}
 		return fmt.Sprintf("%s noticed data corruption with this series: data written over NFS/RDMA came back different.", bot)
 	case flow.Inconclusive:
 		return fmt.Sprintf("%s could not decide: %s.", bot, v.Reason)
@@ -385,7 +391,10 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	case flow.Crash:
 		raw(Measurements(v))
 	case flow.DataCorruption:
-		raw("cmp:\n\n" + indent(excerpt(in.Corruption.Detail, 20)))
+		if in.Corruption != nil {
+			raw("cmp:\n\n" + indent(excerpt(in.Corruption.Detail, 20)))
+		}
+		raw(Measurements(v))
 	}
 	if v.Outcome == flow.Pass && c.TestedBy {
 		para("If you wish, you may add the following tag to the series:")
@@ -464,6 +473,14 @@ func Measurements(v *Verdict) string {
 			text, rows := healthText(v.Pressure)
 			para(text)
 			raw(table(rows, ""))
+		}
+	}
+	if v.Functional != nil {
+		text, rows, evidence := fstestsText(v.Functional)
+		para(text)
+		raw(table(rows, ""))
+		for _, e := range evidence {
+			raw(e[0] + "\n\n" + indent(e[1]))
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

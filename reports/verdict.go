@@ -38,6 +38,8 @@ type Input struct {
 	BaseHealth, CandHealth []map[string]int
 	// Pressure is the Send Queue pressure profile's boots, when it ran.
 	Pressure *PressureRuns
+	// Fstests is the fstests profile's boots, when it ran.
+	Fstests *FstestsRuns
 	// Patch is the 1-based patch of the series a failure is in, whose
 	// mail the reply answers; 0 answers the series (its cover letter).
 	Patch int
@@ -367,6 +369,9 @@ type Verdict struct {
 	// over the pressure profile's boots.
 	Health   *Health
 	Pressure *Health
+	// Functional is the fstests boots' results; failing ones decided a
+	// REGRESSION (or DATA_CORRUPTION) whatever the throughput.
+	Functional *Functional
 	// Reason explains Infra and Inconclusive outcomes for the log.
 	Reason string
 }
@@ -381,11 +386,12 @@ type Judgement struct {
 	Crash    *Crash         `json:"crash,omitempty"`
 	Health   *Health        `json:"health,omitempty"`
 	Pressure *Health        `json:"pressure,omitempty"`
+	Fstests  *Functional    `json:"fstests,omitempty"`
 }
 
 // Judgement is v's stored form.
 func (v Verdict) Judgement() Judgement {
-	return Judgement{Outcome: v.Outcome, Reason: v.Reason, Decision: v.Decision, Crash: v.Crash, Health: v.Health, Pressure: v.Pressure}
+	return Judgement{Outcome: v.Outcome, Reason: v.Reason, Decision: v.Decision, Crash: v.Crash, Health: v.Health, Pressure: v.Pressure, Fstests: v.Functional}
 }
 
 // Verdict is the stored judgement again, answering in.
@@ -393,7 +399,7 @@ func (j Judgement) Verdict(in *Input) (Verdict, error) {
 	if j.Outcome == flow.None {
 		return Verdict{}, errors.New("a stored judgement without an outcome")
 	}
-	return Verdict{Outcome: j.Outcome, In: in, Decision: j.Decision, Crash: j.Crash, Health: j.Health, Pressure: j.Pressure, Reason: j.Reason}, nil
+	return Verdict{Outcome: j.Outcome, In: in, Decision: j.Decision, Crash: j.Crash, Health: j.Health, Pressure: j.Pressure, Functional: j.Fstests, Reason: j.Reason}, nil
 }
 
 // NeedMore is how many more runs per kernel the comparison wants before
@@ -445,6 +451,7 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 			v.Pressure.Profile = pr.Words
 		}
 	}
+	v.Functional = judgeFstests(in.Fstests)
 	if c := newCrash(in.BaseCrashes, in.CandCrashes); c != nil {
 		v.Crash = c
 		return v.as(flow.Crash, "")
@@ -457,6 +464,14 @@ func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 			return v.as(flow.Infra, "base kernel corrupts data: "+in.Corruption.Detail)
 		}
 		return v.as(flow.DataCorruption, "")
+	}
+	// A functional test the base passes and the patched kernel fails
+	// decides whatever the throughput, as a transport fault does.
+	if v.Functional.failing() {
+		if _, corrupt := v.Functional.regressed(); corrupt {
+			return v.as(flow.DataCorruption, "")
+		}
+		return v.as(flow.Regression, "")
 	}
 	if len(in.Metrics) == 0 {
 		// The pressure profile's evidence decides before any default

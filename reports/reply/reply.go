@@ -110,6 +110,32 @@ func (r *Replier) pressure(base, cand []flow.Sample) *reports.PressureRuns {
 	return &reports.PressureRuns{Base: b, Cand: c, Words: r.pressureWords(cand)}
 }
 
+// fstests is the fstests profile's boots of both sides, nil when none
+// ran.
+func (r *Replier) fstests(base, cand []flow.Sample) *reports.FstestsRuns {
+	boots := func(samples []flow.Sample) []reports.FstestsBoot {
+		var out []reports.FstestsBoot
+		for _, s := range samples {
+			// A boot that crashed is the crash's to tell.
+			if s.IsFstests() && s.Crash == "" {
+				out = append(out, reports.FstestsBoot{Tests: s.Tests, ServerOps: s.ServerOps})
+			}
+		}
+		return out
+	}
+	b, c := boots(base), boots(cand)
+	if len(b) == 0 && len(c) == 0 {
+		return nil
+	}
+	var words []string
+	for _, s := range cand {
+		if w := r.Lab.LinkWords(s.Profile); s.IsFstests() && !slices.Contains(words, w) {
+			words = append(words, w)
+		}
+	}
+	return &reports.FstestsRuns{Base: b, Cand: c, Words: strings.Join(words, "; "), Flaky: r.Cfg.FstestsFlaky}
+}
+
 func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 	var out []reports.Crash
 	for _, s := range samples {
@@ -325,7 +351,7 @@ func (r *Replier) Decide(ctx context.Context, id string, base, cand []flow.Sampl
 func (r *Replier) judge(id string, base, cand []flow.Sample) reports.Verdict {
 	in := &reports.Input{Test: r.testInfo(nil, "", base, cand), Metrics: metrics(base, cand),
 		BaseCrashes: r.crashes(base, base), CandCrashes: r.crashes(cand, base), BaseHealth: health(base), CandHealth: health(cand),
-		Pressure: r.pressure(base, cand), Corruption: r.corruption(base, cand)}
+		Pressure: r.pressure(base, cand), Fstests: r.fstests(base, cand), Corruption: r.corruption(base, cand)}
 	return reports.Judge(reports.Rand(reports.Thread{MessageID: id}), r.Cfg.Policy(), in)
 }
 
