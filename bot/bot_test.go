@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -653,7 +654,7 @@ func TestGitHubOriginAnsweredInIssue(t *testing.T) {
 	id := a.ID
 	h.wait("comment", 30*time.Second, func() bool { return h.report.Count() == 1 })
 	tt, _ := h.st.Test(context.Background(), h.st.DB, id)
-	if r, ok := h.report.Get(tt.Key); !ok || r.Origin != o {
+	if r, ok := h.report.Get(tt.Key); !ok || !reflect.DeepEqual(r.Origin, o) {
 		t.Fatalf("report %+v, want origin %+v", r, o)
 	}
 	if tt.Candidate != commits[2] || tt.Thread != "github:o/r#12" {

@@ -54,6 +54,7 @@ func (b *Bot) act(ctx context.Context, tx *sql.Tx, c flow.Command, s *flow.Serie
 	if o.Kind == "mail" {
 		o.Command = &c // answered in place, with its refusal if any
 	}
+	o.Asked = c.Profiles
 	if c.Refused == "" {
 		a, err := b.do(ctx, tx, c, s, o)
 		var ce *flow.CommandError
@@ -85,6 +86,9 @@ func (b *Bot) do(ctx context.Context, tx *sql.Tx, c flow.Command, s *flow.Series
 			Tree: c.Tree, Good: c.Good, Bad: c.Bad, Metric: b.cfg.Mainline.Metric, Origin: mustJSON(o)})
 		return flow.Acted{What: flow.ActedBisection, ID: id, New: true}, err
 	case flow.CommandTest, flow.CommandRetest:
+		if err := b.knownProfiles(c.Profiles); err != nil {
+			return flow.Acted{}, err
+		}
 	default:
 		return flow.Acted{}, &flow.CommandError{Why: fmt.Sprintf("unknown command %q", c.Verb)}
 	}
@@ -112,6 +116,20 @@ func (b *Bot) do(ctx context.Context, tx *sql.Tx, c flow.Command, s *flow.Series
 		return b.retestThread(ctx, tx, o)
 	}
 	return flow.Acted{}, &flow.CommandError{Why: "say what to test"}
+}
+
+// knownProfiles is nil when every profile asked for is on in the lab.
+func (b *Bot) knownProfiles(asked []string) error {
+	var on []string
+	for _, p := range b.stages.Profiles {
+		on = append(on, p.Name())
+	}
+	for _, a := range asked {
+		if !slices.Contains(on, a) {
+			return &flow.CommandError{Why: fmt.Sprintf("The %s profile is off on this bot (on: %s).", a, strings.Join(append(on, "the default test"), ", "))}
+		}
+	}
+	return nil
 }
 
 // knownTree is nil when tree is configured, with branch when that is

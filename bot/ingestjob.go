@@ -207,6 +207,10 @@ func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.
 		// the list already had its reply.
 		key += ":" + threadOf(o)
 	}
+	if len(o.Asked) > 0 {
+		// With more profiles: another test than the one without.
+		key += ":" + strings.Join(o.Asked, "+")
+	}
 	return store.Test{Key: key, Kind: store.KindSeries, SeriesID: sid, Tree: s.Tree, Cause: cause}, nil
 }
 

@@ -51,7 +51,15 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		if candPath, err = b.fetchArtifact(ctx, t.CandArtifact, tr); err != nil {
 			return err
 		}
+		o, err := b.storedOrigin(fmt.Sprintf("test %d", t.ID), t.Origin, tr)
+		if err != nil {
+			return err
+		}
 		baseBoot, candBoot := b.boots(t, side, basePath, candPath, tr)
+		// A new head and a request for a profile get the profiles' larger
+		// variants; a posting the ones that fit every series.
+		baseBoot.Thorough = t.Kind == store.KindMainline || len(o.Asked) > 0
+		candBoot.Thorough = baseBoot.Thorough
 		if job.Args.Round == 1 && t.BaseDebugArtifact != "" && t.CandDebugArtifact != "" {
 			if baseBoot.Debug, err = b.fetchArtifact(ctx, t.BaseDebugArtifact, tr); err != nil {
 				return err
@@ -66,7 +74,7 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 			var baseSamples, candSamples []flow.Sample
 			// The profiles first: a crash or evidence they find decides
 			// at once.
-			lossyBase, lossyCand, err := b.profileBoots(ctx, t, job.Args.Round, baseBoot, candBoot, tr)
+			lossyBase, lossyCand, err := b.profileBoots(ctx, t, o, job.Args.Round, baseBoot, candBoot, tr)
 			if err != nil {
 				if infraOrInterrupted(ctx, err) {
 					return err
@@ -223,10 +231,11 @@ func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (b
 // profileBoots are the lab profiles' boots (lab.lossy, lab.pressure) in
 // a test's first round, each profile's base and candidate boots
 // alternating: for a series that changes what a profile is for, and for
-// every new mainline head (its merges change such code unseen); none
-// otherwise. They stop at the first crash. An error is the lab's, or a
-// kernel that did not come up under a profile (lossyFailed).
-func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoot, candBoot flow.Boot, tr *Trace) (base, cand []flow.Sample, err error) {
+// every new mainline head (its merges change such code unseen), and for
+// a test whose request (o) asked for a profile by name; none otherwise.
+// They stop at the first crash. An error is the lab's, or a kernel that
+// did not come up under a profile (lossyFailed).
+func (b *Bot) profileBoots(ctx context.Context, t store.Test, o flow.Origin, round int, baseBoot, candBoot flow.Boot, tr *Trace) (base, cand []flow.Sample, err error) {
 	profiles := b.stages.Profiles
 	if b.stages.Debug != nil && baseBoot.Debug != "" && candBoot.Debug != "" {
 		// The build job built them because the profile asked. They boot
@@ -256,6 +265,8 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, round int, baseBoo
 				return ""
 			}
 			return "a new " + t.Tree + " " + t.Ref + " head"
+		case o.AskedFor(p.Name()):
+			return "the request asked for it"
 		case series != nil:
 			if w := p.Why(*series); w != "" {
 				return "the series changes " + w

@@ -20,6 +20,10 @@ type Command struct {
 	// Good and Bad are the ends of a bisection.
 	Good string `json:"good,omitempty"`
 	Bad  string `json:"bad,omitempty"`
+	// Profiles are the lab profiles a test asks for beyond those the
+	// series' changes choose, run in their larger variants
+	// (ProfileFstests: "#rdmabot test fstests").
+	Profiles []string `json:"profiles,omitempty"`
 	// Note is what a dispute says: why the report is invalid, or the
 	// report it repeats.
 	Note string `json:"note,omitempty"`

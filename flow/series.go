@@ -1,5 +1,7 @@
 package flow
 
+import "slices"
+
 // Series is a patch series as the bot carries it between stages.
 type Series struct {
 	MsgID string `json:"msgid"` // cover letter, or first patch when there is none
@@ -90,7 +92,13 @@ type Origin struct {
 	// Command is the mail command that asked (Kind "mail"). Its key
 	// is "request", as older bots stored it.
 	Command *Command `json:"request,omitempty"`
+	// Asked are the lab profiles the request asked for (Command.Profiles),
+	// by any transport.
+	Asked []string `json:"asked,omitempty"`
 }
+
+// AskedFor says the request asked for lab profile name.
+func (o Origin) AskedFor(name string) bool { return slices.Contains(o.Asked, name) }
 
 // Change is one line a patch changes, or the function a hunk is in (the
 // text after a hunk header's second "@@"), with the file it is in.

@@ -20,6 +20,9 @@ func TestParseCommands(t *testing.T) {
 		"#rdmabot dup",
 		"#rdmabot dup a b",
 		"#rdmabot test a b c",
+		"#rdmabot test fstests",
+		"#rdmabot retest fstests nfsd nfsd-testing",
+		"#rdmabot test fstests a b c",
 		"#rdmabot frobnicate",
 		"#rdmabot",
 		"#rdmabotx test",
@@ -29,7 +32,7 @@ func TestParseCommands(t *testing.T) {
 	}, "\n")
 	var got []string
 	for _, c := range parseCommands(body) {
-		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s", c.Verb, c.Tree, c.Branch, c.Note, c.Err))
+		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s%s", c.Verb, c.Tree, c.Branch, c.Note, c.Err, strings.Join(c.Profiles, "+")))
 	}
 	want := []string{
 		"test||||",
@@ -40,7 +43,10 @@ func TestParseCommands(t *testing.T) {
 		"dup|||https://lore.kernel.org/r/20261130040506.2ce58ffafd08-rdmabot@rdmabot.invalid/|",
 		"||||say which report this one repeats: #rdmabot dup <link or Message-ID>",
 		"||||say which report this one repeats: #rdmabot dup <link or Message-ID>",
-		"||||too many arguments: #rdmabot test [<tree> [<branch>]]",
+		"||||too many arguments: #rdmabot test [fstests] [<tree> [<branch>]]",
+		"test||||fstests",
+		"retest|nfsd|nfsd-testing||fstests",
+		"||||too many arguments: #rdmabot test [fstests] [<tree> [<branch>]]",
 		`||||unknown command "frobnicate" (known: test, retest, invalid, dup)`,
 		"||||no command after #rdmabot (known: test, retest, invalid, dup)",
 	}

@@ -571,7 +571,8 @@ const CommandPrefix = "#rdmabot"
 // Command verbs.
 const (
 	// VerbTest asks for a test of the series: "#rdmabot test" against
-	// the default base, or "#rdmabot test <tree> [<branch>]".
+	// the default base, or "#rdmabot test <tree> [<branch>]"; "#rdmabot
+	// test fstests [...]" asks for the fstests profile too.
 	VerbTest = "test"
 	// VerbRetest asks to run the last test again, same arguments.
 	VerbRetest = "retest"
@@ -591,6 +592,7 @@ const knownVerbs = "(known: test, retest, invalid, dup)"
 //
 //	#rdmabot test                    test on the default base
 //	#rdmabot test <tree> [<branch>]  test on a configured tree/branch
+//	#rdmabot test fstests [...]      the same, with fstests' larger group
 //	#rdmabot retest [<tree> [<branch>]]
 //	#rdmabot invalid [<why>]         the bot's report here is wrong
 //	#rdmabot dup <link|Message-ID>   it repeats another report
@@ -616,6 +618,8 @@ type Command struct {
 	Verb       string       `json:"verb,omitempty"`
 	Tree       string       `json:"tree,omitempty"`
 	Branch     string       `json:"branch,omitempty"`
+	// Profiles are the lab profiles asked for by name ("fstests").
+	Profiles []string `json:"profiles,omitempty"`
 	// Note is what a dispute says: why the report is invalid, or the
 	// report it duplicates.
 	Note string `json:"note,omitempty"`
@@ -657,10 +661,16 @@ func parseCommands(body string) []Command {
 			c.Verb, c.Note = args[0], args[1]
 		case args[0] != VerbTest && args[0] != VerbRetest:
 			c.Err = "unknown command " + strconv.Quote(args[0]) + " " + knownVerbs
-		case len(args) > 3:
-			c.Err = "too many arguments: " + CommandPrefix + " " + args[0] + " [<tree> [<branch>]]"
 		default:
 			c.Verb = args[0]
+			if len(args) > 1 && args[1] == flow.ProfileFstests {
+				c.Profiles, args = []string{flow.ProfileFstests}, append(args[:1:1], args[2:]...)
+			}
+			if len(args) > 3 {
+				c.Verb, c.Profiles = "", nil
+				c.Err = "too many arguments: " + CommandPrefix + " " + args[0] + " [fstests] [<tree> [<branch>]]"
+				break
+			}
 			if len(args) > 1 {
 				c.Tree = args[1]
 			}

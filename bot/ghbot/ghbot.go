@@ -327,6 +327,9 @@ func quote(e *event, line string) string {
 // none of the usage's.
 func (g *Bot) command(c Command) (flow.Command, bool) {
 	fc := flow.Command{Verb: c.Verb, Line: c.Line}
+	if (c.Verb == flow.CommandTest || c.Verb == flow.CommandRetest) && len(c.Args) > 0 && c.Args[0] == flow.ProfileFstests {
+		fc.Profiles, c.Args = []string{flow.ProfileFstests}, c.Args[1:]
+	}
 	switch {
 	case c.Verb == flow.CommandTest && len(c.Args) == 1:
 		fc.Link = c.Args[0]
@@ -360,7 +363,7 @@ func (g *Bot) run(ctx context.Context, c Command, o flow.Origin) (reply, label s
 	return fmt.Sprintf("Queued test %d: %s/tests/%d\nI will post the result here.", a.ID, g.URL, a.ID), outbox.QueuedLabel
 }
 
-const usage = "```\n/rdmabot test <lore URL or Message-ID>\n/rdmabot test <tree> <ref>\n/rdmabot bisect <good> <bad>\n/rdmabot retest\n/rdmabot cancel\n```"
+const usage = "```\n/rdmabot test [fstests] <lore URL or Message-ID>\n/rdmabot test [fstests] <tree> <ref>\n/rdmabot bisect <good> <bad>\n/rdmabot retest [fstests]\n/rdmabot cancel\n```\n`fstests` adds the fstests profile's larger group over NFS/RDMA."
 
 // authorized climbs the ladder: allowlist, the author association GitHub
 // reports, org membership, collaborator; the refusal says why.

@@ -69,14 +69,18 @@ func (f *fakeCmds) Act(ctx context.Context, c flow.Command, s *flow.Series, o fl
 		if c.Tree == "nope" {
 			return flow.Acted{}, &flow.CommandError{Why: fmt.Sprintf("unknown tree %q", c.Tree)}
 		}
-		if c.Link != "" {
-			return flow.Acted{What: flow.ActedTest, ID: f.add(fmt.Sprintf("thread %s #%d by %s", c.Link, o.Issue, o.User))}, nil
+		asked := ""
+		if len(c.Profiles) > 0 {
+			asked = " +" + strings.Join(c.Profiles, "+")
 		}
-		return flow.Acted{What: flow.ActedTest, ID: f.add("ref " + c.Tree + " " + c.Ref)}, nil
+		if c.Link != "" {
+			return flow.Acted{What: flow.ActedTest, ID: f.add(fmt.Sprintf("thread %s #%d by %s%s", c.Link, o.Issue, o.User, asked))}, nil
+		}
+		return flow.Acted{What: flow.ActedTest, ID: f.add("ref " + c.Tree + " " + c.Ref + asked)}, nil
 	case flow.CommandBisect:
 		return flow.Acted{What: flow.ActedBisection, ID: f.add("bisect " + c.Tree + " " + c.Good + " " + c.Bad)}, nil
 	case flow.CommandRetest:
-		return flow.Acted{What: flow.ActedTest, ID: f.add("retest " + thread)}, nil
+		return flow.Acted{What: flow.ActedTest, ID: f.add("retest " + thread + strings.Join(c.Profiles, "+"))}, nil
 	case flow.CommandCancel:
 		return flow.Acted{What: flow.ActedCanceled, ID: f.add("cancel " + thread)}, nil
 	}
@@ -187,11 +191,16 @@ func TestWebhook(t *testing.T) {
 	deliver(t, g, "s3cret", issueCommentPayload(4, 5, "leon", "NONE", "/rdmabot test rdma for-next"))
 	deliver(t, g, "s3cret", issueCommentPayload(5, 5, "jgg", "OWNER", "> /rdmabot cancel\nquoted, not a command\n/rdmabot cancel"))
 	deliver(t, g, "s3cret", issueCommentPayload(6, 5, "tester", "NONE", "/rdmabot frobnicate"))
+	// fstests asked for by name, before the other words.
+	deliver(t, g, "s3cret", issueCommentPayload(7, 6, "jgg", "OWNER", "/rdmabot test fstests rdma for-next"))
+	deliver(t, g, "s3cret", issueCommentPayload(8, 6, "jgg", "OWNER", "/rdmabot test fstests <20240101.abc@oracle.com>"))
 
 	want := []string{
 		"thread https://lore.kernel.org/linux-nfs/20240101.abc@oracle.com/ #5 by chuck",
 		"ref rdma for-next",
 		"cancel github:o/r#5",
+		"ref rdma for-next +fstests",
+		"thread <20240101.abc@oracle.com> #6 by jgg +fstests",
 	}
 	if fmt.Sprint(cmds.calls) != fmt.Sprint(want) {
 		t.Fatalf("commands %q, want %q", cmds.calls, want)

@@ -377,7 +377,7 @@ func (l *Reader) appliedBy(ctx context.Context, s *lore.Series, maintainers []st
 // for, with the request attached and, when it is not done, why.
 func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (flow.Series, bool, error) {
 	bs := convert(s, l.Cfg)
-	cmd := &flow.Command{Verb: c.Verb, Tree: c.Tree, Branch: c.Branch, Note: c.Note, Line: c.Line,
+	cmd := &flow.Command{Verb: c.Verb, Tree: c.Tree, Branch: c.Branch, Profiles: c.Profiles, Note: c.Note, Line: c.Line,
 		MsgID: c.MessageID, References: c.References, From: strings.ToLower(c.From.Email), Name: c.From.Name}
 	if cmd.MsgID == "" || cmd.From == "" {
 		return bs, false, nil
@@ -389,7 +389,7 @@ func (l *Reader) command(ctx context.Context, c lore.Command, s *lore.Series) (f
 	}
 	if c.Err != "" {
 		return refuse("I did not understand that: " + c.Err + ". Commands, one per line: " +
-			"\"#rdmabot test\", \"#rdmabot test <tree> [<branch>]\", \"#rdmabot retest\", " +
+			"\"#rdmabot test\", \"#rdmabot test <tree> [<branch>]\", \"#rdmabot test fstests\", \"#rdmabot retest\", " +
 			"\"#rdmabot invalid [<why>]\", \"#rdmabot dup <link or Message-ID>\".")
 	}
 	if !s.Complete && (cmd.Verb == flow.CommandTest || cmd.Verb == flow.CommandRetest) {

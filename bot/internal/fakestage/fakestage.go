@@ -347,6 +347,8 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		speed = "lossy-hang"
 	case strings.Contains(subject, "sq-overflow"):
 		speed = "sq-overflow"
+	case strings.Contains(subject, "fsx-bad"):
+		speed = "fsx-bad"
 	case strings.Contains(subject, "client-corrupt"):
 		speed = "client-corrupt"
 	case strings.Contains(subject, "slightly-slow"):
@@ -671,6 +673,33 @@ func (f *Lossy) Run(ctx context.Context, pair string, k flow.Boot, boot int, tra
 	return f.Lab.Run(ctx, pair, k, n, trace)
 }
 
+// Fstests is the fstests profile: each boot reports one test, which an
+// "fsx-bad" kernel fails with bad data read back. Why asks for it when a
+// patch holds Match; each call says whether the boot asked for the
+// larger group (Boot.Thorough).
+type Fstests struct {
+	Calls *Calls
+	Match string
+	N     int
+}
+
+func (f *Fstests) Name() string { return flow.ProfileFstests }
+
+func (f *Fstests) Shapes(pair string) bool { return true }
+
+func (f *Fstests) Why(s flow.Series) string { return why(s, f.Match) }
+
+func (f *Fstests) Boots() int { return f.N }
+
+func (f *Fstests) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+	f.Calls.Add("fstests %s %s thorough=%t", pair, filepath.Base(k.Dir), k.Thorough)
+	t := flow.TestResult{Name: "generic/075", Status: flow.TestPass, Secs: 12}
+	if b, err := os.ReadFile(filepath.Join(k.Dir, "kernel")); err == nil && string(b) == "fsx-bad" {
+		t.Status, t.Corrupt, t.Why = flow.TestFail, true, "READ BAD DATA: offset = 0x2a01, size = 0x1ff3"
+	}
+	return []flow.Sample{{Profile: flow.ProfileFstests + "-rxe", Tests: []flow.TestResult{t}, ServerOps: 1000}}, nil
+}
+
 // Debug is the debug profile over Lab: it boots each side's debug
 // kernel (Boot.Debug), where a "uaf" kernel reports a use-after-free.
 // Why asks for it when a patch holds Match.
@@ -787,6 +816,15 @@ func (Decider) Decide(ctx context.Context, id string, base, cand []flow.Sample) 
 	for _, s := range cand {
 		if s.Corrupt != "" {
 			return flow.Decision{Verdict: flow.DataCorruption, Summary: s.Corrupt}, nil
+		}
+	}
+	// As reports judges: an fstests test the base passes and the
+	// candidate fails decides, bad data read back as corruption.
+	for _, s := range cand {
+		for _, t := range s.Tests {
+			if t.Status == flow.TestFail && t.Corrupt {
+				return flow.Decision{Verdict: flow.DataCorruption, Summary: t.Name + ": " + t.Why}, nil
+			}
 		}
 	}
 	// As reports judges: a full Send Queue no base boot shows decides.
