@@ -94,7 +94,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 		}
 	}
 	if v.Functional != nil {
-		text, rows, evidence := fstestsText(v.Functional)
+		text, rows, evidence := FstestsText(v.Functional)
 		b.WriteString(text + "\n\n" + markdownTable(rows, "lllrl") + "\n")
 		for _, e := range evidence {
 			b.WriteString(e[0] + "\n\n" + fenced(e[1]))

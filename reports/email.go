@@ -476,7 +476,7 @@ func Measurements(v *Verdict) string {
 		}
 	}
 	if v.Functional != nil {
-		text, rows, evidence := fstestsText(v.Functional)
+		text, rows, evidence := FstestsText(v.Functional)
 		para(text)
 		raw(table(rows, ""))
 		for _, e := range evidence {

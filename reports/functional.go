@@ -237,10 +237,10 @@ func allBoots(n int) string {
 	return fmt.Sprintf("all %d boots", n)
 }
 
-// fstestsText is the replies' account of the fstests boots: a sentence,
+// FstestsText is the replies' (and the dashboard's) account of the fstests boots: a sentence,
 // a row per test (results on base and patched boots, the patched time,
 // what the results say), and each deciding test's evidence.
-func fstestsText(f *Functional) (para string, rows [][]string, evidence [][2]string) {
+func FstestsText(f *Functional) (para string, rows [][]string, evidence [][2]string) {
 	rows = [][]string{{"fstests", "base", "patched", "time", ""}}
 	var notrun []string
 	for _, t := range f.Tests {

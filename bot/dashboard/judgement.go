@@ -23,8 +23,19 @@ type JudgementView struct {
 	// More is the runs per kernel it still wanted (an undecided end).
 	More int
 	Rows []MetricRow
+	// Fstests is the fstests boots' account as the reply gives it.
+	Fstests *FstestsView
 	// Err says why a stored detail could not be read.
 	Err string
+}
+
+// FstestsView is the fstests boots of a judgement: the reply's sentence,
+// its table's rows (test, base, patched, time, class) and the patched
+// kernel's evidence of each test that decided.
+type FstestsView struct {
+	Para     string
+	Rows     [][]string
+	Evidence [][2]string
 }
 
 // MetricRow is one metric's comparison: each kernel's mean ± sd over its
@@ -57,6 +68,10 @@ func judgementView(detail string) (*reports.Judgement, *JudgementView) {
 	rows := reports.MetricRows(j.Decision)
 	for _, r := range rows[1:] {
 		v.Rows = append(v.Rows, MetricRow{Metric: r[0], Base: r[1], Change: r[2], Interval: r[3], Patched: r[4], P: r[5], Runs: r[6], Verdict: r[7]})
+	}
+	if j.Fstests != nil {
+		para, rows, evidence := reports.FstestsText(j.Fstests)
+		v.Fstests = &FstestsView{Para: para, Rows: rows[1:], Evidence: evidence}
 	}
 	return j, v
 }

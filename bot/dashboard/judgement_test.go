@@ -102,3 +102,41 @@ func TestJudgementTableInChromium(t *testing.T) {
 		t.Errorf("%s shows a judgement:\n%s", apply, body)
 	}
 }
+
+// A test that ran the fstests profile shows the reply's fstests table
+// and the evidence of the test that decided, from the stored judgement.
+func TestJudgementFstestsInChromium(t *testing.T) {
+	st, ids := seed(t)
+	ctx := context.Background()
+	r := &reply.Replier{Cfg: reports.DefaultConfig(), Lab: lab.DefaultConfig()}
+	fst := func(status, why string) flow.Sample {
+		return flow.Sample{Profile: flow.ProfileFstests + "-rxe", ServerOps: 1200, Tests: []flow.TestResult{
+			{Name: "generic/013", Status: flow.TestPass, Secs: 41},
+			{Name: "generic/075", Status: status, Secs: 63, Why: why},
+		}}
+	}
+	base := append(boots(10, 100), fst(flow.TestPass, ""))
+	cand := append(boots(10, 100), fst(flow.TestFail, "+fsx: operation 112 failed: short read 0x1ff3"))
+	d, err := r.Decide(ctx, "series:<test@example.org>:v1:", base, cand)
+	if err != nil || d.Verdict != flow.Regression {
+		t.Fatalf("decide: %+v %v", d, err)
+	}
+	tt, err := st.Test(ctx, st.DB, ids["regressed"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt.Detail = string(d.Detail)
+	if err := st.UpdateTest(ctx, st.DB, tt); err != nil {
+		t.Fatal(err)
+	}
+	dom := chromium(t, server(t, st).URL+fmt.Sprintf("/tests/%d", tt.ID))
+	for _, want := range []string{`<h3 id="fstests">fstests</h3>`,
+		"<tr><td>generic/075</td><td>pass</td><td>fail</td><td>63s</td><td>regressed</td></tr>",
+		"<tr><td>generic/013</td><td>pass</td><td>pass</td><td>41s</td><td></td></tr>",
+		"<p>generic/075 on the patched kernel:</p><pre>+fsx: operation 112 failed: short read 0x1ff3</pre>",
+		`Decided: <span class="regression">REGRESSION</span>.`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("no %q in\n%s", want, dom)
+		}
+	}
+}
