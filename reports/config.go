@@ -110,6 +110,7 @@ func DefaultConfig() Config {
 		TestedBy:         true,
 		CCMaintainers:    true,
 		MailOutcomes:     DefaultMailOutcomes(),
+		FstestsFlaky:     map[string]string{},
 		Moderate:         true,
 		DailyLimit:       20,
 		AuthorDailyLimit: 5,
