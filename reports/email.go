@@ -379,13 +379,6 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 			raw("Warnings of the same build (not compared with the base's):")
 			raw(diagnostics(f.Warnings, "   "))
 		}
-		if in.BuildFail.Old > 0 {
-			if in.BuildFail.Old == 1 {
-				para("(1 error that the base build shows too is left out.)")
-			} else {
-				para(fmt.Sprintf("(%d errors that the base build shows too are left out.)", in.BuildFail.Old))
-			}
-		}
 	case flow.BootFailed:
 		raw("Console:\n\n" + indent(excerpt(in.Boot.Console, 40)))
 	case flow.Crash:

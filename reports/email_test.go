@@ -72,11 +72,6 @@ func TestJudgeReproducibleAndAdaptive(t *testing.T) {
 	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != flow.Infra {
 		t.Errorf("shared crash: %v, want INFRA", v.Outcome)
 	}
-	in = input()
-	in.BuildFail = &BuildFailure{Old: 3}
-	if v := Judge(Rand(in.Thread), c.Policy(), in); v.Outcome != flow.Infra {
-		t.Errorf("only old build errors: %v, want INFRA", v.Outcome)
-	}
 }
 
 // An author address that is not one plain mailbox (`From: Evil

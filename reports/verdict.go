@@ -24,9 +24,10 @@ type Input struct {
 	// Metrics hold per-run, per-iteration samples of base and candidate.
 	Metrics []stats.Metric
 
-	// At most one failure of the pipeline, in pipeline order: a set
-	// field wins over everything after it.
-	Infra      *InfraFailure
+	// The failure of a stage before the lab, or of the candidate's boot,
+	// as the engine decided it (the bot stores the outcome, and the
+	// account in reports.Detail): what the reply of that outcome shows.
+	// Judge decides only on what the lab measured.
 	Apply      *ApplyFailure
 	BuildFail  *BuildFailure
 	Boot       *BootFailure
@@ -287,14 +288,12 @@ type ApplyFailure struct {
 	Output string
 }
 
-// BuildFailure lists the errors of the patched build; only New ones are
-// the series' fault.
+// BuildFailure lists the errors of the patched build (New: the builder
+// reports only the errors its own build of the series made).
 type BuildFailure struct {
 	// Target is the make target that failed.
 	Target string
 	New    []Diagnostic
-	// Old counts errors that the base build has too.
-	Old int
 	// Warnings are the compiler's warnings in the same build.
 	Warnings []Diagnostic
 	// Log links or names the whole build log.
@@ -308,10 +307,9 @@ type Diagnostic struct {
 	Context string
 }
 
-// BootFailure is a kernel that did not come up on the lab pair.
+// BootFailure is the patched kernel not coming up on the lab pair (a
+// base that does not come up is the test's failure, never a reply).
 type BootFailure struct {
-	// Base is set when the base kernel failed: not the series' fault.
-	Base    bool
 	Title   string
 	Console string
 }
@@ -338,10 +336,6 @@ type Crash struct {
 	Debug        bool `json:",omitempty"`
 	Client       bool `json:",omitempty"`
 }
-
-// InfraFailure is the lab's or the infrastructure's fault: retried,
-// never mailed.
-type InfraFailure struct{ Reason string }
 
 // Mailed reports whether an outcome is ever answered: inconclusive
 // comparisons and our own failures are not.
@@ -421,28 +415,15 @@ func Rand(t Thread) *rand.Rand {
 	return rand.New(rand.NewPCG(h.Sum64(), uint64(t.Version)))
 }
 
-// Judge decides the verdict of one series version. Failures decide in
-// pipeline order; a failure that the base shares is not the series'
-// doing and becomes Infra. Otherwise the metrics decide, and may ask for
-// more runs (NeedMore); the bot then adds runs and calls Judge again.
+// Judge decides the verdict of one series version on what the lab
+// measured: a crash or corruption the base does not share, a failing
+// fstests test, then the transport's counts and the metrics, which may
+// ask for more runs (NeedMore); the bot then adds runs and calls Judge
+// again. A failure the base shares is not the series' doing and becomes
+// Infra. The stages before the lab decide their failures themselves
+// (APPLY_FAILED, BUILD_FAILED, BOOT_FAILED: the bot's jobs).
 func Judge(rng *rand.Rand, p stats.Policy, in *Input) Verdict {
 	v := Verdict{In: in}
-	switch {
-	case in.Infra != nil:
-		return v.as(flow.Infra, in.Infra.Reason)
-	case in.Apply != nil:
-		return v.as(flow.ApplyFailed, "")
-	case in.BuildFail != nil:
-		if len(in.BuildFail.New) == 0 {
-			return v.as(flow.Infra, fmt.Sprintf("build failed with %d errors that the base has too", in.BuildFail.Old))
-		}
-		return v.as(flow.BuildFailed, "")
-	case in.Boot != nil:
-		if in.Boot.Base {
-			return v.as(flow.Infra, "base kernel does not boot: "+in.Boot.Title)
-		}
-		return v.as(flow.BootFailed, "")
-	}
 	// The pressure profile's counts go with a crash found under it too:
 	// what the provider and the transport saw is the crash's context.
 	if pr := in.Pressure; pr != nil {
