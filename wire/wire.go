@@ -108,6 +108,49 @@ func FetchTrees(cfg Config) []string {
 	return out
 }
 
+// LabProfile is one of the lab's profiles besides the default test and
+// the debug profile: On when config turns it on, else Off says which key
+// turns it off.
+type LabProfile struct {
+	Name string
+	On   bot.Profile
+	Off  string
+}
+
+// Profiles are the lab's profiles in the order a test boots them: the
+// one list serve's lab job and `rdmabot lab aa` choose from. The
+// client-side boots run the default test: cheaper than the pressure
+// boots, so a crash they find comes first.
+func Profiles(l *lab.Runner) ([]LabProfile, error) {
+	var out []LabProfile
+	// on: the constructor's pointer is not nil (a nil *lab.Lossy in a
+	// bot.Profile is not a nil interface).
+	add := func(name, off string, p bot.Profile, on bool, err error) error {
+		if err != nil {
+			return err
+		}
+		lp := LabProfile{Name: name, Off: off}
+		if on {
+			lp.On, lp.Off = p, ""
+		}
+		out = append(out, lp)
+		return nil
+	}
+	lossy, err := lab.NewLossy(l)
+	if err := add(flow.ProfileLossy, "lab.lossy.netem is empty", lossy, lossy != nil, err); err != nil {
+		return nil, err
+	}
+	clientSide, err := lab.NewClientSide(l)
+	if err := add(flow.ProfileClientSide, "lab.client_side.boots is 0", clientSide, clientSide != nil, err); err != nil {
+		return nil, err
+	}
+	pressure, err := lab.NewPressure(l)
+	if err := add(flow.ProfilePressure, "lab.pressure.providers is empty", pressure, pressure != nil, err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // New wires the real stages a role needs (all, ingest, build, lab, or
 // several joined by commas). The lab pair and its guest image are made on
 // first use; a lab-only machine needs no compiler and no trees. gh is the
@@ -122,28 +165,14 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	}
 	r := NewReplier(cfg, ob, log)
 	stages := bot.Stages{Ingest: lo, Fetch: lo, Mbox: lo, Lab: l, Decide: r, Report: r}
-	lossy, err := lab.NewLossy(l)
+	profiles, err := Profiles(l)
 	if err != nil {
 		return bot.Stages{}, err
 	}
-	if lossy != nil {
-		stages.Profiles = append(stages.Profiles, lossy)
-	}
-	// The client-side boots run the default test: cheaper than the
-	// pressure boots, so a crash they find comes first.
-	clientSide, err := lab.NewClientSide(l)
-	if err != nil {
-		return bot.Stages{}, err
-	}
-	if clientSide != nil {
-		stages.Profiles = append(stages.Profiles, clientSide)
-	}
-	pressure, err := lab.NewPressure(l)
-	if err != nil {
-		return bot.Stages{}, err
-	}
-	if pressure != nil {
-		stages.Profiles = append(stages.Profiles, pressure)
+	for _, p := range profiles {
+		if p.On != nil {
+			stages.Profiles = append(stages.Profiles, p.On)
+		}
 	}
 	// The kernel is configured for the pair that boots it: the QEMU
 	// guests' tinyconfig, or a real pair's defconfig with its adapters.

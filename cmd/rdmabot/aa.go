@@ -126,40 +126,29 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 // order the lab job boots them; a profile the configuration turns off,
 // or an unknown name, is a usage error.
 func labProfiles(l *lab.Runner, names []string) ([]bot.Profile, error) {
-	lossy, err := lab.NewLossy(l)
+	all, err := wire.Profiles(l)
 	if err != nil {
 		return nil, err
 	}
-	pressure, err := lab.NewPressure(l)
-	if err != nil {
-		return nil, err
-	}
-	clientSide, err := lab.NewClientSide(l)
-	if err != nil {
-		return nil, err
-	}
-	var out []bot.Profile
-	for _, want := range []struct {
-		name string
-		p    bot.Profile
-		off  bool
-		key  string
-	}{{"lossy", lossy, lossy == nil, "lab.lossy.netem is empty"}, {"client-side", clientSide, clientSide == nil, "lab.client_side.boots is 0"},
-		{"pressure", pressure, pressure == nil, "lab.pressure.providers is empty"}} {
-		if !slices.Contains(names, want.name) {
+	var out, known []string
+	var ps []bot.Profile
+	for _, p := range all {
+		known = append(known, p.Name)
+		if !slices.Contains(names, p.Name) {
 			continue
 		}
-		if want.off {
-			return nil, fmt.Errorf("%w: the %s profile is off (%s)", errUsage, want.name, want.key)
+		if p.On == nil {
+			return nil, fmt.Errorf("%w: the %s profile is off (%s)", errUsage, p.Name, p.Off)
 		}
-		out = append(out, want.p)
+		out = append(out, p.Name)
+		ps = append(ps, p.On)
 	}
 	for _, n := range names {
-		if n != "lossy" && n != "pressure" && n != "client-side" {
-			return nil, fmt.Errorf("%w: profile %q: want lossy, client-side or pressure", errUsage, n)
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("%w: profile %q: want one of %s", errUsage, n, strings.Join(known, ", "))
 		}
 	}
-	return out, nil
+	return ps, nil
 }
 
 // kernelDir is the directory of a kernel named by flag: the directory

@@ -97,3 +97,28 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version --json: %v", v)
 	}
 }
+
+// `lab aa --profiles` chooses from the lab job's own profile list
+// (wire.Profiles): an unknown name and a profile the configuration
+// turns off are usage errors that say which exist and which key is off.
+func TestLabAAProfilesFromTheOneList(t *testing.T) {
+	dir := t.TempDir()
+	kernel := filepath.Join(dir, "bzImage")
+	if err := os.WriteFile(kernel, []byte("not booted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte("data_dir = '"+dir+"/data'\ncache_dir = '"+dir+"/cache'\n[lab.lossy]\nnetem = ''\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ profiles, want string }{
+		{"nosuch", `profile "nosuch": want one of lossy, client-side, pressure`},
+		{"pressure,lossy", "the lossy profile is off (lab.lossy.netem is empty)"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"lab", "aa", "--config", cfg, "--kernel", kernel, "--profiles", tc.profiles, "--comparisons", "1"}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("--profiles %s: exit %d, stderr %q, want %q", tc.profiles, code, errb.String(), tc.want)
+		}
+	}
+}
