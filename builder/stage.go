@@ -34,11 +34,10 @@ type Stage struct {
 
 // SelectBase picks the base among the configured trees.
 func (b *Stage) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error) {
-	all := s.Mails()
 	if s.Tree != "" {
 		return b.askedBase(s.Tree, s.Branch)
 	}
-	base, err := b.Store.SelectBase(ctx, all, b.Cfg.Trees, 0)
+	base, err := b.Store.SelectBase(ctx, s, b.Cfg.Trees, 0)
 	if err != nil {
 		return flow.Base{}, err
 	}

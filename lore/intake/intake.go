@@ -552,6 +552,7 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 		out.Patches = append(out.Patches, p.Message)
 	}
 	readDiffs(&out)
+	readHints(&out)
 	out.Closes, out.Fixes = closesAndFixes(s)
 	// The Message-ID replies answer, as the replies' thread finds it.
 	if root := out.RootMail(); root != nil {
@@ -572,6 +573,20 @@ func readDiffs(s *flow.Series) {
 			if !seen[f] {
 				seen[f] = true
 				s.Files = append(s.Files, f)
+			}
+		}
+	}
+}
+
+// readHints reads what a series' mails say of its base, once, for the
+// builder: the base-commit line (b4's rule) and its subjects' tags.
+func readHints(s *flow.Series) {
+	s.BaseHint = lore.BaseCommit(s.Cover, s.Patches)
+	s.Tags = nil
+	for _, m := range s.Mails() {
+		for _, tag := range lore.ParseSubject(m.Subject).Tags {
+			if !slices.Contains(s.Tags, tag) {
+				s.Tags = append(s.Tags, tag)
 			}
 		}
 	}
@@ -762,14 +777,18 @@ func CheckListURL(u string) error {
 	return nil
 }
 
-// Reread fills what intake reads of a series' mails from their raw
-// bytes where a series row an older bot stored held only those: each
-// message parsed, the lines and files its diffs change, the Message-ID
-// its replies answer. It says whether it changed anything; a mail that
-// no longer parses is an error, and s is then left as it was.
+// Reread fills what intake reads of a series' mails where a series row
+// an older bot stored lacks it: each message parsed from its raw bytes,
+// the lines and files its diffs change, the Message-ID its replies
+// answer, its base-commit hint and subject tags. It says whether it
+// changed anything; a mail that no longer parses is an error, and s is
+// then left as it was.
 func Reread(s *flow.Series) (bool, error) {
 	if !slices.ContainsFunc(s.Mails(), func(m *flow.Message) bool { return m != nil && !m.Parsed() }) {
-		return false, nil
+		before := slices.Clone(s.Tags)
+		hint := s.BaseHint
+		readHints(s)
+		return hint != s.BaseHint || !slices.Equal(before, s.Tags), nil
 	}
 	parse := func(m *flow.Message) (*flow.Message, error) {
 		if m == nil || m.Parsed() {
@@ -789,6 +808,7 @@ func Reread(s *flow.Series) (bool, error) {
 		}
 	}
 	readDiffs(&out)
+	readHints(&out)
 	if root := out.RootMail(); out.Root == "" && root != nil {
 		out.Root = root.MessageID
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
@@ -206,5 +208,41 @@ func TestAppliedNeedsProof(t *testing.T) {
 			}
 			t.Errorf("notes %v: applied %v, %v; want %v, infra %v", ids, got, err, c.want, c.infra)
 		}
+	}
+}
+
+// A series carries what lore read of its base: the base-commit line by
+// b4's rule (7 to 40 hex digits, any case; lower-cased) and its
+// subjects' tags, from a poll's assembly and from a row an older bot
+// stored without them.
+func TestSeriesCarriesBaseHints(t *testing.T) {
+	cover := "From: Dev <dev@x>\nSubject: [PATCH rdma-next v2 0/1] svcrdma\nMessage-ID: <c@x>\n\nwhy\n\nbase-commit: ABCDEF1234 (rdma/for-next)\n"
+	patch := "From: Dev <dev@x>\nSubject: [PATCH rdma-next v2 1/1] svcrdma: x\nIn-Reply-To: <c@x>\nMessage-ID: <p@x>\n\n---\n" +
+		"diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n"
+	asm, err := lore.NewAssembler(lore.AssemblerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []string{cover, patch} {
+		if err := asm.AddRaw([]byte(raw), time.Unix(1, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := asm.Assemble().Series
+	if len(found) != 1 {
+		t.Fatalf("%d series assembled", len(found))
+	}
+	s := convert(found[0], lore.Config{})
+	if s.BaseHint != "abcdef1234" || !slices.Equal(s.Tags, []string{"rdma-next"}) || s.Subject != "svcrdma" {
+		t.Errorf("converted: base hint %q, tags %q, subject %q", s.BaseHint, s.Tags, s.Subject)
+	}
+
+	old := s
+	old.BaseHint, old.Tags = "", nil
+	if changed, err := Reread(&old); !changed || err != nil || old.BaseHint != s.BaseHint || !slices.Equal(old.Tags, s.Tags) {
+		t.Errorf("a stored row without hints: changed %v, %v, hint %q, tags %q", changed, err, old.BaseHint, old.Tags)
+	}
+	if changed, err := Reread(&old); changed || err != nil {
+		t.Errorf("a row with its hints: changed %v, %v", changed, err)
 	}
 }
