@@ -590,7 +590,11 @@ func (c cancelingResolver) LookupTXT(ctx context.Context, name string) ([]string
 // fixedMaintainers is MAINTAINERS listing the same addresses for every file.
 type fixedMaintainers []string
 
-func (f fixedMaintainers) MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error) {
+func (f fixedMaintainers) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error) {
+	return flow.Base{Tree: "mainline", Commit: strings.Repeat("b", 40)}, nil
+}
+
+func (f fixedMaintainers) MaintainersOf(ctx context.Context, commit string, files []string) ([]string, error) {
 	return f, nil
 }
 

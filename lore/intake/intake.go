@@ -55,11 +55,13 @@ type Reader struct {
 	cache map[string]*flow.Message
 }
 
-// MaintainerLookup returns the addresses (M: and R:) MAINTAINERS lists
-// for files, read from the base s would be tested on. An Infra error
-// means the answer is not known yet (no tree in the store).
+// MaintainerLookup chooses the base a series would be tested on and
+// returns the addresses (M: and R:) MAINTAINERS lists for files at a
+// commit. An Infra error means the answer is not known yet (no tree in
+// the store).
 type MaintainerLookup interface {
-	MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error)
+	SelectBase(ctx context.Context, s flow.Series) (flow.Base, error)
+	MaintainersOf(ctx context.Context, commit string, files []string) ([]string, error)
 }
 
 // Authenticator says whether m proves that it comes from its From:
@@ -342,11 +344,7 @@ func (l *Reader) applied(ctx context.Context, s *lore.Series) (bool, error) {
 	if l.Maintainers == nil {
 		return false, nil
 	}
-	var files []string
-	for _, p := range s.Patches {
-		files = append(files, p.Files...)
-	}
-	addrs, err := l.Maintainers.MaintainersOf(ctx, convert(s, l.Cfg), files)
+	addrs, err := l.maintainersOf(ctx, s, convert(s, l.Cfg))
 	if err != nil {
 		l.Log.Debug("lore: MAINTAINERS not read for an applied note", "series", s.ID, "err", err)
 		return false, nil
@@ -428,11 +426,7 @@ func (l *Reader) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Ser
 	if l.Maintainers == nil {
 		return "", fmt.Errorf("%s is neither the author nor in lore.command_allow, and MAINTAINERS cannot be read on this machine", from)
 	}
-	var files []string
-	for _, p := range s.Patches {
-		files = append(files, p.Files...)
-	}
-	addrs, err := l.Maintainers.MaintainersOf(ctx, bs, files)
+	addrs, err := l.maintainersOf(ctx, s, bs)
 	if err != nil {
 		if flow.IsInfra(err) {
 			return "", err
@@ -446,6 +440,37 @@ func (l *Reader) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Ser
 	}
 	return fmt.Sprintf("Only the series' author, the maintainers and reviewers MAINTAINERS lists for its files, "+
 		"and the addresses the operator allows may ask me to test it; %s is none of them.", from), nil
+}
+
+// maintainersOf is who MAINTAINERS lists for s's files on the base chosen
+// for the series the first time one of its commands or applied notes
+// was decided: the choice is kept in the store, as a mail's DKIM answer
+// is, so that every poll decides them on the same base, and the base is
+// not looked for again on every poll. A series still missing patches
+// gets no kept base: the ones to come may move it.
+func (l *Reader) maintainersOf(ctx context.Context, s *lore.Series, bs flow.Series) ([]string, error) {
+	var files []string
+	for _, p := range s.Patches {
+		files = append(files, p.Files...)
+	}
+	key := "authbase:" + s.ID
+	commit, err := l.St.State(ctx, key)
+	if err != nil {
+		return nil, flow.MarkInfra(err)
+	}
+	if commit == "" {
+		base, err := l.Maintainers.SelectBase(ctx, bs)
+		if err != nil {
+			return nil, err
+		}
+		commit = base.Commit
+		if s.Complete {
+			if err := l.St.SetState(ctx, key, commit); err != nil {
+				return nil, flow.MarkInfra(err)
+			}
+		}
+	}
+	return l.Maintainers.MaintainersOf(ctx, commit, files)
 }
 
 // authenticate says why m (a command, an applied note) does not prove

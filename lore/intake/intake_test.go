@@ -3,6 +3,7 @@ package intake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -244,5 +245,78 @@ func TestSeriesCarriesBaseHints(t *testing.T) {
 	}
 	if changed, err := Reread(&old); changed || err != nil {
 		t.Errorf("a row with its hints: changed %v, %v", changed, err)
+	}
+}
+
+// baseLookup is MAINTAINERS listing m@x at commit "c1" only, on a tree
+// whose head moves on every choice: c1, then c2, ...
+type baseLookup struct {
+	chosen int
+	err    error
+	cancel func() // ends the poll while a base is chosen
+}
+
+func (b *baseLookup) SelectBase(context.Context, flow.Series) (flow.Base, error) {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	if b.err != nil {
+		return flow.Base{}, b.err
+	}
+	b.chosen++
+	return flow.Base{Tree: "mainline", Commit: fmt.Sprintf("c%d", b.chosen)}, nil
+}
+
+func (b *baseLookup) MaintainersOf(_ context.Context, commit string, files []string) ([]string, error) {
+	if commit == "c1" && slices.Equal(files, []string{"f.c"}) {
+		return []string{"m@x"}, nil
+	}
+	return nil, nil
+}
+
+// The base that decides who may give a command (or an applied note) is
+// chosen once per series and kept: a later poll, after the tree moved,
+// decides on the same base without choosing again. A series still
+// missing patches keeps none; a choice not known yet (Infra) or not
+// kept decides nothing.
+func TestAuthorisationBaseChosenOnce(t *testing.T) {
+	ctx := context.Background()
+	series := func(id string, complete bool) *lore.Series {
+		return &lore.Series{ID: id, Complete: complete, Patches: []*lore.Patch{{Index: 1, Files: []string{"f.c"}}}}
+	}
+	st := &stateStore{state: map[string]string{}}
+	lookup := &baseLookup{}
+	l := &Reader{St: st, Log: slog.New(slog.DiscardHandler), Maintainers: lookup}
+	s := series("s@x", true)
+	for poll := 1; poll <= 2; poll++ {
+		why, err := l.maintainerOnly(ctx, flow.Series{MsgID: s.ID}, s, "m@x")
+		if why != "" || err != nil || lookup.chosen != 1 || st.state["authbase:s@x"] != "c1" {
+			t.Errorf("poll %d: %q, %v; %d bases chosen, kept %q", poll, why, err, lookup.chosen, st.state["authbase:s@x"])
+		}
+	}
+
+	inc := series("inc@x", false)
+	for poll := 1; poll <= 2; poll++ {
+		_, err := l.maintainerOnly(ctx, flow.Series{MsgID: inc.ID}, inc, "m@x")
+		if _, kept := st.state["authbase:inc@x"]; err != nil || kept || lookup.chosen != 1+poll {
+			t.Errorf("incomplete, poll %d: %v; kept %v, %d bases chosen", poll, err, kept, lookup.chosen)
+		}
+	}
+
+	other := series("o@x", true)
+	lookup.err = flow.MarkInfra(errors.New("mainline/master is not in the tree store"))
+	if _, err := l.maintainerOnly(ctx, flow.Series{MsgID: other.ID}, other, "m@x"); !flow.IsInfra(err) || st.state["authbase:o@x"] != "" {
+		t.Errorf("no base yet: %v, kept %q", err, st.state["authbase:o@x"])
+	}
+	lookup.err = nil
+	cctx, cancel := context.WithCancel(ctx)
+	lookup.cancel = cancel
+	if _, err := l.maintainerOnly(cctx, flow.Series{MsgID: other.ID}, other, "m@x"); !flow.IsInfra(err) || st.state["authbase:o@x"] != "" {
+		t.Errorf("a choice not kept: %v, kept %q", err, st.state["authbase:o@x"])
+	}
+	lookup.cancel = nil
+	st.closed = true
+	if _, err := l.maintainerOnly(ctx, flow.Series{MsgID: s.ID}, s, "m@x"); !flow.IsInfra(err) {
+		t.Errorf("the kept base unreadable: %v", err)
 	}
 }
