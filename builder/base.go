@@ -3,8 +3,8 @@ package builder
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
+	"time"
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -12,7 +12,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/lore"
 )
 
 // BaseReason says how a base was chosen, in the order they are tried.
@@ -48,30 +47,19 @@ type Base struct {
 // newest first. rdma's for-next moves by a few hundred commits a cycle.
 const DefaultBaseSearchDepth = 2000
 
-var baseCommitLine = regexp.MustCompile(`(?m)^base-commit: *([0-9a-f]{40})\s*$`)
-
-// SelectBase picks the base for a series (its mails, cover letter
-// included if any) among the trees of cfg that the store holds: a
-// base-commit line, else the blob ids of the patches' index lines, else
-// the subject's tree tag, else the first tree's first branch. depth
-// bounds the blob search per branch (0: DefaultBaseSearchDepth).
-func (s *Store) SelectBase(ctx context.Context, mails []*flow.Message, trees []TreeConfig, depth int) (*Base, error) {
+// SelectBase picks the base for a series among the trees of cfg that
+// the store holds: the base-commit it names (s.BaseHint), else the blob
+// ids of its patches' index lines, else a tree tag of its subjects
+// (s.Tags), else the first tree's first branch. depth bounds the blob
+// search per branch (0: DefaultBaseSearchDepth).
+func (s *Store) SelectBase(ctx context.Context, series flow.Series, trees []TreeConfig, depth int) (*Base, error) {
 	if depth <= 0 {
 		depth = DefaultBaseSearchDepth
 	}
-	for _, m := range mails {
-		for _, sm := range baseCommitLine.FindAllStringSubmatch(m.Body, -1) {
-			id := plumbing.NewHash(sm[1])
-			// Only a commit of a configured branch: the store also holds
-			// every applied series, and a base-commit naming another
-			// series' commit would test on code nobody merged.
-			if _, err := s.Repository().CommitObject(id); err == nil && s.OnTrees(ctx, id.String()) {
-				return &Base{Commit: id, Reason: BaseFromTrailer,
-					Detail: fmt.Sprintf("base-commit %s named by the series", id)}, nil
-			}
-		}
+	if b := s.namedBase(ctx, series.BaseHint); b != nil {
+		return b, nil
 	}
-
+	mails := series.Mails()
 	pre, err := preImages(mails)
 	if err != nil {
 		return nil, err
@@ -86,17 +74,15 @@ func (s *Store) SelectBase(ctx context.Context, mails []*flow.Message, trees []T
 		}
 	}
 
-	for _, m := range mails {
-		for _, tag := range lore.ParseSubject(m.Subject).Tags {
-			for _, t := range trees {
-				branch, ok := t.Tags[strings.ToLower(tag)]
-				if !ok {
-					continue
-				}
-				if ref, err := s.Repository().Reference(TreeRef(t.Name, branch), true); err == nil {
-					return &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromTag,
-						Detail: fmt.Sprintf("subject tag %q: head of %s/%s", tag, t.Name, branch)}, nil
-				}
+	for _, tag := range series.Tags {
+		for _, t := range trees {
+			branch, ok := t.Tags[strings.ToLower(tag)]
+			if !ok {
+				continue
+			}
+			if ref, err := s.Repository().Reference(TreeRef(t.Name, branch), true); err == nil {
+				return &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromTag,
+					Detail: fmt.Sprintf("subject tag %q: head of %s/%s", tag, t.Name, branch)}, nil
 			}
 		}
 	}
@@ -123,6 +109,33 @@ func (s *Store) SelectBase(ctx context.Context, mails []*flow.Message, trees []T
 		return nil, &NoBaseError{Reason: "no trees configured ([[builder.trees]])"}
 	}
 	return nil, &NoBaseError{Reason: fmt.Sprintf("none of the configured branches is in the store: %s (rdmabot tree fetch, or rdmabot tree import)", strings.Join(missing, ", "))}
+}
+
+// namedBase is the commit a series names as its base (hint: 7 to 40
+// lower-case hex digits, abbreviated as b4 allows), when the store has
+// exactly one commit by that name and a configured branch holds it; nil
+// otherwise. Only a commit of a configured branch: the store also holds
+// every applied series, and a base-commit naming another series' commit
+// would test on code nobody merged.
+func (s *Store) namedBase(ctx context.Context, hint string) *Base {
+	if len(hint) < 7 || len(hint) > 40 || strings.Trim(hint, "0123456789abcdef") != "" {
+		return nil
+	}
+	id := hint
+	if len(hint) < 40 {
+		// git names an abbreviation only when it is unique.
+		out, err := RunGit(ctx, s.Dir, time.Minute, "rev-parse", "--verify", "--quiet", hint+"^{commit}")
+		if err != nil {
+			return nil
+		}
+		id = strings.TrimSpace(string(out))
+	}
+	c, err := s.Repository().CommitObject(plumbing.NewHash(id))
+	if err != nil || !s.OnTrees(ctx, c.Hash.String()) {
+		return nil
+	}
+	return &Base{Commit: c.Hash, Reason: BaseFromTrailer,
+		Detail: fmt.Sprintf("base-commit %s named by the series", c.Hash)}
 }
 
 // NoBaseError says the store holds no base to test on: the operator's

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/lore/intake"
 )
 
 // baseFixture is an upstream repository with two lines of history and a
@@ -87,6 +88,17 @@ func (f *baseFixture) patchOn(t *testing.T, rev, subjectTag string, extra ...str
 	return m
 }
 
+// readSeries is a series of the mails as lore's intake reads it: its
+// base-commit hint and subject tags are what SelectBase goes by.
+func readSeries(t *testing.T, mails ...*flow.Message) flow.Series {
+	t.Helper()
+	s := flow.Series{Patches: mails}
+	if _, err := intake.Reread(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestSelectBase(t *testing.T) {
 	f := newBaseFixture(t)
 	ctx := context.Background()
@@ -115,6 +127,23 @@ func TestSelectBase(t *testing.T) {
 			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + orphan + "\n"
 			return m
 		}, f.c3, BaseFromDefault, "mainline", "master"},
+		// b4 reads 7 to 40 hex digits in any case: lore's hint, not a
+		// second rule, decides.
+		{"an abbreviated base-commit line", func() *flow.Message {
+			m := f.patchOn(t, f.c2, "")
+			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + f.c1[:7] + "\n"
+			return m
+		}, f.c1, BaseFromTrailer, "", ""},
+		{"an upper-case abbreviated base-commit line", func() *flow.Message {
+			m := f.patchOn(t, f.c2, "")
+			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + strings.ToUpper(f.c1[:12]) + " (rdma/for-rc)\n"
+			return m
+		}, f.c1, BaseFromTrailer, "", ""},
+		{"an abbreviation no commit has falls through", func() *flow.Message {
+			m := f.patchOn(t, f.c2, "")
+			m.Body = bogus.Replace(m.Body) + "\nbase-commit: 0badc0ffee\n"
+			return m
+		}, f.c3, BaseFromDefault, "mainline", "master"},
 		{"unknown base-commit falls through to the default", func() *flow.Message {
 			m := f.patchOn(t, f.c2, "")
 			m.Body = bogus.Replace(m.Body) + "\nbase-commit: " + strings.Repeat("ab", 20) + "\n"
@@ -123,7 +152,7 @@ func TestSelectBase(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := f.st.SelectBase(ctx, []*flow.Message{tc.mail()}, f.trees, 0)
+			b, err := f.st.SelectBase(ctx, readSeries(t, tc.mail()), f.trees, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,14 +173,14 @@ func TestSelectBaseSearchIsBounded(t *testing.T) {
 	f := newBaseFixture(t)
 	m := f.patchOn(t, f.c2, "")
 	trees := f.trees[:1] // mainline only: c2 is one below its head
-	b, err := f.st.SelectBase(context.Background(), []*flow.Message{m}, trees, 1)
+	b, err := f.st.SelectBase(context.Background(), readSeries(t, m), trees, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Reason != BaseFromDefault {
 		t.Errorf("depth 1 found %+v", b)
 	}
-	b, err = f.st.SelectBase(context.Background(), []*flow.Message{m}, trees, 2)
+	b, err = f.st.SelectBase(context.Background(), readSeries(t, m), trees, 2)
 	if err != nil || b.Reason != BaseFromBlobs || b.Commit.String() != f.c2 {
 		t.Errorf("depth 2: %+v, %v; want c2 by blobs", b, err)
 	}
@@ -186,14 +215,14 @@ func TestSelectBaseDefaultSkipsUnfetchedTrees(t *testing.T) {
 	m := f.patchOn(t, f.c2, "")
 	m.Body = strings.NewReplacer("index ", "index 1").Replace(m.Body)
 	trees := append([]TreeConfig{{Name: "nfsd", URL: "https://example.invalid/nfsd.git", Branches: []string{"nfsd-next"}}}, f.trees...)
-	b, err := f.st.SelectBase(context.Background(), []*flow.Message{m}, trees, 0)
+	b, err := f.st.SelectBase(context.Background(), readSeries(t, m), trees, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Reason != BaseFromDefault || b.Tree != "mainline" || b.Commit.String() != f.c3 || !strings.Contains(b.Detail, "nfsd/nfsd-next not in the store") {
 		t.Errorf("base = %+v, want mainline/master's head, naming the unfetched tree", b)
 	}
-	_, err = f.st.SelectBase(context.Background(), []*flow.Message{m}, trees[:1], 0)
+	_, err = f.st.SelectBase(context.Background(), readSeries(t, m), trees[:1], 0)
 	var nb *NoBaseError
 	if !errors.As(err, &nb) || !nb.Infra() || !strings.Contains(err.Error(), "nfsd/nfsd-next") {
 		t.Errorf("no branch in the store: %v, want a NoBaseError naming it", err)

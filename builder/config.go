@@ -4,10 +4,10 @@
 //
 // Trees live in one Store (OpenStore(StorePath(dataDir))), kept current
 // with Store.Fetch or seeded offline with Store.ImportTarball. A series
-// (its mails in order, flow.Message) then takes two calls:
+// (a flow.Series, as lore read it) then takes two calls:
 //
-//	base, err := st.SelectBase(ctx, mails, cfg.Trees, 0) // base.Reason goes in the report
-//	res, err := st.Apply(ctx, base.Commit, patches, builder.ApplyOptions{
+//	base, err := st.SelectBase(ctx, series, cfg.Trees, 0) // base.Reason goes in the report
+//	res, err := st.Apply(ctx, base.Commit, series.Patches, builder.ApplyOptions{
 //		Committer: cfg.Committer, Now: clock, Ref: builder.SeriesRef(id, version)})
 //
 // Apply fails with *ApplyError when a patch does not apply and with

@@ -149,7 +149,7 @@ func TestCorpusPatchesLikeGitAm(t *testing.T) {
 		}
 		// Base selection on the same tree: a patch whose pre-image blobs
 		// are all in 6.12.117 must apply there.
-		b, err := ws.SelectBase(context.Background(), []*flow.Message{m}, local, 1)
+		b, err := ws.SelectBase(context.Background(), readSeries(t, m), local, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

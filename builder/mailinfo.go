@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/lore"
+	"github.com/rdmabot/rdmabot/internal/gitmail"
 )
 
 // mailInfo is what git mailinfo extracts from a patch mail: the author,
@@ -93,7 +93,7 @@ func parseMailInfo(m *flow.Message, scissors bool) mailInfo {
 			inFrom, inDate, inSubject = nil, nil, nil
 			continue
 		}
-		if lore.PatchBreak(line) == 0 {
+		if gitmail.PatchBreak([]byte(line)) == 0 {
 			patchAt = start
 			break
 		}
@@ -114,7 +114,7 @@ func parseMailInfo(m *flow.Message, scissors bool) mailInfo {
 		subject = *inSubject
 	}
 	mi.name = saneName(mi.name, mi.email)
-	mi.message = stripSpace(lore.ParseSubject(subject).Title + "\n\n" + log.String())
+	mi.message = stripSpace(gitmail.Title(subject) + "\n\n" + log.String())
 	return mi
 }
 

@@ -34,11 +34,10 @@ type Stage struct {
 
 // SelectBase picks the base among the configured trees.
 func (b *Stage) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error) {
-	all := s.Mails()
 	if s.Tree != "" {
 		return b.askedBase(s.Tree, s.Branch)
 	}
-	base, err := b.Store.SelectBase(ctx, all, b.Cfg.Trees, 0)
+	base, err := b.Store.SelectBase(ctx, s, b.Cfg.Trees, 0)
 	if err != nil {
 		return flow.Base{}, err
 	}
@@ -70,15 +69,11 @@ func (b *Stage) askedBase(tree, branch string) (flow.Base, error) {
 }
 
 // MaintainersOf returns the maintainers and reviewers MAINTAINERS lists
-// for files at the base s would be tested on, every section that covers
-// them (get_maintainer's), catch-alls included: who may give a command
-// or an applied note, before any test chose a base.
-func (b *Stage) MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error) {
-	base, err := b.SelectBase(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	return b.maintainers(base.Commit, files, (*Maintainers).For)
+// for files at commit (the base a series would be tested on), every
+// section that covers them (get_maintainer's), catch-alls included: who
+// may give a command or an applied note, before any test chose a base.
+func (b *Stage) MaintainersOf(_ context.Context, commit string, files []string) ([]string, error) {
+	return b.maintainers(commit, files, (*Maintainers).For)
 }
 
 // MaintainersAt returns the maintainers and reviewers of the sections

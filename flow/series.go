@@ -9,6 +9,9 @@ type Series struct {
 	// letter's, or the first patch's), when MsgID is not it.
 	Root    string `json:"root,omitempty"`
 	Version int    `json:"version"`
+	// Subject is the series' title as lore read it: the cover letter's
+	// subject (else the first patch's) without Re:, [PATCH ...] groups
+	// and extra blanks, as git am would commit it.
 	Subject string `json:"subject"`
 	Author  string `json:"author"`
 	Link    string `json:"link"`
@@ -20,6 +23,16 @@ type Series struct {
 	// if any: parsed once, when the series was read off the list.
 	Patches []*Message `json:"patches"`
 	Cover   *Message   `json:"cover,omitempty"`
+	// BaseHint is the commit the series names as its base, as lore read
+	// it (b4's "base-commit:" line: 7 to 40 hex digits, lower-cased),
+	// "" when none: the builder tests on it when a configured tree
+	// holds it.
+	BaseHint string `json:"base_hint,omitempty"`
+	// Tags are the bracket words of its mails' subjects (cover first,
+	// then the patches in order, each once) other than PATCH, RFC,
+	// RESEND, vN and n/m, as lore read them: a tree tag among them
+	// (rdma-next) may name the base.
+	Tags []string `json:"tags,omitempty"`
 	// Changes are the files and lines its patches' diffs change, read
 	// once with them: what the lab chooses the candidate's side by.
 	Changes []Change `json:"changes,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmabot/rdmabot/internal/gitmail"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
@@ -58,7 +59,7 @@ func TestBodyMatchesGitMailinfo(t *testing.T) {
 		msg, _ := os.ReadFile(msgPath)
 		patch, _ := os.ReadFile(patchPath)
 		body := m.Body
-		cut := patchBreak([]byte(body))
+		cut := gitmail.PatchBreak([]byte(body))
 		if len(patch) == 0 {
 			if cut >= 0 && hasDiff(body[cut:]) {
 				t.Errorf("%s: git sees no patch, Body has one at %d", name, cut)

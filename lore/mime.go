@@ -15,6 +15,7 @@ import (
 	"golang.org/x/text/transform"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/gitmail"
 )
 
 // maxMIMEDepth bounds nested multiparts; real mail nests two or three.
@@ -76,7 +77,7 @@ func decodePart(h flow.Header, body []byte, depth int, inPatch *bool) (string, e
 	if *inPatch {
 		return string(b), nil
 	}
-	cut := patchBreak(b)
+	cut := gitmail.PatchBreak(b)
 	if cut >= 0 {
 		*inPatch = true
 	}
@@ -145,45 +146,6 @@ func quoteDepth(line []byte) int {
 		n++
 	}
 	return n
-}
-
-// PatchBreak returns where git mailinfo starts the patch in body (its
-// patchbreak(): a "diff -" or "Index: " line, "--- name", or a "---"
-// line of only blanks), or -1. It is the one place that decides where a
-// commit message ends.
-func PatchBreak(body string) int { return patchBreak([]byte(body)) }
-
-func patchBreak(b []byte) int {
-	for off := 0; off < len(b); {
-		line := b[off:]
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i+1]
-		}
-		if bytes.HasPrefix(line, []byte("diff -")) || bytes.HasPrefix(line, []byte("Index: ")) {
-			return off
-		}
-		if len(line) >= 4 && bytes.HasPrefix(line, []byte("---")) {
-			// git reads the byte after "--- " from a NUL-terminated
-			// buffer: at the end of the body it is NUL, not blank.
-			if line[3] == ' ' && (len(line) == 4 || !isBlank(line[4])) {
-				return off
-			}
-			rest := bytes.TrimLeft(line[3:], " \t\v\f\r")
-			if len(rest) > 0 && rest[0] == '\n' {
-				return off
-			}
-		}
-		off += len(line)
-	}
-	return -1
-}
-
-func isBlank(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', '\v', '\f', '\r':
-		return true
-	}
-	return false
 }
 
 // textPart says whether a MIME part carries text a patch reader wants.

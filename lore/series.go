@@ -60,8 +60,8 @@ type Series struct {
 	// lastAt is the newest patch's or cover's entry.at: Flush settles
 	// the series by it.
 	lastAt time.Time
-	// BaseCommit and ChangeID come from b4's "base-commit:" and
-	// "change-id:" lines.
+	// BaseCommit (see the function BaseCommit) and ChangeID come from
+	// b4's "base-commit:" and "change-id:" lines.
 	BaseCommit string `json:"base_commit,omitempty"`
 	ChangeID   string `json:"change_id,omitempty"`
 	// Tags are the subject's other bracket words; TreeTag is the first
@@ -237,8 +237,8 @@ type entry struct {
 	// pwhash is b4's patchwork hash of the body, to carry trailers
 	// between versions of an unchanged patch; computed when first needed.
 	pwhash string
-	// b4's base-commit: and change-id: lines, if the body has them.
-	baseCommit, changeID string
+	// b4's change-id: line, if the body has one.
+	changeID string
 	// For replies (b4's "reply"): trailers, applied notes, commands.
 	// signed are the trailers that name the sender (trailerFrom),
 	// with From and MessageID set: every flush gives them again.
@@ -352,9 +352,6 @@ func (a *Assembler) add(m *flow.Message, arrived, seen, at time.Time) bool {
 	if e.kind != kindOther || !e.reply {
 		// Not only patches and covers: a plain-subject letter the
 		// patches answer is the cover too (see implicitCovers).
-		if strings.Contains(m.Body, "base-commit:") || strings.Contains(m.Body, "BASE-COMMIT:") {
-			e.baseCommit = firstSubmatch(baseCommitRe, m.Body)
-		}
 		if strings.Contains(m.Body, "change-id:") {
 			e.changeID = firstSubmatch(changeIDRe, m.Body)
 		}
@@ -845,24 +842,27 @@ func (a *Assembler) buildSeries(g *group) *Series {
 		}
 	}
 	s.Complete = len(s.Missing) == 0
-	// b4 writes base-commit/change-id into the cover, or the last patch.
-	var hints []*entry
-	if cover != nil {
-		hints = append(hints, cover)
-	}
-	for i := len(indexes) - 1; i >= 0; i-- {
-		hints = append(hints, byIndex[indexes[i]])
-	}
-	for _, e := range hints {
-		if s.BaseCommit == "" {
-			s.BaseCommit = e.baseCommit
-		}
-		if s.ChangeID == "" {
-			s.ChangeID = e.changeID
-		}
-	}
+	s.readB4Lines()
 	s.Lists = a.listsOf(g.members)
 	return s
+}
+
+// readB4Lines reads b4's base-commit: and change-id: lines, which b4
+// writes into the cover letter, or the last patch.
+func (s *Series) readB4Lines() {
+	var patches []*flow.Message
+	hints := []*entry{s.cover}
+	for i := len(s.Patches) - 1; i >= 0; i-- {
+		patches = append([]*flow.Message{s.Patches[i].Message}, patches...)
+		hints = append(hints, s.Patches[i].entry)
+	}
+	s.BaseCommit = BaseCommit(s.Cover, patches)
+	for _, e := range hints {
+		if e != nil && e.changeID != "" {
+			s.ChangeID = e.changeID
+			return
+		}
+	}
 }
 
 func (a *Assembler) matches(file string) bool {
@@ -1369,4 +1369,25 @@ func (a *Assembler) Flush(before time.Time) *Assembly {
 		}
 	}
 	return out
+}
+
+// BaseCommit is the base a series' mails name, by b4's rule: b4 writes
+// a "base-commit:" line into the cover letter, or the last patch, and
+// reads the first run of 7 to 40 hex digits after it, in any case. It
+// is lower-cased, as git names commits; "" when no mail names one.
+func BaseCommit(cover *flow.Message, patches []*flow.Message) string {
+	mails := []*flow.Message{cover}
+	for i := len(patches) - 1; i >= 0; i-- {
+		mails = append(mails, patches[i])
+	}
+	for _, m := range mails {
+		// A cheap look first: most mails have no such line.
+		if m == nil || !strings.Contains(m.Body, "base-commit:") && !strings.Contains(m.Body, "BASE-COMMIT:") {
+			continue
+		}
+		if h := firstSubmatch(baseCommitRe, m.Body); h != "" {
+			return strings.ToLower(h)
+		}
+	}
+	return ""
 }

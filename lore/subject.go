@@ -3,6 +3,8 @@ package lore
 import (
 	"strconv"
 	"strings"
+
+	"github.com/rdmabot/rdmabot/internal/gitmail"
 )
 
 // Subject is the parsed form of a patch mail subject such as
@@ -39,7 +41,7 @@ type Subject struct {
 // ParseSubject parses a decoded, unfolded subject. It never fails:
 // tokens it does not know become Tags.
 func ParseSubject(s string) Subject {
-	out := Subject{Version: 1, Title: gitTitle(s)}
+	out := Subject{Version: 1, Title: gitmail.Title(s)}
 	rest := strings.TrimSpace(s)
 	seenVersion := false
 	for rest != "" {
@@ -177,31 +179,4 @@ func replyMarker(s string) (n int, reply, ok bool) {
 		return colon + 1, false, true
 	}
 	return 0, false, false
-}
-
-// gitTitle is git mailinfo's cleanup_space + cleanup_subject.
-func gitTitle(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	at := 0
-	for at < len(s) {
-		switch c := s[at]; c {
-		case 'r', 'R':
-			if len(s) > at+3 && (s[at+1] == 'e' || s[at+1] == 'E') && s[at+2] == ':' {
-				s = s[:at] + s[at+3:]
-				continue
-			}
-		case ' ', '\t', ':':
-			s = s[:at] + s[at+1:]
-			continue
-		case '[':
-			end := strings.IndexByte(s[at:], ']')
-			if end < 0 {
-				break
-			}
-			s = s[:at] + s[at+end+1:]
-			continue
-		}
-		break
-	}
-	return strings.TrimSpace(s)
 }

@@ -192,11 +192,14 @@ func requireToken(h http.Handler, token string) http.Handler {
 }
 
 // seriesReread is the checkpoint upgradeSeries sets once it ran: later
-// starts do not read every stored series again.
-const seriesReread = "upgrade/series-parsed"
+// starts do not read every stored series again. It was
+// "upgrade/series-parsed" before series carried their base-commit hint
+// and subject tags: a new name reads the rows once more for those.
+const seriesReread = "upgrade/series-hints"
 
 // upgradeSeries rereads the series rows an older bot stored with their
-// mails raw, once, so that every stage after intake finds them parsed.
+// mails raw or without what intake now reads of them (intake.Reread),
+// once, so that every stage after intake finds them read.
 // A row whose mail no longer parses is left as it is and named in the
 // log: its test then fails on its own, not every other one.
 func upgradeSeries(ctx context.Context, st *store.Store, log *slog.Logger) error {

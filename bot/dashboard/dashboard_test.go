@@ -65,7 +65,7 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 2, Tree: "rdma", Subject: "[PATCH v2 0/3] svcrdma: fix the send path", Author: "cel@kernel.org", Link: link, Data: data})
+	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 2, Tree: "rdma", Subject: "svcrdma: fix the send path", Author: "cel@kernel.org", Link: link, Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,25 +92,25 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		b, _ := json.Marshal(ser)
 		return b
 	}
-	sid3, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 3, Tree: "rdma", Subject: "[PATCH v3 0/3] svcrdma: fix the send path", Link: link, Data: version(3)})
+	sid3, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 3, Tree: "rdma", Subject: "svcrdma: fix the send path", Link: link, Data: version(3)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	add("regressed", store.Test{Key: "k3", Kind: "series", SeriesID: sid3, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: flow.Regression, Summary: "copy -20%"})
-	sid4, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 4, Tree: "rdma", Subject: "[PATCH v4 0/3] svcrdma: fix the send path", Link: link, Data: version(4)})
+	sid4, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 4, Tree: "rdma", Subject: "svcrdma: fix the send path", Link: link, Data: version(4)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	add("crashed", store.Test{Key: "k4", Kind: "series", SeriesID: sid4, Tree: "rdma", Base: "fedcba9876543210fedc", State: "done", Verdict: flow.Crash, Summary: "hung in __ib_drain_sq"})
 	// Version 5 regressed, and a later series closed its report: the
 	// rerun with that fix passed.
-	sid5, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 5, Tree: "rdma", Subject: "[PATCH v5 0/3] svcrdma: fix the send path", Link: link, Data: version(5)})
+	sid5, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "a@x", Version: 5, Tree: "rdma", Subject: "svcrdma: fix the send path", Link: link, Data: version(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	add("reported", store.Test{Key: "k5", Kind: "series", SeriesID: sid5, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "5555555555555555", State: "done", Verdict: flow.Regression, Summary: "copy -31%"})
 	fixData, _ := json.Marshal(flow.Series{MsgID: "fix@x", Version: 1, Patches: []*flow.Message{fakestage.Mail("From: Chuck <cel@kernel.org>\nSubject: [PATCH] svcrdma: post the Write WRs before the Send\nMessage-ID: <fix@x>\n\nbody\n")}})
-	fixSid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "fix@x", Version: 1, Tree: "rdma", Subject: "[PATCH] svcrdma: post the Write WRs before the Send", Data: fixData})
+	fixSid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "fix@x", Version: 1, Tree: "rdma", Subject: "svcrdma: post the Write WRs before the Send", Data: fixData})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestPagesInChromium(t *testing.T) {
 		path string
 		want []string
 	}{
-		{"/", []string{"[PATCH v2 0/3] svcrdma: fix the send path", `class="apply_failed"`, "APPLY_FAILED", "<h2>Sources</h2>",
+		{"/", []string{"svcrdma: fix the send path", `class="apply_failed"`, "APPLY_FAILED", "<h2>Sources</h2>",
 			"linux-rdma", "failing (1 in a row", "imap: connection refused", fmt.Sprintf(`href="/bisect/%d"`, ids["bisect"])}},
 		{fmt.Sprintf("/tests/%d", ids["apply"]), []string{"test " + fmt.Sprint(ids["apply"]), `class="apply_failed"`, "patch 2/3 does not apply"}},
 		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change", `<span class="crash">retrans=7</span>`,
@@ -325,8 +325,8 @@ func TestPagesInChromium(t *testing.T) {
 		{"/reports", []string{`<h2 id="held">held: 1</h2>`, fmt.Sprintf(`<a href="/tests/%d">`, ids["regressed"]), "copy -20%",
 			`<h2 id="none">none: 1</h2>`, "hung in __ib_drain_sq", `<h2 id="sent">sent: 0</h2>`,
 			`<h2 id="fixed">fixed: 1</h2>`, fmt.Sprintf(`copy -31%% Confirmed fixed by <a href="/tests/%d">test %d</a>.`, ids["fix"], ids["fix"])}},
-		{fmt.Sprintf("/tests/%d", ids["reported"]), []string{fmt.Sprintf(`Fix follow-up: <a href="/tests/%d">test %d</a> ([PATCH] svcrdma: post the Write WRs before the Send) reran this test with its fix: <strong>confirmed fixed</strong>.`, ids["fix"], ids["fix"])}},
-		{fmt.Sprintf("/tests/%d", ids["fix"]), []string{fmt.Sprintf(`This series closes the report of <a href="/tests/%d">test %d</a> (REGRESSION: [PATCH v5 0/3] svcrdma: fix the send path), and this test reran it with the series: <strong>confirmed fixed</strong>.`, ids["reported"], ids["reported"])}},
+		{fmt.Sprintf("/tests/%d", ids["reported"]), []string{fmt.Sprintf(`Fix follow-up: <a href="/tests/%d">test %d</a> (svcrdma: post the Write WRs before the Send) reran this test with its fix: <strong>confirmed fixed</strong>.`, ids["fix"], ids["fix"])}},
+		{fmt.Sprintf("/tests/%d", ids["fix"]), []string{fmt.Sprintf(`This series closes the report of <a href="/tests/%d">test %d</a> (REGRESSION: svcrdma: fix the send path), and this test reran it with the series: <strong>confirmed fixed</strong>.`, ids["reported"], ids["reported"])}},
 		{"/lists", []string{`<h2 id="linux-rdma">linux-rdma &lt;linux-rdma@vger.kernel.org&gt;</h2>`, "failing (1 in a row", "imap: connection refused",
 			"Replies not sent yet: 1", "Series tested: 5", `<h2 id="linux-nfs">`, "not read yet"}},
 	}
@@ -434,7 +434,7 @@ func TestByID(t *testing.T) {
 		code        int
 		want        string
 	}{
-		{fmt.Sprintf("/api/tests/%d", ids["apply"]), "application/json", 200, `"subject": "[PATCH v2 0/3] svcrdma: fix the send path"`},
+		{fmt.Sprintf("/api/tests/%d", ids["apply"]), "application/json", 200, `"subject": "svcrdma: fix the send path"`},
 		{fmt.Sprintf("/api/bisect/%d", ids["bisect"]), "application/json", 200, "cccccccccccccccc"},
 		{fmt.Sprintf("/tests/%d", ids["apply"]), "text/html; charset=utf-8", 200, "patch 2/3 does not apply"},
 		{fmt.Sprintf("/bisect/%d", ids["bisect"]), "text/html; charset=utf-8", 200, "read_mbps -12%"},

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-
-	"github.com/rdmabot/rdmabot/lore"
 )
 
 // Filter is the index's and /api/tests' query: each field set must
@@ -93,7 +91,8 @@ func groups(ts []TestView) []TestGroup {
 			out = append(out, TestGroup{Tests: []TestView{t}})
 			continue
 		}
-		title := lore.ParseSubject(t.Subject).Title
+		// A series' subject is its title as lore read it (flow.Series).
+		title := t.Subject
 		key := strings.ToLower(t.Author) + "\x00" + strings.ToLower(title)
 		i, ok := at[key]
 		if !ok {

@@ -55,11 +55,13 @@ type Reader struct {
 	cache map[string]*flow.Message
 }
 
-// MaintainerLookup returns the addresses (M: and R:) MAINTAINERS lists
-// for files, read from the base s would be tested on. An Infra error
-// means the answer is not known yet (no tree in the store).
+// MaintainerLookup chooses the base a series would be tested on and
+// returns the addresses (M: and R:) MAINTAINERS lists for files at a
+// commit. An Infra error means the answer is not known yet (no tree in
+// the store).
 type MaintainerLookup interface {
-	MaintainersOf(ctx context.Context, s flow.Series, files []string) ([]string, error)
+	SelectBase(ctx context.Context, s flow.Series) (flow.Base, error)
+	MaintainersOf(ctx context.Context, commit string, files []string) ([]string, error)
 }
 
 // Authenticator says whether m proves that it comes from its From:
@@ -203,6 +205,23 @@ type Health struct {
 // Poll reads every list and returns the complete, relevant series of the
 // window. Series already tested are filtered by the bot's unique keys.
 func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
+	if err := l.fetch(ctx); err != nil {
+		return nil, err
+	}
+	// The window is in the archive's time: mail older than it is not
+	// news, however recently the bot first read it (a first start on an
+	// old epoch).
+	cut := l.Now().Add(-l.Window)
+	asm, err := l.assemble(ctx, cut)
+	if err != nil {
+		return nil, err
+	}
+	return l.decide(ctx, asm, cut)
+}
+
+// fetch stores every due list's new mail; a list that fails is recorded
+// and backs off, and only every list failing fails the poll.
+func (l *Reader) fetch(ctx context.Context) error {
 	// The mail itself is the durable state, so checkpoints are saved as
 	// lore/feed saves them, not held for the ingest transaction.
 	srcs := l.sources()
@@ -210,7 +229,7 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 	for _, li := range l.Cfg.Lists {
 		due, err := l.due(ctx, li.Name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !due {
 			errs = append(errs, li.Name+": backing off")
@@ -221,12 +240,12 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 			return l.St.AddMail(ctx, Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Ingested: l.Now(), Raw: it.Raw})
 		})
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		// Logged, recorded and returned: without the URLs' passwords.
 		err = redact.Error(err)
 		if rerr := l.record(ctx, li.Name, time.Since(start), err); rerr != nil {
-			return nil, rerr
+			return rerr
 		}
 		if err != nil {
 			errs = append(errs, li.Name+": "+err.Error())
@@ -234,12 +253,14 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 	}
 	if len(errs) > 0 && len(errs) == len(l.Cfg.Lists) {
 		// Not one list could be read: the poll itself failed, and says why.
-		return nil, flow.MarkInfra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
+		return flow.MarkInfra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
-	// The window is in the archive's time: mail older than it is not
-	// news, however recently the bot first read it (a first start on an
-	// old epoch).
-	cut := l.Now().Add(-l.Window)
+	return nil
+}
+
+// assemble groups the stored mail received since cut into series and
+// commands, each mail parsed once across polls.
+func (l *Reader) assemble(ctx context.Context, cut time.Time) (*lore.Assembly, error) {
 	mail, err := l.St.MailSince(ctx, cut)
 	if err != nil {
 		return nil, flow.MarkInfra(err)
@@ -266,8 +287,14 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 		a.AddSeen(msg, m.Received, m.Ingested)
 	}
 	l.forgetParsed(seen)
+	return a.Assemble(), nil
+}
+
+// decide is what the bot hears of an assembly: the relevant series no
+// maintainer applied, complete or answered as incomplete, and the
+// commands whose senders are known to be allowed or refused.
+func (l *Reader) decide(ctx context.Context, asm *lore.Assembly, cut time.Time) ([]flow.Series, error) {
 	var out []flow.Series
-	asm := a.Assemble()
 	byID := map[string]*lore.Series{}
 	for _, s := range asm.Series {
 		byID[s.ID] = s
@@ -342,11 +369,7 @@ func (l *Reader) applied(ctx context.Context, s *lore.Series) (bool, error) {
 	if l.Maintainers == nil {
 		return false, nil
 	}
-	var files []string
-	for _, p := range s.Patches {
-		files = append(files, p.Files...)
-	}
-	addrs, err := l.Maintainers.MaintainersOf(ctx, convert(s, l.Cfg), files)
+	addrs, err := l.maintainersOf(ctx, s, convert(s, l.Cfg))
 	if err != nil {
 		l.Log.Debug("lore: MAINTAINERS not read for an applied note", "series", s.ID, "err", err)
 		return false, nil
@@ -428,11 +451,7 @@ func (l *Reader) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Ser
 	if l.Maintainers == nil {
 		return "", fmt.Errorf("%s is neither the author nor in lore.command_allow, and MAINTAINERS cannot be read on this machine", from)
 	}
-	var files []string
-	for _, p := range s.Patches {
-		files = append(files, p.Files...)
-	}
-	addrs, err := l.Maintainers.MaintainersOf(ctx, bs, files)
+	addrs, err := l.maintainersOf(ctx, s, bs)
 	if err != nil {
 		if flow.IsInfra(err) {
 			return "", err
@@ -446,6 +465,37 @@ func (l *Reader) maintainerOnly(ctx context.Context, bs flow.Series, s *lore.Ser
 	}
 	return fmt.Sprintf("Only the series' author, the maintainers and reviewers MAINTAINERS lists for its files, "+
 		"and the addresses the operator allows may ask me to test it; %s is none of them.", from), nil
+}
+
+// maintainersOf is who MAINTAINERS lists for s's files on the base chosen
+// for the series the first time one of its commands or applied notes
+// was decided: the choice is kept in the store, as a mail's DKIM answer
+// is, so that every poll decides them on the same base, and the base is
+// not looked for again on every poll. A series still missing patches
+// gets no kept base: the ones to come may move it.
+func (l *Reader) maintainersOf(ctx context.Context, s *lore.Series, bs flow.Series) ([]string, error) {
+	var files []string
+	for _, p := range s.Patches {
+		files = append(files, p.Files...)
+	}
+	key := "authbase:" + s.ID
+	commit, err := l.St.State(ctx, key)
+	if err != nil {
+		return nil, flow.MarkInfra(err)
+	}
+	if commit == "" {
+		base, err := l.Maintainers.SelectBase(ctx, bs)
+		if err != nil {
+			return nil, err
+		}
+		commit = base.Commit
+		if s.Complete {
+			if err := l.St.SetState(ctx, key, commit); err != nil {
+				return nil, flow.MarkInfra(err)
+			}
+		}
+	}
+	return l.Maintainers.MaintainersOf(ctx, commit, files)
 }
 
 // authenticate says why m (a command, an applied note) does not prove
@@ -552,6 +602,7 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 		out.Patches = append(out.Patches, p.Message)
 	}
 	readDiffs(&out)
+	readHints(&out)
 	out.Closes, out.Fixes = closesAndFixes(s)
 	// The Message-ID replies answer, as the replies' thread finds it.
 	if root := out.RootMail(); root != nil {
@@ -572,6 +623,20 @@ func readDiffs(s *flow.Series) {
 			if !seen[f] {
 				seen[f] = true
 				s.Files = append(s.Files, f)
+			}
+		}
+	}
+}
+
+// readHints reads what a series' mails say of its base, once, for the
+// builder: the base-commit line (b4's rule) and its subjects' tags.
+func readHints(s *flow.Series) {
+	s.BaseHint = lore.BaseCommit(s.Cover, s.Patches)
+	s.Tags = nil
+	for _, m := range s.Mails() {
+		for _, tag := range lore.ParseSubject(m.Subject).Tags {
+			if !slices.Contains(s.Tags, tag) {
+				s.Tags = append(s.Tags, tag)
 			}
 		}
 	}
@@ -762,14 +827,18 @@ func CheckListURL(u string) error {
 	return nil
 }
 
-// Reread fills what intake reads of a series' mails from their raw
-// bytes where a series row an older bot stored held only those: each
-// message parsed, the lines and files its diffs change, the Message-ID
-// its replies answer. It says whether it changed anything; a mail that
-// no longer parses is an error, and s is then left as it was.
+// Reread fills what intake reads of a series' mails where a series row
+// an older bot stored lacks it: each message parsed from its raw bytes,
+// the lines and files its diffs change, the Message-ID its replies
+// answer, its base-commit hint and subject tags. It says whether it
+// changed anything; a mail that no longer parses is an error, and s is
+// then left as it was.
 func Reread(s *flow.Series) (bool, error) {
 	if !slices.ContainsFunc(s.Mails(), func(m *flow.Message) bool { return m != nil && !m.Parsed() }) {
-		return false, nil
+		before := slices.Clone(s.Tags)
+		hint := s.BaseHint
+		readHints(s)
+		return hint != s.BaseHint || !slices.Equal(before, s.Tags), nil
 	}
 	parse := func(m *flow.Message) (*flow.Message, error) {
 		if m == nil || m.Parsed() {
@@ -789,6 +858,7 @@ func Reread(s *flow.Series) (bool, error) {
 		}
 	}
 	readDiffs(&out)
+	readHints(&out)
 	if root := out.RootMail(); out.Root == "" && root != nil {
 		out.Root = root.MessageID
 	}

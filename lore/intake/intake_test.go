@@ -3,8 +3,11 @@ package intake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore"
@@ -206,5 +209,114 @@ func TestAppliedNeedsProof(t *testing.T) {
 			}
 			t.Errorf("notes %v: applied %v, %v; want %v, infra %v", ids, got, err, c.want, c.infra)
 		}
+	}
+}
+
+// A series carries what lore read of its base: the base-commit line by
+// b4's rule (7 to 40 hex digits, any case; lower-cased) and its
+// subjects' tags, from a poll's assembly and from a row an older bot
+// stored without them.
+func TestSeriesCarriesBaseHints(t *testing.T) {
+	cover := "From: Dev <dev@x>\nSubject: [PATCH rdma-next v2 0/1] svcrdma\nMessage-ID: <c@x>\n\nwhy\n\nbase-commit: ABCDEF1234 (rdma/for-next)\n"
+	patch := "From: Dev <dev@x>\nSubject: [PATCH rdma-next v2 1/1] svcrdma: x\nIn-Reply-To: <c@x>\nMessage-ID: <p@x>\n\n---\n" +
+		"diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n"
+	asm, err := lore.NewAssembler(lore.AssemblerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []string{cover, patch} {
+		if err := asm.AddRaw([]byte(raw), time.Unix(1, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := asm.Assemble().Series
+	if len(found) != 1 {
+		t.Fatalf("%d series assembled", len(found))
+	}
+	s := convert(found[0], lore.Config{})
+	if s.BaseHint != "abcdef1234" || !slices.Equal(s.Tags, []string{"rdma-next"}) || s.Subject != "svcrdma" {
+		t.Errorf("converted: base hint %q, tags %q, subject %q", s.BaseHint, s.Tags, s.Subject)
+	}
+
+	old := s
+	old.BaseHint, old.Tags = "", nil
+	if changed, err := Reread(&old); !changed || err != nil || old.BaseHint != s.BaseHint || !slices.Equal(old.Tags, s.Tags) {
+		t.Errorf("a stored row without hints: changed %v, %v, hint %q, tags %q", changed, err, old.BaseHint, old.Tags)
+	}
+	if changed, err := Reread(&old); changed || err != nil {
+		t.Errorf("a row with its hints: changed %v, %v", changed, err)
+	}
+}
+
+// baseLookup is MAINTAINERS listing m@x at commit "c1" only, on a tree
+// whose head moves on every choice: c1, then c2, ...
+type baseLookup struct {
+	chosen int
+	err    error
+	cancel func() // ends the poll while a base is chosen
+}
+
+func (b *baseLookup) SelectBase(context.Context, flow.Series) (flow.Base, error) {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	if b.err != nil {
+		return flow.Base{}, b.err
+	}
+	b.chosen++
+	return flow.Base{Tree: "mainline", Commit: fmt.Sprintf("c%d", b.chosen)}, nil
+}
+
+func (b *baseLookup) MaintainersOf(_ context.Context, commit string, files []string) ([]string, error) {
+	if commit == "c1" && slices.Equal(files, []string{"f.c"}) {
+		return []string{"m@x"}, nil
+	}
+	return nil, nil
+}
+
+// The base that decides who may give a command (or an applied note) is
+// chosen once per series and kept: a later poll, after the tree moved,
+// decides on the same base without choosing again. A series still
+// missing patches keeps none; a choice not known yet (Infra) or not
+// kept decides nothing.
+func TestAuthorisationBaseChosenOnce(t *testing.T) {
+	ctx := context.Background()
+	series := func(id string, complete bool) *lore.Series {
+		return &lore.Series{ID: id, Complete: complete, Patches: []*lore.Patch{{Index: 1, Files: []string{"f.c"}}}}
+	}
+	st := &stateStore{state: map[string]string{}}
+	lookup := &baseLookup{}
+	l := &Reader{St: st, Log: slog.New(slog.DiscardHandler), Maintainers: lookup}
+	s := series("s@x", true)
+	for poll := 1; poll <= 2; poll++ {
+		why, err := l.maintainerOnly(ctx, flow.Series{MsgID: s.ID}, s, "m@x")
+		if why != "" || err != nil || lookup.chosen != 1 || st.state["authbase:s@x"] != "c1" {
+			t.Errorf("poll %d: %q, %v; %d bases chosen, kept %q", poll, why, err, lookup.chosen, st.state["authbase:s@x"])
+		}
+	}
+
+	inc := series("inc@x", false)
+	for poll := 1; poll <= 2; poll++ {
+		_, err := l.maintainerOnly(ctx, flow.Series{MsgID: inc.ID}, inc, "m@x")
+		if _, kept := st.state["authbase:inc@x"]; err != nil || kept || lookup.chosen != 1+poll {
+			t.Errorf("incomplete, poll %d: %v; kept %v, %d bases chosen", poll, err, kept, lookup.chosen)
+		}
+	}
+
+	other := series("o@x", true)
+	lookup.err = flow.MarkInfra(errors.New("mainline/master is not in the tree store"))
+	if _, err := l.maintainerOnly(ctx, flow.Series{MsgID: other.ID}, other, "m@x"); !flow.IsInfra(err) || st.state["authbase:o@x"] != "" {
+		t.Errorf("no base yet: %v, kept %q", err, st.state["authbase:o@x"])
+	}
+	lookup.err = nil
+	cctx, cancel := context.WithCancel(ctx)
+	lookup.cancel = cancel
+	if _, err := l.maintainerOnly(cctx, flow.Series{MsgID: other.ID}, other, "m@x"); !flow.IsInfra(err) || st.state["authbase:o@x"] != "" {
+		t.Errorf("a choice not kept: %v, kept %q", err, st.state["authbase:o@x"])
+	}
+	lookup.cancel = nil
+	st.closed = true
+	if _, err := l.maintainerOnly(ctx, flow.Series{MsgID: s.ID}, s, "m@x"); !flow.IsInfra(err) {
+		t.Errorf("the kept base unreadable: %v", err)
 	}
 }
