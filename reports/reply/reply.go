@@ -383,7 +383,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	}
 	req := rep.Origin.Command
 	aud := r.Cfg.Audience(v.Outcome, reports.Occasion{
-		GuessedBase:  rep.BaseReason == flow.BaseByDefault,
+		GuessedBase:  guessedBase(rep.BaseReason),
 		Asked:        req != nil,
 		ClosesReport: rep.Fix != nil,
 	})
@@ -909,3 +909,8 @@ func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
 }
+
+// guessedBase: the base was the default branch, nothing of the series
+// named it; the phrase may go on to name the tree the series' files
+// belong to, which the store lacked (offline).
+func guessedBase(reason string) bool { return strings.HasPrefix(reason, flow.BaseByDefault) }

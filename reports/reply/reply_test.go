@@ -130,3 +130,18 @@ func TestJudgeSeededFromTheTest(t *testing.T) {
 		t.Errorf("two tests judged with one seed: %v", a)
 	}
 }
+
+// A default base stays a guess when the phrase goes on to name the tree
+// the store lacked: an APPLY_FAILED on it reaches no one but an asker.
+func TestGuessedBase(t *testing.T) {
+	for reason, want := range map[string]bool{
+		flow.BaseByDefault: true,
+		flow.BaseByDefault + "; nfsd/nfsd-testing, where the nfsd tree takes a series for its files, is not in the store": true,
+		flow.BaseByBlobs: false,
+		"the nfsd tree's rule: a series for its files goes on nfsd-testing": false,
+	} {
+		if got := guessedBase(reason); got != want {
+			t.Errorf("guessedBase(%q) = %v, want %v", reason, got, want)
+		}
+	}
+}
