@@ -197,6 +197,9 @@ func Sentence(c *Config, v *Verdict) string {
 	case flow.BootFailed:
 		return fmt.Sprintf("%s noticed that the kernel with this series does not boot on the lab pair:", bot)
 	case flow.Crash:
+		if v.Crash != nil && v.Crash.Stall {
+			return fmt.Sprintf("%s noticed a stall with this series, which the kernel did not report:", bot)
+		}
 		return fmt.Sprintf("%s noticed a crash with this series:", bot)
 	case flow.DataCorruption:
 		return fmt.Sprintf("%s noticed data corruption with this series: data written over NFS/RDMA came back different.", bot)
@@ -436,7 +439,13 @@ func Measurements(v *Verdict) string {
 			}
 		}
 	case flow.Crash:
-		where, same := "the console of the patched kernel", ""
+		where, same, kind := "the console of the patched kernel", "", "crash"
+		if v.Crash.Stall {
+			where, kind = "a boot of the patched kernel", "stall"
+			if v.Crash.Boots > 1 {
+				where = fmt.Sprintf("%d boots of the patched kernel", v.Crash.Boots)
+			}
+		}
 		n := baseRuns(v.In)
 		if v.Crash.Link != "" {
 			where += ", booted with " + v.Crash.Link + ","
@@ -453,11 +462,11 @@ func Measurements(v *Verdict) string {
 			}
 		}
 		if n == 1 {
-			para("The crash showed on " + where + " and not in the one base run" + same + ".")
+			para("The " + kind + " showed on " + where + " and not in the one base run" + same + ".")
 		} else if n > 1 {
-			para(fmt.Sprintf("The crash showed on %s and on none of the %d base runs%s.", where, n, same))
+			para(fmt.Sprintf("The %s showed on %s and on none of the %d base runs%s.", kind, where, n, same))
 		} else {
-			para("The crash showed on " + where + " and not on the base kernel's.")
+			para("The " + kind + " showed on " + where + " and not on the base kernel's.")
 		}
 		raw("Console:\n\n" + indent(excerpt(reliableFrames(v.Crash.Console), 50)))
 		if v.Pressure != nil {

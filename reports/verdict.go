@@ -335,6 +335,11 @@ type Crash struct {
 	Load         bool `json:",omitempty"`
 	Debug        bool `json:",omitempty"`
 	Client       bool `json:",omitempty"`
+	// Stall: the lab saw the boot stall (a phase's deadline passed), the
+	// kernel reported nothing; Boots is how many of the patched kernel's
+	// boots showed this signature (Confirmed).
+	Stall bool `json:",omitempty"`
+	Boots int  `json:",omitempty"`
 }
 
 // InfraFailure is the lab's or the infrastructure's fault: retried,

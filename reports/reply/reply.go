@@ -116,7 +116,7 @@ func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 		if s.Crash == "" {
 			continue
 		}
-		c := reports.Crash{Title: s.Crash, Console: s.Log}
+		c := reports.Crash{Title: s.Crash, Console: s.Log, Stall: s.Stall, Boots: sameCrash(samples, s.Crash)}
 		if s.Profile != "" {
 			c.Link, c.Load, c.Debug = r.Lab.LinkWords(s.Profile), s.IsPressure(), s.Profile == flow.ProfileDebug
 			c.Client = s.Profile == flow.ProfileClientSide
@@ -129,6 +129,13 @@ func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 		out = append(out, c)
 	}
 	return out
+}
+
+// sameCrash counts the boots whose crash has title's signature.
+func sameCrash(samples []flow.Sample, title string) int {
+	return count(samples, func(s flow.Sample) bool {
+		return s.Crash != "" && reports.Signature(s.Crash) == reports.Signature(title)
+	})
 }
 
 // corruption is the first boot whose data did not survive the round
@@ -309,7 +316,7 @@ func (r *Replier) Decide(ctx context.Context, id string, base, cand []flow.Sampl
 		return flow.Decision{}, err
 	}
 	v := r.judge(id, base, cand)
-	d := flow.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
+	d := flow.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Summary(&r.Cfg, &v)}
 	if h := reports.Headline(&v); h != nil {
 		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
 	}
@@ -386,6 +393,7 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 		GuessedBase:  guessedBase(rep.BaseReason),
 		Asked:        req != nil,
 		ClosesReport: rep.Fix != nil,
+		Unconfirmed:  v.Unconfirmed() != nil,
 	})
 	switch aud {
 	case reports.Nobody:
