@@ -339,6 +339,11 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		}
 	}
 	raw(infoBlock(v))
+	if booted(v.Outcome) {
+		for _, l := range in.Test.Limits {
+			para(l)
+		}
+	}
 	if steps := in.Test.ByHand.steps(v.Outcome); len(steps) > 0 {
 		raw("To reproduce without rdmabot, in a clone of the base tree:\n\n        " + strings.Join(steps, "\n        "))
 	}
@@ -629,3 +634,9 @@ func Mailbox(s string) (string, error) {
 }
 
 func foldList(l []string) string { return strings.Join(l, ",\n    ") }
+
+// booted says the outcome comes from boots of the patched kernel: what
+// the lab could not exercise of it is worth saying.
+func booted(o flow.Outcome) bool {
+	return o == flow.Pass || o == flow.Regression || o == flow.Improvement || o == flow.Crash || o == flow.DataCorruption
+}

@@ -219,6 +219,9 @@ type TestInfo struct {
 	Files [][2]string
 	// RunURL links the run page with the charts and logs.
 	RunURL string
+	// Limits say what the lab could not exercise of the series' code
+	// (an emulated pair's soft providers), one sentence each.
+	Limits []string
 	// ByHand are the plain commands that redo the run without rdmabot;
 	// the reply shows the steps its outcome reached.
 	ByHand ByHand

@@ -195,6 +195,8 @@ type Replier struct {
 	// Sides says where a series' kernel booted (nil: the server), for
 	// the reproducer's commands.
 	Sides Sides
+	// Limits names what the pair could not exercise (nil: nothing said).
+	Limits Limits
 	// Maintainers reads MAINTAINERS for the Cc line; nil where no tree
 	// is (a process without the build role).
 	Maintainers MaintainerLookup
@@ -292,6 +294,13 @@ type Lab interface {
 // compiler ("" on a process that builds nothing).
 type Kernels struct {
 	Config, DebugConfig, Compiler string
+}
+
+// Limits says what a pair cannot exercise of a series' changes (the
+// QEMU pair's soft providers: no IOMMU, no MR hardware), one sentence
+// per limit.
+type Limits interface {
+	EmulationLimits(pair string, changes []flow.Change) []string
 }
 
 // Sides says which side of the pair a series' kernel boots on
@@ -855,6 +864,9 @@ func (r *Replier) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 		pair = r.Lab.DefaultPair()
 	}
 	info.Lab = r.Lab.PairWords(pair)
+	if r.Limits != nil && rep.Series != nil {
+		info.Limits = r.Limits.EmulationLimits(pair, rep.Series.Changes)
+	}
 	info.RunURL = rep.URL
 	if rep.Series != nil && rep.URL != "" {
 		// The dashboard serves it (reproduce.Maker): no rdmabot needed.
