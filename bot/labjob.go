@@ -313,6 +313,19 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 				*side.out = append(*side.out, smp...)
 				if crashed(smp) {
 					fmt.Fprintf(trace, "%s %s %d/%d crashed: %s\n", p.Name(), side.name, i+1, n, firstCrash(smp))
+					if side.name == "candidate" && needsConfirming(base, cand) {
+						fmt.Fprintf(trace, "%s candidate: booting once more to confirm the stall\n", p.Name())
+						more, err := p.Run(ctx, pair, side.boot, i, trace)
+						if err != nil {
+							return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}
+						}
+						for j := range more {
+							if more[j].Profile == "" {
+								more[j].Profile = p.Name()
+							}
+						}
+						cand = append(cand, more...)
+					}
 					return base, cand, nil
 				}
 				if c := firstCorrupt(smp); c != "" {

@@ -37,10 +37,34 @@ func RunRound(ctx context.Context, l Lab, pair string, base, cand flow.Boot, n i
 			*side.out = append(*side.out, s...)
 		}
 		if crashed(bs) || crashed(cs) {
+			if i+1 < n && needsConfirming(bs, cs) {
+				fmt.Fprintf(trace, "the candidate stalled in one boot: booting both once more to confirm it\n")
+				continue
+			}
 			break
 		}
 	}
 	return bs, cs, nil
+}
+
+// needsConfirming says the round's only failure is one stall of the
+// candidate that the lab saw and the kernel did not report
+// (flow.Sample.Stall): a starved emulated guest stalls too, so one more
+// boot confirms it or not before it is mailed (reports.Crash.Confirmed).
+func needsConfirming(bs, cs []flow.Sample) bool {
+	if crashed(bs) {
+		return false
+	}
+	stalls := 0
+	for _, s := range cs {
+		if s.Crash != "" && !s.Stall {
+			return false
+		}
+		if s.Stall {
+			stalls++
+		}
+	}
+	return stalls == 1
 }
 
 // RoundError is a kernel of a round that did not come up: the base's is

@@ -24,6 +24,10 @@ const (
 	// BaseFromBlobs: the newest commit on a configured branch where every
 	// file the series changes has the blob its index lines name.
 	BaseFromBlobs BaseReason = "blobs"
+	// BaseFromRoute: every file the series changes is under one tree's
+	// paths (fs/nfsd and svcrdma for nfsd): the head of the branch that
+	// tree's maintainers apply such a series to (RouteBranch).
+	BaseFromRoute BaseReason = "route"
 	// BaseFromTag: the subject's tree tag (rdma-next, nfsd ...) names a
 	// configured tree branch; its head.
 	BaseFromTag BaseReason = "tree-tag"
@@ -41,6 +45,11 @@ type Base struct {
 	Reason       BaseReason
 	// Detail is one sentence for the report.
 	Detail string
+	// Why says, for BaseFromRoute, which rule picked Branch ("a fix
+	// (Fixes: trailer)"); for the others, a tree the series' files
+	// belong to that the store does not hold ("" when none): the base
+	// chosen instead is not the maintainers' branch.
+	Why string
 }
 
 // DefaultBaseSearchDepth bounds the blob search: commits per branch,
@@ -59,6 +68,27 @@ func (s *Store) SelectBase(ctx context.Context, series flow.Series, trees []Tree
 	if b := s.namedBase(ctx, series.BaseHint); b != nil {
 		return b, nil
 	}
+	route, why := routeOf(series, trees)
+	if route != nil {
+		ref, err := s.Repository().Reference(TreeRef(route.Name, why.branch), true)
+		if err == nil {
+			return &Base{Commit: ref.Hash(), Tree: route.Name, Branch: why.branch, Reason: BaseFromRoute, Why: why.rule,
+				Detail: fmt.Sprintf("the series' files are %s's: %s goes on the head of %s/%s", route.Name, why.rule, route.Name, why.branch)}, nil
+		}
+	}
+	b, err := s.selectUnrouted(ctx, series, trees, depth)
+	if err == nil && route != nil {
+		// Offline, or the tree not fetched yet: said in the reply, since
+		// the base is then not where the maintainers apply the series.
+		b.Why = fmt.Sprintf("%s/%s, where the %s tree takes %s, is not in the store", route.Name, why.branch, route.Name, why.rule)
+	}
+	return b, err
+}
+
+// selectUnrouted picks the base of a series no tree's paths claim (or
+// whose tree the store does not hold): the pre-image blobs, the subject
+// tag, the default branch.
+func (s *Store) selectUnrouted(ctx context.Context, series flow.Series, trees []TreeConfig, depth int) (*Base, error) {
 	mails := series.Mails()
 	pre, err := preImages(mails)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
+	"github.com/rdmabot/rdmabot/internal/glob"
 )
 
 // Config is the [builder] section of config.toml.
@@ -62,6 +63,15 @@ type TreeConfig struct {
 	// Tags maps subject tags ("rdma-next" in "[PATCH rdma-next 1/3]")
 	// to the branch of this tree a series so tagged is based on.
 	Tags map[string]string `toml:"tags"`
+	// Paths (lore.paths' globs) claim a series for this tree when every
+	// file it changes matches one: it is based on the head of the branch
+	// the maintainers apply it to, before the pre-image blobs are asked
+	// (they match mainline as well when the file is the same there).
+	Paths []string `toml:"paths"`
+	// FixesBranch takes a claimed series that is a fix (a Fixes: trailer,
+	// or a subject tag such as [PATCH fixes] or [PATCH for-rc]); any
+	// other claimed series goes on Branches[0]. "" = Branches[0] too.
+	FixesBranch string `toml:"fixes_branch"`
 }
 
 // DefaultConfig knows mainline, the rdma tree and the nfsd tree.
@@ -70,9 +80,18 @@ func DefaultConfig() Config {
 		Trees: []TreeConfig{
 			{Name: "mainline", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git", Branches: []string{"master"}},
 			{Name: "rdma", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git", Branches: []string{"for-next", "for-rc"},
-				Tags: map[string]string{"rdma-next": "for-next", "rdma-rc": "for-rc", "for-next": "for-next", "for-rc": "for-rc"}},
-			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git", Branches: []string{"nfsd-next"},
-				Tags: map[string]string{"nfsd": "nfsd-next", "nfsd-next": "nfsd-next"}},
+				Tags:        map[string]string{"rdma-next": "for-next", "rdma-rc": "for-rc", "for-next": "for-next", "for-rc": "for-rc"},
+				Paths:       []string{"drivers/infiniband/**", "include/rdma/**", "include/uapi/rdma/**"},
+				FixesBranch: "for-rc"},
+			// The nfsd maintainer applies to nfsd-testing, where a series
+			// soaks under his CI for weeks before nfsd-next.
+			{Name: "nfsd", URL: "https://git.kernel.org/pub/scm/linux/kernel/git/cel/linux.git",
+				Branches: []string{"nfsd-testing", "nfsd-next", "nfsd-fixes"},
+				Tags: map[string]string{"nfsd": "nfsd-testing", "nfsd-testing": "nfsd-testing", "nfsd-next": "nfsd-next",
+					"nfsd-fixes": "nfsd-fixes"},
+				Paths: []string{"fs/nfsd/**", "fs/lockd/**", "net/sunrpc/svc*", "net/sunrpc/xprtrdma/svc_rdma*",
+					"include/linux/sunrpc/svc*"},
+				FixesBranch: "nfsd-fixes"},
 			// Debian's 6.12 source, imported by scripts/run.sh: the base
 			// when no fetched tree is in the store (offline).
 			{Name: "local", Branches: []string{"import"}},
@@ -103,6 +122,14 @@ func (c *Config) Validate() error {
 			if tag != strings.ToLower(tag) {
 				return fmt.Errorf("builder.trees[%d] %s: tag %q must be lower case", i, t.Name, tag)
 			}
+		}
+		for _, p := range t.Paths {
+			if _, err := glob.Compile(p); err != nil {
+				return fmt.Errorf("builder.trees[%d] %s: paths: %w", i, t.Name, err)
+			}
+		}
+		if t.FixesBranch != "" && !slices.Contains(t.Branches, t.FixesBranch) {
+			return fmt.Errorf("builder.trees[%d] %s: fixes_branch %q is not one of its branches", i, t.Name, t.FixesBranch)
 		}
 		if seen[t.Name] {
 			return fmt.Errorf("builder.trees: %q named twice", t.Name)

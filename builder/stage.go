@@ -45,7 +45,7 @@ func (b *Stage) SelectBase(ctx context.Context, s flow.Series) (flow.Base, error
 	if tree == "" && len(b.Cfg.Trees) > 0 {
 		tree = b.Cfg.Trees[0].Name
 	}
-	return flow.Base{Tree: tree, Branch: base.Branch, Commit: base.Commit.String(), Reason: baseReasonPhrase(base.Reason)}, nil
+	return flow.Base{Tree: tree, Branch: base.Branch, Commit: base.Commit.String(), Reason: baseReasonPhrase(base)}, nil
 }
 
 // askedBase is the head of the tree and branch a command named ("": the
@@ -278,17 +278,28 @@ func (b *Stage) Revert(ctx context.Context, tree, onto, commit string) (string, 
 // GitDir is the store's repository: it holds every tree.
 func (b *Stage) GitDir(tree string) (string, error) { return b.RepoDir, nil }
 
-// baseReasonPhrase completes a report's "base chosen by ..." line.
-func baseReasonPhrase(r BaseReason) string {
-	switch r {
+// baseReasonPhrase completes a report's "base chosen by ..." line; a
+// tree the series belongs to that the store lacks follows the phrase
+// (flow.BaseByDefault stays its prefix: whom an APPLY_FAILED reaches
+// depends on it).
+func baseReasonPhrase(b *Base) string {
+	var p string
+	switch b.Reason {
 	case BaseFromTrailer:
-		return flow.BaseByTrailer
+		p = flow.BaseByTrailer
 	case BaseFromBlobs:
-		return flow.BaseByBlobs
+		p = flow.BaseByBlobs
 	case BaseFromTag:
-		return flow.BaseByTag
+		p = flow.BaseByTag
 	case BaseFromDefault:
-		return flow.BaseByDefault
+		p = flow.BaseByDefault
+	case BaseFromRoute:
+		return fmt.Sprintf("the %s tree's rule: %s goes on %s", b.Tree, b.Why, b.Branch)
+	default:
+		p = string(b.Reason)
 	}
-	return string(r)
+	if b.Why != "" {
+		p += "; " + b.Why
+	}
+	return p
 }

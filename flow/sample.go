@@ -9,6 +9,10 @@ type Sample struct {
 	Iterations map[string][]float64 `json:"iterations,omitempty"`
 	Crash      string               `json:"crash,omitempty"`
 	Log        string               `json:"log,omitempty"`
+	// Stall says Crash is a stall the lab saw (a phase's deadline passed
+	// with no report from the kernel): seen in one boot only, it is not
+	// mailed (reports.Crash.Confirmed).
+	Stall bool `json:"stall,omitempty"`
 	// Corrupt says the boot's data did not survive the round trip (the
 	// transfer test's cmp), and where; a boot that crashed too is a crash.
 	Corrupt string `json:"corrupt,omitempty"`

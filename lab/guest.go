@@ -41,7 +41,9 @@ func (s guestSpec) args() []string {
 		"-name", "rdmabot-" + s.role,
 		"-accel", "tcg", "-M", "pc", "-cpu", "max", "-smp", "1", "-m", strconv.Itoa(s.memMiB),
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
-		"-serial", "stdio",
+		// mon: lets the host send a break (Ctrl-A b on QEMU's stdin) for
+		// SysRq; the guest cannot reach the monitor (blocked.go).
+		"-serial", "mon:stdio",
 		// QEMU's seccomp filter: the process a guest would own, should it
 		// escape, can start no program, gain no privilege and use no
 		// obsolete or resource-control system call.
@@ -73,6 +75,8 @@ type guest struct {
 	role   string
 	cmd    *exec.Cmd
 	stderr *tailBuffer
+	// stdin is QEMU's: the serial console's input and its mux's escapes.
+	stdin  io.WriteCloser
 	killed bool // we signalled it
 	done   bool // its exit event was seen
 }
@@ -134,13 +138,16 @@ func startGuest(spec guestSpec, bwrapBin string, events chan<- consoleEvent) (*g
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	g := &guest{role: spec.role, cmd: cmd, stderr: &tailBuffer{max: 8 << 10}}
+	g := &guest{role: spec.role, cmd: cmd, stdin: in, stderr: &tailBuffer{max: 8 << 10}}
 	cmd.Stderr = g.stderr
 	if err := cmd.Start(); err != nil {
 		if cg != nil {

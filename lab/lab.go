@@ -279,6 +279,11 @@ type Host struct {
 	MemUsedK int    `json:"mem_used_kb,omitempty"`
 	// Crashes the console monitor found, first one first.
 	Crashes []console.Crash `json:"crashes,omitempty"`
+	// Blocked is the guest's blocked tasks with their stacks (SysRq w),
+	// asked for when the run stalled ("" when not asked); LastLines its
+	// last kernel lines before it was asked.
+	Blocked   string   `json:"blocked,omitempty"`
+	LastLines []string `json:"last_lines,omitempty"`
 }
 
 // Result is one run, as reports and the bot consume it.
@@ -299,6 +304,9 @@ type Result struct {
 	Passed bool `json:"passed"`
 	// Failure says why not, in a line; empty when passed.
 	Failure string `json:"failure,omitempty"`
+	// Stalled says Failure is a stall the host saw (a phase's deadline
+	// passed: StallTitle), not a report the kernel printed.
+	Stalled bool `json:"stalled,omitempty"`
 	// Corrupt says which iteration read back other bytes than it wrote
 	// (cmp), when one did: the data's fault, not a crash ("" = none).
 	Corrupt string `json:"corrupt,omitempty"`

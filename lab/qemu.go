@@ -239,6 +239,9 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 	wait := startWaitMeter(pids, 500*time.Millisecond)
 	defer wait.finish()
 	r.loop(ctx)
+	if r.stalled() {
+		r.dumpBlocked(ctx)
+	}
 	r.stop()
 	res, err := r.result(ctx)
 	if res != nil {
@@ -337,7 +340,10 @@ type run struct {
 	// lastProgress is when the last iteration reported.
 	lastProgress time.Time
 	timedOut     string // the phase whose deadline passed
+	timedOutAt   time.Time
 	stopped      bool
+	// dumps are the guests' blocked-task dumps, once asked for.
+	dumps map[string]*blockedDump
 }
 
 func (r *run) init() {
@@ -466,6 +472,9 @@ func (r *run) handle(ev consoleEvent) {
 	}
 	r.lines[ev.role]++
 	r.consoles[ev.role].add(ev.text)
+	if d := r.dumps[ev.role]; d != nil {
+		d.add(ev.text)
+	}
 	if m, ok := parseMarker(ev.text); ok {
 		if !r.proto[ev.role].accept(m) {
 			r.mon[ev.role].Line("")
@@ -610,7 +619,7 @@ func (r *run) loop(ctx context.Context) {
 		}
 		dl, phase := r.deadline()
 		if wait := time.Until(dl); wait <= 0 {
-			r.timedOut = phase
+			r.timedOut, r.timedOutAt = phase, time.Now()
 			r.pair.log.Info("lab: phase deadline passed", "phase", phase)
 			return
 		} else {
@@ -685,6 +694,9 @@ func (r *run) host(role string) Host {
 		h.MemUsedK = m.int("used_kB")
 	}
 	h.Crashes = r.mon[role].Crashes()
+	if d := r.dumps[role]; d != nil {
+		h.Blocked, h.LastLines = d.text(), d.before
+	}
 	return h
 }
 
@@ -795,6 +807,7 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	}
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
+	res.Stalled = r.timedOut != "" && !res.Passed && !crashed
 	res.Corrupt = r.corrupt()
 	return res, nil
 }
@@ -851,7 +864,7 @@ func (r *run) failure(res *Result) string {
 	}
 	switch {
 	case r.timedOut != "":
-		return "no progress: deadline of phase " + r.timedOut + " passed"
+		return r.stallTitle(res)
 	case r.has("client", "MOUNT_FAIL"):
 		return "mount failed"
 	case r.has("client", "FIO_FAIL"):

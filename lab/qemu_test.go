@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -416,6 +417,38 @@ func TestPairHungTask(t *testing.T) {
 		t.Errorf("title %q failure %q", c.Title, res.Failure)
 	}
 	t.Logf("%s after %v", c.Title, time.Since(start).Round(time.Second))
+}
+
+// A stall with no hung-task report (the server vanished under the
+// client's writeback, the hung-task timeout longer than the test's
+// deadline): when the deadline passes the host asks the live guest for
+// its blocked tasks, and the result shows them with their stacks.
+func TestPairStallDumpsBlockedTasks(t *testing.T) {
+	p, pids := testPair(t)
+	p.SelfTest = "hang"
+	p.cfg.IterationTimeout.Duration = 20 * time.Second
+	test := DefaultTest()
+	test.SizeMiB, test.Iterations, test.HungTaskSecs = 4, 1, 600
+	start := time.Now()
+	res, err := p.Run(context.Background(), testKernel(t), test)
+	noSurvivors(t, *pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed || !res.Stalled || !regexp.MustCompile(`^transfer stalled: 0 of 1 iterations in \d+ s on rxe, NFS 3$`).MatchString(res.Failure) || res.Crash() != nil {
+		t.Fatalf("failure %q crash %+v\n%s", res.Failure, res.Crash(), tail(res.Client.Console, 40))
+	}
+	if res.Server.Blocked != "" {
+		t.Errorf("the vanished server was asked for its blocked tasks: %q", res.Server.Blocked)
+	}
+	if !taskLine.MatchString(strings.Split(res.Client.Blocked, "\n")[0]) || !strings.Contains(res.Client.Blocked, "__schedule") {
+		t.Errorf("the client's blocked tasks:\n%s\nconsole:\n%s", res.Client.Blocked, tail(res.Client.Console, 60))
+	}
+	log := res.StallLog(nil)
+	if !strings.HasPrefix(log, "client, last kernel lines:") || !strings.Contains(log, "client, blocked tasks (SysRq w):") {
+		t.Errorf("stall log:\n%s", log)
+	}
+	t.Logf("after %v:\n%s\n--- the whole dump:\n%s", time.Since(start).Round(time.Second), log, res.Client.Blocked)
 }
 
 // A QEMU killed from outside mid-run is the lab's fault.

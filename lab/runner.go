@@ -117,13 +117,17 @@ func (l *Runner) RunTest(ctx context.Context, pairName string, boot flow.Boot, n
 				s.Consoles[h.Role] = id
 			}
 		}
+		// A stall's blocked tasks, each side's decoded with its kernel.
+		stall := res.StallLog(func(role, text string) string {
+			return decodeFrames(ctx, text, boot.KernelOn(role), l.BuildDirs, trace)
+		})
 		if c, on := res.CrashOn(); c != nil {
 			s.Crash = c.Title
-			s.Log = decodeFrames(ctx, c.Report, boot.KernelOn(on), l.BuildDirs, trace)
+			s.Log = joinParts(decodeFrames(ctx, c.Report, boot.KernelOn(on), l.BuildDirs, trace), stall)
 		} else if res.Corrupt != "" {
 			s.Corrupt = res.Corrupt
 		} else if !res.Passed {
-			s.Crash = res.Failure
+			s.Crash, s.Log, s.Stall = res.Failure, stall, res.Stalled
 		}
 		which := "boot"
 		if n > 1 {

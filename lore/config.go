@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
+	"github.com/rdmabot/rdmabot/internal/glob"
 )
 
 // Config is the [lore] section of config.toml.
@@ -109,7 +110,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("lore.grace_period must not be negative")
 	}
 	for _, p := range c.Paths {
-		if _, err := CompileGlob(p); err != nil {
+		if _, err := glob.Compile(p); err != nil {
 			return fmt.Errorf("lore.paths: %w", err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -199,65 +198,6 @@ func gitDiffOperands(s string) bool {
 
 func isWordByte(c byte) bool {
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
-}
-
-// Glob is a compiled path pattern: '/'-separated segments where "**"
-// matches any number of segments (also none) and other segments use
-// path.Match syntax (*, ?, [...]) within one segment.
-type Glob struct {
-	segs []string
-}
-
-// CompileGlob checks a pattern once so matching cannot fail later.
-func CompileGlob(pattern string) (Glob, error) {
-	segs := strings.Split(strings.Trim(pattern, "/"), "/")
-	for _, s := range segs {
-		if s == "**" {
-			continue
-		}
-		if _, err := path.Match(s, ""); err != nil {
-			return Glob{}, &GlobError{Pattern: pattern, Err: err}
-		}
-	}
-	return Glob{segs: segs}, nil
-}
-
-// GlobError is a bad pattern in lore.paths.
-type GlobError struct {
-	Pattern string
-	Err     error
-}
-
-func (e *GlobError) Error() string { return "bad path glob " + e.Pattern + ": " + e.Err.Error() }
-
-// Match reports whether the '/'-separated path p matches.
-func (g Glob) Match(p string) bool {
-	return matchSegs(g.segs, strings.Split(p, "/"))
-}
-
-func matchSegs(pat, p []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			if len(rest) == 0 {
-				return true
-			}
-			for i := 0; i <= len(p); i++ {
-				if matchSegs(rest, p[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(p) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], p[0]); !ok {
-			return false
-		}
-		pat, p = pat[1:], p[1:]
-	}
-	return len(p) == 0
 }
 
 // Trailer is one "Name: value" line given in a reply, collected the way

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/glob"
 )
 
 // Series is one posting of a patch series (one version of it).
@@ -177,7 +178,7 @@ type AssemblerConfig struct {
 // for concurrent use.
 type Assembler struct {
 	cfg   AssemblerConfig
-	globs []Glob
+	globs []glob.Glob
 	bots  map[string]bool
 	byID  map[string]*entry
 	// alias maps a message's second and later Message-IDs to its first,
@@ -254,7 +255,7 @@ type entry struct {
 func NewAssembler(cfg AssemblerConfig) (*Assembler, error) {
 	a := &Assembler{cfg: cfg, bots: map[string]bool{}, byID: map[string]*entry{}, alias: map[string]string{}}
 	for _, p := range cfg.Paths {
-		g, err := CompileGlob(p)
+		g, err := glob.Compile(p)
 		if err != nil {
 			return nil, err
 		}

@@ -333,35 +333,6 @@ func trailerLines(ts []Trailer) string {
 	return strings.Join(out, "\n")
 }
 
-func TestGlob(t *testing.T) {
-	tests := []struct {
-		pattern, path string
-		want          bool
-	}{
-		{"net/sunrpc/xprtrdma/**", "net/sunrpc/xprtrdma/svc_rdma_rw.c", true},
-		{"net/sunrpc/xprtrdma/**", "net/sunrpc/xprtrdma/sub/x.c", true},
-		{"net/sunrpc/xprtrdma/**", "net/sunrpc/svc.c", false},
-		{"include/linux/sunrpc/svc_rdma*", "include/linux/sunrpc/svc_rdma.h", true},
-		{"include/linux/sunrpc/svc_rdma*", "include/linux/sunrpc/svc_rdma/x.h", false},
-		{"**/Makefile", "drivers/infiniband/core/Makefile", true},
-		{"**/Makefile", "Makefile", true},
-		{"drivers/**/core/*.c", "drivers/infiniband/core/cma.c", true},
-		{"include/trace/events/rpcrdma.h", "include/trace/events/rpcrdma.h", true},
-	}
-	for _, tc := range tests {
-		g, err := CompileGlob(tc.pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := g.Match(tc.path); got != tc.want {
-			t.Errorf("%s ~ %s = %v", tc.pattern, tc.path, got)
-		}
-	}
-	if _, err := CompileGlob("a/[x"); err == nil {
-		t.Error("a/[x compiled")
-	}
-}
-
 func TestTreeTag(t *testing.T) {
 	for in, want := range map[string]string{
 		"[PATCH FYI 1/1] x":           "",

@@ -44,6 +44,9 @@ type Occasion struct {
 	// ClosesReport: the series is a fix that names one of the bot's
 	// reports (Closes:), so its author waits for the answer.
 	ClosesReport bool
+	// Unconfirmed: the verdict rests on a stall seen in one boot only
+	// (Crash.Confirmed): no evidence to mail a list.
+	Unconfirmed bool
 }
 
 // Audience decides who is mailed a verdict. An answer someone asked for
@@ -61,7 +64,7 @@ func (c *Config) Audience(o flow.Outcome, on Occasion) Audience {
 		return Nobody // notices have their own addressing
 	case on.Asked:
 		return Asker
-	case o == flow.ApplyFailed && on.GuessedBase:
+	case o == flow.ApplyFailed && on.GuessedBase, on.Unconfirmed:
 		return Nobody
 	case on.ClosesReport, c.mailsOutcome(o):
 		return InThread

@@ -34,6 +34,9 @@ func TestAudience(t *testing.T) {
 		{flow.Inconclusive, Occasion{Asked: true}, Nobody},
 		{flow.Infra, Occasion{Asked: true, ClosesReport: true}, Nobody},
 		{flow.Refused, Occasion{Asked: true}, Nobody},
+		// A stall of one boot is no evidence to mail a list with.
+		{flow.Crash, Occasion{Unconfirmed: true}, Nobody},
+		{flow.Crash, Occasion{Unconfirmed: true, Asked: true}, Asker},
 	} {
 		if got := c.Audience(tc.o, tc.on); got != tc.want {
 			t.Errorf("%v %+v: %v, want %v", tc.o, tc.on, got, tc.want)

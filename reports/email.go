@@ -200,6 +200,9 @@ func Sentence(c *Config, v *Verdict) string {
 	case flow.BootFailed:
 		return fmt.Sprintf("%s noticed that the kernel with this series does not boot on the lab pair:", bot)
 	case flow.Crash:
+		if v.Crash != nil && v.Crash.Stall {
+			return fmt.Sprintf("%s noticed a stall with this series, which the kernel did not report:", bot)
+		}
 		return fmt.Sprintf("%s noticed a crash with this series:", bot)
 	case flow.DataCorruption:
 		if in.Corruption == nil && v.Functional.failing() {
@@ -342,6 +345,11 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		}
 	}
 	raw(infoBlock(v))
+	if booted(v.Outcome) {
+		for _, l := range in.Test.Limits {
+			para(l)
+		}
+	}
 	if steps := in.Test.ByHand.steps(v.Outcome); len(steps) > 0 {
 		raw("To reproduce without rdmabot, in a clone of the base tree:\n\n        " + strings.Join(steps, "\n        "))
 	}
@@ -438,7 +446,13 @@ func Measurements(v *Verdict) string {
 			}
 		}
 	case flow.Crash:
-		where, same := "the console of the patched kernel", ""
+		where, same, kind := "the console of the patched kernel", "", "crash"
+		if v.Crash.Stall {
+			where, kind = "a boot of the patched kernel", "stall"
+			if v.Crash.Boots > 1 {
+				where = fmt.Sprintf("%d boots of the patched kernel", v.Crash.Boots)
+			}
+		}
 		n := baseRuns(v.In)
 		if v.Crash.Link != "" {
 			where += ", booted with " + v.Crash.Link + ","
@@ -455,11 +469,11 @@ func Measurements(v *Verdict) string {
 			}
 		}
 		if n == 1 {
-			para("The crash showed on " + where + " and not in the one base run" + same + ".")
+			para("The " + kind + " showed on " + where + " and not in the one base run" + same + ".")
 		} else if n > 1 {
-			para(fmt.Sprintf("The crash showed on %s and on none of the %d base runs%s.", where, n, same))
+			para(fmt.Sprintf("The %s showed on %s and on none of the %d base runs%s.", kind, where, n, same))
 		} else {
-			para("The crash showed on " + where + " and not on the base kernel's.")
+			para("The " + kind + " showed on " + where + " and not on the base kernel's.")
 		}
 		raw("Console:\n\n" + indent(excerpt(reliableFrames(v.Crash.Console), 50)))
 		if v.Pressure != nil {
@@ -631,3 +645,9 @@ func Mailbox(s string) (string, error) {
 }
 
 func foldList(l []string) string { return strings.Join(l, ",\n    ") }
+
+// booted says the outcome comes from boots of the patched kernel: what
+// the lab could not exercise of it is worth saying.
+func booted(o flow.Outcome) bool {
+	return o == flow.Pass || o == flow.Regression || o == flow.Improvement || o == flow.Crash || o == flow.DataCorruption
+}

@@ -222,6 +222,9 @@ type TestInfo struct {
 	Files [][2]string
 	// RunURL links the run page with the charts and logs.
 	RunURL string
+	// Limits say what the lab could not exercise of the series' code
+	// (an emulated pair's soft providers), one sentence each.
+	Limits []string
 	// ByHand are the plain commands that redo the run without rdmabot;
 	// the reply shows the steps its outcome reached.
 	ByHand ByHand
@@ -335,6 +338,11 @@ type Crash struct {
 	Load         bool `json:",omitempty"`
 	Debug        bool `json:",omitempty"`
 	Client       bool `json:",omitempty"`
+	// Stall: the lab saw the boot stall (a phase's deadline passed), the
+	// kernel reported nothing; Boots is how many of the patched kernel's
+	// boots showed this signature (Confirmed).
+	Stall bool `json:",omitempty"`
+	Boots int  `json:",omitempty"`
 }
 
 // Mailed reports whether an outcome is ever answered: inconclusive

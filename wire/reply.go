@@ -16,7 +16,7 @@ import (
 // only); the compiler and MAINTAINERS come with the build role.
 func NewReplier(cfg Config, ob *outbox.Outbox, log *slog.Logger) *reply.Replier {
 	r := &reply.Replier{Cfg: cfg.Reports, Outbox: ob, Lab: cfg.Lab,
-		Sides: sides{}, TreeURLs: map[string]string{}, Log: log, Now: time.Now,
+		Sides: sides{}, Limits: cfg.Lab, TreeURLs: map[string]string{}, Log: log, Now: time.Now,
 		Kernels: reply.Kernels{Config: kbuild.ConfigWords(cfg.Lab.Default, cfg.Reports.DocsURL),
 			DebugConfig: kbuild.ConfigWords(kbuild.DebugLab(cfg.Lab.Default), cfg.Reports.DocsURL)}}
 	for _, l := range cfg.Lore.Lists {

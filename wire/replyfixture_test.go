@@ -50,6 +50,9 @@ type labWords struct {
 	Links           map[string]string
 	Pressure        map[string]string // by providers, comma-separated
 	DebugIterations int
+	// Limits are what the QEMU pair cannot exercise of a series changing
+	// one file, by file (reply.Limits), for the files the replies use.
+	Limits map[string][]string
 }
 
 // failure is a stage's error as a test row keeps it: its text and the
@@ -93,6 +96,14 @@ func TestReplyFixture(t *testing.T) {
 	}
 	for _, provs := range [][]string{{"rxe"}, {"siw"}, {"rxe", "siw"}} {
 		f.Lab.Pressure[strings.Join(provs, ",")] = cfg.Lab.PressureWords(provs)
+	}
+	f.Lab.Limits = map[string][]string{}
+	files := []string{"drivers/infiniband/core/rw.c"}
+	for _, c := range s.Changes {
+		files = append(files, c.File)
+	}
+	for _, file := range files {
+		f.Lab.Limits[file] = cfg.Lab.EmulationLimits("qemu", []flow.Change{{File: file}})
 	}
 
 	// The real series on a tree that lacks its files: the builder's own

@@ -81,7 +81,8 @@ func seed(t *testing.T) (*store.Store, map[string]int64) {
 		ids[name] = id
 	}
 	add("apply", store.Test{Key: "k1", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "0123456789abcdef0123", State: "done", Verdict: flow.ApplyFailed, Summary: "patch 2/3 does not apply"})
-	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: flow.Pass, Summary: "no change", Lab: "qemu"})
+	add("measured", store.Test{Key: "k2", Kind: "series", SeriesID: sid, Tree: "rdma", Base: "fedcba9876543210fedc", Candidate: "1111111111112222", State: "done", Verdict: flow.Pass, Summary: "no change", Lab: "qemu",
+		BaseBranch: "for-next", BaseReason: "the rdma tree's rule: a series for its files goes on for-next"})
 	// Version 3 regressed (its reply is held); version 4 crashed, no reply yet.
 	// Replies are keyed by the series' root message and version, as
 	// wire keys them: the first patch (no cover letter), p1@x.
@@ -315,7 +316,8 @@ func TestPagesInChromium(t *testing.T) {
 		{fmt.Sprintf("/tests/%d", ids["measured"]), []string{"<h2>Medians</h2>", "read_mbps", "+10.0%", "no change", `<span class="crash">retrans=7</span>`,
 			`<a href="https://lore.kernel.org/linux-rdma/a@x/">archive</a>`, "<h2>Patches</h2>", "[PATCH v2 2/3] svcrdma: chain the Write WRs", "&lt;p2@x&gt;",
 			"patch 3: ", "Replies and checks", "<td>email</td>", "held", "rdmabot tested this series", "patchwork:p1@x", "<td>ready</td>",
-			`aria-label="read_mbps per boot"`, "base (1 boots)", "patched (1 boots)", "<title>patched boot 1: 110.00</title>"}},
+			`aria-label="read_mbps per boot"`, "base (1 boots)", "patched (1 boots)", "<title>patched boot 1: 110.00</title>",
+			"<code>fedcba9876543210fedc</code> on rdma/for-next, chosen by the rdma tree's rule: a series for its files goes on for-next"}},
 		{fmt.Sprintf("/bisect/%d", ids["bisect"]), []string{"bisection " + fmt.Sprint(ids["bisect"]), "read_mbps -12%", "cccccccccccc", `href="/jobs/7/trace"`}},
 		{fmt.Sprintf("/tests/%d", ids["regressed"]), []string{`[PATCH v2 2/3] svcrdma: chain the Write WRs <code>&lt;p2@x&gt;</code> <span class="crash">first bad patch</span>`,
 			fmt.Sprintf(`<a href="/bisect/%d">bisection %d</a>, done: first bad: patch 2/3.`, ids["series-bisect"], ids["series-bisect"])}},

@@ -603,7 +603,7 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 	}
 	readDiffs(&out)
 	readHints(&out)
-	out.Closes, out.Fixes = closesAndFixes(s)
+	out.Closes, out.Fixes = closesAndFixes(out.Patches)
 	// The Message-ID replies answer, as the replies' thread finds it.
 	if root := out.RootMail(); root != nil {
 		out.Root = root.MessageID
@@ -665,9 +665,9 @@ func messageRef(ref string) (inbox *lore.ListConfig, msgID string, err error) {
 // patches: the Message-IDs Closes: names (a lore URL or a Message-ID)
 // and the commits Fixes: names (the abbreviated hash before the title).
 // What names no message or commit is left out.
-func closesAndFixes(s *lore.Series) (closes, fixes []string) {
-	for _, p := range s.Patches {
-		for _, t := range lore.CommitTrailers(p.Message.Body) {
+func closesAndFixes(patches []*flow.Message) (closes, fixes []string) {
+	for _, p := range patches {
+		for _, t := range lore.CommitTrailers(p.Body) {
 			switch v := strings.TrimSpace(t.Value); strings.ToLower(t.Name) {
 			case "closes":
 				if _, id, err := messageRef(v); err == nil && strings.Contains(id, "@") && !slices.Contains(closes, id) {
@@ -836,9 +836,13 @@ func CheckListURL(u string) error {
 func Reread(s *flow.Series) (bool, error) {
 	if !slices.ContainsFunc(s.Mails(), func(m *flow.Message) bool { return m != nil && !m.Parsed() }) {
 		before := slices.Clone(s.Tags)
-		hint := s.BaseHint
+		hint, files := s.BaseHint, len(s.Files)
 		readHints(s)
-		return hint != s.BaseHint || !slices.Equal(before, s.Tags), nil
+		if files == 0 {
+			readDiffs(s)
+			s.Closes, s.Fixes = closesAndFixes(s.Patches)
+		}
+		return hint != s.BaseHint || !slices.Equal(before, s.Tags) || files != len(s.Files), nil
 	}
 	parse := func(m *flow.Message) (*flow.Message, error) {
 		if m == nil || m.Parsed() {
@@ -859,6 +863,7 @@ func Reread(s *flow.Series) (bool, error) {
 	}
 	readDiffs(&out)
 	readHints(&out)
+	out.Closes, out.Fixes = closesAndFixes(out.Patches)
 	if root := out.RootMail(); out.Root == "" && root != nil {
 		out.Root = root.MessageID
 	}

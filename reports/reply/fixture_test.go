@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,26 @@ type labWords struct {
 	Links          map[string]string
 	Pressure       map[string]string // by providers, comma-separated
 	DebugIters     int               `json:"DebugIterations"`
+	Limits         map[string][]string
 	t              *testing.T
+}
+
+// EmulationLimits is what the lab said of a series changing each file
+// alone, joined (a limit once).
+func (l *labWords) EmulationLimits(pair string, changes []flow.Change) []string {
+	var out []string
+	for _, c := range changes {
+		said, ok := l.Limits[c.File]
+		if !ok {
+			l.t.Errorf("the fixture's lab has no limits for %q (add them in wire.TestReplyFixture)", c.File)
+		}
+		for _, s := range said {
+			if pair == "qemu" && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 func (l *labWords) TestWords() (string, string)  { return l.TestName, l.Test }
@@ -139,7 +159,7 @@ func newReplyRig(t *testing.T, mods ...func(*reports.Config)) *replyRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Replier{Cfg: cfg, Outbox: ob, Lab: &f.Lab, Sides: side(f.Side), Lists: f.Lists, TreeURLs: f.TreeURLs, Kernels: f.Kernels,
+	r := &Replier{Cfg: cfg, Outbox: ob, Lab: &f.Lab, Limits: &f.Lab, Sides: side(f.Side), Lists: f.Lists, TreeURLs: f.TreeURLs, Kernels: f.Kernels,
 		Now: func() time.Time { return replyNow }}
 	return &replyRig{r: r, ob: ob, s: f.Series, f: f}
 }

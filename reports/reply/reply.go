@@ -142,7 +142,7 @@ func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 		if s.Crash == "" {
 			continue
 		}
-		c := reports.Crash{Title: s.Crash, Console: s.Log}
+		c := reports.Crash{Title: s.Crash, Console: s.Log, Stall: s.Stall, Boots: sameCrash(samples, s.Crash)}
 		if s.Profile != "" {
 			c.Link, c.Load, c.Debug = r.Lab.LinkWords(s.Profile), s.IsPressure(), s.Profile == flow.ProfileDebug
 			c.Client = s.Profile == flow.ProfileClientSide
@@ -155,6 +155,13 @@ func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 		out = append(out, c)
 	}
 	return out
+}
+
+// sameCrash counts the boots whose crash has title's signature.
+func sameCrash(samples []flow.Sample, title string) int {
+	return count(samples, func(s flow.Sample) bool {
+		return s.Crash != "" && reports.Signature(s.Crash) == reports.Signature(title)
+	})
 }
 
 // corruption is the first boot whose data did not survive the round
@@ -214,6 +221,8 @@ type Replier struct {
 	// Sides says where a series' kernel booted (nil: the server), for
 	// the reproducer's commands.
 	Sides Sides
+	// Limits names what the pair could not exercise (nil: nothing said).
+	Limits Limits
 	// Maintainers reads MAINTAINERS for the Cc line; nil where no tree
 	// is (a process without the build role).
 	Maintainers MaintainerLookup
@@ -313,6 +322,13 @@ type Kernels struct {
 	Config, DebugConfig, Compiler string
 }
 
+// Limits says what a pair cannot exercise of a series' changes (the
+// QEMU pair's soft providers: no IOMMU, no MR hardware), one sentence
+// per limit.
+type Limits interface {
+	EmulationLimits(pair string, changes []flow.Change) []string
+}
+
 // Sides says which side of the pair a series' kernel boots on
 // (lab.Runner).
 type Sides interface {
@@ -335,7 +351,7 @@ func (r *Replier) Decide(ctx context.Context, id string, base, cand []flow.Sampl
 		return flow.Decision{}, err
 	}
 	v := r.judge(id, base, cand)
-	d := flow.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Sentence(&r.Cfg, &v)}
+	d := flow.Decision{Verdict: v.Outcome, NeedMore: v.NeedMore(), Summary: reports.Summary(&r.Cfg, &v)}
 	if h := reports.Headline(&v); h != nil {
 		d.Metric, d.Change = sampleKey(h.Name), h.CI.Ratio-1
 	}
@@ -409,9 +425,10 @@ func (r *Replier) Deliver(ctx context.Context, rep flow.Report) error {
 	}
 	req := rep.Origin.Command
 	aud := r.Cfg.Audience(v.Outcome, reports.Occasion{
-		GuessedBase:  rep.BaseReason == flow.BaseByDefault,
+		GuessedBase:  guessedBase(rep.BaseReason),
 		Asked:        req != nil,
 		ClosesReport: rep.Fix != nil,
+		Unconfirmed:  v.Unconfirmed() != nil,
 	})
 	switch aud {
 	case reports.Nobody:
@@ -873,6 +890,9 @@ func (r *Replier) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 		pair = r.Lab.DefaultPair()
 	}
 	info.Lab = r.Lab.PairWords(pair)
+	if r.Limits != nil && rep.Series != nil {
+		info.Limits = r.Limits.EmulationLimits(pair, rep.Series.Changes)
+	}
 	info.RunURL = rep.URL
 	if rep.Series != nil && rep.URL != "" {
 		// The dashboard serves it (reproduce.Maker): no rdmabot needed.
@@ -935,3 +955,8 @@ func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
 }
+
+// guessedBase: the base was the default branch, nothing of the series
+// named it; the phrase may go on to name the tree the series' files
+// belong to, which the store lacked (offline).
+func guessedBase(reason string) bool { return strings.HasPrefix(reason, flow.BaseByDefault) }

@@ -130,3 +130,52 @@ func TestJudgeSeededFromTheTest(t *testing.T) {
 		t.Errorf("two tests judged with one seed: %v", a)
 	}
 }
+
+// A default base stays a guess when the phrase goes on to name the tree
+// the store lacked: an APPLY_FAILED on it reaches no one but an asker.
+func TestGuessedBase(t *testing.T) {
+	for reason, want := range map[string]bool{
+		flow.BaseByDefault: true,
+		flow.BaseByDefault + "; nfsd/nfsd-testing, where the nfsd tree takes a series for its files, is not in the store": true,
+		flow.BaseByBlobs: false,
+		"the nfsd tree's rule: a series for its files goes on nfsd-testing": false,
+	} {
+		if got := guessedBase(reason); got != want {
+			t.Errorf("guessedBase(%q) = %v, want %v", reason, got, want)
+		}
+	}
+}
+
+// A stall the lab saw in one boot of the patched kernel (the kernel
+// reported nothing) is a CRASH kept on the dashboard, its summary saying
+// so; seen in two boots, or reported by the kernel, it is evidence. The
+// summary keeps the title either way.
+func TestStallNeedsASecondBoot(t *testing.T) {
+	r := &Replier{Cfg: reports.DefaultConfig(), Lab: words{}}
+	title := "transfer stalled: 0 of 4 iterations in 97 s on siw, NFS 4.1"
+	stall := func(secs int) flow.Sample {
+		return flow.Sample{Crash: strings.Replace(title, "97", fmt.Sprint(secs), 1), Stall: true, Log: "client, blocked tasks (SysRq w):"}
+	}
+	ok := flow.Sample{Metrics: map[string]float64{"copy_MBps": 8}}
+	base := []flow.Sample{ok, ok}
+	for name, c := range map[string]struct {
+		cand      []flow.Sample
+		confirmed bool
+	}{
+		"one stall":       {[]flow.Sample{stall(97), ok}, false},
+		"two stalls":      {[]flow.Sample{stall(97), stall(103)}, true},
+		"a reported hang": {[]flow.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, true},
+	} {
+		v := r.judge("series:<s@x>:v1:", base, c.cand)
+		if v.Outcome != flow.Crash || v.Crash.Confirmed() != c.confirmed || (v.Unconfirmed() == nil) != c.confirmed {
+			t.Errorf("%s: %v, crash %+v, confirmed %v", name, v.Outcome, v.Crash, v.Crash.Confirmed())
+		}
+		d, err := r.Decide(context.Background(), "series:<s@x>:v1:", base, c.cand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(d.Summary, "with this series") || !strings.HasSuffix(strings.TrimSuffix(d.Summary, " (a stall in one boot of the patched kernel, not confirmed by another: not mailed)"), ": "+v.Crash.Title) || strings.Contains(d.Summary, "not mailed") == c.confirmed {
+			t.Errorf("%s: summary %q", name, d.Summary)
+		}
+	}
+}
