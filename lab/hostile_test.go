@@ -469,7 +469,8 @@ func standInKernel(t *testing.T, kind string) Kernel {
 	if err := os.WriteFile(p, []byte(kind), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Kernel{BzImage: p}
+	// The stand-in reports "ab" for a file that is no bzImage.
+	return Kernel{BzImage: p, BuildID: "ab"}
 }
 
 // A kernel under test that prints what a passing run prints, faster
