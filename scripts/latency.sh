@@ -9,8 +9,9 @@
 # CACHE defaults to $RDMABOT_TEST_CACHE, else /var/cache/rdmabot; the
 # imported tree is $TREE (default $RDMABOT_TEST_TREE), else imported anew
 # as scripts/run.sh does. LISTEN is the dashboard's address
-# (127.0.0.1:8481). Run as root, like scripts/run.sh's setup; the serve
-# and everything it started are stopped at the end.
+# (127.0.0.1:8481), TIMEOUT how long the answers are waited for (90m).
+# Run as root, like scripts/run.sh's setup; the serve and everything it
+# started are stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -41,7 +42,7 @@ until curl -fsS -o /dev/null "http://$listen/api/tests"; do
   sleep 1
 done
 echo "latency: serve ready $(( $(date +%s) - start )) s after the start (prepare-lab.sh included)" >&2
-"$RDMABOT_BIN" latency --config "$cfg" \
+"$RDMABOT_BIN" latency --config "$cfg" --timeout "${TIMEOUT:-90m}" \
   benign=examples/sample-series.mbox \
   slowdown=examples/seeded/slow-send.mbox \
   crash=examples/seeded/sg-coalesce.mbox \
