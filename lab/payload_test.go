@@ -24,6 +24,9 @@ func bzImageWith(t *testing.T, p []byte) string {
 	img[setupSectsOff] = 0 // setup is one sector: the payload starts at 0x200
 	binary.LittleEndian.PutUint32(img[payloadOffsetOff:], 0x200)
 	binary.LittleEndian.PutUint32(img[payloadLengthOff:], uint32(len(p)))
+	// The kernel's version string, which ReadRelease finds.
+	binary.LittleEndian.PutUint16(img[0x20e:], 0x300-0x200)
+	copy(img[0x300:], "6.12.117 (rdmabot@test) #1 SMP\x00")
 	path := filepath.Join(t.TempDir(), "bzImage")
 	if err := os.WriteFile(path, append(img, p...), 0o644); err != nil {
 		t.Fatal(err)

@@ -237,3 +237,29 @@ func TestUnidentifiedKernelIsNotBooted(t *testing.T) {
 		t.Errorf("the pair took its lock: %v", err)
 	}
 }
+
+// The contention meter reads the guests' own process family inside
+// their sandbox: a boot whose guests' threads wait for the host's CPU
+// throughout (a stand-in kernel that spins a dozen threads beside an
+// honest run) is set aside and booted again, and a host that stays
+// contended is the lab's fault, through the Runner as serve calls it.
+func TestContendedBootIsSetAside(t *testing.T) {
+	p := standInPair(t)
+	l := &Runner{Cfg: DefaultConfig(), Test: DefaultTest(), Log: slog.New(slog.DiscardHandler), Pairs: map[string]Pair{"qemu": p}}
+	vmlinux, _ := realELF(t)
+	img, err := os.ReadFile(bzImageWith(t, kernelCompress(t, "gzip", append(vmlinux, "RDMABOT_STANDIN=spinner\x00"...))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bzImage"), img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var trace bytes.Buffer
+	_, err = l.Run(context.Background(), "qemu", flow.Boot{Dir: dir}, 1, &trace)
+	var ie *InfraError
+	if !flow.IsInfra(err) || !errors.As(err, &ie) || ie.Op != "busy host" || !strings.Contains(err.Error(), "during 3 boots in a row") {
+		t.Fatalf("a guest contending for the host throughout: %v, want the busy host's INFRA after 3 boots\n%s", err, trace.String())
+	}
+	t.Log(err)
+}
