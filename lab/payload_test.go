@@ -39,7 +39,7 @@ func bzImageWith(t *testing.T, p []byte) string {
 // arguments are the kernel's, scripts/Makefile.lib and
 // scripts/xz_wrap.sh for x86), with the unpacked size appended as
 // size_append does for all but gzip. The tools are scripts/setup.sh's.
-func kernelCompress(t *testing.T, name string, data []byte, extra ...string) []byte {
+func kernelCompress(t testing.TB, name string, data []byte, extra ...string) []byte {
 	t.Helper()
 	if name == "gzip" {
 		var b bytes.Buffer
@@ -69,7 +69,7 @@ func kernelCompress(t *testing.T, name string, data []byte, extra ...string) []b
 // vmlinux: its code has the calls x86's branch filter rewrites. Debian's
 // /bin/sh (125 KiB), so that the kernel's slowest settings (zstd -22)
 // take a second.
-func realELF(t *testing.T) (data []byte, id string) {
+func realELF(t testing.TB) (data []byte, id string) {
 	t.Helper()
 	path, err := exec.LookPath("dash")
 	if err != nil {
@@ -190,4 +190,18 @@ func TestUnpackPayloadBombs(t *testing.T) {
 	if _, err := unpackPayload(kernelCompress(t, "zstd", zeros[:1<<20], "--long=27"), limit); err == nil || errors.Is(err, errTooLarge) {
 		t.Errorf("a zstd window over the bound: %v", err)
 	}
+}
+
+// Whatever a payload holds, unpacking it ends within the bound with
+// data or an error, never a panic.
+func FuzzUnpackPayload(f *testing.F) {
+	vmlinux, _ := realELF(f)
+	for _, name := range []string{"gzip", "bzip2", "lzma", "xz", "lz4", "zstd"} {
+		f.Add(kernelCompress(f, name, vmlinux[:2048]))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if out, err := unpackPayload(p, 1<<20); err == nil && len(out) > 1<<20 {
+			t.Fatalf("%d bytes past the bound", len(out))
+		}
+	})
 }
