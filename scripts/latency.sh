@@ -5,9 +5,9 @@
 # accounting bug, the build break last), and `rdmabot latency` prints
 # posting -> verdict and -> reply per series and p50/p95 per verdict.
 #   bash scripts/latency.sh                  # warm: the caches of $CACHE
-#   CACHE=$(mktemp -d) bash scripts/latency.sh   # a fresh install's cold caches
+#   CACHE=$(mktemp -d) TREE= bash scripts/latency.sh   # a fresh install: cold caches, the tree imported
 # CACHE defaults to $RDMABOT_TEST_CACHE, else /var/cache/rdmabot; the
-# imported tree is $TREE (default $RDMABOT_TEST_TREE), else imported anew
+# imported tree is $TREE (default $RDMABOT_TEST_TREE); TREE= imports it anew
 # as scripts/run.sh does. LISTEN is the dashboard's address
 # (127.0.0.1:8481), TIMEOUT how long the answers are waited for (90m).
 # Run as root, like scripts/run.sh's setup; the serve and everything it
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 cache=${CACHE:-${RDMABOT_TEST_CACHE:-/var/cache/rdmabot}}
-tree=${TREE:-${RDMABOT_TEST_TREE:-}}
+tree=${TREE-${RDMABOT_TEST_TREE:-}}
 listen=${LISTEN:-127.0.0.1:8481}
 data=$(mktemp -d /tmp/rdmabot-latency.XXXXXX)
 mkdir -p "$data/trees" "$cache"
