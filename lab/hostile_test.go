@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,6 +110,20 @@ func standIn(args []string) int {
 		say("snoop read: %v", err)
 		say("snoop write: %v", os.WriteFile(filepath.Join(filepath.Dir(f[1]), "planted"), []byte("x"), 0o644))
 		say("snoop env: %q", os.Environ())
+	}
+	if kind == "spinner" {
+		// A guest whose threads outnumber the host's cores many times
+		// over, spinning beside an honest run: the host's CPU is
+		// contended throughout, as when other work shares the machine.
+		runtime.GOMAXPROCS(16)
+		for range 12 {
+			go func() {
+				//lint:ignore SA5002 spinning is what it is for
+				for {
+				}
+			}()
+		}
+		kind = "honest"
 	}
 	if kind == "hog" {
 		// One that takes all the host's memory it can (outside Go's
@@ -469,7 +484,8 @@ func standInKernel(t *testing.T, kind string) Kernel {
 	if err := os.WriteFile(p, []byte(kind), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Kernel{BzImage: p}
+	// The stand-in reports "ab" for a file that is no bzImage.
+	return Kernel{BzImage: p, BuildID: "ab"}
 }
 
 // A kernel under test that prints what a passing run prints, faster

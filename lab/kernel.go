@@ -2,7 +2,6 @@ package lab
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,8 +28,8 @@ const (
 
 // ReadBuildID returns the GNU build id of the vmlinux inside a bzImage,
 // so a host can prove it booted exactly this artifact (its
-// /sys/kernel/notes carries the same id). Only gzip payloads are read;
-// other compressions give an error. The image and its unpacked payload
+// /sys/kernel/notes carries the same id), whichever compression its
+// config chose but lzo (unpackPayload). The image and its unpacked payload
 // are read within bounds, and the note by internal/elfnote's bounded
 // reader: the kernel is hostile.
 func ReadBuildID(bzImage string) (string, error) {
@@ -50,7 +49,7 @@ func readBuildID(bzImage string, maxImage int64, maxUnpacked int) (string, error
 	return id, nil
 }
 
-// unpackVmlinux is the vmlinux in a bzImage's gzip payload, within the
+// unpackVmlinux is the vmlinux in a bzImage's payload, within the
 // given bounds (a payload cut short gives what it holds).
 func unpackVmlinux(bzImage string, maxImage int64, maxUnpacked int) ([]byte, error) {
 	b, err := readBounded(bzImage, maxImage)
@@ -66,16 +65,7 @@ func unpackVmlinux(bzImage string, maxImage int64, maxUnpacked int) ([]byte, err
 	if off < 0 || n < 2 || off > len(b) || n > len(b)-off {
 		return nil, fmt.Errorf("%s: payload out of range", bzImage)
 	}
-	payload := b[off : off+n]
-	if payload[0] != 0x1f || payload[1] != 0x8b {
-		return nil, fmt.Errorf("%s: payload is not gzip (configure CONFIG_KERNEL_GZIP)", bzImage)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(payload))
-	if err != nil {
-		return nil, err
-	}
-	zr.Multistream(false)
-	vmlinux, err := readAtMost(zr, maxUnpacked)
+	vmlinux, err := unpackPayload(b[off:off+n], maxUnpacked)
 	if errors.Is(err, errTooLarge) {
 		return nil, fmt.Errorf("%s: payload unpacks to more than %d MiB", bzImage, maxUnpacked>>20)
 	}

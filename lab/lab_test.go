@@ -164,7 +164,7 @@ func TestSSHPairBMCError(t *testing.T) {
 	bz := filepath.Join(dir, "bzImage")
 	os.WriteFile(bz, []byte("not a kernel"), 0o644)
 	sp := NewSSHPair(cfg, &Leases{Dir: dir, Now: time.Now}, "t", testLogger(t))
-	_, err = sp.Run(context.Background(), Kernel{BzImage: bz, Release: "6.12.0-test"}, DefaultTest())
+	_, err = sp.Run(context.Background(), Kernel{BzImage: bz, Release: "6.12.0-test", BuildID: "ab"}, DefaultTest())
 	var ie *InfraError
 	if !errors.As(err, &ie) || ie.Op != "bmc power cycle" || !strings.Contains(err.Error(), "RMCP+") {
 		t.Fatalf("want InfraError from the BMC, got %v", err)
@@ -172,7 +172,7 @@ func TestSSHPairBMCError(t *testing.T) {
 	// Without a BMC command, an unreachable host is an InfraError too.
 	cfg.Server.PowerCycle, cfg.Client.PowerCycle = nil, nil
 	sp = NewSSHPair(cfg, &Leases{Dir: dir, Now: time.Now}, "t", testLogger(t))
-	_, err = sp.Run(context.Background(), Kernel{BzImage: bz, Release: "6.12.0-test"}, DefaultTest())
+	_, err = sp.Run(context.Background(), Kernel{BzImage: bz, Release: "6.12.0-test", BuildID: "ab"}, DefaultTest())
 	if !errors.As(err, &ie) || ie.Op != "ssh unreachable" {
 		t.Fatalf("want InfraError ssh unreachable, got %v", err)
 	}

@@ -107,23 +107,45 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 
 // Run implements Pair.
 func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
+	// Read before the wait for a quiet host and the boots: unpacking a
+	// bzImage takes a second of CPU.
+	k, err := withBuildIDs(k)
+	if err != nil {
+		return nil, err
+	}
 	return repeatWhileBusy(ctx, p.cfg, p.log, t.Load != nil, func() (*Result, error) { return p.runOnce(ctx, k, t) })
 }
 
 // withBuildIDs is k with each side's build id read from its bzImage
 // where not given, for what each guest reports to be checked against: a
 // candidate that reports another one says something untrue of itself.
-// One that cannot be read (another compression) stays "", unchecked.
-func withBuildIDs(k Kernel) Kernel {
+// A kernel whose id cannot be read is not booted: the trusted one's is
+// the lab's gap (InfraError, the operator's base build), the
+// candidate's its own failure (BootError).
+func withBuildIDs(k Kernel) (Kernel, error) {
+	var err error
 	if k.BuildID == "" {
-		k.BuildID, _ = ReadBuildID(k.BzImage)
+		if k.BuildID, err = ReadBuildID(k.BzImage); err != nil {
+			return k, unidentified(k, k.Side, err)
+		}
 	}
 	if k.Peer != nil && k.Peer.BuildID == "" {
 		peer := *k.Peer
-		peer.BuildID, _ = ReadBuildID(peer.BzImage)
+		if peer.BuildID, err = ReadBuildID(peer.BzImage); err != nil {
+			return k, unidentified(peer, map[string]string{SideServer: SideClient, SideClient: SideServer}[k.Side], err)
+		}
 		k.Peer = &peer
 	}
-	return k
+	return k, nil
+}
+
+// unidentified is the error of a kernel on role (the one kernel on both
+// sides when "") whose build id cannot be read.
+func unidentified(k Kernel, role string, err error) error {
+	if k.Peer != nil {
+		return &BootError{Host: role, Phase: "verify", Err: fmt.Errorf("the build id of the kernel built cannot be read: %w", err)}
+	}
+	return &InfraError{Host: role, Op: "kernel artifact", Err: fmt.Errorf("the trusted kernel's build id cannot be read: %w", err)}
 }
 
 // repeatWhileBusy runs boot until one is measured while the guests'
@@ -813,23 +835,25 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 }
 
 // verifyBuildIDs checks the build id each guest reports against its
-// kernel's: another one from the kernel under test is its own failure
-// (BootError), from a trusted kernel the lab's (InfraError). The ids
-// are read once the guests are gone: unpacking a bzImage takes a second
-// of CPU that must not fall in the wait for a quiet host or a boot.
+// kernel's (withBuildIDs): another one, or none, from the kernel under
+// test is its own failure (BootError), from a trusted kernel the lab's
+// (InfraError).
 func (r *run) verifyBuildIDs(res *Result) error {
-	r.kernel = withBuildIDs(r.kernel)
 	for _, h := range []Host{res.Server, res.Client} {
 		want := r.kernel.On(h.Role).BuildID
-		if want == "" || h.BuildID == "" || h.BuildID == want {
+		if h.BuildID == want {
 			continue
+		}
+		said := "build id " + h.BuildID
+		if h.BuildID == "" {
+			said = "no build id"
 		}
 		if !r.kernel.Trusted(h.Role) {
 			// The host booted the file it was given; a kernel that
 			// reports another build id says something untrue of itself.
-			return &BootError{Host: h.Role, Phase: "verify", Err: fmt.Errorf("the kernel reports build id %s, not the one built (%s)", h.BuildID, want), Console: tail(h.Console, 60)}
+			return &BootError{Host: h.Role, Phase: "verify", Err: fmt.Errorf("the kernel reports %s, not the one built (%s)", said, want), Console: tail(h.Console, 60)}
 		}
-		return &InfraError{Host: h.Role, Op: "verify kernel", Err: fmt.Errorf("booted build id %s, want %s", h.BuildID, want)}
+		return &InfraError{Host: h.Role, Op: "verify kernel", Err: fmt.Errorf("the trusted kernel reports %s, want %s", said, want)}
 	}
 	return nil
 }

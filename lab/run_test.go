@@ -16,7 +16,7 @@ import (
 // loop would, one second of host time apart.
 func feed(t *testing.T, test Test, script string) *run {
 	t.Helper()
-	return feedKernel(t, test, Kernel{BzImage: "bzImage"}, script)
+	return feedKernel(t, test, Kernel{BzImage: "bzImage", BuildID: "ab"}, script)
 }
 
 // feedKernel is feed for kernel k: a candidate beside a trusted peer
@@ -221,7 +221,7 @@ func TestPressureCmdlineAndDeadline(t *testing.T) {
 
 // With a trusted peer, what the candidate's console says about itself
 // is its own failure, never the lab's: another build id than the one
-// built, or a link it says it could not shape. The trusted side saying
+// built, or none, or a link it says it could not shape. The trusted side saying
 // the same is the lab's.
 func TestRunCandidateWordsAreItsOwn(t *testing.T) {
 	peer := Kernel{BzImage: "base", BuildID: "ab"}
@@ -231,10 +231,12 @@ func TestRunCandidateWordsAreItsOwn(t *testing.T) {
 		wantInfra    bool
 		wantHost     string
 	}{
-		"build id of the candidate":    {SideServer, strings.Replace(goodRun, "role=server kernel=6.12.117 build_id=ab", "role=server kernel=6.12.117 build_id=ff", 1), false, false, "server"},
-		"build id of the trusted side": {SideServer, strings.Replace(goodRun, "role=client kernel=6.12.117 build_id=ab", "role=client kernel=6.12.117 build_id=ff", 1), false, true, "client"},
-		"netem of the candidate":       {SideClient, strings.Replace(goodRun, "client @@RB RDMA_UP dev=rxe0 t=1.9", "client @@RB NETEM_FAIL dev=eth0 msg=no t=1.9", 1), true, false, "client"},
-		"netem of the trusted side":    {SideServer, strings.Replace(goodRun, "client @@RB RDMA_UP dev=rxe0 t=1.9", "client @@RB NETEM_FAIL dev=eth0 msg=no t=1.9", 1), true, true, "client"},
+		"build id of the candidate":         {SideServer, strings.Replace(goodRun, "role=server kernel=6.12.117 build_id=ab", "role=server kernel=6.12.117 build_id=ff", 1), false, false, "server"},
+		"build id of the trusted side":      {SideServer, strings.Replace(goodRun, "role=client kernel=6.12.117 build_id=ab", "role=client kernel=6.12.117 build_id=ff", 1), false, true, "client"},
+		"no build id from the candidate":    {SideClient, strings.Replace(goodRun, "role=client kernel=6.12.117 build_id=ab", "role=client kernel=6.12.117 build_id=", 1), false, false, "client"},
+		"no build id from the trusted side": {SideClient, strings.Replace(goodRun, "role=server kernel=6.12.117 build_id=ab", "role=server kernel=6.12.117", 1), false, true, "server"},
+		"netem of the candidate":            {SideClient, strings.Replace(goodRun, "client @@RB RDMA_UP dev=rxe0 t=1.9", "client @@RB NETEM_FAIL dev=eth0 msg=no t=1.9", 1), true, false, "client"},
+		"netem of the trusted side":         {SideServer, strings.Replace(goodRun, "client @@RB RDMA_UP dev=rxe0 t=1.9", "client @@RB NETEM_FAIL dev=eth0 msg=no t=1.9", 1), true, true, "client"},
 	} {
 		test := DefaultTest()
 		test.Iterations = 2

@@ -85,8 +85,6 @@ func (l *Runner) RunTest(ctx context.Context, pairName string, boot flow.Boot, n
 		peer := kernelIn(boot.Trusted)
 		k.Peer, k.Side = &peer, boot.Side
 	}
-	// Once for the n boots, not after each.
-	k = withBuildIDs(k)
 	var out []flow.Sample
 	for i := range n {
 		res, err := p.Run(ctx, k, test)

@@ -189,3 +189,77 @@ func TestRunnerReadsTheSeriesChanges(t *testing.T) {
 		t.Errorf("with a client-side change: side %q, lossy why %q", side, why)
 	}
 }
+
+// A kernel whose build id the host cannot read (an lzo payload) is never
+// booted, through the Runner as serve calls it: the candidate's is its
+// own failure, the trusted base's, or that of the one kernel booted on
+// both sides, the lab's.
+func TestUnidentifiedKernelIsNotBooted(t *testing.T) {
+	p := standInPair(t)
+	l := &Runner{Cfg: DefaultConfig(), Test: DefaultTest(), Log: slog.New(slog.DiscardHandler), Pairs: map[string]Pair{"qemu": p}}
+	kernelDir := func(payload []byte) string {
+		img, err := os.ReadFile(bzImageWith(t, payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "bzImage"), img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	vmlinux, _ := realELF(t)
+	good, lzo := kernelDir(kernelCompress(t, "gzip", vmlinux)), kernelDir([]byte("\x89LZO\x00\r\n\x1a\n\x10\x30\x20\x80"))
+	for name, c := range map[string]struct {
+		boot  flow.Boot
+		infra bool
+		host  string
+	}{
+		"the candidate on the client": {flow.Boot{Dir: lzo, Trusted: good, Side: SideClient}, false, SideClient},
+		"the candidate on the server": {flow.Boot{Dir: lzo, Trusted: good, Side: SideServer}, false, SideServer},
+		"the trusted base":            {flow.Boot{Dir: good, Trusted: lzo, Side: SideClient}, true, SideServer},
+		"one kernel on both sides":    {flow.Boot{Dir: lzo}, true, ""},
+	} {
+		_, err := l.Run(context.Background(), "qemu", c.boot, 1, io.Discard)
+		var be *BootError
+		var ie *InfraError
+		switch {
+		case err == nil || !strings.Contains(err.Error(), "payload is lzo"):
+			t.Errorf("%s: %v, want the lzo payload named", name, err)
+		case c.infra && (!flow.IsInfra(err) || !errors.As(err, &ie) || ie.Host != c.host):
+			t.Errorf("%s: %v, want the lab's fault on %q", name, err, c.host)
+		case !c.infra && (flow.IsInfra(err) || !errors.As(err, &be) || be.Host != c.host || be.Phase != "verify"):
+			t.Errorf("%s: %v, want the candidate's failure on the %s", name, err, c.host)
+		}
+	}
+	// Nothing was booted: the pair never took its lock.
+	if _, err := os.Stat(p.cfg.HeavyLock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pair took its lock: %v", err)
+	}
+}
+
+// The contention meter reads the guests' own process family inside
+// their sandbox: a boot whose guests' threads wait for the host's CPU
+// throughout (a stand-in kernel that spins a dozen threads beside an
+// honest run) is set aside and booted again, and a host that stays
+// contended is the lab's fault, through the Runner as serve calls it.
+func TestContendedBootIsSetAside(t *testing.T) {
+	p := standInPair(t)
+	l := &Runner{Cfg: DefaultConfig(), Test: DefaultTest(), Log: slog.New(slog.DiscardHandler), Pairs: map[string]Pair{"qemu": p}}
+	vmlinux, _ := realELF(t)
+	img, err := os.ReadFile(bzImageWith(t, kernelCompress(t, "gzip", append(vmlinux, "RDMABOT_STANDIN=spinner\x00"...))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bzImage"), img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var trace bytes.Buffer
+	_, err = l.Run(context.Background(), "qemu", flow.Boot{Dir: dir}, 1, &trace)
+	var ie *InfraError
+	if !flow.IsInfra(err) || !errors.As(err, &ie) || ie.Op != "busy host" || !strings.Contains(err.Error(), "during 3 boots in a row") {
+		t.Fatalf("a guest contending for the host throughout: %v, want the busy host's INFRA after 3 boots\n%s", err, trace.String())
+	}
+	t.Log(err)
+}

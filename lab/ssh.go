@@ -165,6 +165,9 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 		return nil, err
 	}
 	t.RDMA = p.RDMA
+	if k, err = withBuildIDs(k); err != nil {
+		return nil, err
+	}
 	// Each host's kernel: the candidate on its side, the trusted peer on
 	// the other (Kernel.Peer), or the one kernel on both.
 	kernels := map[string]Kernel{}
@@ -179,9 +182,6 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 			if hk.Release, err = ReadRelease(hk.BzImage); err != nil {
 				return nil, &InfraError{Op: "kernel artifact", Err: err}
 			}
-		}
-		if hk.BuildID == "" {
-			hk.BuildID, _ = ReadBuildID(hk.BzImage) // not every compression is readable
 		}
 		kernels[role] = hk
 	}

@@ -8,6 +8,8 @@ packages=(
   # builder: kernel source, toolchain, cache, sandbox
   linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev
   ccache bubblewrap cpio xz-utils zstd kmod rsync
+  # the kernel's other payload compressors (the lab's build id tests)
+  bzip2 lz4
   # lab: TCG guests and the guest image recipe's tools
   qemu-system-x86 qemu-utils busybox-static
   # lore: a real public-inbox server (and the local inbox scripts/post.sh

@@ -69,3 +69,45 @@ func TestBadModel(t *testing.T) {
 		}
 	}
 }
+
+// A series that needs a cold base no longer holds the ones behind it:
+// the base lane builds only while the machine has nothing else to do,
+// so two quick series posted a minute apart behind it are answered in a
+// minute each (p50), where one lane made them wait for the 30-minute
+// build; the series that needed it waits for it and its own minute
+// either way.
+func TestColdBaseIsOvertaken(t *testing.T) {
+	m := Model{Arrivals: at(0, 1, 2), Build: []time.Duration{time.Minute}, Lab: []time.Duration{0},
+		ColdBase: []time.Duration{30 * time.Minute}, Pairs: 1}
+	r, err := m.Run(rand.New(rand.NewPCG(1, 2)), 1)
+	// The base 0-1 and 3-32 (stopped for the two others, 1-2 and 2-3),
+	// its series 32-33: waits 1, 1 and 33 min.
+	if err != nil || r.P50 != time.Minute || r.Max != 33*time.Minute {
+		t.Fatalf("base lane: %+v %v", r, err)
+	}
+	if r.Utilization <= 0.99*33/2 || r.Utilization > 33.0/2 {
+		t.Errorf("utilization %v: the machine was busy 33 min of the 2 between postings, the stopped build counted once", r.Utilization)
+	}
+	m.OneLane = true
+	r, _ = m.Run(rand.New(rand.NewPCG(1, 2)), 1)
+	// Done at 31, 32, 33: waits 31, 31, 31 min.
+	if r.P50 != 31*time.Minute || r.Max != 31*time.Minute {
+		t.Fatalf("one lane: %+v", r)
+	}
+}
+
+// The first series posted after each BaseEvery needs a cold base (its
+// base branch moved); the others find it built.
+func TestBaseMovesEveryPeriod(t *testing.T) {
+	m := Model{Arrivals: at(0, 30, 90), Build: []time.Duration{time.Minute}, Lab: []time.Duration{0},
+		ColdBase: []time.Duration{10 * time.Minute}, BaseEvery: time.Hour, Pairs: 1}
+	r, _ := m.Run(rand.New(rand.NewPCG(1, 2)), 1)
+	// Waits 11, 1 and 11 min: the posting at 90 min is past the hour.
+	if r.P50 != 11*time.Minute || r.Max != 11*time.Minute {
+		t.Fatalf("%+v", r)
+	}
+	m.BaseEvery = 0 // only a fresh machine's first base
+	if r, _ = m.Run(rand.New(rand.NewPCG(1, 2)), 1); r.P50 != time.Minute || r.Max != 11*time.Minute {
+		t.Fatalf("one cold base: %+v", r)
+	}
+}

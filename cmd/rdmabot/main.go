@@ -125,6 +125,7 @@ func commands() map[string]command {
 		"tree":      {"import, fetch and list kernel trees: rdmabot tree import|fetch|list [--json]", runTree},
 		"apply":     {"apply an mbox with go-git as git am would: rdmabot apply --repo DIR --base REV --mbox FILE", runApply},
 		"lab":       {"guest image, pair runs, benchmarks: rdmabot lab image|run|compare|bench|aa|queue", runLab},
+		"latency":   {"post seeded series to a running serve and time each one's answer: " + strings.SplitN(latencyUsage, "\n", 2)[0], runLatency},
 		"lore":      {"read a mail source and print the series found: rdmabot lore scan --git DIR|--mbox FILE|--eml-dir DIR|--imap URL [--json]", runLore},
 		"outbox":    {"replies waiting to be sent: rdmabot outbox list [--all] [--json] | show ID | approve ID... [--config FILE before IDs]", runOutbox},
 		"serve":     {"run the pipeline, dashboard and webhook: rdmabot serve [--config FILE] [--role all|ingest|build|lab]", runServe},

@@ -17,7 +17,8 @@ import (
 	"github.com/rdmabot/rdmabot/bot/queuesim"
 )
 
-const queueUsage = `rdmabot lab queue --scan FILE [--scan FILE ...] [--aa FILE] [--condition idle] [--build 15s,60s] [--pairs 1,2] [--reps 200] [--seed N] [--config FILE]
+const queueUsage = `rdmabot lab queue --scan FILE [--scan FILE ...] [--aa FILE] [--condition idle] [--build 15s,60s] [--pairs 1,2] [--reps 200] [--seed N]
+    [--cold-base 23m [--base-every 168h] [--one-lane]] [--config FILE]
   --scan: the JSON of "rdmabot lore scan --relevant --json" (one per list; a series on both lists counts once)`
 
 // runLabQueue replays real postings through the queue model: when each
@@ -35,6 +36,9 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 	pairs := fs.String("pairs", "1,2", "pair counts to replay, comma-separated")
 	reps := fs.Int("reps", 200, "replays, each with fresh draws")
 	seed := fs.Uint64("seed", 1, "random seed")
+	coldBase := fs.String("cold-base", "", "measured cold builds of a base kernel, comma-separated: the first series waits for one")
+	baseEvery := fs.Duration("base-every", 0, "with --cold-base: the first series after each such period needs a cold base too")
+	oneLane := fs.Bool("one-lane", false, "with --cold-base: build a cold base in its series' turn (no base lane)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -69,6 +73,17 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: --build: %v", errUsage, err)
 	}
+	var coldTimes []time.Duration
+	if *coldBase != "" {
+		if coldTimes, err = durations(*coldBase); err != nil {
+			return fmt.Errorf("%w: --cold-base: %v", errUsage, err)
+		}
+		lanes := "the base lane"
+		if *oneLane {
+			lanes = "one lane"
+		}
+		fmt.Fprintf(e.stdout, "cold base builds %s (the first series, then the first after each %s), in %s\n", *coldBase, *baseEvery, lanes)
+	}
 	fmt.Fprintf(e.stdout, "%d relevant series posted %s..%s; lab time to a verdict from %d %s A/A comparisons (%s); build %s; poll every %s; %d replays\n",
 		len(arrivals), slices.MinFunc(arrivals, time.Time.Compare).Format("2006-01-02"), slices.MaxFunc(arrivals, time.Time.Compare).Format("2006-01-02"), len(labTimes), *condition, *aaPath, *builds, c.Lore.PollInterval.Duration, *reps)
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -78,7 +93,8 @@ func runLabQueue(ctx context.Context, e *env, args []string) error {
 		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err != nil {
 			return fmt.Errorf("%w: --pairs %q: %v", errUsage, f, err)
 		}
-		m := queuesim.Model{Arrivals: arrivals, Poll: c.Lore.PollInterval.Duration, Build: buildTimes, Lab: labTimes, Pairs: n}
+		m := queuesim.Model{Arrivals: arrivals, Poll: c.Lore.PollInterval.Duration, Build: buildTimes, Lab: labTimes, Pairs: n,
+			ColdBase: coldTimes, BaseEvery: *baseEvery, OneLane: *oneLane}
 		r, err := m.Run(rand.New(rand.NewPCG(*seed, uint64(n))), *reps)
 		if err != nil {
 			return err

@@ -44,6 +44,20 @@ func TestLabQueueReplaysPostings(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
+	// A cold base of 30 min for the first series: in one lane the two
+	// behind it wait for it (done at 40, 50 and 60 min: p50 49 min); in
+	// the base lane they are done at 11 and 21 min (p50 19 min) and the
+	// first at 60.
+	for lanes, want := range map[string]string{"--one-lane=true": "1      3       49m1s  58m1s  58m1s", "--one-lane=false": "1      3       19m0s  1h0m1s  1h0m1s"} {
+		out.Reset()
+		if code := run(context.Background(), []string{"lab", "queue", "--config", cfg, "--scan", rdma, "--aa", aa, "--build", "0s", "--reps", "1", "--pairs", "1",
+			"--cold-base", "30m", lanes}, &out, &errb); code != 0 || !strings.Contains(out.String(), want) {
+			t.Errorf("%s: exit %d, want %q in:\n%s%s", lanes, code, want, out.String(), errb.String())
+		}
+	}
+	if code := run(context.Background(), []string{"lab", "queue", "--config", cfg, "--scan", rdma, "--aa", aa, "--cold-base", "soon"}, &out, &errb); code != exitUsage {
+		t.Errorf("--cold-base soon: exit %d, want a usage error", code)
+	}
 	code = run(context.Background(), []string{"lab", "queue", "--config", cfg, "--scan", rdma, "--aa", aa, "--condition", "loaded"}, &out, &errb)
 	if code == 0 || !strings.Contains(errb.String(), "no loaded A/A comparison") {
 		t.Errorf("no measured times: exit %d, %s", code, errb.String())
