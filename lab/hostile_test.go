@@ -469,6 +469,10 @@ func standInPair(t *testing.T) *QEMUPair {
 	}
 	cfg := DefaultConfig().QEMU
 	cfg.Binary, cfg.Icount, cfg.QuietWait = bin, "", cfgtype.D(0)
+	// The stand-ins measure nothing: a host busy with other tests must
+	// not set their boots aside (TestContendedBootIsSetAside turns the
+	// meter on again).
+	cfg.BusyGuestWait = 0
 	cfg.HeavyLock = filepath.Join(t.TempDir(), "heavy.lock")
 	cfg.BootTimeout, cfg.SetupTimeout = cfgtype.D(5*time.Second), cfgtype.D(5*time.Second)
 	cfg.IterationTimeout, cfg.PerMiBTimeout = cfgtype.D(3*time.Second), cfgtype.D(0)

@@ -245,6 +245,7 @@ func TestUnidentifiedKernelIsNotBooted(t *testing.T) {
 // contended is the lab's fault, through the Runner as serve calls it.
 func TestContendedBootIsSetAside(t *testing.T) {
 	p := standInPair(t)
+	p.cfg.BusyGuestWait = DefaultConfig().QEMU.BusyGuestWait
 	l := &Runner{Cfg: DefaultConfig(), Test: DefaultTest(), Log: slog.New(slog.DiscardHandler), Pairs: map[string]Pair{"qemu": p}}
 	vmlinux, _ := realELF(t)
 	img, err := os.ReadFile(bzImageWith(t, kernelCompress(t, "gzip", append(vmlinux, "RDMABOT_STANDIN=spinner\x00"...))))
