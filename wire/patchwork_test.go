@@ -16,7 +16,9 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/outbox"
+	"github.com/rdmabot/rdmabot/reports/reply"
 )
 
 // Testing that starts posts one pending check per patch, once however
@@ -134,4 +136,30 @@ func TestDeliverPostsPatchworkChecks(t *testing.T) {
 		}
 	}
 	t.Log(posted[0]["description"], " / ", posted[len(posted)-1]["description"])
+}
+
+// samples are n boots of the decided metrics: copy throughput around
+// copy (spread wide) and a loop time that follows it.
+func samples(n int, copy float64, spread float64) []flow.Sample {
+	var out []flow.Sample
+	for i := range n {
+		var it []float64
+		for j := range 4 {
+			it = append(it, copy+spread*float64((i*5+j*3)%7-3)/3)
+		}
+		loop := 2000 / (copy + spread*float64(i%3-1)/3)
+		out = append(out, flow.Sample{Metrics: map[string]float64{"copy_MBps": copy, "loop_s": loop}, Iterations: map[string][]float64{"copy_MBps": it},
+			Health: lab.Health{Reported: true}.Counters()})
+	}
+	return out
+}
+
+// decide is Reports.Decide with a live context, which never fails it.
+func decide(t *testing.T, r *reply.Replier, base, cand []flow.Sample) flow.Decision {
+	t.Helper()
+	d, err := r.Decide(context.Background(), "series:<test@example.org>:v1:", base, cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

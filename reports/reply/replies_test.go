@@ -1,14 +1,11 @@
-package wire
+package reply
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -16,113 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/reports/reply"
-
-	"github.com/rdmabot/rdmabot/bot/store"
-	"github.com/rdmabot/rdmabot/builder"
-	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/internal/testenv"
-	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	testenv.Golden(t, filepath.Join("testdata", name), got, *update)
-}
-
-// replyRig is the production path of a reply: the real svcrdma v2 thread
-// read by the lore stage, the default configuration, a real outbox.
-type replyRig struct {
-	r  *reply.Replier
-	ob *outbox.Outbox
-	s  flow.Series
-}
-
-var replyNow = time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
-
-func newReplyRig(t *testing.T, mods ...func(*Config)) *replyRig {
-	sh := shared(t)
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, "", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cfg := Default()
-	cfg.DataDir = dir
-	for _, mod := range mods {
-		mod(&cfg)
-	}
-	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, dir, nil, func() time.Time { return replyNow }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewLore(cfg, st, slog.New(slog.DiscardHandler)).ReadMbox(ctx, mboxOf(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The toolchain is what kbuild.ProbeToolchain says on the Debian 12
-	// builders (wire.go sets it from the builder).
-	r := NewReplier(cfg, ob, nil)
-	r.Kernels.Compiler = kbuild.Toolchain{Compiler: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", Binutils: "GNU ld (GNU Binutils for Debian) 2.40"}.Words()
-	r.Now = func() time.Time { return replyNow }
-	return &replyRig{r: r, ob: ob, s: s}
-}
-
-// report is what bot's deliver() hands the reporter for a finished test:
-// the test row's fields, its stored detail and its samples.
-func (g *replyRig) report(id int, verdict flow.Outcome, summary string, detail json.RawMessage, base, cand []flow.Sample) flow.Report {
-	rep := flow.Report{Key: fmt.Sprintf("series:%s:v2:nfsd:%d", g.s.MsgID, id), Kind: store.KindSeries, Verdict: verdict, Summary: summary,
-		Series: &g.s, Tree: "nfsd", BaseBranch: "nfsd-next", Base: "6613476e225e090cc9aad49be7fa504e290dd33d", BaseReason: "subject tree tag",
-		Lab: "qemu", Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d", id),
-		TraceURL: fmt.Sprintf("http://127.0.0.1:8480/tests/%d#traces", id), Origin: flow.Origin{Kind: "mail"},
-		Detail: detail, BaseSamples: base, CandSamples: cand}
-	if verdict == flow.BuildFailed || verdict == flow.ApplyFailed || verdict == flow.BootFailed {
-		rep.Log = summary
-	}
-	return rep
-}
-
-// quiet runs the reporter and checks that it recorded no reply.
-func (g *replyRig) quiet(t *testing.T, rep flow.Report) {
-	t.Helper()
-	ctx := context.Background()
-	before, _ := g.ob.Ledger().List(ctx)
-	if err := g.r.Deliver(ctx, rep); err != nil {
-		t.Fatal(err)
-	}
-	if es, err := g.ob.Ledger().List(ctx); err != nil || len(es) != len(before) {
-		t.Fatalf("ledger %d -> %d entries, %v: %s is mailed", len(before), len(es), err, rep.Verdict)
-	}
-}
-
-// deliver runs the reporter and returns the one reply it recorded.
-func (g *replyRig) deliver(t *testing.T, rep flow.Report) *outbox.Entry {
-	t.Helper()
-	ctx := context.Background()
-	before, _ := g.ob.Ledger().List(ctx)
-	if err := g.r.Deliver(ctx, rep); err != nil {
-		t.Fatal(err)
-	}
-	es, err := g.ob.Ledger().List(ctx)
-	if err != nil || len(es) != len(before)+1 {
-		t.Fatalf("ledger %d -> %d entries, %v", len(before), len(es), err)
-	}
-	for _, e := range es {
-		if e.Outcome == rep.Verdict.String() {
-			return e
-		}
-	}
-	t.Fatalf("no %s reply in the ledger", rep.Verdict)
-	return nil
-}
 
 // The replies as production sends them, one per mailed outcome the
 // pipeline reaches: each golden file is the outbox's raw message.
@@ -248,13 +142,13 @@ func TestRepliesGolden(t *testing.T) {
 	t.Run("REGRESSION_PRESSURE", func(t *testing.T) {
 		g := newReplyRig(t)
 		clean := func(prov string, w, r int) flow.Sample {
-			h := lab.Health{Reported: true, Ops: 600, Sends: 700, WriteChunks: w, ReadChunks: r, SQStarve: 1000000}
-			return flow.Sample{Profile: "pressure-" + prov, Health: h.Counters(), Metrics: map[string]float64{"read_MBps": 6.1, "write_MBps": 0.79}}
+			h := counts(map[string]int{"write_chunks": w, "read_chunks": r, "sq_starve": 1000000})
+			return flow.Sample{Profile: "pressure-" + prov, Health: h, Metrics: map[string]float64{"read_MBps": 6.1, "write_MBps": 0.79}}
 		}
 		base := append(samples(4, 100, 2), clean("rxe", 2045, 261), clean("siw", 224, 64))
-		rxe := lab.Health{Reported: true, Retrans: 2601, Reconnects: 166, SQFull: 175, Ops: 3100, Sends: 9000, WriteChunks: 24252, ReadChunks: 3513}
-		siw := lab.Health{Reported: true, Retrans: 761, Reconnects: 117, Ops: 1200, Sends: 3000, WriteChunks: 962, ReadChunks: 160, SQStarve: 0}
-		cand := []flow.Sample{{Profile: "pressure-rxe", Health: rxe.Counters()}, {Profile: "pressure-siw", Health: siw.Counters()}}
+		rxe := counts(map[string]int{"retrans": 2601, "reconnects": 166, "sq_full": 175, "write_chunks": 24252, "read_chunks": 3513})
+		siw := counts(map[string]int{"retrans": 761, "reconnects": 117, "write_chunks": 962, "read_chunks": 160})
+		cand := []flow.Sample{{Profile: "pressure-rxe", Health: rxe}, {Profile: "pressure-siw", Health: siw}}
 		d := decide(t, g.r, base, cand)
 		if d.Verdict != flow.Regression {
 			t.Fatalf("the double credit's evidence: %s (%s)", d.Verdict, d.Summary)
@@ -439,13 +333,8 @@ func TestRepliesGolden(t *testing.T) {
 	t.Run("APPLY_FAILED", func(t *testing.T) {
 		g := newReplyRig(t)
 		// The real series on a tree that lacks its files: the builder's
-		// own error, as the build job stores it.
-		err := applyOnToyTree(t, g.s)
-		var d flow.Detailed
-		if !errors.As(err, &d) {
-			t.Fatalf("apply error %v carries no detail", err)
-		}
-		e := g.deliver(t, g.report(4, flow.ApplyFailed, err.Error(), d.Detail(), nil, nil))
+		// own error, as the build job stores it (the fixture's).
+		e := g.deliver(t, g.failed(t, 4, flow.ApplyFailed, "apply_failed"))
 		golden(t, "replies/apply_failed.eml", e.Raw)
 		checkReply(t, e, flow.ApplyFailed, patchID(1), "cel@kernel.org")
 		// The answered patch's page on the series' own archive.
@@ -457,17 +346,7 @@ func TestRepliesGolden(t *testing.T) {
 		g := newReplyRig(t)
 		// gcc 12's output for an error in svc_rdma_backchannel.c, which
 		// only patch 8 touches: the reply answers patch 8.
-		log, err := os.ReadFile("testdata/gcc-svc_rdma_backchannel.log")
-		if err != nil {
-			t.Fatal(err)
-		}
-		errs, warns := kbuild.ParseLog(bytes.NewReader(log))
-		berr := buildFailure(&kbuild.BuildError{Target: "bzImage", Diagnostics: errs, Warnings: warns, Tail: string(log)})
-		var d flow.Detailed
-		if !errors.As(berr, &d) {
-			t.Fatalf("build error %v carries no detail", berr)
-		}
-		e := g.deliver(t, g.report(5, flow.BuildFailed, berr.Error(), d.Detail(), nil, nil))
+		e := g.deliver(t, g.failed(t, 5, flow.BuildFailed, "build_failed"))
 		golden(t, "replies/build_failed.eml", e.Raw)
 		checkReply(t, e, flow.BuildFailed, patchID(8), "cel@kernel.org")
 		body := string(e.Raw)
@@ -486,13 +365,7 @@ func TestRepliesGolden(t *testing.T) {
 	// finding, named in the reply, never retried as the machine's fault.
 	t.Run("BUILD_FAILED_CONFIG", func(t *testing.T) {
 		g := newReplyRig(t)
-		cerr := buildFailure(fmt.Errorf("build: %w", &kbuild.ConfigError{Lab: "qemu-softroce",
-			Lost: []kbuild.ConfigLoss{{Option: "CONFIG_RDMA_RXE", Want: "m", Source: "qemu-softroce.config"}}}))
-		var d flow.Detailed
-		if !errors.As(cerr, &d) || flow.IsInfra(cerr) {
-			t.Fatalf("config loss %v: detail %v, infra %v", cerr, d, flow.IsInfra(cerr))
-		}
-		e := g.deliver(t, g.report(5, flow.BuildFailed, cerr.Error(), d.Detail(), nil, nil))
+		e := g.deliver(t, g.failed(t, 5, flow.BuildFailed, "build_failed_config"))
 		if want := "All errors of make olddefconfig (new ones prefixed by >>):\n\n>> config option lost: CONFIG_RDMA_RXE=m (got absent, from qemu-softroce.config)\n"; !strings.Contains(string(e.Raw), want) {
 			t.Errorf("the reply lacks %q:\n%s", want, e.Raw)
 		}
@@ -504,28 +377,6 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
-}
-
-// applyOnToyTree applies s with the build stage on a one-file tree.
-func applyOnToyTree(t *testing.T, s flow.Series) error {
-	work := t.TempDir()
-	gitIn(t, work, "init", "-q", "-b", "master")
-	os.WriteFile(filepath.Join(work, "README"), []byte("toy\n"), 0o644)
-	gitIn(t, work, "add", "-A")
-	gitIn(t, work, "commit", "-q", "-m", "base")
-	base := gitIn(t, work, "rev-parse", "HEAD")
-	repo := filepath.Join(t.TempDir(), "trees.git")
-	gitIn(t, work, "clone", "-q", "--bare", work, repo)
-	bs, err := builder.OpenStore(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := buildStage{&builder.Stage{Store: bs, RepoDir: repo, Cfg: builder.DefaultConfig(), Lab: "qemu", Now: func() time.Time { return replyNow }}}
-	_, err = b.Apply(context.Background(), flow.Base{Tree: "nfsd", Commit: base}, s, &bytes.Buffer{})
-	if err == nil || flow.IsInfra(err) {
-		t.Fatalf("apply on a toy tree: %v", err)
-	}
-	return err
 }
 
 // checkReply checks the conventions independently of the golden text.
@@ -669,7 +520,7 @@ func TestReplyCcsMaintainers(t *testing.T) {
 // asked for, even a REGRESSION, goes to the one who asked alone and
 // spends no list's daily replies.
 func TestReplyCcsThePostingsRecipients(t *testing.T) {
-	g := newReplyRig(t, func(c *Config) { c.Reports.OptOut = []string{"opted@example.org", "@quiet.example"} })
+	g := newReplyRig(t, func(c *reports.Config) { c.OptOut = []string{"opted@example.org", "@quiet.example"} })
 	root := g.s.RootMail()
 	root.Cc = append(root.Cc, flow.Address{Name: "Pat Peer", Email: "pat@example.org"}, flow.Address{Email: "opted@example.org"},
 		flow.Address{Email: "list@quiet.example"})

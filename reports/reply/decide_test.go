@@ -1,51 +1,27 @@
-package wire
+package reply
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/rdmabot/rdmabot/reports/reply"
-
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
-	"github.com/rdmabot/rdmabot/lab"
-	"github.com/rdmabot/rdmabot/reports/outbox"
+	"github.com/rdmabot/rdmabot/internal/smtptest"
+	"github.com/rdmabot/rdmabot/reports"
 )
-
-// samples are n boots of the decided metrics: copy throughput around
-// copy (spread wide) and a loop time that follows it.
-func samples(n int, copy float64, spread float64) []flow.Sample {
-	var out []flow.Sample
-	for i := range n {
-		var it []float64
-		for j := range 4 {
-			it = append(it, copy+spread*float64((i*5+j*3)%7-3)/3)
-		}
-		loop := 2000 / (copy + spread*float64(i%3-1)/3)
-		out = append(out, flow.Sample{Metrics: map[string]float64{"copy_MBps": copy, "loop_s": loop}, Iterations: map[string][]float64{"copy_MBps": it},
-			Health: lab.Health{Reported: true}.Counters()})
-	}
-	return out
-}
 
 // The statistics of reports decide through the adapter: a 48 % drop is a
 // regression by the second look, equal samples pass, a crash in the
 // candidate is a crash.
 func TestDecideWithReports(t *testing.T) {
-	cfg := Default()
-	r := NewReplier(cfg, nil, nil)
-	runs := cfg.Reports.Runs
+	r := newReplyRig(t).r
+	runs := r.Cfg.Runs
 	// At 5 runs a side no rank test can reach the per-look alpha, so the
 	// first look may only ask for more.
 	if d := decide(t, r, samples(runs, 100, 2), samples(runs, 52, 2)); d.Verdict != flow.Regression && d.NeedMore == 0 {
 		t.Errorf("48%% slower at the first look: %+v", d)
 	}
-	second := runs + cfg.Reports.RunsStep
+	second := runs + r.Cfg.RunsStep
 	if d := decide(t, r, samples(second, 100, 2), samples(second, 52, 2)); d.Verdict != flow.Regression {
 		t.Errorf("48%% slower at %d runs: %+v", second, d)
 	}
@@ -60,16 +36,6 @@ func TestDecideWithReports(t *testing.T) {
 	}
 }
 
-// withRetrans gives the boots at idx of s (copies) n RPC retransmissions.
-func withRetrans(s []flow.Sample, n int, idx ...int) []flow.Sample {
-	out := append([]flow.Sample(nil), s...)
-	for _, i := range idx {
-		h := lab.Health{Reported: true, Retrans: n}
-		out[i].Health = h.Counters()
-	}
-	return out
-}
-
 // Transport health decides whatever the throughput: retransmissions in
 // two or more patched boots where no base boot had any are a REGRESSION
 // at the first look; in one boot alone, or where the base has them too,
@@ -77,9 +43,8 @@ func withRetrans(s []flow.Sample, n int, idx ...int) []flow.Sample {
 // image's cached base) are left out, and with no base counts at all the
 // rule is not applied.
 func TestTransportHealthDecides(t *testing.T) {
-	cfg := Default()
-	r := NewReplier(cfg, nil, nil)
-	runs := cfg.Reports.Runs
+	r := newReplyRig(t).r
+	runs := r.Cfg.Runs
 	base, same := samples(runs, 100, 2), samples(runs, 100, 2)
 	d := decide(t, r, base, withRetrans(same, 12, 0, 3))
 	if d.Verdict != flow.Regression || d.NeedMore != 0 || !strings.Contains(d.Summary, "24 RPC retransmissions in 2 of 5 boots of the patched kernel, none in 5 boots of the base") {
@@ -103,77 +68,13 @@ func TestTransportHealthDecides(t *testing.T) {
 	}
 }
 
-// A reply goes into reports' outbox ledger once, however often the report
-// job delivers it.
-func TestDeliverThroughOutbox(t *testing.T) {
-	sh := shared(t)
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, "", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	cfg := Default()
-	cfg.DataDir = dir
-	ob, err := outbox.Open(ctx, st.DB, &cfg.Reports, dir, nil, time.Now, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
-	s, err := l.ReadMbox(ctx, mboxOf(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewReplier(cfg, ob, nil)
-	base, cand := samples(2*cfg.Reports.Runs, 100, 2), samples(2*cfg.Reports.Runs, 52, 2)
-	d := decide(t, r, base, cand)
-	rep := flow.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Detail: d.Detail, Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
-		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
-	for range 3 {
-		if err := r.Deliver(ctx, rep); err != nil {
-			t.Fatal(err)
-		}
-	}
-	es, err := ob.Ledger().List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(es) != 1 || es[0].Outcome != "REGRESSION" {
-		t.Fatalf("ledger: %+v", es)
-	}
-	t.Logf("reply %s to %s: %s", es[0].MessageID, es[0].Recipient, es[0].State)
-}
-
-// decide is Reports.Decide with a live context, which never fails it.
-func decide(t *testing.T, r *reply.Replier, base, cand []flow.Sample) flow.Decision {
-	t.Helper()
-	d, err := r.Decide(context.Background(), "series:<test@example.org>:v1:", base, cand)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// A cancelled context judges nothing and says so with its own error.
-func TestDecideCancelled(t *testing.T) {
-	cfg := Default()
-	r := NewReplier(cfg, nil, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	runs := r.Cfg.Runs
-	if _, err := r.Decide(ctx, "series:<test@example.org>:v1:", samples(runs, 100, 2), samples(runs, 52, 2)); !errors.Is(err, context.Canceled) {
-		t.Fatalf("want context.Canceled, got %v", err)
-	}
-}
-
 // pressured are n boots of the pressure profile on provider with the
 // given counts (the load reached the chunk paths in every one).
-func pressured(n int, provider string, counts map[string]int) []flow.Sample {
+func pressured(n int, provider string, set map[string]int) []flow.Sample {
 	var out []flow.Sample
 	for range n {
-		h := lab.Health{Reported: true, WriteChunks: 3000, ReadChunks: 60, SQStarve: 800}.Counters()
-		for k, v := range counts {
+		h := counts(map[string]int{"write_chunks": 3000, "read_chunks": 60, "sq_starve": 800})
+		for k, v := range set {
 			h[k] = v
 		}
 		out = append(out, flow.Sample{Profile: flow.ProfilePressure + "-" + provider, Health: h,
@@ -189,8 +90,7 @@ func pressured(n int, provider string, counts map[string]int) []flow.Sample {
 // and the context counts (chunks, Send Queue waits) never decide. Its
 // figures are never compared with the default test's.
 func TestPressureEvidenceDecides(t *testing.T) {
-	cfg := Default()
-	r := NewReplier(cfg, nil, nil)
+	r := newReplyRig(t).r
 	base := append(pressured(1, "rxe", nil), pressured(1, "siw", nil)...)
 	cand := append(pressured(1, "rxe", map[string]int{"sq_full": 3, "reconnects": 2}), pressured(1, "siw", map[string]int{"reconnects": 1})...)
 	d := decide(t, r, base, cand)
@@ -214,9 +114,69 @@ func TestPressureEvidenceDecides(t *testing.T) {
 	}
 	// Beside the default boots, the pressure boots' figures (9 MB/s
 	// read) are not compared with the default test's (100 MB/s copy).
-	runs := cfg.Reports.Runs
+	runs := r.Cfg.Runs
 	d = decide(t, r, append(samples(runs, 100, 2), base...), append(samples(runs, 100, 2), pressured(2, "rxe", nil)...))
 	if d.Verdict == flow.Regression {
 		t.Errorf("clean pressure boots beside equal default boots: %+v", d)
+	}
+}
+
+// A reply goes into reports' outbox ledger once, however often the report
+// job delivers it.
+func TestDeliverThroughOutbox(t *testing.T) {
+	ctx := context.Background()
+	g := newReplyRig(t)
+	r, ob, s := g.r, g.ob, g.s
+	base, cand := samples(2*r.Cfg.Runs, 100, 2), samples(2*r.Cfg.Runs, 52, 2)
+	d := decide(t, r, base, cand)
+	rep := flow.Report{Key: "series:x", Kind: "series", Verdict: d.Verdict, Detail: d.Detail, Series: &s, Tree: "nfsd", Base: "0123456789abcdef0123456789abcdef01234567",
+		URL: "http://127.0.0.1:8480/tests/1", BaseSamples: base, CandSamples: cand}
+	for range 3 {
+		if err := r.Deliver(ctx, rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, err := ob.Ledger().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].Outcome != "REGRESSION" {
+		t.Fatalf("ledger: %+v", es)
+	}
+	t.Logf("reply %s to %s: %s", es[0].MessageID, es[0].Recipient, es[0].State)
+}
+
+// A refusal goes to the command's sender alone, never to the series'
+// lists: strangers' commands cannot spend a list's daily replies (a
+// refusal Cc the list took its last one, and the author's verdict
+// waited).
+func TestRefusalSparesTheListsBudget(t *testing.T) {
+	srv := smtptest.Start(t, smtptest.Options{})
+	g := newReplyRig(t, func(c *reports.Config) {
+		c.Mail, c.Moderate, c.SMTP.Addr, c.SMTP.StartTLS = true, false, srv.Addr, false
+		c.ListDailyLimit = 1
+	})
+	ctx := context.Background()
+	refused := g.report(1, flow.Refused, "eve@example.org may not ask.", nil, nil, nil)
+	refused.Origin.Command = &flow.Command{MsgID: "cmd-eve@example.org", From: "eve@example.org", Name: "Eve Stranger",
+		Line: "#rdmabot test", References: []string{g.s.Root}, Refused: refused.Summary}
+	e := g.deliver(t, refused)
+	if len(e.Lists) != 0 || strings.Contains(string(e.Raw), "vger.kernel.org") || e.Recipient != "eve@example.org" {
+		t.Errorf("refusal to %s, lists %q:\n%s", e.Recipient, e.Lists, e.Raw)
+	}
+	if m := srv.Messages(); len(m) != 1 || strings.Join(m[0].To, " ") != "eve@example.org" {
+		t.Errorf("%d sent, the first to %q", len(m), m[0].To)
+	}
+	// The author's verdict still has the list's reply of the day.
+	d := decide(t, g.r, samples(2*g.r.Cfg.Runs, 100, 2), samples(2*g.r.Cfg.Runs, 52, 2))
+	e = g.deliver(t, g.report(2, d.Verdict, d.Summary, d.Detail, nil, nil))
+	if len(e.Lists) == 0 {
+		t.Fatalf("the verdict goes to no list")
+	}
+	if _, err := g.ob.Deliver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := srv.Messages(); len(m) != 2 {
+		t.Errorf("the author's verdict after a refusal: %d sent, its state %s", len(m)-1, e.State)
 	}
 }
