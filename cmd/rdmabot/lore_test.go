@@ -294,17 +294,5 @@ func TestLoreScanArchive2024Golden(t *testing.T) {
 		sum := sha256.Sum256([]byte(body))
 		fmt.Fprintf(&got, "%s: %s; output sha256 %x\n", list, last[:strings.LastIndex(last, " in ")], sum)
 	}
-	golden := filepath.Join("testdata", "lore-scan-2024.golden")
-	if *updateGolden {
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("scan of the 2024 archives changed:\n got %s\nwant %s", got.String(), want)
-	}
+	testenv.Golden(t, filepath.Join("testdata", "lore-scan-2024.golden"), []byte(got.String()), *updateGolden)
 }

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // TestStatusNamesTheSeries: rdmabot status and status --json name the
@@ -57,18 +57,6 @@ func TestStatusNamesTheSeries(t *testing.T) {
 		if code := run(ctx, args, &out, &errb); code != 0 {
 			t.Fatalf("rdmabot %v: exit %d: %s", args, code, errb.String())
 		}
-		golden := filepath.Join("testdata", c.golden)
-		if *updateGolden {
-			if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.String() != string(want) {
-			t.Errorf("rdmabot %v:\n%s\nwant (%s)\n%s", args, out.String(), golden, want)
-		}
+		testenv.Golden(t, filepath.Join("testdata", c.golden), out.Bytes(), *updateGolden)
 	}
 }

@@ -122,18 +122,5 @@ func TestCorpusReports(t *testing.T) {
 		got.WriteString("== " + f[0] + " " + f[1][:12] + "\n")
 		got.Write(render(crashes))
 	}
-	golden := "testdata/console/corpus-reports.golden"
-	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("titles differ from %s:\n--- got\n%s", golden, got.Bytes())
-	}
+	testenv.Golden(t, "testdata/console/corpus-reports.golden", got.Bytes(), *update)
 }

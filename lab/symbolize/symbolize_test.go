@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -150,19 +152,7 @@ func TestDecodeReport(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 frames not decoded") || !strings.Contains(err.Error(), "not_in_this_kernel") {
 		t.Errorf("error: %v, want one frame not decoded (not_in_this_kernel)", err)
 	}
-	golden := filepath.Join("testdata", "report.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("decoded report:\n%s\nwant (%s):\n%s", got, golden, want)
-	}
+	testenv.Golden(t, filepath.Join("testdata", "report.golden"), []byte(got), *update)
 }
 
 // A file that is not a kernel with line tables is an error, not a crash:
