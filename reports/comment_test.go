@@ -132,21 +132,21 @@ func TestCommentsQuoteKernelText(t *testing.T) {
 	vs := verdicts(t)
 	infra := vs[flow.Infra]
 	infra.Reason = "base kernel crashes: " + hostile
-	check("comment_infra_crash.md", RenderComment(&c, &infra, "chuck"))
+	check("github/comment_infra_crash.md", RenderComment(&c, &infra, "chuck"))
 
 	crash := vs[flow.Crash]
 	crash.Crash = &Crash{Title: hostile, Console: hostile + "\n```\n" + hostile}
 	crash.In.FirstBad = &FirstBad{Of: 3, Note: "every prefix crashed: " + hostile, Steps: 3, Boots: 6, Minutes: 42}
-	check("comment_crash.md", RenderComment(&c, &crash, "chuck"))
+	check("github/comment_crash.md", RenderComment(&c, &crash, "chuck"))
 
 	apply := vs[flow.ApplyFailed]
 	a := *apply.In.Apply
 	a.Patch, a.File, a.Hunk = hostile, "net/`sunrpc`/x.c", "@@ -1 +1 @@ "+hostile
 	apply.In.Apply = &a
-	check("comment_apply.md", RenderComment(&c, &apply, "chuck"))
+	check("github/comment_apply.md", RenderComment(&c, &apply, "chuck"))
 
 	b := &Bisection{Title: "[mainline] 0f1e2d3c4b5a: nfs-rdma crash", Good: "555555555555", Bad: "0f1e2d3c4b5a",
 		Summary: "the good commit 555555555555 could not be measured: CRASH: " + hostile, URL: "http://127.0.0.1:8480/bisect/3",
 		Steps: []BisectStep{{N: 1, Phase: "bisect", Commit: "a1b2c3d4e5f6", Outcome: "bad", Detail: "CRASH: " + hostile}}}
-	check("bisection_crash.md", RenderBisectionComment(&c, b, "chuck"))
+	check("github/bisection_crash.md", RenderBisectionComment(&c, b, "chuck"))
 }

@@ -29,6 +29,13 @@ func golden(t *testing.T, name string, got []byte) {
 	testenv.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
+// githubGolden names a GitHub comment's golden file for golden (which
+// reads below testdata/): every comment's, the renderer's (reports) and
+// the replier's, is in reports/testdata/github.
+func githubGolden(name string) string {
+	return filepath.Join("..", "..", "testdata", "github", name)
+}
+
 // fixture is what the replies are fed, as wire makes it
 // (wire.TestReplyFixture keeps testdata/svcrdma-v2.json current): the
 // replier's parts under the default configuration, the real svcrdma v2

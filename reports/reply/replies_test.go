@@ -231,7 +231,7 @@ func TestRepliesGolden(t *testing.T) {
 		rep.Key += ":github:rdmabot/linux#12"
 		rep.Origin = flow.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 12, Comment: 99, User: "chuck"}
 		e := g.deliver(t, rep)
-		golden(t, "replies/github_regression.md", e.Raw)
+		golden(t, githubGolden("reply_regression.md"), e.Raw)
 		if e.Channel != "github:rdmabot/linux#12" || e.Recipient != "github:chuck" || e.State != outbox.Held || len(e.Envelope) != 0 {
 			t.Errorf("comment entry %s to %s, %s, envelope %q", e.Channel, e.Recipient, e.State, e.Envelope)
 		}
@@ -324,7 +324,7 @@ func TestRepliesGolden(t *testing.T) {
 	t.Run("GITHUB_BISECTION", func(t *testing.T) {
 		g := newReplyRig(t)
 		e := g.deliver(t, bisection(flow.Origin{Kind: "github", Repo: "rdmabot/linux", Issue: 13, Comment: 7, User: "chuck"}))
-		golden(t, "replies/github_bisection.md", e.Raw)
+		golden(t, githubGolden("reply_bisection.md"), e.Raw)
 		if e.Channel != "github:rdmabot/linux#13" || !strings.Contains(string(e.Raw), "First bad commit: `a1b2c3d4e5f60718293a4b5c6d7e8f9012345678` (confirmed: fails again once, its parent passes again once") {
 			t.Errorf("%s:\n%s", e.Channel, e.Raw)
 		}
