@@ -397,53 +397,17 @@ func (g *Bot) authorized(ctx context.Context, user, association string) (bool, s
 	return false, why + ", and not a collaborator of " + g.Owner + "/" + g.Repo + ".", nil
 }
 
-func (g *Bot) comment(ctx context.Context, issue int, body string) error {
-	_, _, err := g.Client.Issues.CreateComment(ctx, g.Owner, g.Repo, issue, &github.IssueComment{Body: github.String(body)})
-	if err != nil {
-		return fmt.Errorf("github: comment on #%d: %w", issue, err)
-	}
-	return nil
-}
+// poster posts and labels on the repository's issues as the outbox
+// does its replies: one implementation of the marker and the labels.
+func (g *Bot) poster() *outbox.GitHub { return outbox.NewGitHub(g.Client, g.Log) }
 
-// label replaces the bot's previous label; labels are a convenience, so
-// failures are logged only.
+// label replaces the bot's previous label.
 func (g *Bot) label(ctx context.Context, issue int, label string) {
-	for _, old := range []string{outbox.QueuedLabel} {
-		if old != label {
-			if _, err := g.Client.Issues.RemoveLabelForIssue(ctx, g.Owner, g.Repo, issue, old); err != nil && !isNotFound(err) {
-				g.Log.Warn("github label", "issue", issue, "err", err)
-			}
-		}
-	}
-	if _, _, err := g.Client.Issues.AddLabelsToIssue(ctx, g.Owner, g.Repo, issue, []string{label}); err != nil {
-		g.Log.Warn("github label", "issue", issue, "err", err)
-	}
-}
-
-func isNotFound(err error) bool {
-	var er *github.ErrorResponse
-	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound
+	g.poster().Label(ctx, g.Owner, g.Repo, issue, label)
 }
 
 // postOnce comments body on the issue unless a comment there already
 // carries key's hidden marker, which the comment gets.
 func (g *Bot) postOnce(ctx context.Context, issue int, body, key string) error {
-	marker := "<!-- rdmabot:" + key + " -->"
-	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for {
-		cs, resp, err := g.Client.Issues.ListComments(ctx, g.Owner, g.Repo, issue, opts)
-		if err != nil {
-			return fmt.Errorf("github: list comments of #%d: %w", issue, err)
-		}
-		for _, c := range cs {
-			if strings.Contains(c.GetBody(), marker) {
-				return nil
-			}
-		}
-		if resp.NextPage == 0 {
-			break
-		}
-		opts.Page = resp.NextPage
-	}
-	return g.comment(ctx, issue, body+"\n"+marker)
+	return g.poster().PostOnce(ctx, g.Owner, g.Repo, issue, body, key)
 }

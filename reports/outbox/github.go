@@ -63,8 +63,14 @@ func FromComment(body, msgID, owner, repo string, number int, verdict, login, ou
 	ch := GitHubChannel(owner, repo, number)
 	return Reply{
 		MessageID: msgID, Key: ch + "|" + verdict, Channel: ch, Outcome: outcome,
-		Recipient: GitHubRecipient(login), Raw: []byte(strings.TrimRight(body, "\n") + "\n\n" + marker(msgID) + "\n"),
+		Recipient: GitHubRecipient(login), Raw: []byte(withMarker(body, msgID)),
 	}
+}
+
+// withMarker is body with the hidden marker naming key, by which a
+// resend finds it posted already.
+func withMarker(body, key string) string {
+	return strings.TrimRight(body, "\n") + "\n\n" + marker(key) + "\n"
 }
 
 // GitHubRecipient names a GitHub user as a reply's recipient.
@@ -85,13 +91,13 @@ func (g *GitHub) Send(ctx context.Context, e *Entry) error {
 			return fmt.Errorf("github: looking for an earlier post: %w: %w", ErrNotDelivered, err)
 		}
 		if found {
-			g.label(ctx, owner, repo, n, e.Outcome)
+			g.verdictLabel(ctx, owner, repo, n, e.Outcome)
 			return nil
 		}
 	}
 	_, resp, err := g.Issues.CreateComment(ctx, owner, repo, n, &github.IssueComment{Body: github.String(string(e.Raw))})
 	if err == nil {
-		g.label(ctx, owner, repo, n, e.Outcome)
+		g.verdictLabel(ctx, owner, repo, n, e.Outcome)
 		return nil
 	}
 	var rl *github.RateLimitError
@@ -105,18 +111,44 @@ func (g *GitHub) Send(ctx context.Context, e *Entry) error {
 	return fmt.Errorf("github: %w", err) // 5xx or transport: fate unknown
 }
 
-// label replaces the queued label with the verdict's. Labels are a
-// convenience: the comment is the reply, so failures are only logged.
-func (g *GitHub) label(ctx context.Context, owner, repo string, n int, outcome string) {
+// verdictLabel replaces the queued label with the verdict's.
+func (g *GitHub) verdictLabel(ctx context.Context, owner, repo string, n int, outcome string) {
 	if outcome == "" {
 		return
 	}
-	if _, err := g.Issues.RemoveLabelForIssue(ctx, owner, repo, n, QueuedLabel); err != nil && !notFound(err) {
+	g.Label(ctx, owner, repo, n, "rdmabot: "+strings.ToLower(outcome))
+}
+
+// Label puts label on issue n of owner/repo in place of the queued one
+// (unless it is the queued one). Labels are a convenience: the comment
+// is the answer, so failures are only logged.
+func (g *GitHub) Label(ctx context.Context, owner, repo string, n int, label string) {
+	if label != QueuedLabel {
+		if _, err := g.Issues.RemoveLabelForIssue(ctx, owner, repo, n, QueuedLabel); err != nil && !notFound(err) {
+			g.Log.Warn("github label", "issue", n, "err", err)
+		}
+	}
+	if _, _, err := g.Issues.AddLabelsToIssue(ctx, owner, repo, n, []string{label}); err != nil {
 		g.Log.Warn("github label", "issue", n, "err", err)
 	}
-	if _, _, err := g.Issues.AddLabelsToIssue(ctx, owner, repo, n, []string{"rdmabot: " + strings.ToLower(outcome)}); err != nil {
-		g.Log.Warn("github label", "issue", n, "err", err)
+}
+
+// PostOnce comments body on issue n of owner/repo, with the hidden
+// marker naming key, unless a comment there carries that marker already:
+// GitHub does not deduplicate, and a command is read again on every
+// poll until it is answered.
+func (g *GitHub) PostOnce(ctx context.Context, owner, repo string, n int, body, key string) error {
+	found, err := g.hasMarker(ctx, owner, repo, n, marker(key))
+	if err != nil {
+		return fmt.Errorf("github: list comments of #%d: %w", n, err)
 	}
+	if found {
+		return nil
+	}
+	if _, _, err := g.Issues.CreateComment(ctx, owner, repo, n, &github.IssueComment{Body: github.String(withMarker(body, key))}); err != nil {
+		return fmt.Errorf("github: comment on #%d: %w", n, err)
+	}
+	return nil
 }
 
 func notFound(err error) bool {

@@ -183,3 +183,38 @@ func TestGitHubCommentPolicy(t *testing.T) {
 		}
 	}
 }
+
+// PostOnce (the GitHub intake's answers) posts a comment with its key's
+// marker once however often it is called, says why when the comments
+// cannot be listed or the post fails, and Label swaps the queued label
+// for the one given.
+func TestGitHubPostOnce(t *testing.T) {
+	f := fakegithub.New(t, "rdmabot", "linux")
+	f.OnlyIssues(7)
+	client := github.NewClient(nil)
+	u, _ := url.Parse(f.URL + "/api/v3/")
+	client.BaseURL = u
+	gh := NewGitHub(client, quiet())
+	ctx := context.Background()
+	for range 2 {
+		if err := gh.PostOnce(ctx, "rdmabot", "linux", 7, "Queued.\n", "cmd:1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := f.Bodies(7); len(b) != 1 || b[0] != "Queued.\n\n<!-- rdmabot:cmd:1 -->\n" {
+		t.Errorf("comments %q, want one with its marker", b)
+	}
+	if err := gh.PostOnce(ctx, "rdmabot", "linux", 404, "x", "cmd:2"); err == nil || !strings.Contains(err.Error(), "list comments of #404") {
+		t.Errorf("an issue that does not exist: %v", err)
+	}
+	f.FailPosts(1)
+	if err := gh.PostOnce(ctx, "rdmabot", "linux", 7, "Done.\n", "cmd:3"); err == nil || !strings.Contains(err.Error(), "comment on #7") {
+		t.Errorf("a failed post: %v", err)
+	}
+	gh.Label(ctx, "rdmabot", "linux", 7, QueuedLabel)
+	gh.Label(ctx, "rdmabot", "linux", 7, "rdmabot: pass")
+	t.Logf("label calls %q", f.LabelCalls())
+	if l := f.LabelCalls(); len(l) != 3 || l[0] != "#7+rdmabot: queued" || l[1] != "#7-rdmabot: queued" || l[2] != "#7+rdmabot: pass" {
+		t.Errorf("label calls %q", l)
+	}
+}
