@@ -842,26 +842,27 @@ func (a *Assembler) buildSeries(g *group) *Series {
 		}
 	}
 	s.Complete = len(s.Missing) == 0
-	// b4 writes change-id into the cover, or the last patch.
-	var hints []*entry
-	if cover != nil {
-		hints = append(hints, cover)
-	}
-	for i := len(indexes) - 1; i >= 0; i-- {
-		hints = append(hints, byIndex[indexes[i]])
-	}
-	for _, e := range hints {
-		if s.ChangeID == "" {
-			s.ChangeID = e.changeID
-		}
-	}
-	var patches []*flow.Message
-	for _, p := range s.Patches {
-		patches = append(patches, p.Message)
-	}
-	s.BaseCommit = BaseCommit(s.Cover, patches)
+	s.readB4Lines()
 	s.Lists = a.listsOf(g.members)
 	return s
+}
+
+// readB4Lines reads b4's base-commit: and change-id: lines, which b4
+// writes into the cover letter, or the last patch.
+func (s *Series) readB4Lines() {
+	var patches []*flow.Message
+	hints := []*entry{s.cover}
+	for i := len(s.Patches) - 1; i >= 0; i-- {
+		patches = append([]*flow.Message{s.Patches[i].Message}, patches...)
+		hints = append(hints, s.Patches[i].entry)
+	}
+	s.BaseCommit = BaseCommit(s.Cover, patches)
+	for _, e := range hints {
+		if e != nil && e.changeID != "" {
+			s.ChangeID = e.changeID
+			return
+		}
+	}
 }
 
 func (a *Assembler) matches(file string) bool {
