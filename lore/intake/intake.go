@@ -205,6 +205,23 @@ type Health struct {
 // Poll reads every list and returns the complete, relevant series of the
 // window. Series already tested are filtered by the bot's unique keys.
 func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
+	if err := l.fetch(ctx); err != nil {
+		return nil, err
+	}
+	// The window is in the archive's time: mail older than it is not
+	// news, however recently the bot first read it (a first start on an
+	// old epoch).
+	cut := l.Now().Add(-l.Window)
+	asm, err := l.assemble(ctx, cut)
+	if err != nil {
+		return nil, err
+	}
+	return l.decide(ctx, asm, cut)
+}
+
+// fetch stores every due list's new mail; a list that fails is recorded
+// and backs off, and only every list failing fails the poll.
+func (l *Reader) fetch(ctx context.Context) error {
 	// The mail itself is the durable state, so checkpoints are saved as
 	// lore/feed saves them, not held for the ingest transaction.
 	srcs := l.sources()
@@ -212,7 +229,7 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 	for _, li := range l.Cfg.Lists {
 		due, err := l.due(ctx, li.Name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !due {
 			errs = append(errs, li.Name+": backing off")
@@ -223,12 +240,12 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 			return l.St.AddMail(ctx, Mail{List: it.List, Pos: it.Pos, Deleted: it.Deleted, Received: it.Received, Ingested: l.Now(), Raw: it.Raw})
 		})
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		// Logged, recorded and returned: without the URLs' passwords.
 		err = redact.Error(err)
 		if rerr := l.record(ctx, li.Name, time.Since(start), err); rerr != nil {
-			return nil, rerr
+			return rerr
 		}
 		if err != nil {
 			errs = append(errs, li.Name+": "+err.Error())
@@ -236,12 +253,14 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 	}
 	if len(errs) > 0 && len(errs) == len(l.Cfg.Lists) {
 		// Not one list could be read: the poll itself failed, and says why.
-		return nil, flow.MarkInfra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
+		return flow.MarkInfra(fmt.Errorf("lore: every list failed: %s", strings.Join(errs, "; ")))
 	}
-	// The window is in the archive's time: mail older than it is not
-	// news, however recently the bot first read it (a first start on an
-	// old epoch).
-	cut := l.Now().Add(-l.Window)
+	return nil
+}
+
+// assemble groups the stored mail received since cut into series and
+// commands, each mail parsed once across polls.
+func (l *Reader) assemble(ctx context.Context, cut time.Time) (*lore.Assembly, error) {
 	mail, err := l.St.MailSince(ctx, cut)
 	if err != nil {
 		return nil, flow.MarkInfra(err)
@@ -268,8 +287,14 @@ func (l *Reader) Poll(ctx context.Context) ([]flow.Series, error) {
 		a.AddSeen(msg, m.Received, m.Ingested)
 	}
 	l.forgetParsed(seen)
+	return a.Assemble(), nil
+}
+
+// decide is what the bot hears of an assembly: the relevant series no
+// maintainer applied, complete or answered as incomplete, and the
+// commands whose senders are known to be allowed or refused.
+func (l *Reader) decide(ctx context.Context, asm *lore.Assembly, cut time.Time) ([]flow.Series, error) {
 	var out []flow.Series
-	asm := a.Assemble()
 	byID := map[string]*lore.Series{}
 	for _, s := range asm.Series {
 		byID[s.ID] = s
