@@ -268,7 +268,13 @@ func printAASummary(e *env, rs []aa.Result) {
 			return
 		}
 	}
-	rs = same
+	printOutcomes(e, same)
+	printHostLoad(e, same)
+}
+
+// printOutcomes is the table of outcomes per condition and mode, with
+// the time per comparison.
+func printOutcomes(e *env, rs []aa.Result) {
 	type key struct{ cond, mode string }
 	counts := map[key]map[string]int{}
 	secs := map[string][]float64{}
@@ -319,8 +325,13 @@ func printAASummary(e *env, rs []aa.Result) {
 	if len(rs) == 0 {
 		fmt.Fprintln(e.stdout, "(no comparisons)")
 	}
-	// What the host's other programs held, per boot: the figure the lab
-	// sets contended boots aside by (lab.qemu.busy_guest_wait).
+}
+
+// printHostLoad says, per condition, what the host's other programs
+// held per boot (the figure the lab sets contended boots aside by,
+// lab.qemu.busy_guest_wait) and how often a boot of one healthy kernel
+// counted a transport fault.
+func printHostLoad(e *env, rs []aa.Result) {
 	used, waits, busy := map[string][]float64{}, map[string][]float64{}, map[string]int{}
 	reported, counted := map[string]int{}, map[string]int{}
 	conds := []string{}
