@@ -332,16 +332,7 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	}
 	parent := ctx
 	if b.opt.HeavyLock != "" {
-		// The wait for the lab is bounded by the timeout too, but it is
-		// no part of the build's own time: a build cannot be blamed for
-		// a lock held by others.
-		lockCtx := ctx
-		if b.opt.Timeout > 0 {
-			var cancel context.CancelFunc
-			lockCtx, cancel = context.WithTimeout(ctx, b.opt.Timeout)
-			defer cancel()
-		}
-		unlockHeavy, err := lockFile(lockCtx, b.opt.HeavyLock)
+		unlockHeavy, err := b.lockHeavy(ctx)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -366,37 +357,66 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 				return nil, nil, nil, err
 			}
 		}
-	}
-	if !req.Trusted {
-		// An untrusted tree builds in a copy of the slot's output tree,
-		// thrown away after: nothing it leaves there (an object with a
-		// future mtime, a planted link) reaches a later build.
-		t := time.Now()
-		cand := filepath.Join(slotDir, "cand-"+req.Lab.Name)
-		undo = append(undo, func() { os.RemoveAll(cand) })
-		if err := j.seed(ctx, cand); err != nil {
+	} else {
+		if ctx, err = j.isolate(ctx, slotDir, &undo); err != nil {
 			return nil, nil, nil, err
 		}
-		res.Timings.Seed = time.Since(t)
-		j.own = cand
-		if b.limits.Disk > 0 || b.limits.Files > 0 {
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
-			undo = append(undo, func() { cancel(nil) })
-			go watchDisk(ctx, cand, b.limits.Disk, b.limits.Files, cancel, diskPoll)
-		}
 	}
+	closeLog, err := j.openLog()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	undo = append(undo, closeLog)
+	return ctx, j, release, nil
+}
+
+// lockHeavy takes the heavy lock. The wait for the lab is bounded by the
+// timeout too, but it is no part of the build's own time: a build cannot
+// be blamed for a lock held by others.
+func (b *Builder) lockHeavy(ctx context.Context) (func(), error) {
+	if b.opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.opt.Timeout)
+		defer cancel()
+	}
+	return lockFile(ctx, b.opt.HeavyLock)
+}
+
+// isolate has an untrusted tree build in a copy of the slot's output
+// tree, thrown away after (undo): nothing it leaves there (an object with
+// a future mtime, a planted link) reaches a later build. Its disk use is
+// watched when limited: the returned context ends when it is exceeded.
+func (j *job) isolate(ctx context.Context, slotDir string, undo *[]func()) (context.Context, error) {
+	t := time.Now()
+	cand := filepath.Join(slotDir, "cand-"+j.req.Lab.Name)
+	*undo = append(*undo, func() { os.RemoveAll(cand) })
+	if err := j.seed(ctx, cand); err != nil {
+		return ctx, err
+	}
+	j.res.Timings.Seed = time.Since(t)
+	j.own = cand
+	if l := j.b.limits; l.Disk > 0 || l.Files > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		*undo = append(*undo, func() { cancel(nil) })
+		go watchDisk(ctx, cand, l.Disk, l.Files, cancel, diskPoll)
+	}
+	return ctx, nil
+}
+
+// openLog creates the build log, bounded by the log limit (none when it
+// is negative); the func returned closes it.
+func (j *job) openLog() (func(), error) {
 	logFile, err := os.Create(j.logPath)
 	if err != nil {
-		return nil, nil, nil, &InfraError{Op: "log", Err: err}
+		return nil, &InfraError{Op: "log", Err: err}
 	}
-	undo = append(undo, func() { logFile.Close() })
 	j.logFile = logFile
-	j.log = &limitedLog{f: logFile, max: b.limits.Log}
-	if b.limits.Log < 0 {
+	j.log = &limitedLog{f: logFile, max: j.b.limits.Log}
+	if j.b.limits.Log < 0 {
 		j.log = logFile
 	}
-	return ctx, j, release, nil
+	return func() { logFile.Close() }, nil
 }
 
 // ownSlot says whether a trusted build may write the slot's directory
