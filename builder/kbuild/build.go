@@ -567,18 +567,8 @@ const maxConfig = 16 << 20
 // rebuilt for it. Nothing the configuration runs leave behind is
 // followed: files are read only when regular, written only anew.
 func (j *job) configure(ctx context.Context) error {
-	if stamp, err := os.ReadFile(j.stamp); err == nil {
-		f := strings.Fields(string(stamp))
-		if len(f) == 3 && f[0] == j.cfgHash && plumbing.IsHash(f[1]) {
-			same, err := sameKconfig(j.req.Objects, plumbing.NewHash(f[1]), j.req.Tree)
-			if err != nil {
-				return err
-			}
-			if same {
-				j.modules = f[2] == "y"
-				return nil
-			}
-		}
+	if done, err := j.configuredBefore(); done || err != nil {
+		return err
 	}
 	j.res.Configured = true
 	if err := os.Remove(j.stamp); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -592,6 +582,58 @@ func (j *job) configure(ctx context.Context) error {
 	if err := resetDir(j.cfgDir); err != nil {
 		return &InfraError{Op: "configure", Err: err}
 	}
+	if err := j.makeConfig(ctx); err != nil {
+		return err
+	}
+	lab := j.req.Lab
+	final, err := readRegular(filepath.Join(j.cfgDir, ".config"), maxConfig)
+	if err != nil {
+		return j.sandboxFault("configure", err)
+	}
+	lost, err := lab.VerifyConfig(final)
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return &ConfigError{Lab: lab.Name, Lost: lost}
+	}
+	dst := filepath.Join(j.out, ".config")
+	if cur, err := readRegular(dst, maxConfig); err != nil || !bytes.Equal(cur, final) {
+		if err := writeFileAtomic(dst, final); err != nil {
+			return j.sandboxFault("configure", err)
+		}
+	}
+	j.modules = ParseConfig(final)["CONFIG_MODULES"] == "y"
+	if err := writeFileAtomic(j.stamp, []byte(j.configStamp(j.modules)+"\n")); err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
+	return nil
+}
+
+// configuredBefore says whether the build directory was configured for
+// the same lab from a tree whose Kconfig files equal this one's (its
+// stamp says so), and takes whether it has modules from the stamp.
+func (j *job) configuredBefore() (bool, error) {
+	stamp, err := os.ReadFile(j.stamp)
+	if err != nil {
+		return false, nil
+	}
+	f := strings.Fields(string(stamp))
+	if len(f) != 3 || f[0] != j.cfgHash || !plumbing.IsHash(f[1]) {
+		return false, nil
+	}
+	same, err := sameKconfig(j.req.Objects, plumbing.NewHash(f[1]), j.req.Tree)
+	if err != nil || !same {
+		return false, err
+	}
+	j.modules = f[2] == "y"
+	return true, nil
+}
+
+// makeConfig runs the tree's config machinery in the sandbox: the lab's
+// base (a file, or a make target), the tree's fragments, then the lab's
+// fragments merged, into the configuration directory's .config.
+func (j *job) makeConfig(ctx context.Context) error {
 	sb := j.sandbox(j.cfgDir)
 	lab := j.req.Lab
 	run := func(argv ...string) error {
@@ -643,27 +685,6 @@ func (j *job) configure(ctx context.Context) error {
 		if err := run(j.makeArgs("olddefconfig")...); err != nil {
 			return err
 		}
-	}
-	final, err := readRegular(filepath.Join(j.cfgDir, ".config"), maxConfig)
-	if err != nil {
-		return j.sandboxFault("configure", err)
-	}
-	lost, err := lab.VerifyConfig(final)
-	if err != nil {
-		return err
-	}
-	if len(lost) > 0 {
-		return &ConfigError{Lab: lab.Name, Lost: lost}
-	}
-	dst := filepath.Join(j.out, ".config")
-	if cur, err := readRegular(dst, maxConfig); err != nil || !bytes.Equal(cur, final) {
-		if err := writeFileAtomic(dst, final); err != nil {
-			return j.sandboxFault("configure", err)
-		}
-	}
-	j.modules = ParseConfig(final)["CONFIG_MODULES"] == "y"
-	if err := writeFileAtomic(j.stamp, []byte(j.configStamp(j.modules)+"\n")); err != nil {
-		return &InfraError{Op: "configure", Err: err}
 	}
 	return nil
 }
