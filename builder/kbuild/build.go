@@ -27,6 +27,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/internal/safefile"
 )
 
 // Options configure a Builder.
@@ -900,7 +901,7 @@ func (j *job) checkArtifacts() error {
 // checkModulesTree accepts a directory holding directories, symlinks
 // (copied only when local) and regular files, whose holes it tallies.
 func checkModulesTree(dir string, holes *holeTally) error {
-	fd, err := openDirNoFollow(dir)
+	fd, err := safefile.OpenDirNoFollow(dir)
 	if err != nil {
 		return err
 	}
@@ -911,7 +912,7 @@ func checkModulesTree(dir string, holes *holeTally) error {
 		}
 		t := d.Type()
 		if t&^(fs.ModeDir|fs.ModeSymlink) != 0 {
-			return fmt.Errorf("%s: %w", p, errNotRegular)
+			return fmt.Errorf("%s: %w", p, safefile.ErrNotRegular)
 		}
 		if t.IsRegular() {
 			rel, _ := filepath.Rel(dir, p)
@@ -939,10 +940,10 @@ type holeTally struct {
 	worstLength int64
 }
 
-// add opens p, stored as name, as openRegular does (at most
+// add opens p, stored as name, as safefile.OpenRegular does (at most
 // maxArtifactFile bytes) and counts its holes.
 func (h *holeTally) add(p, name string) error {
-	f, fi, err := openRegular(p, maxArtifactFile)
+	f, fi, err := safefile.OpenRegular(p, maxArtifactFile)
 	if err != nil {
 		return err
 	}
