@@ -157,10 +157,24 @@ func Bench(ctx context.Context, o BenchOptions) error {
 	}
 	fmt.Fprintf(o.Out, "spread over %d boots of one kernel (%s %d MiB x %d; CV = sd/mean), raw results in %s/%s-*.json:\n",
 		o.Boots, spreadTest.Kind, spreadTest.SizeMiB, spreadTest.Iterations, o.NoiseDir, stamp)
-	fmt.Fprintf(o.Out, "%-8s %-12s %10s %8s\n", "mode", "metric", "mean", "CV")
-	summary := map[string][]Spread{}
+	var names []string
 	for _, m := range modes {
-		mode := m.name
+		names = append(names, m.name)
+	}
+	summary := printSpreads(o.Out, names, runs)
+	b, _ := json.MarshalIndent(map[string]any{
+		"kernel": o.Kernel, "boots": o.Boots, "quiet_icount": quietCfg.Icount, "test": spreadTest, "spread": summary,
+		"full": full, "failed_boots": failed,
+	}, "", "  ")
+	return os.WriteFile(filepath.Join(o.NoiseDir, stamp+"-summary.json"), b, 0o644)
+}
+
+// printSpreads prints, for each mode, every metric's mean and spread
+// over its boots, and returns them.
+func printSpreads(out io.Writer, modes []string, runs map[string][]*Result) map[string][]Spread {
+	fmt.Fprintf(out, "%-8s %-12s %10s %8s\n", "mode", "metric", "mean", "CV")
+	summary := map[string][]Spread{}
+	for _, mode := range modes {
 		metrics := map[string][]float64{}
 		for _, r := range runs[mode] {
 			metrics["write_MBps"] = append(metrics["write_MBps"], r.Mean(func(it Iteration) float64 { return it.WriteMBps }))
@@ -172,14 +186,10 @@ func Bench(ctx context.Context, o BenchOptions) error {
 		for _, name := range []string{"write_MBps", "read_MBps", "loop_s", "boot_s", "wall_s"} {
 			s := spread(name, metrics[name])
 			summary[mode] = append(summary[mode], s)
-			fmt.Fprintf(o.Out, "%-8s %-12s %10.2f %7.1f%%\n", mode, name, s.Mean, 100*s.CV)
+			fmt.Fprintf(out, "%-8s %-12s %10.2f %7.1f%%\n", mode, name, s.Mean, 100*s.CV)
 		}
 	}
-	b, _ := json.MarshalIndent(map[string]any{
-		"kernel": o.Kernel, "boots": o.Boots, "quiet_icount": quietCfg.Icount, "test": spreadTest, "spread": summary,
-		"full": full, "failed_boots": failed,
-	}, "", "  ")
-	return os.WriteFile(filepath.Join(o.NoiseDir, stamp+"-summary.json"), b, 0o644)
+	return summary
 }
 
 // fullFigures are the full-run measurements.

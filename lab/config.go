@@ -352,6 +352,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("lab.pressure.touches %q: want a regular expression: %v", p.Touches, err)
 		}
 	}
+	return c.validatePairs()
+}
+
+// validatePairs checks the real pairs and that lab.default names one
+// (or the QEMU pair).
+func (c *Config) validatePairs() error {
 	names := map[string]bool{"qemu": true}
 	for i, p := range c.Pairs {
 		if p.Name == "" || names[p.Name] {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/internal/safefile"
 )
 
 // validKey keeps keys to one path element.
@@ -74,7 +75,8 @@ func (d Dir) Put(ctx context.Context, key, src string) error {
 			if os.Link(p, dst) == nil {
 				return nil
 			}
-			return copyFile(p, dst)
+			_, err := safefile.CopyFile(p, dst, -1)
+			return err
 		}
 		return nil // sockets, symlinks: not part of a kernel artifact
 	})
@@ -252,27 +254,6 @@ func (d Dir) commit(tmp, key string) error {
 		return fmt.Errorf("artifact: %w", err)
 	}
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, st.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // ServeHTTP answers GET /artifacts/<key>.tar with the artifact as a tar.

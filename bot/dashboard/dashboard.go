@@ -518,25 +518,8 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		return v, err
 	}
 	if t.SeriesID != 0 {
-		// One read of the series gives the subject, link and patches.
-		row, err := s.st.Series(ctx, s.st.DB, t.SeriesID)
-		if err != nil {
+		if err := s.seriesView(ctx, &v); err != nil {
 			return v, err
-		}
-		v.Subject, v.Link, v.Patches = row.Subject, row.Link, patches(row.Data)
-		if thread, version, ok := threadOf(row.Data); ok && s.Replies != nil {
-			es, err := s.Replies.ForThread(ctx, thread, version)
-			if err != nil {
-				return v, err
-			}
-			for _, e := range es {
-				rv := ReplyView{Channel: e.Channel, Outcome: e.Outcome, State: string(e.State), Reason: e.Reason,
-					Attempts: e.Attempts, Created: e.Created, Sent: e.SentAt}
-				if !strings.HasPrefix(e.Channel, "patchwork") {
-					rv.Text = string(e.Raw)
-				}
-				v.Replies = append(v.Replies, rv)
-			}
 		}
 	} else {
 		v.Subject = s.subject(ctx, t)
@@ -554,18 +537,60 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 		return v, err
 	}
 	if s.Reproducer != nil && t.SeriesID != 0 && t.Base != "" {
-		b, err := s.Reproducer.Bundle(ctx, id)
-		if err != nil {
-			// The page still shows the rest; the download says why.
-			s.log.Warn("dashboard: reproducer", "test", id, "err", err)
-		} else {
-			rv := &ReproducerView{URL: fmt.Sprintf("/tests/%d/reproducer.tar.gz", id)}
-			for _, f := range b.Files {
-				rv.Files = append(rv.Files, f.Name)
-			}
-			v.Reproducer = rv
-		}
+		v.Reproducer = s.reproducerView(ctx, id)
 	}
+	bootsView(&v)
+	if v.Jobs, err = s.jobViews(ctx, id); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+// seriesView fills what a series test's page shows of its series: one
+// read of the row gives the subject, link and patches; the outbox, the
+// replies to its thread.
+func (s *Server) seriesView(ctx context.Context, v *TestView) error {
+	row, err := s.st.Series(ctx, s.st.DB, v.SeriesID)
+	if err != nil {
+		return err
+	}
+	v.Subject, v.Link, v.Patches = row.Subject, row.Link, patches(row.Data)
+	thread, version, ok := threadOf(row.Data)
+	if !ok || s.Replies == nil {
+		return nil
+	}
+	es, err := s.Replies.ForThread(ctx, thread, version)
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		rv := ReplyView{Channel: e.Channel, Outcome: e.Outcome, State: string(e.State), Reason: e.Reason,
+			Attempts: e.Attempts, Created: e.Created, Sent: e.SentAt}
+		if !strings.HasPrefix(e.Channel, "patchwork") {
+			rv.Text = string(e.Raw)
+		}
+		v.Replies = append(v.Replies, rv)
+	}
+	return nil
+}
+
+// reproducerView lists a test's reproducer files, nil when it has none:
+// the page still shows the rest, and the download says why.
+func (s *Server) reproducerView(ctx context.Context, id int64) *ReproducerView {
+	b, err := s.Reproducer.Bundle(ctx, id)
+	if err != nil {
+		s.log.Warn("dashboard: reproducer", "test", id, "err", err)
+		return nil
+	}
+	rv := &ReproducerView{URL: fmt.Sprintf("/tests/%d/reproducer.tar.gz", id)}
+	for _, f := range b.Files {
+		rv.Files = append(rv.Files, f.Name)
+	}
+	return rv
+}
+
+// bootsView fills the medians, charts and consoles link of v's boots.
+func bootsView(v *TestView) {
 	base, cand := map[string][]float64{}, map[string][]float64{}
 	for _, r := range v.Runs {
 		dst := cand
@@ -580,7 +605,7 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 				}
 			}
 			if len(smp.Consoles) > 0 {
-				v.Consoles = fmt.Sprintf("/tests/%d/consoles", id)
+				v.Consoles = fmt.Sprintf("/tests/%d/consoles", v.ID)
 			}
 		}
 	}
@@ -595,10 +620,15 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 	for _, m := range v.Medians {
 		v.Charts = append(v.Charts, BootChart{Metric: m.Metric, SVG: bootChart(m.Metric, base[m.Metric], cand[m.Metric])})
 	}
+}
+
+// jobViews are a test's jobs with their errors and traces.
+func (s *Server) jobViews(ctx context.Context, id int64) ([]JobView, error) {
 	jobs, err := s.jobs.JobsOfTest(ctx, id)
 	if err != nil {
-		return v, err
+		return nil, err
 	}
+	var out []JobView
 	for _, j := range jobs {
 		jv := JobView{ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, TraceURL: fmt.Sprintf("/jobs/%d/trace", j.ID)}
 		if j.AttemptedAt != nil && j.FinalizedAt != nil {
@@ -608,11 +638,11 @@ func (s *Server) testView(ctx context.Context, id int64) (TestView, error) {
 			jv.Errors = append(jv.Errors, fmt.Sprintf("attempt %d: %s", e.Attempt, e.Error))
 		}
 		if jv.Trace, err = s.st.Trace(ctx, j.ID); err != nil {
-			return v, err
+			return nil, err
 		}
-		v.Jobs = append(v.Jobs, jv)
+		out = append(out, jv)
 	}
-	return v, nil
+	return out, nil
 }
 
 // patches lists a stored series' patches (its JSON) by subject and

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/internal/migrate"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/riverqueue/river/riverdriver"
@@ -129,34 +130,12 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("store: river migrations: %w", err)
 	}
-	if _, err := s.DB.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS rdmabot_migration (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
-		return fmt.Errorf("store: %w", err)
+	dialected := make([]string, len(migrations))
+	for i, m := range migrations {
+		dialected[i] = s.dialectSQL(m)
 	}
-	var have int
-	if err := s.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM rdmabot_migration`).Scan(&have); err != nil {
+	if err := migrate.Apply(ctx, s.DB, "rdmabot_migration", dialected, s.now); err != nil {
 		return fmt.Errorf("store: %w", err)
-	}
-	for i := have; i < len(migrations); i++ {
-		tx, err := s.DB.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
-		for _, stmt := range strings.Split(s.dialectSQL(migrations[i]), ";\n") {
-			if strings.TrimSpace(stmt) == "" {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				tx.Rollback()
-				return fmt.Errorf("store: migration %d: %w\n%s", i+1, err, stmt)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO rdmabot_migration (version, applied_at) VALUES ($1, $2)`, i+1, s.now().Unix()); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("store: migration %d: %w", i+1, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("store: migration %d: %w", i+1, err)
-		}
 	}
 	return nil
 }
@@ -169,7 +148,8 @@ func (s *Store) dialectSQL(q string) string {
 	return strings.NewReplacer("{{pk}}", "BIGSERIAL PRIMARY KEY", "{{blob}}", "BYTEA").Replace(q)
 }
 
-// migrations are append-only; each runs once in its own transaction.
+// migrations are append-only; each runs once in its own transaction
+// (migrate.Apply).
 // Times are Unix milliseconds in BIGINT so both databases agree.
 var migrations = []string{`
 CREATE TABLE series (

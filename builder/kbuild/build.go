@@ -27,6 +27,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/internal/safefile"
 )
 
 // Options configure a Builder.
@@ -332,16 +333,7 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	}
 	parent := ctx
 	if b.opt.HeavyLock != "" {
-		// The wait for the lab is bounded by the timeout too, but it is
-		// no part of the build's own time: a build cannot be blamed for
-		// a lock held by others.
-		lockCtx := ctx
-		if b.opt.Timeout > 0 {
-			var cancel context.CancelFunc
-			lockCtx, cancel = context.WithTimeout(ctx, b.opt.Timeout)
-			defer cancel()
-		}
-		unlockHeavy, err := lockFile(lockCtx, b.opt.HeavyLock)
+		unlockHeavy, err := b.lockHeavy(ctx)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -366,37 +358,66 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 				return nil, nil, nil, err
 			}
 		}
-	}
-	if !req.Trusted {
-		// An untrusted tree builds in a copy of the slot's output tree,
-		// thrown away after: nothing it leaves there (an object with a
-		// future mtime, a planted link) reaches a later build.
-		t := time.Now()
-		cand := filepath.Join(slotDir, "cand-"+req.Lab.Name)
-		undo = append(undo, func() { os.RemoveAll(cand) })
-		if err := j.seed(ctx, cand); err != nil {
+	} else {
+		if ctx, err = j.isolate(ctx, slotDir, &undo); err != nil {
 			return nil, nil, nil, err
 		}
-		res.Timings.Seed = time.Since(t)
-		j.own = cand
-		if b.limits.Disk > 0 || b.limits.Files > 0 {
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
-			undo = append(undo, func() { cancel(nil) })
-			go watchDisk(ctx, cand, b.limits.Disk, b.limits.Files, cancel, diskPoll)
-		}
 	}
+	closeLog, err := j.openLog()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	undo = append(undo, closeLog)
+	return ctx, j, release, nil
+}
+
+// lockHeavy takes the heavy lock. The wait for the lab is bounded by the
+// timeout too, but it is no part of the build's own time: a build cannot
+// be blamed for a lock held by others.
+func (b *Builder) lockHeavy(ctx context.Context) (func(), error) {
+	if b.opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.opt.Timeout)
+		defer cancel()
+	}
+	return lockFile(ctx, b.opt.HeavyLock)
+}
+
+// isolate has an untrusted tree build in a copy of the slot's output
+// tree, thrown away after (undo): nothing it leaves there (an object with
+// a future mtime, a planted link) reaches a later build. Its disk use is
+// watched when limited: the returned context ends when it is exceeded.
+func (j *job) isolate(ctx context.Context, slotDir string, undo *[]func()) (context.Context, error) {
+	t := time.Now()
+	cand := filepath.Join(slotDir, "cand-"+j.req.Lab.Name)
+	*undo = append(*undo, func() { os.RemoveAll(cand) })
+	if err := j.seed(ctx, cand); err != nil {
+		return ctx, err
+	}
+	j.res.Timings.Seed = time.Since(t)
+	j.own = cand
+	if l := j.b.limits; l.Disk > 0 || l.Files > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		*undo = append(*undo, func() { cancel(nil) })
+		go watchDisk(ctx, cand, l.Disk, l.Files, cancel, diskPoll)
+	}
+	return ctx, nil
+}
+
+// openLog creates the build log, bounded by the log limit (none when it
+// is negative); the func returned closes it.
+func (j *job) openLog() (func(), error) {
 	logFile, err := os.Create(j.logPath)
 	if err != nil {
-		return nil, nil, nil, &InfraError{Op: "log", Err: err}
+		return nil, &InfraError{Op: "log", Err: err}
 	}
-	undo = append(undo, func() { logFile.Close() })
 	j.logFile = logFile
-	j.log = &limitedLog{f: logFile, max: b.limits.Log}
-	if b.limits.Log < 0 {
+	j.log = &limitedLog{f: logFile, max: j.b.limits.Log}
+	if j.b.limits.Log < 0 {
 		j.log = logFile
 	}
-	return ctx, j, release, nil
+	return func() { logFile.Close() }, nil
 }
 
 // ownSlot says whether a trusted build may write the slot's directory
@@ -547,18 +568,8 @@ const maxConfig = 16 << 20
 // rebuilt for it. Nothing the configuration runs leave behind is
 // followed: files are read only when regular, written only anew.
 func (j *job) configure(ctx context.Context) error {
-	if stamp, err := os.ReadFile(j.stamp); err == nil {
-		f := strings.Fields(string(stamp))
-		if len(f) == 3 && f[0] == j.cfgHash && plumbing.IsHash(f[1]) {
-			same, err := sameKconfig(j.req.Objects, plumbing.NewHash(f[1]), j.req.Tree)
-			if err != nil {
-				return err
-			}
-			if same {
-				j.modules = f[2] == "y"
-				return nil
-			}
-		}
+	if done, err := j.configuredBefore(); done || err != nil {
+		return err
 	}
 	j.res.Configured = true
 	if err := os.Remove(j.stamp); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -572,6 +583,58 @@ func (j *job) configure(ctx context.Context) error {
 	if err := resetDir(j.cfgDir); err != nil {
 		return &InfraError{Op: "configure", Err: err}
 	}
+	if err := j.makeConfig(ctx); err != nil {
+		return err
+	}
+	lab := j.req.Lab
+	final, err := readRegular(filepath.Join(j.cfgDir, ".config"), maxConfig)
+	if err != nil {
+		return j.sandboxFault("configure", err)
+	}
+	lost, err := lab.VerifyConfig(final)
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return &ConfigError{Lab: lab.Name, Lost: lost}
+	}
+	dst := filepath.Join(j.out, ".config")
+	if cur, err := readRegular(dst, maxConfig); err != nil || !bytes.Equal(cur, final) {
+		if err := writeFileAtomic(dst, final); err != nil {
+			return j.sandboxFault("configure", err)
+		}
+	}
+	j.modules = ParseConfig(final)["CONFIG_MODULES"] == "y"
+	if err := writeFileAtomic(j.stamp, []byte(j.configStamp(j.modules)+"\n")); err != nil {
+		return &InfraError{Op: "configure", Err: err}
+	}
+	return nil
+}
+
+// configuredBefore says whether the build directory was configured for
+// the same lab from a tree whose Kconfig files equal this one's (its
+// stamp says so), and takes whether it has modules from the stamp.
+func (j *job) configuredBefore() (bool, error) {
+	stamp, err := os.ReadFile(j.stamp)
+	if err != nil {
+		return false, nil
+	}
+	f := strings.Fields(string(stamp))
+	if len(f) != 3 || f[0] != j.cfgHash || !plumbing.IsHash(f[1]) {
+		return false, nil
+	}
+	same, err := sameKconfig(j.req.Objects, plumbing.NewHash(f[1]), j.req.Tree)
+	if err != nil || !same {
+		return false, err
+	}
+	j.modules = f[2] == "y"
+	return true, nil
+}
+
+// makeConfig runs the tree's config machinery in the sandbox: the lab's
+// base (a file, or a make target), the tree's fragments, then the lab's
+// fragments merged, into the configuration directory's .config.
+func (j *job) makeConfig(ctx context.Context) error {
 	sb := j.sandbox(j.cfgDir)
 	lab := j.req.Lab
 	run := func(argv ...string) error {
@@ -623,27 +686,6 @@ func (j *job) configure(ctx context.Context) error {
 		if err := run(j.makeArgs("olddefconfig")...); err != nil {
 			return err
 		}
-	}
-	final, err := readRegular(filepath.Join(j.cfgDir, ".config"), maxConfig)
-	if err != nil {
-		return j.sandboxFault("configure", err)
-	}
-	lost, err := lab.VerifyConfig(final)
-	if err != nil {
-		return err
-	}
-	if len(lost) > 0 {
-		return &ConfigError{Lab: lab.Name, Lost: lost}
-	}
-	dst := filepath.Join(j.out, ".config")
-	if cur, err := readRegular(dst, maxConfig); err != nil || !bytes.Equal(cur, final) {
-		if err := writeFileAtomic(dst, final); err != nil {
-			return j.sandboxFault("configure", err)
-		}
-	}
-	j.modules = ParseConfig(final)["CONFIG_MODULES"] == "y"
-	if err := writeFileAtomic(j.stamp, []byte(j.configStamp(j.modules)+"\n")); err != nil {
-		return &InfraError{Op: "configure", Err: err}
 	}
 	return nil
 }
@@ -859,7 +901,7 @@ func (j *job) checkArtifacts() error {
 // checkModulesTree accepts a directory holding directories, symlinks
 // (copied only when local) and regular files, whose holes it tallies.
 func checkModulesTree(dir string, holes *holeTally) error {
-	fd, err := openDirNoFollow(dir)
+	fd, err := safefile.OpenDirNoFollow(dir)
 	if err != nil {
 		return err
 	}
@@ -870,7 +912,7 @@ func checkModulesTree(dir string, holes *holeTally) error {
 		}
 		t := d.Type()
 		if t&^(fs.ModeDir|fs.ModeSymlink) != 0 {
-			return fmt.Errorf("%s: %w", p, errNotRegular)
+			return fmt.Errorf("%s: %w", p, safefile.ErrNotRegular)
 		}
 		if t.IsRegular() {
 			rel, _ := filepath.Rel(dir, p)
@@ -898,10 +940,10 @@ type holeTally struct {
 	worstLength int64
 }
 
-// add opens p, stored as name, as openRegular does (at most
+// add opens p, stored as name, as safefile.OpenRegular does (at most
 // maxArtifactFile bytes) and counts its holes.
 func (h *holeTally) add(p, name string) error {
-	f, fi, err := openRegular(p, maxArtifactFile)
+	f, fi, err := safefile.OpenRegular(p, maxArtifactFile)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/internal/safefile"
 )
 
 // toyRepo is a git repository holding testdata/toykernel, committed
@@ -28,7 +29,7 @@ type toyRepo struct {
 func newToyRepo(t *testing.T, lab Lab) *toyRepo {
 	t.Helper()
 	dir := t.TempDir()
-	if err := copyTree("testdata/toykernel", filepath.Join(dir, "src")); err != nil {
+	if err := safefile.CopyTree("testdata/toykernel", filepath.Join(dir, "src"), -1, -1); err != nil {
 		t.Fatal(err)
 	}
 	dir = filepath.Join(dir, "src")

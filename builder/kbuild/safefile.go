@@ -1,13 +1,13 @@
 package kbuild
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
+
+	"github.com/rdmabot/rdmabot/internal/safefile"
 )
 
 // The host reads and writes files in directories the sandboxed build
@@ -18,70 +18,10 @@ import (
 // builder's own directory once, so the host paths leading to it contain
 // no symlinks either.
 
-// errNotRegular is a path the sandbox made something other than a plain
-// file: a symlink, FIFO, device or directory.
-var errNotRegular = errors.New("not a regular file")
-
-// openDirNoFollow opens the directory dir, refusing a symlink in any
-// component (a relative dir starts at the working directory).
-func openDirNoFollow(dir string) (int, error) {
-	start := "."
-	if filepath.IsAbs(dir) {
-		start = "/"
-	}
-	fd, err := syscall.Open(start, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	for _, c := range strings.Split(filepath.Clean(dir), "/") {
-		if c == "" || c == "." {
-			continue
-		}
-		next, err := syscall.Openat(fd, c, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		syscall.Close(fd)
-		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: dir, Err: err}
-		}
-		fd = next
-	}
-	return fd, nil
-}
-
-// openRegular opens name for reading when it is a regular file of at
-// most max bytes, with no symlink in any component of its path.
-func openRegular(name string, max int64) (*os.File, os.FileInfo, error) {
-	dfd, err := openDirNoFollow(filepath.Dir(name))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer syscall.Close(dfd)
-	fd, err := syscall.Openat(dfd, filepath.Base(name), syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if err == syscall.ELOOP {
-			err = errNotRegular
-		}
-		return nil, nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), name)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, &os.PathError{Op: "open", Path: name, Err: errNotRegular}
-	}
-	if max >= 0 && fi.Size() > max {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %d bytes, more than the %d allowed", name, fi.Size(), max)
-	}
-	return f, fi, nil
-}
-
-// readRegular reads a regular file of at most max bytes (see openRegular).
+// readRegular reads a regular file of at most max bytes (see
+// safefile.OpenRegular).
 func readRegular(name string, max int64) ([]byte, error) {
-	f, _, err := openRegular(name, max)
+	f, _, err := safefile.OpenRegular(name, max)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +41,7 @@ func readRegular(name string, max int64) ([]byte, error) {
 // name (a planted symlink included) is unlinked first, and the file is
 // created with O_EXCL|O_NOFOLLOW, so nothing is followed.
 func createNew(name string, perm os.FileMode) (*os.File, error) {
-	dfd, err := openDirNoFollow(filepath.Dir(name))
+	dfd, err := safefile.OpenDirNoFollow(filepath.Dir(name))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/internal/elfnote"
 	"github.com/rdmabot/rdmabot/internal/flock"
+	"github.com/rdmabot/rdmabot/internal/safefile"
 )
 
 // Artifact is a built kernel in the store.
@@ -151,7 +152,7 @@ func (s *Store) Put(key string, files map[string]string, meta Artifact) (*Artifa
 	meta.Key = key
 	meta.Files = nil
 	for name, src := range files {
-		if err := copyTree(src, filepath.Join(tmp, name)); err != nil {
+		if err := safefile.CopyTree(src, filepath.Join(tmp, name), maxArtifactFile, maxArtifactTotal); err != nil {
 			return nil, &InfraError{Op: "store", Err: err}
 		}
 		meta.Files = append(meta.Files, name)
@@ -186,74 +187,12 @@ const (
 	maxArtifactTotal = 4 << 30 // a modules tree
 )
 
-// copyTree copies a regular file, or a directory with its regular files,
-// directories and local symlinks. Nothing is followed: a symlink where a
-// file is named, or in the path leading to it, is an error, as is a FIFO
-// or device anywhere; a symlink inside a directory is kept only when its
-// target is relative and stays inside (lib/modules' absolute build and
-// source links are dropped), so no stored tree points out of the store.
-func copyTree(src, dst string) error {
-	fi, err := os.Lstat(src)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		_, err := copyFile(src, dst, maxArtifactFile)
-		return err
-	}
-	var total int64
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case d.Type()&fs.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			if !filepath.IsLocal(t) {
-				return nil
-			}
-			return os.Symlink(t, to)
-		default:
-			n, err := copyFile(p, to, min(maxArtifactFile, maxArtifactTotal-total))
-			total += n
-			return err
-		}
-	})
-}
-
-// copyFile copies the regular file src (see openRegular) of at most max
-// bytes to the new file dst.
-func copyFile(src, dst string, max int64) (int64, error) {
-	in, fi, err := openRegular(src, max)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm())
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(out, io.LimitReader(in, max))
-	if err != nil {
-		out.Close()
-		return n, err
-	}
-	return n, out.Close()
-}
-
 // CheckKernelImage says whether the file at path is a kernel image the
 // labs can boot: a regular file (not a link, in a path without links) no
 // larger than the store takes, starting as an x86 boot image ("HdrS"
 // setup header) or an ELF file (what the toy tree builds).
 func CheckKernelImage(path string) error {
-	f, _, err := openRegular(path, maxArtifactFile)
+	f, _, err := safefile.OpenRegular(path, maxArtifactFile)
 	if err != nil {
 		return err
 	}
@@ -275,7 +214,7 @@ func CheckKernelImage(path string) error {
 // within bounds: the section table entry by entry, and only note
 // sections of at most maxNote bytes that lie inside the file.
 func ReadBuildID(path string) (string, error) {
-	f, fi, err := openRegular(path, -1)
+	f, fi, err := safefile.OpenRegular(path, -1)
 	if err != nil {
 		return "", fmt.Errorf("build id: %w", err)
 	}

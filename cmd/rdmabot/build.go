@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/rdmabot/rdmabot/builder/kbuild"
+	"github.com/rdmabot/rdmabot/internal/safefile"
 	"github.com/rdmabot/rdmabot/wire"
 )
 
@@ -108,7 +109,13 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	for _, name := range res.Files {
-		if err := copyArtifact(res.Path(name), filepath.Join(*out, name)); err != nil {
+		// The copy is new, as the store's was: what a run before left
+		// under the name goes first.
+		dst := filepath.Join(*out, name)
+		if err := os.RemoveAll(dst); err != nil {
+			return err
+		}
+		if err := safefile.CopyTree(res.Path(name), dst, -1, -1); err != nil {
 			return err
 		}
 	}
@@ -175,32 +182,4 @@ func printBuildFailure(e *env, err error) {
 			fmt.Fprintf(e.stdout, "config lost: %s\n", l)
 		}
 	}
-}
-
-// copyArtifact copies a stored file, or a directory tree (modules), to dst.
-func copyArtifact(src, dst string) error {
-	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		switch {
-		case fi.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case fi.Mode()&os.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			os.Remove(to)
-			return os.Symlink(t, to)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, b, fi.Mode().Perm())
-		}
-	})
 }

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rdmabot/rdmabot/internal/migrate"
 )
 
 // State of a reply in the ledger.
@@ -62,9 +64,10 @@ type Entry struct {
 	Raw       []byte
 }
 
-// schema is plain SQL both SQLite and PostgreSQL accept: TEXT, BIGINT
-// and INTEGER columns, times as Unix seconds, $N placeholders below.
-const schema = `CREATE TABLE IF NOT EXISTS rdmabot_replies (
+// migrations are the ledger's schema, append-only (migrate.Apply), in
+// plain SQL both SQLite and PostgreSQL accept: TEXT, BIGINT and INTEGER
+// columns, times as Unix seconds, $N placeholders below.
+var migrations = []string{`CREATE TABLE IF NOT EXISTS rdmabot_replies (
 	message_id TEXT PRIMARY KEY,
 	verdict_key TEXT NOT NULL UNIQUE,
 	channel TEXT NOT NULL,
@@ -77,28 +80,49 @@ const schema = `CREATE TABLE IF NOT EXISTS rdmabot_replies (
 	created BIGINT NOT NULL,
 	attempted BIGINT NOT NULL,
 	sent BIGINT NOT NULL,
-	raw TEXT NOT NULL,
-	lists TEXT NOT NULL DEFAULT '[]'
-)`
+	raw TEXT NOT NULL
+)`,
+	// Replies record the lists they were sent to.
+	`ALTER TABLE rdmabot_replies ADD COLUMN lists TEXT NOT NULL DEFAULT '[]'`,
+}
 
-// addLists brings a ledger made before replies recorded their lists up
-// to the schema; the probe fails only when the column is missing.
-const addLists = `ALTER TABLE rdmabot_replies ADD COLUMN lists TEXT NOT NULL DEFAULT '[]'`
+// migrationTable records the ledger's versions.
+const migrationTable = "rdmabot_replies_migration"
 
 // Ledger is the table of replies.
 type Ledger struct{ db *sql.DB }
 
-// OpenLedger creates the table when missing.
+// OpenLedger creates the table when missing and brings it up to date.
 func OpenLedger(ctx context.Context, db *sql.DB) (*Ledger, error) {
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		return nil, fmt.Errorf("outbox: create ledger: %w", err)
+	if err := adoptUnversioned(ctx, db); err != nil {
+		return nil, fmt.Errorf("outbox: ledger: %w", err)
 	}
-	if rows, err := db.QueryContext(ctx, `SELECT lists FROM rdmabot_replies WHERE 1 = 0`); err == nil {
-		rows.Close()
-	} else if _, err := db.ExecContext(ctx, addLists); err != nil {
-		return nil, fmt.Errorf("outbox: add the lists column: %w", err)
+	if err := migrate.Apply(ctx, db, migrationTable, migrations, time.Now); err != nil {
+		return nil, fmt.Errorf("outbox: ledger: %w", err)
 	}
 	return &Ledger{db: db}, nil
+}
+
+// adoptUnversioned records the versions of a ledger a bot made before
+// the ledger recorded them: its table exists with the lists column when
+// the versions table does not (one made before the lists column has
+// version 1 only, and the rest runs).
+func adoptUnversioned(ctx context.Context, db *sql.DB) error {
+	if rows, err := db.QueryContext(ctx, `SELECT version FROM `+migrationTable+` WHERE 1 = 0`); err == nil {
+		rows.Close()
+		return nil // versioned
+	}
+	rows, err := db.QueryContext(ctx, `SELECT message_id FROM rdmabot_replies WHERE 1 = 0`)
+	if err != nil {
+		return nil // no ledger yet: every version runs
+	}
+	rows.Close()
+	n := 1
+	if rows, err := db.QueryContext(ctx, `SELECT lists FROM rdmabot_replies WHERE 1 = 0`); err == nil {
+		rows.Close()
+		n = 2
+	}
+	return migrate.Record(ctx, db, migrationTable, n, time.Now)
 }
 
 // ErrDuplicate says this series version already has a verdict on this

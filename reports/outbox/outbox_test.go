@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/migrate"
 	"github.com/rdmabot/rdmabot/internal/pgtest"
 	"github.com/rdmabot/rdmabot/reports"
 )
@@ -121,6 +122,7 @@ func TestOutbox(t *testing.T) {
 			t.Run("Addresses", func(t *testing.T) { testAddresses(t, open(t)) })
 			t.Run("ListLimit", func(t *testing.T) { testListLimit(t, open(t)) })
 			t.Run("LedgerBeforeLists", func(t *testing.T) { testLedgerBeforeLists(t, open(t)) })
+			t.Run("LedgerUnversioned", func(t *testing.T) { testLedgerUnversioned(t, open(t)) })
 			t.Run("ForThread", func(t *testing.T) { testForThread(t, open(t)) })
 		})
 	}
@@ -425,15 +427,12 @@ func testListLimit(t *testing.T, db *sql.DB) {
 	}
 }
 
-// testLedgerBeforeLists: a ledger made before the lists column opens,
-// keeps its rows, and takes new ones.
+// testLedgerBeforeLists: a ledger made before the lists column (and
+// before the ledger recorded its versions) opens, keeps its rows, and
+// takes new ones.
 func testLedgerBeforeLists(t *testing.T, db *sql.DB) {
 	ctx := context.Background()
-	old := strings.Replace(schema, ",\n\tlists TEXT NOT NULL DEFAULT '[]'", "", 1)
-	if old == schema {
-		t.Fatal("the schema no longer ends with the lists column")
-	}
-	if _, err := db.ExecContext(ctx, old); err != nil {
+	if _, err := db.ExecContext(ctx, migrations[0]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO rdmabot_replies (message_id, verdict_key, channel, outcome, recipient, envelope, state, reason, attempts, created, attempted, sent, raw)
@@ -451,11 +450,32 @@ func testLedgerBeforeLists(t *testing.T, db *sql.DB) {
 	if _, err := OpenLedger(ctx, db); err != nil {
 		t.Fatalf("opened twice: %v", err)
 	}
+	if v, err := migrate.Version(ctx, db, migrationTable); err != nil || v != len(migrations) {
+		t.Errorf("ledger version %d, %v; want %d", v, err, len(migrations))
+	}
 	if err := l.insert(ctx, &Entry{MessageID: "new@x", Key: "k2", Channel: "email", State: Ready, Lists: []string{"l@x"}, Created: time.Unix(5, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if e, err := l.Get(ctx, "new@x"); err != nil || len(e.Lists) != 1 || e.Lists[0] != "l@x" {
 		t.Fatalf("new row: %+v, %v", e, err)
+	}
+}
+
+// testLedgerUnversioned: a ledger a bot made with the lists column but
+// before the ledger recorded its versions opens as it is, its versions
+// recorded without running them again.
+func testLedgerUnversioned(t *testing.T, db *sql.DB) {
+	ctx := context.Background()
+	for _, m := range migrations {
+		if _, err := db.ExecContext(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := OpenLedger(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := migrate.Version(ctx, db, migrationTable); err != nil || v != len(migrations) {
+		t.Errorf("ledger version %d, %v; want %d", v, err, len(migrations))
 	}
 }
 
