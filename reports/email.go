@@ -339,6 +339,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		}
 	}
 	raw(infoBlock(v))
+	if len(in.Thread.Reviews) > 0 {
+		raw(reviewsText(in.Thread.Reviews))
+	}
 	if booted(v.Outcome) {
 		for _, l := range in.Test.Limits {
 			para(l)
@@ -639,4 +642,15 @@ func foldList(l []string) string { return strings.Join(l, ",\n    ") }
 // the lab could not exercise of it is worth saying.
 func booted(o flow.Outcome) bool {
 	return o == flow.Pass || o == flow.Regression || o == flow.Improvement || o == flow.Crash || o == flow.DataCorruption
+}
+
+// reviewsText links the other bots' reviews in the thread, which a reply
+// does not repeat.
+func reviewsText(reviews [][2]string) string {
+	var b strings.Builder
+	b.WriteString("Reviews by other bots in this thread (not repeated here):\n")
+	for _, r := range reviews {
+		fmt.Fprintf(&b, "  %s: %s\n", r[0], r[1])
+	}
+	return b.String()
 }

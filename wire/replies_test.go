@@ -24,6 +24,7 @@ import (
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
@@ -638,7 +639,7 @@ func (m maintainersAt) MaintainersAt(_ context.Context, commit string, _ []strin
 // setting off, only the lists are.
 func TestReplyCcsMaintainers(t *testing.T) {
 	for _, on := range []bool{true, false} {
-		g := newReplyRig(t)
+		g := newReplyRig(t, everyListTakesReplies)
 		g.r.Cfg.CCMaintainers = on
 		runs := 2 * g.r.Cfg.Runs
 		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
@@ -669,7 +670,7 @@ func TestReplyCcsMaintainers(t *testing.T) {
 // asked for, even a REGRESSION, goes to the one who asked alone and
 // spends no list's daily replies.
 func TestReplyCcsThePostingsRecipients(t *testing.T) {
-	g := newReplyRig(t, func(c *Config) { c.Reports.OptOut = []string{"opted@example.org", "@quiet.example"} })
+	g := newReplyRig(t, everyListTakesReplies, func(c *Config) { c.Reports.OptOut = []string{"opted@example.org", "@quiet.example"} })
 	root := g.s.RootMail()
 	root.Cc = append(root.Cc, flow.Address{Name: "Pat Peer", Email: "pat@example.org"}, flow.Address{Email: "opted@example.org"},
 		flow.Address{Email: "list@quiet.example"})
@@ -712,5 +713,73 @@ func TestReplyCcsThePostingsRecipients(t *testing.T) {
 	}
 	if to := m.Header.Get("To"); to != "<x@throwaway.example>" || m.Header.Get("Cc") != "" || len(e.Lists) != 0 {
 		t.Errorf("an asked-for REGRESSION: To %s, Cc %q, lists %v", to, m.Header.Get("Cc"), e.Lists)
+	}
+}
+
+// everyListTakesReplies sets every list's habit to "list": the tests of
+// the posting's own recipients read them without any list's habit.
+func everyListTakesReplies(c *Config) {
+	for i := range c.Lore.Lists {
+		c.Lore.Lists[i].Reply = lore.ReplyList
+	}
+}
+
+// lore.lists reply: by default linux-rdma hears of a reply and linux-nfs
+// only through its maintainers. A posting to both is answered on
+// linux-rdma alone (with whom it addressed and the maintainers); one to
+// linux-nfs alone goes to its author and the maintainers of its files,
+// not to the list or the others it addressed.
+func TestListReplyHabits(t *testing.T) {
+	maint := []string{"jlayton@kernel.org"}
+	regression := func(g *replyRig) (*outbox.Entry, string) {
+		g.r.Maintainers = maintainersAt{"6613476e225e090cc9aad49be7fa504e290dd33d", maint}
+		runs := 2 * g.r.Cfg.Runs
+		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
+		d := decide(t, g.r, base, cand)
+		e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
+		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, strings.Join(strings.Fields(m.Header.Get("To")+" | "+m.Header.Get("Cc")), " ")
+	}
+	g := newReplyRig(t)
+	root := g.s.RootMail()
+	root.Cc = append(root.Cc, flow.Address{Name: "Pat Peer", Email: "pat@example.org"})
+	e, rcpt := regression(g)
+	if want := `"Chuck Lever" <cel@kernel.org> | <linux-rdma@vger.kernel.org>, "Pat Peer" <pat@example.org>, <jlayton@kernel.org>`; rcpt != want || len(e.Lists) != 1 {
+		t.Errorf("to both lists: %s (lists %v), want %s", rcpt, e.Lists, want)
+	}
+
+	g = newReplyRig(t)
+	root = g.s.RootMail()
+	root.To, root.Cc = []flow.Address{{Email: "linux-nfs@vger.kernel.org"}}, []flow.Address{{Name: "Pat Peer", Email: "pat@example.org"}}
+	for _, p := range g.s.Patches {
+		p.To, p.Cc = root.To, root.Cc
+	}
+	e, rcpt = regression(g)
+	if want := `"Chuck Lever" <cel@kernel.org> | <jlayton@kernel.org>`; rcpt != want || len(e.Lists) != 0 {
+		t.Errorf("to linux-nfs alone: %s (lists %v), want %s", rcpt, e.Lists, want)
+	}
+}
+
+// A review by another bot in the thread (Sashiko's, as the lore stage
+// keeps it) is linked, not repeated; a syzbot mail by its lore page.
+func TestReplyLinksOtherReviews(t *testing.T) {
+	g := newReplyRig(t)
+	g.s.Reviews = []flow.Review{{By: "Sashiko AI review", MessageID: "20260515115959.3D9D2C2BCB0@smtp.kernel.org",
+		URL: "https://sashiko.dev/#/patchset/170708844422.28128.2979813721958631192.stgit%40bazille.1015granger.net?part=1"},
+		{By: "syzbot", MessageID: "000000000000abcd@google.com"}}
+	runs := 2 * g.r.Cfg.Runs
+	base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
+	d := decide(t, g.r, base, cand)
+	e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
+	golden(t, "replies/regression_reviewed.eml", e.Raw)
+	for _, want := range []string{"Reviews by other bots in this thread (not repeated here):\n" +
+		"  Sashiko AI review: https://sashiko.dev/#/patchset/170708844422.28128.2979813721958631192.stgit%40bazille.1015granger.net?part=1\n" +
+		"  syzbot: https://lore.kernel.org/r/000000000000abcd@google.com/\n"} {
+		if !strings.Contains(string(e.Raw), want) {
+			t.Errorf("no %q in\n%s", want, e.Raw)
+		}
 	}
 }

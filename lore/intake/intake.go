@@ -553,6 +553,7 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 	}
 	readDiffs(&out)
 	out.Closes, out.Fixes = closesAndFixes(s)
+	out.Reviews = s.Reviews
 	// The Message-ID replies answer, as the replies' thread finds it.
 	if root := out.RootMail(); root != nil {
 		out.Root = root.MessageID

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/mail"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -186,6 +187,10 @@ type Replier struct {
 	Outbox *outbox.Outbox
 	// Lists are the list addresses a bisection's report goes to.
 	Lists []string
+	// MaintainersOnly are the lists whose habit is to hear of a bot's
+	// reply through their maintainers only (lore.lists reply =
+	// "maintainers"): never Cc'd on a reply to a posting.
+	MaintainersOnly []string
 	// TreeURLs give each base's tree its URL.
 	TreeURLs map[string]string
 	// Lab describes the pairs and the test every reply names.
@@ -227,7 +232,37 @@ func (r *Replier) thread(s *flow.Series) (reports.Thread, error) {
 		}
 	}
 	t.Addressed = r.mailable(addressed(s, r.Cfg.From))
+	r.listHabits(&t)
+	for _, rv := range s.Reviews {
+		u := rv.URL
+		if u == "" {
+			u = "https://lore.kernel.org/r/" + url.PathEscape(rv.MessageID) + "/"
+		}
+		t.Reviews = append(t.Reviews, [2]string{rv.By, u})
+	}
 	return t, nil
+}
+
+// listHabits keeps each list's habit for a bot's reply (lore.lists
+// reply): a list that hears only through its maintainers is not Cc'd,
+// and a posting that went to no list taking replies is answered to its
+// author and the maintainers of its files alone (Thread.Cc), not to the
+// others it addressed.
+func (r *Replier) listHabits(t *reports.Thread) {
+	quiet := func(a string) bool {
+		box, err := reports.Mailbox(a)
+		return err == nil && slices.ContainsFunc(r.MaintainersOnly, func(l string) bool { return strings.EqualFold(l, box) })
+	}
+	keep := slices.DeleteFunc(slices.Clone(t.Lists), quiet)
+	if len(keep) == len(t.Lists) {
+		return
+	}
+	t.Lists = keep
+	if len(keep) == 0 {
+		t.Addressed = nil
+		return
+	}
+	t.Addressed = slices.DeleteFunc(t.Addressed, quiet)
 }
 
 // mailable drops the addresses that opted out (reports.opt_out) from a
