@@ -86,11 +86,16 @@ func (b *Bisection) commitRef() string {
 	return fmt.Sprintf("%s (\"%s\")", Short(b.Culprit), oneLine(b.CulpritTitle, 2*MaxSubject))
 }
 
+// RegressionsList is where regzbot reads the regressions it tracks: a
+// confirmed culprit's report Cc's it.
+const RegressionsList = "regressions@lists.linux.dev"
+
 // RenderBisection writes the report of a bisection as a new thread. A
 // confirmed culprit's author is To, as 0-day does, and the lists, the
-// culprit's other sign-offs and the archive list are Cc, with the
-// Reported-by/Closes/Fixes tags and a regzbot line; without a confirmed
-// culprit it goes To the lists (Cc the archive list).
+// culprit's other sign-offs, regzbot's list and the archive list are Cc,
+// with the Reported-by/Closes/Fixes tags and the regzbot lines; without
+// a confirmed culprit it goes To the lists (Cc the archive list), which
+// the replier mails to no one (the dashboard has it).
 func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mail, error) {
 	if len(b.To) == 0 {
 		return nil, fmt.Errorf("no list address to report %s to", b.Title)
@@ -125,6 +130,10 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 			// A malformed sign-off in the tree costs its Cc, not the report.
 			_ = add(&m.Cc, s, "sign-off")
 		}
+		// regzbot reads this list: the #regzbot lines below reach it.
+		if err := add(&m.Cc, RegressionsList, "regressions list"); err != nil {
+			return nil, err
+		}
 	}
 	// The archive list, so the report has a lore URL too; never a list
 	// the report is already To.
@@ -150,7 +159,7 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 			body.WriteString("If you fix the issue in a separate patch/commit (i.e. not just a new version of the same patch/commit), kindly add the following tags:\n")
 			fmt.Fprintf(&body, "| Reported-by: %s\n| Closes: %s\n| Fixes: %s\n\n", c.From, c.CloseURL(msgID), b.commitRef())
 			// regzbot tracks the regression from this line on.
-			fmt.Fprintf(&body, "#regzbot introduced: %s\n\n", Short(b.Culprit))
+			fmt.Fprintf(&body, "#regzbot introduced: %s\n#regzbot title: %s\n\n", Short(b.Culprit), oneLine(b.Title, MaxSubject))
 		}
 	} else {
 		fmt.Fprintf(&body, "%s, but no culprit was confirmed:\n%s\n\n", b.found(c), b.Summary)

@@ -667,6 +667,14 @@ func (r *Replier) bisection(rep flow.Report) *reports.Bisection {
 // deliverBisection starts a new thread on the lists with the culprit, the
 // good and bad heads and every step and confirmation.
 func (r *Replier) deliverBisection(ctx context.Context, rep flow.Report) error {
+	if rep.Bisect != nil && !rep.Bisect.Confirmed {
+		// A culprit its confirmation runs did not bear out is no news
+		// for a list: the dashboard has the bisection.
+		if r.Log != nil {
+			r.Log.Info("reports: an unconfirmed bisection is not mailed; the dashboard has it", "key", rep.Key)
+		}
+		return nil
+	}
 	now := r.Now()
 	th := reports.Thread{MessageID: rep.Key, Version: 1}
 	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
