@@ -299,7 +299,11 @@ func baseReasonPhrase(b *Base) string {
 	case BaseFromDefault:
 		p = flow.BaseByDefault
 	case BaseFromRoute:
-		return fmt.Sprintf("the %s tree's rule: %s goes on %s", b.Tree, b.Why, b.Branch)
+		p := fmt.Sprintf("the %s tree's rule: %s", b.Tree, b.Why)
+		if b.Tried != "" {
+			p += "; " + b.Tried
+		}
+		return p
 	default:
 		p = string(b.Reason)
 	}
