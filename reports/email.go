@@ -357,6 +357,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	switch v.Outcome {
 	case flow.Pass, flow.Regression, flow.Improvement:
 		raw(Measurements(v))
+		if r := DecisionRule(c, v); r != "" {
+			para(r)
+		}
 	case flow.ApplyFailed:
 		a := in.Apply
 		if a.Index > 0 {
@@ -653,4 +656,20 @@ func reviewsText(reviews [][2]string) string {
 		fmt.Fprintf(&b, "  %s: %s\n", r[0], r[1])
 	}
 	return b.String()
+}
+
+// DecisionRule is the rule a verdict on the metrics was decided by, in
+// one sentence with the configured figures: why a 3.4 % change can be a
+// REGRESSION while a PASS promises no change of 5 % or more. "" when no
+// metric decided (a transport fault, or nothing compared).
+func DecisionRule(c *Config, v *Verdict) string {
+	if len(v.Decision.Comparisons) == 0 || v.faultHealth() != nil {
+		return ""
+	}
+	cmp := v.Decision.Comparisons[0]
+	e := 100 * c.MinEffect
+	return fmt.Sprintf("The rule: a metric is a regression (or an improvement) when the Mann-Whitney p is below %.2g, "+
+		"its median moved %.1f%% or more, and its %.0f%% interval reaches a change of %.0f%%; "+
+		"it passes when the interval rules out a loss of %.0f%% or more; else more runs are asked for, up to %d per kernel.",
+		cmp.TestAlpha, e/2, 100*cmp.Level, e, e, c.MaxRuns)
 }
