@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,26 @@ func (b *Stage) MaintainersOf(ctx context.Context, s flow.Series, files []string
 // nobody.
 func (b *Stage) MaintainersAt(_ context.Context, commit string, files []string) ([]string, error) {
 	return b.maintainers(commit, files, (*Maintainers).SpecificFor)
+}
+
+// ListsAt returns the mailing lists (L:) of every MAINTAINERS section
+// covering files at commit: where a change to them is discussed. A tree
+// without a MAINTAINERS file lists none.
+func (b *Stage) ListsAt(_ context.Context, commit string, files []string) ([]string, error) {
+	m, err := b.Store.MaintainersAt(plumbing.NewHash(commit))
+	if errors.Is(err, ErrNoMaintainers) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, flow.MarkInfra(err)
+	}
+	var out []string
+	for _, c := range m.For(files) {
+		if c.Role == RoleList && !slices.Contains(out, c.Email) {
+			out = append(out, c.Email)
+		}
+	}
+	return out, nil
 }
 
 func (b *Stage) maintainers(commit string, files []string, pick func(*Maintainers, []string) []Contact) ([]string, error) {

@@ -202,6 +202,9 @@ type Replier struct {
 	Sides Sides
 	// Limits names what the pair could not exercise (nil: nothing said).
 	Limits Limits
+	// ListsOf names a culprit's lists, which its bisection report goes
+	// to (nil: every configured list).
+	ListsOf ListLookup
 	// Maintainers reads MAINTAINERS for the Cc line; nil where no tree
 	// is (a process without the build role).
 	Maintainers MaintainerLookup
@@ -342,6 +345,12 @@ type Limits interface {
 // (lab.Runner).
 type Sides interface {
 	CandidateSide(s flow.Series) string
+}
+
+// ListLookup names the mailing lists MAINTAINERS gives (L:) for files
+// at a commit.
+type ListLookup interface {
+	ListsAt(ctx context.Context, commit string, files []string) ([]string, error)
 }
 
 // MaintainerLookup lists the maintainers and reviewers MAINTAINERS
@@ -682,6 +691,7 @@ func (r *Replier) deliverBisection(ctx context.Context, rep flow.Report) error {
 		return err
 	}
 	b := r.bisection(rep)
+	b.To = r.culpritLists(ctx, rep, b.To)
 	m, err := reports.RenderBisection(&r.Cfg, b, id, now)
 	if err != nil {
 		return err
@@ -695,6 +705,42 @@ func (r *Replier) deliverBisection(ctx context.Context, rep flow.Report) error {
 	reply := outbox.FromMail(m, th)
 	reply.InReplyTo = "" // a new thread
 	return r.enqueue(ctx, reply)
+}
+
+// culpritLists are the lists a bisection report goes to: of the
+// configured lists (all), those the culprit's files belong to
+// (MAINTAINERS L: at the culprit), when it names any; else all of them;
+// never one whose domain never resolves (the local inbox's).
+func (r *Replier) culpritLists(ctx context.Context, rep flow.Report, all []string) []string {
+	var routable []string
+	for _, l := range all {
+		if a, err := mail.ParseAddress(l); err == nil {
+			if _, domain, _ := strings.Cut(a.Address, "@"); !reports.LocalHost(domain) {
+				routable = append(routable, l)
+			}
+		}
+	}
+	b := rep.Bisect
+	if r.ListsOf == nil || b == nil || b.Culprit == "" || len(b.CulpritFiles) == 0 {
+		return routable
+	}
+	theirs, err := r.ListsOf.ListsAt(ctx, b.Culprit, b.CulpritFiles)
+	if err != nil {
+		if r.Log != nil {
+			r.Log.Warn("reports: the culprit's lists not read; the report goes to every list", "culprit", b.Culprit, "err", err)
+		}
+		return routable
+	}
+	var keep []string
+	for _, l := range routable {
+		if slices.ContainsFunc(theirs, func(t string) bool { return strings.EqualFold(t, l) }) {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		return routable
+	}
+	return keep
 }
 
 // deliverComment answers a request made in a GitHub issue there: the
