@@ -36,6 +36,9 @@ type Bisection struct {
 	Steps     []BisectStep
 	// URL is the bisection's dashboard page.
 	URL string
+	// Config, Compiler, Lab and Test say how every step was built and
+	// measured, as a series reply's lines do ("" lines are left out).
+	Config, Compiler, Lab, Test string
 	// To are the lists a mailed report goes to.
 	To []string
 }
@@ -164,6 +167,7 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 	} else {
 		fmt.Fprintf(&body, "%s, but no culprit was confirmed:\n%s\n\n", b.found(c), b.Summary)
 	}
+	body.WriteString(b.setup())
 	fmt.Fprintf(&body, "good: %s\nbad:  %s\n\nsteps:\n", b.Good, b.Bad)
 	for _, s := range b.Steps {
 		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, Short(s.Commit), s.Outcome, s.Detail)
@@ -203,4 +207,19 @@ func RenderBisectionComment(c *Config, b *Bisection, login string) string {
 	fmt.Fprintf(&s, "Details and traces: %s\n\n", b.URL)
 	s.WriteString(commentSignature(c))
 	return s.String()
+}
+
+// setup is how the steps were built and measured, a series reply's
+// lines (infoBlock's labels), and a blank line; "" when nothing is known.
+func (b *Bisection) setup() string {
+	var out strings.Builder
+	for _, l := range [][2]string{{"config", b.Config}, {"compiler", b.Compiler}, {"lab", b.Lab}, {"test", b.Test}} {
+		if l[1] != "" {
+			fmt.Fprintf(&out, "%-14s %s\n", l[0]+":", l[1])
+		}
+	}
+	if out.Len() == 0 {
+		return ""
+	}
+	return out.String() + "\n"
 }

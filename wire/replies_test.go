@@ -382,7 +382,7 @@ func TestRepliesGolden(t *testing.T) {
 		if fmt.Sprint(e.Envelope) != "[linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org]" {
 			t.Errorf("envelope %q", e.Envelope)
 		}
-		if !strings.Contains(string(e.Raw), "fails again (once), its parent passes again (once)") {
+		if !strings.Contains(string(e.Raw), "fails again (once), its parent passes again (once)") || !strings.Contains(string(e.Raw), "\nlab:           two QEMU TCG guests") {
 			t.Errorf("confirmations:\n%s", e.Raw)
 		}
 	})

@@ -665,6 +665,12 @@ func (r *Replier) bisection(rep flow.Report) *reports.Bisection {
 	for _, s := range b.Steps {
 		out.Steps = append(out.Steps, reports.BisectStep{N: s.N, Phase: s.Phase, Commit: s.Commit, Outcome: s.Outcome, Detail: s.Detail})
 	}
+	pair := rep.Lab
+	if pair == "" {
+		pair = r.Lab.DefaultPair()
+	}
+	name, test := r.Lab.TestWords()
+	out.Config, out.Compiler, out.Lab, out.Test = r.Kernels.Config, r.Kernels.Compiler, r.Lab.PairWords(pair), name+": "+test
 	for _, l := range r.Lists {
 		if l != "" {
 			out.To = append(out.To, l)
