@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/riverqueue/river"
 
 	"github.com/rdmabot/rdmabot/bot/bisect"
@@ -443,6 +445,9 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		if err == nil {
 			rb.CulpritTitle, rb.CulpritAuthor, rb.CulpritSignoffs, err = commitPeople(repo, bis.Culprit)
 		}
+		if err == nil {
+			rb.CulpritFiles, err = commitFiles(repo, bis.Culprit)
+		}
 		if err != nil {
 			tr.Logf("the report goes to the lists alone: %v", err)
 		}
@@ -493,6 +498,42 @@ func commitPeople(repo *git.Repository, sha string) (title, author string, signo
 		signoffs = append(signoffs, plainAddress(s.Name, s.Address))
 	}
 	return title, author, signoffs, nil
+}
+
+// commitFiles are the files commit sha changes against its first
+// parent (both names of a rename).
+func commitFiles(repo *git.Repository, sha string) ([]string, error) {
+	c, err := repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return nil, fmt.Errorf("culprit %s: %w", short(sha), err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	var ptree *object.Tree
+	if c.NumParents() > 0 {
+		p, err := c.Parent(0)
+		if err != nil {
+			return nil, err
+		}
+		if ptree, err = p.Tree(); err != nil {
+			return nil, err
+		}
+	}
+	changes, err := object.DiffTree(ptree, tree)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, ch := range changes {
+		for _, n := range []string{ch.From.Name, ch.To.Name} {
+			if n != "" && !slices.Contains(files, n) {
+				files = append(files, n)
+			}
+		}
+	}
+	return files, nil
 }
 
 // plainAddress writes name and addr as a reply's body shows them: UTF-8

@@ -401,6 +401,10 @@ func TestMainlineRegressionBisected(t *testing.T) {
 	if r.Bisect.CulpritTitle != "commit 13" || r.Bisect.CulpritAuthor != "t <t@example.org>" {
 		t.Errorf("culprit %q by %q, want \"commit 13\" by t <t@example.org>", r.Bisect.CulpritTitle, r.Bisect.CulpritAuthor)
 	}
+	// Its files, whose lists hear of it: commit 13 added f13 and SLOW.
+	if got := strings.Join(r.Bisect.CulpritFiles, " "); got != "SLOW f13" {
+		t.Errorf("culprit files %q, want SLOW f13", got)
+	}
 	// The fake slow kernel writes at 52 against 100, each boot +-2: the
 	// title names the commit, the metric and a change of about -48 %.
 	wantTitle := regexp.MustCompile(`^\[mainline\] ` + commits[13][:12] + `: nfs-rdma write_MBps -(4[5-9]|5[01])% regression$`)

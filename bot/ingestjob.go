@@ -197,6 +197,9 @@ func (b *Bot) seriesTest(ctx context.Context, tx *sql.Tx, s flow.Series, o flow.
 	if err != nil {
 		return store.Test{}, err
 	}
+	if err := b.st.AddSeriesReviews(ctx, tx, sid, s.Reviews); err != nil {
+		return store.Test{}, err
+	}
 	key := fmt.Sprintf("series:%s:v%d:%s", s.MsgID, s.Version, rowTree)
 	if o.Command != nil {
 		// Asked for in a reply: a test of its own, once per command mail.

@@ -45,11 +45,15 @@ type Base struct {
 	Reason       BaseReason
 	// Detail is one sentence for the report.
 	Detail string
-	// Why says, for BaseFromRoute, which rule picked Branch ("a fix
-	// (Fixes: trailer)"); for the others, a tree the series' files
+	// Why says, for BaseFromRoute, which rule picked which branch ("a
+	// fix (Fixes: trailer) goes on nfsd-fixes"); for the others, a tree the series' files
 	// belong to that the store does not hold ("" when none): the base
 	// chosen instead is not the maintainers' branch.
 	Why string
+	// Tried says, for BaseFromRoute, the tree's branches the series did
+	// not apply to before Branch, or that it applies to none of them
+	// ("" when it applies to the rule's branch).
+	Tried string
 }
 
 // DefaultBaseSearchDepth bounds the blob search: commits per branch,
@@ -70,10 +74,8 @@ func (s *Store) SelectBase(ctx context.Context, series flow.Series, trees []Tree
 	}
 	route, why := routeOf(series, trees)
 	if route != nil {
-		ref, err := s.Repository().Reference(TreeRef(route.Name, why.branch), true)
-		if err == nil {
-			return &Base{Commit: ref.Hash(), Tree: route.Name, Branch: why.branch, Reason: BaseFromRoute, Why: why.rule,
-				Detail: fmt.Sprintf("the series' files are %s's: %s goes on the head of %s/%s", route.Name, why.rule, route.Name, why.branch)}, nil
+		if _, err := s.Repository().Reference(TreeRef(route.Name, why.branch), true); err == nil {
+			return s.routedBase(ctx, series.Patches, route, why)
 		}
 	}
 	b, err := s.selectUnrouted(ctx, series, trees, depth)

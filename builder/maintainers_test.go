@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/flow"
 )
 
 func readMaintainersExcerpt(t *testing.T) []byte {
@@ -190,6 +193,17 @@ func TestMaintainersAt(t *testing.T) {
 	}
 	if _, err := st.MaintainersAt(plumbing.NewHash(strings.Repeat("1", 40))); err == nil {
 		t.Error("a commit not in the store")
+	}
+	// The lists a bisection report about these files goes to.
+	stage := &Stage{Store: st}
+	if got, err := stage.ListsAt(context.Background(), with, []string{"drivers/infiniband/sw/rxe/rxe_comp.c"}); err != nil || strings.Join(got, " ") != "linux-rdma@vger.kernel.org" {
+		t.Errorf("ListsAt: %v, %v", got, err)
+	}
+	if got, err := stage.ListsAt(context.Background(), without, []string{"drivers/infiniband/sw/rxe/rxe_comp.c"}); err != nil || got != nil {
+		t.Errorf("ListsAt without MAINTAINERS: %v, %v", got, err)
+	}
+	if _, err := stage.ListsAt(context.Background(), strings.Repeat("1", 40), nil); err == nil || !flow.IsInfra(err) {
+		t.Errorf("ListsAt a commit not in the store: %v", err)
 	}
 }
 

@@ -1,8 +1,13 @@
 package builder
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/glob"
@@ -72,4 +77,62 @@ func coversAll(globs []string, files []string) bool {
 		}
 	}
 	return true
+}
+
+// routedBase is the head of the branch the rule chose (why) on tree t,
+// when the series applies there; else of the first other branch of t,
+// in its order, that it applies to; else of the rule's branch again,
+// saying it applies to none (its APPLY_FAILED then names each one).
+// A trial apply leaves no ref.
+func (s *Store) routedBase(ctx context.Context, patches []*flow.Message, t *TreeConfig, why routeChoice) (*Base, error) {
+	order := []string{why.branch}
+	for _, b := range t.Branches {
+		if b != why.branch {
+			order = append(order, b)
+		}
+	}
+	var tried []string
+	for _, branch := range order {
+		ref, err := s.Repository().Reference(TreeRef(t.Name, branch), true)
+		if err != nil {
+			continue // not fetched: not tried
+		}
+		ok, err := s.applies(ctx, ref.Hash(), patches)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			b := &Base{Commit: ref.Hash(), Tree: t.Name, Branch: branch, Reason: BaseFromRoute, Why: why.rule + " goes on " + why.branch,
+				Detail: fmt.Sprintf("the series' files are %s's: %s goes on the head of %s/%s", t.Name, why.rule, t.Name, why.branch)}
+			if len(tried) > 0 {
+				b.Tried = fmt.Sprintf("it does not apply to %s, so %s/%s", strings.Join(tried, ", "), t.Name, branch)
+				b.Detail += "; " + b.Tried
+			}
+			return b, nil
+		}
+		tried = append(tried, t.Name+"/"+branch)
+	}
+	ref, err := s.Repository().Reference(TreeRef(t.Name, why.branch), true)
+	if err != nil {
+		return nil, err
+	}
+	b := &Base{Commit: ref.Hash(), Tree: t.Name, Branch: why.branch, Reason: BaseFromRoute, Why: why.rule + " goes on " + why.branch,
+		Tried: "it applies to none of " + strings.Join(tried, ", ")}
+	b.Detail = fmt.Sprintf("%s goes on %s/%s; %s", why.rule, t.Name, why.branch, b.Tried)
+	return b, nil
+}
+
+// applies says whether patches apply on base (Apply's failure is the
+// series'; any other error is returned).
+func (s *Store) applies(ctx context.Context, base plumbing.Hash, patches []*flow.Message) (bool, error) {
+	_, err := s.Apply(ctx, base, patches, ApplyOptions{Committer: Identity{Name: "rdmabot", Email: "rdmabot@localhost"}})
+	var ae *ApplyError
+	var ue *UnsafeError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ae), errors.As(err, &ue):
+		return false, nil
+	}
+	return false, err
 }

@@ -186,3 +186,34 @@ func TestTreeConfigRouteValidate(t *testing.T) {
 		t.Errorf("the defaults: %v", err)
 	}
 }
+
+// A claimed series that does not apply to the rule's branch goes on the
+// first of the tree's other branches it applies to, saying so; one that
+// applies to none stays on the rule's branch and names each one tried,
+// which its APPLY_FAILED reply then shows.
+func TestSelectBaseRouteTriesTheTreesBranches(t *testing.T) {
+	f := newRouteFixture(t)
+	onNext := f.patch(t, f.n1, "fs/nfsd/nfs4proc.c", "PATCH", "")
+	b, err := f.st.SelectBase(context.Background(), readSeries(t, onNext), f.trees, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "the nfsd tree's rule: a series for its files goes on nfsd-testing; it does not apply to nfsd/nfsd-testing, so nfsd/nfsd-next"
+	if b.Commit.String() != f.n1 || b.Branch != "nfsd-next" || baseReasonPhrase(b) != want {
+		t.Errorf("base %+v, phrase %q; want nfsd-next's head, %q", b, baseReasonPhrase(b), want)
+	}
+	nowhere := f.patch(t, f.n1, "fs/nfsd/nfs4proc.c", "PATCH", "")
+	nowhere.Body = strings.ReplaceAll(nowhere.Body, " p2\n", " p9\n")
+	b, err = f.st.SelectBase(context.Background(), readSeries(t, nowhere), f.trees, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "the nfsd tree's rule: a series for its files goes on nfsd-testing; it applies to none of nfsd/nfsd-testing, nfsd/nfsd-next, nfsd/nfsd-fixes"
+	if b.Commit.String() != f.t1 || b.Branch != "nfsd-testing" || baseReasonPhrase(b) != want {
+		t.Errorf("base %+v, phrase %q; want nfsd-testing's head, %q", b, baseReasonPhrase(b), want)
+	}
+	refs := gitT(t, f.st.Dir, "for-each-ref", "--format=%(refname)")
+	if strings.Contains(refs, "series") {
+		t.Errorf("a trial apply left a ref: %s", refs)
+	}
+}

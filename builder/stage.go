@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,6 +84,26 @@ func (b *Stage) MaintainersOf(_ context.Context, commit string, files []string) 
 // nobody.
 func (b *Stage) MaintainersAt(_ context.Context, commit string, files []string) ([]string, error) {
 	return b.maintainers(commit, files, (*Maintainers).SpecificFor)
+}
+
+// ListsAt returns the mailing lists (L:) of every MAINTAINERS section
+// covering files at commit: where a change to them is discussed. A tree
+// without a MAINTAINERS file lists none.
+func (b *Stage) ListsAt(_ context.Context, commit string, files []string) ([]string, error) {
+	m, err := b.Store.MaintainersAt(plumbing.NewHash(commit))
+	if errors.Is(err, ErrNoMaintainers) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, flow.MarkInfra(err)
+	}
+	var out []string
+	for _, c := range m.For(files) {
+		if c.Role == RoleList && !slices.Contains(out, c.Email) {
+			out = append(out, c.Email)
+		}
+	}
+	return out, nil
 }
 
 func (b *Stage) maintainers(commit string, files []string, pick func(*Maintainers, []string) []Contact) ([]string, error) {
@@ -294,7 +315,11 @@ func baseReasonPhrase(b *Base) string {
 	case BaseFromDefault:
 		p = flow.BaseByDefault
 	case BaseFromRoute:
-		return fmt.Sprintf("the %s tree's rule: %s goes on %s", b.Tree, b.Why, b.Branch)
+		p := fmt.Sprintf("the %s tree's rule: %s", b.Tree, b.Why)
+		if b.Tried != "" {
+			p += "; " + b.Tried
+		}
+		return p
 	default:
 		p = string(b.Reason)
 	}

@@ -65,10 +65,13 @@ type BisectReport struct {
 	CulpritTitle    string
 	CulpritAuthor   string
 	CulpritSignoffs []string
-	Metric          string
-	Change          float64
-	Steps           []BisectStep
-	Confirmed       bool
+	// CulpritFiles are the files the culprit changes: whose lists
+	// (MAINTAINERS L:) hear of it.
+	CulpritFiles []string
+	Metric       string
+	Change       float64
+	Steps        []BisectStep
+	Confirmed    bool
 }
 
 // FirstBad is the outcome of a bisection over a series' own patches.

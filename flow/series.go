@@ -51,6 +51,10 @@ type Series struct {
 	// trailers name: one a mainline bisection of the bot's blamed makes
 	// the series a fix of that regression, rerun the same way.
 	Fixes []string `json:"fixes,omitempty"`
+	// Reviews are other bots' reviews in its thread (Sashiko, 0-day,
+	// syzbot) as the lists showed them when last read: a reply links
+	// them instead of repeating them.
+	Reviews []Review `json:"reviews,omitempty"`
 	// Command, set by the ingester, is the command in a reply that
 	// brought the series back: a test or a dispute asked for by mail.
 	Command *Command `json:"-"`
@@ -120,4 +124,13 @@ type Change struct {
 	Text string
 	// Context says Text is a hunk's function context, not a change.
 	Context bool
+}
+
+// Review is another bot's review in a series' thread.
+type Review struct {
+	By        string `json:"by"` // "Sashiko AI review", "syzbot"
+	MessageID string `json:"message_id"`
+	// URL is the review's own page, when its mail links one ("": the
+	// mail on lore).
+	URL string `json:"url,omitempty"`
 }

@@ -3,7 +3,6 @@ package lab
 import (
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/rdmabot/rdmabot/flow"
 )
@@ -14,7 +13,7 @@ import (
 // DMA-mapping and memory-registration paths that hardware takes never
 // runs as it does there, however clean the boots. A reply to a series
 // that changes such code says so, once per limit: docs/lab.md's table
-// "What emulation cannot see" is EmulationTable, checked by a test.
+// "What emulation cannot see" is this table, checked by a test.
 
 // EmulationLimit is one row: the code it is about (files, or functions a
 // changed line or hunk names), what the soft providers do instead, and
@@ -72,18 +71,4 @@ func (l EmulationLimit) applies(changes []flow.Change) bool {
 		}
 	}
 	return false
-}
-
-// EmulationTable is the limits as docs/lab.md shows them.
-func EmulationTable() string {
-	var b strings.Builder
-	b.WriteString("| code | files, or the functions a hunk is in | what rxe/siw under TCG do instead | to test it |\n|---|---|---|---|\n")
-	for _, l := range emulationLimits {
-		funcs := ""
-		if l.Funcs != nil {
-			funcs = ", `" + l.Funcs.String() + "`"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", l.What, strings.ReplaceAll("`"+l.Paths.String()+"`"+funcs, "|", `\|`), l.Limit, l.Instead)
-	}
-	return b.String()
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +57,21 @@ func TestEmulationTableDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(doc), EmulationTable()) {
-		t.Errorf("docs/lab.md lacks the table of what emulation cannot see; it is:\n%s", EmulationTable())
+	if !strings.Contains(string(doc), emulationTable()) {
+		t.Errorf("docs/lab.md lacks the table of what emulation cannot see; it is:\n%s", emulationTable())
 	}
+}
+
+// emulationTable is the limits as docs/lab.md shows them.
+func emulationTable() string {
+	var b strings.Builder
+	b.WriteString("| code | files, or the functions a hunk is in | what rxe/siw under TCG do instead | to test it |\n|---|---|---|---|\n")
+	for _, l := range emulationLimits {
+		funcs := ""
+		if l.Funcs != nil {
+			funcs = ", `" + l.Funcs.String() + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", l.What, strings.ReplaceAll("`"+l.Paths.String()+"`"+funcs, "|", `\|`), l.Limit, l.Instead)
+	}
+	return b.String()
 }

@@ -829,7 +829,6 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 	}
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
-	res.Stalled = r.timedOut != "" && !res.Passed && !crashed
 	res.Corrupt = r.corrupt()
 	return res, nil
 }
@@ -878,7 +877,8 @@ func (r *run) firstMissed(role, fallback string) string {
 	return fallback
 }
 
-// failure is why a booted run did not pass, "" if it did.
+// failure is why a booted run did not pass, "" if it did; a stall (a
+// deadline, no crash) sets res.Stalled.
 func (r *run) failure(res *Result) string {
 	if c := res.Crash(); c != nil && c.Fatal {
 		return c.Title
@@ -888,6 +888,7 @@ func (r *run) failure(res *Result) string {
 	}
 	switch {
 	case r.timedOut != "":
+		res.Stalled = true
 		return r.stallTitle(res)
 	case r.has("client", "MOUNT_FAIL"):
 		return "mount failed"

@@ -50,17 +50,31 @@ type ListConfig struct {
 	URL string `toml:"url"`
 	// Address is the list's posting address, used in Cc of replies.
 	Address string `toml:"address"`
+	// Reply is the list's habit for bots' replies to postings on it:
+	// ReplyList (Cc the list and whom the posting addressed) or
+	// ReplyMaintainers (not the list: the author and the maintainers of
+	// the files only).
+	Reply string `toml:"reply"`
 }
+
+// The reply policies of a list (ListConfig.Reply).
+const (
+	ReplyList        = "list"
+	ReplyMaintainers = "maintainers"
+)
 
 // DefaultConfig watches both lists for svcrdma and ib_core changes.
 func DefaultConfig() Config {
 	return Config{
 		Lists: []ListConfig{
-			{Name: "linux-rdma", URL: "https://lore.kernel.org/linux-rdma", Address: "linux-rdma@vger.kernel.org"},
-			{Name: "linux-nfs", URL: "https://lore.kernel.org/linux-nfs", Address: "linux-nfs@vger.kernel.org"},
+			// The lists' habits as they took to the AI reviewer on both
+			// (2026): replies to the list on linux-rdma, to the NFS
+			// maintainers only on linux-nfs.
+			{Name: "linux-rdma", URL: "https://lore.kernel.org/linux-rdma", Address: "linux-rdma@vger.kernel.org", Reply: ReplyList},
+			{Name: "linux-nfs", URL: "https://lore.kernel.org/linux-nfs", Address: "linux-nfs@vger.kernel.org", Reply: ReplyMaintainers},
 			// The inbox scripts/post.sh feeds, in data_dir: what an operator
 			// posts is tested like the lists' mail, online or not.
-			{Name: "local", URL: "inbox/local", Address: "local@rdmabot.invalid"},
+			{Name: "local", URL: "inbox/local", Address: "local@rdmabot.invalid", Reply: ReplyList},
 		},
 		Paths: []string{
 			"net/sunrpc/xprtrdma/**",
@@ -98,6 +112,9 @@ func (c *Config) Validate() error {
 	for i, l := range c.Lists {
 		if l.Name == "" {
 			return fmt.Errorf("lore.lists[%d].name is empty", i)
+		}
+		if l.Reply != "" && l.Reply != ReplyList && l.Reply != ReplyMaintainers {
+			return fmt.Errorf("lore.lists[%d] %s: reply %q: want %q or %q", i, l.Name, l.Reply, ReplyList, ReplyMaintainers)
 		}
 	}
 	if len(c.Paths) == 0 {

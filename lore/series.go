@@ -82,6 +82,9 @@ type Series struct {
 	// Applied lists the "Applied, thanks!" replies, whoever wrote them:
 	// only a maintainer's means the series was taken (see AppliedBy).
 	Applied []Applied `json:"applied,omitempty"`
+	// Reviews are other bots' reviews in the thread (Sashiko, 0-day,
+	// syzbot), which a reply links.
+	Reviews []flow.Review `json:"reviews,omitempty"`
 	// Versions are the IDs of other versions of the same work (same
 	// change-id, same titles by the same author, or a lore link to
 	// them), ordered by version.
@@ -249,6 +252,7 @@ type entry struct {
 	applied  bool
 	commits  []string
 	commands []Command
+	review   *flow.Review // a reviewer bot's mail (reviewOf)
 }
 
 // NewAssembler checks the globs once.
@@ -371,6 +375,7 @@ func (a *Assembler) add(m *flow.Message, arrived, seen, at time.Time) bool {
 		}
 		e.applied, e.commits = appliedNote(m.Body)
 		e.commands = parseCommands(m.Body)
+		e.review = reviewOf(m)
 	}
 	a.gen++
 	a.byID[m.MessageID] = e
@@ -977,6 +982,9 @@ func (a *Assembler) attachReplies(held []*entry, memberOf map[*entry]*group, ser
 		}
 		if len(f.trailers) > 0 {
 			a.collectTrailers(f, memberOf, seriesOf, patchOf)
+		}
+		if s != nil && f.review != nil && !slices.ContainsFunc(s.Reviews, func(r flow.Review) bool { return r.MessageID == f.review.MessageID }) {
+			s.Reviews = append(s.Reviews, *f.review)
 		}
 		if s != nil && f.applied {
 			s.Applied = append(s.Applied, Applied{By: f.msg.From, MessageID: f.msg.MessageID, Date: f.date, PatchIndex: index, Commits: f.commits, Mail: f.msg})

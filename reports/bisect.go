@@ -36,6 +36,9 @@ type Bisection struct {
 	Steps     []BisectStep
 	// URL is the bisection's dashboard page.
 	URL string
+	// Config, Compiler, Lab and Test say how every step was built and
+	// measured, as a series reply's lines do ("" lines are left out).
+	Config, Compiler, Lab, Test string
 	// To are the lists a mailed report goes to.
 	To []string
 }
@@ -86,11 +89,16 @@ func (b *Bisection) commitRef() string {
 	return fmt.Sprintf("%s (\"%s\")", Short(b.Culprit), oneLine(b.CulpritTitle, 2*MaxSubject))
 }
 
+// RegressionsList is where regzbot reads the regressions it tracks: a
+// confirmed culprit's report Cc's it.
+const RegressionsList = "regressions@lists.linux.dev"
+
 // RenderBisection writes the report of a bisection as a new thread. A
 // confirmed culprit's author is To, as 0-day does, and the lists, the
-// culprit's other sign-offs and the archive list are Cc, with the
-// Reported-by/Closes/Fixes tags and a regzbot line; without a confirmed
-// culprit it goes To the lists (Cc the archive list).
+// culprit's other sign-offs, regzbot's list and the archive list are Cc,
+// with the Reported-by/Closes/Fixes tags and the regzbot lines; without
+// a confirmed culprit it goes To the lists (Cc the archive list), which
+// the replier mails to no one (the dashboard has it).
 func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mail, error) {
 	if len(b.To) == 0 {
 		return nil, fmt.Errorf("no list address to report %s to", b.Title)
@@ -125,6 +133,10 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 			// A malformed sign-off in the tree costs its Cc, not the report.
 			_ = add(&m.Cc, s, "sign-off")
 		}
+		// regzbot reads this list: the #regzbot lines below reach it.
+		if err := add(&m.Cc, RegressionsList, "regressions list"); err != nil {
+			return nil, err
+		}
 	}
 	// The archive list, so the report has a lore URL too; never a list
 	// the report is already To.
@@ -150,11 +162,12 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 			body.WriteString("If you fix the issue in a separate patch/commit (i.e. not just a new version of the same patch/commit), kindly add the following tags:\n")
 			fmt.Fprintf(&body, "| Reported-by: %s\n| Closes: %s\n| Fixes: %s\n\n", c.From, c.CloseURL(msgID), b.commitRef())
 			// regzbot tracks the regression from this line on.
-			fmt.Fprintf(&body, "#regzbot introduced: %s\n\n", Short(b.Culprit))
+			fmt.Fprintf(&body, "#regzbot introduced: %s\n#regzbot title: %s\n\n", Short(b.Culprit), oneLine(b.Title, MaxSubject))
 		}
 	} else {
 		fmt.Fprintf(&body, "%s, but no culprit was confirmed:\n%s\n\n", b.found(c), b.Summary)
 	}
+	body.WriteString(b.setup())
 	fmt.Fprintf(&body, "good: %s\nbad:  %s\n\nsteps:\n", b.Good, b.Bad)
 	for _, s := range b.Steps {
 		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, Short(s.Commit), s.Outcome, s.Detail)
@@ -194,4 +207,19 @@ func RenderBisectionComment(c *Config, b *Bisection, login string) string {
 	fmt.Fprintf(&s, "Details and traces: %s\n\n", b.URL)
 	s.WriteString(commentSignature(c))
 	return s.String()
+}
+
+// setup is how the steps were built and measured, a series reply's
+// lines (infoBlock's labels), and a blank line; "" when nothing is known.
+func (b *Bisection) setup() string {
+	var out strings.Builder
+	for _, l := range [][2]string{{"config", b.Config}, {"compiler", b.Compiler}, {"lab", b.Lab}, {"test", b.Test}} {
+		if l[1] != "" {
+			fmt.Fprintf(&out, "%-14s %s\n", l[0]+":", l[1])
+		}
+	}
+	if out.Len() == 0 {
+		return ""
+	}
+	return out.String() + "\n"
 }

@@ -345,6 +345,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		}
 	}
 	raw(infoBlock(v))
+	if len(in.Thread.Reviews) > 0 {
+		raw(reviewsText(in.Thread.Reviews))
+	}
 	if booted(v.Outcome) {
 		for _, l := range in.Test.Limits {
 			para(l)
@@ -360,6 +363,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	switch v.Outcome {
 	case flow.Pass, flow.Regression, flow.Improvement:
 		raw(Measurements(v))
+		if r := DecisionRule(c, v); r != "" {
+			para(r)
+		}
 	case flow.ApplyFailed:
 		a := in.Apply
 		if a.Index > 0 {
@@ -395,7 +401,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 		if in.Corruption != nil {
 			raw("cmp:\n\n" + indent(excerpt(in.Corruption.Detail, 20)))
 		}
-		raw(Measurements(v))
+		if v.Functional != nil {
+			raw(Measurements(v))
+		}
 	}
 	if v.Outcome == flow.Pass && c.TestedBy {
 		para("If you wish, you may add the following tag to the series:")
@@ -650,4 +658,31 @@ func foldList(l []string) string { return strings.Join(l, ",\n    ") }
 // the lab could not exercise of it is worth saying.
 func booted(o flow.Outcome) bool {
 	return o == flow.Pass || o == flow.Regression || o == flow.Improvement || o == flow.Crash || o == flow.DataCorruption
+}
+
+// reviewsText links the other bots' reviews in the thread, which a reply
+// does not repeat.
+func reviewsText(reviews [][2]string) string {
+	var b strings.Builder
+	b.WriteString("Reviews by other bots in this thread (not repeated here):\n")
+	for _, r := range reviews {
+		fmt.Fprintf(&b, "  %s: %s\n", r[0], r[1])
+	}
+	return b.String()
+}
+
+// DecisionRule is the rule a verdict on the metrics was decided by, in
+// one sentence with the configured figures: why a 3.4 % change can be a
+// REGRESSION while a PASS promises no change of 5 % or more. "" when no
+// metric decided (a transport fault, or nothing compared).
+func DecisionRule(c *Config, v *Verdict) string {
+	if len(v.Decision.Comparisons) == 0 || v.faultHealth() != nil {
+		return ""
+	}
+	cmp := v.Decision.Comparisons[0]
+	e := 100 * c.MinEffect
+	return fmt.Sprintf("The rule: a metric is a regression (or an improvement) when the Mann-Whitney p is below %.2g, "+
+		"its median moved %.1f%% or more, and its %.0f%% interval reaches a change of %.0f%%; "+
+		"it passes when the interval rules out a loss of %.0f%% or more; else more runs are asked for, up to %d per kernel.",
+		cmp.TestAlpha, e/2, 100*cmp.Level, e, e, c.MaxRuns)
 }

@@ -149,3 +149,22 @@ func TestSubjectCapped(t *testing.T) {
 		}
 	}
 }
+
+// Every reply that decides on the metrics says by which rule, with the
+// configured figures; one decided by a transport fault, or with nothing
+// compared, does not.
+func TestDecisionRule(t *testing.T) {
+	c := testConfig()
+	in := input()
+	v := Judge(Rand(in.Thread), c.Policy(), in)
+	if v.Outcome != flow.Pass {
+		t.Fatalf("%s: %s", v.Outcome, v.Reason)
+	}
+	want := "The rule: a metric is a regression (or an improvement) when the Mann-Whitney p is below 0.0011, its median moved 2.5% or more, and its 99% interval reaches a change of 5%; it passes when the interval rules out a loss of 5% or more; else more runs are asked for, up to 30 per kernel."
+	if got := DecisionRule(&c, &v); got != want {
+		t.Errorf("rule %q\nwant %q", got, want)
+	}
+	if got := DecisionRule(&c, &Verdict{Outcome: flow.Crash}); got != "" {
+		t.Errorf("a crash has a rule: %q", got)
+	}
+}

@@ -179,6 +179,8 @@ type Thread struct {
 	Version int
 	// LoreURL links the cover letter or single patch on lore.
 	LoreURL string
+	// Reviews are other bots' reviews in the thread, linked (who, URL).
+	Reviews [][2]string
 }
 
 // Patch is one patch mail of a series.

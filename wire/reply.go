@@ -6,6 +6,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/builder/kbuild"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lore"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 	"github.com/rdmabot/rdmabot/reports/reply"
 )
@@ -21,6 +22,9 @@ func NewReplier(cfg Config, ob *outbox.Outbox, log *slog.Logger) *reply.Replier 
 			DebugConfig: kbuild.ConfigWords(kbuild.DebugLab(cfg.Lab.Default), cfg.Reports.DocsURL)}}
 	for _, l := range cfg.Lore.Lists {
 		r.Lists = append(r.Lists, l.Address)
+		if l.Reply == lore.ReplyMaintainers {
+			r.MaintainersOnly = append(r.MaintainersOnly, l.Address)
+		}
 	}
 	for _, t := range cfg.Builder.Trees {
 		r.TreeURLs[t.Name] = t.URL

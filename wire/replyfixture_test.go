@@ -31,14 +31,15 @@ var update = flag.Bool("update", false, "rewrite golden files (and the fixture r
 // builder's failures as the build job stores them. Its JSON is the
 // contract: reports/reply/fixture_test.go reads the same fields.
 type replyFixture struct {
-	Reports  reports.Config     `json:"reports"`
-	Lab      labWords           `json:"lab"`
-	Kernels  reply.Kernels      `json:"kernels"`
-	Lists    []string           `json:"lists"`
-	TreeURLs map[string]string  `json:"tree_urls"`
-	Side     string             `json:"side"`
-	Series   flow.Series        `json:"series"`
-	Failures map[string]failure `json:"failures"`
+	Reports         reports.Config     `json:"reports"`
+	Lab             labWords           `json:"lab"`
+	Kernels         reply.Kernels      `json:"kernels"`
+	Lists           []string           `json:"lists"`
+	MaintainersOnly []string           `json:"maintainers_only"`
+	TreeURLs        map[string]string  `json:"tree_urls"`
+	Side            string             `json:"side"`
+	Series          flow.Series        `json:"series"`
+	Failures        map[string]failure `json:"failures"`
 }
 
 // labWords is what the default lab says of itself (reply.Lab), for the
@@ -86,7 +87,7 @@ func TestReplyFixture(t *testing.T) {
 	// The toolchain is what kbuild.ProbeToolchain says on the Debian 12
 	// builders (wire.go sets it from the builder).
 	r.Kernels.Compiler = kbuild.Toolchain{Compiler: "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", Binutils: "GNU ld (GNU Binutils for Debian) 2.40"}.Words()
-	f := replyFixture{Reports: r.Cfg, Kernels: r.Kernels, Lists: r.Lists, TreeURLs: r.TreeURLs, Side: r.Sides.CandidateSide(s), Series: s,
+	f := replyFixture{Reports: r.Cfg, Kernels: r.Kernels, Lists: r.Lists, MaintainersOnly: r.MaintainersOnly, TreeURLs: r.TreeURLs, Side: r.Sides.CandidateSide(s), Series: s,
 		Failures: map[string]failure{}}
 	name, test := cfg.Lab.TestWords()
 	f.Lab = labWords{TestName: name, Test: test, DefaultPair: cfg.Lab.DefaultPair(), DebugIterations: cfg.Lab.DebugIterations(),

@@ -235,7 +235,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 		db.Lab = kbuild.DebugLab(kernelLab)
 		stages.DebugBuild = buildStage{&db}
 	}
-	r.Maintainers = b
+	r.Maintainers, r.ListsOf = b, b
 	lo.Maintainers = b
 	return stages, nil
 }

@@ -97,6 +97,13 @@ func TestJudgementTableInChromium(t *testing.T) {
 	if dom := chromium(t, srv.URL+broken); !strings.Contains(dom, "The stored judgement cannot be read: unexpected end of JSON input") {
 		t.Errorf("%s:\n%s", broken, dom)
 	}
+	// One figure per metric: a page with the judgement shows no second
+	// median of other boots beside it (the page of a test without one
+	// still has its medians: TestPagesInChromium).
+	measured := set("measured", string(d.Detail))
+	if body := getBody(t, srv.URL+measured); !strings.Contains(body, `<h2 id="judgement">`) || strings.Contains(body, "<h2>Medians</h2>") {
+		t.Errorf("%s shows the medians beside the judgement:\n%s", measured, body)
+	}
 	apply := set("apply", `{"apply": {"patch": "svcrdma: chain the Write WRs", "index": 2}}`)
 	if body := getBody(t, srv.URL+apply); strings.Contains(body, "Judgement") {
 		t.Errorf("%s shows a judgement:\n%s", apply, body)

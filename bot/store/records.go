@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +74,40 @@ func (s *Store) AddSeries(ctx context.Context, q Querier, r SeriesRow) (int64, e
 		return 0, fmt.Errorf("store: add series: %w", err)
 	}
 	return id, nil
+}
+
+// AddSeriesReviews adds to a stored series the reviews it lacks (other
+// bots' reviews in its thread, flow.Series.Reviews): every poll reads the
+// thread again, and a review often comes after the series was stored.
+func (s *Store) AddSeriesReviews(ctx context.Context, q Querier, id int64, reviews []flow.Review) error {
+	if len(reviews) == 0 {
+		return nil
+	}
+	row, err := s.Series(ctx, q, id)
+	if err != nil {
+		return err
+	}
+	var ser flow.Series
+	if err := json.Unmarshal(row.Data, &ser); err != nil {
+		return fmt.Errorf("store: series %d: %w", id, err)
+	}
+	n := len(ser.Reviews)
+	for _, r := range reviews {
+		if !slices.ContainsFunc(ser.Reviews, func(o flow.Review) bool { return o.MessageID == r.MessageID }) {
+			ser.Reviews = append(ser.Reviews, r)
+		}
+	}
+	if len(ser.Reviews) == n {
+		return nil
+	}
+	data, err := json.Marshal(ser)
+	if err != nil {
+		return err
+	}
+	if _, err := q.ExecContext(ctx, `UPDATE series SET data = $1 WHERE id = $2`, data, id); err != nil {
+		return fmt.Errorf("store: series %d reviews: %w", id, err)
+	}
+	return nil
 }
 
 // Series reads one series.

@@ -604,6 +604,7 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 	readDiffs(&out)
 	readHints(&out)
 	out.Closes, out.Fixes = closesAndFixes(out.Patches)
+	out.Reviews = s.Reviews
 	// The Message-ID replies answer, as the replies' thread finds it.
 	if root := out.RootMail(); root != nil {
 		out.Root = root.MessageID

@@ -43,14 +43,17 @@ func githubGolden(name string) string {
 // thread as the lore stage reads it, and the builder's failures as the
 // build job stores them.
 type fixture struct {
-	Reports  reports.Config     `json:"reports"`
-	Lab      labWords           `json:"lab"`
-	Kernels  Kernels            `json:"kernels"`
-	Lists    []string           `json:"lists"`
-	TreeURLs map[string]string  `json:"tree_urls"`
-	Side     string             `json:"side"`
-	Series   flow.Series        `json:"series"`
-	Failures map[string]failure `json:"failures"`
+	Reports reports.Config `json:"reports"`
+	Lab     labWords       `json:"lab"`
+	Kernels Kernels        `json:"kernels"`
+	Lists   []string       `json:"lists"`
+	// MaintainersOnly are the lists that hear of a reply through their
+	// maintainers only (lore.lists reply), as wire sets them.
+	MaintainersOnly []string           `json:"maintainers_only"`
+	TreeURLs        map[string]string  `json:"tree_urls"`
+	Side            string             `json:"side"`
+	Series          flow.Series        `json:"series"`
+	Failures        map[string]failure `json:"failures"`
 }
 
 // labWords is what the default lab says of itself, for the pairs and
@@ -159,7 +162,7 @@ func newReplyRig(t *testing.T, mods ...func(*reports.Config)) *replyRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Replier{Cfg: cfg, Outbox: ob, Lab: &f.Lab, Limits: &f.Lab, Sides: side(f.Side), Lists: f.Lists, TreeURLs: f.TreeURLs, Kernels: f.Kernels,
+	r := &Replier{Cfg: cfg, Outbox: ob, Lab: &f.Lab, Limits: &f.Lab, Sides: side(f.Side), Lists: f.Lists, MaintainersOnly: f.MaintainersOnly, TreeURLs: f.TreeURLs, Kernels: f.Kernels,
 		Now: func() time.Time { return replyNow }}
 	return &replyRig{r: r, ob: ob, s: f.Series, f: f}
 }

@@ -271,10 +271,11 @@ func TestRepliesGolden(t *testing.T) {
 		if m.Header.Get("In-Reply-To") != "" || m.Header.Get("References") != "" || m.Header.Get("Auto-Submitted") != "auto-generated" {
 			t.Errorf("a new thread has headers %v", m.Header)
 		}
-		if fmt.Sprint(e.Envelope) != "[linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org local@rdmabot.invalid]" {
+		// The local inbox's address never resolves: not a recipient.
+		if fmt.Sprint(e.Envelope) != "[linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org]" {
 			t.Errorf("envelope %q", e.Envelope)
 		}
-		if !strings.Contains(string(e.Raw), "fails again (once), its parent passes again (once)") {
+		if !strings.Contains(string(e.Raw), "fails again (once), its parent passes again (once)") || !strings.Contains(string(e.Raw), "\nlab:           two QEMU TCG guests") {
 			t.Errorf("confirmations:\n%s", e.Raw)
 		}
 	})
@@ -287,6 +288,10 @@ func TestRepliesGolden(t *testing.T) {
 		rep.Bisect.CulpritTitle = "svcrdma: Add Write chunk WRs to the RPC's Send WR chain"
 		rep.Bisect.CulpritAuthor = "Chuck Lever <chuck.lever@oracle.com>"
 		rep.Bisect.CulpritSignoffs = []string{"Anna Schumaker <anna@kernel.org>", "<linux-nfs@vger.kernel.org>"}
+		// The culprit's files are linux-nfs's (MAINTAINERS L:): the
+		// report goes to that configured list alone.
+		rep.Bisect.CulpritFiles = []string{"net/sunrpc/xprtrdma/svc_rdma_sendto.c"}
+		g.r.ListsOf = listsAt{"a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", []string{"linux-nfs@vger.kernel.org", "netdev@vger.kernel.org"}}
 		e := g.deliver(t, rep)
 		golden(t, "replies/bisection_culprit.eml", e.Raw)
 		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
@@ -296,29 +301,31 @@ func TestRepliesGolden(t *testing.T) {
 		if to := m.Header.Get("To"); to != `"Chuck Lever" <chuck.lever@oracle.com>` {
 			t.Errorf("To: %q, want the culprit's author alone", to)
 		}
-		if fmt.Sprint(e.Envelope) != "[chuck.lever@oracle.com linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org local@rdmabot.invalid anna@kernel.org]" {
+		if fmt.Sprint(e.Envelope) != "[chuck.lever@oracle.com linux-nfs@vger.kernel.org anna@kernel.org regressions@lists.linux.dev]" {
 			t.Errorf("envelope %q: each address once", e.Envelope)
 		}
 		body := string(e.Raw)
 		ref := `a1b2c3d4e5f6 ("svcrdma: Add Write chunk WRs to the RPC's Send WR chain")`
 		for _, want := range []string{"commit: " + ref + "\nauthor: Chuck Lever <chuck.lever@oracle.com>\n",
 			"| Reported-by: rdmabot <rdmabot@rdmabot.invalid>\n| Closes: https://lore.kernel.org/r/" + strings.Trim(m.Header.Get("Message-ID"), "<>") + "/\n| Fixes: " + ref + "\n",
-			"\n#regzbot introduced: a1b2c3d4e5f6\n"} {
+			"\n#regzbot introduced: a1b2c3d4e5f6\n#regzbot title: [mainline] 0f1e2d3c4b5a: nfs-rdma copy_MBps -48% regression\n"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("the report lacks %q:\n%s", want, body)
 			}
 		}
 	})
-	// Unconfirmed, the report blames no one: the lists alone, no tags.
+	// Unconfirmed, the bisection is mailed to no one (the dashboard has
+	// it); rendered, it blames no one: the lists alone, no tags.
 	t.Run("BISECTION_UNCONFIRMED", func(t *testing.T) {
 		g := newReplyRig(t)
 		rep := bisection(flow.Origin{Kind: "mainline"})
 		rep.Bisect.Confirmed, rep.Summary = false, "the confirmation runs disagree: not blaming a1b2c3d4e5f6"
 		rep.Bisect.CulpritAuthor = "Chuck Lever <chuck.lever@oracle.com>"
-		e := g.deliver(t, rep)
-		if fmt.Sprint(e.Envelope) != "[linux-rdma@vger.kernel.org linux-nfs@vger.kernel.org local@rdmabot.invalid]" ||
-			strings.Contains(string(e.Raw), "Fixes:") || strings.Contains(string(e.Raw), "#regzbot") {
-			t.Errorf("an unconfirmed culprit is blamed (envelope %q):\n%s", e.Envelope, e.Raw)
+		g.quiet(t, rep)
+		m, err := reports.RenderBisection(&g.r.Cfg, &reports.Bisection{Title: rep.Title, Confirmed: false, Culprit: rep.Bisect.Culprit,
+			CulpritAuthor: rep.Bisect.CulpritAuthor, To: []string{"linux-rdma@vger.kernel.org"}}, "x@rdmabot.invalid", replyNow)
+		if err != nil || fmt.Sprint(m.To, m.Cc) != "[<linux-rdma@vger.kernel.org>] []" || strings.Contains(m.Body, "Fixes:") || strings.Contains(m.Body, "#regzbot") {
+			t.Errorf("an unconfirmed culprit is blamed (%v): To %v Cc %v\n%s", err, m.To, m.Cc, m.Body)
 		}
 	})
 	t.Run("GITHUB_BISECTION", func(t *testing.T) {
@@ -489,7 +496,7 @@ func (m maintainersAt) MaintainersAt(_ context.Context, commit string, _ []strin
 // setting off, only the lists are.
 func TestReplyCcsMaintainers(t *testing.T) {
 	for _, on := range []bool{true, false} {
-		g := newReplyRig(t)
+		g := everyListTakesReplies(newReplyRig(t))
 		g.r.Cfg.CCMaintainers = on
 		runs := 2 * g.r.Cfg.Runs
 		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
@@ -520,7 +527,7 @@ func TestReplyCcsMaintainers(t *testing.T) {
 // asked for, even a REGRESSION, goes to the one who asked alone and
 // spends no list's daily replies.
 func TestReplyCcsThePostingsRecipients(t *testing.T) {
-	g := newReplyRig(t, func(c *reports.Config) { c.OptOut = []string{"opted@example.org", "@quiet.example"} })
+	g := everyListTakesReplies(newReplyRig(t, func(c *reports.Config) { c.OptOut = []string{"opted@example.org", "@quiet.example"} }))
 	root := g.s.RootMail()
 	root.Cc = append(root.Cc, flow.Address{Name: "Pat Peer", Email: "pat@example.org"}, flow.Address{Email: "opted@example.org"},
 		flow.Address{Email: "list@quiet.example"})
@@ -564,4 +571,85 @@ func TestReplyCcsThePostingsRecipients(t *testing.T) {
 	if to := m.Header.Get("To"); to != "<x@throwaway.example>" || m.Header.Get("Cc") != "" || len(e.Lists) != 0 {
 		t.Errorf("an asked-for REGRESSION: To %s, Cc %q, lists %v", to, m.Header.Get("Cc"), e.Lists)
 	}
+}
+
+// everyListTakesReplies sets every list's habit to "list" (lore.lists
+// reply): the tests of the posting's own recipients read them without
+// any list's habit.
+func everyListTakesReplies(g *replyRig) *replyRig {
+	g.r.MaintainersOnly = nil
+	return g
+}
+
+// lore.lists reply: by default linux-rdma hears of a reply and linux-nfs
+// only through its maintainers. A posting to both is answered on
+// linux-rdma alone (with whom it addressed and the maintainers); one to
+// linux-nfs alone goes to its author and the maintainers of its files,
+// not to the list or the others it addressed.
+func TestListReplyHabits(t *testing.T) {
+	maint := []string{"jlayton@kernel.org"}
+	regression := func(g *replyRig) (*outbox.Entry, string) {
+		g.r.Maintainers = maintainersAt{"6613476e225e090cc9aad49be7fa504e290dd33d", maint}
+		runs := 2 * g.r.Cfg.Runs
+		base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
+		d := decide(t, g.r, base, cand)
+		e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
+		m, err := mail.ReadMessage(bytes.NewReader(e.Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, strings.Join(strings.Fields(m.Header.Get("To")+" | "+m.Header.Get("Cc")), " ")
+	}
+	g := newReplyRig(t)
+	root := g.s.RootMail()
+	root.Cc = append(root.Cc, flow.Address{Name: "Pat Peer", Email: "pat@example.org"})
+	e, rcpt := regression(g)
+	if want := `"Chuck Lever" <cel@kernel.org> | <linux-rdma@vger.kernel.org>, "Pat Peer" <pat@example.org>, <jlayton@kernel.org>`; rcpt != want || len(e.Lists) != 1 {
+		t.Errorf("to both lists: %s (lists %v), want %s", rcpt, e.Lists, want)
+	}
+
+	g = newReplyRig(t)
+	root = g.s.RootMail()
+	root.To, root.Cc = []flow.Address{{Email: "linux-nfs@vger.kernel.org"}}, []flow.Address{{Name: "Pat Peer", Email: "pat@example.org"}}
+	for _, p := range g.s.Patches {
+		p.To, p.Cc = root.To, root.Cc
+	}
+	e, rcpt = regression(g)
+	if want := `"Chuck Lever" <cel@kernel.org> | <jlayton@kernel.org>`; rcpt != want || len(e.Lists) != 0 {
+		t.Errorf("to linux-nfs alone: %s (lists %v), want %s", rcpt, e.Lists, want)
+	}
+}
+
+// A review by another bot in the thread (Sashiko's, as the lore stage
+// keeps it) is linked, not repeated; a syzbot mail by its lore page.
+func TestReplyLinksOtherReviews(t *testing.T) {
+	g := newReplyRig(t)
+	g.s.Reviews = []flow.Review{{By: "Sashiko AI review", MessageID: "20260515115959.3D9D2C2BCB0@smtp.kernel.org",
+		URL: "https://sashiko.dev/#/patchset/170708844422.28128.2979813721958631192.stgit%40bazille.1015granger.net?part=1"},
+		{By: "syzbot", MessageID: "000000000000abcd@google.com"}}
+	runs := 2 * g.r.Cfg.Runs
+	base, cand := samples(runs, 100, 2), samples(runs, 52, 2)
+	d := decide(t, g.r, base, cand)
+	e := g.deliver(t, g.report(1, d.Verdict, d.Summary, d.Detail, base, cand))
+	golden(t, "replies/regression_reviewed.eml", e.Raw)
+	for _, want := range []string{"Reviews by other bots in this thread (not repeated here):\n" +
+		"  Sashiko AI review: https://sashiko.dev/#/patchset/170708844422.28128.2979813721958631192.stgit%40bazille.1015granger.net?part=1\n" +
+		"  syzbot: https://lore.kernel.org/r/000000000000abcd@google.com/\n"} {
+		if !strings.Contains(string(e.Raw), want) {
+			t.Errorf("no %q in\n%s", want, e.Raw)
+		}
+	}
+}
+
+// listsAt is MAINTAINERS' lists for any files at one commit.
+type listsAt struct {
+	commit string
+	lists  []string
+}
+
+func (l listsAt) ListsAt(_ context.Context, commit string, _ []string) ([]string, error) {
+	if commit != l.commit {
+		return nil, fmt.Errorf("no tree has %s", commit)
+	}
+	return l.lists, nil
 }

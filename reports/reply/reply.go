@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/mail"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -212,6 +213,10 @@ type Replier struct {
 	Outbox *outbox.Outbox
 	// Lists are the list addresses a bisection's report goes to.
 	Lists []string
+	// MaintainersOnly are the lists whose habit is to hear of a bot's
+	// reply through their maintainers only (lore.lists reply =
+	// "maintainers"): never Cc'd on a reply to a posting.
+	MaintainersOnly []string
 	// TreeURLs give each base's tree its URL.
 	TreeURLs map[string]string
 	// Lab describes the pairs and the test every reply names.
@@ -223,6 +228,9 @@ type Replier struct {
 	Sides Sides
 	// Limits names what the pair could not exercise (nil: nothing said).
 	Limits Limits
+	// ListsOf names a culprit's lists, which its bisection report goes
+	// to (nil: every configured list).
+	ListsOf ListLookup
 	// Maintainers reads MAINTAINERS for the Cc line; nil where no tree
 	// is (a process without the build role).
 	Maintainers MaintainerLookup
@@ -253,7 +261,37 @@ func (r *Replier) thread(s *flow.Series) (reports.Thread, error) {
 		}
 	}
 	t.Addressed = r.mailable(addressed(s, r.Cfg.From))
+	r.listHabits(&t)
+	for _, rv := range s.Reviews {
+		u := rv.URL
+		if u == "" {
+			u = "https://lore.kernel.org/r/" + url.PathEscape(rv.MessageID) + "/"
+		}
+		t.Reviews = append(t.Reviews, [2]string{rv.By, u})
+	}
 	return t, nil
+}
+
+// listHabits keeps each list's habit for a bot's reply (lore.lists
+// reply): a list that hears only through its maintainers is not Cc'd,
+// and a posting that went to no list taking replies is answered to its
+// author and the maintainers of its files alone (Thread.Cc), not to the
+// others it addressed.
+func (r *Replier) listHabits(t *reports.Thread) {
+	quiet := func(a string) bool {
+		box, err := reports.Mailbox(a)
+		return err == nil && slices.ContainsFunc(r.MaintainersOnly, func(l string) bool { return strings.EqualFold(l, box) })
+	}
+	keep := slices.DeleteFunc(slices.Clone(t.Lists), quiet)
+	if len(keep) == len(t.Lists) {
+		return
+	}
+	t.Lists = keep
+	if len(keep) == 0 {
+		t.Addressed = nil
+		return
+	}
+	t.Addressed = slices.DeleteFunc(t.Addressed, quiet)
 }
 
 // mailable drops the addresses that opted out (reports.opt_out) from a
@@ -333,6 +371,12 @@ type Limits interface {
 // (lab.Runner).
 type Sides interface {
 	CandidateSide(s flow.Series) string
+}
+
+// ListLookup names the mailing lists MAINTAINERS gives (L:) for files
+// at a commit.
+type ListLookup interface {
+	ListsAt(ctx context.Context, commit string, files []string) ([]string, error)
 }
 
 // MaintainerLookup lists the maintainers and reviewers MAINTAINERS
@@ -647,6 +691,12 @@ func (r *Replier) bisection(rep flow.Report) *reports.Bisection {
 	for _, s := range b.Steps {
 		out.Steps = append(out.Steps, reports.BisectStep{N: s.N, Phase: s.Phase, Commit: s.Commit, Outcome: s.Outcome, Detail: s.Detail})
 	}
+	pair := rep.Lab
+	if pair == "" {
+		pair = r.Lab.DefaultPair()
+	}
+	name, test := r.Lab.TestWords()
+	out.Config, out.Compiler, out.Lab, out.Test = r.Kernels.Config, r.Kernels.Compiler, r.Lab.PairWords(pair), name+": "+test
 	for _, l := range r.Lists {
 		if l != "" {
 			out.To = append(out.To, l)
@@ -658,6 +708,14 @@ func (r *Replier) bisection(rep flow.Report) *reports.Bisection {
 // deliverBisection starts a new thread on the lists with the culprit, the
 // good and bad heads and every step and confirmation.
 func (r *Replier) deliverBisection(ctx context.Context, rep flow.Report) error {
+	if rep.Bisect != nil && !rep.Bisect.Confirmed {
+		// A culprit its confirmation runs did not bear out is no news
+		// for a list: the dashboard has the bisection.
+		if r.Log != nil {
+			r.Log.Info("reports: an unconfirmed bisection is not mailed; the dashboard has it", "key", rep.Key)
+		}
+		return nil
+	}
 	now := r.Now()
 	th := reports.Thread{MessageID: rep.Key, Version: 1}
 	id, err := reports.NewMessageID(now, reports.Rand(th), r.Cfg.From)
@@ -665,6 +723,7 @@ func (r *Replier) deliverBisection(ctx context.Context, rep flow.Report) error {
 		return err
 	}
 	b := r.bisection(rep)
+	b.To = r.culpritLists(ctx, rep, b.To)
 	m, err := reports.RenderBisection(&r.Cfg, b, id, now)
 	if err != nil {
 		return err
@@ -678,6 +737,42 @@ func (r *Replier) deliverBisection(ctx context.Context, rep flow.Report) error {
 	reply := outbox.FromMail(m, th)
 	reply.InReplyTo = "" // a new thread
 	return r.enqueue(ctx, reply)
+}
+
+// culpritLists are the lists a bisection report goes to: of the
+// configured lists (all), those the culprit's files belong to
+// (MAINTAINERS L: at the culprit), when it names any; else all of them;
+// never one whose domain never resolves (the local inbox's).
+func (r *Replier) culpritLists(ctx context.Context, rep flow.Report, all []string) []string {
+	var routable []string
+	for _, l := range all {
+		if a, err := mail.ParseAddress(l); err == nil {
+			if _, domain, _ := strings.Cut(a.Address, "@"); !reports.LocalHost(domain) {
+				routable = append(routable, l)
+			}
+		}
+	}
+	b := rep.Bisect
+	if r.ListsOf == nil || b == nil || b.Culprit == "" || len(b.CulpritFiles) == 0 {
+		return routable
+	}
+	theirs, err := r.ListsOf.ListsAt(ctx, b.Culprit, b.CulpritFiles)
+	if err != nil {
+		if r.Log != nil {
+			r.Log.Warn("reports: the culprit's lists not read; the report goes to every list", "culprit", b.Culprit, "err", err)
+		}
+		return routable
+	}
+	var keep []string
+	for _, l := range routable {
+		if slices.ContainsFunc(theirs, func(t string) bool { return strings.EqualFold(t, l) }) {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		return routable
+	}
+	return keep
 }
 
 // deliverComment answers a request made in a GitHub issue there: the
