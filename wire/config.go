@@ -79,6 +79,15 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
+	// lab.fstests.source may be a path beside the config file (the
+	// checkout's snapshot).
+	if src := c.Lab.Fstests.Source; src != "" && !filepath.IsAbs(src) && !lab.IsURL(src) {
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(path), src))
+		if err != nil {
+			return Config{}, fmt.Errorf("config %s: lab.fstests.source: %w", path, err)
+		}
+		c.Lab.Fstests.Source = abs
+	}
 	return c, nil
 }
 

@@ -145,6 +145,14 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	if pressure != nil {
 		stages.Profiles = append(stages.Profiles, pressure)
 	}
+	// fstests last: its group is the longest boot of all.
+	fstests, err := lab.NewFstests(l)
+	if err != nil {
+		return bot.Stages{}, err
+	}
+	if fstests != nil {
+		stages.Profiles = append(stages.Profiles, fstests)
+	}
 	// The kernel is configured for the pair that boots it: the QEMU
 	// guests' tinyconfig, or a real pair's defconfig with its adapters.
 	kernelLab, err := cfg.Lab.KernelLab(cfg.Lab.Default)
