@@ -326,3 +326,53 @@ func TestFstestsProfile(t *testing.T) {
 		t.Errorf("off: %v %v", p, err)
 	}
 }
+
+// client_fstests runs check once per test and says what check left: a
+// notrun's reason, a pass, a failure with the start of its .out.bad diff
+// and fsx's log lines, bounded; the host reads exactly those markers.
+func TestClientFstestsMarkers(t *testing.T) {
+	fst, run := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(fst, "tests", "generic"), 0o755)
+	os.WriteFile(filepath.Join(fst, "tests", "generic", "091.out"), []byte("QA output created by 091\nok\n"), 0o644)
+	// A stand-in check: 001 is not run, 075 passes, 091 reads bad data.
+	check := `#!/bin/sh
+[ "$1" = -nfs ] && [ "$FSTYP" = nfs ] && [ "$NFS_MOUNT_OPTIONS" = "-o proto=rdma,port=20049,vers=4.2" ] || { echo "bad env"; exit 1; }
+r=results/$2; mkdir -p results/generic
+case $2 in
+generic/001) echo "this test requires a valid \$SCRATCH_DEV" >$r.notrun; echo "Not run: $2" ;;
+generic/075) echo "Passed all 1 tests" ;;
+generic/091) printf 'QA output created by 091\nfsx failed\n' >$r.out.bad
+	for i in $(seq 1 30); do echo "READ BAD DATA: offset = $i"; done >$r.full
+	echo "Failures: $2" ;;
+esac
+`
+	os.WriteFile(filepath.Join(fst, "check"), []byte(check), 0o755)
+	out := runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_PEER": "10.99.0.1",
+		"RB_VERS": "4.2", "RB_TESTS": "generic/001,generic/075,generic/091"})
+	f := &fstestsResults{group: []string{"generic/001", "generic/075", "generic/091"}}
+	for _, l := range strings.Split(out, "\n") {
+		m, ok := parseMarker(l)
+		if !ok {
+			continue
+		}
+		if why := f.note(m, l); why != "" {
+			t.Fatalf("%s\n%s", why, out)
+		}
+	}
+	if f.missing() != "" {
+		t.Fatalf("%s\n%s", f.missing(), out)
+	}
+	r := f.tests
+	if r[0].Status != flow.TestNotRun || r[0].Why != "this test requires a valid $SCRATCH_DEV " || r[1].Status != flow.TestPass ||
+		r[2].Status != flow.TestFail || !r[2].Corrupt || !strings.Contains(r[2].Why, "+fsx failed") {
+		t.Errorf("%+v\n%s", r, out)
+	}
+	// fsx's lines are bounded: 12 of its 30.
+	if n := strings.Count(r[2].Why, "READ BAD DATA"); n != 12 {
+		t.Errorf("%d fsx lines in %q", n, r[2].Why)
+	}
+	os.Remove(filepath.Join(fst, "check"))
+	if out := runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_TESTS": "generic/001"}); !strings.Contains(out, "@@RB FSTESTS_FAIL why=no fstests in the image") {
+		t.Errorf("no check: %s", out)
+	}
+}
