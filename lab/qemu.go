@@ -122,7 +122,9 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 
 // Run implements Pair.
 func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
-	return repeatWhileBusy(ctx, p.cfg, p.log, t.Load != nil, func() (*Result, error) { return p.runOnce(ctx, k, t) })
+	// The fstests test's figures are never compared either: its
+	// results are its tests'.
+	return repeatWhileBusy(ctx, p.cfg, p.log, t.Load != nil || t.Fstests != nil, func() (*Result, error) { return p.runOnce(ctx, k, t) })
 }
 
 // withBuildIDs is k with each side's build id read from its bzImage
