@@ -149,13 +149,13 @@ func TestFstestsEvidenceBounded(t *testing.T) {
 	long := "@@RB FSTEST_LOG name=generic/091 line=" + strings.Repeat("x", 2000)
 	for range fstestsLogLines {
 		m, _ := parseMarker(long)
-		if why := f.note(m, long); why != "" {
+		if why := f.note(m, long, time.Now()); why != "" {
 			t.Fatal(why)
 		}
 	}
 	end := "@@RB FSTEST name=generic/091 status=fail secs=1 t=3"
 	m, _ := parseMarker(end)
-	if why := f.note(m, end); why != "" {
+	if why := f.note(m, end, time.Now()); why != "" {
 		t.Fatal(why)
 	}
 	if w := f.tests[0].Why; len(w) > fstestsWhyBytes+64 || !strings.HasSuffix(w, "cut at 4 KiB]") {
@@ -340,7 +340,7 @@ func TestClientFstestsMarkers(t *testing.T) {
 r=results/$2; mkdir -p results/generic
 case $2 in
 generic/001) echo "this test requires a valid \$SCRATCH_DEV" >$r.notrun; echo "Not run: $2" ;;
-generic/075) echo "Passed all 1 tests" ;;
+generic/075) echo "Ran: $2"; echo "Passed all 1 tests" ;;
 generic/091) printf 'QA output created by 091\nfsx failed\n' >$r.out.bad
 	for i in $(seq 1 30); do echo "READ BAD DATA: offset = $i"; done >$r.full
 	echo "Failures: $2" ;;
@@ -355,7 +355,7 @@ esac
 		if !ok {
 			continue
 		}
-		if why := f.note(m, l); why != "" {
+		if why := f.note(m, l, time.Now()); why != "" {
 			t.Fatalf("%s\n%s", why, out)
 		}
 	}

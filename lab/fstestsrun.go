@@ -2,9 +2,11 @@ package lab
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
 )
@@ -31,6 +33,9 @@ type fstestsResults struct {
 	group []string
 	tests []flow.TestResult
 	log   []string // the evidence of the test running now
+	// last is the host's time of the previous test's end (first: the
+	// mount): a test's Secs are the host's, never the guest's word.
+	last time.Time
 }
 
 // fstestsTrailer is the time stamp mark() ends each marker with.
@@ -50,7 +55,7 @@ func rawArg(line, key string) string {
 // note takes one FSTEST or FSTEST_LOG marker (m, its line); a marker
 // that is not the next of the group, or malformed, is the reason
 // returned, for the side's protocol to refuse.
-func (f *fstestsResults) note(m marker, line string) string {
+func (f *fstestsResults) note(m marker, line string, at time.Time) string {
 	if len(f.tests) >= len(f.group) {
 		return fmt.Sprintf("%s after the group's %d tests", m.Event, len(f.group))
 	}
@@ -70,11 +75,15 @@ func (f *fstestsResults) note(m marker, line string) string {
 		return ""
 	}
 	r := flow.TestResult{Name: next, Status: m.Args["status"]}
-	secs, err := strconv.ParseFloat(m.Args["secs"], 64)
-	if err != nil || secs < 0 {
+	// The guest's own seconds (its clock runs with QEMU's instruction
+	// count, not the host's) must be well formed; the host's count.
+	if secs, err := strconv.ParseFloat(m.Args["secs"], 64); err != nil || secs < 0 {
 		return fmt.Sprintf("FSTEST for %s with secs %q", next, m.Args["secs"])
 	}
-	r.Secs = secs
+	if !f.last.IsZero() {
+		r.Secs = math.Round(at.Sub(f.last).Seconds()*10) / 10
+	}
+	f.last = at
 	switch r.Status {
 	case flow.TestPass:
 		if len(f.log) > 0 {
@@ -113,7 +122,10 @@ func (r *run) noteFstest(m marker, ev consoleEvent) {
 		r.proto["client"].refuse(m.Event + " in a run that is no fstests run")
 		return
 	}
-	if why := r.fstests.note(m, ev.text); why != "" {
+	if r.fstests.last.IsZero() {
+		r.fstests.last = r.seen["client"]["MOUNTED"]
+	}
+	if why := r.fstests.note(m, ev.text, ev.at); why != "" {
 		r.proto["client"].refuse(why)
 		return
 	}

@@ -64,7 +64,7 @@ func DefaultRecipe() Recipe {
 			"ssh": {"openssh-server"},
 			// What fstests' check and its programs run (the built tree
 			// itself is an archive of its own: EnsureFstests).
-			"fstests": {"bash", "xfsprogs", "bc", "gawk", "attr", "acl", "psmisc", "perl-base", "coreutils",
+			"fstests": {"bash", "mount", "e2fsprogs", "xfsprogs", "bc", "gawk", "attr", "acl", "psmisc", "perl-base", "coreutils",
 				"util-linux", "findutils", "grep", "sed", "diffutils", "procps", "hostname", "libaio1",
 				"liburing2", "libcap2", "libacl1", "libuuid1"},
 		},
