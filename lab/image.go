@@ -77,9 +77,6 @@ func DefaultRecipe() Recipe {
 			"readline-common", "init-system-helpers", "systemd", "systemd-sysv", "libsystemd-shared",
 			"runit-helper", "lsb-base", "sysvinit-utils", "libpam-runtime", "libpam-modules",
 			"libpam-modules-bin", "debianutils", "base-files", "ceph-common",
-			// xfsprogs' xfs_scrub alone uses ICU (37 MB); fstests runs
-			// xfs_io.
-			"libicu72",
 		},
 	}
 }

@@ -664,10 +664,16 @@ client_fstests() {
 		res=$FST/results/$t
 		rm -f "$res".*
 		t0=$(now)
-		(cd "$FST" && ./check -nfs "$t") >"$RUN/fst.out" 2>&1
+		# check's own words go to the console as they come (kept with
+		# the boot; a hung test shows where it hangs), 60 lines at most.
+		# A test still running after 120 s shows its processes and what
+		# they wait in, once: a hang's evidence beside the kernel's.
+		(sleep 120 </dev/null >/dev/null 2>&1 && ps -eo pid,stat,wchan:32,args | awk '$2 ~ /^[DS]/ && NR > 1 {print "fstests-ps: " $0}') &
+		wd=$!
+		(cd "$FST" && ./check -nfs "$t") </dev/null 2>&1 | tee "$RUN/fst.out" |
+			awk 'NR <= 60 {print "fstests: " $0; fflush()}'
+		kill "$wd" 2>/dev/null
 		secs=$(since "$t0")
-		# check's own words, for the console kept with the boot.
-		sed 's/^/fstests: /' "$RUN/fst.out" | head -n 40
 		if [ -f "$res.notrun" ]; then
 			mark FSTEST "name=$t status=notrun secs=$secs why=$(head -c 300 "$res.notrun" | tr '\n' ' ')"
 		elif grep -q "^Passed all 1 tests" "$RUN/fst.out" && [ ! -f "$res.out.bad" ]; then
