@@ -668,7 +668,7 @@ client_fstests() {
 		# the boot; a hung test shows where it hangs), 60 lines at most.
 		# A test still running after 120 s shows its processes and what
 		# they wait in, once: a hang's evidence beside the kernel's.
-		(sleep 120 </dev/null >/dev/null 2>&1 && ps -eo pid,stat,wchan:32,args | awk '$2 ~ /^[DS]/ && NR > 1 {print "fstests-ps: " $0}') &
+		(sleep 60 </dev/null >/dev/null 2>&1 && fstests_ps) &
 		wd=$!
 		(cd "$FST" && ./check -nfs "$t") </dev/null 2>&1 | tee "$RUN/fst.out" |
 			awk 'NR <= 60 {print "fstests: " $0; fflush()}'
@@ -687,6 +687,15 @@ client_fstests() {
 	done
 	umount /mnt/scratch 2>/dev/null
 	return 0
+}
+
+# fstests_ps: each process with its state, what it waits in and its
+# command line, from /proc (busybox's ps knows no wait channel).
+fstests_ps() {
+	for p in /proc/[0-9]*; do
+		read -r st <"$p/stat" 2>/dev/null || continue
+		echo "fstests-ps: ${p#/proc/} $(echo "$st" | sed 's/.*) \(.\).*/\1/') $(cat "$p/wchan" 2>/dev/null) $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-120)"
+	done
 }
 
 # fstests_evidence TEST RES: why TEST failed: the start of its .out.bad
