@@ -137,6 +137,10 @@ func startBot(t testing.TB, m machine, adjust func(*wire.Config)) *bot {
 	// CI's hour has no room for: only TestDebugCatchesUseAfterFree, which
 	// is opt-in, turns it back on.
 	c.Lab.Debug.Boots = 0
+	// The fstests profile's group is 10 minutes of lab per kernel: only
+	// the scenario that posts a functional bug for it turns it on (with a
+	// short group), the others' series would pay it too.
+	c.Lab.Fstests.Providers = nil
 	// The tests' own heavy lock (none when the caller holds it for the
 	// whole run), never a production serve's.
 	c.Builder.HeavyLock = testenv.HeavyLockPath()

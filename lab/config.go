@@ -33,6 +33,9 @@ type Config struct {
 	// boots on the client too, beside the base on the server, for
 	// changes to code both sides run (ib_core, the soft providers).
 	ClientSide ClientSideConfig `toml:"client_side"`
+	// Fstests is the sixth: fstests over NFS/RDMA, for changes to the
+	// chunk and READ/WRITE paths, and for new mainline heads.
+	Fstests FstestsConfig `toml:"fstests"`
 }
 
 // ClientSideConfig is the client-side profile. A series whose kernel
@@ -266,6 +269,7 @@ func DefaultConfig() Config {
 			SizeMiB: 64, Seconds: 30, Readers: 24, Writers: 4, Credits: 20, Threads: 16,
 			Touches: PressureTouches,
 		},
+		Fstests: DefaultFstests(),
 	}
 }
 
@@ -351,6 +355,9 @@ func (c *Config) Validate() error {
 		if _, err := regexp.Compile(p.Touches); err != nil || p.Touches == "" {
 			return fmt.Errorf("lab.pressure.touches %q: want a regular expression: %v", p.Touches, err)
 		}
+	}
+	if err := c.Fstests.validate(*c); err != nil {
+		return err
 	}
 	return c.validatePairs()
 }

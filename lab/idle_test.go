@@ -19,7 +19,7 @@ type idlePair struct {
 // startIdle boots both guests in idle mode and returns once both are up.
 func (p *QEMUPair) startIdle(ctx context.Context, k Kernel) (*idlePair, error) {
 	p.idle = true
-	initrd, err := p.initrd(DefaultTest())
+	initrd, err := p.initrd(ctx, DefaultTest())
 	if err != nil {
 		return nil, err
 	}

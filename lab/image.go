@@ -62,6 +62,11 @@ func DefaultRecipe() Recipe {
 		Layers: map[string][]string{
 			"fio": {"fio"},
 			"ssh": {"openssh-server"},
+			// What fstests' check and its programs run (the built tree
+			// itself is an archive of its own: EnsureFstests).
+			"fstests": {"bash", "mount", "e2fsprogs", "xfsprogs", "bc", "gawk", "attr", "acl", "psmisc", "perl-base", "coreutils",
+				"util-linux", "findutils", "grep", "sed", "diffutils", "procps", "hostname", "libaio1",
+				"liburing2", "libcap2", "libacl1", "libuuid1"},
 		},
 		Skip: []string{
 			"perl", "perl-base", "perl-modules-5.36", "libperl5.36", "python3", "python3-minimal",
@@ -77,8 +82,9 @@ func DefaultRecipe() Recipe {
 }
 
 // recipeVersion changes when the build steps below change meaning (3:
-// archives are no longer gzip'ed).
-const recipeVersion = "rdmabot-guest-image/3"
+// archives are no longer gzip'ed; 4: a package a layer names is never
+// skipped).
+const recipeVersion = "rdmabot-guest-image/4"
 
 func (r Recipe) String() string {
 	var b strings.Builder
@@ -130,31 +136,46 @@ func (im Image) WithLayers(layers ...string) (string, error) {
 	}
 	sort.Strings(layers)
 	out := filepath.Join(im.Dir, "rootfs+"+strings.Join(layers, "+")+".cpio")
+	return out, im.compose(out, layerPaths(im.Dir, layers))
+}
+
+// withTree is WithLayers with a built tree's archive (EnsureFstests's)
+// appended last, made once per tree: its name holds the tree's cache
+// key (the directory it lies in).
+func (im Image) withTree(layers []string, tree string) (string, error) {
+	sort.Strings(layers)
+	out := filepath.Join(im.Dir, "rootfs+"+strings.Join(layers, "+")+"+tree-"+filepath.Base(filepath.Dir(tree))+".cpio")
+	return out, im.compose(out, append(layerPaths(im.Dir, layers), tree))
+}
+
+// compose writes out as the base archive followed by extra, unless it
+// exists.
+func (im Image) compose(out string, extra []string) error {
 	if _, err := os.Stat(out); err == nil {
-		return out, nil
+		return nil
 	}
 	tmp, err := os.CreateTemp(im.Dir, ".compose-")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.Remove(tmp.Name())
-	for _, p := range append([]string{im.Path}, layerPaths(im.Dir, layers)...) {
+	for _, p := range append([]string{im.Path}, extra...) {
 		f, err := os.Open(p)
 		if err != nil {
 			tmp.Close()
-			return "", fmt.Errorf("image layer: %w", err)
+			return fmt.Errorf("image layer: %w", err)
 		}
 		_, err = io.Copy(tmp, f)
 		f.Close()
 		if err != nil {
 			tmp.Close()
-			return "", err
+			return err
 		}
 	}
 	if err := tmp.Close(); err != nil {
-		return "", err
+		return err
 	}
-	return out, os.Rename(tmp.Name(), out)
+	return os.Rename(tmp.Name(), out)
 }
 
 // dataPath is where the transfer test's file lies in the guests that
@@ -296,7 +317,8 @@ func lastLines(s string, n int) string {
 }
 
 // closure is the recipe's packages with their Depends and PreDepends,
-// recursively, as apt resolves them on this host, minus the skipped ones.
+// recursively, as apt resolves them on this host, minus the skipped ones
+// that pkgs does not name itself (fstests' check needs perl).
 func closure(ctx context.Context, r Recipe, pkgs []string) ([]string, error) {
 	args := []string{"depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
 		"--no-breaks", "--no-replaces", "--no-enhances"}
@@ -307,6 +329,9 @@ func closure(ctx context.Context, r Recipe, pkgs []string) ([]string, error) {
 	skip := map[string]bool{}
 	for _, s := range r.Skip {
 		skip[s] = true
+	}
+	for _, p := range pkgs {
+		delete(skip, p)
 	}
 	seen := map[string]bool{}
 	var names []string

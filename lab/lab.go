@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab/console"
 )
 
@@ -149,6 +150,8 @@ type Test struct {
 	// Load is the pressure test's (Kind "pressure"); SizeMiB is then the
 	// file the readers read, and one boot is one iteration.
 	Load *Load `json:"load,omitempty" toml:"-"`
+	// Fstests is the fstests test's group (Kind "fstests").
+	Fstests *FstestsRun `json:"fstests,omitempty" toml:"-"`
 }
 
 // Load drives the server's Send Queue to its edge: more 1 MiB O_DIRECT
@@ -203,8 +206,12 @@ func ReferenceTest() Test {
 // Validate rejects a test that cannot run.
 func (t Test) Validate() error {
 	switch {
-	case t.Kind != "transfer" && t.Kind != "fio" && t.Kind != "pressure":
-		return fmt.Errorf("test kind %q: want transfer, fio or pressure", t.Kind)
+	case t.Kind != "transfer" && t.Kind != "fio" && t.Kind != "pressure" && t.Kind != "fstests":
+		return fmt.Errorf("test kind %q: want transfer, fio, pressure or fstests", t.Kind)
+	case t.Kind == "fstests" && t.Fstests == nil:
+		return fmt.Errorf("the fstests test needs its group (lab.fstests)")
+	case t.Kind == "fstests" && (t.Transport != "rdma" || t.Iterations != 1):
+		return fmt.Errorf("the fstests test runs once over rdma")
 	case t.Kind == "pressure" && t.Load == nil:
 		return fmt.Errorf("the pressure test needs its load (lab.pressure)")
 	case t.Kind == "pressure" && (t.Transport != "rdma" || t.Iterations != 1 || t.SizeMiB < 8):
@@ -230,6 +237,11 @@ func (t Test) Validate() error {
 	}
 	if t.Load != nil {
 		if err := t.Load.validate(); err != nil {
+			return err
+		}
+	}
+	if t.Fstests != nil {
+		if err := t.Fstests.validate(); err != nil {
 			return err
 		}
 	}
@@ -311,6 +323,12 @@ type Result struct {
 	// (cmp), when one did: the data's fault, not a crash ("" = none).
 	Corrupt string `json:"corrupt,omitempty"`
 	Phases  Phases `json:"phases"`
+	// Tests are the fstests test's results, in its group's order, as
+	// the client reported them; ServerOps the RPCs the trusted server
+	// answered from its start to the client's end (0: the server runs
+	// the kernel under test).
+	Tests     []flow.TestResult `json:"tests,omitempty"`
+	ServerOps int64             `json:"server_ops,omitempty"`
 	// HostOtherCores is how many host cores other programs used, on
 	// average, during this boot of the QEMU pair (-1: unknown; 0 on real
 	// pairs, which are lent whole). Busy lists the same figure for each

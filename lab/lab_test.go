@@ -229,6 +229,17 @@ func TestConfigValidate(t *testing.T) {
 		"d-iterations": {func(c *Config) { c.Debug.Iterations = 0 }, "iterations 0"},
 		"d-touches":    {func(c *Config) { c.Debug.Touches = "free(" }, "lab.debug.touches"},
 		"d-off":        {func(c *Config) { c.Debug = DebugConfig{} }, ""},
+		// The fstests profile: off with no provider.
+		"f-boots":    {func(c *Config) { c.Fstests.Boots = 0 }, "lab.fstests.boots"},
+		"f-provider": {func(c *Config) { c.Fstests.Providers = []string{"mlx5"} }, `lab.fstests.providers: "mlx5"`},
+		"f-commit":   {func(c *Config) { c.Fstests.Commit = "main" }, "pinned to a commit"},
+		"f-source":   {func(c *Config) { c.Fstests.Source = "" }, "pinned to a commit"},
+		"f-version":  {func(c *Config) { c.Fstests.NFSVersions = []string{"5"} }, `NFS version "5"`},
+		"f-group":    {func(c *Config) { c.Fstests.Group = []string{"generic/075 generic/091"} }, "want a name like generic/075"},
+		"f-large":    {func(c *Config) { c.Fstests.LargeGroup = nil }, "group of 0 tests"},
+		"f-timeout":  {func(c *Config) { c.Fstests.GroupTimeout.Duration = 0 }, "group timeout 0s"},
+		"f-touches":  {func(c *Config) { c.Fstests.Touches = "rw(" }, "lab.fstests.touches"},
+		"f-off":      {func(c *Config) { c.Fstests = FstestsConfig{} }, ""},
 	} {
 		cfg := DefaultConfig()
 		c.edit(&cfg)

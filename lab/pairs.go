@@ -36,7 +36,9 @@ func NewPair(ctx context.Context, c Config, dirs Dirs, name string, log *slog.Lo
 		if err != nil {
 			return nil, err
 		}
-		return NewQEMUPair(c.QEMU, img, log), nil
+		p := NewQEMUPair(c.QEMU, img, log)
+		p.WithFstests(dirs, c.Fstests)
+		return p, nil
 	}
 	for _, p := range c.Pairs {
 		if p.Name == name {

@@ -248,3 +248,56 @@ func (p *ClientSide) Run(ctx context.Context, pair string, k flow.Boot, _ int, t
 	}
 	return smp, err
 }
+
+// Fstests is the lab's fstests profile (bot.Profile, lab.fstests): its
+// boots run fstests' check on the client against the server's exports
+// over NFS/RDMA, on each provider in turn, and each sample names its
+// provider ("fstests-rxe") and holds the tests' results.
+type Fstests struct {
+	lab     *Runner
+	touches *regexp.Regexp
+}
+
+// NewFstests is the profile of l's configuration; nil when
+// lab.fstests.providers is empty (off).
+func NewFstests(l *Runner) (*Fstests, error) {
+	if len(l.Cfg.Fstests.Providers) == 0 {
+		return nil, nil
+	}
+	re, err := regexp.Compile(l.Cfg.Fstests.Touches)
+	if err != nil {
+		return nil, fmt.Errorf("lab.fstests.touches: %w", err)
+	}
+	return &Fstests{lab: l, touches: re}, nil
+}
+
+// Name implements bot.Profile.
+func (p *Fstests) Name() string { return flow.ProfileFstests }
+
+// Shapes implements bot.Profile: the providers are the QEMU pair's soft
+// devices.
+func (p *Fstests) Shapes(pair string) bool { return pair == "qemu" }
+
+// Boots implements bot.Profile: lab.fstests.boots on each provider.
+func (p *Fstests) Boots() int {
+	return p.lab.Cfg.Fstests.Boots * len(p.lab.Cfg.Fstests.Providers)
+}
+
+// Why implements bot.Profile: the files, words and functions of
+// lab.fstests.touches the series changes.
+func (p *Fstests) Why(s flow.Series) string {
+	return touched(s.Changes, p.touches, true)
+}
+
+// Run implements bot.Profile: the boot-th boot goes to the providers and
+// the NFS versions in turn, as the pressure profile's do, and runs the
+// group, or the large group when k asks for it.
+func (p *Fstests) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+	provs := p.lab.Cfg.Fstests.Providers
+	prov := provs[boot%len(provs)]
+	smp, err := p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.FstestsTest(prov, boot+boot/len(provs), k.Thorough), trace)
+	for i := range smp {
+		smp[i].Profile = flow.ProfileFstests + "-" + prov
+	}
+	return smp, err
+}

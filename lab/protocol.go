@@ -105,6 +105,7 @@ var protocolSteps = map[string]map[string]int{
 		"NETEM": 2, "NETEM_FAIL": 2, "MODE_FAIL": 2, "RDMA_UP": 2, "RDMA_FAIL": 2,
 		"STATD_FAIL": 3, "MOUNT_MSG": 3, "MOUNTED": 3, "TRANSPORT": 3, "MOUNT_FAIL": 3,
 		"RESULT": 4, "FIO": 4, "FIO_MSG": 4, "FIO_FAIL": 4, "PRESSURE_FAIL": 4, "HANG_SYNC": 4, "HANG_ESCAPED": 4,
+		"FSTEST": 4, "FSTEST_LOG": 4, "FSTESTS_FAIL": 4,
 		"SUMMARY": 5,
 		"MSTAT":   6, "RPCSTAT": 6, "UMOUNT_FAIL": 6,
 		"NETEM_STATS": 7, "MEM": 7,
@@ -116,7 +117,7 @@ var protocolSteps = map[string]map[string]int{
 var protocolOnce = map[string]bool{
 	"BOOTED": true, "NET_UP": true, "RDMA_UP": true, "NETEM": true, "NETEM_FAIL": true, "NFSD_READY": true,
 	"MOUNTED": true, "TRANSPORT": true, "CLIENT_DONE": true, "SUMMARY": true, "SRVIO": true, "SRVSTAT": true,
-	"SVCRDMA": true, "SRVCONN": true, "SLOOP": true, "DRIVE_FAIL": true, "RPCSTAT": true, "MEM": true, "POWEROFF": true, "NETEM_STATS": true,
+	"SVCRDMA": true, "SRVCONN": true, "FSTESTS_FAIL": true, "SLOOP": true, "DRIVE_FAIL": true, "RPCSTAT": true, "MEM": true, "POWEROFF": true, "NETEM_STATS": true,
 }
 
 // protocolLate are events printed by a background task of their step
@@ -157,6 +158,15 @@ func (p *protocol) accept(m marker) bool {
 	p.seen[m.Event] = true
 	p.step = max(p.step, step)
 	return true
+}
+
+// refuse records a marker the side's protocol allows in its step that
+// still is not the scripts' (an fstests result out of its group's
+// order): the side's violation, like any other.
+func (p *protocol) refuse(why string) {
+	if p.violation == "" {
+		p.violation = fmt.Sprintf("the %s printed %s", p.role, why)
+	}
 }
 
 // protocolError charges a protocol violation to the kernel under test:

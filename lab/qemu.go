@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -34,6 +35,9 @@ type QEMUPair struct {
 	// SSH driver's tests, through startIdle).
 	idle  bool
 	hooks testHooks
+	// fstests returns the built fstests tree's archive (EnsureFstests),
+	// for fstests runs; nil: the pair runs none.
+	fstests func(context.Context) (string, error)
 
 	// SelfTest makes the kernel fail on purpose, to check crash
 	// detection end to end: "panic" (sysrq-c), "hang" (the server
@@ -55,6 +59,14 @@ type testHooks struct {
 // NewQEMUPair returns the pair for a guest image from EnsureImage.
 func NewQEMUPair(cfg QEMUConfig, image Image, log *slog.Logger) *QEMUPair {
 	return &QEMUPair{cfg: cfg, image: image, log: log}
+}
+
+// WithFstests lets the pair run the fstests test: with the tree built
+// from f's source (EnsureFstests) in dirs' cache, on first use.
+func (p *QEMUPair) WithFstests(dirs Dirs, f FstestsConfig) {
+	p.fstests = func(ctx context.Context) (string, error) {
+		return EnsureFstests(ctx, filepath.Join(dirs.Cache, "fstests"), f, p.log)
+	}
 }
 
 // Mode names how the pair runs, for results.
@@ -96,6 +108,9 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 		c += " preempt=full"
 		c += fmt.Sprintf(" rb.secs=%d rb.readers=%d rb.writers=%d rb.credits=%d rb.threads=%d", l.Seconds, l.Readers, l.Writers, l.Credits, l.Threads)
 	}
+	if f := t.Fstests; f != nil {
+		c += " rb.tests=" + strings.Join(f.Tests, ",")
+	}
 	if p.SelfTest != "" {
 		c += " rb.crash=" + p.SelfTest
 	}
@@ -113,7 +128,9 @@ func (p *QEMUPair) Run(ctx context.Context, k Kernel, t Test) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return repeatWhileBusy(ctx, p.cfg, p.log, t.Load != nil, func() (*Result, error) { return p.runOnce(ctx, k, t) })
+	// The fstests test's figures are never compared either: its
+	// results are its tests'.
+	return repeatWhileBusy(ctx, p.cfg, p.log, t.Load != nil || t.Fstests != nil, func() (*Result, error) { return p.runOnce(ctx, k, t) })
 }
 
 // withBuildIDs is k with each side's build id read from its bzImage
@@ -221,8 +238,12 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 			return nil, &InfraError{Op: "kernel artifact", Err: err}
 		}
 	}
-	initrd, err := p.initrd(t)
+	initrd, err := p.initrd(ctx, t)
 	if err != nil {
+		var ie *InfraError
+		if errors.As(err, &ie) {
+			return nil, err
+		}
 		return nil, &InfraError{Op: "guest image", Err: err}
 	}
 	initrds, cleanup, err := dataInitrds(k, t, initrd)
@@ -280,10 +301,13 @@ func (p *QEMUPair) runOnce(ctx context.Context, k Kernel, t Test) (*Result, erro
 }
 
 // initrd is the image with the layers the test needs.
-func (p *QEMUPair) initrd(t Test) (string, error) {
+func (p *QEMUPair) initrd(ctx context.Context, t Test) (string, error) {
 	layers := append([]string(nil), p.extraLayers...)
 	if t.Kind == "fio" {
 		layers = append(layers, "fio")
+	}
+	if t.Kind == "fstests" {
+		return p.fstestsInitrd(ctx, layers)
 	}
 	path, err := p.image.WithLayers(layers...)
 	if err != nil {
@@ -358,7 +382,9 @@ type run struct {
 	// serverChecks is the server's check of each iteration's file
 	// against the data the host gave it (SRVCMP).
 	serverChecks serverChecks
-	fatalAt      time.Time
+	// fstests are the client's fstests results (Test.Fstests).
+	fstests *fstestsResults
+	fatalAt time.Time
 	// lastProgress is when the last iteration reported.
 	lastProgress time.Time
 	timedOut     string // the phase whose deadline passed
@@ -379,13 +405,16 @@ func (r *run) init() {
 	r.exitErr = map[string]error{}
 	r.clientCmp = map[int]string{}
 	r.serverChecks = newServerChecks()
+	if f := r.test.Fstests; f != nil {
+		r.fstests = &fstestsResults{group: f.Tests}
+	}
 }
 
 // timedByServer says the trusted server takes the times: the client
 // runs the kernel under test. The pressure test's figures judge nothing
 // (only its faults do), so its client's are kept.
 func (r *run) timedByServer() bool {
-	return !r.kernel.Trusted("client") && r.test.Load == nil
+	return !r.kernel.Trusted("client") && r.test.Load == nil && r.test.Fstests == nil
 }
 
 func (r *run) spec(role, netdev, mac string) guestSpec {
@@ -513,6 +542,9 @@ func (r *run) handle(ev consoleEvent) {
 		if ev.role == "server" && m.Event == "SRVCMP" {
 			r.serverChecks.note(m)
 		}
+		if ev.role == "client" && (m.Event == "FSTEST" || m.Event == "FSTEST_LOG") {
+			r.noteFstest(m, ev)
+		}
 		timer, events := "client", []string{"RESULT", "FIO"}
 		if r.timedByServer() {
 			timer, events = "server", []string{"STIME"}
@@ -581,6 +613,10 @@ func (r *run) deadline() (time.Time, string) {
 	}
 	if done, ok := r.seen["client"]["POWEROFF"]; ok {
 		return done.Add(c.ShutdownTimeout.Duration), "shutdown"
+	}
+	if f := r.test.Fstests; f != nil {
+		// The whole group, hung or not, within its bound.
+		return mounted.Add(f.Timeout), "test"
 	}
 	if l := r.test.Load; l != nil {
 		// The load runs for its seconds on the guest's clock; what it has
@@ -827,6 +863,12 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 		}
 		res.Iterations = r.iters
 	}
+	if r.fstests != nil {
+		res.Tests = r.fstests.tests
+		if m, ok := r.last["server SRVSTAT"]; ok && r.kernel.Trusted("server") {
+			res.ServerOps = int64(m.float("calls"))
+		}
+	}
 	res.Failure = r.failure(res)
 	res.Passed = res.Failure == ""
 	res.Corrupt = r.corrupt()
@@ -894,6 +936,8 @@ func (r *run) failure(res *Result) string {
 		return "mount failed"
 	case r.has("client", "FIO_FAIL"):
 		return ErrNoSysVIPC.Error()
+	case r.has("client", "FSTESTS_FAIL"):
+		return "fstests could not run on the client: " + r.last["client FSTESTS_FAIL"].Args["why"]
 	case r.test.Load != nil && r.pressureUnset() != "":
 		return "pressure settings not in effect: " + r.pressureUnset()
 	case !r.has("client", "MOUNTED"):
@@ -904,7 +948,9 @@ func (r *run) failure(res *Result) string {
 		return driveFailure(r.last["server DRIVE_FAIL"])
 	case r.last["server CLIENT_DONE"].Args["msg"] == "invalid":
 		return errInvalidDone
-	case len(r.iters) != r.test.Iterations:
+	case r.fstests != nil && r.fstests.missing() != "":
+		return r.fstests.missing()
+	case r.fstests == nil && len(r.iters) != r.test.Iterations:
 		return fmt.Sprintf("%d of %d iterations ran", len(r.iters), r.test.Iterations)
 	}
 	if why := r.unbacked(); why != "" {

@@ -559,3 +559,43 @@ func TestPairQEMUFailsToStart(t *testing.T) {
 		t.Fatalf("bad option: want InfraError quoting QEMU, got %v", err)
 	}
 }
+
+// TestFstestsRxe runs a small fstests group on the QEMU pair over rxe,
+// NFSv3, with the kernel under test on the client beside a trusted
+// server (a copy of it): fstests built from the checkout's snapshot (as
+// scripts/prepare-lab.sh builds it beside the kernel), each test's
+// result in the group's order, and the server's own count of the RPCs it
+// answered, which no test's claims can raise.
+func TestFstestsRxe(t *testing.T) {
+	p, pids := testPair(t)
+	cache := os.Getenv("RDMABOT_TEST_CACHE")
+	if cache == "" {
+		t.Skip("RDMABOT_TEST_CACHE (scripts/prepare-lab.sh's cache) must be set")
+	}
+	ctx := context.Background()
+	img, err := EnsureImage(ctx, filepath.Join(cache, "lab", "images"), DefaultRecipe(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.image = withTheseScripts(t, img.Path)
+	f := DefaultFstests()
+	f.Source = filepath.Join("..", f.Source)
+	p.WithFstests(Dirs{Cache: filepath.Join(cache, "lab")}, f)
+	group := []string{"generic/001", "generic/091", "generic/131"}
+	test := Test{Kind: "fstests", SizeMiB: 1, Iterations: 1, NFSVersion: "3", Transport: "rdma", RDMA: "rxe", HungTaskSecs: 60,
+		Fstests: &FstestsRun{Tests: group, Timeout: 8 * time.Minute}}
+	res := runPassingKernel(t, p, pids, test, onClientBesideCopy(t, testKernel(t)))
+	if len(res.Tests) != len(group) {
+		t.Fatalf("tests %+v", res.Tests)
+	}
+	want := map[string]string{"generic/001": flow.TestPass, "generic/091": flow.TestPass, "generic/131": flow.TestNotRun}
+	for _, r := range res.Tests {
+		if r.Status != want[r.Name] || r.Corrupt {
+			t.Errorf("%s: %+v, want %s", r.Name, r, want[r.Name])
+		}
+		t.Logf("%s %s %.1f s %s", r.Name, r.Status, r.Secs, r.Why)
+	}
+	if res.ServerOps < 1000 || res.Transport != "rdma" {
+		t.Errorf("server ops %d transport %q", res.ServerOps, res.Transport)
+	}
+}

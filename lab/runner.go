@@ -99,7 +99,8 @@ func (l *Runner) RunTest(ctx context.Context, pairName string, boot flow.Boot, n
 		s := flow.Sample{Metrics: f.Means, Iterations: f.PerIteration,
 			HostOtherCores: res.HostOtherCores, GuestCPUWait: res.GuestCPUWait, BusyRepeated: res.Busy,
 			QuietWait: res.QuietWait,
-			Health:    res.Health.Counters()}
+			Health:    res.Health.Counters(),
+			Tests:     res.Tests, ServerOps: res.ServerOps}
 		if l.Consoles != nil {
 			for _, h := range []Host{res.Server, res.Client} {
 				if h.Console == "" {
@@ -138,7 +139,10 @@ func (l *Runner) RunTest(ctx context.Context, pairName string, boot flow.Boot, n
 			fmt.Fprintf(trace, "%s on %s: booted again: its guests waited for a CPU %.2f on average (limit %.2f), so it was not measured\n",
 				which, res.Pair, c, l.Cfg.QEMU.BusyGuestWait)
 		}
-		if test.Load != nil {
+		if test.Fstests != nil {
+			fmt.Fprintf(trace, "%s on %s (%s): fstests on %s, NFS %s: %s; the server answered %d RPCs, host busy %.2f cores%s %s\n",
+				which, res.Pair, res.Mode, test.RDMA, test.NFSVersion, fstestsTrace(res.Tests), res.ServerOps, res.HostOtherCores, healthTrace(res.Health), s.Crash)
+		} else if test.Load != nil {
 			h := res.Health
 			fmt.Fprintf(trace, "%s on %s (%s): pressure on %s, NFS %s: read %.1f MB/s, write %.1f MB/s, %d Write chunk segments, %d Read chunks, %d server Send Queue waits, host busy %.2f cores%s %s\n",
 				which, res.Pair, res.Mode, test.RDMA, test.NFSVersion, s.Metrics["read_MBps"], s.Metrics["write_MBps"], h.WriteChunks, h.ReadChunks, h.SQStarve, res.HostOtherCores, healthTrace(h), s.Crash)

@@ -63,6 +63,9 @@ func (c Config) LinkWords(profile string) string {
 	case profile == flow.ProfileClientSide:
 		return "the patched kernel on the client, beside the base kernel on the server, which timed and checked the transfer"
 	}
+	if p, ok := strings.CutPrefix(profile, flow.ProfileFstests+"-"); ok {
+		return fmt.Sprintf("fstests over NFS/RDMA on %s: check -nfs against two tmpfs exports of the server, NFS %s in turn", p, strings.Join(c.Fstests.NFSVersions, " and "))
+	}
 	if p, ok := strings.CutPrefix(profile, flow.ProfilePressure+"-"); ok {
 		return fmt.Sprintf("Send Queue pressure on %s (%d O_DIRECT 1 MiB readers, %d writers, %d credits)", p, c.Pressure.Readers, c.Pressure.Writers, c.Pressure.Credits)
 	}

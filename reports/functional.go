@@ -214,19 +214,24 @@ func (f *Functional) failing() bool {
 // sentence is the verdict's sentence when the fstests boots decided.
 func (f *Functional) sentence(bot string, o flow.Outcome) string {
 	names, _ := f.regressed()
-	where := "over NFS/RDMA"
-	if f.Words != "" {
-		where += " (" + f.Words + ")"
-	}
+	where := f.what()
 	if len(names) == 0 {
-		return fmt.Sprintf("%s could not believe the fstests results of this series %s: %s.", bot, where, f.Unseen)
+		return fmt.Sprintf("%s could not believe the fstests results of this series (%s): %s.", bot, where, f.Unseen)
 	}
 	if o == flow.DataCorruption {
-		return fmt.Sprintf("%s noticed data corruption with this series: fstests %s read back data different from what it wrote %s, and passed on the base.",
+		return fmt.Sprintf("%s noticed data corruption with this series: fstests %s read back data different from what it wrote, and passed on the base (%s).",
 			bot, strings.Join(names, ", "), where)
 	}
-	return fmt.Sprintf("%s noticed fstests failing with this series %s: %s failed on the patched kernel and passed on %s of the base.",
-		bot, where, strings.Join(names, ", "), allBoots(f.BaseBoots))
+	return fmt.Sprintf("%s noticed fstests failing with this series: %s failed on the patched kernel and passed on %s of the base (%s).",
+		bot, strings.Join(names, ", "), allBoots(f.BaseBoots), where)
+}
+
+// what names what the boots ran: the lab's words, or plain fstests.
+func (f *Functional) what() string {
+	if f.Words != "" {
+		return f.Words
+	}
+	return "fstests over NFS/RDMA"
 }
 
 // allBoots is "the one boot" or "all n boots".
@@ -256,10 +261,7 @@ func FstestsText(f *Functional) (para string, rows [][]string, evidence [][2]str
 			notrun = append(notrun, t.Name+": "+oneLine(t.Why, 80))
 		}
 	}
-	what := "fstests"
-	if f.Words != "" {
-		what += " (" + f.Words + ")"
-	}
+	what := f.what()
 	para = fmt.Sprintf("%s ran on %s of the base and %s of the patched kernel, %.0f s of tests on the patched kernel; each column is one boot's result.",
 		what, Boots(f.BaseBoots), Boots(f.CandBoots), f.Secs)
 	if len(notrun) > 0 {

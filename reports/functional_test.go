@@ -108,7 +108,7 @@ func TestFstestsReplies(t *testing.T) {
 	}
 	body := string(m.Body)
 	for _, want := range []string{
-		"fstests generic/075 read back data different from what it wrote over NFS/RDMA (the default group on rxe), and passed on the base.",
+		"fstests generic/075 read back data different from what it wrote, and passed on the base (the default group on rxe).",
 		"generic/075  pass  fail     10s   regressed",
 		"generic/091  notrun  notrun",
 		"Not run on NFS: generic/091: O_DIRECT is not supported.",

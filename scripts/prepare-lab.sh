@@ -2,7 +2,7 @@
 # Prepares what the lab needs, cached so later runs are warm: the Debian
 # 6.12 kernel source imported as tree "local" (in $DATA/trees), the lab
 # kernel built from it by rdmabot's own builder (artifacts and ccache in
-# $CACHE), and the guest image. Prints shell assignments for the paths:
+# $CACHE), the guest image and fstests. Prints shell assignments for the paths:
 #   eval "$(bash scripts/prepare-lab.sh)"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +40,14 @@ force=()
 
 echo "prepare: guest image" >&2
 image=$("$bin" lab image --cache-dir "$CACHE" | awk '{print $1}')
+
+# fstests for the fstests profile and its lab test, built once per
+# source and commit (lab.fstests of $RDMABOT_CONFIG, else the defaults:
+# the snapshot beside the checkout). An absent source is the operator's
+# gap: said, and the rest goes on (the profile's boots are INFRA then).
+echo "prepare: fstests" >&2
+"$bin" lab fstests ${RDMABOT_CONFIG:+--config "$RDMABOT_CONFIG"} --cache-dir "$CACHE" >&2 ||
+  echo "prepare: fstests not built (see above): the fstests profile's boots will be INFRA until lab.fstests.source is there" >&2
 
 echo "export RDMABOT_TEST_TREE=$repo"
 echo "export RDMABOT_TEST_TREE_REV=$ref"

@@ -13,7 +13,7 @@ export PATH=/usr/local/go/bin:$PATH
 # The tree goes where serve looks for it: data_dir of the config.
 data=$(sed -nE 's/^data_dir *= *"(.*)"/\1/p' "$config")
 cache=$(sed -nE 's/^cache_dir *= *"(.*)"/\1/p' "$config")
-eval "$(DATA=${data:-/var/lib/rdmabot} CACHE=${cache:-/var/cache/rdmabot} bash scripts/prepare-lab.sh)"
+eval "$(RDMABOT_CONFIG=$config DATA=${data:-/var/lib/rdmabot} CACHE=${cache:-/var/cache/rdmabot} bash scripts/prepare-lab.sh)"
 RDMABOT_CONFIG=$config bash scripts/post.sh --init
 # serve runs as its own unprivileged user, not root: a posted patch is
 # built and booted by it. It owns what it writes (data and caches); the

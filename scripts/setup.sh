@@ -12,6 +12,9 @@ packages=(
   bzip2 lz4
   # lab: TCG guests and the guest image recipe's tools
   qemu-system-x86 qemu-utils busybox-static
+  # lab: fstests' build (on the host, whose Debian is the guests')
+  autoconf automake libtool make gcc xfslibs-dev uuid-dev libattr1-dev libacl1-dev
+  libaio-dev liburing-dev libgdbm-dev libinih-dev libcap-dev pkg-config
   # lore: a real public-inbox server (and the local inbox scripts/post.sh
   # feeds, with formail from procmail), b4 for agreement tests
   public-inbox b4 procmail

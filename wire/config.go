@@ -78,7 +78,24 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := c.resolve(filepath.Dir(path)); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
 	return c, nil
+}
+
+// resolve makes the paths config.toml may give relative to itself
+// absolute, from dir, the file's directory: lab.fstests.source (the
+// checkout's snapshot beside it).
+func (c *Config) resolve(dir string) error {
+	if src := c.Lab.Fstests.Source; src != "" && !filepath.IsAbs(src) && !lab.IsURL(src) {
+		abs, err := filepath.Abs(filepath.Join(dir, src))
+		if err != nil {
+			return fmt.Errorf("lab.fstests.source: %w", err)
+		}
+		c.Lab.Fstests.Source = abs
+	}
+	return nil
 }
 
 // resolvePaths makes the heavy locks' relative paths absolute in

@@ -5,9 +5,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/lore/intake"
@@ -238,5 +241,55 @@ func TestDebugWhy(t *testing.T) {
 	l.Cfg.Debug.Boots = 0
 	if p, err := lab.NewDebug(l); p != nil || err != nil {
 		t.Errorf("lab.debug.boots 0: %v %v, want the profile off", p, err)
+	}
+}
+
+// serve with config.toml runs the fstests profile, after the pressure
+// profile, built from the snapshot beside the checkout (a relative
+// source is the config file's neighbour, wherever serve starts); a
+// series touching the chunk code asks for it, one touching none pays
+// nothing.
+func TestFstestsProfileWired(t *testing.T) {
+	for _, tool := range []string{"bwrap", "make", "gcc", "ccache"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	cfg, err := Load(filepath.Join("..", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.Abs(filepath.Join("..", "..", "shared", "peer", "fstests-63a29724a85f.tar.gz"))
+	if cfg.Lab.Fstests.Source != want || cfg.Lab.Fstests.Commit != "63a29724a85f" {
+		t.Errorf("lab.fstests.source %q commit %q, want %q", cfg.Lab.Fstests.Source, cfg.Lab.Fstests.Commit, want)
+	}
+	cfg.DataDir, cfg.CacheDir = t.TempDir(), t.TempDir()
+	cfg.Builder.HeavyLock, cfg.Lab.QEMU.HeavyLock = "", ""
+	st, err := store.Open(context.Background(), "", cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	stages, err := New(context.Background(), cfg, st, "all", nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range stages.Profiles {
+		names = append(names, p.Name())
+	}
+	if i := slices.Index(names, "fstests"); i < 0 || i < slices.Index(names, "pressure") {
+		t.Fatalf("profiles %v: want fstests after pressure", names)
+	}
+	p := stages.Profiles[slices.Index(names, "fstests")]
+	rw := patch("diff --git a/net/sunrpc/xprtrdma/rpc_rdma.c b/net/sunrpc/xprtrdma/rpc_rdma.c\n--- a/net/sunrpc/xprtrdma/rpc_rdma.c\n+++ b/net/sunrpc/xprtrdma/rpc_rdma.c\n" +
+		"@@ -10,2 +10,3 @@ static int rpcrdma_encode_write_list(struct rpcrdma_xprt *r_xprt)\n \tint nsegs;\n+\tnsegs = 0;\n }\n")
+	backchannel := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_backchannel.c b/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_backchannel.c\n" +
+		"@@ -10,2 +10,3 @@ static int svc_rdma_bc_sendto(struct svcxprt_rdma *rdma)\n \tint rc;\n+\trc = 0;\n }\n")
+	if got := p.Why(readSeries(t, rw)); got != "rpc_rdma.c code (net/sunrpc/xprtrdma/rpc_rdma.c)" {
+		t.Errorf("a Write list change: Why = %q", got)
+	}
+	if got := p.Why(readSeries(t, backchannel)); got != "" {
+		t.Errorf("a backchannel change: Why = %q, want nothing", got)
 	}
 }

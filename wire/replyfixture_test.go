@@ -92,7 +92,8 @@ func TestReplyFixture(t *testing.T) {
 	name, test := cfg.Lab.TestWords()
 	f.Lab = labWords{TestName: name, Test: test, DefaultPair: cfg.Lab.DefaultPair(), DebugIterations: cfg.Lab.DebugIterations(),
 		Pairs: map[string]string{"qemu": cfg.Lab.PairWords("qemu")}, Links: map[string]string{}, Pressure: map[string]string{}}
-	for _, p := range []string{flow.ProfileLossy, flow.ProfileDebug, flow.ProfilePressure + "-rxe", flow.ProfilePressure + "-siw"} {
+	for _, p := range []string{flow.ProfileLossy, flow.ProfileDebug, flow.ProfilePressure + "-rxe", flow.ProfilePressure + "-siw",
+		flow.ProfileFstests + "-rxe", flow.ProfileFstests + "-siw"} {
 		f.Lab.Links[p] = cfg.Lab.LinkWords(p)
 	}
 	for _, provs := range [][]string{{"rxe"}, {"siw"}, {"rxe", "siw"}} {

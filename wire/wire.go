@@ -148,6 +148,11 @@ func Profiles(l *lab.Runner) ([]LabProfile, error) {
 	if err := add(flow.ProfilePressure, "lab.pressure.providers is empty", pressure, pressure != nil, err); err != nil {
 		return nil, err
 	}
+	// fstests last: its group is the longest boot of all.
+	fstests, err := lab.NewFstests(l)
+	if err := add(flow.ProfileFstests, "lab.fstests.providers is empty", fstests, fstests != nil, err); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

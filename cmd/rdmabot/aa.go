@@ -35,7 +35,7 @@ func runLabAA(ctx context.Context, e *env, args []string) error {
 	results := fs.String("results", "", "JSON-lines file of results (default: <cache_dir>/aa/aa.jsonl, the power bench's <cache_dir>/aa/power.jsonl)")
 	lock := fs.String("lock", "", "a file flock'ed around each comparison, to take turns with other heavy work")
 	summary := fs.Bool("summary", false, "print the stored results' outcome table and exit")
-	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "client-side", "pressure", comma-separated`)
+	profileList := fs.String("profiles", "", `lab profiles each comparison boots first, as the bot's lab job does: "lossy", "client-side", "pressure", "fstests", comma-separated`)
 	profilesOnly := fs.Bool("profiles-only", false, "decide on the --profiles boots alone (a failing decision, as a series gets it, else PASS): the profiles' own A/A")
 	side := fs.String("side", "server", `where the candidate boots beside the base kernel, as a series' kernel does: "server" (the client takes the times) or "client" (the server takes them, and the base boots the same way)`)
 	if err := parseFlags(fs, args); err != nil {

@@ -112,7 +112,7 @@ func TestLabAAProfilesFromTheOneList(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ profiles, want string }{
-		{"nosuch", `profile "nosuch": want one of lossy, client-side, pressure`},
+		{"nosuch", `profile "nosuch": want one of lossy, client-side, pressure, fstests`},
 		{"pressure,lossy", "the lossy profile is off (lab.lossy.netem is empty)"},
 	} {
 		var out, errb bytes.Buffer

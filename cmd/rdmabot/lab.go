@@ -15,11 +15,13 @@ import (
 )
 
 const labUsage = `rdmabot lab image [--config FILE]
+rdmabot lab fstests [--config FILE] [--cache-dir DIR]
 rdmabot lab bench --kernel BZIMAGE [--boots 10] [--icount shift=3,sleep=on] [--spread-only] [--quiet-only] [--size 32M] [--iters 3]
 rdmabot lab compare --base DIR|BZIMAGE --candidate DIR|BZIMAGE [--lossy] [--client-side] [--pressure] [--pair NAME] [--side server|client] [--config FILE]
 rdmabot lab aa --kernel DIR|BZIMAGE [--comparisons 20] [--condition idle|busy] [--neighbour CMD] [--candidate DIR --seeded WHAT] [--summary]
 rdmabot lab queue --scan FILE [--scan FILE] [--aa FILE] [--build 15s] [--pairs 1,2]
-rdmabot lab run --kernel BZIMAGE [--test transfer|fio] [--size 32M] [--iters 3] [--rdma rxe|siw]
+rdmabot lab run --kernel BZIMAGE [--test transfer|fio|pressure|fstests] [--size 32M] [--iters 3] [--rdma rxe|siw]
+                [--tests generic/075,generic/091 | --large] (fstests: default lab.fstests.group)
                 [--transport rdma|tcp] [--vers auto|3|4.2] [--quiet=true] [--json FILE] [--selftest KIND]
                 [--netem ARGS | --lossy] [--config FILE]`
 
@@ -30,6 +32,8 @@ func runLab(ctx context.Context, e *env, args []string) error {
 	switch args[0] {
 	case "image":
 		return runLabImage(ctx, e, args[1:])
+	case "fstests":
+		return runLabFstests(ctx, e, args[1:])
 	case "run":
 		return runLabRun(ctx, e, args[1:])
 	case "bench":
@@ -77,6 +81,34 @@ func runLabImage(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// runLabFstests builds fstests from lab.fstests' source into the cache
+// (or finds it there) and prints the archive's path.
+func runLabFstests(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "lab fstests")
+	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
+	cacheDir := fs.String("cache-dir", "", "cache directory (default: cache_dir from the config)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *cacheDir != "" {
+		c.CacheDir = *cacheDir
+	}
+	path, err := lab.EnsureFstests(ctx, filepath.Join(c.LabDirs().Cache, "fstests"), c.Lab.Fstests, e.log)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s\t%d bytes\t%s %s\n", path, fi.Size(), c.Lab.Fstests.Source, c.Lab.Fstests.Commit)
+	return nil
+}
+
 // parseSize reads "32M", "1G" or a plain number of MiB.
 func parseSize(s string) (int, error) {
 	mult := 1
@@ -109,6 +141,8 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 	selftest := fs.String("selftest", "", "crash on purpose to check detection: panic, hang, or warn|oops|bug (self-test kernels)")
 	netem := fs.String("netem", "", `shape the test link with tc netem, e.g. "delay 1ms 500us loss 0.1%"`)
 	lossy := fs.Bool("lossy", false, "the lossy profile: the test over lab.lossy.netem's link, hung-task timeout as the bot sets it")
+	tests := fs.String("tests", "", "fstests: the tests to run, comma-separated (default: lab.fstests.group)")
+	large := fs.Bool("large", false, "fstests: lab.fstests.large_group")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -131,6 +165,16 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 			test.NFSVersion = c.Lab.PressureTest(*rdma, 0).NFSVersion
 		}
 	}
+	if *kind == "fstests" {
+		test = c.Lab.FstestsTest(*rdma, 0, *large)
+		test.Netem = *netem
+		if *vers != def.NFSVersion {
+			test.NFSVersion = *vers
+		}
+		if *tests != "" {
+			test.Fstests.Tests = strings.Split(*tests, ",")
+		}
+	}
 	if *lossy {
 		if c.Lab.Lossy.Netem == "" {
 			return fmt.Errorf("%w: --lossy: lab.lossy.netem is empty (the profile is off)", errUsage)
@@ -149,6 +193,7 @@ func runLabRun(ctx context.Context, e *env, args []string) error {
 		qc.Icount = ""
 	}
 	pair := lab.NewQEMUPair(qc, img, e.log)
+	pair.WithFstests(c.LabDirs(), c.Lab.Fstests)
 	pair.SelfTest = *selftest
 	if *selftest == "hang" && test.HungTaskSecs == 0 {
 		test.HungTaskSecs = 10
@@ -195,6 +240,19 @@ func printResult(e *env, r *lab.Result) {
 		for _, c := range h.Crashes {
 			fmt.Fprintf(e.stdout, "%s console: %s (%s, lines %d-%d)\n", h.Role, c.Title, c.Kind, c.StartLine, c.EndLine)
 		}
+	}
+	for _, t := range r.Tests {
+		fmt.Fprintf(e.stdout, "fstests %s: %s in %.1f s", t.Name, t.Status, t.Secs)
+		if t.Corrupt {
+			fmt.Fprint(e.stdout, " (bad data read back)")
+		}
+		if t.Why != "" {
+			fmt.Fprintf(e.stdout, ": %s", strings.ReplaceAll(t.Why, "\n", "\n    "))
+		}
+		fmt.Fprintln(e.stdout)
+	}
+	if r.Test.Kind == "fstests" {
+		fmt.Fprintf(e.stdout, "trusted server's RPC count: %d\n", r.ServerOps)
 	}
 	verdict := "PASSED"
 	if !r.Passed {

@@ -24,6 +24,9 @@
 #                   the pressure test (RB_TEST=pressure): seconds of load,
 #                   parallel O_DIRECT 1 MiB readers and writers, svcrdma's
 #                   credits (max_requests) and nfsd threads
+#   RB_TESTS        the fstests test (RB_TEST=fstests): the tests, comma-
+#                   separated, that the client runs with fstests' check
+#                   against the server's /export/test and /export/scratch
 # Progress and results are "@@RB EVENT key=value ..." lines on stdout,
 # each after a newline of its own: the host takes a marker only at the
 # start of a line, so a kernel message that shares the line cannot hide
@@ -108,11 +111,15 @@ rdma_up() {
 server_up() {
 	modprobe svcrdma 2>/dev/null
 	grep -q nfsd /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd
-	mkdir -p $MNT
-	mount -t tmpfs -o size=75% tmpfs $MNT
 	# Daemons get no stdio of ours: over SSH an open pipe would hold the session.
 	rpcbind -w </dev/null >/dev/null 2>&1 || mark RPCBIND_FAIL
-	exportfs -o fsid=0,rw,async,insecure,no_root_squash "${RB_IP%.*}.0/24:$MNT" || mark EXPORT_FAIL
+	if [ "$RB_TEST" = fstests ]; then
+		server_fstests_exports
+	else
+		mkdir -p $MNT
+		mount -t tmpfs -o size=75% tmpfs $MNT
+		exportfs -o fsid=0,rw,async,insecure,no_root_squash "${RB_IP%.*}.0/24:$MNT" || mark EXPORT_FAIL
+	fi
 	rpc.mountd </dev/null >/dev/null 2>&1 || mark MOUNTD_FAIL
 	# A fresh v4 server would refuse opens for its grace period (90 s).
 	echo 10 >/proc/fs/nfsd/nfsv4gracetime
@@ -129,6 +136,18 @@ server_up() {
 	echo Y >/proc/fs/nfsd/v4_end_grace 2>/dev/null
 	[ "$RB_TEST" = pressure ] && server_pressure_report
 	mark NFSD_READY "portlist=$(tr '\n' ',' </proc/fs/nfsd/portlist)"
+}
+
+# server_fstests_exports: fstests' TEST_DEV and SCRATCH_DEV, a tmpfs
+# each, exported at the same path for every NFS version (no fsid=0: nfsd
+# makes the NFSv4 pseudo-root itself).
+server_fstests_exports() {
+	for d in test scratch; do
+		mkdir -p /export/$d
+		mount -t tmpfs -o size=35% tmpfs /export/$d
+	done
+	exportfs -o fsid=1,rw,sync,insecure,no_root_squash,no_subtree_check "${RB_IP%.*}.0/24:/export/test" || mark EXPORT_FAIL
+	exportfs -o fsid=2,rw,sync,insecure,no_root_squash,no_subtree_check "${RB_IP%.*}.0/24:/export/scratch" || mark EXPORT_FAIL
 }
 
 # server_pressure_setup: what the pressure test needs before nfsd starts:
@@ -410,7 +429,7 @@ server_bounce() {
 server_down() {
 	rpc.nfsd 0 2>/dev/null
 	exportfs -ua 2>/dev/null
-	umount $MNT 2>/dev/null
+	umount $MNT /export/test /export/scratch 2>/dev/null
 	link_unshape
 }
 
@@ -431,6 +450,9 @@ client_mount() {
 	3) opts=$opts,vers=3 ;;
 	*) opts=$opts,vers=$RB_VERS path=/ ;;
 	esac
+	# fstests mounts TEST_DEV at TEST_DIR as this does; check finds it
+	# mounted.
+	[ "$RB_TEST" = fstests ] && MNT=/mnt/test path=/export/test
 	mkdir -p $MNT
 	try=1
 	while [ $try -le 5 ]; do
@@ -622,6 +644,77 @@ client_pressure() {
 	[ "$rmb" -gt 0 ]
 }
 
+# client_fstests: each test of RB_TESTS with fstests' check, one check
+# per test, so that each test's evidence is its own and a hang leaves the
+# tests before it reported. Per test, FSTEST_LOG lines (a failure's
+# evidence: the start of its .out.bad diff, fsx's and the test's log
+# lines, bounded) and one FSTEST line (status pass, fail or notrun, its
+# seconds, a notrun's reason). Its own status says the group ran, not
+# that its tests passed.
+client_fstests() {
+	FST=${FST:-/var/lib/xfstests}
+	[ -x "$FST/check" ] || { mark FSTESTS_FAIL "why=no fstests in the image"; return 1; }
+	mkdir -p /mnt/scratch
+	vers=
+	[ "$RB_VERS" = auto ] || vers=,vers=$RB_VERS
+	export FSTYP=nfs TEST_DEV="$RB_PEER:/export/test" TEST_DIR=$MNT
+	export SCRATCH_DEV="$RB_PEER:/export/scratch" SCRATCH_MNT=/mnt/scratch
+	export NFS_MOUNT_OPTIONS="-o proto=rdma,port=20049$vers"
+	for t in $(echo "$RB_TESTS" | tr , ' '); do
+		res=$FST/results/$t
+		rm -f "$res".*
+		t0=$(now)
+		# check's own words go to the console as they come (kept with
+		# the boot; a hung test shows where it hangs), 60 lines at most.
+		# A test still running after 120 s shows its processes and what
+		# they wait in, once: a hang's evidence beside the kernel's.
+		(sleep 60 </dev/null >/dev/null 2>&1 && fstests_ps) &
+		wd=$!
+		(cd "$FST" && ./check -nfs "$t") </dev/null 2>&1 | tee "$RUN/fst.out" |
+			awk 'NR <= 60 {print "fstests: " $0; fflush()}'
+		kill "$wd" 2>/dev/null
+		secs=$(since "$t0")
+		if [ -f "$res.notrun" ]; then
+			mark FSTEST "name=$t status=notrun secs=$secs why=$(head -c 300 "$res.notrun" | tr '\n' ' ')"
+		elif grep -q "^Passed all 1 tests" "$RUN/fst.out" && [ ! -f "$res.out.bad" ]; then
+			mark FSTEST "name=$t status=pass secs=$secs"
+		else
+			fstests_evidence "$t" "$res" | head -n 40 | cut -c1-300 | while IFS= read -r l; do
+				printf '\n@@RB FSTEST_LOG name=%s line=%s\n' "$t" "$l"
+			done
+			mark FSTEST "name=$t status=fail secs=$secs"
+		fi
+	done
+	umount /mnt/scratch 2>/dev/null
+	return 0
+}
+
+# fstests_ps: each process with its state, what it waits in and its
+# command line, from /proc (busybox's ps knows no wait channel).
+fstests_ps() {
+	for p in /proc/[0-9]*; do
+		read -r st <"$p/stat" 2>/dev/null || continue
+		echo "fstests-ps: ${p#/proc/} $(echo "$st" | sed 's/.*) \(.\).*/\1/') $(cat "$p/wchan" 2>/dev/null) $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-120)"
+	done
+}
+
+# fstests_evidence TEST RES: why TEST failed: the start of its .out.bad
+# against the golden output, what fsx and the test logged of bad data,
+# the kernel messages check found, or check's own words when it ran
+# nothing.
+fstests_evidence() {
+	if [ -f "$2.out.bad" ]; then
+		diff -u "$FST/tests/$1.out" "$2.out.bad" 2>/dev/null | tail -n +3 | head -n 20
+	fi
+	[ -f "$2.full" ] && grep -E -i -m 12 'BAD DATA|miscompare|mismatch|error|LOG DUMP|^[0-9]+\([0-9]+ mod [0-9]+\)' "$2.full"
+	[ -f "$2.dmesg" ] && head -n 8 "$2.dmesg"
+	[ -f "$2.out.bad" ] || [ -f "$2.full" ] || tail -n 8 "$RUN/fst.out"
+	# fsx keeps its own logs beside its file.
+	for f in "$MNT"/*.fsxlog; do
+		[ -f "$f" ] && tail -n 8 "$f"
+	done
+}
+
 client_run() {
 	client_mount || { echo fail | nc "$RB_PEER" 7777; return 1; }
 	[ "${RB_CRASH:-none}" = hang ] && { client_hang; return 1; }
@@ -629,6 +722,7 @@ client_run() {
 	case $RB_TEST in
 	fio) client_fio ;;
 	pressure) client_pressure ;;
+	fstests) client_fstests ;;
 	*) client_transfer ;;
 	esac
 	rc=$?
