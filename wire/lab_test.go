@@ -103,8 +103,9 @@ func TestLossyWhy(t *testing.T) {
 // Which series the pressure profile runs for: a code change in svcrdma's
 // send or rw paths, in verbs' queue code or one naming Send Queue
 // accounting asks for it (the seeded accounting bugs of examples/seeded
-// among them); a comment in those files does not, nor a change that
-// touches none of them, nor a real pair (its HCA is no soft provider).
+// among them, and the seeded functional bugs, which pass it); a comment
+// in those files does not, nor a change that touches none of them, nor
+// a real pair (its HCA is no soft provider).
 func TestPressureWhy(t *testing.T) {
 	comment := patch("diff --git a/net/sunrpc/xprtrdma/svc_rdma_sendto.c b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n--- a/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma_sendto.c\n" +
 		"@@ -331,2 +331,3 @@ flushed:\n  * enough Send Queue that SQ exhaustion should be a rare event,\n+ * seen only when many threads reply on one transport at once.\n  */\n")
@@ -128,12 +129,14 @@ func TestPressureWhy(t *testing.T) {
 		patches [][]byte
 		want    string
 	}{
-		"comment":          {[][]byte{comment}, ""},
-		"elsewhere":        {[][]byte{backchannel}, ""},
-		"verbs":            {[][]byte{verbs}, "ib_drain/verbs.c code (drivers/infiniband/core/verbs.c)"},
-		"sq-double-credit": {[][]byte{seeded("sq-double-credit")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
-		"sq-credit-leak":   {[][]byte{seeded("sq-credit-leak")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
-		"sq-depth-short":   {[][]byte{seeded("sq-depth-short")}, "sq_avail/sq_depth/svc_rdma_transport.c code (net/sunrpc/xprtrdma/svc_rdma_transport.c)"},
+		"comment":           {[][]byte{comment}, ""},
+		"elsewhere":         {[][]byte{backchannel}, ""},
+		"verbs":             {[][]byte{verbs}, "ib_drain/verbs.c code (drivers/infiniband/core/verbs.c)"},
+		"sq-double-credit":  {[][]byte{seeded("sq-double-credit")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
+		"sq-credit-leak":    {[][]byte{seeded("sq-credit-leak")}, "sqecount/svc_rdma_rw.c/wake_send_waiters code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
+		"sq-depth-short":    {[][]byte{seeded("sq-depth-short")}, "sq_avail/sq_depth/svc_rdma_transport.c code (net/sunrpc/xprtrdma/svc_rdma_transport.c)"},
+		"chunk-tail-round":  {[][]byte{seeded("chunk-tail-round")}, "rpc_rdma.c code (net/sunrpc/xprtrdma/rpc_rdma.c)"},
+		"reply-chunk-pages": {[][]byte{seeded("reply-chunk-pages")}, "svc_rdma_rw.c code (net/sunrpc/xprtrdma/svc_rdma_rw.c)"},
 	} {
 		if got := p.Why(readSeries(t, c.patches...)); got != c.want {
 			t.Errorf("%s: Why = %q, want %q", name, got, c.want)
