@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/wire"
+)
+
+// The fstests profile, caught on the list: a Reply chunk sent from the
+// wrong offset (examples/seeded/reply-chunk-pages.mbox: every READDIR
+// reply carries the wrong bytes, without an error) passes the transfer
+// test and the pressure profile (lab/PRESSURE.md), which list no
+// directory. Posted while serve runs config.toml's fstests profile, with
+// a group of the one test that reaches it (generic/257, a large
+// directory's getdents; the default group takes 10 minutes a kernel,
+// beyond CI's hour) and the other profiles off so that it alone decides:
+// the base passes it, the patched server fails it, and the reply names
+// the test, shows its evidence and what ran.
+func TestFstestsCatchesAReplyChunkBug(t *testing.T) {
+	m := needMachine(t)
+	src := filepath.Join(root(t), "..", "shared", "peer", "fstests-63a29724a85f.tar.gz")
+	if _, err := os.Stat(src); err != nil {
+		t.Skipf("fstests' snapshot is not beside the checkout (%v): lab.fstests.source has nothing to build", err)
+	}
+	b := startBot(t, m, func(c *wire.Config) {
+		c.Lab.Fstests = wire.Default().Lab.Fstests
+		c.Lab.Fstests.Source = src
+		c.Lab.Fstests.Providers, c.Lab.Fstests.Group = []string{"rxe"}, []string{"generic/257"}
+		c.Lab.Pressure.Providers = nil
+		c.Lab.Lossy.Netem = ""
+		c.Lab.ClientSide.Boots = 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	r := b.waitSeeded(ctx, b.postSeeded("reply-chunk-pages.mbox"))
+
+	if outcome := r.Header.Get("X-Rdmabot-Outcome"); outcome != "REGRESSION" && outcome != "DATA_CORRUPTION" {
+		t.Fatalf("outcome %s, want REGRESSION or DATA_CORRUPTION: the Reply chunk bug went unseen\n%s", outcome, r.Body)
+	}
+	flat := strings.Join(strings.Fields(r.Body), " ")
+	for _, want := range []string{"generic/257", "fstests over NFS/RDMA on rxe", "generic/257 on the patched kernel:",
+		"regressed", "Reported-by:"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the reply does not say %q", want)
+		}
+	}
+	// Decided by the profile: no default boot of the candidate.
+	if strings.Contains(flat, "of the base, alternating") {
+		t.Errorf("default boots ran after the profile had decided:\n%s", r.Body)
+	}
+	for _, tv := range b.tests(t) {
+		for _, j := range tv.Jobs {
+			t.Logf("test %d (%s): %s job %.0f s", tv.ID, tv.Subject, j.Kind, j.Took)
+		}
+	}
+}
