@@ -79,16 +79,26 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
-	// lab.fstests.source may be a path beside the config file (the
-	// checkout's snapshot).
-	if src := c.Lab.Fstests.Source; src != "" && !filepath.IsAbs(src) && !lab.IsURL(src) {
-		abs, err := filepath.Abs(filepath.Join(filepath.Dir(path), src))
-		if err != nil {
-			return Config{}, fmt.Errorf("config %s: lab.fstests.source: %w", path, err)
-		}
-		c.Lab.Fstests.Source = abs
+	if err := c.resolveBeside(path); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// resolveBeside makes lab.fstests.source, when a relative path, a path
+// beside the config file at path (the checkout's snapshot), wherever
+// serve starts.
+func (c *Config) resolveBeside(path string) error {
+	src := c.Lab.Fstests.Source
+	if src == "" || filepath.IsAbs(src) || lab.IsURL(src) {
+		return nil
+	}
+	abs, err := filepath.Abs(filepath.Join(filepath.Dir(path), src))
+	if err != nil {
+		return fmt.Errorf("lab.fstests.source: %w", err)
+	}
+	c.Lab.Fstests.Source = abs
+	return nil
 }
 
 // resolvePaths makes the heavy locks' relative paths absolute in

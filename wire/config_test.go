@@ -21,6 +21,10 @@ func TestShippedConfigIsTheDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Default()
+	// Relative paths are the file's neighbours, as Load reads them.
+	if err := want.resolveBeside(path); err != nil {
+		t.Fatal(err)
+	}
 	if !reflect.DeepEqual(got, want) {
 		gb, _ := toml.Marshal(got)
 		wb, _ := toml.Marshal(want)
