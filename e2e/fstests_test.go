@@ -15,10 +15,9 @@ import (
 // wrong offset (examples/seeded/reply-chunk-pages.mbox: every READDIR
 // reply carries the wrong bytes, without an error) passes the transfer
 // test and the pressure profile (lab/PRESSURE.md), which list no
-// directory. Posted while serve runs config.toml's fstests profile, with
-// a group of the one test that reaches it (generic/257, a large
-// directory's getdents; the default group takes 10 minutes a kernel,
-// beyond CI's hour) and the other profiles off so that it alone decides:
+// directory. Posted while serve runs config.toml's fstests profile (its
+// group: generic/257, a large directory's getdents, on rxe), the other
+// profiles off so that it alone decides:
 // the base passes it, the patched server fails it, and the reply names
 // the test, shows its evidence and what ran.
 func TestFstestsCatchesAReplyChunkBug(t *testing.T) {
@@ -30,7 +29,6 @@ func TestFstestsCatchesAReplyChunkBug(t *testing.T) {
 	b := startBot(t, m, func(c *wire.Config) {
 		c.Lab.Fstests = wire.Default().Lab.Fstests
 		c.Lab.Fstests.Source = src
-		c.Lab.Fstests.Providers, c.Lab.Fstests.Group = []string{"rxe"}, []string{"generic/257"}
 		c.Lab.Pressure.Providers = nil
 		c.Lab.Lossy.Netem = ""
 		c.Lab.ClientSide.Boots = 0

@@ -292,7 +292,9 @@ func (p *fstestsPair) Run(_ context.Context, k Kernel, t Test) (*Result, error) 
 // its samples carry the tests and the server's count.
 func TestFstestsProfile(t *testing.T) {
 	pair := &fstestsPair{}
-	l := &Runner{Cfg: DefaultConfig(), Log: slog.New(slog.DiscardHandler), Pairs: map[string]Pair{"qemu": pair}}
+	cfg := DefaultConfig()
+	cfg.Fstests.Providers = []string{"rxe", "siw"}
+	l := &Runner{Cfg: cfg, Log: slog.New(slog.DiscardHandler), Pairs: map[string]Pair{"qemu": pair}}
 	p, err := NewFstests(l)
 	if err != nil || p == nil || p.Name() != "fstests" || p.Boots() != 2 || !p.Shapes("qemu") || p.Shapes("opa1") {
 		t.Fatalf("%v %v", p, err)
@@ -370,6 +372,25 @@ esac
 	// fsx's lines are bounded: 12 of its 30.
 	if n := strings.Count(r[2].Why, "READ BAD DATA"); n != 12 {
 		t.Errorf("%d fsx lines in %q", n, r[2].Why)
+	}
+	// A test whose I/O never completes is killed at RB_FSLIMIT, reported
+	// failed with its processes, and the group goes on.
+	hang := strings.Replace(check, "generic/075) echo", "generic/002) sleep 30 ;;\ngeneric/075) echo", 1)
+	os.WriteFile(filepath.Join(fst, "check"), []byte(hang), 0o755)
+	start := time.Now()
+	out = runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_PEER": "10.99.0.1",
+		"RB_VERS": "4.2", "RB_TESTS": "generic/002,generic/075", "RB_FSLIMIT": "2"})
+	f = &fstestsResults{group: []string{"generic/002", "generic/075"}}
+	for _, l := range strings.Split(out, "\n") {
+		if m, ok := parseMarker(l); ok {
+			if why := f.note(m, l, time.Now()); why != "" {
+				t.Fatalf("%s\n%s", why, out)
+			}
+		}
+	}
+	if len(f.tests) != 2 || f.tests[0].Status != flow.TestFail || !strings.Contains(f.tests[0].Why, "timed out after 2 s") ||
+		!strings.Contains(f.tests[0].Why, "sleep 30") || f.tests[1].Status != flow.TestPass || time.Since(start) > 20*time.Second {
+		t.Errorf("a hung test: %+v after %v\n%s", f.tests, time.Since(start), out)
 	}
 	os.Remove(filepath.Join(fst, "check"))
 	if out := runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_TESTS": "generic/001"}); !strings.Contains(out, "@@RB FSTESTS_FAIL why=no fstests in the image") {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/mail"
 	"net/url"
 	"os"
@@ -78,23 +79,25 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
-	if err := c.resolve(filepath.Dir(path)); err != nil {
+	if err := c.resolveBeside(path); err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }
 
-// resolve makes the paths config.toml may give relative to itself
-// absolute, from dir, the file's directory: lab.fstests.source (the
-// checkout's snapshot beside it).
-func (c *Config) resolve(dir string) error {
-	if src := c.Lab.Fstests.Source; src != "" && !filepath.IsAbs(src) && !lab.IsURL(src) {
-		abs, err := filepath.Abs(filepath.Join(dir, src))
-		if err != nil {
-			return fmt.Errorf("lab.fstests.source: %w", err)
-		}
-		c.Lab.Fstests.Source = abs
+// resolveBeside makes lab.fstests.source, when a relative path, a path
+// beside the config file at path (the checkout's snapshot), wherever
+// serve starts.
+func (c *Config) resolveBeside(path string) error {
+	src := c.Lab.Fstests.Source
+	if src == "" || filepath.IsAbs(src) || lab.IsURL(src) {
+		return nil
 	}
+	abs, err := filepath.Abs(filepath.Join(filepath.Dir(path), src))
+	if err != nil {
+		return fmt.Errorf("lab.fstests.source: %w", err)
+	}
+	c.Lab.Fstests.Source = abs
 	return nil
 }
 
@@ -207,7 +210,7 @@ func (c *Config) checkLive() error {
 		publishers = append(publishers, "reports.patchwork.url is set")
 	}
 	if len(publishers) > 0 {
-		if u, err := url.Parse(c.Bot.URL); err == nil && reports.LocalHost(u.Hostname()) {
+		if u, err := url.Parse(c.Bot.URL); err == nil && localHost(u.Hostname()) {
 			errs = append(errs, fmt.Errorf("bot.url %q is reachable only from this machine, but %s: replies would link to pages no reader can open; set bot.url to the address others reach the dashboard at (README, \"Going live\")",
 				c.Bot.URL, strings.Join(publishers, " and ")))
 		}
@@ -215,10 +218,30 @@ func (c *Config) checkLive() error {
 	if c.Reports.Mail {
 		if a, err := mail.ParseAddress(c.Reports.From); err == nil {
 			_, domain, _ := strings.Cut(a.Address, "@")
-			if reports.LocalHost(domain) {
+			if localHost(domain) {
 				errs = append(errs, fmt.Errorf("reports.from %q is not a deliverable mailbox, but reports.mail is on: answers to the bot would bounce; set the bot's own address (README, \"Going live\")", c.Reports.From))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// localHost says whether a host name or address cannot be reached from
+// another machine: loopback and unspecified addresses, localhost, and
+// the special-use names that never resolve (RFC 6761: .invalid, .test,
+// .example, .localhost).
+func localHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback() || ip.IsUnspecified()
+	}
+	if host == "" || host == "localhost" {
+		return true
+	}
+	for _, tld := range []string{".invalid", ".test", ".example", ".localhost"} {
+		if strings.HasSuffix(host, tld) || host == tld[1:] {
+			return true
+		}
+	}
+	return false
 }

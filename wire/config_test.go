@@ -20,10 +20,9 @@ func TestShippedConfigIsTheDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The defaults as serve reads them from a file there: a path relative
-	// to the file is relative to it.
 	want := Default()
-	if err := want.resolve(filepath.Dir(path)); err != nil {
+	// Relative paths are the file's neighbours, as Load reads them.
+	if err := want.resolveBeside(path); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -664,17 +664,38 @@ client_fstests() {
 		res=$FST/results/$t
 		rm -f "$res".*
 		t0=$(now)
-		# check's own words go to the console as they come (kept with
-		# the boot; a hung test shows where it hangs), 60 lines at most.
-		# A test still running after 120 s shows its processes and what
-		# they wait in, once: a hang's evidence beside the kernel's.
-		(sleep 60 </dev/null >/dev/null 2>&1 && fstests_ps) &
-		wd=$!
-		(cd "$FST" && ./check -nfs "$t") </dev/null 2>&1 | tee "$RUN/fst.out" |
-			awk 'NR <= 60 {print "fstests: " $0; fflush()}'
-		kill "$wd" 2>/dev/null
+		# check in a session of its own, so a test still running after
+		# RB_FSLIMIT seconds (a hang: its I/O never completes) can be
+		# killed whole and reported failed, with its processes and what
+		# they wait in, and the group goes on; 60 s in, they are shown
+		# once anyway.
+		setsid sh -c 'cd "$1" && exec ./check -nfs "$2"' sh "$FST" "$t" </dev/null >"$RUN/fst.out" 2>&1 &
+		ck=$! n=0
+		rm -f "$RUN/fst.ps"
+		while running $ck; do
+			sleep 1
+			n=$((n + 1))
+			[ $n = 60 ] && fstests_ps
+			if [ $n -ge "${RB_FSLIMIT:-300}" ]; then
+				fstests_ps >"$RUN/fst.ps"
+				# busybox sh takes -PID, dash (the tests' sh) only after --.
+				kill -s KILL "-$ck" 2>/dev/null || kill -s KILL -- "-$ck" 2>/dev/null
+				break
+			fi
+		done
+		wait $ck 2>/dev/null
+		# check's own words, for the console kept with the boot.
+		sed 's/^/fstests: /' "$RUN/fst.out" | head -n 60
 		secs=$(since "$t0")
-		if [ -f "$res.notrun" ]; then
+		if [ -f "$RUN/fst.ps" ]; then
+			{
+				echo "timed out after ${RB_FSLIMIT:-300} s (a hang: killed), its processes:"
+				grep -v -E ' [IS] (|worker_thread|kthread|smpboot_thread_fn|rescuer_thread|rcu_[a-z_]*) $' "$RUN/fst.ps" | sed 's/^fstests-ps: //'
+			} | head -n 40 | cut -c1-300 | while IFS= read -r l; do
+				printf '\n@@RB FSTEST_LOG name=%s line=%s\n' "$t" "$l"
+			done
+			mark FSTEST "name=$t status=fail secs=$secs"
+		elif [ -f "$res.notrun" ]; then
 			mark FSTEST "name=$t status=notrun secs=$secs why=$(head -c 300 "$res.notrun" | tr '\n' ' ')"
 		elif grep -q "^Passed all 1 tests" "$RUN/fst.out" && [ ! -f "$res.out.bad" ]; then
 			mark FSTEST "name=$t status=pass secs=$secs"
