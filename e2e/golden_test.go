@@ -120,8 +120,17 @@ func normalise(raw []byte, v vary) (string, error) {
 	body := new(bytes.Buffer)
 	body.ReadFrom(m.Body)
 	paras := strings.Split(v.replace(strings.TrimRight(body.String(), "\n"), own), "\n\n")
+	console := false // in the console excerpt's further paragraphs
 	for i, p := range paras {
 		lines := strings.Split(p, "\n")
+		if console && strings.HasPrefix(p, "  ") {
+			// Each side's last kernel lines and blocked tasks, the
+			// lab's stall dump: which tasks, and when, differ from run
+			// to run as the watchdog's do.
+			paras[i] = ""
+			continue
+		}
+		console = false
 		switch {
 		case strings.HasPrefix(p, "metric "):
 			for j, l := range lines {
@@ -143,10 +152,12 @@ func normalise(raw []byte, v vary) (string, error) {
 			first := reStamp.ReplaceAllString(strings.TrimSpace(lines[0]), "[<t>] ")
 			first = reHungFirst.ReplaceAllString(first, "INFO: task <task> blocked for more than <n> seconds.")
 			paras[i] = "  " + first + "\n  <the console's further lines>"
+			console = true
 		case isProse(lines):
 			paras[i] = strings.Join(lines, " ")
 		}
 	}
+	paras = slices.DeleteFunc(paras, func(p string) bool { return p == "" })
 	text := strings.Join(paras, "\n\n") + "\n"
 	for _, f := range reFigures {
 		text = f.re.ReplaceAllString(text, f.new)
