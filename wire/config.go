@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/mail"
 	"net/url"
 	"os"
@@ -210,7 +209,7 @@ func (c *Config) checkLive() error {
 		publishers = append(publishers, "reports.patchwork.url is set")
 	}
 	if len(publishers) > 0 {
-		if u, err := url.Parse(c.Bot.URL); err == nil && localHost(u.Hostname()) {
+		if u, err := url.Parse(c.Bot.URL); err == nil && reports.LocalHost(u.Hostname()) {
 			errs = append(errs, fmt.Errorf("bot.url %q is reachable only from this machine, but %s: replies would link to pages no reader can open; set bot.url to the address others reach the dashboard at (README, \"Going live\")",
 				c.Bot.URL, strings.Join(publishers, " and ")))
 		}
@@ -218,30 +217,10 @@ func (c *Config) checkLive() error {
 	if c.Reports.Mail {
 		if a, err := mail.ParseAddress(c.Reports.From); err == nil {
 			_, domain, _ := strings.Cut(a.Address, "@")
-			if localHost(domain) {
+			if reports.LocalHost(domain) {
 				errs = append(errs, fmt.Errorf("reports.from %q is not a deliverable mailbox, but reports.mail is on: answers to the bot would bounce; set the bot's own address (README, \"Going live\")", c.Reports.From))
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// localHost says whether a host name or address cannot be reached from
-// another machine: loopback and unspecified addresses, localhost, and
-// the special-use names that never resolve (RFC 6761: .invalid, .test,
-// .example, .localhost).
-func localHost(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback() || ip.IsUnspecified()
-	}
-	if host == "" || host == "localhost" {
-		return true
-	}
-	for _, tld := range []string{".invalid", ".test", ".example", ".localhost"} {
-		if strings.HasSuffix(host, tld) || host == tld[1:] {
-			return true
-		}
-	}
-	return false
 }

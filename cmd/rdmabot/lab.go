@@ -55,19 +55,29 @@ func loadConfig(path string) (wire.Config, error) {
 	return wire.Load(path)
 }
 
-func runLabImage(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "lab image")
+// cacheConfig parses the --config and --cache-dir flags of a command
+// that fills the cache, and is the config with the cache dir given.
+func cacheConfig(e *env, name string, args []string) (wire.Config, error) {
+	fs := newFlags(e, name)
 	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
 	cacheDir := fs.String("cache-dir", "", "cache directory (default: cache_dir from the config)")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return wire.Config{}, err
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {
-		return err
+		return wire.Config{}, err
 	}
 	if *cacheDir != "" {
 		c.CacheDir = *cacheDir
+	}
+	return c, nil
+}
+
+func runLabImage(ctx context.Context, e *env, args []string) error {
+	c, err := cacheConfig(e, "lab image", args)
+	if err != nil {
+		return err
 	}
 	img, err := c.LabDirs().Image(ctx, e.log)
 	if err != nil {
@@ -84,18 +94,9 @@ func runLabImage(ctx context.Context, e *env, args []string) error {
 // runLabFstests builds fstests from lab.fstests' source into the cache
 // (or finds it there) and prints the archive's path.
 func runLabFstests(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "lab fstests")
-	cfgPath := fs.String("config", "", "config file (default: built-in defaults)")
-	cacheDir := fs.String("cache-dir", "", "cache directory (default: cache_dir from the config)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	c, err := loadConfig(*cfgPath)
+	c, err := cacheConfig(e, "lab fstests", args)
 	if err != nil {
 		return err
-	}
-	if *cacheDir != "" {
-		c.CacheDir = *cacheDir
 	}
 	path, err := lab.EnsureFstests(ctx, filepath.Join(c.LabDirs().Cache, "fstests"), c.Lab.Fstests, e.log)
 	if err != nil {
