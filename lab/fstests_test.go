@@ -375,7 +375,9 @@ esac
 	}
 	// A test whose I/O never completes is killed at RB_FSLIMIT, reported
 	// failed with its processes, and the group goes on.
-	hang := strings.Replace(check, "generic/075) echo", "generic/002) sleep 30 ;;\ngeneric/075) echo", 1)
+	// A hung process whose command line holds a byte no terminal prints
+	// is shown with it replaced, never lost.
+	hang := strings.Replace(check, "generic/075) echo", "generic/002) sh -c 'sleep 30; :' \"$(printf 'bin\\377ary')\" ;;\ngeneric/075) echo", 1)
 	os.WriteFile(filepath.Join(fst, "check"), []byte(hang), 0o755)
 	start := time.Now()
 	out = runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_PEER": "10.99.0.1",
@@ -389,7 +391,7 @@ esac
 		}
 	}
 	if len(f.tests) != 2 || f.tests[0].Status != flow.TestFail || !strings.Contains(f.tests[0].Why, "timed out after 2 s") ||
-		!strings.Contains(f.tests[0].Why, "sleep 30") || f.tests[1].Status != flow.TestPass || time.Since(start) > 20*time.Second {
+		!strings.Contains(f.tests[0].Why, "sleep 30; : bin?ary") || f.tests[1].Status != flow.TestPass || time.Since(start) > 20*time.Second {
 		t.Errorf("a hung test: %+v after %v\n%s", f.tests, time.Since(start), out)
 	}
 	os.Remove(filepath.Join(fst, "check"))

@@ -130,7 +130,7 @@ func labProfiles(l *lab.Runner, names []string) ([]bot.Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out, known []string
+	var known []string
 	var ps []bot.Profile
 	for _, p := range all {
 		known = append(known, p.Name)
@@ -140,7 +140,6 @@ func labProfiles(l *lab.Runner, names []string) ([]bot.Profile, error) {
 		if p.On == nil {
 			return nil, fmt.Errorf("%w: the %s profile is off (%s)", errUsage, p.Name, p.Off)
 		}
-		out = append(out, p.Name)
 		ps = append(ps, p.On)
 	}
 	for _, n := range names {

@@ -690,7 +690,7 @@ client_fstests() {
 		if [ -f "$RUN/fst.ps" ]; then
 			{
 				echo "timed out after ${RB_FSLIMIT:-300} s (a hang: killed), its processes:"
-				grep -v -E ' [IS] (|worker_thread|kthread|smpboot_thread_fn|rescuer_thread|rcu_[a-z_]*) $' "$RUN/fst.ps" | sed 's/^fstests-ps: //'
+				grep -a -v -E ' [IS] (|worker_thread|kthread|smpboot_thread_fn|rescuer_thread|rcu_[a-z_]*) $' "$RUN/fst.ps" | sed 's/^fstests-ps: //'
 			} | head -n 40 | cut -c1-300 | while IFS= read -r l; do
 				printf '\n@@RB FSTEST_LOG name=%s line=%s\n' "$t" "$l"
 			done
@@ -711,12 +711,14 @@ client_fstests() {
 }
 
 # fstests_ps: each process with its state, what it waits in and its
-# command line, from /proc (busybox's ps knows no wait channel).
+# command line, from /proc (busybox's ps knows no wait channel). A
+# command line may hold any byte: only printable ASCII is kept, so the
+# list stays text for grep and one line per process.
 fstests_ps() {
 	for p in /proc/[0-9]*; do
 		read -r st <"$p/stat" 2>/dev/null || continue
-		echo "fstests-ps: ${p#/proc/} $(echo "$st" | sed 's/.*) \(.\).*/\1/') $(cat "$p/wchan" 2>/dev/null) $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-120)"
-	done
+		echo "fstests-ps: ${p#/proc/} $(echo "$st" | sed 's/.*) \(.\).*/\1/') $(cat "$p/wchan" 2>/dev/null) $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | LC_ALL=C tr -c ' -~' '?' | cut -c1-120)"
+	done | LC_ALL=C tr -c ' -~\n' '?'
 }
 
 # fstests_evidence TEST RES: why TEST failed: the start of its .out.bad
