@@ -36,12 +36,43 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	}
 	b.WriteString(code(provenance(in.Base)) + "\n\n")
 	b.WriteString(fenced(infoBlock(v)))
+	// The mail's words, from the same functions: the other bots'
+	// reviews, what the lab could not exercise.
+	if len(in.Thread.Reviews) > 0 {
+		b.WriteString(reviewsText(in.Thread.Reviews) + "\n")
+	}
+	if booted(v.Outcome) {
+		for _, l := range in.Test.Limits {
+			b.WriteString(l + "\n\n")
+		}
+	}
+	b.WriteString(commentOutcome(c, v))
+	if v.Functional != nil {
+		text, rows, evidence := FstestsText(v.Functional)
+		b.WriteString(text + "\n\n" + markdownTable(rows, "lllrl") + "\n")
+		for _, e := range evidence {
+			b.WriteString(e[0] + "\n\n" + fenced(e[1]))
+		}
+	}
+	b.WriteString(commentSignature(c))
+	return b.String()
+}
+
+// commentOutcome is what the comment shows of its outcome: the metrics
+// table and the rule that decided on it, the patch that did not apply,
+// the compiler's errors, the console.
+func commentOutcome(c *Config, v *Verdict) string {
+	var b strings.Builder
+	in := v.In
 	switch v.Outcome {
 	case flow.Pass, flow.Regression, flow.Improvement:
 		if len(v.Decision.Comparisons) > 0 {
 			b.WriteString(markdownTable(MetricRows(v.Decision), "lrrrrrrr") + "\n")
 			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
 				v.Decision.Comparisons[0].TestAlpha)
+		}
+		if r := DecisionRule(c, v); r != "" {
+			b.WriteString(r + "\n\n")
 		}
 		for _, h := range []*Health{v.Health, v.Pressure} {
 			if h == nil {
@@ -93,14 +124,6 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 			b.WriteString("cmp:\n\n" + fenced(excerpt(in.Corruption.Detail, 20)))
 		}
 	}
-	if v.Functional != nil {
-		text, rows, evidence := FstestsText(v.Functional)
-		b.WriteString(text + "\n\n" + markdownTable(rows, "lllrl") + "\n")
-		for _, e := range evidence {
-			b.WriteString(e[0] + "\n\n" + fenced(e[1]))
-		}
-	}
-	b.WriteString(commentSignature(c))
 	return b.String()
 }
 
