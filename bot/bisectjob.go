@@ -452,6 +452,9 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 			tr.Logf("the report goes to the lists alone: %v", err)
 		}
 	}
+	if rb.Parent, rb.ParentSamples, rb.CulpritSamples, err = b.confirmSamples(ctx, bis, side, steps); err != nil {
+		return err
+	}
 	r := flow.Report{
 		Key:       fmt.Sprintf("bisect:%d", bis.ID),
 		Kind:      "bisect",
@@ -473,6 +476,29 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 		tr.Logf("delivered %q", r.Title)
 	}
 	return complete(ctx, b, job, nil)
+}
+
+// confirmSamples are what the confirmation measured of a culprit's
+// parent and of the culprit, for the report's table of one against the
+// other: the commits' cached results, which each confirmation run
+// replaced with its boots. None before a parent was measured.
+func (b *Bot) confirmSamples(ctx context.Context, bis store.Bisection, side string, steps []flow.BisectStep) (parent string, ps, cs []flow.Sample, err error) {
+	for _, s := range steps {
+		if s.Phase == phaseParent {
+			parent = s.Commit
+		}
+	}
+	if parent == "" || bis.Culprit == "" || bis.Metric == MetricBuild {
+		return "", nil, nil, nil
+	}
+	forever := 100 * 365 * 24 * time.Hour
+	if ps, _, err = b.st.BaseResults(ctx, b.st.DB, b.bisectKey(bis, side, parent), forever); err != nil {
+		return "", nil, nil, flow.MarkInfra(err)
+	}
+	if cs, _, err = b.st.BaseResults(ctx, b.st.DB, b.bisectKey(bis, side, bis.Culprit), forever); err != nil {
+		return "", nil, nil, flow.MarkInfra(err)
+	}
+	return parent, ps, cs, nil
 }
 
 // commitPeople reads a commit's subject, its author as an address and

@@ -419,6 +419,13 @@ func TestMainlineRegressionBisected(t *testing.T) {
 		t.Fatalf("confirmations %v", phases)
 	}
 	t.Logf("bisection steps: %d (%v)", len(r.Bisect.Steps), phases)
+	// The table of culprit against parent is what their confirmation
+	// runs measured: the fake kernels' 100 and 52.
+	if r.Bisect.Parent != commits[12] || len(r.Bisect.ParentSamples) == 0 || len(r.Bisect.CulpritSamples) == 0 ||
+		r.Bisect.ParentSamples[0].Metrics["write_MBps"] < 90 || r.Bisect.CulpritSamples[0].Metrics["write_MBps"] > 60 {
+		t.Errorf("confirmation samples: parent %s (want %s), %d and %d boots %+v %+v", r.Bisect.Parent, commits[12],
+			len(r.Bisect.ParentSamples), len(r.Bisect.CulpritSamples), r.Bisect.ParentSamples, r.Bisect.CulpritSamples)
+	}
 	mux := http.NewServeMux()
 	dashboard.New(h.st, h.bot, slog.New(slog.DiscardHandler)).Register(mux)
 	srv := httptest.NewServer(mux)

@@ -72,6 +72,12 @@ type BisectReport struct {
 	Change       float64
 	Steps        []BisectStep
 	Confirmed    bool
+	// Parent is the culprit's parent; ParentSamples and CulpritSamples
+	// are the boots the confirmation last measured of each (the cached
+	// results of the commit): the report's table of culprit against
+	// parent. Empty when nothing was measured (a build's bisection).
+	Parent                        string
+	ParentSamples, CulpritSamples []Sample
 }
 
 // FirstBad is the outcome of a bisection over a series' own patches.
