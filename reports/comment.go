@@ -68,8 +68,7 @@ func commentOutcome(c *Config, v *Verdict) string {
 	case flow.Pass, flow.Regression, flow.Improvement:
 		if len(v.Decision.Comparisons) > 0 {
 			b.WriteString(markdownTable(MetricRows(v.Decision), "lrrrrrrr") + "\n")
-			fmt.Fprintf(&b, "Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.\n\n",
-				v.Decision.Comparisons[0].TestAlpha)
+			b.WriteString(intervalNote(v.Decision) + "\n\n")
 		}
 		if r := DecisionRule(c, v); r != "" {
 			b.WriteString(r + "\n\n")

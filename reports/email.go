@@ -434,7 +434,7 @@ func Measurements(v *Verdict) string {
 	case flow.Pass, flow.Regression, flow.Improvement:
 		if len(v.Decision.Comparisons) > 0 {
 			raw(table(MetricRows(v.Decision), ""))
-			note := fmt.Sprintf("Base and patched kernels ran on the same pair, one boot per run. Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.", v.Decision.Comparisons[0].TestAlpha)
+			note := "Base and patched kernels ran on the same pair, one boot per run. " + intervalNote(v.Decision)
 			for _, cmp := range v.Decision.Comparisons {
 				if cmp.Warmup {
 					note += " The first iteration of each run was dropped as a warm-up."

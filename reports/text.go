@@ -148,6 +148,13 @@ func MetricRows(d stats.Decision) [][]string {
 	return rows
 }
 
+// intervalNote says how MetricRows' change, interval and p were
+// computed, in the sentence every table of them is followed by.
+func intervalNote(d stats.Decision) string {
+	return fmt.Sprintf("Change and interval are of the median (bootstrap), the columns beside them the mean ± sd of the boots; p is from a two-sided Mann-Whitney test held to %.2g per metric and look.",
+		d.Comparisons[0].TestAlpha)
+}
+
 // Headline picks the comparison that decided a regression or an
 // improvement: the first metric, in the order the bot decides on them
 // (throughput, the one users feel, before the loop time), whose change is
