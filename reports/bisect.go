@@ -41,7 +41,19 @@ type Bisection struct {
 	Config, Compiler, Lab, Test string
 	// To are the lists a mailed report goes to.
 	To []string
+	// Parent is the culprit's parent, and Against the culprit's
+	// confirmation boots judged against the parent's as a series' boots
+	// are against its base's (Judge): the table of culprit against
+	// parent. ParentBoots and CulpritBoots count each side's boots and
+	// those that showed Against's crash. nil: nothing was measured.
+	Parent                    string
+	Against                   *Verdict
+	ParentBoots, CulpritBoots BisectBoots
 }
+
+// BisectBoots is one side of the table of culprit against parent: its
+// confirmation boots, and how many of them showed the crash.
+type BisectBoots struct{ Boots, Crashed int }
 
 // BisectStep is one test of the bisection or of its confirmation.
 type BisectStep struct {
@@ -168,6 +180,7 @@ func RenderBisection(c *Config, b *Bisection, msgID string, now time.Time) (*Mai
 		fmt.Fprintf(&body, "%s, but no culprit was confirmed:\n%s\n\n", b.found(c), b.Summary)
 	}
 	body.WriteString(b.setup())
+	body.WriteString(b.against(c, false))
 	fmt.Fprintf(&body, "good: %s\nbad:  %s\n\nsteps:\n", b.Good, b.Bad)
 	for _, s := range b.Steps {
 		fmt.Fprintf(&body, "  %2d %-16s %s %-4s %s\n", s.N, s.Phase, Short(s.Commit), s.Outcome, s.Detail)
@@ -199,11 +212,12 @@ func RenderBisectionComment(c *Config, b *Bisection, login string) string {
 		// crash's title, a build error): code, not Markdown.
 		fmt.Fprintf(&s, "No confirmed culprit between %s and %s: %s\n", code(Short(b.Good)), code(Short(b.Bad)), code(b.Summary))
 	}
+	s.WriteString("\n" + b.against(c, true))
 	rows := [][]string{{"step", "phase", "commit", "outcome", "detail"}}
 	for _, st := range b.Steps {
 		rows = append(rows, []string{fmt.Sprint(st.N), st.Phase, code(Short(st.Commit)), st.Outcome, code(oneLine(st.Detail, MaxSubject))})
 	}
-	s.WriteString("\n" + markdownTable(rows, "rllll") + "\n")
+	s.WriteString(markdownTable(rows, "rllll") + "\n")
 	fmt.Fprintf(&s, "Details and traces: %s\n\n", b.URL)
 	s.WriteString(commentSignature(c))
 	return s.String()
@@ -222,4 +236,73 @@ func (b *Bisection) setup() string {
 		return ""
 	}
 	return out.String() + "\n"
+}
+
+// againstRows is the table of the culprit's confirmation boots against
+// its parent's, with its Markdown alignment: the decided metrics as a
+// series reply's table has them (MetricRows, its sides named), or for a
+// crash how many of each side's boots showed it; nil when nothing was
+// measured, or no metric compared.
+func (b *Bisection) againstRows() ([][]string, string) {
+	v := b.Against
+	switch {
+	case v == nil:
+		return nil, ""
+	case v.Crash != nil:
+		what := "crashed"
+		if v.Crash.Stall {
+			what = "stalled"
+		}
+		side := func(name, commit string, n BisectBoots) []string {
+			return []string{name, Short(commit), fmt.Sprintf("%s in %d of %d boots", what, n.Crashed, n.Boots)}
+		}
+		return [][]string{{"", "commit", "outcome"}, side("parent", b.Parent, b.ParentBoots), side("culprit", b.Culprit, b.CulpritBoots)}, "lll"
+	case len(v.Decision.Comparisons) == 0:
+		return nil, ""
+	}
+	rows := MetricRows(v.Decision)
+	rows[0][1], rows[0][4] = "parent mean ± sd", "culprit mean ± sd"
+	return rows, "lrrrrrrr"
+}
+
+// against is the table of culprit against parent with the words a
+// series reply has around its own (the crash's title, how the figures
+// were computed, the rule that decided), as plain text for the mail or
+// Markdown (md) for the comment, and a blank line; "" without a table.
+func (b *Bisection) against(c *Config, md bool) string {
+	rows, align := b.againstRows()
+	if rows == nil {
+		return ""
+	}
+	v := b.Against
+	var out strings.Builder
+	para := func(s string) {
+		if !md {
+			s = wrap(s, 72)
+		}
+		out.WriteString(s + "\n\n")
+	}
+	para(fmt.Sprintf("The culprit's confirmation boots against its parent's (%s):", Short(b.Parent)))
+	if md {
+		out.WriteString(markdownTable(rows, align) + "\n")
+	} else {
+		out.WriteString(table(rows, "") + "\n")
+	}
+	if v.Crash != nil {
+		// The kernel's words: a line of their own, code in Markdown.
+		if md {
+			out.WriteString(fenced(v.Crash.Title))
+		} else {
+			out.WriteString("  " + v.Crash.Title + "\n\n")
+		}
+		return out.String()
+	}
+	para(intervalNote(v.Decision))
+	switch v.Outcome {
+	case flow.Pass, flow.Regression, flow.Improvement:
+		if r := DecisionRule(c, v); r != "" {
+			para(r)
+		}
+	}
+	return out.String()
 }

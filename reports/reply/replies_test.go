@@ -244,22 +244,7 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		checkFigures(t, e, d)
 	})
-	// A bisection: a new thread on the lists (mainline), or a comment in
-	// the issue that asked for it.
-	bisection := func(o flow.Origin) flow.Report {
-		return flow.Report{Key: "bisect:3", Kind: "bisect", Title: "[mainline] 0f1e2d3c4b5a: nfs-rdma copy_MBps -48% regression",
-			Verdict: flow.Regression, Tree: "mainline", Base: "6613476e225e090cc9aad49be7fa504e290dd33d",
-			Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: "http://127.0.0.1:8480/bisect/3", TraceURL: "http://127.0.0.1:8480/bisect/3",
-			Origin: o, Bisect: &flow.BisectReport{Good: "6613476e225e090cc9aad49be7fa504e290dd33d", Bad: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
-				Culprit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Metric: "copy_MBps", Change: -0.48, Confirmed: true,
-				Steps: []flow.BisectStep{
-					{N: 1, Phase: "bisect", Commit: "5555555555555555555555555555555555555555", Outcome: "good", Detail: "copy -0.4%"},
-					{N: 2, Phase: "bisect", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -47.9%"},
-					{N: 3, Phase: "confirm-culprit", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -48.2%"},
-					{N: 4, Phase: "confirm-parent", Commit: "5555555555555555555555555555555555555555", Outcome: "good", Detail: "copy +0.3%"},
-					{N: 5, Phase: "confirm-revert", Commit: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", Outcome: "good", Detail: "copy -0.1%"},
-				}}}
-	}
+	bisection := func(o flow.Origin) flow.Report { return bisectionReport(o, runs) }
 	t.Run("BISECTION", func(t *testing.T) {
 		g := newReplyRig(t)
 		e := g.deliver(t, bisection(flow.Origin{Kind: "mainline"}))
@@ -652,4 +637,25 @@ func (l listsAt) ListsAt(_ context.Context, commit string, _ []string) ([]string
 		return nil, fmt.Errorf("no tree has %s", commit)
 	}
 	return l.lists, nil
+}
+
+// bisectionReport is a confirmed bisection's report as bot hands it
+// over: a new thread on the lists (mainline), or a comment in the issue
+// that asked for it (o); runs are the confirmation's boots of each side.
+func bisectionReport(o flow.Origin, runs int) flow.Report {
+	return flow.Report{Key: "bisect:3", Kind: "bisect", Title: "[mainline] 0f1e2d3c4b5a: nfs-rdma copy_MBps -48% regression",
+		Verdict: flow.Regression, Tree: "mainline", Base: "6613476e225e090cc9aad49be7fa504e290dd33d",
+		Candidate: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", URL: "http://127.0.0.1:8480/bisect/3", TraceURL: "http://127.0.0.1:8480/bisect/3",
+		Origin: o, Bisect: &flow.BisectReport{Good: "6613476e225e090cc9aad49be7fa504e290dd33d", Bad: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
+			Culprit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Metric: "copy_MBps", Change: -0.48, Confirmed: true,
+			Steps: []flow.BisectStep{
+				{N: 1, Phase: "bisect", Commit: "5555555555555555555555555555555555555555", Outcome: "good", Detail: "copy -0.4%"},
+				{N: 2, Phase: "bisect", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -47.9%"},
+				{N: 3, Phase: "confirm-culprit", Commit: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", Outcome: "bad", Detail: "copy -48.2%"},
+				{N: 4, Phase: "confirm-parent", Commit: "5555555555555555555555555555555555555555", Outcome: "good", Detail: "copy +0.3%"},
+				{N: 5, Phase: "confirm-revert", Commit: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", Outcome: "good", Detail: "copy -0.1%"},
+			},
+			// What the confirmation measured: the parent at 100, the
+			// culprit at 52, as the steps' details say.
+			Parent: "5555555555555555555555555555555555555555", ParentSamples: samples(runs, 100, 2), CulpritSamples: samples(runs, 52, 2)}}
 }

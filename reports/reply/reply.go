@@ -702,7 +702,26 @@ func (r *Replier) bisection(rep flow.Report) *reports.Bisection {
 			out.To = append(out.To, l)
 		}
 	}
+	r.against(rep.Key, b, out)
 	return out
+}
+
+// against judges the culprit's confirmation boots against its parent's
+// as a series' test is judged, seeded from the report's key, for the
+// report's table of one against the other; nothing when either side
+// has no boots.
+func (r *Replier) against(key string, b *flow.BisectReport, out *reports.Bisection) {
+	if len(b.ParentSamples) == 0 || len(b.CulpritSamples) == 0 {
+		return
+	}
+	v := r.judge(key, b.ParentSamples, b.CulpritSamples)
+	out.Parent, out.Against = b.Parent, &v
+	out.ParentBoots = reports.BisectBoots{Boots: len(b.ParentSamples)}
+	out.CulpritBoots = reports.BisectBoots{Boots: len(b.CulpritSamples)}
+	if v.Crash != nil {
+		out.ParentBoots.Crashed = sameCrash(b.ParentSamples, v.Crash.Title)
+		out.CulpritBoots.Crashed = sameCrash(b.CulpritSamples, v.Crash.Title)
+	}
 }
 
 // deliverBisection starts a new thread on the lists with the culprit, the
