@@ -275,7 +275,7 @@ func seriesPatch(repo *git.Repository, base, head, commit string) (k, n int, err
 
 // MetricBuild is the metric of a bisection that only builds: the first
 // patch of a series that does not compile.
-const MetricBuild = "build"
+const MetricBuild = flow.MetricBuild
 
 // bisectRank puts mainline bisection steps behind every test waiting
 // for a pair; a series' own bisection keeps its test's place.
@@ -382,7 +382,15 @@ func (b *Bot) measure(ctx context.Context, bis store.Bisection, commit string, r
 }
 
 // metricCrash is the metric of a bisection for a crash.
-const metricCrash = "crash"
+const metricCrash = flow.MetricCrash
+
+// regressed names what a bisection found: "copy -48%", or "crash".
+func regressed(metric string, change float64) string {
+	if metric == metricCrash || metric == MetricBuild {
+		return metric
+	}
+	return fmt.Sprintf("%s %+.0f%%", metric, change*100)
+}
 
 func firstCrash(samples []flow.Sample) string {
 	for _, s := range samples {
@@ -458,7 +466,7 @@ func (b *Bot) reportBisection(ctx context.Context, job *river.Job[ReportArgs], t
 	r := flow.Report{
 		Key:       fmt.Sprintf("bisect:%d", bis.ID),
 		Kind:      "bisect",
-		Title:     fmt.Sprintf("[mainline] %s: nfs-rdma %s %+.0f%% regression", short(blame), bis.Metric, change*100),
+		Title:     fmt.Sprintf("[mainline] %s: nfs-rdma %s regression", short(blame), regressed(bis.Metric, change)),
 		Verdict:   flow.Regression,
 		Summary:   bis.Summary,
 		Tree:      bis.Tree,

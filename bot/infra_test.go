@@ -33,3 +33,21 @@ func TestInfraOrInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// A bisection's title names a measured change with its size, and a
+// crash or a build failure by what it is: "crash +0%" said nothing.
+func TestRegressedWords(t *testing.T) {
+	for _, c := range []struct {
+		metric string
+		change float64
+		want   string
+	}{
+		{"write_MBps", -0.48, "write_MBps -48%"},
+		{metricCrash, 0, "crash"},
+		{MetricBuild, 0, "build"},
+	} {
+		if got := regressed(c.metric, c.change); got != c.want {
+			t.Errorf("regressed(%q, %v) = %q, want %q", c.metric, c.change, got, c.want)
+		}
+	}
+}

@@ -68,10 +68,12 @@ type BisectReport struct {
 	// CulpritFiles are the files the culprit changes: whose lists
 	// (MAINTAINERS L:) hear of it.
 	CulpritFiles []string
-	Metric       string
-	Change       float64
-	Steps        []BisectStep
-	Confirmed    bool
+	// Metric is what was bisected: a decided metric, whose Change is
+	// bad's median against good's, or MetricCrash or MetricBuild.
+	Metric    string
+	Change    float64
+	Steps     []BisectStep
+	Confirmed bool
 	// Parent is the culprit's parent; ParentSamples and CulpritSamples
 	// are the boots the confirmation last measured of each (the cached
 	// results of the commit): the report's table of culprit against
@@ -126,3 +128,10 @@ type BisectStep struct {
 	At      time.Time
 	Boots   int // lab boots the step took (0: built only)
 }
+
+// The metrics of a bisection that is not for a measured change: a crash,
+// or the first commit that does not build.
+const (
+	MetricCrash = "crash"
+	MetricBuild = "build"
+)

@@ -83,7 +83,14 @@ func (b *Bisection) found(c *Config) string {
 	if b.Scheduled {
 		who = "A scheduled run found"
 	}
-	return fmt.Sprintf("%s %s on %s %+.0f%% at %s compared with %s", who, b.Metric, b.Tree, b.Change*100, Short(b.Bad), Short(b.Good))
+	what := fmt.Sprintf("%s on %s %+.0f%%", b.Metric, b.Tree, b.Change*100)
+	switch b.Metric {
+	case flow.MetricCrash:
+		what = "a crash on " + b.Tree
+	case flow.MetricBuild:
+		what = "a build failure on " + b.Tree
+	}
+	return fmt.Sprintf("%s %s at %s compared with %s", who, what, Short(b.Bad), Short(b.Good))
 }
 
 // blames says whether the report names a confirmed culprit whose author

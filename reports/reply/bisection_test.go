@@ -59,8 +59,8 @@ func TestBisectionCrashTable(t *testing.T) {
 		{Crash: title, Log: title + "\nRead of size 8 at addr ffff888004a1c9f0 by task nfsd/233"}}
 	report := func(o flow.Origin) flow.Report {
 		rep := bisectionReport(o, 2)
-		rep.Title = "[mainline] 0f1e2d3c4b5a: nfs-rdma crash +0% regression"
-		rep.Bisect.Metric, rep.Bisect.Change, rep.Bisect.CulpritSamples = "crash", 0, crashed
+		rep.Title = "[mainline] 0f1e2d3c4b5a: nfs-rdma crash regression"
+		rep.Bisect.Metric, rep.Bisect.Change, rep.Bisect.CulpritSamples = flow.MetricCrash, 0, crashed
 		for i, s := range rep.Bisect.Steps { // as bot's measure words a crash's step
 			rep.Bisect.Steps[i].Detail = map[string]string{"good": "PASS", "bad": "CRASH: " + title}[s.Outcome]
 		}
