@@ -35,8 +35,8 @@ func layerViolation(pkg, imp string) string {
 	switch {
 	case pkg == "flow":
 		return "flow is a leaf"
-	case under(pkg, "internal") && !under(imp, "internal"):
-		return "internal/ is a leaf"
+	case under(pkg, "internal") && !under(imp, "internal") && !(strings.HasPrefix(pkg, "internal/fake") && imp == "flow"):
+		return "internal/ is a leaf (a stages' fake speaks flow)"
 	case under(imp, "cmd"):
 		return "nothing imports the binary"
 	case imp == "wire" && !under(pkg, "cmd"):
@@ -59,7 +59,7 @@ func TestLayers(t *testing.T) {
 		}
 	}
 	for _, c := range [][2]string{{"builder", "internal/gitmail"}, {"reports/outbox", "reports"}, {"lab", "flow"}, {"bot", "flow"},
-		{"bot/dashboard", "reports"}, {"cmd/rdmabot", "wire"}, {"internal/testenv", "internal/flock"}} {
+		{"clients/dashboard", "reports"}, {"cmd/rdmabot", "wire"}, {"internal/testenv", "internal/flock"}} {
 		if why := layerViolation(c[0], c[1]); why != "" {
 			t.Errorf("%s importing %s refused: %s", c[0], c[1], why)
 		}

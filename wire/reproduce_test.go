@@ -15,7 +15,7 @@ import (
 
 // A reproducer carries settings that load as a configuration with this
 // machine's paths and real pairs left out, each tree's URL, and the
-// running executable; its archives are kept in cache_dir (bot/reproduce
+// running executable; its archives are kept in cache_dir (clients/reproduce
 // tests what a bundle holds).
 func TestReproducerSettings(t *testing.T) {
 	st := openStore(t)
