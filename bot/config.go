@@ -1,6 +1,3 @@
-// Package bot runs the pipeline as durable jobs: new series, GitHub
-// commands and cron ticks become River jobs that go lore -> builder ->
-// lab -> reports, survive crashes, and bisect mainline regressions.
 package bot
 
 import (

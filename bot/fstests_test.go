@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/fakestage"
 )
 
 // The fstests profile runs for a series that touches what it is for,

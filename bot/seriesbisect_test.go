@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/fakestage"
 )
 
 // seriesOf is a series of several patches with these subjects, under a

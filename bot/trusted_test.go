@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/fakestage"
 )
 
 // A series that changes client code alone boots its kernel on the

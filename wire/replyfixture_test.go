@@ -69,7 +69,7 @@ var replyNow = time.Date(2026, 11, 30, 4, 5, 6, 0, time.UTC)
 // makes of the default configuration and the real thread (go test
 // -update rewrites it).
 func TestReplyFixture(t *testing.T) {
-	sh := shared(t)
+	sh := testenv.Shared(t, "the real thread lives there")
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := store.Open(ctx, "", dir)
@@ -79,7 +79,7 @@ func TestReplyFixture(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	cfg := Default()
 	cfg.DataDir = dir
-	s, err := NewLore(cfg, st, slog.New(slog.DiscardHandler)).ReadMbox(ctx, mboxOf(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
+	s, err := NewLore(cfg, st, slog.New(slog.DiscardHandler)).ReadMbox(ctx, testenv.Mbox(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/bot/artifact"
-	"github.com/rdmabot/rdmabot/bot/reproduce"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/builder"
+	"github.com/rdmabot/rdmabot/clients/reproduce"
 	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 )

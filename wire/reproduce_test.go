@@ -10,11 +10,12 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lore"
 )
 
 // A reproducer carries settings that load as a configuration with this
 // machine's paths and real pairs left out, each tree's URL, and the
-// running executable; its archives are kept in cache_dir (bot/reproduce
+// running executable; its archives are kept in cache_dir (clients/reproduce
 // tests what a bundle holds).
 func TestReproducerSettings(t *testing.T) {
 	st := openStore(t)
@@ -41,8 +42,11 @@ func TestReproducerSettings(t *testing.T) {
 		t.Errorf("lab.toml names this machine's cache:\n%s", r.Settings)
 	}
 	ctx := context.Background()
-	patch := []byte("From: a@x\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n\nbody\n")
-	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: readSeries(t, patch).Patches})
+	patch, err := lore.ParseMessage([]byte("From: a@x\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n\nbody\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(flow.Series{MsgID: "p@x", Patches: []*flow.Message{patch}})
 	sid, err := st.AddSeries(ctx, st.DB, store.SeriesRow{MsgID: "p@x", Version: 1, Tree: "rdma", Subject: "svcrdma: x", Data: data})
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,10 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/rdmabot/rdmabot/bot"
-	"github.com/rdmabot/rdmabot/bot/aa"
-	"github.com/rdmabot/rdmabot/bot/dashboard"
-	"github.com/rdmabot/rdmabot/bot/ghbot"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/clients/aa"
+	"github.com/rdmabot/rdmabot/clients/dashboard"
+	"github.com/rdmabot/rdmabot/clients/ghbot"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/lore/intake"
 	"github.com/rdmabot/rdmabot/reports/outbox"

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/aa"
+	"github.com/rdmabot/rdmabot/clients/aa"
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/lab"

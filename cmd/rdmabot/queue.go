@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/aa"
+	"github.com/rdmabot/rdmabot/clients/aa"
 
-	"github.com/rdmabot/rdmabot/bot/queuesim"
+	"github.com/rdmabot/rdmabot/clients/queuesim"
 )
 
 const queueUsage = `rdmabot lab queue --scan FILE [--scan FILE ...] [--aa FILE] [--condition idle] [--build 15s,60s] [--pairs 1,2] [--reps 200] [--seed N]

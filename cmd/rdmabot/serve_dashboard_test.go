@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/dashboard"
 	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/clients/dashboard"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/wire"
 )

@@ -320,3 +320,20 @@ func TestAuthorisationBaseChosenOnce(t *testing.T) {
 		t.Errorf("the kept base unreadable: %v", err)
 	}
 }
+
+// A list url is one of what the sources read; a mistyped https URL is
+// not taken for a local inbox path that never gets mail.
+func TestCheckListURL(t *testing.T) {
+	for _, u := range []string{"htps:/lore kernel.org/linux-rdma", "https:/lore.kernel.org/linux-rdma", "https://lore kernel.org/linux-rdma",
+		"ftp://lore.kernel.org/linux-rdma", "https:///linux-rdma", "imap://[::1/nope", "imaps://lore.kernel.org/", "file://", ""} {
+		if err := CheckListURL(u); err == nil {
+			t.Errorf("%q taken", u)
+		}
+	}
+	for _, u := range []string{"https://lore.kernel.org/linux-rdma", "http://127.0.0.1:8080/x", "imaps://lore.kernel.org/org.kernel.vger.linux-rdma",
+		"inbox/local", "/srv/inbox", "file:///srv/inbox"} {
+		if err := CheckListURL(u); err != nil {
+			t.Errorf("%q: %v", u, err)
+		}
+	}
+}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/rdmabot/rdmabot/bot/dashboard"
+	"github.com/rdmabot/rdmabot/clients/dashboard"
 )
 
 // Dir is where `rdmabot lab aa` keeps its results by default:

@@ -1,61 +1,22 @@
-package wire
+package intake
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/internal/testenv"
+	"github.com/rdmabot/rdmabot/lore"
 )
-
-// shared finds ../shared from the project root, or skips.
-func shared(t *testing.T) string {
-	return testenv.Shared(t, "the real threads and archives live there")
-}
-
-func mboxOf(t *testing.T, dir string) []byte {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
-	sort.Strings(files)
-	var b bytes.Buffer
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.WriteString("From rdmabot@example Mon Jan  1 00:00:00 2024\n")
-		for _, l := range strings.SplitAfter(string(raw), "\n") {
-			if strings.HasPrefix(strings.TrimLeft(l, ">"), "From ") {
-				b.WriteString(">")
-			}
-			b.WriteString(l)
-		}
-		if !bytes.HasSuffix(b.Bytes(), []byte("\n")) {
-			b.WriteString("\n")
-		}
-		b.WriteString("\n")
-	}
-	return b.Bytes()
-}
 
 // A real series (Chuck Lever's svcrdma v2, 12 patches and a cover) read
 // from an mbox as `rdmabot test --mbox` does.
 func TestReadMboxRealSeries(t *testing.T) {
-	sh := shared(t)
-	cfg := Default()
-	st, err := store.Open(context.Background(), "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
-	s, err := l.ReadMbox(context.Background(), mboxOf(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
+	sh := testenv.Shared(t, "the real threads live there")
+	l := newReader(lore.DefaultConfig(), newMemStore(), slog.New(slog.DiscardHandler))
+	s, err := l.ReadMbox(context.Background(), testenv.Mbox(t, filepath.Join(sh, "corpus", "threads", "svcrdma-v2")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,16 +30,17 @@ func TestReadMboxRealSeries(t *testing.T) {
 // the relevant complete series of the window, and a second poll finds
 // the same ones without reading the archive again.
 func TestPollRealArchive(t *testing.T) {
-	sh := shared(t)
+	sh := testenv.Shared(t, "the real archives live there")
 	if testing.Short() {
 		t.Skip("-short: reads a year of linux-rdma")
 	}
-	cfg := Default()
-	cfg.Lore.Lists = cfg.Lore.Lists[:1]
-	cfg.Lore.Lists[0].URL = filepath.Join(sh, "corpus", "linux-rdma-2024.git")
+	cfg := lore.DefaultConfig()
+	cfg.Lists = cfg.Lists[:1]
+	cfg.Lists[0].URL = filepath.Join(sh, "corpus", "linux-rdma-2024.git")
 	ctx := context.Background()
-	st := openStore(t)
-	l := NewLore(cfg, st, slog.New(slog.DiscardHandler))
+	st := newMemStore()
+	l := newReader(cfg, st, slog.New(slog.DiscardHandler))
+	l.DataDir = t.TempDir()
 	l.Now = func() time.Time { return time.Date(2024, 12, 31, 0, 0, 0, 0, time.UTC) }
 	l.Window = 21 * 24 * time.Hour
 	start := time.Now()

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/rdmabot/rdmabot/bot/artifact"
-	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/fakestage"
 )
 
 // The bundle carries the settings and tree URL it was given and reruns

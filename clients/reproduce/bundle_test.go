@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot/artifact"
-	"github.com/rdmabot/rdmabot/bot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/fakestage"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 )
 

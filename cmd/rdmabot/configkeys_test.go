@@ -1,4 +1,4 @@
-package wire
+package main
 
 import (
 	"bufio"
@@ -17,11 +17,11 @@ import (
 // file lacks, and name only tests that exist in the package it gives, so
 // the list of gaps cannot go stale.
 func TestConfigKeysHaveTests(t *testing.T) {
-	keys := configKeys(t, filepath.Join("..", "config.toml"))
+	keys := configKeys(t, filepath.Join("..", "..", "config.toml"))
 	if len(keys) < 80 {
 		t.Fatalf("config.toml: %d keys read, the file has about 90: the parser is wrong", len(keys))
 	}
-	rows := keyTable(t, filepath.Join("..", "docs", "config.md"))
+	rows := keyTable(t, filepath.Join("..", "..", "docs", "config.md"))
 
 	for _, k := range keys {
 		if _, ok := rows[k]; !ok {
@@ -34,7 +34,7 @@ func TestConfigKeysHaveTests(t *testing.T) {
 		}
 	}
 
-	defined := testFuncs(t, "..")
+	defined := testFuncs(t, filepath.Join("..", ".."))
 	untested := 0
 	for _, k := range keys {
 		cell, ok := rows[k]
