@@ -314,7 +314,7 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 				if crashed(smp) {
 					fmt.Fprintf(trace, "%s %s %d/%d crashed: %s\n", p.Name(), side.name, i+1, n, firstCrash(smp))
 					if side.name == "candidate" && needsConfirming(base, cand) {
-						fmt.Fprintf(trace, "%s candidate: booting once more to confirm the stall\n", p.Name())
+						fmt.Fprintf(trace, "%s candidate: booting once more to confirm the failure\n", p.Name())
 						more, err := p.Run(ctx, pair, side.boot, i, trace)
 						if err != nil {
 							return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}

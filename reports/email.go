@@ -455,6 +455,9 @@ func Measurements(v *Verdict) string {
 		}
 	case flow.Crash:
 		where, same, kind := "the console of the patched kernel", "", "crash"
+		if v.Crash.Boots > 1 {
+			where = fmt.Sprintf("the consoles of %d boots of the patched kernel", v.Crash.Boots)
+		}
 		if v.Crash.Stall {
 			where, kind = "a boot of the patched kernel", "stall"
 			if v.Crash.Boots > 1 {
@@ -470,6 +473,9 @@ func Measurements(v *Verdict) string {
 				same = " under the same load"
 			case v.Crash.Debug:
 				where = "the console of the patched kernel's " + v.Crash.Link + ","
+				if v.Crash.Boots > 1 {
+					where = fmt.Sprintf("the consoles of %d boots of the patched kernel's %s,", v.Crash.Boots, v.Crash.Link)
+				}
 				same = " of the base's debug build"
 			case v.Crash.Client:
 				where = "a console of the pair with " + v.Crash.Link + ","
