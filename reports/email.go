@@ -455,9 +455,6 @@ func Measurements(v *Verdict) string {
 		}
 	case flow.Crash:
 		where, same, kind := "the console of the patched kernel", "", "crash"
-		if v.Crash.Boots > 1 {
-			where = fmt.Sprintf("the consoles of %d boots of the patched kernel", v.Crash.Boots)
-		}
 		if v.Crash.Stall {
 			where, kind = "a boot of the patched kernel", "stall"
 			if v.Crash.Boots > 1 {
@@ -473,9 +470,6 @@ func Measurements(v *Verdict) string {
 				same = " under the same load"
 			case v.Crash.Debug:
 				where = "the console of the patched kernel's " + v.Crash.Link + ","
-				if v.Crash.Boots > 1 {
-					where = fmt.Sprintf("the consoles of %d boots of the patched kernel's %s,", v.Crash.Boots, v.Crash.Link)
-				}
 				same = " of the base's debug build"
 			case v.Crash.Client:
 				where = "a console of the pair with " + v.Crash.Link + ","
@@ -488,6 +482,12 @@ func Measurements(v *Verdict) string {
 			para(fmt.Sprintf("The %s showed on %s and on none of the %d base runs%s.", kind, where, n, same))
 		} else {
 			para("The " + kind + " showed on " + where + " and not on the base kernel's.")
+		}
+		// The evidence it was mailed on (Confirmed): how many boots
+		// failed, whichever place each crashed in (a hung task's title
+		// names the drain its watchdog found first).
+		if !v.Crash.Stall && v.Crash.Crashed > 1 {
+			para(fmt.Sprintf("The patched kernel crashed or stalled in %d of its boots; the console below is this crash's.", v.Crash.Crashed))
 		}
 		raw("Console:\n\n" + indent(excerpt(reliableFrames(v.Crash.Console), 50)))
 		if v.Pressure != nil {
