@@ -55,18 +55,9 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		if err != nil {
 			return err
 		}
-		baseBoot, candBoot := b.boots(t, side, basePath, candPath, tr)
-		// A new head and a request for a profile get the profiles' larger
-		// variants; a posting the ones that fit every series.
-		baseBoot.Thorough = t.Kind == store.KindMainline || len(o.Asked) > 0
-		candBoot.Thorough = baseBoot.Thorough
-		if job.Args.Round == 1 && t.BaseDebugArtifact != "" && t.CandDebugArtifact != "" {
-			if baseBoot.Debug, err = b.fetchArtifact(ctx, t.BaseDebugArtifact, tr); err != nil {
-				return err
-			}
-			if candBoot.Debug, err = b.fetchArtifact(ctx, t.CandDebugArtifact, tr); err != nil {
-				return err
-			}
+		baseBoot, candBoot, err := b.roundBoots(ctx, t, side, o, job.Args.Round, basePath, candPath, tr)
+		if err != nil {
+			return err
 		}
 		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
@@ -226,6 +217,25 @@ func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (b
 	}
 	tr.Logf("the candidate boots on the %s, the base kernel %s on the %s, which takes the times", side, short(t.Base), other)
 	return base, cand
+}
+
+// roundBoots are the boots of a test's round (boots): in a new head's
+// and an asked-for test, the profiles' larger variants (a posting gets
+// the ones that fit every series), and in the first round each side's
+// debug build when both were built.
+func (b *Bot) roundBoots(ctx context.Context, t store.Test, side string, o flow.Origin, round int, basePath, candPath string, tr *Trace) (base, cand flow.Boot, err error) {
+	base, cand = b.boots(t, side, basePath, candPath, tr)
+	base.Thorough = t.Kind == store.KindMainline || len(o.Asked) > 0
+	cand.Thorough = base.Thorough
+	if round == 1 && t.BaseDebugArtifact != "" && t.CandDebugArtifact != "" {
+		if base.Debug, err = b.fetchArtifact(ctx, t.BaseDebugArtifact, tr); err != nil {
+			return base, cand, err
+		}
+		if cand.Debug, err = b.fetchArtifact(ctx, t.CandDebugArtifact, tr); err != nil {
+			return base, cand, err
+		}
+	}
+	return base, cand, nil
 }
 
 // profileBoots are the lab profiles' boots (lab.lossy, lab.pressure) in
