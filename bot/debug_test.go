@@ -51,8 +51,9 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 		}
 		return n
 	}
-	if c, b := debugBoots(uaf.CandSamples), debugBoots(uaf.BaseSamples); c != 1 || b != 1 || len(uaf.CandSamples) != 1 {
-		t.Errorf("use-after-free: %d debug boots of the candidate (of %d), %d of the base; want one each, and no default boot", c, len(uaf.CandSamples), b)
+	// The candidate's crash is booted once more to confirm it.
+	if c, b := debugBoots(uaf.CandSamples), debugBoots(uaf.BaseSamples); c != 2 || b != 1 || len(uaf.CandSamples) != 2 {
+		t.Errorf("use-after-free: %d debug boots of the candidate (of %d), %d of the base; want two and one, and no default boot", c, len(uaf.CandSamples), b)
 	}
 	for key, want := range map[string]string{"series:<clean@x>:v1:": "PASS", "series:<elsewhere@x>:v1:": "PASS"} {
 		if r, _ := h.report.Get(key); r.Verdict.String() != want {
@@ -66,7 +67,8 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 
 	// What was built and booted: the debug kernels of the three series
 	// that touch teardown code (the base once, from the artifact store
-	// after), and debug boots only of the two whose kernels built.
+	// after), and debug boots only of the two whose kernels built, the
+	// crashing candidate's twice.
 	builds, boots := 0, 0
 	for _, c := range h.calls.List() {
 		switch {
@@ -82,8 +84,8 @@ func TestDebugProfileFindsAUseAfterFree(t *testing.T) {
 	if builds != 1+3 {
 		t.Errorf("%d debug builds, want 4 (the base once, three candidates):\n%s", builds, strings.Join(h.calls.List(), "\n"))
 	}
-	if boots != 2+2 {
-		t.Errorf("%d debug boots, want 4 (base and candidate of two series):\n%s", boots, strings.Join(h.calls.List(), "\n"))
+	if boots != 2+3 {
+		t.Errorf("%d debug boots, want 5 (base and candidate of two series, the crash confirmed):\n%s", boots, strings.Join(h.calls.List(), "\n"))
 	}
 	ctx := context.Background()
 	for _, key := range []string{"series:<uaf@x>:v1:", "series:<clean@x>:v1:"} {

@@ -55,18 +55,9 @@ func (w *labWorker) Work(ctx context.Context, job *river.Job[LabArgs]) error {
 		if err != nil {
 			return err
 		}
-		baseBoot, candBoot := b.boots(t, side, basePath, candPath, tr)
-		// A new head and a request for a profile get the profiles' larger
-		// variants; a posting the ones that fit every series.
-		baseBoot.Thorough = t.Kind == store.KindMainline || len(o.Asked) > 0
-		candBoot.Thorough = baseBoot.Thorough
-		if job.Args.Round == 1 && t.BaseDebugArtifact != "" && t.CandDebugArtifact != "" {
-			if baseBoot.Debug, err = b.fetchArtifact(ctx, t.BaseDebugArtifact, tr); err != nil {
-				return err
-			}
-			if candBoot.Debug, err = b.fetchArtifact(ctx, t.CandDebugArtifact, tr); err != nil {
-				return err
-			}
+		baseBoot, candBoot, err := b.roundBoots(ctx, t, side, o, job.Args.Round, basePath, candPath, tr)
+		if err != nil {
+			return err
 		}
 		return b.withLease(ctx, t.Lab, job.ID, t.ID, tr, func(ctx context.Context) error {
 			n := job.Args.Runs
@@ -228,6 +219,25 @@ func (b *Bot) boots(t store.Test, side, basePath, candPath string, tr *Trace) (b
 	return base, cand
 }
 
+// roundBoots are the boots of a test's round (boots): in a new head's
+// and an asked-for test, the profiles' larger variants (a posting gets
+// the ones that fit every series), and in the first round each side's
+// debug build when both were built.
+func (b *Bot) roundBoots(ctx context.Context, t store.Test, side string, o flow.Origin, round int, basePath, candPath string, tr *Trace) (base, cand flow.Boot, err error) {
+	base, cand = b.boots(t, side, basePath, candPath, tr)
+	base.Thorough = t.Kind == store.KindMainline || len(o.Asked) > 0
+	cand.Thorough = base.Thorough
+	if round == 1 && t.BaseDebugArtifact != "" && t.CandDebugArtifact != "" {
+		if base.Debug, err = b.fetchArtifact(ctx, t.BaseDebugArtifact, tr); err != nil {
+			return base, cand, err
+		}
+		if cand.Debug, err = b.fetchArtifact(ctx, t.CandDebugArtifact, tr); err != nil {
+			return base, cand, err
+		}
+	}
+	return base, cand, nil
+}
+
 // profileBoots are the lab profiles' boots (lab.lossy, lab.pressure) in
 // a test's first round, each profile's base and candidate boots
 // alternating: for a series that changes what a profile is for, and for
@@ -314,7 +324,7 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 				if crashed(smp) {
 					fmt.Fprintf(trace, "%s %s %d/%d crashed: %s\n", p.Name(), side.name, i+1, n, firstCrash(smp))
 					if side.name == "candidate" && needsConfirming(base, cand) {
-						fmt.Fprintf(trace, "%s candidate: booting once more to confirm the stall\n", p.Name())
+						fmt.Fprintf(trace, "%s candidate: booting once more to confirm the failure\n", p.Name())
 						more, err := p.Run(ctx, pair, side.boot, i, trace)
 						if err != nil {
 							return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}

@@ -44,8 +44,9 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 	if reply.Verdict != flow.Crash || !strings.Contains(reply.Summary, "__ib_drain_sq") {
 		t.Fatalf("lossy-only hang: %s %q, want CRASH", reply.Verdict, reply.Summary)
 	}
-	// The reply's samples say which boots were lossy: the crash and the
-	// base boot before it, and no default-link boot of the candidate.
+	// The reply's samples say which boots were lossy: the crash, the
+	// boot that confirmed it and the base boot before them, and no
+	// default-link boot of the candidate.
 	lossyCand, plainCand := 0, 0
 	for _, s := range reply.CandSamples {
 		if s.Profile == "lossy" {
@@ -54,7 +55,7 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 			plainCand++
 		}
 	}
-	if lossyCand != 1 || plainCand != 0 || len(reply.BaseSamples) == 0 || reply.BaseSamples[len(reply.BaseSamples)-1].Profile != "lossy" {
+	if lossyCand != 2 || plainCand != 0 || len(reply.BaseSamples) == 0 || reply.BaseSamples[len(reply.BaseSamples)-1].Profile != "lossy" {
 		t.Errorf("crash reply samples: %d lossy and %d default candidate boots, base %+v", lossyCand, plainCand, reply.BaseSamples)
 	}
 
@@ -73,10 +74,10 @@ func TestLossyProfileFindsACrash(t *testing.T) {
 			}
 		}
 	}
-	// hang: base, candidate (crash); clean: one lost to the lab, then
-	// 2+2 in the retried round.
-	if n != 2+1+4 {
-		t.Errorf("%d lossy boots, want 7:\n%s", n, strings.Join(h.calls.List(), "\n"))
+	// hang: base, candidate (crash), candidate (confirming); clean: one
+	// lost to the lab, then 2+2 in the retried round.
+	if n != 3+1+4 {
+		t.Errorf("%d lossy boots, want 8:\n%s", n, strings.Join(h.calls.List(), "\n"))
 	}
 	ht, err := h.st.TestByKey(context.Background(), h.st.DB, "series:<hang@x>:v1:")
 	if err != nil {
@@ -181,8 +182,8 @@ func TestLossyProfileOnMainlineHeads(t *testing.T) {
 	if tt.Candidate != bad || tt.Verdict != flow.Crash || !strings.Contains(tt.Summary, "__ib_drain_sq") {
 		t.Errorf("the hanging head: %s %s %q, want CRASH in __ib_drain_sq", tt.Candidate, tt.Verdict, tt.Summary)
 	}
-	if n := len(lossy.Calls.List()); n != 4+2 {
-		t.Errorf("%d lossy boots, want 4 + base and the hanging candidate", n)
+	if n := len(lossy.Calls.List()); n != 4+3 {
+		t.Errorf("%d lossy boots, want 4 + base and the hanging candidate twice (the hang confirmed)", n)
 	}
 	// (The fake lossy link boots a kernel that does not hang through the
 	// lab, so the base's lossy boot shows there too.)

@@ -12,12 +12,17 @@ import (
 // and candidate, alternating base first (no base boots when base.Dir is
 // empty), so that a drift of the machine during the round hits both
 // sides alike, until a boot crashes: a crash is the answer already, and
-// more boots would only crash again. The lab job, mainline heads, `lab
-// aa`, the canary and the power bench all measure through it. An error
-// is the lab's (Infra), or a *RoundError naming the side whose kernel did
-// not come up; the samples are those booted before it.
+// more boots would only crash again. A crash or stall of the candidate
+// alone in one boot is booted once more on both sides before the round
+// ends (needsConfirming), past n when it came in the round's last boot:
+// without a second boot it is never evidence to mail
+// (reports.Crash.Confirmed). The lab job, mainline heads, `lab aa`, the
+// canary and the power bench all measure through it. An error is the
+// lab's (Infra), or a *RoundError naming the side whose kernel did not
+// come up; the samples are those booted before it.
 func RunRound(ctx context.Context, l Lab, pair string, base, cand flow.Boot, n int, trace io.Writer) (bs, cs []flow.Sample, err error) {
-	for i := range n {
+	for i := 0; i < n; i++ {
+		before := len(cs)
 		for _, side := range []struct {
 			name string
 			boot flow.Boot
@@ -36,35 +41,41 @@ func RunRound(ctx context.Context, l Lab, pair string, base, cand flow.Boot, n i
 			}
 			*side.out = append(*side.out, s...)
 		}
-		if crashed(bs) || crashed(cs) {
-			if i+1 < n && needsConfirming(bs, cs) {
-				fmt.Fprintf(trace, "the candidate stalled in one boot: booting both once more to confirm it\n")
-				continue
-			}
+		if !crashed(bs) && !crashed(cs) {
+			continue
+		}
+		if !needsConfirming(bs, cs) {
 			break
+		}
+		// The one failure came in this boot: one more of each side,
+		// whatever n says. A clean boot after it lets the round go on.
+		if crashed(cs[before:]) {
+			fmt.Fprintf(trace, "the candidate failed in one boot (%s): booting both once more to confirm it\n", firstCrash(cs[before:]))
+			if i+1 == n {
+				n++
+			}
 		}
 	}
 	return bs, cs, nil
 }
 
-// needsConfirming says the round's only failure is one stall of the
-// candidate that the lab saw and the kernel did not report
-// (flow.Sample.Stall): a starved emulated guest stalls too, so one more
-// boot confirms it or not before it is mailed (reports.Crash.Confirmed).
+// needsConfirming says the round's only failure is one boot of the
+// candidate that crashed (the kernel reported it: oops, WARN, KASAN, hung
+// task) or stalled (the lab saw it, flow.Sample.Stall): a starved or
+// unlucky emulated guest fails too, so one more boot confirms it or not
+// before it is mailed (reports.Crash.Confirmed). A crashing base is the
+// lab's or the base's problem, not the series': nothing to confirm.
 func needsConfirming(bs, cs []flow.Sample) bool {
 	if crashed(bs) {
 		return false
 	}
-	stalls := 0
+	failed := 0
 	for _, s := range cs {
-		if s.Crash != "" && !s.Stall {
-			return false
-		}
-		if s.Stall {
-			stalls++
+		if s.Crash != "" {
+			failed++
 		}
 	}
-	return stalls == 1
+	return failed == 1
 }
 
 // RoundError is a kernel of a round that did not come up: the base's is

@@ -10,6 +10,9 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/lab"
+	"github.com/rdmabot/rdmabot/reports"
+	"github.com/rdmabot/rdmabot/reports/reply"
 )
 
 // scriptLab answers each boot from a script keyed by "dir#count".
@@ -49,18 +52,25 @@ func TestRunRound(t *testing.T) {
 	}{
 		"clean":             {base, nil, "base cand base cand base cand", "", false},
 		"no base":           {flow.Boot{}, nil, "cand cand cand", "", false},
-		"candidate crash":   {base, map[string]func() ([]flow.Sample, error){"cand#2": crash}, "base cand base cand", "", false},
 		"base crash":        {base, map[string]func() ([]flow.Sample, error){"base#1": crash}, "base cand", "", false},
 		"candidate no boot": {base, map[string]func() ([]flow.Sample, error){"cand#1": noBoot}, "base cand", "candidate", false},
 		"base no boot":      {base, map[string]func() ([]flow.Sample, error){"base#2": noBoot}, "base cand base", "base", false},
 		"lab fault":         {base, map[string]func() ([]flow.Sample, error){"cand#3": infra}, "base cand base cand base cand", "", true},
-		// A stall the kernel did not report is booted once more: a
-		// second stall (or a crash) ends the round, a clean boot lets
-		// it go on.
+		// A stall the kernel did not report, or a crash it reported, in
+		// one candidate boot is booted once more on both sides: a second
+		// failure ends the round, a clean boot lets it go on, and in
+		// the round's last boot it adds a boot past n.
 		"a stall confirmed":           {base, map[string]func() ([]flow.Sample, error){"cand#1": stall, "cand#2": stall}, "base cand base cand", "", false},
 		"a stall not seen again":      {base, map[string]func() ([]flow.Sample, error){"cand#1": stall}, "base cand base cand base cand", "", false},
-		"a stall in the last boot":    {base, map[string]func() ([]flow.Sample, error){"cand#3": stall}, "base cand base cand base cand", "", false},
+		"a stall in the last boot":    {base, map[string]func() ([]flow.Sample, error){"cand#3": stall}, "base cand base cand base cand base cand", "", false},
 		"a stall beside a base crash": {base, map[string]func() ([]flow.Sample, error){"base#1": crash, "cand#1": stall}, "base cand", "", false},
+		"a crash confirmed":           {base, map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": crash}, "base cand base cand", "", false},
+		"a crash, then a stall":       {base, map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": stall}, "base cand base cand", "", false},
+		"a crash not seen again":      {base, map[string]func() ([]flow.Sample, error){"cand#2": crash}, "base cand base cand base cand", "", false},
+		"a crash in the last boot":    {base, map[string]func() ([]flow.Sample, error){"cand#3": crash}, "base cand base cand base cand base cand", "", false},
+		"a crash, no base":            {flow.Boot{}, map[string]func() ([]flow.Sample, error){"cand#1": crash}, "cand cand cand", "", false},
+		"a crash beside a base crash": {base, map[string]func() ([]flow.Sample, error){"base#1": crash, "cand#1": crash}, "base cand", "", false},
+		"a crash, then no boot":       {base, map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": noBoot}, "base cand base cand", "candidate", false},
 	} {
 		l := &scriptLab{plan: c.plan}
 		_, _, err := bot.RunRound(context.Background(), l, "qemu", c.base, cand, 3, io.Discard)
@@ -79,6 +89,80 @@ func TestRunRound(t *testing.T) {
 	}
 }
 
+// A round of one boot (a profile's default, a later round asking for
+// one more run) still confirms a failure of its one candidate boot, with
+// one more boot of each side; a clean boot stays one.
+func TestRunRoundOfOneBootConfirms(t *testing.T) {
+	base, cand := flow.Boot{Dir: "base"}, flow.Boot{Dir: "cand", Trusted: "base", Side: "server"}
+	crash := func() ([]flow.Sample, error) {
+		return []flow.Sample{{Crash: "BUG: KASAN: slab-use-after-free in svc_rdma_free"}}, nil
+	}
+	for name, c := range map[string]struct {
+		plan  map[string]func() ([]flow.Sample, error)
+		boots string
+		cand  int
+	}{
+		"clean":                  {nil, "base cand", 1},
+		"a crash confirmed":      {map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": crash}, "base cand base cand", 2},
+		"a crash not seen again": {map[string]func() ([]flow.Sample, error){"cand#1": crash}, "base cand base cand", 2},
+		"a base crash":           {map[string]func() ([]flow.Sample, error){"base#1": crash}, "base cand", 1},
+	} {
+		l := &scriptLab{plan: c.plan}
+		_, cs, err := bot.RunRound(context.Background(), l, "qemu", base, cand, 1, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := strings.Join(l.boots, " "); got != c.boots || len(cs) != c.cand {
+			t.Errorf("%s: boots %q, %d candidate samples; want %q, %d", name, got, len(cs), c.boots, c.cand)
+		}
+	}
+}
+
+// A crash of one candidate boot reaches the thread only when the boot
+// the round adds for it crashes too: the reply's judgement of the
+// round's samples is CRASH either way, but unconfirmed it says "not
+// mailed" (reports.Crash.Confirmed decides the audience). A crash in
+// the first two boots of a round of two is confirmed with no boot more.
+func TestRoundConfirmsACrashBeforeAMail(t *testing.T) {
+	base, cand := flow.Boot{Dir: "base"}, flow.Boot{Dir: "cand", Trusted: "base", Side: "server"}
+	crash := func() ([]flow.Sample, error) {
+		return []flow.Sample{{Crash: "WARNING in __ib_drain_sq", Log: "WARNING: CPU: 0 PID: 7 at drivers/infiniband/core/verbs.c:2745"}}, nil
+	}
+	oops := func() ([]flow.Sample, error) {
+		return []flow.Sample{{Crash: "BUG: unable to handle page fault in svc_rdma_recvfrom"}}, nil
+	}
+	r := &reply.Replier{Cfg: reports.DefaultConfig(), Lab: lab.DefaultConfig()}
+	for name, c := range map[string]struct {
+		n      int
+		plan   map[string]func() ([]flow.Sample, error)
+		boots  string
+		mailed bool
+	}{
+		"confirmed by the second boot":   {3, map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": crash}, "base cand base cand", true},
+		"confirmed by another crash":     {3, map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": oops}, "base cand base cand", true},
+		"not reproduced":                 {3, map[string]func() ([]flow.Sample, error){"cand#1": crash}, "base cand base cand base cand", false},
+		"not reproduced, one-boot round": {1, map[string]func() ([]flow.Sample, error){"cand#1": crash}, "base cand base cand", false},
+		"confirmed in a round of one":    {1, map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": crash}, "base cand base cand", true},
+		"both boots of a round of two":   {2, map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": crash}, "base cand base cand", true},
+	} {
+		l := &scriptLab{plan: c.plan}
+		bs, cs, err := bot.RunRound(context.Background(), l, "qemu", base, cand, c.n, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := strings.Join(l.boots, " "); got != c.boots {
+			t.Errorf("%s: boots %q, want %q", name, got, c.boots)
+		}
+		d, err := r.Decide(context.Background(), "series:<c@x>:v1:", bs, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Verdict != flow.Crash || strings.Contains(d.Summary, "not mailed") == c.mailed {
+			t.Errorf("%s: %s %q, want CRASH mailed %v", name, d.Verdict, d.Summary, c.mailed)
+		}
+	}
+}
+
 // scriptProfile is a lab profile whose boots scriptLab answers.
 type scriptProfile struct{ l *scriptLab }
 
@@ -91,8 +175,8 @@ func (p scriptProfile) Run(ctx context.Context, pair string, k flow.Boot, i int,
 }
 
 // A profile's candidate boot that stalls (the kernel reported nothing)
-// is booted once more before the profiles end; a crash the kernel
-// reported, or a stall of the base, is not.
+// or crashes (it did) is booted once more before the profiles end, once
+// only; a failure of the base is not.
 func TestRunProfilesConfirmsAStall(t *testing.T) {
 	base, cand := flow.Boot{Dir: "base"}, flow.Boot{Dir: "cand"}
 	stall := func() ([]flow.Sample, error) {
@@ -106,8 +190,11 @@ func TestRunProfilesConfirmsAStall(t *testing.T) {
 	}{
 		"stall confirmed":     {map[string]func() ([]flow.Sample, error){"cand#1": stall, "cand#2": stall}, "base cand cand", 2},
 		"stall once":          {map[string]func() ([]flow.Sample, error){"cand#1": stall}, "base cand cand", 2},
-		"a reported crash":    {map[string]func() ([]flow.Sample, error){"cand#1": crash}, "base cand", 1},
+		"a reported crash":    {map[string]func() ([]flow.Sample, error){"cand#1": crash}, "base cand cand", 2},
+		"crash confirmed":     {map[string]func() ([]flow.Sample, error){"cand#1": crash, "cand#2": crash}, "base cand cand", 2},
+		"a crash in boot 2":   {map[string]func() ([]flow.Sample, error){"cand#2": crash}, "base cand base cand cand", 3},
 		"a stall of the base": {map[string]func() ([]flow.Sample, error){"base#1": stall}, "base", 0},
+		"a crash of the base": {map[string]func() ([]flow.Sample, error){"base#1": crash}, "base", 0},
 	} {
 		l := &scriptLab{plan: c.plan}
 		_, cs, err := bot.RunProfiles(context.Background(), []bot.Profile{scriptProfile{l}}, "qemu", base, cand, "b", "c",

@@ -168,35 +168,9 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 	if k, err = withBuildIDs(k); err != nil {
 		return nil, err
 	}
-	// Each host's kernel: the candidate on its side, the trusted peer on
-	// the other (Kernel.Peer), or the one kernel on both.
-	kernels := map[string]Kernel{}
-	images := map[string][]byte{}
-	for _, role := range []string{"server", "client"} {
-		hk := k.On(role)
-		hk.Peer = nil
-		if images[role], err = os.ReadFile(hk.BzImage); err != nil {
-			return nil, &InfraError{Op: "kernel artifact", Err: err}
-		}
-		if hk.Release == "" {
-			if hk.Release, err = ReadRelease(hk.BzImage); err != nil {
-				return nil, &InfraError{Op: "kernel artifact", Err: err}
-			}
-		}
-		kernels[role] = hk
-	}
-	cand := k.Side
-	if k.Peer == nil {
-		cand = SideServer
-	}
-	k.Release, k.BuildID = kernels[cand].Release, kernels[cand].BuildID
-	if k.Peer != nil {
-		other := SideServer
-		if cand == SideServer {
-			other = SideClient
-		}
-		pk := kernels[other]
-		k.Peer = &pk
+	k, kernels, images, err := hostKernels(k)
+	if err != nil {
+		return nil, err
 	}
 	lease, err := p.leases.Acquire(p.holder, p.cfg.Lease.Duration, p.cfg.Server.Address, p.cfg.Client.Address)
 	if err != nil {
@@ -216,8 +190,72 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 	start := time.Now()
 	// The known-good identity of each host we changed, to return to.
 	good := map[string]identity{}
+	err = p.installBoth(ctx, hosts, kernels, images, good)
+	// Whatever happened, both hosts go back to their known-good kernel.
+	defer func() {
+		t := time.Now()
+		if rerr := p.restore(ctx, hosts, good); rerr != nil && err == nil {
+			err = rerr
+		}
+		if res != nil {
+			res.Phases.Shutdown = time.Since(t).Seconds()
+			res.Phases.Total = time.Since(start).Seconds()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	booted := time.Now()
+	res, err = p.test(ctx, hosts, k, t)
+	if res != nil {
+		res.Phases.Boot = booted.Sub(start).Seconds()
+	}
+	return res, err
+}
+
+// hostKernels reads each host's kernel image: the candidate on its side,
+// the trusted peer on the other (Kernel.Peer), or the one kernel on both.
+// k comes back with the candidate's release and build ID, and its Peer
+// as the other host will boot it.
+func hostKernels(k Kernel) (Kernel, map[string]Kernel, map[string][]byte, error) {
+	kernels := map[string]Kernel{}
+	images := map[string][]byte{}
+	for _, role := range []string{"server", "client"} {
+		hk := k.On(role)
+		hk.Peer = nil
+		var err error
+		if images[role], err = os.ReadFile(hk.BzImage); err != nil {
+			return k, nil, nil, &InfraError{Op: "kernel artifact", Err: err}
+		}
+		if hk.Release == "" {
+			if hk.Release, err = ReadRelease(hk.BzImage); err != nil {
+				return k, nil, nil, &InfraError{Op: "kernel artifact", Err: err}
+			}
+		}
+		kernels[role] = hk
+	}
+	cand := k.Side
+	if k.Peer == nil {
+		cand = SideServer
+	}
+	k.Release, k.BuildID = kernels[cand].Release, kernels[cand].BuildID
+	if k.Peer != nil {
+		other := SideServer
+		if cand == SideServer {
+			other = SideClient
+		}
+		pk := kernels[other]
+		k.Peer = &pk
+	}
+	return k, kernels, images, nil
+}
+
+// installBoth copies each host's kernel and modules and boots it, on the
+// two hosts at once, recording in good the known-good identity of every
+// host it may have changed (to restore whatever the error).
+func (p *SSHPair) installBoth(ctx context.Context, hosts map[string]*sshHost, kernels map[string]Kernel, images map[string][]byte, good map[string]identity) error {
 	var goodMu sync.Mutex
-	err = p.both(hosts, func(h *sshHost) error {
+	return p.both(hosts, func(h *sshHost) error {
 		if err := p.reach(ctx, h); err != nil {
 			return err
 		}
@@ -244,26 +282,6 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 		}
 		return p.verify(ctx, h, hk)
 	})
-	// Whatever happened, both hosts go back to their known-good kernel.
-	defer func() {
-		t := time.Now()
-		if rerr := p.restore(ctx, hosts, good); rerr != nil && err == nil {
-			err = rerr
-		}
-		if res != nil {
-			res.Phases.Shutdown = time.Since(t).Seconds()
-			res.Phases.Total = time.Since(start).Seconds()
-		}
-	}()
-	if err != nil {
-		return nil, err
-	}
-	booted := time.Now()
-	res, err = p.test(ctx, hosts, k, t)
-	if res != nil {
-		res.Phases.Boot = booted.Sub(start).Seconds()
-	}
-	return res, err
 }
 
 // both runs f on the two hosts at once and returns the first error.

@@ -44,8 +44,8 @@ type Occasion struct {
 	// ClosesReport: the series is a fix that names one of the bot's
 	// reports (Closes:), so its author waits for the answer.
 	ClosesReport bool
-	// Unconfirmed: the verdict rests on a stall seen in one boot only
-	// (Crash.Confirmed): no evidence to mail a list.
+	// Unconfirmed: the verdict rests on a crash or stall seen in one
+	// boot only (Crash.Confirmed): no evidence to mail a list.
 	Unconfirmed bool
 }
 

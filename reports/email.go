@@ -483,6 +483,12 @@ func Measurements(v *Verdict) string {
 		} else {
 			para("The " + kind + " showed on " + where + " and not on the base kernel's.")
 		}
+		// The evidence it was mailed on (Confirmed): how many boots
+		// failed, whichever place each crashed in (a hung task's title
+		// names the drain its watchdog found first).
+		if !v.Crash.Stall && v.Crash.Crashed > 1 {
+			para(fmt.Sprintf("The patched kernel crashed or stalled in %d of its boots; the console below is this crash's.", v.Crash.Crashed))
+		}
 		raw("Console:\n\n" + indent(excerpt(reliableFrames(v.Crash.Console), 50)))
 		if v.Pressure != nil {
 			text, rows := healthText(v.Pressure)

@@ -342,9 +342,11 @@ type Crash struct {
 	Client       bool `json:",omitempty"`
 	// Stall: the lab saw the boot stall (a phase's deadline passed), the
 	// kernel reported nothing; Boots is how many of the patched kernel's
-	// boots showed this signature (Confirmed).
-	Stall bool `json:",omitempty"`
-	Boots int  `json:",omitempty"`
+	// boots showed this signature, Crashed how many crashed or stalled
+	// whatever the signature (Confirmed).
+	Stall   bool `json:",omitempty"`
+	Boots   int  `json:",omitempty"`
+	Crashed int  `json:",omitempty"`
 }
 
 // Mailed reports whether an outcome is ever answered: inconclusive

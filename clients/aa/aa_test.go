@@ -422,8 +422,9 @@ func (p *crashPair) Run(ctx context.Context, k lab.Kernel, t lab.Test) (*lab.Res
 	return r, err
 }
 
-// A crashing candidate ends the comparison at its first boot: CRASH
-// after one boot of each side, not a whole round of hangs.
+// A crashing candidate ends the comparison at its second boot, the one
+// that confirms the crash as a series' test does: CRASH after two boots
+// of each side, not a whole round of hangs.
 func TestCompareStopsAtACrash(t *testing.T) {
 	base, cand := t.TempDir(), t.TempDir()
 	p := &crashPair{noisyPair: noisyPair{rng: rand.New(rand.NewPCG(9, 9)), speed: 100}, crashing: cand}
@@ -431,7 +432,7 @@ func TestCompareStopsAtACrash(t *testing.T) {
 	a.Lab.Pairs["qemu"] = p
 	a.Kernel, a.Candidate = base, cand
 	r, b, c := a.Compare(context.Background())
-	if r.Verdict != flow.Crash || len(b) != 1 || len(c) != 1 || p.boots != 2 {
+	if r.Verdict != flow.Crash || len(b) != 2 || len(c) != 2 || p.boots != 4 {
 		t.Fatalf("%s after %d+%d samples, %d boots", r.Verdict, len(b), len(c), p.boots)
 	}
 	if text := a.Decide.(*reply.Replier).Text(r.ID(), b, c); !strings.Contains(text, "INFO: task hung in __ib_drain_rq") || !strings.HasPrefix(text, "CRASH: ") {
@@ -475,14 +476,15 @@ func TestAASeededSlowdownIsARegression(t *testing.T) {
 
 // lab compare --lossy, the reproducer of a crash the lossy profile found:
 // lossy boots first, base and candidate alternating, a candidate that
-// hangs there is a CRASH at once; one that does not goes on to the
+// hangs there is a CRASH once a second boot confirms it (the candidate
+// alone booted again); one that does not goes on to the
 // default rounds, its lossy boots kept for crashes only.
 func TestCompareLossyFirst(t *testing.T) {
 	p := &noisyPair{rng: rand.New(rand.NewPCG(9, 10)), speed: 100, lossyHang: true}
 	a := newAA(t, p)
 	a.Candidate, a.Profiles = filepath.Join(t.TempDir(), "hang"), lossyProfile(t, a)
 	r, base, cand := a.Compare(context.Background())
-	if r.Verdict != flow.Crash || len(base) != 1 || len(cand) != 1 || cand[0].Profile != "lossy" || base[0].Profile != "lossy" || p.netemBoots != 2 || p.boots != 2 {
+	if r.Verdict != flow.Crash || len(base) != 1 || len(cand) != 2 || cand[0].Profile != "lossy" || cand[1].Profile != "lossy" || base[0].Profile != "lossy" || p.netemBoots != 3 || p.boots != 3 {
 		t.Fatalf("hang over the lossy link: %s (%s), %d+%d samples, %d of %d boots shaped", r.Verdict, r.Summary, len(base), len(cand), p.netemBoots, p.boots)
 	}
 

@@ -105,13 +105,22 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 	if *out == "" {
 		return nil
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := copyArtifacts(res, *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "copied to  %s\n", *out)
+	return nil
+}
+
+// copyArtifacts copies a build's artifacts into dir (--out).
+func copyArtifacts(res *kbuild.Result, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, name := range res.Files {
 		// The copy is new, as the store's was: what a run before left
 		// under the name goes first.
-		dst := filepath.Join(*out, name)
+		dst := filepath.Join(dir, name)
 		if err := os.RemoveAll(dst); err != nil {
 			return err
 		}
@@ -119,7 +128,6 @@ func runBuild(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(e.stdout, "copied to  %s\n", *out)
 	return nil
 }
 

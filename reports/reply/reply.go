@@ -143,7 +143,8 @@ func (r *Replier) crashes(samples, base []flow.Sample) []reports.Crash {
 		if s.Crash == "" {
 			continue
 		}
-		c := reports.Crash{Title: s.Crash, Console: s.Log, Stall: s.Stall, Boots: sameCrash(samples, s.Crash)}
+		c := reports.Crash{Title: s.Crash, Console: s.Log, Stall: s.Stall, Boots: sameCrash(samples, s.Crash),
+			Crashed: count(samples, func(s flow.Sample) bool { return s.Crash != "" })}
 		if s.Profile != "" {
 			c.Link, c.Load, c.Debug = r.Lab.LinkWords(s.Profile), s.IsPressure(), s.Profile == flow.ProfileDebug
 			c.Client = s.Profile == flow.ProfileClientSide

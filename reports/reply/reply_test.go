@@ -147,9 +147,11 @@ func TestGuessedBase(t *testing.T) {
 }
 
 // A stall the lab saw in one boot of the patched kernel (the kernel
-// reported nothing) is a CRASH kept on the dashboard, its summary saying
-// so; seen in two boots, or reported by the kernel, it is evidence. The
-// summary keeps the title either way.
+// reported nothing), or a crash the kernel reported in one boot, is a
+// CRASH kept on the dashboard, its summary saying so; a stall seen in
+// two boots, or a crash with a second crashed boot of any signature, is
+// evidence, and only evidence reaches the thread. The summary keeps the
+// title either way.
 func TestStallNeedsASecondBoot(t *testing.T) {
 	r := &Replier{Cfg: reports.DefaultConfig(), Lab: words{}}
 	title := "transfer stalled: 0 of 4 iterations in 97 s on siw, NFS 4.1"
@@ -157,24 +159,42 @@ func TestStallNeedsASecondBoot(t *testing.T) {
 		return flow.Sample{Crash: strings.Replace(title, "97", fmt.Sprint(secs), 1), Stall: true, Log: "client, blocked tasks (SysRq w):"}
 	}
 	ok := flow.Sample{Metrics: map[string]float64{"copy_MBps": 8}}
+	hang := flow.Sample{Crash: "INFO: task hung in __ib_drain_sq"}
+	lossy := func(s flow.Sample) flow.Sample { s.Profile = "lossy"; return s }
 	base := []flow.Sample{ok, ok}
 	for name, c := range map[string]struct {
 		cand      []flow.Sample
 		confirmed bool
 	}{
-		"one stall":       {[]flow.Sample{stall(97), ok}, false},
-		"two stalls":      {[]flow.Sample{stall(97), stall(103)}, true},
-		"a reported hang": {[]flow.Sample{{Crash: "INFO: task hung in __ib_drain_sq"}}, true},
+		"one stall":                  {[]flow.Sample{stall(97), ok}, false},
+		"two stalls":                 {[]flow.Sample{stall(97), stall(103)}, true},
+		"a stall beside a crash":     {[]flow.Sample{stall(97), hang}, false},
+		"a reported hang, once":      {[]flow.Sample{hang, ok}, false},
+		"a reported hang, twice":     {[]flow.Sample{hang, hang}, true},
+		"a hang, then an oops":       {[]flow.Sample{hang, {Crash: "BUG: unable to handle page fault in svc_rdma_recvfrom"}}, true},
+		"a hang, then a stall":       {[]flow.Sample{hang, stall(97)}, true},
+		"a hang, twice, under lossy": {[]flow.Sample{lossy(hang), lossy(hang)}, true},
 	} {
 		v := r.judge("series:<s@x>:v1:", base, c.cand)
 		if v.Outcome != flow.Crash || v.Crash.Confirmed() != c.confirmed || (v.Unconfirmed() == nil) != c.confirmed {
 			t.Errorf("%s: %v, crash %+v, confirmed %v", name, v.Outcome, v.Crash, v.Crash.Confirmed())
 		}
+		want := reports.InThread
+		if !c.confirmed {
+			want = reports.Nobody
+		}
+		if aud := r.Cfg.Audience(v.Outcome, reports.Occasion{Unconfirmed: v.Unconfirmed() != nil}); aud != want {
+			t.Errorf("%s: mailed to %s, want %s", name, aud, want)
+		}
 		d, err := r.Decide(context.Background(), "series:<s@x>:v1:", base, c.cand)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(d.Summary, "with this series") || !strings.HasSuffix(strings.TrimSuffix(d.Summary, " (a stall in one boot of the patched kernel, not confirmed by another: not mailed)"), ": "+v.Crash.Title) || strings.Contains(d.Summary, "not mailed") == c.confirmed {
+		kind := "crash"
+		if v.Crash.Stall {
+			kind = "stall"
+		}
+		if !strings.Contains(d.Summary, "with this series") || !strings.HasSuffix(strings.TrimSuffix(d.Summary, " (a "+kind+" in one boot of the patched kernel, not confirmed by another: not mailed)"), ": "+v.Crash.Title) || strings.Contains(d.Summary, "not mailed") == c.confirmed {
 			t.Errorf("%s: summary %q", name, d.Summary)
 		}
 	}
