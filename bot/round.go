@@ -89,7 +89,7 @@ func (e *RoundError) Error() string { return e.Err.Error() }
 func (e *RoundError) Unwrap() error { return e.Err }
 
 // RoundPolicy is the one policy around RunRound, followed by the lab
-// and report jobs for a test and by the A/A bench (bot/aa) for each of
+// and report jobs for a test and by the A/A bench (clients/aa) for each of
 // its comparisons, so that what the bench measures is what a series
 // gets: the profiles' boots first, whose failing decision is the verdict
 // with no default boot (ProfilesDecide); each round's fresh base boots
