@@ -58,6 +58,8 @@ var allowed = []struct {
 	{"bot", "clients/dashboard", true, "the dashboard's pages are tested on a running engine, whose test harness lives in bot's tests"},
 	{"bot", "clients/aa", true, "the A/A bench and a series get one round policy: the test runs both, the series on bot's harness"},
 	{"bot", "lab", true, "the round policy's test boots a lab.Runner on a steady fake pair"},
+	{"bot", "reports", true, "a round's confirming boot is proven by whether the reply then mails the crash"},
+	{"bot", "reports/reply", true, "a round's confirming boot is proven by whether the reply then mails the crash"},
 }
 
 func layerOf(pkg string) *layer {
