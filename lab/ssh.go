@@ -190,7 +190,7 @@ func (p *SSHPair) Run(ctx context.Context, k Kernel, t Test) (res *Result, err e
 	start := time.Now()
 	// The known-good identity of each host we changed, to return to.
 	good := map[string]identity{}
-	err = p.installBoth(ctx, hosts, kernels, images, good)
+	err = p.installBoth(ctx, hosts, k, kernels, images, good)
 	// Whatever happened, both hosts go back to their known-good kernel.
 	defer func() {
 		t := time.Now()
@@ -253,7 +253,7 @@ func hostKernels(k Kernel) (Kernel, map[string]Kernel, map[string][]byte, error)
 // installBoth copies each host's kernel and modules and boots it, on the
 // two hosts at once, recording in good the known-good identity of every
 // host it may have changed (to restore whatever the error).
-func (p *SSHPair) installBoth(ctx context.Context, hosts map[string]*sshHost, kernels map[string]Kernel, images map[string][]byte, good map[string]identity) error {
+func (p *SSHPair) installBoth(ctx context.Context, hosts map[string]*sshHost, k Kernel, kernels map[string]Kernel, images map[string][]byte, good map[string]identity) error {
 	var goodMu sync.Mutex
 	return p.both(hosts, func(h *sshHost) error {
 		if err := p.reach(ctx, h); err != nil {
@@ -278,10 +278,21 @@ func (p *SSHPair) installBoth(ctx context.Context, hosts map[string]*sshHost, ke
 		good[h.role] = id
 		goodMu.Unlock()
 		if err := p.boot(ctx, h, path, hk.Release); err != nil {
-			return err
+			return trustedFault(k, h.role, err)
 		}
-		return p.verify(ctx, h, hk)
+		return p.verify(ctx, h, k)
 	})
+}
+
+// trustedFault is a boot error of role's kernel as it is blamed: the
+// trusted copy of the base beside a candidate (Kernel.Peer) failing to
+// come up is the lab's fault, not the candidate's.
+func trustedFault(k Kernel, role string, err error) error {
+	var be *BootError
+	if k.Peer == nil || !k.Trusted(role) || !errors.As(err, &be) {
+		return err
+	}
+	return &InfraError{Host: role, Op: "boot trusted kernel", Err: be}
 }
 
 // both runs f on the two hosts at once and returns the first error.
@@ -435,17 +446,31 @@ func (h *sshHost) identity(ctx context.Context) (identity, error) {
 	return identity{strings.TrimSpace(lines[0]), strings.TrimSpace(lines[1])}, nil
 }
 
-// verify proves the host runs the artifact: release and build id.
+// verify proves the host runs the artifact: release and build id. The
+// kernel under test running as another is its own failure. A trusted
+// kernel's build id that is not the one copied is the lab's, as
+// verifyBuildIDs decides for the QEMU pair; so is the trusted base beside
+// a candidate (Kernel.Peer) running another release, where a kernel
+// booted alone on both sides that did not come up is its own.
 func (p *SSHPair) verify(ctx context.Context, h *sshHost, k Kernel) error {
+	hk := k.On(h.role)
 	id, err := h.identity(ctx)
 	if err != nil {
 		return &InfraError{Host: h.role, Op: "verify", Err: err}
 	}
-	if id.release != k.Release {
-		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs %q, not %q", id.release, k.Release)}
+	if id.release != hk.Release {
+		wrong := fmt.Errorf("host runs %q, not %q", id.release, hk.Release)
+		if k.Peer != nil && k.Trusted(h.role) {
+			return &InfraError{Host: h.role, Op: "verify trusted kernel", Err: wrong}
+		}
+		return &BootError{Host: h.role, Phase: "verify", Err: wrong}
 	}
-	if k.BuildID != "" && id.buildID != k.BuildID {
-		return &BootError{Host: h.role, Phase: "verify", Err: fmt.Errorf("host runs build id %q, not %q", id.buildID, k.BuildID)}
+	if hk.BuildID != "" && id.buildID != hk.BuildID {
+		wrong := fmt.Errorf("host runs build id %q, not %q", id.buildID, hk.BuildID)
+		if k.Trusted(h.role) {
+			return &InfraError{Host: h.role, Op: "verify trusted kernel", Err: wrong}
+		}
+		return &BootError{Host: h.role, Phase: "verify", Err: wrong}
 	}
 	return nil
 }

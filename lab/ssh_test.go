@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -262,68 +263,20 @@ func TestDetachedNeedsNoNohup(t *testing.T) {
 // waitUp waited on it forever (seen when the guests' faster boot put a
 // poll inside the reboot); now each try is bounded and dials anew.
 func TestWaitUpAbandonsASilentSession(t *testing.T) {
-	hostPriv, _, hostPub := newKey(t)
-	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, clientKey, clientPub := newKey(t)
-	srv := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
-		if !bytes.Equal(k.Marshal(), clientPub.Marshal()) {
-			return nil, errors.New("unknown key")
-		}
-		return nil, nil
-	}}
-	srv.AddHostKey(hostSigner)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	var conns atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				// Accept the session and its command, then go silent
-				// with the connection open, as a machine that reset.
-				_, chans, reqs, err := ssh.NewServerConn(c, srv)
-				if err != nil {
-					return
-				}
-				go ssh.DiscardRequests(reqs)
-				for nc := range chans {
-					ch, chReqs, err := nc.Accept()
-					if err != nil {
-						continue
-					}
-					go func() {
-						for r := range chReqs {
-							r.Reply(r.Type == "exec", nil)
-						}
-						ch.Close()
-					}()
-				}
-			}()
+	h := fakeSSHHost(t, "server", &conns, func(ch ssh.Channel, chReqs <-chan *ssh.Request) {
+		// Accept the session and its command, then go silent with the
+		// connection open, as a machine that reset.
+		for r := range chReqs {
+			r.Reply(r.Type == "exec", nil)
 		}
-	}()
-	dir := t.TempDir()
-	keyFile, known := filepath.Join(dir, "key"), filepath.Join(dir, "known_hosts")
-	os.WriteFile(keyFile, clientKey, 0o600)
-	os.WriteFile(known, []byte(knownhosts.Line([]string{knownhosts.Normalize(l.Addr().String())}, hostPub)+"\n"), 0o644)
-	h, err := newSSHHost("server", SSHHostConfig{Address: l.Addr().String(), User: "root", KeyFile: keyFile, KnownHosts: known})
-	if err != nil {
-		t.Fatal(err)
-	}
+		ch.Close()
+	})
 	p := &SSHPair{BootWait: 2 * time.Second, Poll: 50 * time.Millisecond, Probe: 300 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	_, err = p.waitUp(ctx, h, "old")
+	_, err := p.waitUp(ctx, h, "old")
 	if err == nil || !strings.Contains(err.Error(), "not back after") || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("want a host that is not back, the last try timed out; got %v", err)
 	}
@@ -402,5 +355,135 @@ func TestSSHJudgesByTheTrustedServer(t *testing.T) {
 	var be *BootError
 	if _, err := readMarkers(res, "server"); !errors.As(err, &be) || be.Host != "client" {
 		t.Errorf("RDMA_FAIL: %v, want the client's BootError", err)
+	}
+}
+
+// fakeSSHHost is an sshHost of role connected (once dialled) to an SSH
+// server in the test, which hands each session to session and counts
+// its connections in conns.
+func fakeSSHHost(t *testing.T, role string, conns *atomic.Int32, session func(ssh.Channel, <-chan *ssh.Request)) *sshHost {
+	t.Helper()
+	hostPriv, _, hostPub := newKey(t)
+	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, clientKey, clientPub := newKey(t)
+	srv := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+		if !bytes.Equal(k.Marshal(), clientPub.Marshal()) {
+			return nil, errors.New("unknown key")
+		}
+		return nil, nil
+	}}
+	srv.AddHostKey(hostSigner)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				_, chans, reqs, err := ssh.NewServerConn(c, srv)
+				if err != nil {
+					return
+				}
+				go ssh.DiscardRequests(reqs)
+				for nc := range chans {
+					ch, chReqs, err := nc.Accept()
+					if err != nil {
+						continue
+					}
+					go session(ch, chReqs)
+				}
+			}()
+		}
+	}()
+	dir := t.TempDir()
+	keyFile, known := filepath.Join(dir, "key"), filepath.Join(dir, "known_hosts")
+	os.WriteFile(keyFile, clientKey, 0o600)
+	os.WriteFile(known, []byte(knownhosts.Line([]string{knownhosts.Normalize(l.Addr().String())}, hostPub)+"\n"), 0o644)
+	h, err := newSSHHost(role, SSHHostConfig{Address: l.Addr().String(), User: "root", KeyFile: keyFile, KnownHosts: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.close)
+	return h
+}
+
+// A host that runs another kernel than the one copied to it: the kernel
+// under test's own failure, but the lab's when the kernel is the
+// trusted base beside a candidate, or (its build id) any trusted one.
+func TestSSHVerifyBlamesByTrust(t *testing.T) {
+	const good, other = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	answer := func(release, buildID string) *sshHost {
+		var conns atomic.Int32
+		h := fakeSSHHost(t, "server", &conns, func(ch ssh.Channel, chReqs <-chan *ssh.Request) {
+			for r := range chReqs {
+				r.Reply(r.Type == "exec", nil)
+				if r.Type == "exec" {
+					io.WriteString(ch, release+"\n"+buildID+"\n")
+					ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{0}))
+					ch.Close()
+					return
+				}
+			}
+		})
+		if err := h.dial(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	base := Kernel{BzImage: "base", Release: "6.12.0", BuildID: good}
+	cand := Kernel{BzImage: "cand", Release: "6.12.0-rb", BuildID: good}
+	candOnServer, candOnClient := cand, cand
+	candOnServer.Peer, candOnServer.Side = &base, SideServer
+	candOnClient.Peer, candOnClient.Side = &base, SideClient
+	p := &SSHPair{}
+	for name, c := range map[string]struct {
+		k                Kernel
+		release, buildID string
+		want             string // "", "infra" or "boot"
+	}{
+		"as copied":                    {candOnServer, "6.12.0-rb", good, ""},
+		"candidate, another release":   {candOnServer, "6.12.0", good, "boot"},
+		"candidate, another build id":  {candOnServer, "6.12.0-rb", other, "boot"},
+		"trusted base, other release":  {candOnClient, "6.1.0", good, "infra"},
+		"trusted base, other build id": {candOnClient, "6.12.0", other, "infra"},
+		"alone, another release":       {base, "6.1.0", good, "boot"},
+		"alone, another build id":      {base, "6.12.0", other, "infra"},
+	} {
+		err := p.verify(context.Background(), answer(c.release, c.buildID), c.k)
+		var ie *InfraError
+		var be *BootError
+		got := ""
+		switch {
+		case errors.As(err, &ie):
+			got = "infra"
+		case errors.As(err, &be):
+			got = "boot"
+		case err != nil:
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: %v (%s), want %q", name, err, got, c.want)
+		}
+	}
+	// A trusted base that does not come up beside a candidate is the
+	// lab's; the candidate's, or a kernel's alone, is a boot failure.
+	booted := &BootError{Host: "client", Phase: "boot", Err: errors.New("not back")}
+	if err := trustedFault(candOnServer, "client", booted); !errors.As(err, new(*InfraError)) {
+		t.Errorf("trusted base not up: %v", err)
+	}
+	if err := trustedFault(candOnClient, "client", booted); err != booted {
+		t.Errorf("candidate not up: %v", err)
+	}
+	if err := trustedFault(base, "client", booted); err != booted {
+		t.Errorf("alone not up: %v", err)
 	}
 }
