@@ -39,6 +39,10 @@ type Message struct {
 	RawSubject string
 	// ListIDs are the List-Id values without the angle brackets.
 	ListIDs []string
+	// ReadFrom is the configured list whose inbox this copy was read
+	// from ("" when unknown, as for an mbox): where the mail really is,
+	// whatever its To and Cc say.
+	ReadFrom string
 	// Body is the decoded text the patch tools see, as git mailinfo sees
 	// it: the text parts of the mail (and attached .patch files) after
 	// transfer decoding, CRLF line ends turned into LF as git mailsplit

@@ -73,6 +73,10 @@ type Series struct {
 	// Lists are the configured list names it was posted to, then other
 	// List-Id values seen.
 	Lists []string `json:"lists,omitempty"`
+	// ReadFrom are the configured lists its mail was read from
+	// (flow.Message.ReadFrom), sorted: a local inbox or an IMAP folder
+	// holds mail addressed to lists it never went to.
+	ReadFrom []string `json:"read_from,omitempty"`
 	// MatchedPaths are the touched files that match the configured
 	// globs, over all patches.
 	MatchedPaths []string `json:"matched_paths,omitempty"`
@@ -850,6 +854,12 @@ func (a *Assembler) buildSeries(g *group) *Series {
 	s.Complete = len(s.Missing) == 0
 	s.readB4Lines()
 	s.Lists = a.listsOf(g.members)
+	for _, e := range g.members {
+		if e.msg.ReadFrom != "" {
+			s.ReadFrom = appendUnique(s.ReadFrom, e.msg.ReadFrom)
+		}
+	}
+	sort.Strings(s.ReadFrom)
 	return s
 }
 

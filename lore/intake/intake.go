@@ -284,6 +284,7 @@ func (l *Reader) assemble(ctx context.Context, cut time.Time) (*lore.Assembly, e
 			l.Log.Debug("lore: bad mail", "pos", m.Pos, "err", err)
 			continue
 		}
+		msg.ReadFrom = m.List
 		a.AddSeen(msg, m.Received, m.Ingested)
 	}
 	l.forgetParsed(seen)
@@ -588,14 +589,10 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 	if s.RootMessageID != "" {
 		for _, li := range cfg.Lists {
 			if len(s.Lists) > 0 && li.Name == s.Lists[0] {
-				// Only a web archive has a page per message: a local
-				// inbox's path or an IMAP mailbox would be a dead link.
-				if strings.HasPrefix(li.URL, "https://") || strings.HasPrefix(li.URL, "http://") {
-					out.Link = strings.TrimSuffix(li.URL, "/") + "/" + url.PathEscape(s.RootMessageID) + "/"
-				}
 				out.List = li.Address
 			}
 		}
+		out.Link = archiveLink(s, cfg)
 	}
 	out.Cover = s.Cover
 	for _, p := range s.Patches {
@@ -610,6 +607,27 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 		out.Root = root.MessageID
 	}
 	return out
+}
+
+// archiveLink is the page of the series' root in a web archive that
+// holds it: the first list it was posted to, when its mail was read
+// there or where it was read is not known (an mbox). Only a web archive
+// has a page per message, and a series read from a local inbox or an
+// IMAP folder was never in the archive its To names: "" then.
+func archiveLink(s *lore.Series, cfg lore.Config) string {
+	for _, li := range cfg.Lists {
+		if len(s.Lists) == 0 || li.Name != s.Lists[0] {
+			continue
+		}
+		if !strings.HasPrefix(li.URL, "https://") && !strings.HasPrefix(li.URL, "http://") {
+			return ""
+		}
+		if len(s.ReadFrom) > 0 && !slices.Contains(s.ReadFrom, li.Name) {
+			return ""
+		}
+		return strings.TrimSuffix(li.URL, "/") + "/" + url.PathEscape(s.RootMessageID) + "/"
+	}
+	return ""
 }
 
 // readDiffs reads what a series' patches change, once, for the stages
