@@ -124,6 +124,10 @@ type blockedDump struct {
 	before []string
 	stacks section
 	rpc    section
+	// after counts the console lines read since it was asked; gone says
+	// the guest ended before all was read.
+	after int
+	gone  bool
 }
 
 func newBlockedDump(before []string) *blockedDump {
@@ -137,6 +141,7 @@ func newBlockedDump(before []string) *blockedDump {
 // add reads one console line: a line of SysRq w's dump is none of the
 // RPC task list's.
 func (d *blockedDump) add(line string) {
+	d.after++
 	if !d.stacks.add(line) {
 		d.rpc.add(line)
 	}
@@ -145,12 +150,20 @@ func (d *blockedDump) add(line string) {
 // over says the guest printed all it was asked for.
 func (d *blockedDump) over() bool { return d.stacks.ended && d.rpc.ended }
 
-// text is the dump as Host.Blocked keeps it.
+// text is the dump as Host.Blocked keeps it. Without one it says whether
+// the guest ended, or printed nothing more at all (its kernel no longer
+// printing, or not reading its serial input), or went on printing
+// without answering.
 func (d *blockedDump) text() string {
-	if !d.stacks.started {
-		return fmt.Sprintf("(no answer to SysRq w within %v)", blockedWait)
+	switch {
+	case d.stacks.started:
+		return d.stacks.text(noneBlocked, "dump")
+	case d.gone:
+		return "(no answer to SysRq w: the guest ended first)"
+	case d.after == 0:
+		return fmt.Sprintf("(no answer to SysRq w within %v: the guest printed nothing more after it was asked)", blockedWait)
 	}
-	return d.stacks.text(noneBlocked, "dump")
+	return fmt.Sprintf("(no answer to SysRq w within %v, though the guest printed %d more lines)", blockedWait, d.after)
 }
 
 // rpcText is the RPC task list as Host.RPCTasks keeps it.
@@ -160,6 +173,8 @@ func (d *blockedDump) rpcText() string {
 		return d.rpc.text(noRPCTasks, "list")
 	case !d.stacks.ended:
 		return "(none: the guest's userland lists them once SysRq w's dump ended, and it did not)"
+	case d.gone:
+		return "(none: the guest ended first)"
 	}
 	return fmt.Sprintf("(no list within %v: the guest's userland lists them, and did not)", blockedWait)
 }
@@ -197,6 +212,11 @@ func (r *run) dumpBlocked(ctx context.Context) {
 		r.dumps[role] = newBlockedDump(kernelTail(tail(r.consoles[role].String(), 200), stallLastLines))
 		go askBlocked(g.stdin)
 	}
+	defer func() {
+		for role, d := range r.dumps {
+			d.gone = r.guests[role].done
+		}
+	}()
 	wait := time.NewTimer(blockedWait)
 	defer wait.Stop()
 	for !r.dumpsOver() {

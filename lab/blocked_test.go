@@ -25,8 +25,16 @@ func TestBlockedDump(t *testing.T) {
 	if got, want := d.text(), "[ 2.1] task:dd state:D\n[ 2.2]  __schedule+0x1/0x2"; got != want {
 		t.Errorf("dump %q, want %q", got, want)
 	}
-	if got := newBlockedDump(nil).text(); !strings.HasPrefix(got, "(no answer to SysRq w within") {
-		t.Errorf("no answer: %q", got)
+	if got := newBlockedDump(nil).text(); got != "(no answer to SysRq w within 20s: the guest printed nothing more after it was asked)" {
+		t.Errorf("no answer, silent: %q", got)
+	}
+	if got := feed(newBlockedDump(nil), "@@RB MEM", "[ 3.0] nfsd: late").text(); got != "(no answer to SysRq w within 20s, though the guest printed 2 more lines)" {
+		t.Errorf("no answer, printing: %q", got)
+	}
+	gone := feed(newBlockedDump(nil), "[ 3.0] reboot: Restarting system")
+	gone.gone = true
+	if got := gone.text(); got != "(no answer to SysRq w: the guest ended first)" {
+		t.Errorf("no answer, gone: %q", got)
 	}
 	if got := feed(newBlockedDump(nil), "[ 2.0] sysrq: Show Blocked State", "[ 2.3] sysrq: HELP :").text(); got != noneBlocked {
 		t.Errorf("nothing blocked: %q", got)
@@ -65,11 +73,16 @@ func TestRPCTaskList(t *testing.T) {
 		{"the dump's own lines", []string{"[ 2.0] sysrq: Show Blocked State", begin, task, end}, "(none: the guest's userland lists them once SysRq w's dump ended, and it did not)"},
 		{"no SysRq answer", []string{"[ 1.0] before it"}, "(none: the guest's userland lists them once SysRq w's dump ended, and it did not)"},
 		{"userland silent", dump, "(no list within 20s: the guest's userland lists them, and did not)"},
+		{"gone", append(dump, "gone"), "(none: the guest ended first)"},
 		{"unended", append(dump, begin, task), task + "\n(the list did not end within 20s)"},
 		{"too long", append(dump, many...), strings.Repeat(task+"\n", maxRPCLines) + "[... 2 more lines]\n(the list did not end within 20s)"},
 	} {
 		d := newBlockedDump(nil)
 		for _, l := range c.lines {
+			if l == "gone" {
+				d.gone = true
+				continue
+			}
 			d.add(l)
 		}
 		if got := d.rpcText(); got != c.want {
