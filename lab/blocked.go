@@ -53,49 +53,133 @@ func askBlocked(w io.Writer) {
 	}
 }
 
-// blockedDump is one guest's SysRq w dump as its console is read.
-type blockedDump struct {
-	// before are the guest's last kernel lines when it was asked.
-	before         []string
+// The NFS client's RPC tasks in flight (what xprtrdma waits on) have
+// no SysRq key: the kernel lists them when /proc/sys/sunrpc/rpc_debug is
+// written (rpc_show_tasks, CONFIG_SUNRPC_DEBUG, on in the lab's config),
+// which takes a process. The guest's init keeps a small one waiting on
+// /dev/kmsg (rpc_tasks_on_sysrq in lab/guest/init.sh): once SysRq w's
+// dump ended it prints the list between these two lines, which it
+// writes to /dev/kmsg so that they keep their place among the kernel's.
+// A guest whose userland cannot run any more prints none; the host waits
+// no longer than blockedWait for it.
+const (
+	rpcStart = "rdmabot: RPC tasks begin"
+	rpcEnd   = "rdmabot: RPC tasks end"
+	// maxRPCLines bounds one guest's list as it is kept, stallRPCLines
+	// as StallLog shows it.
+	maxRPCLines   = 500
+	stallRPCLines = 12
+)
+
+// section is the kernel lines (printk's "[time]" prefix) of one console
+// between a line holding start and one holding end, at most max of them.
+type section struct {
+	start, end     string
+	max            int
 	started, ended bool
 	lines          []string
-	cut            int // kernel lines past maxBlockedLines, counted
+	cut            int // kernel lines past max, counted
 }
 
-// add reads one console line: kernel lines (printk's "[time]" prefix)
-// between the dump's start and its end are kept.
-func (d *blockedDump) add(line string) {
+// add reads one console line and says whether it was the section's:
+// its start, its end or a line between them.
+func (s *section) add(line string) bool {
 	switch {
-	case d.ended || !strings.HasPrefix(line, "["):
-	case strings.Contains(line, blockedStart):
-		d.started = true
-	case !d.started:
-	case strings.Contains(line, blockedEnd):
-		d.ended = true
-	case len(d.lines) >= maxBlockedLines:
-		d.cut++
+	case s.ended || !strings.HasPrefix(line, "["):
+		return false
+	case !s.started:
+		s.started = strings.Contains(line, s.start)
+		return s.started
+	case strings.Contains(line, s.end):
+		s.ended = true
+	case len(s.lines) >= s.max:
+		s.cut++
 	default:
-		d.lines = append(d.lines, line)
+		s.lines = append(s.lines, line)
 	}
+	return true
 }
 
-// text is the dump as Host.Blocked keeps it.
-func (d *blockedDump) text() string {
-	if !d.started {
-		return fmt.Sprintf("(no answer to SysRq w within %v)", blockedWait)
+// text is the section's lines, with what was cut and whether it (what)
+// ended within blockedWait said; none when it ended with no line.
+func (s *section) text(none, what string) string {
+	out := strings.Join(s.lines, "\n")
+	if len(s.lines) == 0 {
+		out = none
 	}
-	out := strings.Join(d.lines, "\n")
-	if len(d.lines) == 0 {
-		out = noneBlocked
+	if s.cut > 0 {
+		out += fmt.Sprintf("\n[... %d more lines]", s.cut)
 	}
-	if d.cut > 0 {
-		out += fmt.Sprintf("\n[... %d more lines]", d.cut)
-	}
-	if !d.ended {
-		out += fmt.Sprintf("\n(the dump did not end within %v)", blockedWait)
+	if !s.ended {
+		out += fmt.Sprintf("\n(the %s did not end within %v)", what, blockedWait)
 	}
 	return out
 }
+
+// blockedDump is one guest's SysRq w dump and RPC task list as its
+// console is read. Each guest's is read from its own console only: what
+// the kernel under test prints never reaches the trusted side's.
+type blockedDump struct {
+	// before are the guest's last kernel lines when it was asked.
+	before []string
+	stacks section
+	rpc    section
+	// after counts the console lines read since it was asked; gone says
+	// the guest ended before all was read.
+	after int
+	gone  bool
+}
+
+func newBlockedDump(before []string) *blockedDump {
+	return &blockedDump{
+		before: before,
+		stacks: section{start: blockedStart, end: blockedEnd, max: maxBlockedLines},
+		rpc:    section{start: rpcStart, end: rpcEnd, max: maxRPCLines},
+	}
+}
+
+// add reads one console line: a line of SysRq w's dump is none of the
+// RPC task list's.
+func (d *blockedDump) add(line string) {
+	d.after++
+	if !d.stacks.add(line) {
+		d.rpc.add(line)
+	}
+}
+
+// over says the guest printed all it was asked for.
+func (d *blockedDump) over() bool { return d.stacks.ended && d.rpc.ended }
+
+// text is the dump as Host.Blocked keeps it. Without one it says whether
+// the guest ended, or printed nothing more at all (its kernel no longer
+// printing, or not reading its serial input), or went on printing
+// without answering.
+func (d *blockedDump) text() string {
+	switch {
+	case d.stacks.started:
+		return d.stacks.text(noneBlocked, "dump")
+	case d.gone:
+		return "(no answer to SysRq w: the guest ended first)"
+	case d.after == 0:
+		return fmt.Sprintf("(no answer to SysRq w within %v: the guest printed nothing more after it was asked)", blockedWait)
+	}
+	return fmt.Sprintf("(no answer to SysRq w within %v, though the guest printed %d more lines)", blockedWait, d.after)
+}
+
+// rpcText is the RPC task list as Host.RPCTasks keeps it.
+func (d *blockedDump) rpcText() string {
+	switch {
+	case d.rpc.started:
+		return d.rpc.text(noRPCTasks, "list")
+	case !d.stacks.ended:
+		return "(none: the guest's userland lists them once SysRq w's dump ended, and it did not)"
+	case d.gone:
+		return "(none: the guest ended first)"
+	}
+	return fmt.Sprintf("(no list within %v: the guest's userland lists them, and did not)", blockedWait)
+}
+
+const noRPCTasks = "(no RPC task in flight)"
 
 const noneBlocked = "(no task was blocked)"
 
@@ -125,9 +209,14 @@ func (r *run) dumpBlocked(ctx context.Context) {
 		if g.done || g.stdin == nil {
 			continue
 		}
-		r.dumps[role] = &blockedDump{before: kernelTail(tail(r.consoles[role].String(), 200), stallLastLines)}
+		r.dumps[role] = newBlockedDump(kernelTail(tail(r.consoles[role].String(), 200), stallLastLines))
 		go askBlocked(g.stdin)
 	}
+	defer func() {
+		for role, d := range r.dumps {
+			d.gone = r.guests[role].done
+		}
+	}()
 	wait := time.NewTimer(blockedWait)
 	defer wait.Stop()
 	for !r.dumpsOver() {
@@ -145,7 +234,7 @@ func (r *run) dumpBlocked(ctx context.Context) {
 
 func (r *run) dumpsOver() bool {
 	for role, d := range r.dumps {
-		if !d.ended && !r.guests[role].done {
+		if !d.over() && !r.guests[role].done {
 			return false
 		}
 	}
@@ -163,9 +252,10 @@ func kernelTail(consoleText string, n int) []string {
 
 // StallLog is what a stalled boot's report shows of it: for each side
 // whose dump was asked for (the side running the kernel under test
-// first), its last kernel lines before the dump and its blocked tasks,
-// each distinct stack once. decode symbolizes one side's stacks with its
-// kernel (nil: as printed). "" when no dump was asked for.
+// first), its last kernel lines before the dump, its blocked tasks,
+// each distinct stack once, and its RPC tasks in flight. decode
+// symbolizes one side's stacks with its kernel (nil: as printed). ""
+// when no dump was asked for.
 func (r *Result) StallLog(decode func(role, text string) string) string {
 	var parts []string
 	roles := []string{"server", "client"}
@@ -196,10 +286,22 @@ func (r *Result) StallLog(decode func(role, text string) string) string {
 		if decode != nil {
 			dump = decode(role, dump)
 		}
-		fmt.Fprintf(&b, "%s, blocked tasks (SysRq w):\n%s", role, compactStacks(dump))
+		fmt.Fprintf(&b, "%s, blocked tasks (SysRq w):\n%s\n", role, compactStacks(dump))
+		if h.RPCTasks != "" {
+			fmt.Fprintf(&b, "%s, RPC tasks in flight (rpc_debug):\n%s", role, firstLines(h.RPCTasks, stallRPCLines))
+		}
 		parts = append(parts, strings.TrimRight(b.String(), "\n"))
 	}
 	return strings.Join(parts, "\n\n")
+}
+
+// firstLines is text's first n lines, saying how many more it had.
+func firstLines(text string, n int) string {
+	l := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(l) <= n {
+		return strings.Join(l, "\n")
+	}
+	return strings.Join(l[:n], "\n") + fmt.Sprintf("\n[... %d more lines]", len(l)-n)
 }
 
 var (

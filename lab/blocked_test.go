@@ -19,24 +19,84 @@ func TestBlockedDump(t *testing.T) {
 		}
 		return d
 	}
-	d := feed(&blockedDump{}, "[ 1.0] before it", "@@RB ITER n=1", "[ 2.0] sysrq: Show Blocked State",
+	d := feed(newBlockedDump(nil), "[ 1.0] before it", "@@RB ITER n=1", "[ 2.0] sysrq: Show Blocked State",
 		"[ 2.1] task:dd state:D", "@@RB PROGRESS", "userland noise", "[ 2.2]  __schedule+0x1/0x2",
 		"[ 2.3] sysrq: HELP : loglevel(0-9)", "[ 2.4] after it")
 	if got, want := d.text(), "[ 2.1] task:dd state:D\n[ 2.2]  __schedule+0x1/0x2"; got != want {
 		t.Errorf("dump %q, want %q", got, want)
 	}
-	if got := (&blockedDump{}).text(); !strings.HasPrefix(got, "(no answer to SysRq w within") {
-		t.Errorf("no answer: %q", got)
+	if got := newBlockedDump(nil).text(); got != "(no answer to SysRq w within 20s: the guest printed nothing more after it was asked)" {
+		t.Errorf("no answer, silent: %q", got)
 	}
-	if got := feed(&blockedDump{}, "[ 2.0] sysrq: Show Blocked State", "[ 2.3] sysrq: HELP :").text(); got != noneBlocked {
+	if got := feed(newBlockedDump(nil), "@@RB MEM", "[ 3.0] nfsd: late").text(); got != "(no answer to SysRq w within 20s, though the guest printed 2 more lines)" {
+		t.Errorf("no answer, printing: %q", got)
+	}
+	gone := feed(newBlockedDump(nil), "[ 3.0] reboot: Restarting system")
+	gone.gone = true
+	if got := gone.text(); got != "(no answer to SysRq w: the guest ended first)" {
+		t.Errorf("no answer, gone: %q", got)
+	}
+	if got := feed(newBlockedDump(nil), "[ 2.0] sysrq: Show Blocked State", "[ 2.3] sysrq: HELP :").text(); got != noneBlocked {
 		t.Errorf("nothing blocked: %q", got)
 	}
-	long := feed(&blockedDump{}, "[ 2.0] sysrq: Show Blocked State")
+	long := feed(newBlockedDump(nil), "[ 2.0] sysrq: Show Blocked State")
 	for range maxBlockedLines + 3 {
 		long.add("[ 2.1]  schedule+0x1/0x2")
 	}
 	if got := long.text(); !strings.HasSuffix(got, "[... 3 more lines]\n(the dump did not end within 20s)") || strings.Count(got, "\n") != maxBlockedLines+1 {
 		t.Errorf("a long dump that did not end ends with %q", got[len(got)-80:])
+	}
+}
+
+// A guest's RPC task list is the kernel lines between the two lines its
+// init writes to the kernel's log once SysRq w's dump ended; a list
+// line inside the dump is the dump's. What it says when the dump did not
+// end (the guest's userland lists the tasks only after it), when the
+// userland did not answer, when no task was in flight, when the list
+// was too long or did not end.
+func TestRPCTaskList(t *testing.T) {
+	dump := []string{"[ 2.0] sysrq: Show Blocked State", "[ 2.1] task:dd state:D", "[ 2.2] sysrq: HELP : loglevel(0-9)"}
+	begin, end := "[ 2.3] "+rpcStart, "[ 2.9] "+rpcEnd
+	task := "[ 2.4]   118 0a01      0 000000006c1b4f3e 00000000d0f3c7a9    60000 000000004b6e2f10 nfsv3 WRITE a:call_status q:xprt_pending"
+	many := []string{begin}
+	for range maxRPCLines + 2 {
+		many = append(many, task)
+	}
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"listed", append(dump, begin, "@@RB PROGRESS", "[ 2.4] -pid- flgs status", task, end, "[ 3.0] after it", begin, task, end),
+			"[ 2.4] -pid- flgs status\n" + task},
+		{"no task in flight", append(dump, "userland noise", begin, end), noRPCTasks},
+		{"the dump's own lines", []string{"[ 2.0] sysrq: Show Blocked State", begin, task, end}, "(none: the guest's userland lists them once SysRq w's dump ended, and it did not)"},
+		{"no SysRq answer", []string{"[ 1.0] before it"}, "(none: the guest's userland lists them once SysRq w's dump ended, and it did not)"},
+		{"userland silent", dump, "(no list within 20s: the guest's userland lists them, and did not)"},
+		{"gone", append(dump, "gone"), "(none: the guest ended first)"},
+		{"unended", append(dump, begin, task), task + "\n(the list did not end within 20s)"},
+		{"too long", append(dump, many...), strings.Repeat(task+"\n", maxRPCLines) + "[... 2 more lines]\n(the list did not end within 20s)"},
+	} {
+		d := newBlockedDump(nil)
+		for _, l := range c.lines {
+			if l == "gone" {
+				d.gone = true
+				continue
+			}
+			d.add(l)
+		}
+		if got := d.rpcText(); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+		if over := c.name == "listed" || c.name == "no task in flight"; d.over() != over {
+			t.Errorf("%s: over %v", c.name, d.over())
+		}
+	}
+	if got := firstLines("a\nb\nc\n", 2); got != "a\nb\n[... 1 more lines]" {
+		t.Errorf("firstLines cut: %q", got)
+	}
+	if got := firstLines("a\nb\n", 2); got != "a\nb" {
+		t.Errorf("firstLines whole: %q", got)
 	}
 }
 
@@ -50,14 +110,19 @@ func TestStallLogGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rpc, err := os.ReadFile(filepath.Join("testdata", "blocked", "rpc_tasks.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dd := string(raw[:strings.Index(string(raw), "[   29.457214] task:sync")])
 	// The same stack at other addresses and times: one stack.
 	cp := regexp.MustCompile(`\+0x[0-9a-f]+/`).ReplaceAllString(strings.ReplaceAll(dd, "task:dd ", "task:cp "), "+0x10/")
 	cp = strings.ReplaceAll(cp, "[   29.4", "[   31.4")
 	res := &Result{
 		Kernel: Kernel{BzImage: "c", Peer: &Kernel{BzImage: "b"}, Side: SideClient},
-		Server: Host{Role: "server", Blocked: noneBlocked, LastLines: []string{"[    1.90] nfsd: last server line"}},
-		Client: Host{Role: "client", Blocked: string(raw) + cp, LastLines: []string{"[   12.00] rpcrdma: last client line"}},
+		Server: Host{Role: "server", Blocked: noneBlocked, LastLines: []string{"[    1.90] nfsd: last server line"}, RPCTasks: noRPCTasks},
+		Client: Host{Role: "client", Blocked: string(raw) + cp, LastLines: []string{"[   12.00] rpcrdma: last client line"},
+			RPCTasks: strings.TrimRight(string(rpc), "\n")},
 	}
 	var decoded []string
 	got := res.StallLog(func(role, text string) string {

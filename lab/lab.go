@@ -296,6 +296,9 @@ type Host struct {
 	// last kernel lines before it was asked.
 	Blocked   string   `json:"blocked,omitempty"`
 	LastLines []string `json:"last_lines,omitempty"`
+	// RPCTasks is the guest's RPC tasks in flight (rpc_show_tasks),
+	// asked for with Blocked.
+	RPCTasks string `json:"rpc_tasks,omitempty"`
 }
 
 // Result is one run, as reports and the bot consume it.

@@ -753,7 +753,7 @@ func (r *run) host(role string) Host {
 	}
 	h.Crashes = r.mon[role].Crashes()
 	if d := r.dumps[role]; d != nil {
-		h.Blocked, h.LastLines = d.text(), d.before
+		h.Blocked, h.LastLines, h.RPCTasks = d.text(), d.before, d.rpcText()
 	}
 	return h
 }

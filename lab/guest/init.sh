@@ -24,6 +24,35 @@ param() {
 }
 . /usr/lib/rdmabot/labtest.sh
 
+# rpc_tasks_on_sysrq: once the host's SysRq w dump has ended (the help
+# line it asks for after it), the RPC tasks in flight, between two lines
+# of ours, all written to the kernel's log so they keep their order
+# (lab/blocked.go). No SysRq key lists them: only a write to
+# /proc/sys/sunrpc/rpc_debug does, so this takes a process, and a guest
+# whose userland is stuck prints nothing (the host waits no more than
+# its bound). One waiting on /dev/kmsg costs nothing between kernel
+# messages. A cat ended by a record lost to the ring's wrap (EPIPE)
+# reads again from the oldest: the records' sequence numbers say which
+# were seen.
+rpc_tasks_on_sysrq() {
+	[ -c /dev/kmsg ] || return 0
+	while :; do cat /dev/kmsg 2>/dev/null || sleep 1; done |
+		awk -F';' '{ split($1, h, ","); if (h[2] + 0 <= seen) next; seen = h[2] + 0 }
+			$2 ~ /^sysrq: HELP :/ { print "list"; fflush() }' |
+		while read -r _; do
+			echo "rdmabot: RPC tasks begin" >/dev/kmsg
+			if [ -w /proc/sys/sunrpc/rpc_debug ]; then
+				# Written back as it was: any write lists the tasks.
+				read -r v </proc/sys/sunrpc/rpc_debug
+				echo "$v" >/proc/sys/sunrpc/rpc_debug
+			else
+				echo "rdmabot: this kernel has no /proc/sys/sunrpc/rpc_debug (CONFIG_SUNRPC_DEBUG)" >/dev/kmsg
+			fi
+			echo "rdmabot: RPC tasks end" >/dev/kmsg
+		done
+}
+rpc_tasks_on_sysrq </dev/null >/dev/null 2>&1 &
+
 ROLE=$(param role idle)
 hostname "lab-$ROLE"
 mark BOOTED "role=$ROLE kernel=$(uname -r) build_id=$(build_id)"
