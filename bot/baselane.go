@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -46,7 +47,7 @@ func (w *baseKernelsWorker) Timeout(*river.Job[BaseKernelsArgs]) time.Duration {
 func (w *baseKernelsWorker) Work(ctx context.Context, job *river.Job[BaseKernelsArgs]) error {
 	b := w.b
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
-		err := b.buildBases(ctx, func(ctx context.Context) ([]baseKernel, error) { return b.missingBases(ctx, t) }, tr)
+		err := b.buildBases(ctx, func(ctx context.Context) ([]baseKernel, error) { return b.missingBases(ctx, t) }, b.buildLaneBusy, tr)
 		if err != nil {
 			return err
 		}
@@ -67,31 +68,32 @@ type baseKernel struct {
 	what         string // for the trace: "base", "debug base"
 }
 
-// buildBases builds the kernels list names, giving way to the build
-// lane: before it starts and whenever a job appears there, it stops and
-// the job is snoozed (errSnoozed) to try again later. A kernel that
-// does not build is left for the job that needs it to report.
-func (b *Bot) buildBases(ctx context.Context, list func(context.Context) ([]baseKernel, error), tr *Trace) error {
+// buildBases builds the kernels list names, giving way to work that
+// busy sees (the build lane, and for the warm-up the lab lane too):
+// before it starts and whenever such a job appears, it stops and the job
+// is snoozed (errSnoozed) to try again later. A kernel that does not
+// build is left for the job that needs it to report.
+func (b *Bot) buildBases(ctx context.Context, list func(context.Context) ([]baseKernel, error), busy func(context.Context) (bool, error), tr *Trace) error {
 	ks, err := list(ctx)
 	if err != nil {
 		return err
 	}
 	for _, k := range ks {
-		if busy, err := b.buildLaneBusy(ctx); err != nil || busy {
+		if busy, err := busy(ctx); err != nil || busy {
 			if err == nil {
-				tr.Logf("the build lane has work: the %s kernel %s %s waits", k.what, k.tree, short(k.commit))
+				tr.Logf("the build or lab lane has work: the %s kernel %s %s waits", k.what, k.tree, short(k.commit))
 				err = errSnoozed
 			}
 			return err
 		}
-		yctx, stop := b.giveWay(ctx)
+		yctx, stop := b.giveWay(ctx, busy)
 		_, err := b.buildKernelWith(yctx, k.build, k.tree, k.commit, tr)
 		// A build that ended as the lane filled up is kept all the same.
 		yielded := err != nil && errors.Is(context.Cause(yctx), errGaveWay)
 		stop()
 		switch {
 		case yielded:
-			tr.Logf("stopped the %s kernel %s %s: the build lane has work; it resumes after", k.what, k.tree, short(k.commit))
+			tr.Logf("stopped the %s kernel %s %s: the build or lab lane has work; it resumes after", k.what, k.tree, short(k.commit))
 			return errSnoozed
 		case err != nil && infraOrInterrupted(ctx, err):
 			return err
@@ -102,11 +104,11 @@ func (b *Bot) buildBases(ctx context.Context, list func(context.Context) ([]base
 	return nil
 }
 
-var errGaveWay = errors.New("gave way to the build lane")
+var errGaveWay = errors.New("gave way to the build or lab lane")
 
-// giveWay is ctx cancelled (cause errGaveWay) as soon as the build lane
-// has a job waiting or running; stop ends the watch.
-func (b *Bot) giveWay(ctx context.Context) (context.Context, func()) {
+// giveWay is ctx cancelled (cause errGaveWay) as soon as busy says a job
+// waits or runs; stop ends the watch.
+func (b *Bot) giveWay(ctx context.Context, busy func(context.Context) (bool, error)) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	every := b.opts.PollInterval
 	if every == 0 {
@@ -123,7 +125,7 @@ func (b *Bot) giveWay(ctx context.Context) (context.Context, func()) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if busy, err := b.buildLaneBusy(ctx); err == nil && busy {
+				if busy, err := busy(ctx); err == nil && busy {
 					cancel(errGaveWay)
 					return
 				}
@@ -135,10 +137,25 @@ func (b *Bot) giveWay(ctx context.Context) (context.Context, func()) {
 
 // buildLaneBusy says whether the build lane has a job due or running.
 func (b *Bot) buildLaneBusy(ctx context.Context) (bool, error) {
-	res, err := b.river.JobList(ctx, river.NewJobListParams().Queues(QueueBuild).
+	return b.lanesBusy(ctx, QueueBuild)
+}
+
+// foregroundBusy says whether the build or the lab lane has a job due
+// or running. The warm-up gives way to both: on a small machine a
+// kernel build beside a lab round makes the host too busy to measure,
+// and the round waits for the build (a fresh install's first verdict
+// waited 18 min for the debug base's cold build). A base a waiting
+// test needs gives way to builds only, so a round can never wait for
+// it to give way.
+func (b *Bot) foregroundBusy(ctx context.Context) (bool, error) {
+	return b.lanesBusy(ctx, QueueBuild, QueueLab)
+}
+
+func (b *Bot) lanesBusy(ctx context.Context, queues ...string) (bool, error) {
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Queues(queues...).
 		States(rivertype.JobStateAvailable, rivertype.JobStateRunning).First(1))
 	if err != nil {
-		return false, flow.MarkInfra(fmt.Errorf("build lane: %w", err))
+		return false, flow.MarkInfra(fmt.Errorf("%s lane: %w", strings.Join(queues, " and "), err))
 	}
 	return len(res.Jobs) > 0, nil
 }
@@ -177,7 +194,7 @@ func (w *warmWorker) Timeout(*river.Job[WarmArgs]) time.Duration { return 3 * ti
 func (w *warmWorker) Work(ctx context.Context, job *river.Job[WarmArgs]) error {
 	b := w.b
 	return b.work(ctx, job.JobRow, func(tr *Trace) error {
-		if err := b.buildBases(ctx, b.warmKernels, tr); err != nil {
+		if err := b.buildBases(ctx, b.warmKernels, b.foregroundBusy, tr); err != nil {
 			return err
 		}
 		return complete(ctx, b, job, nil)

@@ -90,6 +90,45 @@ func TestWarmUpPreparesTheDefaultBases(t *testing.T) {
 	}
 }
 
+// The warm-up gives way to lab rounds as well as to builds: a series
+// posted while the debug base's cold build runs has its candidate built
+// and its round booted with no warm-up build beside them (on a small
+// machine the round would wait for a quiet host until the build ended),
+// and the warm-up resumes after the round.
+func TestWarmUpGivesWayToLabRounds(t *testing.T) {
+	base := strings.Repeat("b", 40)
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		o.WarmBases = true
+		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build,
+			Slow: map[string]time.Duration{base: 3 * time.Second}, Calls: build.Calls}
+	})
+	h.lab.Delay = 300 * time.Millisecond
+	h.wait("the warm-up's debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
+	h.ingest.Add(series("<plain@x>", "[PATCH] svcrdma: a plain change"))
+	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
+	h.wait("the warm-up to finish", 60*time.Second, func() bool { return h.calls.Count("slow-build done "+base) == 1 })
+	list := h.calls.List()
+	firstRun := slices.IndexFunc(list, func(c string) bool { return strings.HasPrefix(c, "run ") })
+	lastRun := -1
+	for i, c := range list {
+		if strings.HasPrefix(c, "run ") {
+			lastRun = i
+		}
+	}
+	done := slices.Index(list, "slow-build done "+base)
+	if firstRun < 0 || done < lastRun {
+		t.Errorf("the warm-up's build ended (call %d) before the round's last boot (call %d):\n%s", done, lastRun, strings.Join(list, "\n"))
+	}
+	for _, c := range list[max(firstRun, 0) : lastRun+1] {
+		if strings.HasPrefix(c, "debug-build mainline "+base) {
+			t.Errorf("the warm-up's build resumed during the round:\n%s", strings.Join(list, "\n"))
+			break
+		}
+	}
+}
+
 // A base kernel that does not build in the base lane is left to the
 // build job, which says so as it always did: a debug base that does not
 // build leaves the debug profile out, and the series is still answered.
