@@ -101,7 +101,8 @@ func TestRPCTaskList(t *testing.T) {
 }
 
 // StallLog of a client (the kernel under test) stalled in writeback, as
-// a lab kernel printed it (TestPairStallDumpsBlockedTasks, 2026-12-06),
+// a lab kernel printed it (TestPairStallDumpsBlockedTasks, 2026-12-06;
+// its RPC task list, rpc_tasks.txt, is that test's of the same day),
 // with a third task at the same place, beside a server with nothing
 // blocked: the side under test first, each stack once, unreliable
 // frames and registers left out, decode applied per side.

@@ -444,11 +444,16 @@ func TestPairStallDumpsBlockedTasks(t *testing.T) {
 	if !taskLine.MatchString(strings.Split(res.Client.Blocked, "\n")[0]) || !strings.Contains(res.Client.Blocked, "__schedule") {
 		t.Errorf("the client's blocked tasks:\n%s\nconsole:\n%s", res.Client.Blocked, tail(res.Client.Console, 60))
 	}
+	// The client's writes to the vanished server are in flight.
+	if !strings.Contains(res.Client.RPCTasks, "-pid- flgs status") || !strings.Contains(res.Client.RPCTasks, " nfsv3 ") {
+		t.Errorf("the client's RPC tasks:\n%s\nconsole:\n%s", res.Client.RPCTasks, tail(res.Client.Console, 60))
+	}
 	log := res.StallLog(nil)
-	if !strings.HasPrefix(log, "client, last kernel lines:") || !strings.Contains(log, "client, blocked tasks (SysRq w):") {
+	if !strings.HasPrefix(log, "client, last kernel lines:") || !strings.Contains(log, "client, blocked tasks (SysRq w):") ||
+		!strings.Contains(log, "client, RPC tasks in flight (rpc_debug):") {
 		t.Errorf("stall log:\n%s", log)
 	}
-	t.Logf("after %v:\n%s\n--- the whole dump:\n%s", time.Since(start).Round(time.Second), log, res.Client.Blocked)
+	t.Logf("after %v:\n%s\n--- the whole dump:\n%s\n--- RPC tasks:\n%s", time.Since(start).Round(time.Second), log, res.Client.Blocked, res.Client.RPCTasks)
 }
 
 // A QEMU killed from outside mid-run is the lab's fault.
