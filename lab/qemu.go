@@ -801,6 +801,49 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 			return nil, netemError(role, m.Args["msg"])
 		}
 	}
+	if res, err := r.milestones(res); err != nil {
+		return res, err
+	}
+	if err := r.verifyBuildIDs(res); err != nil {
+		var be *BootError
+		if errors.As(err, &be) {
+			return res, err
+		}
+		return nil, err
+	}
+	res.Phases = r.phases()
+	if m, ok := r.last["client TRANSPORT"]; ok {
+		res.Transport = m.Args["xprt"]
+	}
+	if m, ok := r.last["client MOUNTED"]; ok {
+		res.MountOpts = m.Args["opts"]
+	}
+	res.LoopSecs = loopSecs(r.kernel.Trusted("client"), r.last["client SUMMARY"], r.last["server SLOOP"])
+	res.Health = healthOf(res.Client.Console, res.Server.Console, r.kernel.Trusted("client"))
+	if r.timedByServer() {
+		for i := range r.iters {
+			r.iters[i].Cmp = r.clientCmp[r.iters[i].N]
+		}
+		res.Iterations = r.iters
+	}
+	if r.fstests != nil {
+		res.Tests = r.fstests.tests
+		if m, ok := r.last["server SRVSTAT"]; ok && r.kernel.Trusted("server") {
+			res.ServerOps = int64(m.float("calls"))
+		}
+	}
+	res.Failure = r.failure(res)
+	res.Passed = res.Failure == ""
+	res.Corrupt = r.corrupt()
+	return res, nil
+}
+
+// milestones checks that both guests booted and brought their RDMA link
+// up (the idle pair only boots): the first missed milestone is a
+// BootError of the host that missed it, or of its peer when the peer
+// crashed and stopped it, or the lab's when QEMU never started or the
+// trusted kernel alone did not come up. res is returned as given.
+func (r *run) milestones(res *Result) (*Result, error) {
 	for _, step := range []struct{ event, phase string }{{"BOOTED", "boot"}, {"RDMA_UP", "rdma"}} {
 		if r.pair.idle && step.event == "RDMA_UP" {
 			break
@@ -841,37 +884,6 @@ func (r *run) result(ctx context.Context) (*Result, error) {
 			return res, be
 		}
 	}
-	if err := r.verifyBuildIDs(res); err != nil {
-		var be *BootError
-		if errors.As(err, &be) {
-			return res, err
-		}
-		return nil, err
-	}
-	res.Phases = r.phases()
-	if m, ok := r.last["client TRANSPORT"]; ok {
-		res.Transport = m.Args["xprt"]
-	}
-	if m, ok := r.last["client MOUNTED"]; ok {
-		res.MountOpts = m.Args["opts"]
-	}
-	res.LoopSecs = loopSecs(r.kernel.Trusted("client"), r.last["client SUMMARY"], r.last["server SLOOP"])
-	res.Health = healthOf(res.Client.Console, res.Server.Console, r.kernel.Trusted("client"))
-	if r.timedByServer() {
-		for i := range r.iters {
-			r.iters[i].Cmp = r.clientCmp[r.iters[i].N]
-		}
-		res.Iterations = r.iters
-	}
-	if r.fstests != nil {
-		res.Tests = r.fstests.tests
-		if m, ok := r.last["server SRVSTAT"]; ok && r.kernel.Trusted("server") {
-			res.ServerOps = int64(m.float("calls"))
-		}
-	}
-	res.Failure = r.failure(res)
-	res.Passed = res.Failure == ""
-	res.Corrupt = r.corrupt()
 	return res, nil
 }
 
