@@ -42,7 +42,7 @@ type Message struct {
 	// ReadFrom is the configured list whose inbox this copy was read
 	// from ("" when unknown, as for an mbox): where the mail really is,
 	// whatever its To and Cc say.
-	ReadFrom string
+	ReadFrom string `json:"-"`
 	// Body is the decoded text the patch tools see, as git mailinfo sees
 	// it: the text parts of the mail (and attached .patch files) after
 	// transfer decoding, CRLF line ends turned into LF as git mailsplit

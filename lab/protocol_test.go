@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,5 +121,53 @@ func TestRunProtocolViolationIsTheCandidates(t *testing.T) {
 	midLine := strings.Replace(serverTimedRun, "server @@RB CLIENT_DONE msg=ok t=13.4", "server @@RB CLIENT_DONE msg=ok t=13.4\nserver nfsd: client said @@RB NETEM_FAIL dev=eth0 msg=x", 1)
 	if res, err := feedKernel(t, test, onClient, midLine).result(context.Background()); err != nil || !res.Passed {
 		t.Errorf("a marker within a kernel line: %v %+v", err, res)
+	}
+}
+
+// A reproducer's QEMU command lines are the lab's own (guestSpec.args of
+// the run's spec): a shell splits each back into the argv the pair would
+// start, with the reader's paths and port, and the data goes to the
+// guests that hold it in each boot.
+func TestCommandLinesAreTheLabs(t *testing.T) {
+	c := DefaultConfig()
+	base, cand := CommandLines(c, SideServer)
+	if len(base) != 2 || len(cand) != 2 {
+		t.Fatalf("base %d lines, candidate %d: want 2 each (server, client)", len(base), len(cand))
+	}
+	argv := func(line string) []string {
+		out, err := exec.Command("sh", "-c", `BASE=/b CANDIDATE=/c IMAGE=/i DATA=/d PORT=5555; set -- `+line+`; printf '%s\n' "$@"`).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	}
+	after := func(args []string, flag string) string {
+		if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
+			return args[i+1]
+		}
+		return ""
+	}
+	for _, c := range []struct {
+		line                             string
+		kernel, initrd, netdev, roleWord string
+	}{
+		{base[0], "/b", "/d", "socket,id=n0,listen=127.0.0.1:5555", "rb.role=server"},
+		{base[1], "/b", "/d", "socket,id=n0,connect=127.0.0.1:5555", "rb.role=client"},
+		// The candidate on the server: the trusted client holds the data.
+		{cand[0], "/c", "/i", "socket,id=n0,listen=127.0.0.1:5555", "rb.role=server"},
+		{cand[1], "/b", "/d", "socket,id=n0,connect=127.0.0.1:5555", "rb.role=client"},
+	} {
+		a := argv(c.line)
+		if a[0] != DefaultConfig().QEMU.Binary || after(a, "-kernel") != c.kernel || after(a, "-initrd") != c.initrd ||
+			after(a, "-netdev") != c.netdev || !strings.Contains(after(a, "-append"), c.roleWord+" ") {
+			t.Errorf("%s\nsplits into %q", c.line, a)
+		}
+		if want := DefaultConfig().QEMU.Icount; want != "" && after(a, "-icount") != want {
+			t.Errorf("-icount %q, want %q", after(a, "-icount"), want)
+		}
+	}
+	// The candidate on the client: the server takes the times.
+	if _, cand := CommandLines(c, SideClient); !strings.Contains(cand[1], "-kernel \"$CANDIDATE\"") || !strings.Contains(cand[0], "rb.timer=server") {
+		t.Errorf("candidate on the client:\n%s", strings.Join(cand, "\n"))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -1039,4 +1040,58 @@ func (r *run) phases() Phases {
 		Shutdown: secs(summary, r.end),
 		Total:    secs(r.start, r.end),
 	}
+}
+
+// CommandLines are the QEMU command lines of the two boots a reproducer
+// makes of the default test, as the pair starts them (inside its bwrap
+// confinement, which sees the same arguments): the base on both guests,
+// then the candidate on side beside the base. Paths and the port are the
+// reader's, named by shell variables: $BASE and $CANDIDATE the kernels'
+// bzImage, $IMAGE the guest image `rdmabot lab image` prints, $DATA that
+// image followed by a cpio archive holding the test's random data at
+// /usr/lib/rdmabot/data (the guest that holds the file boots it), and
+// $PORT the link's port on 127.0.0.1.
+func CommandLines(c Config, side string) (base, candidate []string) {
+	p := NewQEMUPair(c.QEMU, Image{}, nil)
+	bk := Kernel{BzImage: "$BASE"}
+	ck := Kernel{BzImage: "$CANDIDATE", Peer: &bk, Side: side}
+	lines := func(k Kernel) []string {
+		r := &run{pair: p, kernel: k, test: c.Test, initrd: "$IMAGE", initrds: map[string]string{}}
+		var out []string
+		for _, role := range []string{"server", "client"} {
+			if c.Test.Kind == "transfer" && holdsData(k, role) {
+				r.initrds[role] = "$DATA"
+			}
+			netdev := "socket,id=n0,listen=127.0.0.1:$PORT"
+			mac := "52:54:00:00:00:01"
+			if role == "client" {
+				netdev, mac = "socket,id=n0,connect=127.0.0.1:$PORT", "52:54:00:00:00:02"
+			}
+			s := r.spec(role, netdev, mac)
+			out = append(out, shellWords(append([]string{s.binary}, s.args()...)))
+		}
+		return out
+	}
+	return lines(bk), lines(ck)
+}
+
+// shellWords joins args as a shell reads them back, leaving $VARIABLE
+// words to expand.
+func shellWords(args []string) string {
+	plain := regexp.MustCompile(`^[A-Za-z0-9_./:,=+@%-]+$`)
+	var b strings.Builder
+	for i, a := range args {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		switch {
+		case plain.MatchString(a):
+			b.WriteString(a)
+		case strings.Contains(a, "$") && !strings.ContainsAny(a, "\"\\`"):
+			b.WriteString(`"` + a + `"`)
+		default:
+			b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
+		}
+	}
+	return b.String()
 }

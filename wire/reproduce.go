@@ -33,7 +33,8 @@ func NewReproducer(cfg Config, st *store.Store, version string) (*reproduce.Make
 	}
 	return &reproduce.Maker{St: st, Artifacts: artifact.Dir{Root: bot.ArtifactRoot(cfg.Bot, cfg.CacheDir)}, Repo: builder.StorePath(cfg.DataDir),
 		Settings: settings, TreeURLs: urls, Side: seriesSide, Binary: exe, Version: version,
-		Archives: bundle.NewCache(filepath.Join(cfg.CacheDir, "reproducers"), 0)}, nil
+		CommandLines: func(side string) ([]string, []string) { return lab.CommandLines(cfg.Lab, side) },
+		Archives:     bundle.NewCache(filepath.Join(cfg.CacheDir, "reproducers"), 0)}, nil
 }
 
 // Settings is what a reproducer needs of cfg, as TOML: the QEMU lab

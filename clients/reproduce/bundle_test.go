@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/fakestage"
+	"github.com/rdmabot/rdmabot/internal/testenv"
+	"github.com/rdmabot/rdmabot/lab"
 	"github.com/rdmabot/rdmabot/reports/bundle"
 )
 
@@ -35,6 +38,8 @@ func openStore(t *testing.T) *store.Store {
 // URL, the base kernel's .config from the artifact store and settings
 // that load as a configuration with this machine's paths and real pairs
 // left out; a branch test and a test with no base yet have none.
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
 func TestReproducerBundle(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
@@ -79,7 +84,8 @@ func TestReproducerBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Maker{St: st, Artifacts: art, Repo: t.TempDir(), Settings: []byte("[lab]\ndefault = \"qemu\"\n"), Version: "v",
-		TreeURLs: map[string]string{"rdma": "https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git"}}
+		TreeURLs:     map[string]string{"rdma": "https://git.kernel.org/pub/scm/linux/kernel/git/rdma/rdma.git"},
+		CommandLines: func(side string) ([]string, []string) { return lab.CommandLines(lab.DefaultConfig(), side) }}
 
 	b, err := r.Bundle(ctx, series)
 	if err != nil {
@@ -115,6 +121,9 @@ func TestReproducerBundle(t *testing.T) {
 	if files["lab.toml"] != string(r.Settings) {
 		t.Errorf("lab.toml %q, want the settings given", files["lab.toml"])
 	}
+	// The README, with the boots' QEMU command lines as the lab makes
+	// them for its default configuration.
+	testenv.Golden(t, filepath.Join("testdata", "README.golden"), []byte(files["README"]), *update)
 
 	b, err = r.Bundle(ctx, pruned)
 	if err != nil {

@@ -40,6 +40,9 @@ type Maker struct {
 	TreeURLs map[string]string
 	// Side is where a series' kernel boots (lab.Runner.CandidateSide).
 	Side func(flow.Series) string
+	// CommandLines are the guests' QEMU command lines of a base boot and
+	// of the candidate's on a side (lab.CommandLines); nil: none shown.
+	CommandLines func(side string) (base, candidate []string)
 	// Binary is the rdmabot executable put in the bundle ("": none).
 	Binary, Version string
 	// Archives keeps the bundles as downloaded, each made once.
@@ -112,6 +115,9 @@ func (r *Maker) Bundle(ctx context.Context, id int64) (*bundle.Bundle, error) {
 	}
 	in := bundle.Input{TestID: id, Subject: row.Subject, Link: row.Link, Tree: t.Tree, Branch: t.BaseBranch, Base: t.Base,
 		Patches: raws(append(patches, s.Patches...)), Settings: r.Settings, Binary: r.Binary, Version: r.Version, Side: r.side(s)}
+	if r.CommandLines != nil {
+		in.QEMUBase, in.QEMUCandidate = r.CommandLines(in.Side)
+	}
 	in.TreeURL = redact.URLs(r.TreeURLs[t.Tree]) // the bundle is public
 	// The .config and build logs are there while the artifacts are: a
 	// pruned or remote one leaves the bundle without them, which its

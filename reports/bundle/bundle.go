@@ -60,6 +60,10 @@ type Input struct {
 	// "client" for a series changing client code alone (the server takes
 	// the times), else the server. run.sh does the same.
 	Side string
+	// QEMUBase and QEMUCandidate are the guests' QEMU command lines of a
+	// base boot and of a patched one (lab.CommandLines), server first,
+	// for a reader who boots without rdmabot.
+	QEMUBase, QEMUCandidate []string
 }
 
 // File is one file of a bundle: its bytes, or a path to copy.
@@ -316,7 +320,22 @@ Files:
   rdmabot        the bot's binary: only its offline commands are used
                  (apply, build, lab image, lab compare)
 {{range .Kept}}  {{printf "%-14s" .Name}} kept from the bot's run, to compare with
+{{end}}{{if .QEMUBase}}
+The boots, without rdmabot: each guest is one QEMU, as the lab starts
+it. BASE and CANDIDATE are the kernels' bzImage, IMAGE the guest image
+rdmabot lab image prints (it holds the guest-* scripts), DATA the image
+followed by a newc cpio archive of the test's random file at
+usr/lib/rdmabot/data, PORT a free port on 127.0.0.1. Start the server
+first; the guests power off when the test ends.
+
+The base on both guests:
+{{range .QEMUBase}}
+  {{.}}
 {{end}}
+The patched kernel on the {{.Side}}, beside the base:
+{{range .QEMUCandidate}}
+  {{.}}
+{{end}}{{end}}
 A QEMU lab's figures are emulation, not hardware: compare a kernel
 with its base on the same machine, as run.sh does, never with figures
 from another machine.
