@@ -90,10 +90,25 @@ func TestServeDashboardShowsWhatIsHappening(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	oldRow, err := st.Series(ctx, st.DB, oldID)
-	var reread flow.Series
-	if err != nil || json.Unmarshal(oldRow.Data, &reread) != nil || len(reread.Patches) != 1 || !reread.Patches[0].Parsed() || len(reread.Files) != 1 {
-		t.Errorf("the older bot's series row after serve started: %s %v", oldRow.Data, err)
+	// serve rereads it as it starts, which the commands above do not
+	// wait for: on a busy machine that comes later.
+	upgraded := func() (string, bool) {
+		oldRow, err := st.Series(ctx, st.DB, oldID)
+		var reread flow.Series
+		if err != nil || json.Unmarshal(oldRow.Data, &reread) != nil || len(reread.Patches) != 1 || !reread.Patches[0].Parsed() || len(reread.Files) != 1 {
+			return fmt.Sprintf("%s %v", oldRow.Data, err), false
+		}
+		return "", true
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		why, ok := upgraded()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the older bot's series row a minute after serve started: %s", why)
+			break
+		}
 	}
 	if ok, err := st.AcquireLease(ctx, "qemu", "lab-1/lab#99", 99, time.Hour); err != nil || !ok {
 		t.Fatalf("lease: %v %v", ok, err)
