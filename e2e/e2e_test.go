@@ -470,6 +470,8 @@ type testView struct {
 		MessageID string `json:"message_id"`
 	} `json:"patches"`
 	Verdict   string    `json:"Verdict"`
+	Summary   string    `json:"Summary"`
+	Thread    string    `json:"Thread"`
 	State     string    `json:"State"`
 	CreatedAt time.Time `json:"CreatedAt"`
 	UpdatedAt time.Time `json:"UpdatedAt"`

@@ -288,10 +288,18 @@ func (b *bot) waitReply(ctx context.Context, msgids ...string) reply {
 	b.t.Helper()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for {
+	for n := 0; ; n++ {
 		for _, r := range b.replies() {
 			if slices.Contains(msgids, r.Header.Get("In-Reply-To")) {
 				return r
+			}
+		}
+		// INFRA is the dashboard's, never mailed: no reply will come,
+		// and waiting out ctx would only hide why.
+		if n%15 == 14 {
+			if tv, ok := b.endedUnmailed(msgids); ok {
+				b.explain()
+				b.t.Fatalf("no reply to %v will come: test %d ended %s: %s", msgids, tv.ID, tv.Verdict, tv.Summary)
 			}
 		}
 		select {
@@ -304,6 +312,30 @@ func (b *bot) waitReply(ctx context.Context, msgids ...string) reply {
 		case <-tick.C:
 		}
 	}
+}
+
+// endedUnmailed finds a done INFRA test of a series or thread with one
+// of msgids.
+func (b *bot) endedUnmailed(msgids []string) (testView, bool) {
+	list, err := b.testViews()
+	if err != nil {
+		return testView{}, false
+	}
+	for _, tv := range list {
+		if tv.State != "done" || tv.Verdict != "INFRA" {
+			continue
+		}
+		ids := []string{tv.Thread}
+		for _, p := range tv.Patches {
+			ids = append(ids, p.MessageID)
+		}
+		for _, id := range ids {
+			if slices.Contains(msgids, "<"+strings.Trim(id, "<>")+">") {
+				return tv, true
+			}
+		}
+	}
+	return testView{}, false
 }
 
 // explain logs where every test stands (state, and each job's state,

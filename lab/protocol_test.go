@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmabot/rdmabot/flow"
 )
@@ -62,6 +63,26 @@ func runLabtest(t *testing.T, fns string, env map[string]string) string {
 	}
 	out, _ := cmd.CombinedOutput()
 	return string(out)
+}
+
+// The pressure load ends when its own readers and writers do, though the
+// guest's init keeps a process of its own in the background all boot
+// long (init.sh's RPC task watcher): a bare wait waited for it, and
+// every pressure boot stalled with no I/O in flight.
+func TestClientPressureWaitsForItsOwnLoadOnly(t *testing.T) {
+	mnt := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mnt, "big"), make([]byte, 16<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out := runLabtest(t, `mount_opts() { echo nfs,rw,rsize=1048576,wsize=1048576; }
+sleep 60 </dev/null >/dev/null 2>&1 &
+watcher=$!
+client_pressure
+kill $watcher`, map[string]string{"MNT": mnt, "RB_SECS": "1", "RB_READERS": "2", "RB_WRITERS": "1", "RB_MB": "16"})
+	if took := time.Since(start); took > 30*time.Second || !strings.Contains(out, "@@RB RESULT iter=1 mb=") {
+		t.Errorf("the pressure load of 1 s ended after %v:\n%s", took.Round(time.Second), out)
+	}
 }
 
 // Markers no script prints where they came decide the run against the

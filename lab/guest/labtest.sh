@@ -37,6 +37,8 @@ mark() { printf '\n@@RB %s %s t=%s\n' "$1" "$2" "$(cut -d' ' -f1 /proc/uptime)";
 now() { cut -d' ' -f1 /proc/uptime; }
 # since T0: seconds elapsed, two decimals.
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN{printf "%.2f", a-b}'; }
+# mount_opts: the type and options of the mount at $MNT.
+mount_opts() { awk -v m="$MNT" '$2==m{print $3 "," $4}' /proc/mounts; }
 mbps() { awk -v m="$1" -v s="$2" 'BEGIN{if (s<=0) s=0.01; printf "%.2f", m/s}'; }
 build_id() {
 	# The GNU build id note of the running kernel, as the host reads it
@@ -459,7 +461,7 @@ client_mount() {
 		t1=$(now)
 		mount.nfs "$RB_PEER:$path" $MNT -o "$opts" 2>&1 | awk '{print "\n@@RB MOUNT_MSG " $0}'
 		if grep -q " $MNT nfs" /proc/mounts; then
-			mark MOUNTED "try=$try mount_s=$(since "$t1") opts=$(awk -v m=$MNT '$2==m{print $3 "," $4}' /proc/mounts)"
+			mark MOUNTED "try=$try mount_s=$(since "$t1") opts=$(mount_opts)"
 			xprt=$(awk '/xprt:/{print $2; exit}' /proc/self/mountstats)
 			mark TRANSPORT "xprt=$xprt"
 			return 0
@@ -603,7 +605,7 @@ client_hang() {
 # server's Send Queue runs full and its accounting decides what happens.
 # Reports the MiB moved each way as one RESULT.
 client_pressure() {
-	opts=$(awk -v m=$MNT '$2==m{print $4}' /proc/mounts)
+	opts=$(mount_opts)
 	case ,$opts, in
 	*,rsize=1048576,*wsize=1048576,*) ;;
 	*) mark PRESSURE_FAIL "what=rsize opts=$opts"; return 1 ;;
@@ -611,7 +613,7 @@ client_pressure() {
 	rm -rf /tmp/press && mkdir -p /tmp/press
 	t0=$(now)
 	end=$(($(cut -d. -f1 /proc/uptime) + RB_SECS))
-	j=0
+	j=0 pids=
 	while [ $j -lt "$RB_READERS" ]; do
 		(
 			n=0
@@ -621,6 +623,7 @@ client_pressure() {
 			done
 			echo $n >/tmp/press/r$j
 		) &
+		pids="$pids $!"
 		j=$((j + 1))
 	done
 	j=0
@@ -633,9 +636,12 @@ client_pressure() {
 			done
 			echo $n >/tmp/press/w$j
 		) &
+		pids="$pids $!"
 		j=$((j + 1))
 	done
-	wait
+	# Its own load only: init keeps a watcher of its own in the
+	# background (init.sh), which a bare wait would wait for forever.
+	wait $pids
 	secs=$(since "$t0")
 	rmb=$(cat /tmp/press/r* 2>/dev/null | awk '{s += $1} END {print s + 0}')
 	wmb=$(cat /tmp/press/w* 2>/dev/null | awk '{s += $1} END {print s + 0}')
