@@ -112,7 +112,7 @@ func commentOutcome(c *Config, v *Verdict) string {
 		}
 	case flow.Crash:
 		if v.Crash != nil {
-			b.WriteString("Console:\n\n" + fenced(excerpt(reliableFrames(v.Crash.Console), 50)))
+			b.WriteString("Console:\n\n" + fenced(crashExcerpt(v.Crash.Console)))
 		}
 		if v.Pressure != nil {
 			text, rows := healthText(v.Pressure)

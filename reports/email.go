@@ -489,7 +489,7 @@ func Measurements(v *Verdict) string {
 		if !v.Crash.Stall && v.Crash.Crashed > 1 {
 			para(fmt.Sprintf("The patched kernel crashed or stalled in %d of its boots; the console below is this crash's.", v.Crash.Crashed))
 		}
-		raw("Console:\n\n" + indent(excerpt(reliableFrames(v.Crash.Console), 50)))
+		raw("Console:\n\n" + indent(crashExcerpt(v.Crash.Console)))
 		if v.Pressure != nil {
 			text, rows := healthText(v.Pressure)
 			para(text)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -206,10 +207,104 @@ func reliableFrames(report string) string {
 
 var unreliableFrame = regexp.MustCompile(`^(\[\s*\d+\.\d+\]\s?(\[\s*[CT]\d+\]\s?)?)?\s+\? [A-Za-z_.$]`)
 
+// crashExcerpt is a crash's console as a reply shows it: the kernel's
+// report first, then, after a stall, each section of the stall's dump
+// (a side's last kernel lines, its blocked tasks, its RPC tasks in
+// flight: each opened by a heading of the lab's, a line ending in ":"
+// that is no kernel line), bounded together. A long part never hides
+// the others: the report gets up to three fifths of the lines, the
+// sections share the rest evenly, and what one needs less of goes to
+// the others. A console of one part keeps crashLines, one with a dump
+// crashStallLines.
+func crashExcerpt(console string) string {
+	console = reliableFrames(console)
+	parts := consoleParts(console)
+	if len(parts) == 1 {
+		return excerpt(console, crashLines)
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	if total <= crashStallLines {
+		return strings.Join(joinLines(parts), "\n")
+	}
+	alloc := make([]int, len(parts))
+	budget := crashStallLines
+	alloc[0] = min(len(parts[0]), crashStallLines*3/5)
+	budget -= alloc[0]
+	rest := make([]int, 0, len(parts)-1)
+	for i := 1; i < len(parts); i++ {
+		rest = append(rest, i)
+	}
+	slices.SortStableFunc(rest, func(a, b int) int { return len(parts[a]) - len(parts[b]) })
+	for k, i := range rest {
+		alloc[i] = min(len(parts[i]), budget/(len(rest)-k))
+		budget -= alloc[i]
+	}
+	alloc[0] = min(len(parts[0]), alloc[0]+budget)
+	for i, p := range parts {
+		if alloc[i] < len(p) {
+			parts[i] = append(p[:alloc[i]:alloc[i]], moreLines(len(p)-alloc[i]))
+		}
+	}
+	return strings.Join(joinLines(parts), "\n")
+}
+
+// crashLines and crashStallLines bound a crash's console in a reply
+// (crashExcerpt).
+const crashLines, crashStallLines = 50, 70
+
+// consoleParts splits a crash console into the report and the stall
+// dump's sections after it (crashExcerpt), each without its trailing
+// blank lines.
+func consoleParts(console string) [][]string {
+	var parts [][]string
+	var cur []string
+	for _, l := range strings.Split(strings.TrimRight(console, "\n"), "\n") {
+		if dumpHeading.MatchString(l) && len(cur) > 0 {
+			parts, cur = append(parts, cur), nil
+		}
+		cur = append(cur, l)
+	}
+	parts = append(parts, cur)
+	for i, p := range parts {
+		for len(p) > 1 && strings.TrimSpace(p[len(p)-1]) == "" {
+			p = p[:len(p)-1]
+		}
+		parts[i] = p
+	}
+	return parts
+}
+
+// joinLines is parts' lines in order, a blank line before each side's
+// first section (its "last kernel lines") as the lab's dump has it.
+func joinLines(parts [][]string) []string {
+	var out []string
+	for i, p := range parts {
+		if i > 0 && strings.HasSuffix(p[0], "last kernel lines:") {
+			out = append(out, "")
+		}
+		out = append(out, p...)
+	}
+	return out
+}
+
+// dumpHeading opens a section of the lab's stall dump (lab.Result.StallLog).
+var dumpHeading = regexp.MustCompile(`^(server|client)\b[^\[]*, (last kernel lines|blocked tasks \(SysRq w\)|RPC tasks in flight \(rpc_debug\)):$`)
+
+// moreLines says how many lines an excerpt left out.
+func moreLines(n int) string {
+	if n == 1 {
+		return "[... 1 more line]"
+	}
+	return fmt.Sprintf("[... %d more lines]", n)
+}
+
 func excerpt(s string, maxLines int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > maxLines {
-		lines = append(lines[:maxLines], fmt.Sprintf("[... %d more lines]", len(lines)-maxLines))
+		lines = append(lines[:maxLines], moreLines(len(lines)-maxLines))
 	}
 	return strings.Join(lines, "\n")
 }

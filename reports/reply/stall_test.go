@@ -44,3 +44,37 @@ func TestStallReplyGolden(t *testing.T) {
 		}
 	}
 }
+
+// A crash the kernel reported, after which the transfer stalled (a real
+// WARN in rxe_mr_copy, then the lab's dump of the stalled pair): the
+// reply's console keeps the report's call trace and each section of the
+// dump, the RPC tasks too, within its bound.
+func TestCrashThenStallReplyGolden(t *testing.T) {
+	warn, err := os.ReadFile(filepath.Join("testdata", "consoles", "rxe-mr-copy-warn.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(filepath.Join("..", "..", "lab", "testdata", "blocked", "stall_log.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash := flow.Sample{Crash: "WARNING in rxe_mr_copy", Log: string(warn) + "\n" + string(log)}
+	base := samples(4, 100, 2)
+	g := newReplyRig(t)
+	twice := []flow.Sample{crash, crash}
+	d := decide(t, g.r, base, twice)
+	e := g.deliver(t, g.report(13, d.Verdict, d.Summary, d.Detail, base, twice))
+	golden(t, "replies/crash_stall.eml", e.Raw)
+	body := string(e.Raw)
+	for _, want := range []string{"  WARNING in rxe_mr_copy", "rxe_receiver+0x19fe/0x1e70", "client, blocked tasks (SysRq w):",
+		"client, RPC tasks in flight (rpc_debug):", "nfsv3 WRITE a:call_connect_status", "server, RPC tasks in flight (rpc_debug):"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in\n%s", want, body)
+		}
+	}
+	console := body[strings.Index(body, "Console:\n\n")+len("Console:\n\n"):]
+	console = console[:strings.Index(console, "\n\n-- \n")]
+	if n := strings.Count(console, "\n") + 1; n > 70+8 {
+		t.Errorf("the console is %d lines:\n%s", n, console)
+	}
+}
