@@ -66,8 +66,10 @@ func pressureCaught(t *testing.T, r reply) {
 			t.Errorf("the reply does not say %q", want)
 		}
 	}
-	// The evidence is the candidate's alone: a base row of zeros.
-	if row := regexp.MustCompile(`Sends refused: Send Queue full +0 in 0/1 boots +([0-9]+) in 1/1 boots`).FindStringSubmatch(r.Body); row == nil || row[1] == "0" {
+	// The evidence is the candidate's alone: a base row of zeros. The
+	// patched kernel's crash in its one boot under pressure was booted
+	// once more to confirm it: both boots counted.
+	if row := regexp.MustCompile(`Sends refused: Send Queue full +0 in 0/1 boots +([0-9]+) in 2/2 boots`).FindStringSubmatch(r.Body); row == nil || row[1] == "0" {
 		t.Errorf("the pressure table does not show refused Sends in the patched boot alone:\n%s", r.Body)
 	}
 }
