@@ -24,10 +24,17 @@ import (
 //     break the protocol first);
 //   - forger, in the xprtrdma client: it boots on the client beside the
 //     base on the server, writes other bytes than it was given and says
-//     its own check passed.
+//     its own check passed;
+//   - injector, in the client: it prints a second BOOTED midway, as a
+//     client writing lines into the trusted side's console would;
+//   - frontwriter, in the client: it writes the next file before the
+//     trusted server gives it, to be timed as faster than it is;
+//   - flaky, in the client: it reconnects and prints a clean transport;
+//   - owncopy, in svcrdma: it serves reads from a copy of the test data
+//     of its own instead of what the trusted client wrote.
 //
-// Each gets its own failure, within minutes, from the lab's first boot
-// of it: never PASS, never a Tested-by, never a lab fault retried.
+// Each gets a verdict against it from the lab's boots of it: never PASS,
+// never a Tested-by, never a lab fault retried.
 func TestHostileKernelsThroughServe(t *testing.T) {
 	m := needMachine(t)
 	standIn := buildStandIn(t)
@@ -40,6 +47,14 @@ func TestHostileKernelsThroughServe(t *testing.T) {
 		"The lab's stand-in reads this string.",
 		edit{"net/sunrpc/xprtrdma/verbs.c", "#include <linux/log2.h>\n",
 			"#include <linux/log2.h>\n\nstatic const char rdmabot_standin[] __used = \"RDMABOT_STANDIN=forger\";\n"}))
+	standInSeries := func(name, file, anchor, subject string) series {
+		return a.series(name, a.base, a.commit(a.base, subject, "The lab's stand-in reads this string.",
+			edit{file, anchor, anchor + "\nstatic const char rdmabot_standin[] __used = \"RDMABOT_STANDIN=" + name + "\";\n"}))
+	}
+	injector := standInSeries("injector", "net/sunrpc/xprtrdma/rpc_rdma.c", "#include <linux/highmem.h>\n", "xprtrdma: the stand-in that writes into consoles")
+	frontwriter := standInSeries("frontwriter", "net/sunrpc/xprtrdma/transport.c", "#include <linux/module.h>\n", "xprtrdma: the stand-in that writes ahead")
+	flaky := standInSeries("flaky", "net/sunrpc/xprtrdma/frwr_ops.c", "#include <linux/sunrpc/svc_rdma.h>\n", "xprtrdma: the stand-in that hides its reconnects")
+	owncopy := standInSeries("owncopy", "net/sunrpc/xprtrdma/svc_rdma_recvfrom.c", "#include <linux/slab.h>\n", "svcrdma: the stand-in that serves its own copy")
 	b := startBot(t, m, func(c *wire.Config) {
 		c.Lab.QEMU.Binary = standIn
 		// The default test alone: the profiles' tests are not the
@@ -48,11 +63,12 @@ func TestHostileKernelsThroughServe(t *testing.T) {
 		c.Lab.Lossy.Netem = ""
 		c.Lab.ClientSide.Boots = 0
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	posted := time.Now()
-	b.post(hostile.mails...)
-	b.post(forger.mails...)
+	for _, s := range []series{hostile, forger, injector, frontwriter, flaky, owncopy} {
+		b.post(s.mails...)
+	}
 	for _, c := range []struct {
 		s       series
 		outcome string
@@ -60,6 +76,10 @@ func TestHostileKernelsThroughServe(t *testing.T) {
 	}{
 		{hostile, "BOOT_FAILED", "the server printed a marker it never sends: MOUNTED"},
 		{forger, "DATA_CORRUPTION", "server's check: mismatch"},
+		{injector, "BOOT_FAILED", "the client printed BOOTED twice"},
+		{frontwriter, "CRASH", "broke the trusted server's protocol (moved_before_go)"},
+		{flaky, "REGRESSION", "transport reconnects"},
+		{owncopy, "DATA_CORRUPTION", "differs from the one written"},
 	} {
 		r := b.waitReply(ctx, c.s.root)
 		t.Logf("%s: %s, %s after posting:\n%s", c.s.name, r.Header.Get("X-Rdmabot-Outcome"), r.Arrived.Sub(posted).Round(time.Second), r)
