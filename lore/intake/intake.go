@@ -587,11 +587,7 @@ func (l *Reader) record(ctx context.Context, list string, took time.Duration, er
 func convert(s *lore.Series, cfg lore.Config) flow.Series {
 	out := flow.Series{MsgID: s.ID, Version: s.Version, Subject: s.Subject, Author: s.Author.String(), Tree: ""}
 	if s.RootMessageID != "" {
-		for _, li := range cfg.Lists {
-			if len(s.Lists) > 0 && li.Name == s.Lists[0] {
-				out.List = li.Address
-			}
-		}
+		out.List = listOf(s, cfg)
 		out.Link = archiveLink(s, cfg)
 	}
 	out.Cover = s.Cover
@@ -607,6 +603,27 @@ func convert(s *lore.Series, cfg lore.Config) flow.Series {
 		out.Root = root.MessageID
 	}
 	return out
+}
+
+// listOf is the address of the list a series is filed under: the first
+// configured list it was posted to, unless its mail was read elsewhere
+// only (a local inbox, an IMAP folder: it was posted there, whatever its
+// To says), then the first list it was read from; "" when neither is a
+// configured list.
+func listOf(s *lore.Series, cfg lore.Config) string {
+	name := ""
+	if len(s.Lists) > 0 {
+		name = s.Lists[0]
+	}
+	if len(s.ReadFrom) > 0 && !slices.Contains(s.ReadFrom, name) {
+		name = s.ReadFrom[0]
+	}
+	for _, li := range cfg.Lists {
+		if li.Name == name {
+			return li.Address
+		}
+	}
+	return ""
 }
 
 // archiveLink is the page of the series' root in a web archive that

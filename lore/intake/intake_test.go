@@ -339,8 +339,9 @@ func TestCheckListURL(t *testing.T) {
 }
 
 // A series read from a local inbox, addressed To a list with a web
-// archive, links to no archive page: the mail was never there. Read
-// from that archive (or from an mbox, where nobody knows), it does.
+// archive, links to no archive page (the mail was never there) and is
+// filed under the inbox it was posted to. Read from that archive (or
+// from an mbox, where nobody knows), it links there and is the list's.
 func TestLocalInboxSeriesLinksNowhere(t *testing.T) {
 	patch := "From: Dev <dev@x>\nTo: linux-nfs@vger.kernel.org\nSubject: [PATCH] svcrdma: x\nMessage-ID: <p@x>\n" +
 		"Date: Thu, 01 Jan 1970 00:00:01 +0000\n\n---\ndiff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n"
@@ -348,9 +349,9 @@ func TestLocalInboxSeriesLinksNowhere(t *testing.T) {
 		{Name: "linux-nfs", Address: "linux-nfs@vger.kernel.org", URL: "https://lore.kernel.org/linux-nfs"},
 		{Name: "local", Address: "local@rdmabot.invalid", URL: "inbox/local"},
 	}}
-	for list, want := range map[string]string{
-		"local":     "",
-		"linux-nfs": "https://lore.kernel.org/linux-nfs/p@x/",
+	for list, want := range map[string]struct{ link, list string }{
+		"local":     {"", "local@rdmabot.invalid"},
+		"linux-nfs": {"https://lore.kernel.org/linux-nfs/p@x/", "linux-nfs@vger.kernel.org"},
 	} {
 		st := newMemStore()
 		if err := st.AddMail(context.Background(), Mail{List: list, Pos: "1", Received: time.Unix(1, 0), Raw: []byte(patch)}); err != nil {
@@ -362,8 +363,8 @@ func TestLocalInboxSeriesLinksNowhere(t *testing.T) {
 			t.Fatalf("read from %s: %v, %d series", list, err, len(asm.Series))
 		}
 		s := convert(asm.Series[0], cfg)
-		if s.Link != want || s.List != "linux-nfs@vger.kernel.org" || !slices.Equal(asm.Series[0].ReadFrom, []string{list}) {
-			t.Errorf("read from %s: link %q, list %q, read from %q; want link %q", list, s.Link, s.List, asm.Series[0].ReadFrom, want)
+		if s.Link != want.link || s.List != want.list || !slices.Equal(asm.Series[0].ReadFrom, []string{list}) {
+			t.Errorf("read from %s: link %q, list %q, read from %q; want link %q, list %q", list, s.Link, s.List, asm.Series[0].ReadFrom, want.link, want.list)
 		}
 	}
 }
