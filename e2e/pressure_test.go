@@ -79,7 +79,8 @@ func pressureCaught(t *testing.T, r reply) {
 // contiguous pages out of an FRWR registration, which on rxe only the
 // NFS/RDMA client makes). The series boots on the server by default,
 // where it passed (3 boots each, copy -1.5 %, 2026-12-05); on the client,
-// beside the base kernel on the server, its writeback hangs.
+// beside the base kernel on the server, rxe warns in rxe_mr_copy and the
+// client's writeback hangs.
 func clientSideCaught(t *testing.T, r reply) {
 	if outcome := r.Header.Get("X-Rdmabot-Outcome"); outcome != "CRASH" && outcome != "DATA_CORRUPTION" {
 		t.Fatalf("outcome %s, want CRASH or DATA_CORRUPTION: the client-side bug went unseen\n%s", outcome, r.Body)
@@ -90,6 +91,17 @@ func clientSideCaught(t *testing.T, r reply) {
 		if !strings.Contains(flat, want) {
 			t.Errorf("the reply does not say %q:\n%s", want, r.Body)
 		}
+	}
+	// Its writeback hangs after the warning: the reply shows where the
+	// client's tasks were blocked and the RPCs they waited for.
+	for _, want := range []string{"client (the kernel under test), last kernel lines:", "client, blocked tasks (SysRq w):",
+		"client, RPC tasks in flight (rpc_debug):"} {
+		if !strings.Contains(r.Body, want) {
+			t.Errorf("the reply does not show the stalled client's %q:\n%s", want, r.Body)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+\[\s*[0-9.]+\]\s+\d+ [0-9a-f]{4} .* nfsv[34] [A-Z]+ a:`).MatchString(r.Body) {
+		t.Errorf("no RPC task in the reply:\n%s", r.Body)
 	}
 	// Decided by the profile: no default boot of the candidate.
 	if strings.Contains(flat, "of the base, alternating") {
