@@ -24,9 +24,12 @@ mkdir -p "$data/trees" "$cache"
 echo "latency: data $data, caches $cache ($(git rev-parse --short HEAD), $(date -u +%FT%TZ))" >&2
 start=$(date +%s)
 eval "$(DATA=$data CACHE=$cache bash scripts/prepare-lab.sh)"
+# The copy lives in $data: a path config.toml gives relative to itself
+# (fstests' source, ../shared/...) is made absolute.
 cfg=$data/config.toml
 sed -E -e "s#^data_dir = .*#data_dir = \"$data\"#" -e "s#^cache_dir = .*#cache_dir = \"$cache\"#" \
-  -e "s#^listen = .*#listen = \"$listen\"#" config.toml > "$cfg"
+  -e "s#^listen = .*#listen = \"$listen\"#" \
+  -e "s#^source = \"\.\./#source = \"$(dirname "$PWD")/#" config.toml > "$cfg"
 RDMABOT_CONFIG=$cfg bash scripts/post.sh --init
 setsid "$RDMABOT_BIN" serve --config "$cfg" > "$data/serve.log" 2>&1 &
 serve=$!
