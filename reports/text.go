@@ -222,13 +222,6 @@ func crashExcerpt(console string) string {
 	if len(parts) == 1 {
 		return excerpt(console, crashLines)
 	}
-	total := 0
-	for _, p := range parts {
-		total += len(p)
-	}
-	if total <= crashStallLines {
-		return strings.Join(joinLines(parts), "\n")
-	}
 	alloc := make([]int, len(parts))
 	budget := crashStallLines
 	alloc[0] = min(len(parts[0]), crashStallLines*3/5)
