@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -46,6 +47,12 @@ type SeriesRow struct {
 	Data      []byte
 	CreatedAt time.Time
 }
+
+// MessageID is the Message-ID of the mail that names the series (its
+// cover letter's, else its first patch's), as a reader finds it in the
+// thread: Root when MsgID is lore's key for the series rather than a
+// mail's.
+func (r SeriesRow) MessageID() string { return cmp.Or(r.Root, r.MsgID) }
 
 // MailList is the list address the series was posted to: its row's, or
 // for a row stored before the row kept it, its JSON's.

@@ -158,7 +158,7 @@ func (s *Server) nowTestOf(ctx context.Context, id int64) *nowTest {
 	nt := &nowTest{Test: t, subject: s.subject(ctx, t)}
 	if t.SeriesID != 0 {
 		if row, err := s.st.Series(ctx, s.st.DB, t.SeriesID); err == nil {
-			nt.subject, nt.msgID, nt.list = row.Subject, row.MsgID, row.MailList()
+			nt.subject, nt.msgID, nt.list = row.Subject, row.MessageID(), row.MailList()
 		}
 	}
 	return nt

@@ -71,7 +71,7 @@ func toTestJSON(t store.Test, s *store.SeriesRow) testJSON {
 	out := testJSON{ID: t.ID, Kind: t.Kind, Tree: t.Tree, Base: t.Base, State: string(t.State), Verdict: t.Verdict.String(),
 		Summary: t.Summary, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if s != nil {
-		out.Series = &seriesJSON{Subject: s.Subject, MessageID: s.MsgID, Version: s.Version, List: s.MailList()}
+		out.Series = &seriesJSON{Subject: s.Subject, MessageID: s.MessageID(), Version: s.Version, List: s.MailList()}
 	}
 	return out
 }

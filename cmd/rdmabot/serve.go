@@ -366,7 +366,7 @@ func printStatus(out io.Writer, hs []store.Health, tests []store.Test, series []
 		}
 		list, msgID, subject := "-", "-", cmp.Or(t.Ref, "-")
 		if s := series[i]; s != nil {
-			list, msgID, subject = cmp.Or(s.MailList(), "-"), "<"+s.MsgID+">", s.Subject
+			list, msgID, subject = cmp.Or(s.MailList(), "-"), "<"+s.MessageID()+">", s.Subject
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%.12s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Tree, t.Base, t.State, t.Verdict,
 			t.UpdatedAt.Format("2006-01-02 15:04"), list, msgID, subject, note)

@@ -24,7 +24,9 @@ func TestStatusNamesTheSeries(t *testing.T) {
 	st.SetClock(func() time.Time { return at })
 	oldJSON, _ := json.Marshal(flow.Series{MsgID: "old-1@example.org", List: "linux-nfs@vger.kernel.org"})
 	rows := []store.SeriesRow{
-		{MsgID: "cover-1@example.org", Version: 2, Tree: "rdma", Subject: "[PATCH v2 0/2] svcrdma: fewer Send WRs",
+		// As lore stores a series: keyed by a hash of its thread, its
+		// cover letter's Message-ID in Root.
+		{MsgID: "590c3f17500b0dac", Root: "cover-1@example.org", Version: 2, Tree: "rdma", Subject: "[PATCH v2 0/2] svcrdma: fewer Send WRs",
 			List: "linux-rdma@vger.kernel.org", Data: []byte(`{}`)},
 		{MsgID: "old-1@example.org", Version: 1, Tree: "nfsd", Subject: "[PATCH] xprtrdma: a typo", Data: oldJSON},
 	}
