@@ -93,6 +93,10 @@ type Options struct {
 	// (default 10s). A process silent for deadBeats heartbeats is dead:
 	// the jobs it left running are retried by whoever notices.
 	Heartbeat time.Duration
+	// MailWatch is how often a process that polls the lists looks at
+	// their local inboxes for mail no poll has read (lore.watch_interval);
+	// 0 leaves them to the periodic poll.
+	MailWatch time.Duration
 }
 
 // deadBeats heartbeats missed make a process dead (a minute by default).
@@ -108,9 +112,12 @@ type Bot struct {
 	log    *slog.Logger
 	http   *http.Client
 	stages Stages
-	// stopBeat ends the heartbeat loop; beatDone says it ended.
-	stopBeat context.CancelFunc
-	beatDone chan struct{}
+	// stopLoops ends the heartbeat and mail watch loops; loops waits
+	// for them.
+	stopLoops context.CancelFunc
+	loops     sync.WaitGroup
+	// queues are the queues this process works, by its role.
+	queues map[string]river.QueueConfig
 	// pruning serializes this process's prunes of art.
 	pruning sync.Mutex
 }
@@ -201,6 +208,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 			return nil, fmt.Errorf("bot: unknown role %q (all, ingest, build, lab, or a comma-separated list)", role)
 		}
 	}
+	b.queues = queues
 	if len(queues) > 0 {
 		rc.Queues = queues
 		pj, err := b.periodicJobs()
@@ -218,13 +226,12 @@ func New(st *store.Store, o Options) (*Bot, error) {
 }
 
 // buildsBases says whether this process works the base lane.
-func (b *Bot) buildsBases() bool {
-	for _, role := range strings.Split(b.opts.Role, ",") {
-		if r := strings.TrimSpace(role); r == RoleAll || r == RoleBuild {
-			return true
-		}
-	}
-	return false
+func (b *Bot) buildsBases() bool { return b.works(QueueBaseBuild) }
+
+// works says whether this process works queue q (its role's).
+func (b *Bot) works(q string) bool {
+	_, ok := b.queues[q]
+	return ok
 }
 
 func sanitizeID(s string) string {
@@ -363,9 +370,20 @@ func (b *Bot) Start(ctx context.Context) error {
 		if err := b.st.Beat(ctx, sanitizeID(b.opts.ID)); err != nil {
 			return fmt.Errorf("bot: heartbeat: %w", err)
 		}
-		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		b.stopBeat, b.beatDone = cancel, make(chan struct{})
-		go b.heartbeat(bctx)
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		b.stopLoops = cancel
+		b.loops.Add(1)
+		go func() {
+			defer b.loops.Done()
+			b.heartbeat(lctx)
+		}()
+		if w, ok := b.stages.Ingest.(mailWatcher); ok && b.opts.MailWatch > 0 && b.works(QueueIngest) {
+			b.loops.Add(1)
+			go func() {
+				defer b.loops.Done()
+				b.watchMail(lctx, w)
+			}()
+		}
 	}
 	b.log.Info("bot started", "role", b.opts.Role, "id", b.opts.ID, "db", b.st.Dialect)
 	return nil
@@ -374,7 +392,6 @@ func (b *Bot) Start(ctx context.Context) error {
 // heartbeat records that this process is alive and takes over the jobs
 // that dead processes left running, until ctx ends.
 func (b *Bot) heartbeat(ctx context.Context) {
-	defer close(b.beatDone)
 	tick := time.NewTicker(b.opts.Heartbeat)
 	defer tick.Stop()
 	for {
@@ -428,9 +445,9 @@ func (b *Bot) rescueDead(ctx context.Context) error {
 
 // Stop waits for running jobs to finish, up to ctx.
 func (b *Bot) Stop(ctx context.Context) error {
-	if b.stopBeat != nil {
-		b.stopBeat()
-		<-b.beatDone
+	if b.stopLoops != nil {
+		b.stopLoops()
+		b.loops.Wait()
 	}
 	err := b.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

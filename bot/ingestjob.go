@@ -95,6 +95,66 @@ func (w *ingestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 	})
 }
 
+// watchMail looks at the local inboxes every MailWatch and polls at
+// once when one holds mail no poll has read: a posting to a local inbox
+// is read in seconds, not at the next lore.poll_interval (set for
+// lore.kernel.org's sake). A poll queued or running already is left to
+// read it (River's unique insert), and looked at again next time; each
+// newest mail starts one poll at most, so mail a poll could not read
+// waits for the periodic one rather than polling every few seconds.
+func (b *Bot) watchMail(ctx context.Context, w mailWatcher) {
+	tick := time.NewTicker(b.opts.MailWatch)
+	defer tick.Stop()
+	polled := map[string]bool{}
+	var lastErr string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		tips, err := w.UnreadLocal(ctx)
+		if err != nil {
+			// The poll reads the same inbox and records why it fails
+			// in the list's health: said here once, not every tick.
+			if e := err.Error(); e != lastErr && ctx.Err() == nil {
+				b.log.Warn("mail watch", "err", err)
+				lastErr = e
+			}
+			continue
+		}
+		lastErr = ""
+		var fresh []string
+		for _, tip := range tips {
+			if !polled[tip] {
+				fresh = append(fresh, tip)
+			}
+		}
+		clear(polled)
+		for _, tip := range tips {
+			polled[tip] = true
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		res, err := b.river.Insert(ctx, IngestArgs{}, nil)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				b.log.Warn("mail watch: queue a poll", "err", err)
+			}
+		case res.UniqueSkippedAsDuplicate:
+		default:
+			b.log.Info("mail watch: new mail, polling now", "inboxes", fresh, "job", res.Job.ID)
+			continue
+		}
+		// Not queued now: look again next time.
+		for _, tip := range fresh {
+			delete(polled, tip)
+		}
+	}
+}
+
 // dailyBound is bot.author_daily_tests and bot.list_daily_tests over one
 // ingest transaction: the tests each sender's postings and own commands
 // (ownTestCommand), and each list's postings, started in the last 24

@@ -19,6 +19,13 @@ type Ingester interface {
 	Poll(ctx context.Context) ([]flow.Series, error)
 }
 
+// mailWatcher is an Ingester that can tell between polls, cheaply, that
+// a local inbox holds mail no poll has read: one entry per such inbox,
+// naming its newest mail (intake.Reader.UnreadLocal).
+type mailWatcher interface {
+	UnreadLocal(ctx context.Context) ([]string, error)
+}
+
 // SeriesFetcher fetches one thread by Message-ID or lore URL.
 type SeriesFetcher interface {
 	Fetch(ctx context.Context, ref string) (flow.Series, error)

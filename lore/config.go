@@ -19,6 +19,10 @@ type Config struct {
 	Paths []string `toml:"paths"`
 	// PollInterval is how often the sources are read.
 	PollInterval cfgtype.Duration `toml:"poll_interval"`
+	// WatchInterval is how often the local inboxes (lists whose URL is a
+	// path) are looked at for new mail between polls, which is then read
+	// at once; 0 leaves them to PollInterval.
+	WatchInterval cfgtype.Duration `toml:"watch_interval"`
 	// GracePeriod is how long an incomplete series waits for its missing
 	// patches before it is reported as incomplete.
 	GracePeriod cfgtype.Duration `toml:"grace_period"`
@@ -83,12 +87,13 @@ func DefaultConfig() Config {
 			"include/linux/sunrpc/svc_rdma*",
 			"include/trace/events/rpcrdma.h",
 		},
-		PollInterval: cfgtype.D(2 * time.Minute),
-		GracePeriod:  cfgtype.D(6 * time.Hour),
-		BotAddresses: []string{},
-		Maintainers:  []string{},
-		CommandAllow: []string{},
-		CommandDKIM:  true,
+		PollInterval:  cfgtype.D(2 * time.Minute),
+		WatchInterval: cfgtype.D(2 * time.Second),
+		GracePeriod:   cfgtype.D(6 * time.Hour),
+		BotAddresses:  []string{},
+		Maintainers:   []string{},
+		CommandAllow:  []string{},
+		CommandDKIM:   true,
 	}
 }
 
@@ -122,6 +127,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollInterval.Duration <= 0 {
 		return fmt.Errorf("lore.poll_interval must be positive")
+	}
+	if c.WatchInterval.Duration < 0 {
+		return fmt.Errorf("lore.watch_interval must not be negative")
 	}
 	if c.GracePeriod.Duration < 0 {
 		return fmt.Errorf("lore.grace_period must not be negative")

@@ -79,7 +79,7 @@ func NewService(ctx context.Context, cfg Config, st *store.Store, o ServiceOptio
 	}
 	opts := bot.Options{Config: cfg.Bot, Token: token, CacheDir: cfg.CacheDir, Role: o.Role, Lab: cfg.Lab.Default, Params: Params(cfg.Lab),
 		Branches: Branches(cfg), FetchTrees: FetchTrees(cfg), FetchInterval: cfg.Builder.FetchInterval.Duration,
-		Stages: stages, Log: log, ID: o.ID, WarmBases: true}
+		Stages: stages, Log: log, ID: o.ID, WarmBases: true, MailWatch: cfg.Lore.WatchInterval.Duration}
 	var gh *ghbot.Bot
 	if ghc != nil {
 		if gh, err = newGitHub(cfg, ghc); err != nil {

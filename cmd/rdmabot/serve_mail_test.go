@@ -485,3 +485,51 @@ func TestServeMailsWithinListLimit(t *testing.T) {
 		t.Errorf("after the restart the server has %d messages, want still 2", n)
 	}
 }
+
+// `rdmabot serve` with config.toml reads a posting to the local inbox
+// (scripts/post.sh, public-inbox-mda) within seconds, though the lists
+// are polled every 2 minutes: lore.watch_interval looks at the inbox's
+// refs and polls at once.
+func TestServeReadsTheLocalInboxAtOnce(t *testing.T) {
+	for _, tool := range []string{"public-inbox-init", "public-inbox-mda"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (apt-get install public-inbox): scripts/post.sh cannot post", tool)
+		}
+	}
+	e := newServeEnv(t,
+		`url = "https://lore.kernel.org/linux-rdma"`, `url = "no-inbox"`,
+		`url = "https://lore.kernel.org/linux-nfs"`, `url = "no-inbox"`)
+	treeStore(t, filepath.Join(e.dir, "data"))
+	post := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("bash", append([]string{filepath.Join("..", "..", "scripts", "post.sh")}, args...)...)
+		cmd.Env = append(os.Environ(), "RDMABOT_CONFIG="+e.config)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("post.sh %v: %v\n%s", args, err, out)
+		}
+	}
+	post("--init")
+	e.start()
+	// The poll at start reads the empty inbox; the posting comes after.
+	e.waitFor("the poll at start", 60*time.Second, func() (bool, string) {
+		return strings.Contains(e.log(), "kind=ingest"), ""
+	})
+	time.Sleep(3 * time.Second)
+	eml := filepath.Join(t.TempDir(), "patch.eml")
+	os.WriteFile(eml, mailAt("Alice Author <alice@example.org>", "local-1@example.org", "[PATCH] svcrdma: fix a comment", "", svcrdmaPatch), 0o644)
+	posted := time.Now()
+	post(eml)
+	e.waitFor("the posting tested", 20*time.Second, func() (bool, string) {
+		s := e.rdmabot("status")
+		for _, l := range strings.Split(s, "\n") {
+			if testRow.MatchString(l) && strings.Contains(l, "<local-1@example.org>") {
+				return true, s
+			}
+		}
+		return false, s
+	})
+	t.Logf("posting to test: %s", time.Since(posted).Round(100*time.Millisecond))
+	if !strings.Contains(e.log(), "mail watch: new mail, polling now") {
+		t.Fatalf("the posting was read, but not by the mail watch:\n%s", e.log())
+	}
+}

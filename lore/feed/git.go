@@ -410,6 +410,45 @@ func openRepo(path string) (*git.Repository, *filesystem.Storage, error) {
 	return r, st, nil
 }
 
+// Unread says whether the archive, as it is on disk (no mirror is
+// fetched), holds mail past checkpoint after, and names its newest tip
+// ("<epoch>:<commit>"). It reads refs alone, no object, so serve can look
+// at a local inbox every few seconds and read it as soon as mail comes. A
+// Dir that does not exist yet (an inbox nothing was posted to) holds none.
+func (g *Git) Unread(after string) (tip string, unread bool, err error) {
+	if _, err := os.Stat(g.Dir); errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	epochs, err := g.epochs()
+	if err != nil {
+		return "", false, &SourceError{Source: g.Key(), Err: err}
+	}
+	for i := len(epochs) - 1; i >= 0; i-- {
+		r, st, err := openRepo(epochs[i].path)
+		if err != nil {
+			return "", false, &SourceError{Source: g.Key(), Err: err}
+		}
+		h, err := tipOf(r)
+		st.Close()
+		if err != nil {
+			return "", false, &SourceError{Source: g.Key(), Err: err}
+		}
+		if h.IsZero() {
+			continue // an epoch just created: its mail is in the one before
+		}
+		tip = position(epochs[i].n, h)
+		if after == "" {
+			return tip, true, nil
+		}
+		cp, err := parseGitCheckpoint(after)
+		if err != nil {
+			return "", false, err
+		}
+		return tip, epochs[i].n > cp.Epoch || (epochs[i].n == cp.Epoch && h != cp.Commit), nil
+	}
+	return "", false, nil
+}
+
 // tipCheckpoint is the checkpoint of e's current tip ("" while empty).
 func (g *Git) tipCheckpoint(e epoch) (string, error) {
 	r, st, err := openRepo(e.path)

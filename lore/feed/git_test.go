@@ -587,3 +587,57 @@ func TestGitCheckpointRetryRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Unread tells, from the refs alone, whether a pump would find mail: in
+// an inbox nothing was posted to yet, after each read, when mail comes,
+// and across an epoch's rollover (an empty new epoch holds none).
+func TestGitUnread(t *testing.T) {
+	inbox := filepath.Join(t.TempDir(), "local")
+	src := &Git{List: "local", Dir: inbox}
+	cps := &MemCheckpoints{}
+	c := &collector{}
+	unread := func(want bool, wantTip string) {
+		t.Helper()
+		after, err := cps.Load(context.Background(), src.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tip, got, err := src.Unread(after)
+		if err != nil || got != want || tip != wantTip {
+			t.Fatalf("Unread(%q) = %q, %v, %v; want %q, %v", after, tip, got, err, wantTip, want)
+		}
+	}
+	unread(false, "")
+	e0 := newArchive(t, filepath.Join(inbox, "git", "0.git"))
+	unread(false, "")
+	e0.add(1)
+	c2 := e0.add(2)
+	unread(true, "0:"+c2)
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, "message 1", "message 2")
+	unread(false, "0:"+c2)
+	c3 := e0.add(3)
+	unread(true, "0:"+c3)
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	unread(false, "0:"+c3)
+	e1 := newArchive(t, filepath.Join(inbox, "git", "1.git"))
+	unread(false, "0:"+c3)
+	c4 := e1.add(4)
+	unread(true, "1:"+c4)
+	if err := pumpAll(t, src, cps, c); err != nil {
+		t.Fatal(err)
+	}
+	wantGot(t, c, "message 3", "message 4")
+	unread(false, "1:"+c4)
+
+	if _, _, err := src.Unread("git1 zero"); err == nil {
+		t.Fatal("a bad checkpoint read as no mail")
+	}
+	if _, _, err := (&Git{List: "x", Dir: t.TempDir()}).Unread(""); err == nil {
+		t.Fatal("a folder that is no inbox read as no mail")
+	}
+}

@@ -140,6 +140,33 @@ func (l *Reader) sources() map[string]feed.Source {
 	return out
 }
 
+// UnreadLocal names the local inboxes (lore.lists whose URL is a path)
+// that hold mail the bot has not read, each as "<list> <newest tip>". It
+// reads their refs alone, so bot can look every few seconds and poll at
+// once when a posting comes, rather than at lore.poll_interval.
+func (l *Reader) UnreadLocal(ctx context.Context) ([]string, error) {
+	srcs := l.sources()
+	var out []string
+	for _, li := range l.Cfg.Lists {
+		g, ok := srcs[li.Name].(*feed.Git)
+		if !ok || g.URL != "" {
+			continue
+		}
+		after, err := l.St.Load(ctx, g.Key())
+		if err != nil {
+			return nil, err
+		}
+		tip, unread, err := g.Unread(after)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", li.Name, err)
+		}
+		if unread {
+			out = append(out, li.Name+" "+tip)
+		}
+	}
+	return out, nil
+}
+
 // badSource is a list whose URL cannot be read: every read fails with
 // why, recorded in its health like any other failing list.
 type badSource struct {

@@ -698,3 +698,45 @@ func TestPollHidesListPasswords(t *testing.T) {
 		}
 	}
 }
+
+// UnreadLocal names a local inbox while it holds mail no poll has read,
+// and never one whose inbox does not exist yet, nor a list read over the
+// network (its mirror is fetched only by a poll).
+func TestUnreadLocal(t *testing.T) {
+	ctx := context.Background()
+	cfg := lore.DefaultConfig()
+	inbox := inboxEpoch(t)
+	cfg.Lists[2].URL = inbox                                            // local: a path
+	cfg.Lists[1].URL = filepath.Join(t.TempDir(), "nothing-posted-yet") // linux-nfs, as a path
+	cfg.Lists[0].URL = "imap://127.0.0.1:1/linux-rdma"                  // never dialled but by a poll
+	st := newMemStore()
+	l := newReader(cfg, st, slog.New(slog.DiscardHandler))
+	unread := func() []string {
+		t.Helper()
+		got, err := l.UnreadLocal(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := unread(); len(got) != 0 {
+		t.Fatalf("an empty inbox: %q", got)
+	}
+	postToInbox(t, inbox, time.Time{}, "From: a@example.org\nSubject: hello\nMessage-ID: <h@example.org>\n\nhi\n")
+	tip := strings.TrimSpace(testenv.Git(t, "", "--git-dir", inbox, "rev-parse", "refs/heads/master"))
+	if got := unread(); len(got) != 1 || got[0] != "local 0:"+tip {
+		t.Fatalf("after a posting: %q, want local at %s", got, tip)
+	}
+	// A poll reads it (and fails on the other two lists).
+	if _, err := l.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := unread(); len(got) != 0 {
+		t.Fatalf("after the poll: %q", got)
+	}
+	cfg.Lists[2].URL = t.TempDir() // a folder that is no inbox
+	l2 := newReader(cfg, st, slog.New(slog.DiscardHandler))
+	if _, err := l2.UnreadLocal(ctx); err == nil || !strings.Contains(err.Error(), "local") {
+		t.Fatalf("a folder that is no inbox: %v", err)
+	}
+}

@@ -1,0 +1,72 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
+	"github.com/rdmabot/rdmabot/internal/fakestage"
+)
+
+// watchedIngest is a fake lists' reader whose local inbox says what it
+// holds unread, as intake.Reader.UnreadLocal does.
+type watchedIngest struct {
+	*fakestage.Ingest
+	mu     sync.Mutex
+	unread []string
+	err    error
+}
+
+func (w *watchedIngest) UnreadLocal(context.Context) ([]string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.unread...), w.err
+}
+
+func (w *watchedIngest) set(err error, unread ...string) {
+	w.mu.Lock()
+	w.unread, w.err = unread, err
+	w.mu.Unlock()
+}
+
+// A posting to a local inbox is polled within the mail watch, not at
+// the next periodic poll (an hour here); mail a poll left unread starts
+// no second poll until newer mail comes; a watch that fails polls
+// nothing.
+func TestMailWatchPollsAtOnce(t *testing.T) {
+	cfg := testConfig()
+	cfg.IngestInterval = cfgtype.D(time.Hour)
+	var w *watchedIngest
+	h := newHarnessWith(t, cfg, "", "", func(o *bot.Options) {
+		w = &watchedIngest{Ingest: o.Stages.Ingest.(*fakestage.Ingest)}
+		o.Stages.Ingest = w
+		o.MailWatch = 50 * time.Millisecond
+	})
+	polls := func() int { return h.calls.Count("poll 0") + h.calls.Count("poll 1") }
+	h.wait("the poll at start", 10*time.Second, func() bool { return polls() == 1 })
+
+	w.set(errors.New("inbox unreadable"))
+	time.Sleep(300 * time.Millisecond)
+	if n := polls(); n != 1 {
+		t.Fatalf("a failing watch polled: %d polls", n)
+	}
+
+	h.ingest.Add(series("<local@x>", "[PATCH] svcrdma: harmless"))
+	w.set(nil, "local 0:aaaa")
+	h.wait("the posting polled", 10*time.Second, func() bool { return h.calls.Count("poll 1") == 1 })
+	h.wait("its verdict", 60*time.Second, func() bool { return h.report.Count() == 1 })
+
+	// Still unread after its poll (the reader passed over it): no more
+	// polls for it.
+	n := polls()
+	time.Sleep(500 * time.Millisecond)
+	if polls() != n {
+		t.Fatalf("the same unread mail polled again: %d polls, %d before", polls(), n)
+	}
+	w.set(nil, "local 0:bbbb")
+	h.wait("newer mail polled", 10*time.Second, func() bool { return polls() == n+1 })
+}
