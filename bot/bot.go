@@ -523,11 +523,21 @@ func (h *errorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, v
 // other error is final (the job is cancelled with it, never retried).
 func (b *Bot) work(ctx context.Context, row *rivertype.JobRow, f func(tr *Trace) error) error {
 	tr := b.newTrace(ctx, row.ID)
+	if row.Kind == (LabArgs{}).Kind() {
+		// Until it holds the pair (withLease): another look at a busy
+		// pair every LeaseWait is not written again. (A bisection step
+		// builds first, and its build is traced as it goes.)
+		tr.hold()
+	}
 	tr.Logf("%s job %d attempt %d on %s", row.Kind, row.ID, row.Attempt, b.opts.ID)
 	start := time.Now()
 	b.log.Info("job start", "job", row.ID, "kind", row.Kind, "attempt", row.Attempt)
 	panicked, err := guard(tr, f)
 	tr.Close()
+	if errors.Is(err, errSnoozed) {
+		tr.dropRepeat()
+	}
+	tr.release()
 	outcome := "ok"
 	switch {
 	case err == nil:

@@ -410,6 +410,7 @@ func (b *Bot) withLease(ctx context.Context, pair string, jobID, rank int64, tr 
 		tr.Logf("lab pair %s is busy; waiting", pair)
 		return errSnoozed
 	}
+	tr.release()
 	defer func() {
 		if err := b.st.ReleaseLease(context.WithoutCancel(ctx), pair, holder); err != nil {
 			b.log.Warn("lease release", "pair", pair, "err", err)

@@ -17,6 +17,10 @@ type Trace struct {
 	jobID int64
 	mu    sync.Mutex
 	buf   []byte
+	// held are the lines kept back while holding (hold): stored by
+	// release, or dropped by a wait that only repeats the last one.
+	held    []string
+	holding bool
 }
 
 func (b *Bot) newTrace(ctx context.Context, jobID int64) *Trace {
@@ -54,7 +58,44 @@ func (t *Trace) Close() {
 	}
 }
 
+// hold keeps the lines back until release: a job that may find the lab
+// pair busy and wait writes its trace once, not once per look.
+func (t *Trace) hold() {
+	t.mu.Lock()
+	t.holding = true
+	t.mu.Unlock()
+}
+
+// release stores the lines held back and every later one as it comes.
+func (t *Trace) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.holding = false
+	if len(t.held) > 0 {
+		t.store(t.held)
+		t.held = nil
+	}
+}
+
+// dropRepeat drops the lines held back when they end as the job's
+// stored trace does: another look at a busy pair, said already.
+func (t *Trace) dropRepeat() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.holding || len(t.held) == 0 {
+		return
+	}
+	last, err := t.b.st.LastTraceLine(t.ctx, t.jobID)
+	if err == nil && last == t.held[len(t.held)-1] {
+		t.held = nil
+	}
+}
+
 func (t *Trace) store(lines []string) {
+	if t.holding {
+		t.held = append(t.held, lines...)
+		return
+	}
 	if err := t.b.st.AppendTrace(t.ctx, t.jobID, lines...); err != nil {
 		// The trace is for people; losing a line must not fail a build.
 		t.b.log.Warn("trace lost lines", "job", t.jobID, "lines", len(lines), "err", err)

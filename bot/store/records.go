@@ -462,6 +462,16 @@ func (s *Store) AppendTrace(ctx context.Context, jobID int64, lines ...string) e
 	return tx.Commit()
 }
 
+// LastTraceLine is the last line of a job's trace ("" while it has none).
+func (s *Store) LastTraceLine(ctx context.Context, jobID int64) (string, error) {
+	var line string
+	err := s.DB.QueryRowContext(ctx, `SELECT line FROM job_traces WHERE job_id = $1 ORDER BY seq DESC LIMIT 1`, jobID).Scan(&line)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return line, err
+}
+
 // Trace reads a job's trace.
 func (s *Store) Trace(ctx context.Context, jobID int64) ([]TraceLine, error) {
 	rows, err := s.DB.QueryContext(ctx, `SELECT at, line FROM job_traces WHERE job_id = $1 ORDER BY seq`, jobID)
