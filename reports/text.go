@@ -215,17 +215,24 @@ var unreliableFrame = regexp.MustCompile(`^(\[\s*\d+\.\d+\]\s?(\[\s*[CT]\d+\]\s?
 // the others: the report gets up to three fifths of the lines, the
 // sections share the rest evenly, and what one needs less of goes to
 // the others. A console of one part keeps crashLines, one with a dump
-// crashStallLines.
+// crashStallLines. A KASAN, KMSAN, KFENCE, lockdep or UBSAN report is
+// quoted whole, as syzbot does, up to wholeReportLines: its allocation
+// and free stacks, or its lock chain, are what a reader needs of it.
 func crashExcerpt(console string) string {
 	console = reliableFrames(console)
 	parts := consoleParts(console)
-	if len(parts) == 1 {
-		return excerpt(console, crashLines)
+	reportMax := crashStallLines * 3 / 5
+	if quotedWhole(parts[0]) {
+		reportMax = wholeReportLines
+	} else if len(parts) == 1 {
+		reportMax = crashLines
 	}
 	alloc := make([]int, len(parts))
-	budget := crashStallLines
-	alloc[0] = min(len(parts[0]), crashStallLines*3/5)
-	budget -= alloc[0]
+	alloc[0] = min(len(parts[0]), reportMax)
+	budget := 0
+	if len(parts) > 1 {
+		budget = crashStallLines - min(alloc[0], crashStallLines*3/5)
+	}
 	rest := make([]int, 0, len(parts)-1)
 	for i := 1; i < len(parts); i++ {
 		rest = append(rest, i)
@@ -245,8 +252,24 @@ func crashExcerpt(console string) string {
 }
 
 // crashLines and crashStallLines bound a crash's console in a reply
-// (crashExcerpt).
-const crashLines, crashStallLines = 50, 70
+// (crashExcerpt); wholeReportLines bounds a report quoted whole.
+const crashLines, crashStallLines, wholeReportLines = 50, 70, 250
+
+// quotedWhole says the report is of a kind a reply quotes whole: its
+// first line is a KASAN, KMSAN, KFENCE, lockdep or UBSAN header.
+func quotedWhole(report []string) bool {
+	for _, l := range report {
+		if t := strings.TrimSpace(timeStamp.ReplaceAllString(l, "")); t != "" {
+			return wholeHeader.MatchString(t)
+		}
+	}
+	return false
+}
+
+var (
+	timeStamp   = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?(\[\s*[CT]\d+\]\s?)?`)
+	wholeHeader = regexp.MustCompile(`^(BUG: (KASAN|KMSAN|KFENCE): |UBSAN: |WARNING: (possible circular locking dependency|possible recursive locking|inconsistent lock state|bad unlock balance|held lock freed|suspicious RCU usage|lock held when returning to user space))`)
+)
 
 // consoleParts splits a crash console into the report and the stall
 // dump's sections after it (crashExcerpt), each without its trailing
