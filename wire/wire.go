@@ -206,6 +206,13 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 			return bot.Stages{}, err
 		}
 	}
+	if hasRole(bot.RoleAll, bot.RoleLab) {
+		// The kernels QEMU boots (the artifact store, the builds' store)
+		// and its images.
+		if err := checkSandboxReads(os.Geteuid(), bot.ArtifactRoot(cfg.Bot, cfg.CacheDir), filepath.Join(cfg.CacheDir, "kbuild", "store"), cfg.LabDirs().Cache); err != nil {
+			return bot.Stages{}, err
+		}
+	}
 	if !hasRole(bot.RoleAll, bot.RoleBuild) {
 		return stages, nil
 	}

@@ -533,3 +533,36 @@ func TestServeReadsTheLocalInboxAtOnce(t *testing.T) {
 		t.Fatalf("the posting was read, but not by the mail watch:\n%s", e.log())
 	}
 }
+
+// `rdmabot serve` with config.toml will not start a lab on a cache whose
+// kernels QEMU's sandbox cannot read (another user's 0700 folder, as a
+// root serve finds scripts/run.sh's cache): it says so and how to fix
+// it, rather than failing every lab job for an hour.
+func TestServeRefusesACacheTheSandboxCannotRead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot give a folder to another user")
+	}
+	e := newServeEnv(t)
+	kernel := filepath.Join(e.dir, "cache", "artifacts", "0123abcd")
+	if err := os.MkdirAll(kernel, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(kernel, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	done := make(chan error, 1)
+	go func() { done <- e.serve.Wait() }()
+	select {
+	case err := <-done:
+		e.serve = nil
+		if err == nil {
+			t.Fatalf("serve exited 0:\n%s", e.log())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve still running after 60 s:\n%s", e.log())
+	}
+	if want := kernel + " belongs to uid 65534 (mode 0700), and serve runs as uid 0: QEMU's sandbox has no capabilities"; !strings.Contains(e.log(), want) {
+		t.Fatalf("serve.log lacks %q:\n%s", want, e.log())
+	}
+}
