@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/bot"
+	"github.com/rdmabot/rdmabot/flow"
 	"github.com/rdmabot/rdmabot/internal/cfgtype"
 	"github.com/rdmabot/rdmabot/internal/fakestage"
 )
@@ -19,6 +20,21 @@ type watchedIngest struct {
 	mu     sync.Mutex
 	unread []string
 	err    error
+	block  chan struct{} // a poll waits for it to close, when set
+}
+
+func (w *watchedIngest) Poll(ctx context.Context) ([]flow.Series, error) {
+	w.mu.Lock()
+	block := w.block
+	w.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return w.Ingest.Poll(ctx)
 }
 
 func (w *watchedIngest) UnreadLocal(context.Context) ([]string, error) {
@@ -69,4 +85,37 @@ func TestMailWatchPollsAtOnce(t *testing.T) {
 	}
 	w.set(nil, "local 0:bbbb")
 	h.wait("newer mail polled", 10*time.Second, func() bool { return polls() == n+1 })
+}
+
+// Mail that comes while a poll runs is not taken as read by it: the
+// watch finds a poll queued or running (River's unique insert skips its
+// own), and polls again once that one is done.
+func TestMailWatchPollsAgainAfterARunningPoll(t *testing.T) {
+	cfg := testConfig()
+	cfg.IngestInterval = cfgtype.D(time.Hour)
+	var w *watchedIngest
+	h := newHarnessWith(t, cfg, "", "", func(o *bot.Options) {
+		w = &watchedIngest{Ingest: o.Stages.Ingest.(*fakestage.Ingest)}
+		o.Stages.Ingest = w
+		o.MailWatch = 50 * time.Millisecond
+	})
+	polls := func() int { return h.calls.Count("poll 0") + h.calls.Count("poll 1") }
+	h.wait("the poll at start", 10*time.Second, func() bool { return polls() == 1 })
+	block := make(chan struct{})
+	w.mu.Lock()
+	w.block = block
+	w.mu.Unlock()
+	w.set(nil, "local 0:aaaa")
+	time.Sleep(300 * time.Millisecond) // the watch queues a poll; it runs and waits
+	w.set(nil, "local 0:bbbb")         // mail the running poll may not have read
+	time.Sleep(300 * time.Millisecond)
+	w.mu.Lock()
+	w.block = nil
+	w.mu.Unlock()
+	close(block)
+	h.wait("a poll after the running one", 10*time.Second, func() bool { return polls() == 3 })
+	time.Sleep(300 * time.Millisecond)
+	if n := polls(); n != 3 {
+		t.Fatalf("%d polls, want 3: the one at start, the one for aaaa, one for bbbb", n)
+	}
 }
