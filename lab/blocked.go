@@ -125,9 +125,10 @@ type blockedDump struct {
 	stacks section
 	rpc    section
 	// after counts the console lines read since it was asked; gone says
-	// the guest ended before all was read.
+	// the guest ended before all was read; asked is how many times.
 	after int
 	gone  bool
+	asked int
 }
 
 func newBlockedDump(before []string) *blockedDump {
@@ -160,10 +161,15 @@ func (d *blockedDump) text() string {
 		return d.stacks.text(noneBlocked, "dump")
 	case d.gone:
 		return "(no answer to SysRq w: the guest ended first)"
-	case d.after == 0:
-		return fmt.Sprintf("(no answer to SysRq w within %v: the guest printed nothing more after it was asked)", blockedWait)
 	}
-	return fmt.Sprintf("(no answer to SysRq w within %v, though the guest printed %d more lines)", blockedWait, d.after)
+	asked := ""
+	if d.asked > 1 {
+		asked = ", asked twice"
+	}
+	if d.after == 0 {
+		return fmt.Sprintf("(no answer to SysRq w%s within %v: the guest printed nothing more after it was asked)", asked, blockedWait)
+	}
+	return fmt.Sprintf("(no answer to SysRq w%s within %v, though the guest printed %d more lines)", asked, blockedWait, d.after)
 }
 
 // rpcText is the RPC task list as Host.RPCTasks keeps it.
@@ -210,6 +216,7 @@ func (r *run) dumpBlocked(ctx context.Context) {
 			continue
 		}
 		r.dumps[role] = newBlockedDump(kernelTail(tail(r.consoles[role].String(), 200), stallLastLines))
+		r.dumps[role].asked = 1
 		go askBlocked(g.stdin)
 	}
 	defer func() {
@@ -219,6 +226,8 @@ func (r *run) dumpBlocked(ctx context.Context) {
 	}()
 	wait := time.NewTimer(blockedWait)
 	defer wait.Stop()
+	again := time.NewTimer(blockedWait / 2)
+	defer again.Stop()
 	for !r.dumpsOver() {
 		select {
 		case <-ctx.Done():
@@ -226,6 +235,17 @@ func (r *run) dumpBlocked(ctx context.Context) {
 		case <-wait.C:
 			r.pair.log.Info("lab: blocked-task dumps did not end in time", "wait", blockedWait)
 			return
+		case <-again.C:
+			// A hung server once printed nothing after it was asked,
+			// and answered in every later run: a break lost on the
+			// way is worth one more ask.
+			for role, d := range r.dumps {
+				if g := r.guests[role]; !d.stacks.started && !g.done {
+					d.asked++
+					r.pair.log.Info("lab: no answer to SysRq w yet; asking again", "role", role)
+					go askBlocked(g.stdin)
+				}
+			}
 		case ev := <-r.events:
 			r.handle(ev)
 		}

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,6 +31,11 @@ func TestBlockedDump(t *testing.T) {
 	}
 	if got := feed(newBlockedDump(nil), "@@RB MEM", "[ 3.0] nfsd: late").text(); got != "(no answer to SysRq w within 20s, though the guest printed 2 more lines)" {
 		t.Errorf("no answer, printing: %q", got)
+	}
+	twice := newBlockedDump(nil)
+	twice.asked = 2
+	if got := twice.text(); got != "(no answer to SysRq w, asked twice within 20s: the guest printed nothing more after it was asked)" {
+		t.Errorf("no answer to two asks: %q", got)
 	}
 	gone := feed(newBlockedDump(nil), "[ 3.0] reboot: Restarting system")
 	gone.gone = true
@@ -152,5 +158,30 @@ func golden(t *testing.T, path, got string) {
 	}
 	if got != string(want) {
 		t.Errorf("%s differs (-update rewrites it); got:\n%s", path, got)
+	}
+}
+
+// A stalled guest that lets the first SysRq w go by (a break lost on the
+// way; a hung server once printed nothing after it was asked) is asked
+// again halfway through the wait, and its stacks reach the result.
+func TestSysRqAskedAgain(t *testing.T) {
+	p := standInPair(t)
+	test := DefaultTest()
+	test.Iterations = 1
+	base := standInKernel(t, "honest")
+	cand := standInKernel(t, "deaf-once")
+	cand.Peer, cand.Side = &base, SideServer
+	res, err := p.Run(context.Background(), cand, test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed || !res.Stalled {
+		t.Fatalf("a stalled server: passed=%v stalled=%v failure %q", res.Passed, res.Stalled, res.Failure)
+	}
+	if !strings.Contains(res.Server.Blocked, "task:nfsd") || !strings.Contains(res.Server.Blocked, "__ib_drain_sq") {
+		t.Fatalf("the server's blocked tasks, asked twice:\n%s", res.Server.Blocked)
+	}
+	if !strings.Contains(res.StallLog(nil), "server, blocked tasks (SysRq w):\n[   10.000000] task:nfsd") {
+		t.Errorf("stall log:\n%s", res.StallLog(nil))
 	}
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -164,6 +165,14 @@ func standIn(args []string) int {
 	}
 	say("@@RB BOOTED role=%s kernel=%s build_id=%s t=1.5", role, release, id)
 	say("@@RB RDMA_UP dev=rxe0 t=1.8")
+	if kind == "deaf-once" {
+		// A kernel stalled after boot that lets the host's first SysRq
+		// w go by unanswered, as a hung server once did, and answers
+		// the second.
+		go standInSysRq(os.Stdin, 2, say)
+		time.Sleep(time.Hour)
+		return 0
+	}
 	switch role {
 	case "server":
 		say("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0")
@@ -399,6 +408,44 @@ func standInAccept(l *net.TCPListener) (net.Conn, io.Reader, int, error) {
 		}
 		conn.Close()
 		conn = next
+	}
+}
+
+// standInSysRq answers SysRq w (a break, Ctrl-A b on QEMU's serial mux,
+// then "w") from the answerAt-th time it is asked, with a dump of one
+// blocked task as the kernel prints it, and the help key ("?") with the
+// help line that closes the dump.
+func standInSysRq(r io.Reader, answerAt int, say func(string, ...any)) {
+	br := bufio.NewReader(r)
+	asks, brk, dumped := 0, false, false
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return
+		}
+		switch {
+		case c == 0x01:
+			next, err := br.ReadByte()
+			brk = err == nil && next == 'b'
+		case brk && c == 'w':
+			brk = false
+			if asks++; asks < answerAt {
+				continue
+			}
+			for _, l := range []string{"sysrq: Show Blocked State",
+				"task:nfsd            state:D stack:0     pid:136   tgid:136   ppid:2      flags:0x00004000",
+				"Call Trace:", " <TASK>", " __schedule+0x287/0x5f0", " __ib_drain_sq+0x10c/0x190", " </TASK>"} {
+				say("[   10.000000] %s", l)
+			}
+			dumped = true
+		case brk && c == '?':
+			brk = false
+			if dumped {
+				say("[   10.100000] sysrq: HELP : loglevel(0-9) reboot(b) show-blocked-tasks(w)")
+			}
+		default:
+			brk = false
+		}
 	}
 }
 
