@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 )
 
@@ -16,8 +17,9 @@ import (
 // user, 0700 folders) and a serve started as root made every lab job
 // INFRA with bwrap's "Permission denied", retried for an hour. Said at
 // start instead, with the fix. The folders and their children are
-// looked at (an artifact's own folder), not every file.
-func checkSandboxReads(uid int, dirs ...string) error {
+// looked at (an artifact's own folder), not every file; a group serve
+// is in (gids) reads through the group's bits.
+func checkSandboxReads(uid int, gids []int, dirs ...string) error {
 	for _, dir := range dirs {
 		err := walkDepth(dir, 2, func(p string, fi fs.FileInfo) error {
 			st, ok := fi.Sys().(*syscall.Stat_t)
@@ -27,6 +29,9 @@ func checkSandboxReads(uid int, dirs ...string) error {
 			need := fs.FileMode(0o004)
 			if fi.IsDir() {
 				need = 0o005
+			}
+			if slices.Contains(gids, int(st.Gid)) {
+				need <<= 3
 			}
 			if fi.Mode().Perm()&need == need {
 				return nil

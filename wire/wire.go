@@ -209,7 +209,8 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	if hasRole(bot.RoleAll, bot.RoleLab) {
 		// The kernels QEMU boots (the artifact store, the builds' store)
 		// and its images.
-		if err := checkSandboxReads(os.Geteuid(), bot.ArtifactRoot(cfg.Bot, cfg.CacheDir), filepath.Join(cfg.CacheDir, "kbuild", "store"), cfg.LabDirs().Cache); err != nil {
+		gids, _ := os.Getgroups()
+		if err := checkSandboxReads(os.Geteuid(), append(gids, os.Getegid()), bot.ArtifactRoot(cfg.Bot, cfg.CacheDir), filepath.Join(cfg.CacheDir, "kbuild", "store"), cfg.LabDirs().Cache); err != nil {
 			return bot.Stages{}, err
 		}
 	}
