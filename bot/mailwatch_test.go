@@ -49,11 +49,11 @@ func (w *watchedIngest) set(err error, unread ...string) {
 	w.mu.Unlock()
 }
 
-// A posting to a local inbox is polled within the mail watch, not at
-// the next periodic poll (an hour here); mail a poll left unread starts
-// no second poll until newer mail comes; a watch that fails polls
-// nothing.
-func TestMailWatchPollsAtOnce(t *testing.T) {
+// watchedHarness is a bot whose lists are polled every hour, and at once
+// when its watched inbox says it holds unread mail; polls counts the
+// polls, the one at start done.
+func watchedHarness(t *testing.T) (*harness, *watchedIngest, func() int) {
+	t.Helper()
 	cfg := testConfig()
 	cfg.IngestInterval = cfgtype.D(time.Hour)
 	var w *watchedIngest
@@ -64,6 +64,15 @@ func TestMailWatchPollsAtOnce(t *testing.T) {
 	})
 	polls := func() int { return h.calls.Count("poll 0") + h.calls.Count("poll 1") }
 	h.wait("the poll at start", 10*time.Second, func() bool { return polls() == 1 })
+	return h, w, polls
+}
+
+// A posting to a local inbox is polled within the mail watch, not at
+// the next periodic poll (an hour here); mail a poll left unread starts
+// no second poll until newer mail comes; a watch that fails polls
+// nothing.
+func TestMailWatchPollsAtOnce(t *testing.T) {
+	h, w, polls := watchedHarness(t)
 
 	w.set(errors.New("inbox unreadable"))
 	time.Sleep(300 * time.Millisecond)
@@ -91,16 +100,7 @@ func TestMailWatchPollsAtOnce(t *testing.T) {
 // watch finds a poll queued or running (River's unique insert skips its
 // own), and polls again once that one is done.
 func TestMailWatchPollsAgainAfterARunningPoll(t *testing.T) {
-	cfg := testConfig()
-	cfg.IngestInterval = cfgtype.D(time.Hour)
-	var w *watchedIngest
-	h := newHarnessWith(t, cfg, "", "", func(o *bot.Options) {
-		w = &watchedIngest{Ingest: o.Stages.Ingest.(*fakestage.Ingest)}
-		o.Stages.Ingest = w
-		o.MailWatch = 50 * time.Millisecond
-	})
-	polls := func() int { return h.calls.Count("poll 0") + h.calls.Count("poll 1") }
-	h.wait("the poll at start", 10*time.Second, func() bool { return polls() == 1 })
+	h, w, polls := watchedHarness(t)
 	block := make(chan struct{})
 	w.mu.Lock()
 	w.block = block

@@ -134,6 +134,7 @@ type blockedDump struct {
 func newBlockedDump(before []string) *blockedDump {
 	return &blockedDump{
 		before: before,
+		asked:  1,
 		stacks: section{start: blockedStart, end: blockedEnd, max: maxBlockedLines},
 		rpc:    section{start: rpcStart, end: rpcEnd, max: maxRPCLines},
 	}
@@ -216,7 +217,6 @@ func (r *run) dumpBlocked(ctx context.Context) {
 			continue
 		}
 		r.dumps[role] = newBlockedDump(kernelTail(tail(r.consoles[role].String(), 200), stallLastLines))
-		r.dumps[role].asked = 1
 		go askBlocked(g.stdin)
 	}
 	defer func() {

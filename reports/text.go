@@ -205,7 +205,10 @@ func reliableFrames(report string) string {
 	return strings.Join(out, "\n")
 }
 
-var unreliableFrame = regexp.MustCompile(`^(\[\s*\d+\.\d+\]\s?(\[\s*[CT]\d+\]\s?)?)?\s+\? [A-Za-z_.$]`)
+// printkPrefix is a console line's printk time stamp and caller id.
+const printkPrefix = `\[\s*\d+\.\d+\]\s?(\[\s*[CT]\d+\]\s?)?`
+
+var unreliableFrame = regexp.MustCompile(`^(` + printkPrefix + `)?\s+\? [A-Za-z_.$]`)
 
 // crashExcerpt is a crash's console as a reply shows it: the kernel's
 // report first, then, after a stall, each section of the stall's dump
@@ -267,7 +270,7 @@ func quotedWhole(report []string) bool {
 }
 
 var (
-	timeStamp   = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?(\[\s*[CT]\d+\]\s?)?`)
+	timeStamp   = regexp.MustCompile(`^` + printkPrefix)
 	wholeHeader = regexp.MustCompile(`^(BUG: (KASAN|KMSAN|KFENCE): |UBSAN: |WARNING: (possible circular locking dependency|possible recursive locking|inconsistent lock state|bad unlock balance|held lock freed|suspicious RCU usage|lock held when returning to user space))`)
 )
 

@@ -207,10 +207,10 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 		}
 	}
 	if hasRole(bot.RoleAll, bot.RoleLab) {
-		// The kernels QEMU boots (the artifact store, the builds' store)
+		// What QEMU reads: the kernels it boots (from the artifact store)
 		// and its images.
 		gids, _ := os.Getgroups()
-		if err := checkSandboxReads(os.Geteuid(), append(gids, os.Getegid()), bot.ArtifactRoot(cfg.Bot, cfg.CacheDir), filepath.Join(cfg.CacheDir, "kbuild", "store"), cfg.LabDirs().Cache); err != nil {
+		if err := checkSandboxReads(os.Geteuid(), append(gids, os.Getegid()), bot.ArtifactRoot(cfg.Bot, cfg.CacheDir), cfg.LabDirs().Cache); err != nil {
 			return bot.Stages{}, err
 		}
 	}
