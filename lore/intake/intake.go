@@ -324,7 +324,7 @@ func (l *Reader) assemble(ctx context.Context, cut time.Time) (*lore.Assembly, e
 func (l *Reader) decide(ctx context.Context, asm *lore.Assembly, cut time.Time) ([]flow.Series, error) {
 	var out []flow.Series
 	byID := map[string]*lore.Series{}
-	for _, s := range asm.Series {
+	for _, s := range byArrival(asm.Series) {
 		byID[s.ID] = s
 		if !s.Relevant() {
 			continue
@@ -378,6 +378,21 @@ func (l *Reader) decide(ctx context.Context, asm *lore.Assembly, cut time.Time) 
 		}
 	}
 	return out, nil
+}
+
+// byArrival orders series as the archive received them whole (the
+// newest patch's arrival), not by their Date headers: the bot queues
+// them in this order, and a Date is the sender's word, so a backdated
+// posting would jump the queue.
+func byArrival(series []*lore.Series) []*lore.Series {
+	out := slices.Clone(series)
+	slices.SortStableFunc(out, func(x, y *lore.Series) int {
+		if c := x.LastArrival.Compare(y.LastArrival); c != 0 {
+			return c
+		}
+		return x.Date.Compare(y.Date)
+	})
+	return out
 }
 
 // applied says whether a maintainer said the series was applied: one of

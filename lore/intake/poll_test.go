@@ -740,3 +740,48 @@ func TestUnreadLocal(t *testing.T) {
 		t.Fatalf("a folder that is no inbox: %v", err)
 	}
 }
+
+// Series read in one poll come out in the order the archive received
+// them whole, whatever their Date headers say: a backdated posting does
+// not jump the queue. Series that arrived in the same second keep their
+// Date order.
+func TestPollOrdersSeriesByArrival(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	mail := func(id, subject, irt string, date time.Time) string {
+		h := "From: Dev <dev@example.org>\nTo: linux-nfs@vger.kernel.org\nSubject: " + subject +
+			"\nDate: " + date.Format(time.RFC1123Z) + "\nMessage-ID: <" + id + ">\n"
+		if irt != "" {
+			h += "In-Reply-To: <" + irt + ">\nReferences: <" + irt + ">\n"
+		}
+		return h + "\nSigned-off-by: Dev <dev@example.org>\n---\n" +
+			"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
+			"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
+	}
+	dir := inboxEpoch(t)
+	// first: posted first, dated last. backdated: posted second, dated
+	// a day before. Its second patch comes last, so it is whole last.
+	// same1 and same2 arrive in one second, dated in that order.
+	at := now.Add(-10 * time.Minute)
+	postToInbox(t, dir, at, mail("back1@x", "[PATCH 1/2] svcrdma: backdated", "", now.Add(-24*time.Hour)))
+	postToInbox(t, dir, at.Add(time.Minute), mail("first@x", "[PATCH] svcrdma: first", "", now))
+	postToInbox(t, dir, at.Add(2*time.Minute), mail("same2@x", "[PATCH] svcrdma: same second, dated later", "", now.Add(-time.Hour)))
+	postToInbox(t, dir, at.Add(2*time.Minute), mail("same1@x", "[PATCH] svcrdma: same second, dated earlier", "", now.Add(-2*time.Hour)))
+	postToInbox(t, dir, at.Add(3*time.Minute), mail("back2@x", "[PATCH 2/2] svcrdma: backdated", "back1@x", now.Add(-24*time.Hour)))
+	cfg := lore.DefaultConfig()
+	cfg.Lists = cfg.Lists[1:2]
+	cfg.Lists[0].URL = dir
+	l := newReader(cfg, newMemStore(), slog.New(slog.DiscardHandler))
+	l.Now = func() time.Time { return now }
+	got, err := l.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, s := range got {
+		order = append(order, s.Subject)
+	}
+	want := []string{"svcrdma: first", "svcrdma: same second, dated earlier", "svcrdma: same second, dated later", "svcrdma: backdated"}
+	if !slices.Equal(order, want) {
+		t.Errorf("series in the order\n%q\nwant the archive's\n%q", order, want)
+	}
+}
