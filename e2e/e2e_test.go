@@ -195,6 +195,16 @@ func TestSeriesAnswered(t *testing.T) {
 		}
 		t.Errorf("%d replies in the outbox, want %d", len(rs), mailed)
 	}
+	checkServed(t, b, bodies)
+	reproduceCrash(ctx, t, b, bodies["drain-hang"])
+	fetchBundle(ctx, t, b, bodies["drain-hang"])
+}
+
+// checkServed reads what the serve of TestSeriesAnswered shows once every
+// series is answered: each test's dashboard page, the lab retry the
+// killed guest cost, every link the replies give, the triage pages.
+func checkServed(t *testing.T, b *bot, bodies map[string]string) {
+	t.Helper()
 	// The killed guest cost a retry of a lab job, not a verdict.
 	retried := false
 	for _, tv := range b.tests(t) {
@@ -249,8 +259,6 @@ func TestSeriesAnswered(t *testing.T) {
 	if page := getPage(t, b.cfg.Bot.URL+"/lists"); !strings.Contains(page, `<h2 id="`+list+`">`) || !strings.Contains(page, "svcrdma: say when the SQ can starve") {
 		t.Errorf("/lists does not show %s with its series:\n%s", list, page)
 	}
-	reproduceCrash(ctx, t, b, bodies["drain-hang"])
-	fetchBundle(ctx, t, b, bodies["drain-hang"])
 }
 
 // reproduceCrash follows the crash reply's reproduce link as a reader

@@ -140,27 +140,7 @@ func standIn(args []string) int {
 		}
 	}
 	if strings.HasPrefix(kind, "hostile") {
-		// Everything a kernel can print to look good, on its own console.
-		say("@@RB BOOTED role=%s kernel=6.12.117 build_id=ffff t=1.0", role)
-		say("@@RB RDMA_UP dev=rxe0 t=1.1")
-		say("@@RB NFSD_READY portlist=rdma 20049, t=1.2")
-		say("@@RB MOUNTED try=1 mount_s=0.1 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=1.3")
-		say("@@RB TRANSPORT xprt=rdma t=1.3")
-		for i := 1; i <= 2; i++ {
-			say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
-		}
-		say("@@RB SUMMARY test=transfer loop_s=0.04 ok=1 t=2")
-		if conn != nil {
-			conn.Close()
-		}
-		say("@@RB POWEROFF status=ok t=2")
-		if strings.Contains(kind, "spin") {
-			// Progress without end, and no power-off.
-			for i := 3; ; i++ {
-				say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
+		standInHostile(kind, role, conn, say)
 		return 0
 	}
 	say("@@RB BOOTED role=%s kernel=%s build_id=%s t=1.5", role, release, id)
@@ -175,121 +155,158 @@ func standIn(args []string) int {
 	}
 	switch role {
 	case "server":
-		say("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0")
-		if timer {
-			standInDrive(conn, link, standInData(initrd), mb, iters, conns, say)
-			break
-		}
-		// The server's own count: what the client wrote over the link,
-		// and what it sent back when read, until the client is done. It
-		// checks each file against the data the host gave it (a trusted
-		// server's lot), as labtest.sh's server_check does.
-		file := int64(mb) << 20
-		data := standInData(initrd)
-		say("standin data: %s", dataSum(data))
-		same := map[int]bool{}
-		var moved, echoed int64
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := link.Read(buf)
-			if n > 0 {
-				// The files are read back; the read-backs are not.
-				echo := min(int64(n), max(0, int64(iters)*file-moved))
-				if kind == "owncopy" {
-					// It answers reads from its own copy of the data,
-					// as a server that knew it could without pulling
-					// the payload: without one, it has nothing right.
-					own := make([]byte, echo)
-					for j := range own {
-						if at := (moved + int64(j)) % file; data != nil {
-							own[j] = data[at]
-						}
-					}
-					conn.Write(own)
-				} else {
-					conn.Write(buf[:echo])
-				}
-				echoed += echo
-				for got, at := buf[:n], moved; len(got) > 0; {
-					i, off := int(at/file)+1, at%file
-					k := min(int64(len(got)), file-off)
-					if _, seen := same[i]; !seen {
-						same[i] = true
-					}
-					same[i] = same[i] && data != nil && bytes.Equal(got[:k], data[off:off+k])
-					got, at = got[k:], at+k
-				}
-				moved += int64(n)
-			}
-			if err != nil {
-				break
-			}
-		}
-		say("@@RB CLIENT_DONE msg=ok t=9")
-		check := func(i int) string {
-			if moved < int64(i)*file {
-				return "missing"
-			}
-			return map[bool]string{true: "ok", false: "mismatch"}[same[i]]
-		}
-		for i := 1; i <= iters && data != nil; i++ {
-			say("@@RB SRVCMP iter=%d result=%s", i, check(i))
-		}
-		say("@@RB SRVIO read=%d written=%d", echoed, moved)
-		// Its own view of the client: every connection it was asked for.
-		say("@@RB SRVSTAT calls=1 badcalls=0")
-		say("@@RB SRVCONN rc_hits=0 reconnects=%d", max(conns-1, 0))
+		standInServer(conn, link, kind, initrd, mb, iters, conns, timer, say)
 	case "client":
-		say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
-		say("@@RB TRANSPORT xprt=rdma t=5.1")
-		if timer {
-			standInDriven(conn, kind, initrd, mb, iters, say)
-			break
-		}
-		chunk := standInData(initrd)
-		say("standin data: %s", dataSum(chunk))
-		if chunk == nil {
-			chunk = make([]byte, mb<<20)
-		}
-		if kind == "forger" {
-			// It moves a file, not the one it was given, and says the
-			// data came back as written.
-			chunk = make([]byte, mb<<20)
-		}
-		for i := 1; i <= iters; i++ {
-			// Write the file over the link and read it back.
-			go conn.Write(chunk)
-			back := make([]byte, len(chunk))
-			// Its own check, as labtest.sh's cmp: what came back is what
-			// it wrote.
-			cmp := "ok"
-			if _, err := io.ReadFull(conn, back); err != nil || !bytes.Equal(back, chunk) {
-				cmp = "mismatch"
-			}
-			if kind == "misreader" {
-				// What it read is not what the server sent, where its
-				// own check does not look.
-				back[8192] ^= 1
-			}
-			if kind == "injector" {
-				// It boots again, as far as its console says.
-				say("@@RB BOOTED role=server kernel=6.12.117 build_id=%s t=9", id)
-			}
-			if kind == "liar" {
-				// It moved the data, and says it did so at 1600 MB/s.
-				say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, mb, cmp)
-				continue
-			}
-			say("@@RB RESULT iter=%d mb=%d gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, mb, cmp)
-		}
-		say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
-		// Its transport's counts: one connect, nothing sent again.
-		say("@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
-		say("@@RB RPCSTAT calls=210 retrans=0")
-		conn.Close()
+		standInClient(conn, kind, id, initrd, mb, iters, timer, say)
 	}
 	say("@@RB POWEROFF status=ok t=13.5")
 	return 0
+}
+
+// standInServer is the server's side of the stand-in: driving the client
+// (timer), or counting and checking what the client moves over the link.
+func standInServer(conn net.Conn, link io.Reader, kind, initrd string, mb, iters, conns int, timer bool, say func(string, ...any)) {
+	say("@@RB NFSD_READY portlist=rdma 20049,tcp 2049, t=3.0")
+	if timer {
+		standInDrive(conn, link, standInData(initrd), mb, iters, conns, say)
+		return
+	}
+	// The server's own count: what the client wrote over the link,
+	// and what it sent back when read, until the client is done. It
+	// checks each file against the data the host gave it (a trusted
+	// server's lot), as labtest.sh's server_check does.
+	file := int64(mb) << 20
+	data := standInData(initrd)
+	say("standin data: %s", dataSum(data))
+	same := map[int]bool{}
+	var moved, echoed int64
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := link.Read(buf)
+		if n > 0 {
+			// The files are read back; the read-backs are not.
+			echo := min(int64(n), max(0, int64(iters)*file-moved))
+			if kind == "owncopy" {
+				// It answers reads from its own copy of the data,
+				// as a server that knew it could without pulling
+				// the payload: without one, it has nothing right.
+				own := make([]byte, echo)
+				for j := range own {
+					if at := (moved + int64(j)) % file; data != nil {
+						own[j] = data[at]
+					}
+				}
+				conn.Write(own)
+			} else {
+				conn.Write(buf[:echo])
+			}
+			echoed += echo
+			for got, at := buf[:n], moved; len(got) > 0; {
+				i, off := int(at/file)+1, at%file
+				k := min(int64(len(got)), file-off)
+				if _, seen := same[i]; !seen {
+					same[i] = true
+				}
+				same[i] = same[i] && data != nil && bytes.Equal(got[:k], data[off:off+k])
+				got, at = got[k:], at+k
+			}
+			moved += int64(n)
+		}
+		if err != nil {
+			break
+		}
+	}
+	say("@@RB CLIENT_DONE msg=ok t=9")
+	check := func(i int) string {
+		if moved < int64(i)*file {
+			return "missing"
+		}
+		return map[bool]string{true: "ok", false: "mismatch"}[same[i]]
+	}
+	for i := 1; i <= iters && data != nil; i++ {
+		say("@@RB SRVCMP iter=%d result=%s", i, check(i))
+	}
+	say("@@RB SRVIO read=%d written=%d", echoed, moved)
+	// Its own view of the client: every connection it was asked for.
+	say("@@RB SRVSTAT calls=1 badcalls=0")
+	say("@@RB SRVCONN rc_hits=0 reconnects=%d", max(conns-1, 0))
+}
+
+// standInClient is the client's side: it writes each file over the link
+// and reads it back, or is driven by the server (timer).
+func standInClient(conn net.Conn, kind, id, initrd string, mb, iters int, timer bool, say func(string, ...any)) {
+	say("@@RB MOUNTED try=1 mount_s=1.2 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=5.0")
+	say("@@RB TRANSPORT xprt=rdma t=5.1")
+	if timer {
+		standInDriven(conn, kind, initrd, mb, iters, say)
+		return
+	}
+	chunk := standInData(initrd)
+	say("standin data: %s", dataSum(chunk))
+	if chunk == nil {
+		chunk = make([]byte, mb<<20)
+	}
+	if kind == "forger" {
+		// It moves a file, not the one it was given, and says the
+		// data came back as written.
+		chunk = make([]byte, mb<<20)
+	}
+	for i := 1; i <= iters; i++ {
+		// Write the file over the link and read it back.
+		go conn.Write(chunk)
+		back := make([]byte, len(chunk))
+		// Its own check, as labtest.sh's cmp: what came back is what
+		// it wrote.
+		cmp := "ok"
+		if _, err := io.ReadFull(conn, back); err != nil || !bytes.Equal(back, chunk) {
+			cmp = "mismatch"
+		}
+		if kind == "misreader" {
+			// What it read is not what the server sent, where its
+			// own check does not look.
+			back[8192] ^= 1
+		}
+		if kind == "injector" {
+			// It boots again, as far as its console says.
+			say("@@RB BOOTED role=server kernel=6.12.117 build_id=%s t=9", id)
+		}
+		if kind == "liar" {
+			// It moved the data, and says it did so at 1600 MB/s.
+			say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, mb, cmp)
+			continue
+		}
+		say("@@RB RESULT iter=%d mb=%d gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, mb, cmp)
+	}
+	say("@@RB SUMMARY test=transfer loop_s=8.10 ok=1 t=13.2")
+	// Its transport's counts: one connect, nothing sent again.
+	say("@@RB MSTAT line=xprt: rdma 0 0 1 0 12 400 398 0 400 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
+	say("@@RB RPCSTAT calls=210 retrans=0")
+	conn.Close()
+}
+
+// standInHostile is everything a kernel can print to look good, on its
+// own console.
+func standInHostile(kind, role string, conn net.Conn, say func(string, ...any)) {
+	say("@@RB BOOTED role=%s kernel=6.12.117 build_id=ffff t=1.0", role)
+	say("@@RB RDMA_UP dev=rxe0 t=1.1")
+	say("@@RB NFSD_READY portlist=rdma 20049, t=1.2")
+	say("@@RB MOUNTED try=1 mount_s=0.1 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=1.3")
+	say("@@RB TRANSPORT xprt=rdma t=1.3")
+	for i := 1; i <= 2; i++ {
+		say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+	}
+	say("@@RB SUMMARY test=transfer loop_s=0.04 ok=1 t=2")
+	if conn != nil {
+		conn.Close()
+	}
+	say("@@RB POWEROFF status=ok t=2")
+	if strings.Contains(kind, "spin") {
+		// Progress without end, and no power-off.
+		for i := 3; ; i++ {
+			say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // standInDrive is the trusted server driving a candidate client

@@ -18,22 +18,28 @@ import (
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
-// The replies as production sends them, one per mailed outcome the
-// pipeline reaches: each golden file is the outbox's raw message.
-// The outbox holds one verdict per series version, so each outcome gets
-// its own.
-func TestRepliesGolden(t *testing.T) {
-	g := newReplyRig(t)
-	runs := 2 * g.r.Cfg.Runs
-	patchID := func(n int) string {
+// goldenRig is what every reply golden starts from: a rig, the runs a
+// measured comparison takes, the cover's and the patches' Message-IDs.
+func goldenRig(t *testing.T) (g *replyRig, runs int, cover string, patchID func(n int) string) {
+	t.Helper()
+	g = newReplyRig(t)
+	patchID = func(n int) string {
 		m, err := mail.ReadMessage(bytes.NewReader(g.s.Patches[n-1].Raw))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.Trim(m.Header.Get("Message-Id"), "<>")
 	}
-	cover := strings.Trim(must(mail.ReadMessage(bytes.NewReader(g.s.Cover.Raw))).Header.Get("Message-Id"), "<>")
+	cover = strings.Trim(must(mail.ReadMessage(bytes.NewReader(g.s.Cover.Raw))).Header.Get("Message-Id"), "<>")
+	return g, 2 * g.r.Cfg.Runs, cover, patchID
+}
 
+// The replies as production sends them, one per mailed outcome the
+// pipeline reaches: each golden file is the outbox's raw message.
+// The outbox holds one verdict per series version, so each outcome gets
+// its own.
+func TestRepliesGolden(t *testing.T) {
+	_, runs, cover, _ := goldenRig(t)
 	measured := func(name string, id int, base, cand []flow.Sample) {
 		t.Run(name, func(t *testing.T) {
 			g := newReplyRig(t)
@@ -136,7 +142,12 @@ func TestRepliesGolden(t *testing.T) {
 			}
 		}
 	})
+}
 
+// A regression shown by its evidence, its first bad patch, its fix and
+// a GitHub comment.
+func TestRegressionRepliesGolden(t *testing.T) {
+	_, runs, cover, patchID := goldenRig(t)
 	// The pressure profile's evidence with no default boot: the counts
 	// of the seeded double credit's rxe and siw boots (lab/PRESSURE.md,
 	// 2026-12-04) against a clean base, the teardown warnings left out.
@@ -247,6 +258,11 @@ func TestRepliesGolden(t *testing.T) {
 		}
 		checkFigures(t, e, d)
 	})
+}
+
+// A mainline bisection: mailed, with a culprit, unconfirmed, on GitHub.
+func TestBisectionRepliesGolden(t *testing.T) {
+	_, runs, _, _ := goldenRig(t)
 	bisection := func(o flow.Origin) flow.Report { return bisectionReport(o, runs) }
 	t.Run("BISECTION", func(t *testing.T) {
 		g := newReplyRig(t)
@@ -325,6 +341,12 @@ func TestRepliesGolden(t *testing.T) {
 		}
 	})
 
+}
+
+// A series that does not apply or build: the tree's own error, answering
+// the patch it names.
+func TestFailureRepliesGolden(t *testing.T) {
+	_, _, _, patchID := goldenRig(t)
 	t.Run("APPLY_FAILED", func(t *testing.T) {
 		g := newReplyRig(t)
 		// The real series on a tree that lacks its files: the builder's
