@@ -1,4 +1,6 @@
-package wire
+// Package layers checks the module's layout: which package may import
+// which, for every file, production and test alike.
+package layers
 
 import (
 	"fmt"
@@ -13,6 +15,9 @@ import (
 )
 
 const module = "github.com/rdmabot/rdmabot/"
+
+// root is the module's folder, from this package's.
+const root = "../.."
 
 // A layer is a group of packages (by path under the module; a trailing
 // * matches any rest) and the groups its code may import: prod for every
@@ -128,11 +133,11 @@ func TestLayers(t *testing.T) {
 
 	used := make([]bool, len(allowed))
 	checked := 0
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+		if d.IsDir() && path != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") {
@@ -142,7 +147,7 @@ func TestLayers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel("..", path)
+		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
 		pkg := filepath.ToSlash(filepath.Dir(rel))
 		for _, is := range f.Imports {
