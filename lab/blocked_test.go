@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rdmabot/rdmabot/internal/testenv"
 )
 
 // A guest's dump is the kernel lines between SysRq w's header and the
@@ -147,18 +149,7 @@ func TestStallLogGolden(t *testing.T) {
 
 func golden(t *testing.T, path, got string) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (-update rewrites it); got:\n%s", path, got)
-	}
+	testenv.Golden(t, path, []byte(got), *update)
 }
 
 // A stalled guest that lets the first SysRq w go by (a break lost on the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot/store"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/testenv"
 	"github.com/rdmabot/rdmabot/reports/outbox"
 )
 
@@ -43,19 +44,7 @@ func TestLatencyReport(t *testing.T) {
 	if writeLatency(&out, series, []string{"REGRESSION", "CRASH", "BUILD_FAILED"}) {
 		t.Error("two series were not answered, yet all are said to be")
 	}
-	golden := filepath.Join("testdata", "latency.golden")
-	if *updateGolden {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.String() != string(want) {
-		t.Errorf("report:\n%s\nwant (%s)\n%s", out.String(), golden, want)
-	}
+	testenv.Golden(t, filepath.Join("testdata", "latency.golden"), out.Bytes(), *updateGolden)
 	// The figures by hand: REGRESSION's answers took 11m43s and 8m21s,
 	// so its p50 is the first (nearest rank 1 of 2) and its p95 the
 	// second; PASS's only answer is its verdict, 4m30s after posting.
