@@ -377,11 +377,21 @@ esac
 	// failed with its processes, and the group goes on.
 	// A hung process whose command line holds a byte no terminal prints
 	// is shown with it replaced, never lost.
-	hang := strings.Replace(check, "generic/075) echo", "generic/002) sh -c 'sleep 30; :' \"$(printf 'bin\\377ary')\" ;;\ngeneric/075) echo", 1)
+	hang := strings.Replace(check, "generic/075) echo", "generic/002) sh -c 'sleep 120; :' \"$(printf 'bin\\377ary')\" ;;\ngeneric/075) echo", 1)
 	os.WriteFile(filepath.Join(fst, "check"), []byte(hang), 0o755)
+	// Before the kill it shows the test mounts' transports, and asks the
+	// kernel for the blocked tasks and then the RPC tasks (SysRq w, then
+	// an unknown key whose help line wakes init's watcher).
+	proc := t.TempDir()
+	os.MkdirAll(filepath.Join(proc, "self"), 0o755)
+	os.WriteFile(filepath.Join(proc, "self", "mountstats"), []byte("device rootfs mounted on / with fstype rootfs\n"+
+		"device 10.99.0.1:/export/test mounted on /mnt/test with fstype nfs statvers=1.1\n\topts:\trw,vers=4.2\n"+
+		"\txprt:\trdma 0 0 2 12 0 4411 4410 0 4411 0 0 0 0 0 0 0 0 0 11 0 0 0 0 0 0 0 0\n"+
+		"device proc mounted on /proc with fstype proc\n"), 0o644)
+	os.WriteFile(filepath.Join(proc, "sysrq-trigger"), nil, 0o644)
 	start := time.Now()
 	out = runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_PEER": "10.99.0.1",
-		"RB_VERS": "4.2", "RB_TESTS": "generic/002,generic/075", "RB_FSLIMIT": "2"})
+		"RB_VERS": "4.2", "RB_TESTS": "generic/002,generic/075", "RB_FSLIMIT": "2", "RB_PROC": proc})
 	f = &fstestsResults{group: []string{"generic/002", "generic/075"}}
 	for _, l := range strings.Split(out, "\n") {
 		if m, ok := parseMarker(l); ok {
@@ -391,8 +401,14 @@ esac
 		}
 	}
 	if len(f.tests) != 2 || f.tests[0].Status != flow.TestFail || !strings.Contains(f.tests[0].Why, "timed out after 2 s") ||
-		!strings.Contains(f.tests[0].Why, "sleep 30; : bin?ary") || f.tests[1].Status != flow.TestPass || time.Since(start) > 20*time.Second {
+		!strings.Contains(f.tests[0].Why, "sleep 120; : bin?ary") || f.tests[1].Status != flow.TestPass || time.Since(start) > 90*time.Second {
 		t.Errorf("a hung test: %+v after %v\n%s", f.tests, time.Since(start), out)
+	}
+	if want := "transport of /mnt/test: xprt: rdma 0 0 2 12 0 4411 4410 0 4411 0"; len(f.tests) == 0 || !strings.Contains(f.tests[0].Why, want) {
+		t.Errorf("the hung test's evidence lacks its transport %q:\n%s", want, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(proc, "sysrq-trigger")); string(b) != "w\n?\n" {
+		t.Errorf("SysRq keys written %q, want w then an unknown key", b)
 	}
 	os.Remove(filepath.Join(fst, "check"))
 	if out := runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_TESTS": "generic/001"}); !strings.Contains(out, "@@RB FSTESTS_FAIL why=no fstests in the image") {

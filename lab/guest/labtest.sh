@@ -683,7 +683,8 @@ client_fstests() {
 			n=$((n + 1))
 			[ $n = 60 ] && fstests_ps
 			if [ $n -ge "${RB_FSLIMIT:-300}" ]; then
-				fstests_ps >"$RUN/fst.ps"
+				fstests_stuck >"$RUN/fst.ps"
+				fstests_ps >>"$RUN/fst.ps"
 				# busybox sh takes -PID, dash (the tests' sh) only after --.
 				kill -s KILL "-$ck" 2>/dev/null || kill -s KILL -- "-$ck" 2>/dev/null
 				break
@@ -695,7 +696,7 @@ client_fstests() {
 		secs=$(since "$t0")
 		if [ -f "$RUN/fst.ps" ]; then
 			{
-				echo "timed out after ${RB_FSLIMIT:-300} s (a hang: killed), its processes:"
+				echo "timed out after ${RB_FSLIMIT:-300} s (a hang: killed); its mounts' transports, then its processes:"
 				grep -a -v -E ' [IS] (|worker_thread|kthread|smpboot_thread_fn|rescuer_thread|rcu_[a-z_]*) $' "$RUN/fst.ps" | sed 's/^fstests-ps: //'
 			} | head -n 40 | cut -c1-300 | while IFS= read -r l; do
 				printf '\n@@RB FSTEST_LOG name=%s line=%s\n' "$t" "$l"
@@ -714,6 +715,22 @@ client_fstests() {
 	done
 	umount /mnt/scratch 2>/dev/null
 	return 0
+}
+
+# fstests_stuck: what a test about to be killed as hung waits on. Its
+# mounts' transport lines (mountstats' xprt: connects, sends, receives,
+# bad xids, the backlog: whether a reply never came or the connection is
+# down) are printed first, as evidence; the blocked tasks' stacks (SysRq
+# w) and then the RPC tasks in flight (the help line an unknown key
+# prints wakes init's rpc_tasks_on_sysrq) go to the kernel's log, kept
+# with the boot's console. RB_PROC stands for /proc in tests.
+fstests_stuck() {
+	awk '$1 == "device" { m = $5 } $1 == "xprt:" && m ~ /^\/mnt\// { $1 = $1; print "transport of " m ": " $0 }' \
+		"${RB_PROC:-/proc}/self/mountstats" 2>/dev/null
+	if [ -w "${RB_PROC:-/proc}/sysrq-trigger" ]; then
+		echo w >>"${RB_PROC:-/proc}/sysrq-trigger"
+		echo '?' >>"${RB_PROC:-/proc}/sysrq-trigger"
+	fi
 }
 
 # fstests_ps: each process with its state, what it waits in and its
