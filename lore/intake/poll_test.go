@@ -200,6 +200,19 @@ func postToInbox(t *testing.T, dir string, at time.Time, mail string) {
 	run("", "update-ref", "refs/heads/master", run("", args...))
 }
 
+// svcrdmaMail is a one-hunk svcrdma patch mail to linux-nfs, dated date,
+// answering irt when it is not "".
+func svcrdmaMail(id, subject, irt string, date time.Time) string {
+	h := "From: Dev <dev@example.org>\nTo: linux-nfs@vger.kernel.org\nSubject: " + subject +
+		"\nDate: " + date.Format(time.RFC1123Z) + "\nMessage-ID: <" + id + ">\n"
+	if irt != "" {
+		h += "In-Reply-To: <" + irt + ">\nReferences: <" + irt + ">\n"
+	}
+	return h + "\nSigned-off-by: Dev <dev@example.org>\n---\n" +
+		"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
+		"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
+}
+
 // The grace period of an incomplete series runs from when the bot first
 // read its newest mail, not from the archive's dates: a two-patch series
 // dated hours ago and posted one mail at a time is not INCOMPLETE between
@@ -211,24 +224,14 @@ func TestPollGraceRunsFromIngest(t *testing.T) {
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	const grace = 20 * time.Minute
 	const window = 7 * 24 * time.Hour
-	mail := func(id, subject, irt string, date time.Time) string {
-		h := "From: Dev <dev@example.org>\nTo: linux-nfs@vger.kernel.org\nSubject: " + subject +
-			"\nDate: " + date.Format(time.RFC1123Z) + "\nMessage-ID: <" + id + ">\n"
-		if irt != "" {
-			h += "In-Reply-To: <" + irt + ">\nReferences: <" + irt + ">\n"
-		}
-		return h + "\nSigned-off-by: Dev <dev@example.org>\n---\n" +
-			"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
-			"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
-	}
 	old := now.Add(-3 * time.Hour) // the archive's date of the new series' mail
 	dir := inboxEpoch(t)
 	// The old epoch: a series older than the window, and one cut by its
 	// edge (its first patch older than the window).
-	postToInbox(t, dir, now.Add(-window-time.Hour), mail("gone1@x", "[PATCH 1/2] svcrdma: gone", "", now.Add(-window-time.Hour)))
-	postToInbox(t, dir, now.Add(-window-time.Minute), mail("edge1@x", "[PATCH 1/2] svcrdma: edge", "", now.Add(-window-time.Minute)))
-	postToInbox(t, dir, now.Add(-window+2*grace), mail("edge2@x", "[PATCH 2/2] svcrdma: edge", "edge1@x", now.Add(-window+2*grace)))
-	postToInbox(t, dir, old, mail("a1@x", "[PATCH 1/2] svcrdma: late", "", old))
+	postToInbox(t, dir, now.Add(-window-time.Hour), svcrdmaMail("gone1@x", "[PATCH 1/2] svcrdma: gone", "", now.Add(-window-time.Hour)))
+	postToInbox(t, dir, now.Add(-window-time.Minute), svcrdmaMail("edge1@x", "[PATCH 1/2] svcrdma: edge", "", now.Add(-window-time.Minute)))
+	postToInbox(t, dir, now.Add(-window+2*grace), svcrdmaMail("edge2@x", "[PATCH 2/2] svcrdma: edge", "edge1@x", now.Add(-window+2*grace)))
+	postToInbox(t, dir, old, svcrdmaMail("a1@x", "[PATCH 1/2] svcrdma: late", "", old))
 	cfg := lore.DefaultConfig()
 	cfg.Lists = cfg.Lists[1:2]
 	cfg.Lists[0].URL = dir
@@ -261,8 +264,8 @@ func TestPollGraceRunsFromIngest(t *testing.T) {
 	if got := poll("within the grace"); len(got) != 0 {
 		t.Errorf("within the grace since it was read: %v, want nothing", got)
 	}
-	postToInbox(t, dir, old.Add(time.Minute), mail("a2@x", "[PATCH 2/2] svcrdma: late", "a1@x", old.Add(time.Minute)))
-	postToInbox(t, dir, old, mail("b1@x", "[PATCH 1/2] svcrdma: lost", "", old))
+	postToInbox(t, dir, old.Add(time.Minute), svcrdmaMail("a2@x", "[PATCH 2/2] svcrdma: late", "a1@x", old.Add(time.Minute)))
+	postToInbox(t, dir, old, svcrdmaMail("b1@x", "[PATCH 1/2] svcrdma: lost", "", old))
 	if got := poll("second patch read"); len(got) != 1 || got["svcrdma: late"] != "complete" {
 		t.Errorf("second patch read: %v, want the late series complete and nothing else", got)
 	}
@@ -747,26 +750,16 @@ func TestUnreadLocal(t *testing.T) {
 // Date order.
 func TestPollOrdersSeriesByArrival(t *testing.T) {
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	mail := func(id, subject, irt string, date time.Time) string {
-		h := "From: Dev <dev@example.org>\nTo: linux-nfs@vger.kernel.org\nSubject: " + subject +
-			"\nDate: " + date.Format(time.RFC1123Z) + "\nMessage-ID: <" + id + ">\n"
-		if irt != "" {
-			h += "In-Reply-To: <" + irt + ">\nReferences: <" + irt + ">\n"
-		}
-		return h + "\nSigned-off-by: Dev <dev@example.org>\n---\n" +
-			"diff --git a/net/sunrpc/xprtrdma/svc_rdma.c b/net/sunrpc/xprtrdma/svc_rdma.c\n" +
-			"--- a/net/sunrpc/xprtrdma/svc_rdma.c\n+++ b/net/sunrpc/xprtrdma/svc_rdma.c\n@@ -1,1 +1,1 @@\n-a\n+b\n"
-	}
 	dir := inboxEpoch(t)
 	// first: posted first, dated last. backdated: posted second, dated
 	// a day before. Its second patch comes last, so it is whole last.
 	// same1 and same2 arrive in one second, dated in that order.
 	at := now.Add(-10 * time.Minute)
-	postToInbox(t, dir, at, mail("back1@x", "[PATCH 1/2] svcrdma: backdated", "", now.Add(-24*time.Hour)))
-	postToInbox(t, dir, at.Add(time.Minute), mail("first@x", "[PATCH] svcrdma: first", "", now))
-	postToInbox(t, dir, at.Add(2*time.Minute), mail("same2@x", "[PATCH] svcrdma: same second, dated later", "", now.Add(-time.Hour)))
-	postToInbox(t, dir, at.Add(2*time.Minute), mail("same1@x", "[PATCH] svcrdma: same second, dated earlier", "", now.Add(-2*time.Hour)))
-	postToInbox(t, dir, at.Add(3*time.Minute), mail("back2@x", "[PATCH 2/2] svcrdma: backdated", "back1@x", now.Add(-24*time.Hour)))
+	postToInbox(t, dir, at, svcrdmaMail("back1@x", "[PATCH 1/2] svcrdma: backdated", "", now.Add(-24*time.Hour)))
+	postToInbox(t, dir, at.Add(time.Minute), svcrdmaMail("first@x", "[PATCH] svcrdma: first", "", now))
+	postToInbox(t, dir, at.Add(2*time.Minute), svcrdmaMail("same2@x", "[PATCH] svcrdma: same second, dated later", "", now.Add(-time.Hour)))
+	postToInbox(t, dir, at.Add(2*time.Minute), svcrdmaMail("same1@x", "[PATCH] svcrdma: same second, dated earlier", "", now.Add(-2*time.Hour)))
+	postToInbox(t, dir, at.Add(3*time.Minute), svcrdmaMail("back2@x", "[PATCH 2/2] svcrdma: backdated", "back1@x", now.Add(-24*time.Hour)))
 	cfg := lore.DefaultConfig()
 	cfg.Lists = cfg.Lists[1:2]
 	cfg.Lists[0].URL = dir
