@@ -260,7 +260,12 @@ func TestInfraFaultsRetried(t *testing.T) {
 
 // A lab pair is leased: two tests at once never overlap on it.
 func TestLeaseSerializesPair(t *testing.T) {
-	h := newHarness(t, testConfig(), "")
+	cfg := testConfig()
+	// A waiter silent for 3 LeaseWaits and a third of the TTL loses its
+	// turn: with 3 s that is 1.3 s, which a job snoozed on a saturated
+	// machine can outlast, and the pair would go out of order.
+	cfg.LeaseTTL = cfgtype.D(30 * time.Second)
+	h := newHarness(t, cfg, "")
 	h.lab.Delay = 200 * time.Millisecond
 	// The first test keeps the pair until the three others wait for it:
 	// the order is the pair's to decide, not which build ended first.

@@ -216,7 +216,19 @@ func TestWaitMeterReadsTheFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := startWaitMeter([]int{sh.Process.Pid}, 100*time.Millisecond)
-	time.Sleep(1500 * time.Millisecond)
+	// A busy machine can be slow to fork the child and to give it a CPU:
+	// look until the family has two members and has run half a second.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		fam := w.family([]int{sh.Process.Pid})
+		var used time.Duration
+		for _, p := range fam {
+			used += p.cpu
+		}
+		if len(fam) >= 2 && used >= 500*time.Millisecond {
+			break
+		}
+	}
 	w.sample([]int{sh.Process.Pid}) // the last look while they live
 	syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
 	sh.Wait()

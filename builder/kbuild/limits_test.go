@@ -23,7 +23,11 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 	r := newToyRepo(t, lab)
 	defer func(d time.Duration) { diskPoll = d }(diskPoll)
 	diskPoll = 100 * time.Millisecond
-	b := newToyBuilder(t, Options{Timeout: 3 * time.Second, Limits: Limits{Memory: 64 << 20, Tmp: 8 << 20, Disk: 8 << 20, Files: 5000, Log: 1 << 20}})
+	limits := Limits{Memory: 64 << 20, Tmp: 8 << 20, Disk: 8 << 20, Files: 5000, Log: 1 << 20}
+	// A hang meets a short timeout; every other limit must stop its build
+	// on its own, long before a timeout a busy machine cannot reach.
+	hasty := newToyBuilder(t, Options{Timeout: 3 * time.Second, Limits: limits})
+	patient := newToyBuilder(t, Options{Timeout: 50 * time.Second, Limits: limits})
 	ctx := context.Background()
 	oomTail := "out of memory"
 	if cg := cgroup.New("rdmabot-kbuild-test", cgroup.Limits{Memory: 64 << 20}); cg == nil {
@@ -46,7 +50,10 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tree := r.edit(map[string]string{"Makefile": hostileMakefile(t, map[string]string{bzImageLine: c.recipe})})
-			start := time.Now()
+			b := patient
+			if c.target == "timeout" {
+				b = hasty
+			}
 			_, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: tree, Lab: lab})
 			var be *BuildError
 			if !errors.As(err, &be) {
@@ -55,9 +62,6 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 			if be.Target != c.target || !strings.Contains(be.Tail, c.tail) {
 				t.Errorf("target %q tail %q, want %q and %q", be.Target, be.Tail, c.target, c.tail)
 			}
-			if d := time.Since(start); d > 30*time.Second {
-				t.Errorf("took %v", d)
-			}
 			if fi, err := os.Stat(be.Log); err != nil || fi.Size() > 1<<20+4096 {
 				t.Errorf("log %v, %v", fi.Size(), err)
 			}
@@ -65,7 +69,7 @@ func TestHostileUntrustedFailuresAreVerdicts(t *testing.T) {
 	}
 	// The same hang from a trusted tree (a base) is still the machine's.
 	slow := r.edit(map[string]string{"Makefile": hostileMakefile(t, map[string]string{bzImageLine: "\tsleep 60"})})
-	_, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: slow, Lab: lab, Trusted: true})
+	_, err := hasty.Build(ctx, Request{Objects: r.repo.Storer, Tree: slow, Lab: lab, Trusted: true})
 	var ie *InfraError
 	if !errors.As(err, &ie) {
 		t.Errorf("trusted hang: want *InfraError, got %v", err)
