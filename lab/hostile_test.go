@@ -28,9 +28,9 @@ import (
 // the name standInName (QEMU runs with an empty environment). It prints the lab's console protocol the way a kernel
 // can. A kernel file holding "honest" plays a passing run at about
 // 8 MB/s; one holding "hostile" plays an attacker on its side: forged
-// results at 1600 MB/s, another build id, progress without end, and no
+// results at 2718 MB/s, another build id, progress without end, and no
 // power-off; "injector" prints a second BOOTED midway; "liar" moves the data as the honest one does and says it
-// did so at 1600 MB/s; "forger" writes other data than it was given and
+// did so at 2718 MB/s; "forger" writes other data than it was given and
 // says its check passed. The honest server checks what it received
 // against the test's data, as a trusted server does.
 const standInName = "qemu-standin"
@@ -271,8 +271,8 @@ func standInClient(conn net.Conn, kind, id, initrd string, mb, iters int, timer 
 			say("@@RB BOOTED role=server kernel=6.12.117 build_id=%s t=9", id)
 		}
 		if kind == "liar" {
-			// It moved the data, and says it did so at 1600 MB/s.
-			say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=%s t=2", i, mb, cmp)
+			// It moved the data, and says it did so at 2718 MB/s.
+			say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=2718.28 read_s=0.01 read_MBps=2718.28 cmp=%s t=2", i, mb, cmp)
 			continue
 		}
 		say("@@RB RESULT iter=%d mb=%d gen_s=0.5 write_s=2.00 write_MBps=8.00 read_s=1.95 read_MBps=8.21 cmp=%s t=9", i, mb, cmp)
@@ -293,7 +293,7 @@ func standInHostile(kind, role string, conn net.Conn, say func(string, ...any)) 
 	say("@@RB MOUNTED try=1 mount_s=0.1 opts=nfs,rw,vers=3,proto=rdma,port=20049 t=1.3")
 	say("@@RB TRANSPORT xprt=rdma t=1.3")
 	for i := 1; i <= 2; i++ {
-		say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+		say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=2718.28 read_s=0.01 read_MBps=2718.28 cmp=ok t=2", i)
 	}
 	say("@@RB SUMMARY test=transfer loop_s=0.04 ok=1 t=2")
 	if conn != nil {
@@ -303,7 +303,7 @@ func standInHostile(kind, role string, conn net.Conn, say func(string, ...any)) 
 	if strings.Contains(kind, "spin") {
 		// Progress without end, and no power-off.
 		for i := 3; ; i++ {
-			say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i)
+			say("@@RB RESULT iter=%d mb=16 gen_s=0 write_s=0.01 write_MBps=2718.28 read_s=0.01 read_MBps=2718.28 cmp=ok t=2", i)
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
@@ -364,7 +364,7 @@ func standInDrive(conn net.Conn, link io.Reader, data []byte, mb, iters, conns i
 // file and sends it back, as labtest.sh's client_driven copies s_i to
 // f_i; its kind bends that ("forger" sends other bytes, "misreader" what
 // it read changed, "frontwriter" the next file before it is given it,
-// "liar" says 1600 MB/s).
+// "liar" says 2718 MB/s).
 func standInDriven(conn net.Conn, kind, initrd string, mb, iters int, say func(string, ...any)) {
 	say("standin data: %s", dataSum(standInData(initrd)))
 	file := mb << 20
@@ -385,7 +385,7 @@ func standInDriven(conn net.Conn, kind, initrd string, mb, iters int, say func(s
 			conn.Write(make([]byte, 4096))
 		}
 		if kind == "liar" {
-			say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=1600.00 read_s=0.01 read_MBps=1600.00 cmp=ok t=2", i, mb)
+			say("@@RB RESULT iter=%d mb=%d gen_s=0 write_s=0.01 write_MBps=2718.28 read_s=0.01 read_MBps=2718.28 cmp=ok t=2", i, mb)
 			continue
 		}
 		if kind == "injector" {
@@ -619,7 +619,7 @@ func TestHostileKernelCannotGradeItself(t *testing.T) {
 			// The figures are the trusted side's alone: the base client's
 			// 8 MB/s, or the trusted server's own times.
 			for _, it := range res.Iterations {
-				if it.WriteMBps == 1600 || c.side == SideServer && it.WriteMBps != 8 {
+				if it.WriteMBps == 2718.28 || c.side == SideServer && it.WriteMBps != 8 {
 					t.Errorf("the figures are not the trusted side's: %+v", it)
 				}
 			}
