@@ -58,6 +58,9 @@ func DefaultRecipe() Recipe {
 		Packages: []string{
 			"nfs-kernel-server", "nfs-common", "rpcbind", "iproute2", "kmod",
 			"rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1",
+			// The trusted server's check of what the client wrote:
+			// diffutils' cmp, not busybox's (labtest.sh's real_bin).
+			"diffutils",
 		},
 		Layers: map[string][]string{
 			"fio": {"fio"},
@@ -65,7 +68,7 @@ func DefaultRecipe() Recipe {
 			// What fstests' check and its programs run (the built tree
 			// itself is an archive of its own: EnsureFstests).
 			"fstests": {"bash", "mount", "e2fsprogs", "xfsprogs", "bc", "gawk", "attr", "acl", "psmisc", "perl-base", "coreutils",
-				"util-linux", "findutils", "grep", "sed", "diffutils", "procps", "hostname", "libaio1",
+				"util-linux", "findutils", "grep", "sed", "procps", "hostname", "libaio1",
 				"liburing2", "libcap2", "libacl1", "libuuid1"},
 		},
 		Skip: []string{

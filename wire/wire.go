@@ -254,8 +254,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 }
 
 // Params names the test the lab runs, for the base-result cache: a
-// change of test, or of the QEMU pair's clock mode, gives new base
-// measurements (guest timings from two -icount settings do not compare).
+// change of test, of the QEMU pair's clock mode or of the guest image and
+// its scripts gives new base measurements (guest timings from two -icount
+// settings, or from two versions of the timed loop, do not compare).
 func Params(c lab.Config) string {
 	t := c.Test
 	p := fmt.Sprintf("%s-%dMiB-x%d-nfs%s-%s-%s", t.Kind, t.SizeMiB, t.Iterations, t.NFSVersion, t.Transport, t.RDMA)
@@ -265,7 +266,7 @@ func Params(c lab.Config) string {
 	if c.QEMU.Icount != "" {
 		p += "-icount(" + c.QEMU.Icount + ")"
 	}
-	return p
+	return p + "-guest(" + lab.DefaultRecipe().Hash()[:8] + ")"
 }
 
 // NewRunner is the lab as cfg configures it, decoding crashes against
