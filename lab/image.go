@@ -58,8 +58,8 @@ func DefaultRecipe() Recipe {
 		Packages: []string{
 			"nfs-kernel-server", "nfs-common", "rpcbind", "iproute2", "kmod",
 			"rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1",
-			// The trusted server's check of what the client wrote:
-			// diffutils' cmp, not busybox's (labtest.sh's real_bin).
+			// The data checks of both sides (labtest.sh's real_bin):
+			// diffutils' cmp, not busybox's byte-at-a-time one.
 			"diffutils",
 		},
 		Layers: map[string][]string{
