@@ -57,7 +57,7 @@ RUN=/tmp
 link_shape() {
 	[ -n "$RB_NETEM" ] || return 0
 	# shellcheck disable=SC2086 # the arguments are words for tc
-	out=$($(real_bin tc) qdisc replace dev "$RB_DEV" root netem $RB_NETEM 2>&1) || {
+	out=$($TC qdisc replace dev "$RB_DEV" root netem $RB_NETEM 2>&1) || {
 		mark NETEM_FAIL "dev=$RB_DEV msg=$(echo $out)"
 		return 1
 	}
@@ -74,13 +74,15 @@ real_bin() {
 	done
 	echo "$1"
 }
+# Looked up once: the client's check runs in the timed loop.
+CMP=$(real_bin cmp) TC=$(real_bin tc)
 
 # link_unshape: back to the default qdisc, with netem's own count of
 # what it sent, dropped and reordered (real hosts outlive the test).
 link_unshape() {
 	[ -n "$RB_NETEM" ] || return 0
-	$(real_bin tc) -s qdisc show dev "$RB_DEV" | awk '$1 == "Sent" {print "\n@@RB NETEM_STATS sent_pkt=" $4 " dropped=" substr($7, 1, length($7)-1)}'
-	$(real_bin tc) qdisc del dev "$RB_DEV" root 2>/dev/null
+	$TC -s qdisc show dev "$RB_DEV" | awk '$1 == "Sent" {print "\n@@RB NETEM_STATS sent_pkt=" $4 " dropped=" substr($7, 1, length($7)-1)}'
+	$TC qdisc del dev "$RB_DEV" root 2>/dev/null
 	return 0
 }
 
@@ -378,7 +380,7 @@ server_check() {
 data_check() {
 	if [ ! -f "$1" ]; then
 		echo missing
-	elif [ "$(stat -c %s "$1")" = $((RB_MB * 1048576)) ] && $(real_bin cmp) -s -n $((RB_MB * 1048576)) "$1" "$RB_DATA" 0 "$2"; then
+	elif [ "$(stat -c %s "$1")" = $((RB_MB * 1048576)) ] && $CMP -s -n $((RB_MB * 1048576)) "$1" "$RB_DATA" 0 "$2"; then
 		echo ok
 	else
 		echo mismatch
@@ -548,7 +550,7 @@ client_transfer() {
 		d=$(now)
 		cp $MNT/f$i /dev/shm/back
 		e=$(now)
-		if $(real_bin cmp) -s "$src" /dev/shm/back; then r=ok; else r=mismatch fails=$((fails + 1)); fi
+		if $CMP -s "$src" /dev/shm/back; then r=ok; else r=mismatch fails=$((fails + 1)); fi
 		# rb.crash=corrupt, the host's self-test of server_check: the
 		# server's copy, and what this client read, change where only the
 		# server can see it.
