@@ -185,7 +185,8 @@ func (w *waitMeter) sample(roots []int) {
 			}
 			w.mu.Lock()
 			key := strings.TrimPrefix(filepath.Dir(path), w.proc+"/")
-			if ns > w.last[key] {
+			// A thread that never waited (an idle host) is still one read.
+			if old, ok := w.last[key]; !ok || ns > old {
 				w.last[key] = ns
 			}
 			w.mu.Unlock()
