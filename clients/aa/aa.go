@@ -209,8 +209,8 @@ func (a *Runner) Run(ctx context.Context, n int) ([]Result, error) {
 		if a.Seeded != "" {
 			label = fmt.Sprintf("seeded %q (copy %+.1f%%)", a.Seeded, 100*r.Effect())
 		}
-		fmt.Fprintf(a.Out, "%s %d/%d (%s): %s after %d rounds, %d+%d boots (%d more set aside as contended), %.0f s (%.0f s of it waiting for a quiet host), neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
-			label, i+1, n, a.Condition, r.Verdict, r.Rounds, len(r.Base), len(r.Cand), len(r.Busy), r.Seconds, r.QuietWait, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
+		fmt.Fprintf(a.Out, "%s %d/%d (%s): %s after %d profile boots and %d rounds, %d+%d boots (%d more set aside as contended), %.0f s (%.0f s of it waiting for a quiet host), neighbour on %.0f%%; own boots only: %s; cached base only: %s%s %s\n",
+			label, i+1, n, a.Condition, r.Verdict, len(r.Profiles), r.Rounds, len(r.Base), len(r.Cand), len(r.Busy), r.Seconds, r.QuietWait, 100*r.NeighbourOn, orDash(r.Fresh), orDash(r.Cached),
 			map[bool]string{true: "; cache dropped (drift)"}[r.CacheDropped], r.Error)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
