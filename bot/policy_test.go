@@ -1,12 +1,14 @@
 package bot_test
 
 import (
+	"bytes"
 	"context"
-	"io"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,16 +118,22 @@ func aaUnderProfile(t *testing.T, o flow.Outcome, profilesOnly bool) aa.Result {
 		t.Fatal(err)
 	}
 	calls := &fakestage.Calls{}
+	var out bytes.Buffer
 	a := &aa.Runner{
 		Lab:      &lab.Runner{Cfg: lab.DefaultConfig(), Test: lab.DefaultTest(), Log: slog.New(slog.DiscardHandler), Pairs: map[string]lab.Pair{"qemu": steadyPair{}}},
 		Decide:   profileDecider{o},
 		Profiles: []bot.Profile{&fakestage.Lossy{Lab: &fakestage.Lab{Calls: calls}, Calls: calls, N: 2}}, ProfilesOnly: profilesOnly,
 		Pair: "qemu", Kernel: kernel, Runs: 3, Rounds: testConfig().MaxRounds, Results: filepath.Join(t.TempDir(), "aa.jsonl"),
-		Condition: "idle", Commit: "abc", Rand: rand.New(rand.NewPCG(1, 2)), Out: io.Discard,
+		Condition: "idle", Commit: "abc", Rand: rand.New(rand.NewPCG(1, 2)), Out: &out,
 	}
 	rs, err := a.Run(context.Background(), 1)
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("A/A: %d comparisons, %v", len(rs), err)
+	}
+	// The progress line counts the profile boots: a --profiles-only
+	// comparison is not "0 rounds, 0+0 boots" as if nothing booted.
+	if want := fmt.Sprintf("after %d profile boots and %d rounds", len(rs[0].Profiles), rs[0].Rounds); len(rs[0].Profiles) == 0 || !strings.Contains(out.String(), want) {
+		t.Errorf("A/A progress: want %q (%d profile boots) in %q", want, len(rs[0].Profiles), out.String())
 	}
 	return rs[0]
 }
