@@ -47,7 +47,7 @@ func (w *baseKernelsWorker) Timeout(*river.Job[BaseKernelsArgs]) time.Duration {
 func (w *baseKernelsWorker) Work(ctx context.Context, job *river.Job[BaseKernelsArgs]) error {
 	b := w.b
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
-		err := b.buildBases(ctx, func(ctx context.Context) ([]baseKernel, error) { return b.missingBases(ctx, t) }, b.buildLaneBusy, tr)
+		err := b.buildBases(ctx, func(ctx context.Context) ([]baseKernel, error) { return b.missingBases(ctx, t) }, b.baseBusy(job.CreatedAt), tr)
 		if err != nil {
 			return err
 		}
@@ -141,14 +141,27 @@ func (b *Bot) buildLaneBusy(ctx context.Context) (bool, error) {
 }
 
 // foregroundBusy says whether the build or the lab lane has a job due
-// or running. The warm-up gives way to both: on a small machine a
-// kernel build beside a lab round makes the host too busy to measure,
-// and the round waits for the build (a fresh install's first verdict
-// waited 18 min for the debug base's cold build). A base a waiting
-// test needs gives way to builds only, so a round can never wait for
-// it to give way.
+// or running. The warm-up gives way to both: a build holds the heavy
+// lock every boot takes, so a round beside a cold build waits for it (a
+// fresh install's first verdict waited 18 min for the debug base's cold
+// build).
 func (b *Bot) foregroundBusy(ctx context.Context) (bool, error) {
 	return b.lanesBusy(ctx, QueueBuild, QueueLab)
+}
+
+// baseBusy is what a test's cold base build, queued at queued, gives way
+// to: builds always; lab rounds too until bot.base_yield_max has passed.
+// Other series' rounds need none of its kernels (a debug base held every
+// lab verdict for 21 minutes on a warm install), but on a pair that is
+// never idle the series that needs it would wait for ever; past the
+// bound its build runs and the rounds wait for it instead.
+func (b *Bot) baseBusy(queued time.Time) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		if b.st.Now().Sub(queued) >= b.cfg.BaseYieldMax.Duration {
+			return b.buildLaneBusy(ctx)
+		}
+		return b.foregroundBusy(ctx)
+	}
 }
 
 func (b *Bot) lanesBusy(ctx context.Context, queues ...string) (bool, error) {

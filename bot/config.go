@@ -61,6 +61,10 @@ type Config struct {
 	ListDailyTests int `toml:"list_daily_tests"`
 	// BaseMaxAge is how long measured base results are reused.
 	BaseMaxAge cfgtype.Duration `toml:"base_max_age"`
+	// BaseYieldMax is how long a test's base kernel that nothing has
+	// built yet gives way to other tests' lab rounds (it always gives
+	// way to builds); past it the rounds wait for the build instead.
+	BaseYieldMax cfgtype.Duration `toml:"base_yield_max"`
 	// LeaseTTL is how long a lab pair stays leased to a job whose
 	// process stopped renewing it (it died).
 	LeaseTTL cfgtype.Duration `toml:"lease_ttl"`
@@ -133,6 +137,7 @@ func DefaultConfig() Config {
 		ListDailyTests:   100,
 		ArtifactsMaxMiB:  20 << 10,
 		BaseMaxAge:       cfgtype.D(7 * 24 * time.Hour),
+		BaseYieldMax:     cfgtype.D(time.Hour),
 		LeaseTTL:         cfgtype.D(2 * time.Minute),
 		MaxAttempts:      8,
 		RescueAfter:      cfgtype.D(4 * time.Hour),
@@ -181,6 +186,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Runs < 0 || c.MaxRounds < 1 || c.MaxAttempts < 1 || c.ConfirmRuns < 1 {
 		return fmt.Errorf("bot.runs must not be negative, bot.max_rounds, bot.max_attempts and bot.confirm_runs must be at least 1")
+	}
+	if c.BaseYieldMax.Duration < 0 {
+		return fmt.Errorf("bot.base_yield_max must not be negative (0: a base gives way to builds only)")
 	}
 	if c.LeaseTTL.Duration < time.Second || c.RescueAfter.Duration < time.Second || c.IngestInterval.Duration <= 0 {
 		return fmt.Errorf("bot.lease_ttl, bot.rescue_after and lore.poll_interval must be positive")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/flow"
+	"github.com/rdmabot/rdmabot/internal/cfgtype"
 	"github.com/rdmabot/rdmabot/internal/fakestage"
 )
 
@@ -157,5 +158,67 @@ func TestBaseLaneLeavesABrokenBaseToTheTest(t *testing.T) {
 		if !traceHas(t, h, tt.ID, want) {
 			t.Errorf("the trace has no %q", want)
 		}
+	}
+}
+
+// A series' cold base gives way to other series' lab rounds as well as to
+// builds: a series that needs the debug base nothing has built is posted,
+// and once that build runs a plain series is posted. The plain series'
+// round boots with no base build beside it (a build holds the heavy lock
+// every boot takes, as the fake's one machine slot here, so the round
+// would wait for the whole cold build), and the cold build resumes after
+// it. Past
+// bot.base_yield_max the same build gives way to builds only (the plain
+// series' candidate), and the plain series' round waits for it.
+func TestColdBaseGivesWayToOtherSeriesRounds(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		yieldMax time.Duration
+		gives    bool
+	}{{"within base_yield_max", time.Hour, true}, {"past base_yield_max", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := strings.Repeat("b", 40)
+			cfg := testConfig()
+			cfg.BaseYieldMax = cfgtype.D(tc.yieldMax)
+			machine := make(chan struct{}, 1)
+			h := newHarnessWith(t, cfg, "", "", func(o *bot.Options) {
+				build := o.Stages.Build.(*fakestage.Builder)
+				build.Machine = machine
+				o.Stages.Lab.(*fakestage.Lab).Machine = machine
+				o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+				o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Machine: machine,
+					Slow: map[string]time.Duration{base: 3 * time.Second}, Calls: build.Calls}
+			})
+			h.lab.Delay = 300 * time.Millisecond
+			teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
+			teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: tidy\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
+			h.ingest.Add(teardown)
+			h.wait("the cold debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
+			h.ingest.Add(series("<plain@x>", "[PATCH] svcrdma: a plain change"))
+			h.wait("both replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
+
+			list := h.calls.List()
+			plain := slices.Index(list, "deliver series:<plain@x>:v1: PASS")
+			done := slices.Index(list, "slow-build done "+base)
+			stopped := slices.Contains(list, "slow-build stopped "+base)
+			if tc.gives && (plain < 0 || done < plain || !stopped) {
+				t.Errorf("the plain series' reply (call %d) waited for the cold build (done at call %d, stopped: %v):\n%s", plain, done, stopped, strings.Join(list, "\n"))
+			}
+			if !tc.gives && (done < 0 || done > plain) {
+				t.Errorf("past the bound the cold build still gave way to the round (done at call %d, the plain reply at %d):\n%s", done, plain, strings.Join(list, "\n"))
+			}
+			r, _ := h.report.Get("series:<teardown@x>:v1:")
+			if r.Verdict != flow.Pass || !slices.ContainsFunc(r.CandSamples, func(s flow.Sample) bool { return s.Profile == flow.ProfileDebug }) {
+				t.Errorf("the series that needed the cold base: %s; want PASS with its debug kernel booted", r.Verdict)
+			}
+		})
+	}
+}
+
+func TestBaseYieldMaxMustNotBeNegative(t *testing.T) {
+	c := bot.DefaultConfig()
+	c.BaseYieldMax = cfgtype.D(-time.Second)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "base_yield_max") {
+		t.Errorf("a negative base_yield_max: %v", err)
 	}
 }

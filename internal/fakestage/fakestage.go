@@ -493,6 +493,9 @@ type Lab struct {
 	PanicRuns int
 	// Hold, when set, keeps every run on the pair until it is closed.
 	Hold chan struct{}
+	// Machine, when set, is the heavy lock a boot shares with builds
+	// (Builder.Machine): a run waits while a kernel builds.
+	Machine chan struct{}
 
 	mu      sync.Mutex
 	busy    map[string]bool
@@ -535,6 +538,14 @@ func (f *Lab) CandidateSide(s flow.Series) string {
 
 func (f *Lab) Run(ctx context.Context, pair string, boot flow.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	dir := boot.Dir
+	if f.Machine != nil {
+		select {
+		case f.Machine <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		defer func() { <-f.Machine }()
+	}
 	f.mu.Lock()
 	if f.busy == nil {
 		f.busy = map[string]bool{}
