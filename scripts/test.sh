@@ -109,10 +109,6 @@ lap "prepare: kernel tree, lab kernel, guest image (in the background; the kerne
 BUILD_NICE=19 bash scripts/prepare-lab.sh > "$prep_out" 2> "$prep_log" &
 prep=$!
 stage "go vet" go vet ./...
-stage "dead code" dead_code
-# staticcheck at a fixed release, fetched from the module proxy (the
-# module's own go.mod is not touched).
-stage "staticcheck" go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 compile_tests() { # go test then finds every binary in the build cache
   local bins rc=0
   bins=$(mktemp -d)
@@ -160,11 +156,14 @@ plain='^(TestBuildLabKernel|TestCorpusPatchesLikeGitAm)$'
 # The kernel build test holds the tests' heavy lock (no boot runs while
 # it builds), so it runs alone, first.
 stage "go test: the lab kernel build, without -race" go test -p 1 -timeout 20m -run '^TestBuildLabKernel$' ./builder/kbuild
-# The patch corpus and the fuzz targets run in the background at nice 19
-# and on one core (GOMAXPROCS=1: one fuzz worker, one compile) beside the
-# lab packages' tests: a QEMU pair keeps only about two thirds of the two
-# cores busy (its guests wait on each other), and a niced program mostly
-# takes that idle time. Mostly: beside two fuzz workers the guests waited
+# The patch corpus, the fuzz targets and the two whole-module analyses
+# (dead code, staticcheck) run in the background at nice 19 and on one
+# core (GOMAXPROCS=1: one fuzz worker, one compile) beside the lab
+# packages' tests. The analyses are pure CPU: beside prepare they held its
+# cold kernel build, on the way to every lab test, for minutes. There,
+# a QEMU pair keeps only about two thirds of the two cores busy (its
+# guests wait on each other), and a niced program mostly takes that idle
+# time. Mostly: beside two fuzz workers the guests waited
 # for a CPU 0.26 of the time instead of 0.17 (2026-12-03), and the e2e's
 # harmless series needed a third round. Their output is printed once the
 # lab tests are done.
@@ -174,6 +173,10 @@ bg_log=$(mktemp) bg_failed=$(mktemp)
   export GOMAXPROCS=1
   failed=() # this subshell's own; handed back through $bg_failed
   stage "go test: the patch corpus beside git am, without -race (background)" go test -p 1 -timeout 20m -run '^TestCorpusPatchesLikeGitAm$' ./builder
+  stage "dead code (background)" dead_code
+  # staticcheck at a fixed release, fetched from the module proxy (the
+  # module's own go.mod is not touched).
+  stage "staticcheck (background)" go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
   stage "fuzz, briefly (background)" fuzz
   [ ${#failed[@]} -eq 0 ] || printf '%s\n' "${failed[@]}" > "$bg_failed"
 ) > "$bg_log" 2>&1 &
