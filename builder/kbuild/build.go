@@ -73,6 +73,10 @@ type Request struct {
 type Timings struct {
 	// Seed is an untrusted build's copy of the slot's output tree.
 	Sync, Seed, Configure, Make, Store, Total time.Duration
+	// Wait is the time spent waiting for the slot's lock and the heavy
+	// lock (held by another build or a lab boot): no part of the build,
+	// but part of its Total.
+	Wait time.Duration
 }
 
 // CCacheStats are ccache's counters over one build.
@@ -244,7 +248,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Result, error) {
 	res.Timings.Store = time.Since(t)
 	res.Timings.Total = time.Since(start)
 	b.opt.Log.Info("kernel built", "key", key, "tree", req.Tree, "lab", req.Lab.Name,
-		"sync", res.Timings.Sync, "configure", res.Timings.Configure, "make", res.Timings.Make,
+		"wait", res.Timings.Wait, "sync", res.Timings.Sync, "configure", res.Timings.Configure, "make", res.Timings.Make,
 		"ccache_hits", res.CCache.Hits, "ccache_misses", res.CCache.Misses)
 	return res, nil
 }
@@ -309,13 +313,14 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	if err := os.MkdirAll(slotDir, 0o755); err != nil {
 		return nil, nil, nil, &InfraError{Op: "slot", Err: err}
 	}
+	res := &Result{}
+	waitStart := time.Now()
 	unlock, err := lockFile(ctx, filepath.Join(slotDir, "lock"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	undo = append(undo, unlock)
-
-	res := &Result{}
+	res.Timings.Wait = time.Since(waitStart)
 	co, err := OpenCheckout(slotDir)
 	if err != nil {
 		return nil, nil, nil, err
@@ -327,11 +332,13 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	}
 	parent := ctx
 	if b.opt.HeavyLock != "" {
+		waitStart := time.Now()
 		unlockHeavy, err := b.lockHeavy(ctx)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		undo = append(undo, unlockHeavy)
+		res.Timings.Wait += time.Since(waitStart)
 	}
 	if b.opt.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -405,15 +405,23 @@ func TestBuildTakesTheHeavyLock(t *testing.T) {
 		t.Fatalf("a build behind a held heavy lock: want an InfraError naming %s, got %v", lock, err)
 	}
 	released := make(chan struct{})
-	time.AfterFunc(500*time.Millisecond, func() { held(); close(released) })
+	var releasedAt time.Time
 	b = newToyBuilder(t, Options{HeavyLock: lock, Timeout: time.Minute})
-	if _, err := b.Build(context.Background(), req); err != nil {
+	time.AfterFunc(500*time.Millisecond, func() { releasedAt = time.Now(); held(); close(released) })
+	called := time.Now()
+	res, err := b.Build(context.Background(), req)
+	if err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-released:
 	default:
 		t.Fatal("the build ran while the heavy lock was held")
+	}
+	// The wait is said apart from the build's own steps: a build that
+	// took long behind a lab boot is not a slow build.
+	if w, held := res.Timings.Wait, releasedAt.Sub(called); w < held-200*time.Millisecond || w > res.Timings.Total {
+		t.Errorf("Timings.Wait %v, the lock held for %v of the build's %v", w, held, res.Timings.Total)
 	}
 }
 

@@ -162,6 +162,7 @@ func printBuildResult(w io.Writer, commit *object.Commit, res *kbuild.Result) {
 		if res.Sync.Full {
 			mode = "full compare"
 		}
+		fmt.Fprintf(w, "wait       %v (the slot's and the heavy lock)\n", res.Timings.Wait.Round(time.Millisecond))
 		fmt.Fprintf(w, "sync       %v (%s: %d written, %d removed, %d chmod)\n",
 			res.Timings.Sync.Round(time.Millisecond), mode, res.Sync.Written, res.Sync.Removed, res.Sync.Chmodded)
 		configured := "reused"
