@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -176,14 +177,19 @@ func TestFstestsTestValidate(t *testing.T) {
 	}
 	p := NewQEMUPair(c.QEMU, Image{}, slog.New(slog.DiscardHandler))
 	if cl := p.cmdline("client", tst); !strings.Contains(cl, " rb.test=fstests ") || !strings.Contains(cl, " rb.vers=4.2 ") ||
-		!strings.Contains(cl, " rb.tests="+strings.Join(c.Fstests.Group, ",")) {
+		!strings.Contains(cl, " rb.tests="+strings.Join(c.Fstests.Group, ",")) || !strings.Contains(cl, fmt.Sprintf(" rb.fsxops=%d", c.Fstests.FsxOps)) {
 		t.Errorf("cmdline %q", cl)
+	}
+	c.Fstests.FsxOps = 0
+	if cl := p.cmdline("client", c.FstestsTest("rxe", 0, true)); strings.Contains(cl, "rb.fsxops") {
+		t.Errorf("fsx_ops = 0 (the tests' own counts): cmdline %q", cl)
 	}
 	for name, bad := range map[string]*FstestsRun{
 		"a shell word": {Tests: []string{"generic/075;reboot"}, Timeout: time.Hour},
 		"twice":        {Tests: []string{"generic/075", "generic/075"}, Timeout: time.Hour},
 		"none":         {Timeout: time.Hour},
 		"no time":      {Tests: []string{"generic/075"}, Timeout: time.Second},
+		"fsx ops < 0":  {Tests: []string{"generic/075"}, Timeout: time.Hour, FsxOps: -1},
 	} {
 		tst.Fstests = bad
 		if err := tst.Validate(); err == nil {
@@ -342,7 +348,7 @@ func TestClientFstestsMarkers(t *testing.T) {
 r=results/$2; mkdir -p results/generic
 case $2 in
 generic/001) echo "this test requires a valid \$SCRATCH_DEV" >$r.notrun; echo "Not run: $2" ;;
-generic/075) echo "Ran: $2"; echo "Passed all 1 tests" ;;
+generic/075) echo "[$FSX_AVOID]" >avoid; echo "Ran: $2"; echo "Passed all 1 tests" ;;
 generic/091) printf 'QA output created by 091\nfsx failed\n' >$r.out.bad
 	for i in $(seq 1 30); do echo "READ BAD DATA: offset = $i"; done >$r.full
 	echo "Failures: $2" ;;
@@ -350,7 +356,11 @@ esac
 `
 	os.WriteFile(filepath.Join(fst, "check"), []byte(check), 0o755)
 	out := runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_PEER": "10.99.0.1",
-		"RB_VERS": "4.2", "RB_TESTS": "generic/001,generic/075,generic/091"})
+		"RB_VERS": "4.2", "RB_TESTS": "generic/001,generic/075,generic/091", "RB_FSXOPS": "500"})
+	// lab.fstests.fsx_ops reaches every fsx run as FSX_AVOID's -N.
+	if b, _ := os.ReadFile(filepath.Join(fst, "avoid")); string(b) != "[-N 500]\n" {
+		t.Errorf("FSX_AVOID in the test's environment %q, want -N 500", b)
+	}
 	f := &fstestsResults{group: []string{"generic/001", "generic/075", "generic/091"}}
 	for _, l := range strings.Split(out, "\n") {
 		m, ok := parseMarker(l)
@@ -391,7 +401,11 @@ esac
 	os.WriteFile(filepath.Join(proc, "sysrq-trigger"), nil, 0o644)
 	start := time.Now()
 	out = runLabtest(t, "client_fstests", map[string]string{"FST": fst, "RUN": run, "MNT": run, "RB_PEER": "10.99.0.1",
-		"RB_VERS": "4.2", "RB_TESTS": "generic/002,generic/075", "RB_FSLIMIT": "2", "RB_PROC": proc})
+		"RB_VERS": "4.2", "RB_TESTS": "generic/002,generic/075", "RB_FSLIMIT": "2", "RB_PROC": proc, "RB_FSXOPS": "5;reboot"})
+	// Anything but a number is not passed on.
+	if b, _ := os.ReadFile(filepath.Join(fst, "avoid")); string(b) != "[]\n" {
+		t.Errorf("FSX_AVOID from a bad rb.fsxops %q, want none", b)
+	}
 	f = &fstestsResults{group: []string{"generic/002", "generic/075"}}
 	for _, l := range strings.Split(out, "\n") {
 		if m, ok := parseMarker(l); ok {

@@ -111,6 +111,9 @@ func (p *QEMUPair) cmdline(role string, t Test) string {
 	}
 	if f := t.Fstests; f != nil {
 		c += " rb.tests=" + strings.Join(f.Tests, ",")
+		if f.FsxOps > 0 {
+			c += fmt.Sprintf(" rb.fsxops=%d", f.FsxOps)
+		}
 	}
 	if p.SelfTest != "" {
 		c += " rb.crash=" + p.SelfTest

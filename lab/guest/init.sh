@@ -99,7 +99,7 @@ export RB_TEST=$(param test transfer) RB_MB=$(param mb 32) RB_ITERS=$(param iter
 export RB_HUNG=$(param hung 0) RB_CRASH RB_TIMER=$(param timer client)
 export RB_SECS=$(param secs 30) RB_READERS=$(param readers 24) RB_WRITERS=$(param writers 4)
 export RB_CREDITS=$(param credits 20) RB_THREADS=$(param threads 16)
-export RB_TESTS=$(param tests '')
+export RB_TESTS=$(param tests '') RB_FSXOPS=$(param fsxops '')
 # rb.netem carries tc's arguments with commas for spaces.
 export RB_NETEM="$(param netem '' | tr , ' ')"
 # The transfer test's file, when the host gave this guest one (an archive

@@ -27,6 +27,8 @@
 #   RB_TESTS        the fstests test (RB_TEST=fstests): the tests, comma-
 #                   separated, that the client runs with fstests' check
 #                   against the server's /export/test and /export/scratch
+#   RB_FSXOPS       fstests: the operations of every fsx run (FSX_AVOID's
+#                   -N, which fsx takes last); empty: the tests' own
 # Progress and results are "@@RB EVENT key=value ..." lines on stdout,
 # each after a newline of its own: the host takes a marker only at the
 # start of a line, so a kernel message that shares the line cannot hide
@@ -670,6 +672,10 @@ client_fstests() {
 	export FSTYP=nfs TEST_DEV="$RB_PEER:/export/test" TEST_DIR=$MNT
 	export SCRATCH_DEV="$RB_PEER:/export/scratch" SCRATCH_MNT=/mnt/scratch
 	export NFS_MOUNT_OPTIONS="-o proto=rdma,port=20049$vers"
+	case $RB_FSXOPS in
+	'' | *[!0-9]*) ;;
+	*) export FSX_AVOID="-N $RB_FSXOPS" ;;
+	esac
 	for t in $(echo "$RB_TESTS" | tr , ' '); do
 		res=$FST/results/$t
 		rm -f "$res".*
