@@ -167,9 +167,8 @@ func TestBaseLaneLeavesABrokenBaseToTheTest(t *testing.T) {
 // round boots with no base build beside it (a build holds the heavy lock
 // every boot takes, as the fake's one machine slot here, so the round
 // would wait for the whole cold build), and the cold build resumes after
-// it. Past
-// bot.base_yield_max the same build gives way to builds only (the plain
-// series' candidate), and the plain series' round waits for it.
+// it. Past bot.base_yield_max the same build gives way to builds only
+// (the plain series' candidate), and the plain series' round waits for it.
 func TestColdBaseGivesWayToOtherSeriesRounds(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -120,7 +120,7 @@ func (c Config) FstestsTest(provider string, boot int, large bool) Test {
 	f := c.Fstests
 	run := &FstestsRun{Tests: f.Group, Timeout: f.GroupTimeout.Duration, FsxOps: f.FsxOps}
 	if large {
-		run = &FstestsRun{Tests: f.LargeGroup, Timeout: f.LargeGroupTimeout.Duration, FsxOps: f.FsxOps}
+		run.Tests, run.Timeout = f.LargeGroup, f.LargeGroupTimeout.Duration
 	}
 	t := Test{Kind: "fstests", SizeMiB: 1, Iterations: 1, NFSVersion: "3", Transport: "rdma", RDMA: provider,
 		HungTaskSecs: c.Test.HungTaskSecs, Fstests: run}

@@ -301,14 +301,11 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		f.Calls.Add("build %s %s", tree, commit)
 	}
 	fmt.Fprintf(trace, "make -j2 bzImage (fake) for %s\n", commit)
-	if f.Machine != nil {
-		select {
-		case f.Machine <- struct{}{}:
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-		defer func() { <-f.Machine }()
+	release, err := occupy(ctx, f.Machine)
+	if err != nil {
+		return "", err
 	}
+	defer release()
 	if err := f.wait(ctx, commit); err != nil {
 		return "", err
 	}
@@ -538,14 +535,11 @@ func (f *Lab) CandidateSide(s flow.Series) string {
 
 func (f *Lab) Run(ctx context.Context, pair string, boot flow.Boot, n int, trace io.Writer) ([]flow.Sample, error) {
 	dir := boot.Dir
-	if f.Machine != nil {
-		select {
-		case f.Machine <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		defer func() { <-f.Machine }()
+	release, err := occupy(ctx, f.Machine)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	f.mu.Lock()
 	if f.busy == nil {
 		f.busy = map[string]bool{}
@@ -1015,4 +1009,18 @@ func Mail(raw string) *flow.Message {
 		}
 	}
 	return m
+}
+
+// occupy takes the one slot of machine (the builds' and boots' shared
+// heavy lock; nil: none) until release, or fails when ctx ends first.
+func occupy(ctx context.Context, machine chan struct{}) (release func(), err error) {
+	if machine == nil {
+		return func() {}, nil
+	}
+	select {
+	case machine <- struct{}{}:
+		return func() { <-machine }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
