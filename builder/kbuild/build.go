@@ -289,12 +289,9 @@ func (b *Builder) Configure(ctx context.Context, req Request) (*Configured, erro
 // start locks req's slot, syncs its checkout to req.Tree, applies the
 // timeout, takes the heavy lock and opens the build log. done undoes it.
 func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ context.Context, _ *job, _ func(), err error) {
-	slot := req.Slot
-	if slot == "" {
-		slot = "default"
-	}
-	if strings.ContainsAny(slot, "/\x00") || slot == "." || slot == ".." {
-		return nil, nil, nil, fmt.Errorf("kbuild: bad slot name %q", slot)
+	slotDir, err := b.slotDir(req.Slot)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	var undo []func()
 	// release is its own variable, not the named result: an early return
@@ -309,7 +306,6 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 			release()
 		}
 	}()
-	slotDir := filepath.Join(b.opt.Dir, "slots", slot)
 	if err := os.MkdirAll(slotDir, 0o755); err != nil {
 		return nil, nil, nil, &InfraError{Op: "slot", Err: err}
 	}
@@ -359,6 +355,13 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 				return nil, nil, nil, err
 			}
 		}
+		// A quick check copies the slot's output tree without the slot's
+		// lock (Check): it must not copy one half written.
+		unlockOut, err := flock.Exclusive(ctx, j.out+".lock")
+		if err != nil {
+			return nil, nil, nil, &InfraError{Op: "lock", Err: err}
+		}
+		undo = append(undo, unlockOut)
 	} else {
 		if ctx, err = j.isolate(ctx, slotDir, &undo); err != nil {
 			return nil, nil, nil, err
@@ -370,6 +373,17 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 	}
 	undo = append(undo, closeLog)
 	return ctx, j, release, nil
+}
+
+// slotDir is the directory of the slot named slot ("" is "default").
+func (b *Builder) slotDir(slot string) (string, error) {
+	if slot == "" {
+		slot = "default"
+	}
+	if strings.ContainsAny(slot, "/\x00") || slot == "." || slot == ".." {
+		return "", fmt.Errorf("kbuild: bad slot name %q", slot)
+	}
+	return filepath.Join(b.opt.Dir, "slots", slot), nil
 }
 
 // lockHeavy takes the heavy lock. The wait for the lab is bounded by the

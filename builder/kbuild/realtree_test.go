@@ -243,6 +243,27 @@ func TestBuildLabKernel(t *testing.T) {
 		t.Errorf("diagnostics = %+v\n%s", be.Diagnostics, be.Tail)
 	}
 
+	// The quick check finds the same error by compiling the one file
+	// alone, and compiles the good change cleanly.
+	_, err = b.Check(ctx, Request{Objects: objs, Tree: broken, Lab: lab}, rt.tree)
+	var ce *BuildError
+	if !errors.As(err, &ce) {
+		t.Fatalf("check: want *BuildError, got %v", err)
+	}
+	svcrdmaObj := strings.TrimSuffix(svcrdmaFile, ".c") + ".o"
+	if ce.Target != svcrdmaObj || len(ce.Diagnostics) == 0 || ce.Diagnostics[0].File != svcrdmaFile ||
+		!strings.Contains(ce.Diagnostics[0].Message, "rdmabot_undeclared") {
+		t.Errorf("check: target %q, diagnostics %+v\n%s", ce.Target, ce.Diagnostics, ce.Tail)
+	}
+	chk, err := b.Check(ctx, Request{Objects: objs, Tree: patched, Lab: lab}, rt.tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chk.Skipped != "" || len(chk.Objects) != 1 || chk.Objects[0] != svcrdmaObj {
+		t.Errorf("check of the one-line change: %+v", chk)
+	}
+	t.Logf("quick check: wait %v, seed %v, sync %v, make %v, total %v", chk.Timings.Wait, chk.Timings.Seed, chk.Timings.Sync, chk.Timings.Make, chk.Timings.Total)
+
 	opa, err := LookupLab("opa")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
-// Package flock takes exclusive advisory locks on files: the heavy-work
-// lock the builder and the lab share, the kbuild slot locks, and the
-// locks that tell a store's temporary directory whose maker crashed
+// Package flock takes advisory locks on files: the heavy-work lock the
+// builder and the lab share, the kbuild slot and output tree locks, and
+// the locks that tell a store's temporary directory whose maker crashed
 // from one still being written. It is the one implementation all use,
 // since builder may not import lab.
 package flock
@@ -48,4 +48,25 @@ func Exclusive(ctx context.Context, path string) (release func(), err error) {
 		}()
 		return nil, fmt.Errorf("waiting for %s: %w", path, context.Cause(ctx))
 	}
+}
+
+// TryShared takes a shared flock on path without waiting: ok is false
+// when someone holds it exclusive. Readers of a directory take it shared
+// around a copy; its writer holds it exclusive (Exclusive) while writing.
+func TryShared(path string) (release func(), ok bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, true, nil
 }

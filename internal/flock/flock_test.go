@@ -71,3 +71,38 @@ func TestUnopenableFails(t *testing.T) {
 		t.Fatal("locked a file in a directory that does not exist")
 	}
 }
+
+// A shared lock is refused at once while a writer holds the file, shared
+// with other readers, and keeps a writer out until released.
+func TestTrySharedYieldsToAWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.lock")
+	ctx := context.Background()
+	writer, err := Exclusive(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := TryShared(path); ok || err != nil {
+		t.Fatalf("shared beside a writer: ok=%v err=%v", ok, err)
+	}
+	writer()
+	r1, ok1, err1 := TryShared(path)
+	r2, ok2, err2 := TryShared(path)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		t.Fatalf("two readers: %v %v %v %v", ok1, ok2, err1, err2)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := Exclusive(short, path); err == nil {
+		t.Fatal("a writer got the lock beside readers")
+	}
+	r1()
+	r2()
+	w, err := Exclusive(ctx, path)
+	if err != nil {
+		t.Fatalf("writer after the readers left: %v", err)
+	}
+	w()
+	if _, _, err := TryShared(filepath.Join(t.TempDir(), "no", "such", "dir")); err == nil {
+		t.Error("a lock in a missing directory: no error")
+	}
+}

@@ -1,0 +1,177 @@
+package kbuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
+)
+
+// CheckResult is what a quick check compiled, or why it compiled nothing.
+type CheckResult struct {
+	// Objects are the objects compiled (make targets), in path order.
+	Objects []string
+	// Skipped says why nothing was compiled ("" when Objects were).
+	Skipped string
+	// Timings: Wait (the check lock), Seed (the copy of the slot's
+	// output tree), Sync, Make and Total.
+	Timings Timings
+	// Log is the check's make log.
+	Log string
+}
+
+// Check compiles, alone, the objects of the C files that req.Tree (an
+// untrusted tree: a series applied) changes from base, in a throwaway
+// copy of the slot's output tree, and nothing else: a series that does
+// not compile is found in seconds, while full builds wait for the heavy
+// lock behind lab boots. It takes neither the slot's lock nor the heavy
+// lock; checks run one at a time per slot and lab, in a checkout of
+// their own.
+//
+// It compiles only what a full build of req would compile the same way,
+// so that a failure here is the full build's failure: nothing when the
+// slot's output tree is not configured for req's lab from a tree with
+// req's Kconfig files (the full build would configure anew), when a
+// trusted build is writing it, when req changes a Kconfig file, or when
+// the configuration builds none of the changed C files (no .o.cmd for
+// it in the tree). Errors: *BuildError (the tree does not compile),
+// *InfraError.
+func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*CheckResult, error) {
+	start := time.Now()
+	res := &CheckResult{}
+	if req.Trusted {
+		return nil, errors.New("kbuild: Check is for untrusted trees")
+	}
+	configHash, err := req.Lab.ConfigHash()
+	if err != nil {
+		return nil, err
+	}
+	slotDir, err := b.slotDir(req.Slot)
+	if err != nil {
+		return nil, err
+	}
+	checkDir := filepath.Join(slotDir, "check-"+req.Lab.Name)
+	if err := os.MkdirAll(checkDir, 0o755); err != nil {
+		return nil, &InfraError{Op: "check", Err: err}
+	}
+	unlock, err := lockFile(ctx, filepath.Join(checkDir, "lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	res.Timings.Wait = time.Since(start)
+	defer func() { res.Timings.Total = time.Since(start) }()
+
+	changed, err := ChangedPaths(req.Objects, base, req.Tree)
+	if err != nil {
+		return nil, &InfraError{Op: "check", Err: err}
+	}
+	var sources []string
+	for _, p := range changed {
+		name := path.Base(p)
+		if strings.HasPrefix(name, "Kconfig") {
+			res.Skipped = "the series changes " + p
+			return res, nil
+		}
+		if strings.HasSuffix(name, ".c") {
+			sources = append(sources, p)
+		}
+	}
+	if len(sources) == 0 {
+		res.Skipped = "the series changes no C file"
+		return res, nil
+	}
+
+	mainOut := filepath.Join(slotDir, "out-"+req.Lab.Name)
+	unlockOut, ok, err := flock.TryShared(mainOut + ".lock")
+	if err != nil {
+		return nil, &InfraError{Op: "check", Err: err}
+	}
+	if !ok {
+		res.Skipped = "a trusted build is writing the slot's output tree"
+		return res, nil
+	}
+	release := sync.OnceFunc(unlockOut)
+	defer release()
+	j := &job{b: b, req: req, res: &Result{}, out: mainOut, stamp: mainOut + ".stamp",
+		logPath: filepath.Join(checkDir, "check.log"), cfgHash: configHash, parent: ctx}
+	if done, err := j.configuredBefore(); err != nil || !done {
+		if err != nil {
+			return nil, &InfraError{Op: "check", Err: err}
+		}
+		res.Skipped = "the slot's output tree is not configured for this tree's Kconfig files"
+		return res, nil
+	}
+	for _, src := range sources {
+		obj := strings.TrimSuffix(src, ".c") + ".o"
+		cmd := filepath.Join(mainOut, filepath.Dir(obj), "."+filepath.Base(obj)+".cmd")
+		if st, err := os.Lstat(cmd); err == nil && st.Mode().IsRegular() {
+			res.Objects = append(res.Objects, obj)
+		}
+	}
+	if len(res.Objects) == 0 {
+		res.Skipped = "the configuration builds none of the C files the series changes"
+		return res, nil
+	}
+
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	t := time.Now()
+	// The copy is the check's own, from here on: the trusted tree may be
+	// written again.
+	ctx, err = j.isolate(ctx, checkDir, &undo)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	res.Timings.Seed = time.Since(t)
+
+	t = time.Now()
+	if j.co, err = OpenCheckout(checkDir); err != nil {
+		return nil, err
+	}
+	if _, err := j.co.Sync(ctx, req.Objects, req.Tree); err != nil {
+		return nil, err
+	}
+	res.Timings.Sync = time.Since(t)
+
+	closeLog, err := j.openLog()
+	if err != nil {
+		return nil, err
+	}
+	defer closeLog()
+	res.Log = j.logPath
+	if b.opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, &TimeoutError{Timeout: b.opt.Timeout})
+		defer cancel()
+	}
+	t = time.Now()
+	argv := j.makeArgs(res.Objects...)
+	fmt.Fprintf(j.log, "$ %s\n", strings.Join(argv, " "))
+	if err := j.sandbox(j.out).Run(ctx, j.log, argv...); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = j.buildError(strings.Join(res.Objects, " "), err)
+		}
+		return nil, j.verdict(err)
+	}
+	res.Timings.Make = time.Since(t)
+	b.opt.Log.Info("kernel checked", "tree", req.Tree, "lab", req.Lab.Name, "objects", res.Objects,
+		"wait", res.Timings.Wait, "seed", res.Timings.Seed, "sync", res.Timings.Sync, "make", res.Timings.Make)
+	return res, nil
+}

@@ -1,0 +1,136 @@
+package kbuild
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/rdmabot/rdmabot/internal/flock"
+)
+
+// The quick check compiles the changed C file alone, beside a lab boot
+// (the heavy lock held) and a build waiting in the slot (the slot's lock
+// held), finds a compile error as the full build would, and leaves the
+// slot's trusted tree as it was.
+func TestCheckCompilesTheChangedFileBesideHeldLocks(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	heavy := filepath.Join(t.TempDir(), "heavy.lock")
+	b := newToyBuilder(t, Options{HeavyLock: heavy, Timeout: time.Minute})
+	ctx := context.Background()
+	base := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	if _, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: base, Lab: lab, Trusted: true}); err != nil {
+		t.Fatal(err)
+	}
+	mainOut := filepath.Join(b.opt.Dir, "slots", "default", "out-qemu")
+	before, err := os.Stat(filepath.Join(mainOut, "main.o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{heavy, filepath.Join(b.opt.Dir, "slots", "default", "lock")} {
+		release, err := flock.Exclusive(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+	}
+
+	good := r.edit(map[string]string{"init/main.c": "int main(void)\n{\n\treturn 1;\n}\n"})
+	res, err := b.Check(ctx, Request{Objects: r.repo.Storer, Tree: good, Lab: lab}, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped != "" || len(res.Objects) != 1 || res.Objects[0] != "init/main.o" {
+		t.Fatalf("check of a good change: %+v", res)
+	}
+	if res.Timings.Make <= 0 || res.Timings.Total < res.Timings.Make {
+		t.Errorf("timings %+v", res.Timings)
+	}
+
+	broken := r.edit(map[string]string{"init/main.c": "int main(void)\n{\n\treturn undeclared_a;\n}\n"})
+	_, err = b.Check(ctx, Request{Objects: r.repo.Storer, Tree: broken, Lab: lab}, base)
+	var be *BuildError
+	if !errors.As(err, &be) {
+		t.Fatalf("check of a compile error: want *BuildError, got %v", err)
+	}
+	if be.Target != "init/main.o" || len(be.Diagnostics) != 1 || be.Diagnostics[0].File != "init/main.c" ||
+		!strings.Contains(be.Diagnostics[0].Message, "undeclared_a") {
+		t.Errorf("build error %+v", be)
+	}
+
+	after, err := os.Stat(filepath.Join(mainOut, "main.o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.ModTime().Equal(before.ModTime()) {
+		t.Error("the check wrote the slot's trusted main.o")
+	}
+	if _, err := os.Stat(filepath.Join(mainOut, "init", "main.o")); err == nil {
+		t.Error("the check's object is in the slot's trusted tree")
+	}
+}
+
+// Where a check cannot compile what the full build would, the same way,
+// it compiles nothing and says why: the full build decides.
+func TestCheckSkipsWhatItCannotCompileAsTheBuildWould(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{})
+	ctx := context.Background()
+	base := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	baseCommit := gitRun(t, r.dir, "rev-parse", "HEAD")
+	broken := r.edit(map[string]string{"init/main.c": "int main(void) { return undeclared; }\n"})
+	check := func(tree plumbing.Hash) string {
+		t.Helper()
+		res, err := b.Check(ctx, Request{Objects: r.repo.Storer, Tree: tree, Lab: lab}, base)
+		if err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		if len(res.Objects) != 0 {
+			t.Fatalf("compiled %v, want nothing", res.Objects)
+		}
+		return res.Skipped
+	}
+	if got := check(broken); !strings.Contains(got, "not configured") {
+		t.Errorf("no trusted build yet: skipped %q", got)
+	}
+	if _, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: base, Lab: lab, Trusted: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	out := filepath.Join(b.opt.Dir, "slots", "default", "out-qemu")
+	writer, err := flock.Exclusive(ctx, out+".lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := check(broken); !strings.Contains(got, "trusted build is writing") {
+		t.Errorf("tree being written: skipped %q", got)
+	}
+	writer()
+
+	cases := map[string]struct {
+		files map[string]string
+		want  string
+	}{
+		"docs only":         {map[string]string{"README": "x\n"}, "changes no C file"},
+		"a Kconfig changed": {map[string]string{"Kconfig": "CONFIG_NEW\n", "init/main.c": "int main(void) { return undeclared; }\n"}, "changes Kconfig"},
+		"a file not built":  {map[string]string{"init/other.c": "int f(void) { return undeclared; }\n"}, "builds none of the C files"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			gitRun(t, r.dir, "reset", "-q", "--hard", baseCommit)
+			if got := check(r.edit(c.files)); !strings.Contains(got, c.want) {
+				t.Errorf("skipped %q, want %q", got, c.want)
+			}
+		})
+	}
+	if _, err := b.Check(ctx, Request{Objects: r.repo.Storer, Tree: broken, Lab: lab, Trusted: true}, base); err == nil {
+		t.Error("a trusted tree was checked")
+	}
+}
