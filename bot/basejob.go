@@ -57,7 +57,7 @@ func (w *baseWorker) Work(ctx context.Context, job *river.Job[BaseArgs]) error {
 				}
 				tr.Logf("no base: %v", err)
 				t.Detail = detailOf(err)
-				return b.finishWithVerdict(ctx, job, t, flow.ApplyFailed, fmt.Sprintf("The series cannot be read: %v", err))
+				return finishWithVerdict(ctx, b, job, t, flow.ApplyFailed, fmt.Errorf("The series cannot be read: %v", err))
 			}
 			t.Tree, t.Base, t.BaseReason, t.BaseBranch = base.Tree, base.Commit, base.Reason, base.Branch
 			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)
@@ -70,7 +70,7 @@ func (w *baseWorker) Work(ctx context.Context, job *river.Job[BaseArgs]) error {
 				if infraOrInterrupted(ctx, err) {
 					return err
 				}
-				return b.finishWithVerdict(ctx, job, t, flow.ApplyFailed, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
+				return finishWithVerdict(ctx, b, job, t, flow.ApplyFailed, fmt.Errorf("%s %s: %v", t.Tree, t.Ref, err))
 			}
 			t.Candidate = cand
 			if br := b.opts.Branches[t.Tree]; len(br) > 0 {
@@ -92,11 +92,15 @@ func (w *baseWorker) Work(ctx context.Context, job *river.Job[BaseArgs]) error {
 			tr.Logf("%s %s head %s against last good %s", t.Tree, t.Ref, t.Candidate, t.Base)
 		}
 		t.State = store.StateBuilding
+		var next river.JobArgs = BuildArgs{TestID: t.ID}
+		if t.Kind == store.KindSeries && t.Base != "" && b.stages.Check != nil {
+			next = CheckArgs{TestID: t.ID}
+		}
 		return complete(ctx, b, job, func(tx *sql.Tx) error {
 			if err := b.st.UpdateTest(ctx, tx, t); err != nil {
 				return err
 			}
-			_, err := b.river.InsertTx(ctx, tx, BuildArgs{TestID: t.ID}, nil)
+			_, err := b.river.InsertTx(ctx, tx, next, nil)
 			return err
 		})
 	})
@@ -126,6 +130,9 @@ func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, 
 	return err
 }
 
-func (b *Bot) finishWithVerdict(ctx context.Context, job *river.Job[BaseArgs], t store.Test, verdict flow.Outcome, summary string) error {
-	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, verdict, summary) })
+// finishWithVerdict ends a test with the verdict err says (does not
+// apply, does not build) and completes job in the same transaction.
+func finishWithVerdict[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], t store.Test, v flow.Outcome, err error) error {
+	t.Detail = detailOf(err)
+	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })
 }

@@ -42,6 +42,10 @@ const (
 	// QueueBaseBuild is the base lane: base kernels nothing has built
 	// yet, built only while QueueBuild is idle (baselane.go).
 	QueueBaseBuild = "build_base"
+	// QueueCheck is the check lane: base choice and the quick compile
+	// of a series' changed files, which wait for no build and no lab
+	// boot (checkjob.go).
+	QueueCheck = "check"
 )
 
 // Options configure a Bot.
@@ -160,6 +164,7 @@ func New(st *store.Store, o Options) (*Bot, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &ingestWorker{b: b})
 	river.AddWorker(workers, &baseWorker{b: b})
+	river.AddWorker(workers, &checkWorker{b: b})
 	river.AddWorker(workers, &buildWorker{b: b})
 	river.AddWorker(workers, &baseKernelsWorker{b: b})
 	river.AddWorker(workers, &warmWorker{b: b})
@@ -196,12 +201,14 @@ func New(st *store.Store, o Options) (*Bot, error) {
 			queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
 			queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
 			queues[QueueBaseBuild] = river.QueueConfig{MaxWorkers: 1}
+			queues[QueueCheck] = river.QueueConfig{MaxWorkers: 1}
 			queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
 		case RoleIngest:
 			queues[QueueIngest] = river.QueueConfig{MaxWorkers: 4}
 		case RoleBuild:
 			queues[QueueBuild] = river.QueueConfig{MaxWorkers: 1}
 			queues[QueueBaseBuild] = river.QueueConfig{MaxWorkers: 1}
+			queues[QueueCheck] = river.QueueConfig{MaxWorkers: 1}
 		case RoleLab:
 			queues[QueueLab] = river.QueueConfig{MaxWorkers: 2}
 		default:

@@ -25,21 +25,14 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 	b := w.b
 	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
 		verdict := func(v flow.Outcome, err error) error {
-			t.Detail = detailOf(err)
-			return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })
+			return finishWithVerdict(ctx, b, job, t, v, err)
 		}
 		// Applied first, before any kernel is built: a series that does
-		// not apply is answered without waiting for one. A second build
-		// job (Based) applies it again: cheap, and the same tree.
+		// not apply is answered without waiting for one. The check job
+		// and a second build job (Based) apply it again: cheap, and the
+		// same tree.
 		if t.Kind == store.KindSeries {
-			s, err := b.series(ctx, t.SeriesID)
-			if err != nil {
-				return err
-			}
-			cand, err := b.applyFix(ctx, &t, s, tr)
-			if err == nil && cand == "" {
-				cand, err = b.stages.Build.Apply(ctx, flow.Base{Tree: t.Tree, Commit: t.Base}, s, tr)
-			}
+			cand, err := b.applySeries(ctx, &t, tr)
 			if err != nil {
 				if infraOrInterrupted(ctx, err) {
 					return err
@@ -107,6 +100,20 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 			return err
 		})
 	})
+}
+
+// applySeries applies a series test's patches onto its base (a fix
+// test's onto the candidate it fixes) and returns the candidate commit.
+func (b *Bot) applySeries(ctx context.Context, t *store.Test, tr *Trace) (string, error) {
+	s, err := b.series(ctx, t.SeriesID)
+	if err != nil {
+		return "", err
+	}
+	cand, err := b.applyFix(ctx, t, s, tr)
+	if err == nil && cand == "" {
+		cand, err = b.stages.Build.Apply(ctx, flow.Base{Tree: t.Tree, Commit: t.Base}, s, tr)
+	}
+	return cand, err
 }
 
 // buildDebug builds the debug profile's kernels of a series' base and

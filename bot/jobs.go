@@ -16,7 +16,8 @@ import (
 
 // The job kinds. Each job does one stage and, in the transaction that
 // completes it, inserts the next: ingest -> test -> build -> lab ->
-// report (-> lab for more runs); mainline -> test ...; bisect -> bisect.
+// report (-> lab for more runs), with check between test and build for a
+// series; mainline -> test ...; bisect -> bisect.
 // Args carry ids only; the state is in our tables.
 
 // pending are the states in which a second insert is a duplicate for
@@ -39,7 +40,8 @@ type BaseArgs struct {
 
 func (BaseArgs) Kind() string { return "base" }
 func (BaseArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueBuild, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	// In the check lane: choosing a base waits for no build.
+	return river.InsertOpts{Queue: QueueCheck, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 // BuildArgs applies and builds a test's kernels.
@@ -142,7 +144,7 @@ func (b *Bot) Cancel(ctx context.Context, testID int64) error {
 	if err := b.st.UpdateTest(ctx, b.st.DB, t); err != nil {
 		return err
 	}
-	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "base_kernels", "lab", "report").
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "check", "build", "base_kernels", "lab", "report").
 		States(pending...).First(1000))
 	if err != nil {
 		return err
@@ -162,7 +164,7 @@ func (b *Bot) Cancel(ctx context.Context, testID int64) error {
 
 // JobsOfTest lists the River jobs that worked on a test, for its page.
 func (b *Bot) JobsOfTest(ctx context.Context, testID int64) ([]*rivertype.JobRow, error) {
-	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "build", "base_kernels", "lab", "report").
+	res, err := b.river.JobList(ctx, river.NewJobListParams().Kinds("base", "check", "build", "base_kernels", "lab", "report").
 		States(append(pending, rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded)...).First(10000))
 	if err != nil {
 		return nil, err

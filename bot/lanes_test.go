@@ -221,3 +221,98 @@ func TestBaseYieldMaxMustNotBeNegative(t *testing.T) {
 		t.Errorf("a negative base_yield_max: %v", err)
 	}
 }
+
+// The check lane: a series that does not compile or apply is answered
+// while the machine is held (a lab boot or a cold build holding the
+// heavy lock; the fake's one machine slot here, held by the test) and
+// another series' build waits for it in the build lane: its base, its
+// apply and the quick compile of its changed files wait for neither.
+// Neither is built in full; the waiting series is answered after.
+func TestCheckLaneAnswersBeforeAnyBuild(t *testing.T) {
+	machine := make(chan struct{}, 1)
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		build.Machine = machine
+		o.Stages.Lab.(*fakestage.Lab).Machine = machine
+		o.Stages.Check = &fakestage.Checker{Of: build, Calls: build.Calls}
+	})
+	// A first series has the base built.
+	h.ingest.Add(series("<first@x>", "[PATCH] svcrdma: a first change"))
+	h.wait("the first reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
+	machine <- struct{}{}
+	h.ingest.Add(series("<plain@x>", "[PATCH] svcrdma: a plain change"))
+	h.wait("the plain series' candidate build to wait for the machine in the build lane", 30*time.Second, func() bool { return h.calls.Count("build mainline ") == 3 })
+	h.ingest.Add(series("<break@x>", "[PATCH] svcrdma: build-fails in the send path"))
+	h.ingest.Add(series("<stale@x>", "[PATCH] svcrdma: does-not-apply any more"))
+	h.wait("the build break's and the stale series' replies", 30*time.Second, func() bool { return h.report.Count() == 3 })
+	for id, want := range map[string]flow.Outcome{"<break@x>": flow.BuildFailed, "<stale@x>": flow.ApplyFailed} {
+		r, _ := h.report.Get("series:" + id + ":v1:")
+		if r.Verdict != want {
+			t.Errorf("%s: %s, want %s", id, r.Verdict, want)
+		}
+	}
+	if r, _ := h.report.Get("series:<break@x>:v1:"); !strings.Contains(r.Log, "expected ';'") {
+		t.Errorf("the build break's reply lacks the compiler error: %q", r.Log)
+	}
+	for _, id := range []string{"<break@x>", "<stale@x>"} {
+		tt, err := h.st.TestByKey(context.Background(), h.st.DB, "series:"+id+":v1:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.Candidate != "" && h.calls.Count("build mainline "+tt.Candidate) > 0 {
+			t.Errorf("%s was built in full:\n%s", id, strings.Join(h.calls.List(), "\n"))
+		}
+	}
+	if tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<break@x>:v1:"); tt.Candidate == "" {
+		t.Error("the build break's test names no candidate: its reply cannot link the series' tree")
+	}
+	<-machine
+	h.wait("the plain series' reply", 60*time.Second, func() bool { return h.report.Count() == 4 })
+	if r, _ := h.report.Get("series:<plain@x>:v1:"); r.Verdict != flow.Pass {
+		t.Errorf("the plain series: %s, want PASS", r.Verdict)
+	}
+	if n := h.calls.Count("deliver series:<break@x>"); n != 1 {
+		t.Errorf("the build break was answered %d times", n)
+	}
+}
+
+// What the quick check cannot settle goes on to the full build, which
+// decides as before: a check that fails on the bot's side (its disk
+// full) is no verdict, and the series' build gives it; a check that
+// compiles nothing (a Kconfig change) or compiles cleanly hands over too.
+func TestCheckLaneLeavesTheRestToTheBuild(t *testing.T) {
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		o.Stages.Check = &fakestage.Checker{Of: build, Calls: build.Calls, FailChecks: 1}
+	})
+	h.ingest.Add(series("<break@x>", "[PATCH] svcrdma: build-fails in the send path"))
+	h.wait("the first reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
+	h.ingest.Add(series("<kconfig@x>", "[PATCH] svcrdma: check-skips with a new option"))
+	h.ingest.Add(series("<plain@x>", "[PATCH] svcrdma: a plain change"))
+	h.wait("three replies", 60*time.Second, func() bool { return h.report.Count() == 3 })
+	want := map[string]struct {
+		v     flow.Outcome
+		trace string
+	}{
+		"<break@x>":   {flow.BuildFailed, "the quick check failed on the bot's side, the build decides: kbuild: check: no space left on device"},
+		"<kconfig@x>": {flow.Pass, "quick check skipped: the series changes Kconfig"},
+		"<plain@x>":   {flow.Pass, "the changed files compile alone (1 objects"},
+	}
+	for id, w := range want {
+		key := "series:" + id + ":v1:"
+		if r, _ := h.report.Get(key); r.Verdict != w.v {
+			t.Errorf("%s: %s, want %s", id, r.Verdict, w.v)
+		}
+		tt, err := h.st.TestByKey(context.Background(), h.st.DB, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !traceHas(t, h, tt.ID, w.trace) {
+			t.Errorf("%s: the trace has no %q", id, w.trace)
+		}
+		// Every one was built in full: the build decided.
+		if h.calls.Count("build mainline "+tt.Candidate) != 1 {
+			t.Errorf("%s: candidate %s built %d times, want once", id, tt.Candidate, h.calls.Count("build mainline "+tt.Candidate))
+		}
+	}
+}

@@ -50,6 +50,16 @@ type Builder interface {
 	KernelKey(ctx context.Context, tree, commit string) (string, error)
 }
 
+// Checker compiles alone the files a candidate changes from its base,
+// in the check lane, before its full build joins the build lane: a
+// series that does not compile is answered in seconds. compiled is empty
+// when the check could not stand for the full build (which then
+// decides); an error that is not an infra error is the candidate's
+// compile failure.
+type Checker interface {
+	Check(ctx context.Context, tree, base, candidate string, trace io.Writer) (compiled []string, err error)
+}
+
 // Trees fetches branches, reverts commits and locates repositories.
 type Trees interface {
 	// Fetch updates a tree's branches from its URL.
@@ -135,8 +145,10 @@ type Stages struct {
 	Fetch  SeriesFetcher
 	Mbox   MboxReader
 	Build  Builder
-	Trees  Trees
-	Lab    Lab
+	// Check, when set, checks a series' compile before its build.
+	Check Checker
+	Trees Trees
+	Lab   Lab
 	// Profiles are the lab's profiles besides the default test, in the
 	// order they boot; none when they are off.
 	Profiles []Profile

@@ -28,6 +28,11 @@ func (b buildStage) Build(ctx context.Context, tree, commit string, trace io.Wri
 	return dir, buildFailure(err)
 }
 
+func (b buildStage) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) ([]string, error) {
+	compiled, err := b.Stage.Check(ctx, tree, base, candidate, trace)
+	return compiled, buildFailure(err)
+}
+
 // applyFailure keeps a patch that does not apply, or that the builder
 // refuses, structured for the reply; other errors pass unchanged.
 func applyFailure(err error) error {

@@ -242,7 +242,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, role string, gh *gith
 	}
 	r.Kernels.Compiler = kb.Toolchain().Words()
 	b := &builder.Stage{Store: bs, RepoDir: builder.StorePath(cfg.DataDir), Cfg: cfg.Builder, Kbuild: kb, Lab: kernelLab, Now: time.Now}
-	stages.Build, stages.Trees = buildStage{b}, b
+	stages.Build, stages.Check, stages.Trees = buildStage{b}, buildStage{b}, b
 	if stages.Debug != nil {
 		db := *b
 		db.Lab = kbuild.DebugLab(kernelLab)

@@ -339,7 +339,7 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		speed = "uaf"
 	case strings.Contains(subject, "debug-build-fails"):
 	case strings.Contains(subject, "build-fails"):
-		return "", errors.New("net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token")
+		return "", errors.New(buildFailsError)
 	case strings.Contains(subject, "lossy-hang"):
 		speed = "lossy-hang"
 	case strings.Contains(subject, "sq-overflow"):
@@ -1009,6 +1009,47 @@ func Mail(raw string) *flow.Message {
 		}
 	}
 	return m
+}
+
+// buildFailsError is a "build-fails" series' compiler error.
+const buildFailsError = "net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expected ';' before '}' token"
+
+// Checker is the quick check of a series' changed files (bot.Checker):
+// it takes no machine slot, as kbuild's check takes no heavy lock. A
+// "build-fails" series (applied by Of) fails it with the compiler error
+// its build would give; a "check-skips" one compiles nothing; any other
+// compiles its one changed file.
+type Checker struct {
+	Of    *Builder
+	Calls *Calls
+	// FailChecks makes this many checks fail with an infra error first.
+	FailChecks int
+
+	mu sync.Mutex
+}
+
+func (c *Checker) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) ([]string, error) {
+	c.Calls.Add("check %s %s", tree, candidate)
+	c.mu.Lock()
+	fail := c.FailChecks > 0
+	if fail {
+		c.FailChecks--
+	}
+	c.mu.Unlock()
+	if fail {
+		return nil, &InfraError{"kbuild: check: no space left on device"}
+	}
+	c.Of.mu.Lock()
+	subject := c.Of.applied[candidate]
+	c.Of.mu.Unlock()
+	switch {
+	case strings.Contains(subject, "build-fails") && !strings.Contains(subject, "debug-build-fails"):
+		return nil, errors.New(buildFailsError)
+	case strings.Contains(subject, "check-skips"):
+		fmt.Fprintln(trace, "quick check skipped: the series changes Kconfig")
+		return nil, nil
+	}
+	return []string{"net/sunrpc/xprtrdma/svc_rdma_sendto.o"}, nil
 }
 
 // occupy takes the one slot of machine (the builds' and boots' shared

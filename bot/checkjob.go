@@ -1,0 +1,67 @@
+package bot
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/rdmabot/rdmabot/bot/store"
+	"github.com/rdmabot/rdmabot/flow"
+)
+
+// CheckArgs checks a series before its build job joins the build lane:
+// it applies the series and compiles alone the files it changes
+// (Stages.Check), in the check lane, which waits for no full build and
+// no lab boot. A series that does not apply or compile is answered
+// here; any other goes on to its build job.
+type CheckArgs struct {
+	TestID int64 `json:"test_id"`
+}
+
+func (CheckArgs) Kind() string { return "check" }
+func (CheckArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueCheck, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+type checkWorker struct {
+	river.WorkerDefaults[CheckArgs]
+	b *Bot
+}
+
+func (w *checkWorker) Timeout(*river.Job[CheckArgs]) time.Duration { return time.Hour }
+
+func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error {
+	b := w.b
+	return testJob(ctx, b, job, job.Args.TestID, func(tr *Trace, t store.Test) error {
+		cand, err := b.applySeries(ctx, &t, tr)
+		if err != nil {
+			if infraOrInterrupted(ctx, err) {
+				return err
+			}
+			tr.Logf("does not apply: %v", err)
+			return finishWithVerdict(ctx, b, job, t, flow.ApplyFailed, err)
+		}
+		t.Candidate = cand
+		tr.Logf("applied: %s", cand)
+		start := time.Now()
+		compiled, err := b.stages.Check.Check(ctx, t.Tree, t.Base, cand, tr)
+		switch {
+		case ctx.Err() != nil:
+			return err
+		case flow.IsInfra(err):
+			// The check only saves time: the full build decides.
+			tr.Logf("the quick check failed on the bot's side, the build decides: %v", err)
+		case err != nil:
+			tr.Logf("build failed in the quick check of the changed files: %v", err)
+			return finishWithVerdict(ctx, b, job, t, flow.BuildFailed, err)
+		case len(compiled) > 0:
+			tr.Logf("the changed files compile alone (%d objects, %s)", len(compiled), time.Since(start).Round(time.Millisecond))
+		}
+		return complete(ctx, b, job, func(tx *sql.Tx) error {
+			_, err := b.river.InsertTx(ctx, tx, BuildArgs{TestID: t.ID}, nil)
+			return err
+		})
+	})
+}
