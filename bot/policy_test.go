@@ -135,6 +135,11 @@ func aaUnderProfile(t *testing.T, o flow.Outcome, profilesOnly bool) aa.Result {
 	if want := fmt.Sprintf("after %d profile boots and %d rounds", len(rs[0].Profiles), rs[0].Rounds); len(rs[0].Profiles) == 0 || !strings.Contains(out.String(), want) {
 		t.Errorf("A/A progress: want %q (%d profile boots) in %q", want, len(rs[0].Profiles), out.String())
 	}
+	// Each profile boot's tests are kept beside its profile: the
+	// summary's flakiness table reads them.
+	if len(rs[0].ProfileTests) != len(rs[0].Profiles) {
+		t.Errorf("%d profile boots, %d lists of their tests", len(rs[0].Profiles), len(rs[0].ProfileTests))
+	}
 	return rs[0]
 }
 

@@ -126,8 +126,13 @@ type Result struct {
 	// counts, base and candidate in boot order (Runner.Profiles).
 	Profiles      []string         `json:"profiles,omitempty"`
 	ProfileHealth []map[string]int `json:"profile_health,omitempty"`
-	Busy          []float64        `json:"busy_boots,omitempty"`
-	Seconds       float64          `json:"seconds"`
+	// ProfileTests are each profile boot's functional tests (fstests), in
+	// the same order, a failure's evidence cut short: how often a test
+	// fails on a healthy kernel is what "fails on the candidate, passes
+	// on every base boot" rests on.
+	ProfileTests [][]flow.TestResult `json:"profile_tests,omitempty"`
+	Busy         []float64           `json:"busy_boots,omitempty"`
+	Seconds      float64             `json:"seconds"`
 	// QuietWait is the seconds the boots waited for a quiet host
 	// before starting (lab.qemu.quiet_wait), all boots together.
 	QuietWait float64 `json:"quiet_wait_s,omitempty"`
@@ -260,6 +265,7 @@ func (a *Runner) one(ctx context.Context, cached []flow.Sample) (r Result, round
 			r.Busy = append(r.Busy, s.BusyRepeated...)
 			r.Profiles = append(r.Profiles, s.Profile)
 			r.ProfileHealth = append(r.ProfileHealth, s.Health)
+			r.ProfileTests = append(r.ProfileTests, shortTests(s.Tests))
 		}
 		if err != nil {
 			return infra(err)
@@ -539,4 +545,17 @@ func sameFile(a, b string) bool {
 	sa, errA := os.Stat(a)
 	sb, errB := os.Stat(b)
 	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// shortTests is tests with each failure's evidence cut to its first
+// 300 bytes: enough to tell one failure from another in a summary.
+func shortTests(tests []flow.TestResult) []flow.TestResult {
+	out := make([]flow.TestResult, len(tests))
+	for i, t := range tests {
+		if len(t.Why) > 300 {
+			t.Why = t.Why[:300]
+		}
+		out[i] = t
+	}
+	return out
 }

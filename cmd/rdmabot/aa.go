@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmabot/rdmabot/clients/aa"
+	"github.com/rdmabot/rdmabot/flow"
 
 	"github.com/rdmabot/rdmabot/bot"
 	"github.com/rdmabot/rdmabot/lab"
@@ -258,6 +259,56 @@ func printAASummary(e *env, rs []aa.Result) {
 	}
 	printOutcomes(e, same)
 	printHostLoad(e, same)
+	printTestOutcomes(e, same)
+}
+
+// printTestOutcomes is the table of each functional test's results over
+// the profile boots of healthy kernels (base and candidate alike, every
+// condition): a test that fails on some of them is flaky at that rate.
+func printTestOutcomes(e *env, rs []aa.Result) {
+	type tally struct {
+		pass, fail, notrun int
+		secs               []float64
+	}
+	byTest := map[string]*tally{}
+	var names []string
+	for _, r := range rs {
+		for _, boot := range r.ProfileTests {
+			for _, t := range boot {
+				c := byTest[t.Name]
+				if c == nil {
+					c = &tally{}
+					byTest[t.Name] = c
+					names = append(names, t.Name)
+				}
+				switch t.Status {
+				case flow.TestPass:
+					c.pass++
+					c.secs = append(c.secs, t.Secs)
+				case flow.TestFail:
+					c.fail++
+				default:
+					c.notrun++
+				}
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	sort.Strings(names)
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TEST	BOOTS	PASS	FAIL	NOTRUN	PASS P50 S	PASS MAX S")
+	for _, n := range names {
+		c := byTest[n]
+		p50, hi := "-", "-"
+		if len(c.secs) > 0 {
+			sort.Float64s(c.secs)
+			p50, hi = fmt.Sprintf("%.0f", c.secs[(len(c.secs)-1)/2]), fmt.Sprintf("%.0f", c.secs[len(c.secs)-1])
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", n, c.pass+c.fail+c.notrun, c.pass, c.fail, c.notrun, p50, hi)
+	}
+	w.Flush()
 }
 
 // printOutcomes is the table of outcomes per condition and mode, with

@@ -65,7 +65,8 @@ func TestLabQueueReplaysPostings(t *testing.T) {
 }
 
 // lab aa --summary counts outcomes per condition and judging, the
-// contended boots, and how many boots counted any transport fault.
+// contended boots, how many boots counted any transport fault, and each
+// functional test's results over the profile boots.
 func TestLabAASummary(t *testing.T) {
 	dir := t.TempDir()
 	aa := filepath.Join(dir, "aa.jsonl")
@@ -90,6 +91,29 @@ func TestLabAASummary(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "TEST ") {
+		t.Errorf("a test table without profile tests:\n%s", got)
+	}
+
+	fst := filepath.Join(dir, "aa-fstests.jsonl")
+	if err := os.WriteFile(fst, []byte(`{"condition":"idle","verdict":"PASS","fresh":"PASS","seconds":600,"profiles":["fstests-rxe","fstests-rxe"],"profile_tests":[[{"name":"generic/075","status":"pass","secs":83},{"name":"generic/112","status":"notrun","why":"no AIO"}],[{"name":"generic/075","status":"fail","why":"fsx failed"},{"name":"generic/112","status":"notrun"}]]}
+{"condition":"busy","verdict":"PASS","fresh":"PASS","seconds":700,"profiles":["fstests-rxe","fstests-rxe"],"profile_tests":[[{"name":"generic/075","status":"pass","secs":120}],[{"name":"generic/075","status":"pass","secs":90}]]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"lab", "aa", "--config", cfg, "--results", fst, "--summary"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{
+		"TEST         BOOTS  PASS  FAIL  NOTRUN  PASS P50 S  PASS MAX S",
+		"generic/075  4      3     1     0       90          120",
+		"generic/112  2      0     0     2       -           -",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, out.String())
 		}
 	}
 }
