@@ -148,6 +148,17 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 	return b.buildKernelWith(ctx, b.stages.Build, tree, commit, tr)
 }
 
+// built says whether the artifact store holds the kernel of tree at
+// commit in the lab's configuration, and names it.
+func (b *Bot) built(ctx context.Context, tree, commit string) (key string, ok bool, err error) {
+	kk, err := b.stages.Build.KernelKey(ctx, tree, commit)
+	if err != nil {
+		return "", false, flow.MarkInfra(err)
+	}
+	key = artifactKey(tree, kk)
+	return key, b.art.Has(key), nil
+}
+
 // buildKernelWith is buildKernel with another configuration's builder.
 func (b *Bot) buildKernelWith(ctx context.Context, build Builder, tree, commit string, tr *Trace) (string, error) {
 	kk, err := build.KernelKey(ctx, tree, commit)

@@ -45,8 +45,19 @@ func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 		}
 		t.Candidate = cand
 		tr.Logf("applied: %s", cand)
+		_, built, err := b.built(ctx, t.Tree, cand)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
-		compiled, err := b.stages.Check.Check(ctx, t.Tree, t.Base, cand, tr)
+		var compiled []string
+		if built {
+			// A series seen before (a retest, a RESEND): its kernel is in
+			// the artifact store, and the build job takes it from there.
+			tr.Logf("the candidate's kernel is built already: no quick check")
+		} else {
+			compiled, err = b.stages.Check.Check(ctx, t.Tree, t.Base, cand, tr)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return err
@@ -55,6 +66,11 @@ func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 			tr.Logf("the quick check failed on the bot's side, the build decides: %v", err)
 		case err != nil:
 			tr.Logf("build failed in the quick check of the changed files: %v", err)
+			// The reply's reproducer configures as the base was: its
+			// .config is the base kernel's, when that is built.
+			if key, ok, kerr := b.built(ctx, t.Tree, t.Base); kerr == nil && ok {
+				t.BaseArtifact = key
+			}
 			return finishWithVerdict(ctx, b, job, t, flow.BuildFailed, err)
 		case len(compiled) > 0:
 			tr.Logf("the changed files compile alone (%d objects, %s)", len(compiled), time.Since(start).Round(time.Millisecond))

@@ -263,8 +263,8 @@ func TestCheckLaneAnswersBeforeAnyBuild(t *testing.T) {
 			t.Errorf("%s was built in full:\n%s", id, strings.Join(h.calls.List(), "\n"))
 		}
 	}
-	if tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<break@x>:v1:"); tt.Candidate == "" {
-		t.Error("the build break's test names no candidate: its reply cannot link the series' tree")
+	if tt, _ := h.st.TestByKey(context.Background(), h.st.DB, "series:<break@x>:v1:"); tt.Candidate == "" || tt.BaseArtifact == "" {
+		t.Errorf("the build break's test names candidate %q, base kernel %q: its reply links neither the series' tree nor the base's .config", tt.Candidate, tt.BaseArtifact)
 	}
 	<-machine
 	h.wait("the plain series' reply", 60*time.Second, func() bool { return h.report.Count() == 4 })
@@ -314,5 +314,18 @@ func TestCheckLaneLeavesTheRestToTheBuild(t *testing.T) {
 		if h.calls.Count("build mainline "+tt.Candidate) != 1 {
 			t.Errorf("%s: candidate %s built %d times, want once", id, tt.Candidate, h.calls.Count("build mainline "+tt.Candidate))
 		}
+	}
+
+	// A retest: the candidate's kernel is in the artifact store, so there
+	// is nothing to check, and the build takes the kernel from there.
+	again := series("<plain@x>", "[PATCH] svcrdma: a plain change")
+	again.Command = &flow.Command{Verb: flow.CommandRetest, MsgID: "<again@x>", From: "dev@example.org", Line: "#rdmabot retest"}
+	h.ingest.Add(again)
+	tt := h.testDone("series:<plain@x>:v1::cmd:<again@x>")
+	if n := h.calls.Count("check mainline " + tt.Candidate); n != 1 {
+		t.Errorf("the candidate was checked %d times, want once: its retest found its kernel built", n)
+	}
+	if !traceHas(t, h, tt.ID, "the candidate's kernel is built already: no quick check") {
+		t.Error("the retest's trace does not say why it was not checked")
 	}
 }
