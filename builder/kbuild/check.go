@@ -17,6 +17,10 @@ import (
 	"github.com/rdmabot/rdmabot/internal/flock"
 )
 
+// CheckTimeout bounds a check's compile (or Options.Timeout, when
+// shorter): a file that takes longer alone is the full build's to judge.
+const CheckTimeout = 10 * time.Minute
+
 // CheckResult is what a quick check compiled, or why it compiled nothing.
 type CheckResult struct {
 	// Objects are the objects compiled (make targets), in path order.
@@ -155,15 +159,24 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 	}
 	defer closeLog()
 	res.Log = j.logPath
-	if b.opt.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, b.opt.Timeout, &TimeoutError{Timeout: b.opt.Timeout})
-		defer cancel()
+	// The check lane waits for no build, so nothing may hold it long: a
+	// compile past its bound leaves the verdict to the full build.
+	limit := CheckTimeout
+	if b.opt.Timeout > 0 && b.opt.Timeout < limit {
+		limit = b.opt.Timeout
 	}
+	makeCtx, cancel := context.WithTimeoutCause(ctx, limit, &TimeoutError{Timeout: limit})
+	defer cancel()
 	t = time.Now()
 	argv := j.makeArgs(res.Objects...)
 	fmt.Fprintf(j.log, "$ %s\n", strings.Join(argv, " "))
-	if err := j.sandbox(j.out).Run(ctx, j.log, argv...); err != nil {
+	if err := j.sandbox(j.out).Run(makeCtx, j.log, argv...); err != nil {
+		var te *TimeoutError
+		if ctx.Err() == nil && errors.As(context.Cause(makeCtx), &te) {
+			res.Objects = nil
+			res.Skipped = fmt.Sprintf("the compile ran past %v", limit)
+			return res, nil
+		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			err = j.buildError(strings.Join(res.Objects, " "), err)

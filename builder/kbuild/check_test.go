@@ -133,4 +133,18 @@ func TestCheckSkipsWhatItCannotCompileAsTheBuildWould(t *testing.T) {
 	if _, err := b.Check(ctx, Request{Objects: r.repo.Storer, Tree: broken, Lab: lab, Trusted: true}, base); err == nil {
 		t.Error("a trusted tree was checked")
 	}
+
+	// A compile past the check's bound (the builder's timeout when it is
+	// shorter) holds the check lane no longer, and blames no one.
+	quick := newToyBuilder(t, Options{Dir: b.opt.Dir, CCacheDir: b.opt.CCacheDir, Timeout: time.Second})
+	gitRun(t, r.dir, "reset", "-q", "--hard", baseCommit)
+	slow := r.edit(map[string]string{"SLOW": "", "init/main.c": "int main(void) { return 2; }\n"})
+	start := time.Now()
+	res, err := quick.Check(ctx, Request{Objects: r.repo.Storer, Tree: slow, Lab: lab}, base)
+	if err != nil || len(res.Objects) != 0 || !strings.Contains(res.Skipped, "ran past 1s") {
+		t.Errorf("a compile past the bound: %+v, %v", res, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the check took %v: the bound did not stop it", d)
+	}
 }
