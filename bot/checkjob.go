@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -60,7 +61,8 @@ func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 		}
 		switch {
 		case ctx.Err() != nil:
-			return err
+			// Stopped (serve shutting down): the job runs again.
+			return errors.Join(ctx.Err(), err)
 		case flow.IsInfra(err):
 			// The check only saves time: the full build decides.
 			tr.Logf("the quick check failed on the bot's side, the build decides: %v", err)
