@@ -57,13 +57,15 @@ func childMain() int {
 	cfg.Artifacts = filepath.Join(dir, "artifacts")
 	outbox := filepath.Join(shared, "outbox")
 	os.MkdirAll(outbox, 0o755)
+	build := &fakestage.Builder{Dir: filepath.Join(dir, "kernels"), Calls: calls, Delay: 300 * time.Millisecond}
 	b, err := bot.New(st, bot.Options{
 		Config: cfg,
 		Role:   role,
 		Params: "p",
 		Stages: bot.Stages{
 			Ingest: &fakestage.Ingest{File: filepath.Join(shared, "series.json"), Calls: calls},
-			Build:  &fakestage.Builder{Dir: filepath.Join(dir, "kernels"), Calls: calls, Delay: 300 * time.Millisecond},
+			Build:  build,
+			Check:  &fakestage.Checker{Of: build, Calls: calls, Delay: 300 * time.Millisecond},
 			Lab:    &fakestage.Lab{Calls: calls, Delay: 400 * time.Millisecond},
 			Decide: fakestage.Decider{},
 			Report: &fakestage.Reporter{Dir: outbox, Calls: calls},
@@ -233,9 +235,10 @@ func TestCrashAndRestart(t *testing.T) {
 		series("<slow@x>", "[PATCH] svcrdma: slow send"),
 		series("<broken@x>", "[PATCH] svcrdma: build-fails"))
 	logs := filepath.Join(dir, "log")
-	// Kill while applying, while building, in the middle of a lab round,
-	// and right after the first reply went out (before its job completed).
-	kills := []struct{ prefix string }{{"apply"}, {"build"}, {"run"}, {"deliver"}}
+	// Kill while applying, while checking, while building, in the middle
+	// of a lab round, and right after the first reply went out (before
+	// its job completed).
+	kills := []struct{ prefix string }{{"apply"}, {"check"}, {"build"}, {"run"}, {"deliver"}}
 	c.start()
 	for _, k := range kills {
 		seen := c.count(k.prefix)
@@ -295,8 +298,8 @@ func TestCrashAndRestart(t *testing.T) {
 			t.Errorf("test %s is %s", tt.Key, tt.State)
 		}
 	}
-	t.Logf("calls: %d applies, %d builds, %d lab runs, %d delivery attempts for 3 replies",
-		c.count("apply"), c.count("build"), c.count("run"), c.count("deliver"))
+	t.Logf("calls: %d applies, %d checks, %d builds, %d lab runs, %d delivery attempts for 3 replies",
+		c.count("apply"), c.count("check"), c.count("build"), c.count("run"), c.count("deliver"))
 }
 
 // A process killed -9 whose successor has another name (another host,

@@ -1024,12 +1024,19 @@ type Checker struct {
 	Calls *Calls
 	// FailChecks makes this many checks fail with an infra error first.
 	FailChecks int
+	// Delay is how long a check compiles.
+	Delay time.Duration
 
 	mu sync.Mutex
 }
 
 func (c *Checker) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) ([]string, error) {
 	c.Calls.Add("check %s %s", tree, candidate)
+	select {
+	case <-time.After(c.Delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	c.mu.Lock()
 	fail := c.FailChecks > 0
 	if fail {
