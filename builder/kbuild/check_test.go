@@ -52,6 +52,11 @@ func TestCheckCompilesTheChangedFileBesideHeldLocks(t *testing.T) {
 	if res.Timings.Make <= 0 || res.Timings.Total < res.Timings.Make {
 		t.Errorf("timings %+v", res.Timings)
 	}
+	// It takes only CPU that nothing else wants: a lab boot beside it is
+	// not slowed.
+	if log, err := os.ReadFile(res.Log); err != nil || !strings.Contains(string(log), "sched: SCHED_IDLE, nice 19") {
+		t.Errorf("the check's compile did not run idle: %v\n%s", err, log)
+	}
 
 	broken := r.edit(map[string]string{"init/main.c": "int main(void)\n{\n\treturn undeclared_a;\n}\n"})
 	_, err = b.Check(ctx, Request{Objects: r.repo.Storer, Tree: broken, Lab: lab}, base)
