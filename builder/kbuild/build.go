@@ -106,6 +106,8 @@ type Builder struct {
 	bwrap      string
 	toolchain  Toolchain
 	store      *Store
+	// idle runs a check's compile on idle CPU (idlePrefix).
+	idle []string
 }
 
 // New checks the toolchain and the sandbox and returns a Builder.
@@ -164,7 +166,22 @@ func New(ctx context.Context, opt Options) (*Builder, error) {
 	if err := sb.Check(ctx); err != nil {
 		return nil, err
 	}
+	b.idle = idlePrefix(ctx, sb.Run, opt.Log)
 	return b, nil
+}
+
+// idlePrefix is the command prefix that runs a program in the sandbox
+// on idle CPU only (SCHED_IDLE, nice 19), or none when the sandbox cannot
+// run it: a missing chrt must not make every check's compile fail, which
+// would blame the series.
+func idlePrefix(ctx context.Context, run func(ctx context.Context, w io.Writer, argv ...string) error, log *slog.Logger) []string {
+	prefix := []string{"chrt", "--idle", "0", "nice", "-n", "19"}
+	var out limitedBuffer
+	if err := run(ctx, &out, append(prefix, "true")...); err != nil {
+		log.Warn("kbuild: chrt and nice do not run in the sandbox: quick checks compile at normal priority", "err", err, "output", string(out.b))
+		return nil
+	}
+	return prefix
 }
 
 // Toolchain is the compiler the Builder uses.

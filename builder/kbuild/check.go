@@ -171,7 +171,7 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 	// On the CPU only when nothing else wants it (SCHED_IDLE, nice 19):
 	// a lab boot beside it, whose guests take about two thirds of the
 	// cores, is not slowed into being booted again for contention.
-	argv := append([]string{"chrt", "--idle", "0", "nice", "-n", "19"}, j.makeArgs(res.Objects...)...)
+	argv := append(append([]string(nil), b.idle...), j.makeArgs(res.Objects...)...)
 	fmt.Fprintf(j.log, "$ %s\n", strings.Join(argv, " "))
 	if err := j.sandbox(j.out).Run(makeCtx, j.log, argv...); err != nil {
 		var te *TimeoutError

@@ -3,7 +3,10 @@ package kbuild
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,5 +154,23 @@ func TestCheckSkipsWhatItCannotCompileAsTheBuildWould(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("the check took %v: the bound did not stop it", d)
+	}
+}
+
+// The idle prefix is probed once: a sandbox where chrt or nice cannot
+// run gets none (the check compiles at normal priority), never a check
+// that fails for the host's want of a tool.
+func TestIdlePrefixIsProbed(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	var ran []string
+	ok := func(ctx context.Context, w io.Writer, argv ...string) error { ran = argv; return nil }
+	if got := idlePrefix(context.Background(), ok, log); strings.Join(got, " ") != "chrt --idle 0 nice -n 19" || ran[len(ran)-1] != "true" {
+		t.Errorf("prefix %q, probe ran %q", got, ran)
+	}
+	missing := func(ctx context.Context, w io.Writer, argv ...string) error {
+		return exec.Command("/nonexistent/chrt").Run()
+	}
+	if got := idlePrefix(context.Background(), missing, log); got != nil {
+		t.Errorf("a sandbox without chrt: prefix %q, want none", got)
 	}
 }
