@@ -57,7 +57,7 @@ func (w *baseWorker) Work(ctx context.Context, job *river.Job[BaseArgs]) error {
 				}
 				tr.Logf("no base: %v", err)
 				t.Detail = detailOf(err)
-				return finishWithVerdict(ctx, b, job, t, flow.ApplyFailed, fmt.Errorf("The series cannot be read: %v", err))
+				return finishWithSummary(ctx, b, job, t, flow.ApplyFailed, fmt.Sprintf("The series cannot be read: %v", err))
 			}
 			t.Tree, t.Base, t.BaseReason, t.BaseBranch = base.Tree, base.Commit, base.Reason, base.Branch
 			tr.Logf("base %s %s (%s)", t.Tree, t.Base, t.BaseReason)
@@ -70,7 +70,7 @@ func (w *baseWorker) Work(ctx context.Context, job *river.Job[BaseArgs]) error {
 				if infraOrInterrupted(ctx, err) {
 					return err
 				}
-				return finishWithVerdict(ctx, b, job, t, flow.ApplyFailed, fmt.Errorf("%s %s: %v", t.Tree, t.Ref, err))
+				return finishWithSummary(ctx, b, job, t, flow.ApplyFailed, fmt.Sprintf("%s %s: %v", t.Tree, t.Ref, err))
 			}
 			t.Candidate = cand
 			if br := b.opts.Branches[t.Tree]; len(br) > 0 {
@@ -130,9 +130,15 @@ func finishWithVerdictTx(ctx context.Context, b *Bot, tx *sql.Tx, t store.Test, 
 	return err
 }
 
+// finishWithSummary ends a test early with verdict and the reply's
+// summary, and completes job in the same transaction.
+func finishWithSummary[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], t store.Test, verdict flow.Outcome, summary string) error {
+	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, verdict, summary) })
+}
+
 // finishWithVerdict ends a test with the verdict err says (does not
 // apply, does not build) and completes job in the same transaction.
 func finishWithVerdict[T river.JobArgs](ctx context.Context, b *Bot, job *river.Job[T], t store.Test, v flow.Outcome, err error) error {
 	t.Detail = detailOf(err)
-	return complete(ctx, b, job, func(tx *sql.Tx) error { return finishWithVerdictTx(ctx, b, tx, t, v, err.Error()) })
+	return finishWithSummary(ctx, b, job, t, v, err.Error())
 }
