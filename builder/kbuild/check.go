@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/rdmabot/rdmabot/internal/flock"
 )
@@ -46,7 +47,8 @@ type CheckResult struct {
 // so that a failure here is the full build's failure: nothing when the
 // slot's output tree is not configured for req's lab from a tree with
 // req's Kconfig files (the full build would configure anew), when a
-// trusted build is writing it, when req changes a Kconfig file, or when
+// trusted build is writing it, when req changes a Kconfig file or a
+// makefile, or when
 // the configuration builds none of the changed C files (no .o.cmd for
 // it in the tree). Errors: *BuildError (the tree does not compile),
 // *InfraError.
@@ -76,20 +78,27 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 	res.Timings.Wait = time.Since(start)
 	defer func() { res.Timings.Total = time.Since(start) }()
 
-	changed, err := ChangedPaths(req.Objects, base, req.Tree)
+	// The C files the candidate has and changed; a changed Kconfig or
+	// makefile could change what or how the full build compiles.
+	var sources []string
+	var buildFile string
+	err = walkDiff(req.Objects, "", base, req.Tree, func(p string, _, cand *object.TreeEntry) error {
+		switch name := path.Base(p); {
+		case strings.HasPrefix(name, "Kconfig") || name == "Makefile" || name == "Kbuild":
+			if buildFile == "" {
+				buildFile = p
+			}
+		case strings.HasSuffix(name, ".c") && cand != nil && cand.Mode.IsFile():
+			sources = append(sources, p)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, &InfraError{Op: "check", Err: err}
 	}
-	var sources []string
-	for _, p := range changed {
-		name := path.Base(p)
-		if strings.HasPrefix(name, "Kconfig") {
-			res.Skipped = "the series changes " + p
-			return res, nil
-		}
-		if strings.HasSuffix(name, ".c") {
-			sources = append(sources, p)
-		}
+	if buildFile != "" {
+		res.Skipped = "the series changes " + buildFile
+		return res, nil
 	}
 	if len(sources) == 0 {
 		res.Skipped = "the series changes no C file"

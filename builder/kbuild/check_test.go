@@ -126,9 +126,10 @@ func TestCheckSkipsWhatItCannotCompileAsTheBuildWould(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"docs only":         {map[string]string{"README": "x\n"}, "changes no C file"},
-		"a Kconfig changed": {map[string]string{"Kconfig": "CONFIG_NEW\n", "init/main.c": "int main(void) { return undeclared; }\n"}, "changes Kconfig"},
-		"a file not built":  {map[string]string{"init/other.c": "int f(void) { return undeclared; }\n"}, "builds none of the C files"},
+		"docs only":          {map[string]string{"README": "x\n"}, "changes no C file"},
+		"a Kconfig changed":  {map[string]string{"Kconfig": "CONFIG_NEW\n", "init/main.c": "int main(void) { return undeclared; }\n"}, "changes Kconfig"},
+		"a file not built":   {map[string]string{"init/other.c": "int f(void) { return undeclared; }\n"}, "builds none of the C files"},
+		"a makefile changed": {map[string]string{"Makefile": "# a makefile of the series' own\nbzImage:\n", "init/main.c": "int main(void) { return undeclared; }\n"}, "changes Makefile"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -137,6 +138,13 @@ func TestCheckSkipsWhatItCannotCompileAsTheBuildWould(t *testing.T) {
 				t.Errorf("skipped %q, want %q", got, c.want)
 			}
 		})
+	}
+	// A C file the series deletes is not compiled: make would find no
+	// source and blame the series for a build the full one never makes.
+	gitRun(t, r.dir, "reset", "-q", "--hard", baseCommit)
+	gitRun(t, r.dir, "rm", "-q", "init/main.c")
+	if got := check(r.commit()); !strings.Contains(got, "changes no C file") {
+		t.Errorf("a deleted C file: skipped %q", got)
 	}
 	if _, err := b.Check(ctx, Request{Objects: r.repo.Storer, Tree: broken, Lab: lab, Trusted: true}, base); err == nil {
 		t.Error("a trusted tree was checked")
