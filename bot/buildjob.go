@@ -148,10 +148,10 @@ func (b *Bot) buildKernel(ctx context.Context, tree, commit string, tr *Trace) (
 	return b.buildKernelWith(ctx, b.stages.Build, tree, commit, tr)
 }
 
-// built says whether the artifact store holds the kernel of tree at
-// commit in the lab's configuration, and names it.
-func (b *Bot) built(ctx context.Context, tree, commit string) (key string, ok bool, err error) {
-	kk, err := b.stages.Build.KernelKey(ctx, tree, commit)
+// built names the kernel build would make of tree at commit and says
+// whether the artifact store holds it.
+func (b *Bot) built(ctx context.Context, build Builder, tree, commit string) (key string, ok bool, err error) {
+	kk, err := build.KernelKey(ctx, tree, commit)
 	if err != nil {
 		return "", false, flow.MarkInfra(err)
 	}
@@ -161,12 +161,11 @@ func (b *Bot) built(ctx context.Context, tree, commit string) (key string, ok bo
 
 // buildKernelWith is buildKernel with another configuration's builder.
 func (b *Bot) buildKernelWith(ctx context.Context, build Builder, tree, commit string, tr *Trace) (string, error) {
-	kk, err := build.KernelKey(ctx, tree, commit)
+	key, ok, err := b.built(ctx, build, tree, commit)
 	if err != nil {
-		return "", flow.MarkInfra(err)
+		return "", err
 	}
-	key := artifactKey(tree, kk)
-	if b.art.Has(key) {
+	if ok {
 		b.useArtifact(key)
 		tr.Logf("kernel %s already built", key)
 		return key, nil

@@ -46,7 +46,7 @@ func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 		}
 		t.Candidate = cand
 		tr.Logf("applied: %s", cand)
-		_, built, err := b.built(ctx, t.Tree, cand)
+		_, built, err := b.built(ctx, b.stages.Build, t.Tree, cand)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 			tr.Logf("build failed in the quick check of the changed files: %v", err)
 			// The reply's reproducer configures as the base was: its
 			// .config is the base kernel's, when that is built.
-			if key, ok, kerr := b.built(ctx, t.Tree, t.Base); kerr == nil && ok {
+			if key, ok, kerr := b.built(ctx, b.stages.Build, t.Tree, t.Base); kerr == nil && ok {
 				t.BaseArtifact = key
 			}
 			return finishWithVerdict(ctx, b, job, t, flow.BuildFailed, err)

@@ -374,9 +374,9 @@ func (b *Builder) start(ctx context.Context, req Request, configHash string) (_ 
 		}
 		// A quick check copies the slot's output tree without the slot's
 		// lock (Check): it must not copy one half written.
-		unlockOut, err := flock.Exclusive(ctx, j.out+".lock")
+		unlockOut, err := lockFile(ctx, j.out+".lock")
 		if err != nil {
-			return nil, nil, nil, &InfraError{Op: "lock", Err: err}
+			return nil, nil, nil, err
 		}
 		undo = append(undo, unlockOut)
 	} else {
