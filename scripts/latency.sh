@@ -6,6 +6,9 @@
 # posting -> verdict and -> reply per series and p50/p95 per verdict.
 #   bash scripts/latency.sh                  # warm: the caches of $CACHE
 #   CACHE=$(mktemp -d) TREE= bash scripts/latency.sh   # a fresh install: cold caches, the tree imported
+#   bash scripts/latency.sh NAME=MBOX...      # another mix, e.g. the fstests seeds:
+#     bash scripts/latency.sh chunk-tail-round=examples/seeded/chunk-tail-round.mbox \
+#       reply-chunk-pages=examples/seeded/reply-chunk-pages.mbox
 # CACHE defaults to $RDMABOT_TEST_CACHE, else /var/cache/rdmabot; the
 # imported tree is $TREE (default $RDMABOT_TEST_TREE); TREE= imports it anew
 # as scripts/run.sh does. LISTEN is the dashboard's address
@@ -45,9 +48,11 @@ until curl -fsS -o /dev/null "http://$listen/api/tests"; do
   sleep 1
 done
 echo "latency: serve ready $(( $(date +%s) - start )) s after the start (prepare-lab.sh included)" >&2
-"$RDMABOT_BIN" latency --config "$cfg" --timeout "${TIMEOUT:-90m}" \
+[ $# -gt 0 ] || set -- \
   benign=examples/sample-series.mbox \
   slowdown=examples/seeded/slow-send.mbox \
   crash=examples/seeded/sg-coalesce.mbox \
   sq-accounting=examples/seeded/sq-double-credit.mbox \
   build-break=examples/seeded/build-break.mbox
+"$RDMABOT_BIN" latency --config "$cfg" --timeout "${TIMEOUT:-90m}" "$@"
+echo "latency: the replies are in $data's outbox" >&2
