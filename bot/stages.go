@@ -100,6 +100,12 @@ type Profile interface {
 	Run(ctx context.Context, pair string, k flow.Boot, i int, trace io.Writer) ([]flow.Sample, error)
 }
 
+// Confirmer is a profile whose functional tests a kernel can run again
+// by name: the i-th boot's tests again, only those named (fstests).
+type Confirmer interface {
+	Confirm(ctx context.Context, pair string, k flow.Boot, i int, tests []string, trace io.Writer) ([]flow.Sample, error)
+}
+
 // detailOf is the structured account of a stage error, if it has one.
 func detailOf(err error) string {
 	var d flow.Detailed

@@ -41,6 +41,10 @@ type Sample struct {
 	// that reports tests it never ran is seen.
 	Tests     []TestResult `json:"tests,omitempty"`
 	ServerOps int64        `json:"server_ops,omitempty"`
+	// Confirming says the boot ran again only the tests the patched
+	// kernel had failed where the base passed them: a test it did not
+	// run is not its failure, and its operation count is not a group's.
+	Confirming bool `json:"confirming,omitempty"`
 }
 
 // TestResult is one functional test of a boot (an fstests test).

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,6 +329,21 @@ func TestFstestsProfile(t *testing.T) {
 	if g := pair.got; len(g) != 2 || g[0].RDMA != "siw" || g[0].NFSVersion != "4.2" || len(g[0].Fstests.Tests) != len(c.Group) ||
 		g[1].RDMA != "rxe" || len(g[1].Fstests.Tests) != len(c.LargeGroup) {
 		t.Errorf("tests given: %+v", g)
+	}
+	// Confirming a failure: the same boot's provider and NFS version,
+	// only the tests named, in the group's order; a name outside the
+	// group is the bot's mistake (INFRA), never the kernel's.
+	again := []string{c.Group[2], c.Group[0]}
+	smp, err = p.Confirm(context.Background(), "qemu", flow.Boot{Dir: dir}, 1, again, io.Discard)
+	if g := pair.got; err != nil || len(smp) != 1 || !smp[0].Confirming || smp[0].Profile != "fstests-siw" || len(g) != 3 ||
+		g[2].RDMA != "siw" || g[2].NFSVersion != g[0].NFSVersion || !slices.Equal(g[2].Fstests.Tests, []string{c.Group[0], c.Group[2]}) ||
+		g[2].Fstests.Timeout != c.GroupTimeout.Duration || !slices.Equal(DefaultConfig().Fstests.Group, c.Group) {
+		t.Errorf("confirming %v: %+v %v; tests given %+v", again, smp, err, g[len(g)-1].Fstests)
+	}
+	for _, bad := range [][]string{nil, {"generic/999"}} {
+		if _, err := p.Confirm(context.Background(), "qemu", flow.Boot{Dir: dir}, 1, bad, io.Discard); !flow.IsInfra(err) {
+			t.Errorf("confirming %v: %v, want the bot's own failure", bad, err)
+		}
 	}
 	l.Cfg.Fstests.Providers = nil
 	if p, err := NewFstests(l); p != nil || err != nil {

@@ -293,11 +293,44 @@ func (p *Fstests) Why(s flow.Series) string {
 // the NFS versions in turn, as the pressure profile's do, and runs the
 // group, or the large group when k asks for it.
 func (p *Fstests) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
+	return p.run(ctx, pair, k, boot, nil, trace)
+}
+
+// Confirm implements bot.Confirmer: the boot-th boot's provider and NFS
+// version again, running only tests (of its group), in the group's
+// order.
+func (p *Fstests) Confirm(ctx context.Context, pair string, k flow.Boot, boot int, tests []string, trace io.Writer) ([]flow.Sample, error) {
+	if len(tests) == 0 {
+		return nil, flow.MarkInfra(fmt.Errorf("lab: fstests: nothing to confirm"))
+	}
+	return p.run(ctx, pair, k, boot, tests, trace)
+}
+
+// run is the boot-th boot, of the group's tests that only names (all
+// when only is nil).
+func (p *Fstests) run(ctx context.Context, pair string, k flow.Boot, boot int, only []string, trace io.Writer) ([]flow.Sample, error) {
 	provs := p.lab.Cfg.Fstests.Providers
 	prov := provs[boot%len(provs)]
-	smp, err := p.lab.RunTest(ctx, pair, k, 1, p.lab.Cfg.FstestsTest(prov, boot+boot/len(provs), k.Thorough), trace)
+	t := p.lab.Cfg.FstestsTest(prov, boot+boot/len(provs), k.Thorough)
+	if only != nil {
+		var tests []string
+		for _, name := range t.Fstests.Tests {
+			if slices.Contains(only, name) {
+				tests = append(tests, name)
+			}
+		}
+		if len(tests) != len(only) {
+			// The bot's mistake, never the kernel's.
+			return nil, flow.MarkInfra(fmt.Errorf("lab: fstests: %v are not all in the group %v", only, t.Fstests.Tests))
+		}
+		run := *t.Fstests
+		run.Tests = tests
+		t.Fstests = &run
+	}
+	smp, err := p.lab.RunTest(ctx, pair, k, 1, t, trace)
 	for i := range smp {
 		smp[i].Profile = flow.ProfileFstests + "-" + prov
+		smp[i].Confirming = only != nil
 	}
 	return smp, err
 }

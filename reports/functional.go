@@ -25,15 +25,23 @@ type FstestsRuns struct {
 type FstestsBoot struct {
 	Tests     []flow.TestResult
 	ServerOps int64
+	// Confirming: the boot ran only the tests a boot before it failed
+	// (flow.Sample.Confirming).
+	Confirming bool
 }
 
 // Functional is what Judge made of the fstests boots: each test's
 // results on both sides, and the tests that decided.
 type Functional struct {
-	Words     string           `json:"words,omitempty"`
-	BaseBoots int              `json:"base_boots"`
-	CandBoots int              `json:"cand_boots"`
-	Tests     []FunctionalTest `json:"tests"`
+	Words     string `json:"words,omitempty"`
+	BaseBoots int    `json:"base_boots"`
+	CandBoots int    `json:"cand_boots"`
+	// BaseConfirmBoots and ConfirmBoots are the boots (of BaseBoots and
+	// CandBoots) that ran again only the tests the patched kernel had
+	// failed.
+	BaseConfirmBoots int              `json:"base_confirm_boots,omitempty"`
+	ConfirmBoots     int              `json:"confirm_boots,omitempty"`
+	Tests            []FunctionalTest `json:"tests"`
 	// Unseen says the patched client reported its tests run while the
 	// trusted server saw too few NFS operations for them: its results
 	// are not believed, and that is its failure.
@@ -87,6 +95,16 @@ func judgeFstests(r *FstestsRuns) *Functional {
 		return nil
 	}
 	f := &Functional{Words: r.Words, BaseBoots: len(r.Base), CandBoots: len(r.Cand)}
+	for _, b := range r.Base {
+		if b.Confirming {
+			f.BaseConfirmBoots++
+		}
+	}
+	for _, b := range r.Cand {
+		if b.Confirming {
+			f.ConfirmBoots++
+		}
+	}
 	var names []string
 	seen := map[string]bool{}
 	for _, b := range append(append([]FstestsBoot(nil), r.Base...), r.Cand...) {
@@ -102,10 +120,16 @@ func judgeFstests(r *FstestsRuns) *Functional {
 		ft := FunctionalTest{Name: name}
 		for _, b := range r.Base {
 			st, _ := statusIn(b, name)
+			if st == noResult && b.Confirming {
+				continue // not asked to run it again
+			}
 			ft.Base = append(ft.Base, st)
 		}
 		for _, b := range r.Cand {
 			st, t := statusIn(b, name)
+			if st == noResult && b.Confirming {
+				continue // not asked to run it again
+			}
 			ft.Cand = append(ft.Cand, st)
 			ft.Secs += t.Secs
 			f.Secs += t.Secs
@@ -157,7 +181,30 @@ func classify(t FunctionalTest, flaky map[string]string) (class, rate string) {
 // unseen is why the patched boots' results are not believed ("" when
 // they are): their trusted server counted under unseenRatio of the
 // base's NFS operations while the patched client reported no failure.
+// A boot that ran only the failed tests again is held to the base's
+// boots that did the same.
 func unseen(r *FstestsRuns) string {
+	for _, confirming := range []bool{false, true} {
+		var base, cand []FstestsBoot
+		for _, b := range r.Base {
+			if b.Confirming == confirming {
+				base = append(base, b)
+			}
+		}
+		for _, b := range r.Cand {
+			if b.Confirming == confirming {
+				cand = append(cand, b)
+			}
+		}
+		if why := unseenAmong(base, cand); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// unseenAmong is unseen for boots that ran the same tests.
+func unseenAmong(baseBoots, candBoots []FstestsBoot) string {
 	med := func(boots []FstestsBoot) int64 {
 		var ops []int64
 		for _, b := range boots {
@@ -165,7 +212,7 @@ func unseen(r *FstestsRuns) string {
 				ops = append(ops, b.ServerOps)
 			}
 		}
-		if len(ops) < len(boots) {
+		if len(ops) == 0 || len(ops) < len(boots) {
 			return 0 // a boot not counted: nothing to hold the others to
 		}
 		slices.Sort(ops)
@@ -173,12 +220,12 @@ func unseen(r *FstestsRuns) string {
 	}
 	// A patched server counts nothing (0): its client is the trusted one.
 	var counted []FstestsBoot
-	for _, b := range r.Cand {
+	for _, b := range candBoots {
 		if b.ServerOps > 0 {
 			counted = append(counted, b)
 		}
 	}
-	base := med(r.Base)
+	base := med(baseBoots)
 	if base == 0 || len(counted) == 0 {
 		return ""
 	}
@@ -262,8 +309,16 @@ func FstestsText(f *Functional) (para string, rows [][]string, evidence [][2]str
 		}
 	}
 	what := f.what()
-	para = fmt.Sprintf("%s ran on %s of the base and %s of the patched kernel, %.0f s of tests on the patched kernel; each column is one boot's result.",
-		what, Boots(f.BaseBoots), Boots(f.CandBoots), f.Secs)
+	again := ""
+	if f.BaseConfirmBoots+f.ConfirmBoots > 0 {
+		which := fmt.Sprintf("%d of each", f.ConfirmBoots)
+		if f.BaseConfirmBoots != f.ConfirmBoots {
+			which = fmt.Sprintf("%d of the base's and %d of the patched kernel's", f.BaseConfirmBoots, f.ConfirmBoots)
+		}
+		again = fmt.Sprintf(" (%s running again only the tests the patched kernel had failed, to confirm them)", which)
+	}
+	para = fmt.Sprintf("%s ran on %s of the base and %s of the patched kernel%s, %.0f s of tests on the patched kernel; each column is one boot's result.",
+		what, Boots(f.BaseBoots), Boots(f.CandBoots), again, f.Secs)
 	if len(notrun) > 0 {
 		para += " Not run on NFS: " + strings.Join(notrun, "; ") + "."
 	}

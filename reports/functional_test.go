@@ -26,6 +26,13 @@ func boot(ops int64, results ...string) FstestsBoot {
 	return b
 }
 
+// confirming marks b as a boot that ran again only the tests failed
+// before it.
+func confirming(b FstestsBoot) FstestsBoot {
+	b.Confirming = true
+	return b
+}
+
 func judgeWith(t *testing.T, r *FstestsRuns) Verdict {
 	t.Helper()
 	c := testConfig()
@@ -64,6 +71,21 @@ func TestFstestsRule(t *testing.T) {
 		{"both pass", &FstestsRuns{Base: pass2("generic/075"), Cand: []FstestsBoot{boot(905, "generic/075=pass", "generic/001=pass")}}, flow.Pass, "", ""},
 		{"a client that never ran its tests", &FstestsRuns{Base: pass2("generic/075"), Cand: []FstestsBoot{boot(40, "generic/075=pass", "generic/001=pass")}},
 			flow.Regression, "", "the trusted server counted 40 NFS operations during them, against a median of 910"},
+		{"failed again when confirmed", &FstestsRuns{Base: append(pass2("generic/075"), confirming(boot(300, "generic/075=pass"))),
+			Cand: []FstestsBoot{boot(880, "generic/075=fail", "generic/001=pass"), confirming(boot(300, "generic/075=fail"))}},
+			flow.Regression, Regressed, "generic/075 failed on the patched kernel and passed on all 3 boots of the base"},
+		{"passed when confirmed", &FstestsRuns{Base: append(pass2("generic/075"), confirming(boot(300, "generic/075=pass"))),
+			Cand: []FstestsBoot{boot(880, "generic/075=fail", "generic/001=pass"), confirming(boot(300, "generic/075=pass"))}},
+			flow.Pass, "", ""},
+		{"failed on the base too when confirmed", &FstestsRuns{Base: append(pass2("generic/075"), confirming(boot(300, "generic/075=fail"))),
+			Cand: []FstestsBoot{boot(880, "generic/075=fail", "generic/001=pass"), confirming(boot(300, "generic/075=fail"))}},
+			flow.Pass, KnownFailing, ""},
+		{"a confirming boot is held to the base's confirming boots", &FstestsRuns{Base: append(pass2("generic/075"), confirming(boot(300, "generic/001=pass"))),
+			Cand: []FstestsBoot{boot(880, "generic/075=pass", "generic/001=fail"), confirming(boot(200, "generic/001=pass"))}},
+			flow.Pass, "", ""},
+		{"a client that claims a confirming pass it never ran", &FstestsRuns{Base: append(pass2("generic/075"), confirming(boot(300, "generic/001=pass"))),
+			Cand: []FstestsBoot{boot(880, "generic/075=pass", "generic/001=fail"), confirming(boot(40, "generic/001=pass"))}},
+			flow.Regression, "", "the trusted server counted 40 NFS operations during them, against a median of 300"},
 		{"a patched server counts nothing", &FstestsRuns{Base: pass2("generic/075"), Cand: []FstestsBoot{boot(0, "generic/075=pass", "generic/001=pass")}},
 			flow.Pass, "", ""},
 	} {
@@ -147,5 +169,28 @@ func TestFstestsReplies(t *testing.T) {
 	cv := Judge(Rand(in.Thread), c.Policy(), in)
 	if cv.Outcome != flow.Crash || !strings.Contains(Measurements(&cv), "generic/075") {
 		t.Errorf("crash under fstests: %v\n%s", cv.Outcome, Measurements(&cv))
+	}
+}
+
+// A confirming boot shows only the tests it ran again, and the account
+// says what it was.
+func TestFstestsConfirmingBootShown(t *testing.T) {
+	v := judgeWith(t, &FstestsRuns{Base: []FstestsBoot{boot(900, "generic/001=pass", "generic/075=pass"), confirming(boot(310, "generic/075=pass"))},
+		Cand: []FstestsBoot{boot(880, "generic/001=pass", "generic/075=fail"), confirming(boot(300, "generic/075=fail"))}})
+	if v.Outcome != flow.Regression {
+		t.Fatalf("verdict %v, want REGRESSION", v.Outcome)
+	}
+	para, rows, _ := FstestsText(v.Functional)
+	want := [][]string{{"fstests", "base", "patched", "time", ""}, {"generic/001", "pass", "pass", "10s", ""}, {"generic/075", "pass pass", "fail fail", "20s", Regressed}}
+	if len(rows) != len(want) {
+		t.Fatalf("rows %q, want %q", rows, want)
+	}
+	for i := range want {
+		if strings.Join(rows[i], "|") != strings.Join(want[i], "|") {
+			t.Errorf("row %d %q, want %q", i, rows[i], want[i])
+		}
+	}
+	if !strings.Contains(para, "on 2 boots of the base and 2 boots of the patched kernel (1 of each running again only the tests the patched kernel had failed, to confirm them)") {
+		t.Errorf("the account does not say what the second boot was: %s", para)
 	}
 }

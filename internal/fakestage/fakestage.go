@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -346,6 +347,8 @@ func (f *Builder) Build(ctx context.Context, tree, commit string, trace io.Write
 		speed = "sq-overflow"
 	case strings.Contains(subject, "fsx-bad"):
 		speed = "fsx-bad"
+	case strings.Contains(subject, "fsx-once"):
+		speed = "fsx-once"
 	case strings.Contains(subject, "client-corrupt"):
 		speed = "client-corrupt"
 	case strings.Contains(subject, "slightly-slow"):
@@ -679,9 +682,11 @@ func (f *Lossy) Run(ctx context.Context, pair string, k flow.Boot, boot int, tra
 }
 
 // Fstests is the fstests profile: each boot reports one test, which an
-// "fsx-bad" kernel fails with bad data read back. Why asks for it when a
-// patch holds Match; each call says whether the boot asked for the
-// larger group (Boot.Thorough).
+// "fsx-bad" kernel fails with bad data read back, and an "fsx-once"
+// kernel the same in its first boot only.
+// Why asks for it when a patch holds Match; each call says whether the
+// boot asked for the larger group (Boot.Thorough), or which tests it
+// ran again (Confirm).
 type Fstests struct {
 	Calls *Calls
 	Match string
@@ -698,11 +703,31 @@ func (f *Fstests) Boots() int { return f.N }
 
 func (f *Fstests) Run(ctx context.Context, pair string, k flow.Boot, boot int, trace io.Writer) ([]flow.Sample, error) {
 	f.Calls.Add("fstests %s %s thorough=%t", pair, filepath.Base(k.Dir), k.Thorough)
-	t := flow.TestResult{Name: "generic/075", Status: flow.TestPass, Secs: 12}
-	if b, err := os.ReadFile(filepath.Join(k.Dir, "kernel")); err == nil && string(b) == "fsx-bad" {
-		t.Status, t.Corrupt, t.Why = flow.TestFail, true, "READ BAD DATA: offset = 0x2a01, size = 0x1ff3"
+	return f.boot(k, false), nil
+}
+
+func (f *Fstests) Confirm(ctx context.Context, pair string, k flow.Boot, boot int, tests []string, trace io.Writer) ([]flow.Sample, error) {
+	f.Calls.Add("fstests %s %s again %s", pair, filepath.Base(k.Dir), strings.Join(tests, ","))
+	if !slices.Equal(tests, []string{"generic/075"}) {
+		return nil, fmt.Errorf("fstests: asked to confirm %v, which no boot failed", tests)
 	}
-	return []flow.Sample{{Profile: flow.ProfileFstests + "-rxe", Tests: []flow.TestResult{t}, ServerOps: 1000}}, nil
+	return f.boot(k, true), nil
+}
+
+func (f *Fstests) boot(k flow.Boot, again bool) []flow.Sample {
+	t := flow.TestResult{Name: "generic/075", Status: flow.TestPass, Secs: 12}
+	b, _ := os.ReadFile(filepath.Join(k.Dir, "kernel"))
+	switch {
+	case string(b) == "fsx-bad":
+		t.Status, t.Corrupt, t.Why = flow.TestFail, true, "READ BAD DATA: offset = 0x2a01, size = 0x1ff3"
+	case string(b) == "fsx-once" && !again:
+		t.Status, t.Corrupt, t.Why = flow.TestFail, true, "READ BAD DATA: offset = 0x1000, size = 0x200"
+	}
+	ops := int64(1000)
+	if again {
+		ops = 400
+	}
+	return []flow.Sample{{Profile: flow.ProfileFstests + "-rxe", Tests: []flow.TestResult{t}, ServerOps: ops, Confirming: again}}
 }
 
 // Debug is the debug profile over Lab: it boots each side's debug
@@ -824,10 +849,17 @@ func (Decider) Decide(ctx context.Context, id string, base, cand []flow.Sample) 
 		}
 	}
 	// As reports judges: an fstests test the base passes and the
-	// candidate fails decides, bad data read back as corruption.
+	// candidate fails, and passes in none of its boots, decides, bad data
+	// read back as corruption.
+	passed := map[string]bool{}
 	for _, s := range cand {
 		for _, t := range s.Tests {
-			if t.Status == flow.TestFail && t.Corrupt {
+			passed[t.Name] = passed[t.Name] || t.Status == flow.TestPass
+		}
+	}
+	for _, s := range cand {
+		for _, t := range s.Tests {
+			if t.Status == flow.TestFail && t.Corrupt && !passed[t.Name] {
 				return flow.Decision{Verdict: flow.DataCorruption, Summary: t.Name + ": " + t.Why}, nil
 			}
 		}

@@ -119,7 +119,7 @@ func (r *Replier) fstests(base, cand []flow.Sample) *reports.FstestsRuns {
 		for _, s := range samples {
 			// A boot that crashed is the crash's to tell.
 			if s.IsFstests() && s.Crash == "" {
-				out = append(out, reports.FstestsBoot{Tests: s.Tests, ServerOps: s.ServerOps})
+				out = append(out, reports.FstestsBoot{Tests: s.Tests, ServerOps: s.ServerOps, Confirming: s.Confirming})
 			}
 		}
 		return out
