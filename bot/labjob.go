@@ -295,6 +295,7 @@ func (b *Bot) profileBoots(ctx context.Context, t store.Test, o flow.Origin, rou
 // lab's, or a kernel that did not come up under a profile (saying which
 // side).
 func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot, candBoot flow.Boot, baseName, candName string, why func(Profile) string, trace io.Writer) (base, cand []flow.Sample, err error) {
+	sides := []profileSide{{"base", baseBoot, &base}, {"candidate", candBoot, &cand}}
 	for _, p := range profiles {
 		if !p.Shapes(pair) {
 			continue
@@ -307,22 +308,12 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 		fmt.Fprintf(trace, "%s: first %d boots each of base %s and candidate %s under the %s profile\n", reason, n, baseName, candName, p.Name())
 		for i := range n {
 			var lastBase []flow.Sample // this boot's base samples
-			for _, side := range []struct {
-				name string
-				boot flow.Boot
-				out  *[]flow.Sample
-			}{{"base", baseBoot, &base}, {"candidate", candBoot, &cand}} {
+			for _, side := range sides {
 				fmt.Fprintf(trace, "%s %s %d/%d\n", p.Name(), side.name, i+1, n)
-				smp, err := p.Run(ctx, pair, side.boot, i, trace)
+				smp, err := side.run(p, func(k flow.Boot) ([]flow.Sample, error) { return p.Run(ctx, pair, k, i, trace) })
 				if err != nil {
-					return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}
+					return base, cand, err
 				}
-				for j := range smp {
-					if smp[j].Profile == "" {
-						smp[j].Profile = p.Name()
-					}
-				}
-				*side.out = append(*side.out, smp...)
 				if side.name == "base" {
 					lastBase = smp
 				}
@@ -330,28 +321,18 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 					// A functional failure seen once is not yet the
 					// series': a test slow under a busy host's load, or
 					// one that fails now and then, fails once on any
-					// kernel. Only a failure seen again decides.
-					// Both kernels run them again, in turn as before, so
-					// that a load that failed them on both is seen, and
-					// the trusted server's count for those tests alone
-					// has a base to be held to.
+					// kernel. Only a failure seen again decides. Both
+					// kernels run them again, in turn as before, so that
+					// a load that failed them on both is seen, and the
+					// trusted server's count for those tests alone has a
+					// base to be held to.
 					if again := toConfirm(lastBase, smp); len(again) > 0 {
 						fmt.Fprintf(trace, "%s candidate %d/%d: %s failed on it and passed on the base: both run them once more to confirm\n", p.Name(), i+1, n, strings.Join(again, ", "))
-						for _, side := range []struct {
-							name string
-							boot flow.Boot
-							out  *[]flow.Sample
-						}{{"base", baseBoot, &base}, {"candidate", candBoot, &cand}} {
-							more, err := c.Confirm(ctx, pair, side.boot, i, again, trace)
+						for _, side := range sides {
+							more, err := side.run(p, func(k flow.Boot) ([]flow.Sample, error) { return c.Confirm(ctx, pair, k, i, again, trace) })
 							if err != nil {
-								return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}
+								return base, cand, err
 							}
-							for j := range more {
-								if more[j].Profile == "" {
-									more[j].Profile = p.Name()
-								}
-							}
-							*side.out = append(*side.out, more...)
 							if crashed(more) {
 								fmt.Fprintf(trace, "%s %s, running %s again, crashed: %s\n", p.Name(), side.name, strings.Join(again, ", "), firstCrash(more))
 								return base, cand, nil
@@ -363,16 +344,9 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 					fmt.Fprintf(trace, "%s %s %d/%d crashed: %s\n", p.Name(), side.name, i+1, n, firstCrash(smp))
 					if side.name == "candidate" && needsConfirming(base, cand) {
 						fmt.Fprintf(trace, "%s candidate: booting once more to confirm the failure\n", p.Name())
-						more, err := p.Run(ctx, pair, side.boot, i, trace)
-						if err != nil {
-							return base, cand, &profileError{profile: p.Name(), side: side.name, err: err}
+						if _, err := side.run(p, func(k flow.Boot) ([]flow.Sample, error) { return p.Run(ctx, pair, k, i, trace) }); err != nil {
+							return base, cand, err
 						}
-						for j := range more {
-							if more[j].Profile == "" {
-								more[j].Profile = p.Name()
-							}
-						}
-						cand = append(cand, more...)
 					}
 					return base, cand, nil
 				}
@@ -384,6 +358,31 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 		}
 	}
 	return base, cand, nil
+}
+
+// profileSide is one side of RunProfiles' boots: its kernel, and where
+// its samples go.
+type profileSide struct {
+	name string
+	boot flow.Boot
+	out  *[]flow.Sample
+}
+
+// run boots the side's kernel by boot (a profile's Run or Confirm) and
+// adds its samples, named by p when they name no finer profile. An
+// error says the profile and the side.
+func (s profileSide) run(p Profile, boot func(flow.Boot) ([]flow.Sample, error)) ([]flow.Sample, error) {
+	smp, err := boot(s.boot)
+	if err != nil {
+		return nil, &profileError{profile: p.Name(), side: s.name, err: err}
+	}
+	for j := range smp {
+		if smp[j].Profile == "" {
+			smp[j].Profile = p.Name()
+		}
+	}
+	*s.out = append(*s.out, smp...)
+	return smp, nil
 }
 
 // toConfirm are the functional tests (in the base's order) that every
