@@ -971,6 +971,26 @@ func configFile(rep *flow.Report) string {
 	return ""
 }
 
+// fstestsGroup names the fstests group the samples' boots ran, by its
+// tests.
+func fstestsGroup(samples []flow.Sample) string {
+	var names []string
+	for _, s := range samples {
+		if !s.IsFstests() || s.Confirming {
+			continue
+		}
+		for _, t := range s.Tests {
+			if !slices.Contains(names, t.Name) {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return "group"
+	}
+	return "group of " + strings.Join(names, ", ")
+}
+
 // testInfo describes the lab and the test in words, from the
 // configuration; rep is nil when deciding (no reply yet).
 func (r *Replier) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sample) reports.TestInfo {
@@ -996,6 +1016,10 @@ func (r *Replier) testInfo(rep *flow.Report, msgID string, base, cand []flow.Sam
 	if n := count(cand, flow.Sample.IsPressure); n > 0 {
 		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base under Send Queue pressure (%s; soft RDMA under TCG: the queue depths are rxe's and siw's, not a real HCA's, and rdmavt's exact-size queue and latched CQ overflow behind the original Omni-Path hang are not emulated), for crashes and transport errors",
 			reports.Boots(n), count(base, flow.Sample.IsPressure), r.pressureWords(cand))
+	}
+	if n := count(cand, flow.Sample.IsFstests); n > 0 {
+		info.Test += fmt.Sprintf("; %s of the patched kernel and %d of the base running fstests' %s (the table below), for functional failures and bad data read back",
+			reports.Boots(n), count(base, flow.Sample.IsFstests), fstestsGroup(cand))
 	}
 	if rep == nil {
 		return info
