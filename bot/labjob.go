@@ -318,26 +318,9 @@ func RunProfiles(ctx context.Context, profiles []Profile, pair string, baseBoot,
 					lastBase = smp
 				}
 				if c, ok := p.(Confirmer); ok && side.name == "candidate" && !crashed(smp) {
-					// A functional failure seen once is not yet the
-					// series': a test slow under a busy host's load, or
-					// one that fails now and then, fails once on any
-					// kernel. Only a failure seen again decides. Both
-					// kernels run them again, in turn as before, so that
-					// a load that failed them on both is seen, and the
-					// trusted server's count for those tests alone has a
-					// base to be held to.
-					if again := toConfirm(lastBase, smp); len(again) > 0 {
-						fmt.Fprintf(trace, "%s candidate %d/%d: %s failed on it and passed on the base: both run them once more to confirm\n", p.Name(), i+1, n, strings.Join(again, ", "))
-						for _, side := range sides {
-							more, err := side.run(p, func(k flow.Boot) ([]flow.Sample, error) { return c.Confirm(ctx, pair, k, i, again, trace) })
-							if err != nil {
-								return base, cand, err
-							}
-							if crashed(more) {
-								fmt.Fprintf(trace, "%s %s, running %s again, crashed: %s\n", p.Name(), side.name, strings.Join(again, ", "), firstCrash(more))
-								return base, cand, nil
-							}
-						}
+					boot := fmt.Sprintf("%s candidate %d/%d", p.Name(), i+1, n)
+					if stop, err := confirmFailures(ctx, c, p, pair, sides, i, boot, toConfirm(lastBase, smp), trace); stop || err != nil {
+						return base, cand, err
 					}
 				}
 				if crashed(smp) {
@@ -383,6 +366,33 @@ func (s profileSide) run(p Profile, boot func(flow.Boot) ([]flow.Sample, error))
 	}
 	*s.out = append(*s.out, smp...)
 	return smp, nil
+}
+
+// confirmFailures boots each side once more, base first, running only
+// the tests again that the candidate boot (named boot in trace) failed
+// (none: nothing to do); stop says a boot crashed, which
+// ends the profiles' boots. A functional failure seen once is not yet
+// the series': a test slow under a busy host's load, or one that fails
+// now and then, fails once on any kernel, so only a failure seen again
+// decides. Both kernels run them, so that a load that failed them on
+// both is seen, and the trusted server's count for those tests alone
+// has a base to be held to.
+func confirmFailures(ctx context.Context, c Confirmer, p Profile, pair string, sides []profileSide, i int, boot string, again []string, trace io.Writer) (stop bool, err error) {
+	if len(again) == 0 {
+		return false, nil
+	}
+	fmt.Fprintf(trace, "%s: %s failed on it and passed on the base: both run them once more to confirm\n", boot, strings.Join(again, ", "))
+	for _, side := range sides {
+		more, err := side.run(p, func(k flow.Boot) ([]flow.Sample, error) { return c.Confirm(ctx, pair, k, i, again, trace) })
+		if err != nil {
+			return true, err
+		}
+		if crashed(more) {
+			fmt.Fprintf(trace, "%s %s, running %s again, crashed: %s\n", p.Name(), side.name, strings.Join(again, ", "), firstCrash(more))
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // toConfirm are the functional tests (in the base's order) that every

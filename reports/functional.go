@@ -94,17 +94,8 @@ func judgeFstests(r *FstestsRuns) *Functional {
 	if r == nil || len(r.Base) == 0 || len(r.Cand) == 0 {
 		return nil
 	}
-	f := &Functional{Words: r.Words, BaseBoots: len(r.Base), CandBoots: len(r.Cand)}
-	for _, b := range r.Base {
-		if b.Confirming {
-			f.BaseConfirmBoots++
-		}
-	}
-	for _, b := range r.Cand {
-		if b.Confirming {
-			f.ConfirmBoots++
-		}
-	}
+	f := &Functional{Words: r.Words, BaseBoots: len(r.Base), CandBoots: len(r.Cand),
+		BaseConfirmBoots: len(confirmingOnly(r.Base, true)), ConfirmBoots: len(confirmingOnly(r.Cand, true))}
 	var names []string
 	seen := map[string]bool{}
 	for _, b := range append(append([]FstestsBoot(nil), r.Base...), r.Cand...) {
@@ -185,22 +176,22 @@ func classify(t FunctionalTest, flaky map[string]string) (class, rate string) {
 // boots that did the same.
 func unseen(r *FstestsRuns) string {
 	for _, confirming := range []bool{false, true} {
-		var base, cand []FstestsBoot
-		for _, b := range r.Base {
-			if b.Confirming == confirming {
-				base = append(base, b)
-			}
-		}
-		for _, b := range r.Cand {
-			if b.Confirming == confirming {
-				cand = append(cand, b)
-			}
-		}
-		if why := unseenAmong(base, cand); why != "" {
+		if why := unseenAmong(confirmingOnly(r.Base, confirming), confirmingOnly(r.Cand, confirming)); why != "" {
 			return why
 		}
 	}
 	return ""
+}
+
+// confirmingOnly are the boots whose Confirming is confirming.
+func confirmingOnly(boots []FstestsBoot, confirming bool) []FstestsBoot {
+	var out []FstestsBoot
+	for _, b := range boots {
+		if b.Confirming == confirming {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // unseenAmong is unseen for boots that ran the same tests.
