@@ -135,18 +135,22 @@ func (b *Bot) giveWay(ctx context.Context, busy func(context.Context) (bool, err
 	return ctx, func() { close(done); cancel(nil) }
 }
 
-// buildLaneBusy says whether the build lane has a job due or running.
+// buildLaneBusy says whether the build or the check lane has a job due
+// or running. The check lane's compile runs on idle CPU only, which a
+// cold build at full speed leaves none of: beside one, a build break or
+// a comment fix would wait for the whole cold build (or the check's
+// bound) for an answer that takes seconds.
 func (b *Bot) buildLaneBusy(ctx context.Context) (bool, error) {
-	return b.lanesBusy(ctx, QueueBuild)
+	return b.lanesBusy(ctx, QueueBuild, QueueCheck)
 }
 
-// foregroundBusy says whether the build or the lab lane has a job due
-// or running. The warm-up gives way to both: a build holds the heavy
+// foregroundBusy says whether the build, check or lab lane has a job due
+// or running. The warm-up gives way to all three: a build holds the heavy
 // lock every boot takes, so a round beside a cold build waits for it (a
 // fresh install's first verdict waited 18 min for the debug base's cold
 // build).
 func (b *Bot) foregroundBusy(ctx context.Context) (bool, error) {
-	return b.lanesBusy(ctx, QueueBuild, QueueLab)
+	return b.lanesBusy(ctx, QueueBuild, QueueCheck, QueueLab)
 }
 
 // baseBusy is what a test's cold base build, queued at queued, gives way

@@ -61,6 +61,50 @@ func TestBuildBreakIsNotHeldByAColdBase(t *testing.T) {
 	}
 }
 
+// The check lane's compile takes only idle CPU, which a cold build at
+// full speed leaves none of: the base lane's cold build stops while a
+// series is checked, and resumes after. Here the build break's check
+// (which answers it) starts while the debug base builds cold for
+// another series; the cold build stops before the BUILD_FAILED is
+// delivered and finishes later.
+func TestColdBaseGivesWayToTheCheckLane(t *testing.T) {
+	base := strings.Repeat("b", 40)
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		o.Stages.Check = &fakestage.Checker{Of: build, Calls: build.Calls, Delay: 2 * time.Second}
+		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build,
+			Slow: map[string]time.Duration{base: 8 * time.Second}, Calls: build.Calls}
+	})
+	teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
+	teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: [PATCH] svcrdma: tidy teardown\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
+	h.ingest.Add(teardown)
+	h.wait("the cold debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
+	h.ingest.Add(series("<break@x>", "[PATCH] svcrdma: build-fails in the send path"))
+	h.wait("both replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
+
+	list := h.calls.List()
+	at := func(prefix string) int {
+		return slices.IndexFunc(list, func(c string) bool { return strings.HasPrefix(c, prefix) })
+	}
+	checked, broke, stopped, done := at("check mainline "), -1, at("slow-build stopped "+base), at("slow-build done "+base)
+	for i, c := range list {
+		if strings.HasPrefix(c, "check mainline ") {
+			checked = i // the build break's, after the teardown's own
+		}
+		if strings.HasPrefix(c, "deliver series:<break@x>:v1: BUILD_FAILED") {
+			broke = i
+		}
+	}
+	if stopped < 0 || broke < 0 || stopped > broke || done < broke {
+		t.Errorf("the cold build (stopped at call %d, done at %d) did not give way to the build break's check (call %d, BUILD_FAILED at %d):\n%s",
+			stopped, done, checked, broke, strings.Join(list, "\n"))
+	}
+	if r, _ := h.report.Get("series:<teardown@x>:v1:"); r.Verdict != flow.Pass {
+		t.Errorf("the series that needed the cold base: %s, want PASS", r.Verdict)
+	}
+}
+
 // The warm-up: at start, the base lane builds the default base's kernels
 // in both configurations the profiles boot, before any series; the first
 // series then builds only its candidate's. A store with no base yet is
