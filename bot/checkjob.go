@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -51,13 +53,13 @@ func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 			return err
 		}
 		start := time.Now()
-		var compiled []string
+		var checked flow.Checked
 		if built {
 			// A series seen before (a retest, a RESEND): its kernel is in
 			// the artifact store, and the build job takes it from there.
 			tr.Logf("the candidate's kernel is built already: no quick check")
 		} else {
-			compiled, err = b.stages.Check.Check(ctx, t.Tree, t.Base, cand, tr)
+			checked, err = b.stages.Check.Check(ctx, t.Tree, t.Base, cand, tr)
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -74,12 +76,46 @@ func (w *checkWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 				t.BaseArtifact = key
 			}
 			return finishWithVerdict(ctx, b, job, t, flow.BuildFailed, err)
-		case len(compiled) > 0:
-			tr.Logf("the changed files compile alone (%d objects, %s)", len(compiled), time.Since(start).Round(time.Millisecond))
+		case len(checked.Compiled) > 0:
+			tr.Logf("the changed files compile alone (%d objects, %s)", len(checked.Compiled), time.Since(start).Round(time.Millisecond))
+			if !checked.Unchanged {
+				break
+			}
+			why, err := b.bootsAnyway(ctx, t)
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				tr.Logf("no change in the lab kernel's generated code, but %s: built and booted as any series", why)
+				break
+			}
+			tr.Logf("no change in generated code: the kernel is the base's, nothing to build or boot")
+			t.Detail = string(checked.Detail)
+			return finishWithSummary(ctx, b, job, t, flow.Pass, fmt.Sprintf("the series changes no generated code: the files it changes compile to the base's objects, byte for byte (%s); not booted",
+				strings.Join(checked.Compiled, ", ")))
 		}
 		return complete(ctx, b, job, func(tx *sql.Tx) error {
 			_, err := b.river.InsertTx(ctx, tx, BuildArgs{TestID: t.ID}, nil)
 			return err
 		})
 	})
+}
+
+// bootsAnyway says why a series whose changed files compile to the base's
+// objects is still built and booted ("" when nothing asks for it): a
+// follow-up of a reported test asks whether that test's failure is gone,
+// and the debug profile's kernels are compiled in a configuration the
+// check did not compare.
+func (b *Bot) bootsAnyway(ctx context.Context, t store.Test) (string, error) {
+	switch {
+	case t.Kind != store.KindSeries:
+		return "it is a " + t.Kind + " test", nil
+	case t.FixOf != 0:
+		return "it follows up a reported test", nil
+	}
+	why, err := b.debugWhy(ctx, t)
+	if err != nil || why == "" {
+		return "", err
+	}
+	return fmt.Sprintf("it changes %s, which the %s profile's kernels (another configuration) are built for", why, b.stages.Debug.Name()), nil
 }

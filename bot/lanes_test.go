@@ -373,3 +373,43 @@ func TestCheckLaneLeavesTheRestToTheBuild(t *testing.T) {
 		t.Error("the retest's trace does not say why it was not checked")
 	}
 }
+
+// A series whose changed files compile to the base's objects changes
+// nothing the lab could measure: the check lane answers PASS with the
+// check's account, and its candidate is neither built nor booted. One
+// the debug profile asks for is built and booted as any series, since
+// the debug kernels' configuration was not compared.
+func TestCheckLaneAnswersUnchangedCodeWithoutBoots(t *testing.T) {
+	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
+		build := o.Stages.Build.(*fakestage.Builder)
+		o.Stages.Check = &fakestage.Checker{Of: build, Calls: build.Calls}
+		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Calls: build.Calls}
+	})
+	h.ingest.Add(series("<comment@x>", "[PATCH] svcrdma: comment-only fix of the overview"))
+	h.wait("the comment-only series' reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
+	tt := h.testDone("series:<comment@x>:v1:")
+	r, _ := h.report.Get("series:<comment@x>:v1:")
+	if r.Verdict != flow.Pass || !strings.Contains(string(r.Detail), `"unchanged"`) || !strings.Contains(r.Summary, "changes no generated code") {
+		t.Errorf("the comment-only series: %s %q, detail %s; want PASS with the check's account", r.Verdict, r.Summary, r.Detail)
+	}
+	if len(r.BaseSamples)+len(r.CandSamples) > 0 || h.calls.Count("build mainline "+tt.Candidate) > 0 || h.calls.Count("run ") > 0 {
+		t.Errorf("the comment-only series was built or booted:\n%s", strings.Join(h.calls.List(), "\n"))
+	}
+	if !traceHas(t, h, tt.ID, "no change in generated code: the kernel is the base's, nothing to build or boot") {
+		t.Error("the trace does not say why nothing was booted")
+	}
+
+	s := series("<comment-free@x>", "[PATCH] svcrdma: comment-only fix in teardown")
+	s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + s.Subject + "\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
+	h.ingest.Add(s)
+	h.wait("the second reply", 30*time.Second, func() bool { return h.report.Count() == 2 })
+	tt = h.testDone("series:<comment-free@x>:v1:")
+	r, _ = h.report.Get("series:<comment-free@x>:v1:")
+	if r.Verdict != flow.Pass || !slices.ContainsFunc(r.CandSamples, func(s flow.Sample) bool { return s.Profile == flow.ProfileDebug }) {
+		t.Errorf("the comment-only series the debug profile asks for: %s, samples %v; want PASS with its debug kernel booted", r.Verdict, r.CandSamples)
+	}
+	if !traceHas(t, h, tt.ID, "no change in the lab kernel's generated code, but it changes svc_rdma_free code (fake)") {
+		t.Error("the trace does not say why an unchanged series was booted")
+	}
+}

@@ -52,12 +52,11 @@ type Builder interface {
 
 // Checker compiles alone the files a candidate changes from its base,
 // in the check lane, before its full build joins the build lane: a
-// series that does not compile is answered in seconds. compiled is empty
-// when the check could not stand for the full build (which then
-// decides); an error that is not an infra error is the candidate's
-// compile failure.
+// series that does not compile is answered in seconds, and one that
+// changes no generated code needs no boot. An error that is not an
+// infra error is the candidate's compile failure.
 type Checker interface {
-	Check(ctx context.Context, tree, base, candidate string, trace io.Writer) (compiled []string, err error)
+	Check(ctx context.Context, tree, base, candidate string, trace io.Writer) (flow.Checked, error)
 }
 
 // Trees fetches branches, reverts commits and locates repositories.

@@ -172,31 +172,37 @@ func (b *Stage) Build(ctx context.Context, tree, commit string, trace io.Writer)
 // Check compiles alone the C files a candidate changes from its base
 // (kbuild.Builder.Check), before its full build waits its turn: compiled
 // lists the objects made, empty when the check could not stand for the
-// full build (the trace says why). A compile error is the candidate's
-// (*kbuild.BuildError).
-func (b *Stage) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) (compiled []string, err error) {
+// full build (the trace says why); unchanged says each is byte for byte
+// the base's object and the series changes nothing else. A compile
+// error is the candidate's (*kbuild.BuildError).
+func (b *Stage) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) (compiled []string, unchanged bool, err error) {
 	bc, labCfg, err := b.resolve(base)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c, _, err := b.resolve(candidate)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	res, err := b.Kbuild.Check(ctx, kbuild.Request{Objects: b.Store.Repository().Storer, Tree: c.TreeHash, Lab: labCfg, Slot: tree}, bc.TreeHash)
 	if err != nil {
 		var be *kbuild.BuildError
 		if errors.As(err, &be) {
-			return nil, err
+			return nil, false, err
 		}
-		return nil, flow.MarkInfra(err)
+		return nil, false, flow.MarkInfra(err)
 	}
 	if res.Skipped != "" {
 		fmt.Fprintf(trace, "quick check skipped: %s\n", res.Skipped)
-		return nil, nil
+		return nil, false, nil
 	}
 	fmt.Fprintf(trace, "quick check compiled %s (timings %+v)\n", strings.Join(res.Objects, " "), res.Timings)
-	return res.Objects, nil
+	if res.Unchanged {
+		fmt.Fprintf(trace, "the base compiles %s to the same bytes, and the series changes nothing else\n", strings.Join(res.Objects, " "))
+	} else {
+		fmt.Fprintf(trace, "generated code changed: %s\n", res.Differs)
+	}
+	return res.Objects, res.Unchanged, nil
 }
 
 // Forget drops kbuild's stored copy of the kernel in dir, a directory

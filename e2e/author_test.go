@@ -166,8 +166,10 @@ const (
 	verbs  = "drivers/infiniband/core/verbs.c"
 )
 
-// harmless changes a comment only: the kernel is rebuilt, its code is not
-// changed.
+// harmless changes code without changing what it does: the might_sleep()
+// annotation moves below the header's DMA sync, and a comment says more.
+// Its kernel is built and booted (a change of comments alone compiles to
+// the base's objects and is answered without a boot).
 func (a *author) harmless() series { return a.harmlessNew("") }
 
 // harmlessNew is harmless with the nonce in the comment, when given: a
@@ -179,11 +181,23 @@ func (a *author) harmlessNew(nonce string) series {
 	if nonce != "" {
 		added = " * seen only when many threads reply on one transport at once\n * (observed " + nonce + ").\n"
 	}
+	sync := "\t/* Sync the transport header buffer */\n\tib_dma_sync_single_for_device(rdma->sc_pd->device,\n" +
+		"\t\t\t\t      send_wr->sg_list[0].addr,\n\t\t\t\t      send_wr->sg_list[0].length,\n\t\t\t\t      DMA_TO_DEVICE);\n"
 	c := a.commit(a.base, "svcrdma: say when the SQ can starve in svc_rdma_post_send()",
-		"The kernel-doc comment says starvation is possible but not when;\nsay so.",
+		"The kernel-doc comment says starvation is possible but not when;\nsay so. Annotate might_sleep() where the wait for SQ entries starts.",
 		edit{sendto, " * enough Send Queue that SQ exhaustion should be a rare event.\n",
-			" * enough Send Queue that SQ exhaustion should be a rare event,\n" + added})
+			" * enough Send Queue that SQ exhaustion should be a rare event,\n" + added},
+		edit{sendto, "\tmight_sleep();\n\n" + sync, sync + "\n\tmight_sleep();\n"})
 	return a.series("harmless", a.base, c)
+}
+
+// commentOnly changes a comment and no line count: its changed file
+// compiles to the base's object, so its kernel is the base's.
+func (a *author) commentOnly() series {
+	c := a.commit(a.base, "svcrdma: capitalize Call in svc_rdma_recvfrom()'s kernel-doc",
+		"As the rest of the comment does. No change in the generated code.",
+		edit{recv, " * svc_rdma_recvfrom - Receive an RPC call\n", " * svc_rdma_recvfrom - Receive an RPC Call\n"})
+	return a.series("comment-only", a.base, c)
 }
 
 // slowSend is two patches: a comment, then a delay of every server Send
@@ -258,14 +272,6 @@ func (a *author) stale() series {
 	// which is the author's to mend, so it is mailed.
 	ms := a.mails(unposted, second, "--base="+a.base)
 	return series{name: "stale", mails: ms, root: messageID(a.t, ms[0]), tip: second}
-}
-
-// fault is another harmless change; a guest of its run is killed.
-func (a *author) fault() series {
-	c := a.commit(a.base, "svcrdma: fix a comment in svc_rdma_recvfrom()",
-		"No functional change.",
-		edit{recv, " * svc_rdma_recvfrom - Receive an RPC call\n", " * svc_rdma_recvfrom - Receive an RPC Call\n"})
-	return a.series("lab-fault", a.base, c)
 }
 
 func (s series) String() string {

@@ -45,7 +45,7 @@ func TestSeriesAnswered(t *testing.T) {
 	m := needMachine(t)
 	a := newAuthor(t, m)
 	all := map[string]series{}
-	for _, s := range []series{a.harmless(), a.slowSend(), a.broken(), a.drainHang(), a.stale()} {
+	for _, s := range []series{a.harmless(), a.slowSend(), a.broken(), a.drainHang(), a.stale(), a.commentOnly()} {
 		all[s.name] = s
 	}
 	// The pressure profile has its own scenario (TestProfilesCatchSeededBugs):
@@ -74,7 +74,7 @@ func TestSeriesAnswered(t *testing.T) {
 		t.Fatal("no QEMU guest was killed: no lab run started, or none ran long enough")
 	}
 	posted := map[string]time.Time{"harmless": start}
-	for _, name := range []string{"slow-send", "broken", "drain-hang", "stale"} {
+	for _, name := range []string{"slow-send", "broken", "drain-hang", "stale", "comment-only"} {
 		b.post(all[name].mails...)
 		posted[name] = time.Now()
 	}
@@ -98,16 +98,16 @@ func TestSeriesAnswered(t *testing.T) {
 	want := map[string]string{
 		"harmless": "PASS", "slow-send": "REGRESSION",
 		"broken": "BUILD_FAILED", "drain-hang": "CRASH", "stale": "APPLY_FAILED",
-		"relaxed-ordering-v1": "APPLY_FAILED",
+		"relaxed-ordering-v1": "APPLY_FAILED", "comment-only": "PASS",
 	}
 	// Mailed is what a maintainer must act on (reports.mail_outcomes).
 	// The pass is quiet, and so is the relaxed-ordering v1: it named no
 	// base, and a patch that does not apply to the default branch the
 	// bot guessed is the guess's problem. Stale named its base
 	// (base-commit:), so its failure to apply is the author's.
-	quiet := map[string]bool{"harmless": true, "relaxed-ordering-v1": true}
+	quiet := map[string]bool{"harmless": true, "relaxed-ordering-v1": true, "comment-only": true}
 	bodies, replyIDs := map[string]string{}, map[string]string{}
-	for _, name := range []string{"relaxed-ordering-v1", "broken", "stale", "drain-hang", "slow-send", "harmless"} {
+	for _, name := range []string{"relaxed-ordering-v1", "broken", "stale", "comment-only", "drain-hang", "slow-send", "harmless"} {
 		s, ok := all[name]
 		if !ok {
 			continue
@@ -126,6 +126,18 @@ func TestSeriesAnswered(t *testing.T) {
 			t.Logf("%s: %s on the dashboard, %s after posting; not mailed", s, tv.Verdict, tv.UpdatedAt.Sub(posted[name]).Round(time.Second))
 			if tv.Verdict != want[name] {
 				t.Errorf("%s: verdict %s, want %s", s.name, tv.Verdict, want[name])
+			}
+			if name == "comment-only" {
+				// Its changed file compiles to the base's object: the
+				// check lane answers, with no build or boot of its own.
+				if !strings.Contains(tv.Summary, "the series changes no generated code") || !strings.Contains(tv.Summary, "net/sunrpc/xprtrdma/svc_rdma_recvfrom.o") {
+					t.Errorf("%s: summary %q does not say its code is unchanged", s.name, tv.Summary)
+				}
+				for _, j := range tv.Jobs {
+					if j.Kind == "build" || j.Kind == "lab" {
+						t.Errorf("%s: a %s job ran (%+v)", s.name, j.Kind, j)
+					}
+				}
 			}
 			for _, r := range b.replies() {
 				if slices.Contains(ids, r.Header.Get("In-Reply-To")) {

@@ -41,7 +41,7 @@ func RenderComment(c *Config, v *Verdict, login string) string {
 	if len(in.Thread.Reviews) > 0 {
 		b.WriteString(reviewsText(in.Thread.Reviews) + "\n")
 	}
-	if booted(v.Outcome) {
+	if booted(v) {
 		for _, l := range in.Test.Limits {
 			b.WriteString(l + "\n\n")
 		}

@@ -161,6 +161,11 @@ func Sentence(c *Config, v *Verdict) string {
 	in := v.In
 	switch v.Outcome {
 	case flow.Pass:
+		if u := in.Unchanged; u != nil {
+			return fmt.Sprintf("%s compiled the files this series changes with and without it, in the lab kernel's configuration, "+
+				"to the same objects, byte for byte (%s): the series changes no generated code, so its kernel is the base's and was not booted.",
+				bot, strings.Join(u.Objects, ", "))
+		}
 		s := fmt.Sprintf("%s tested this series on the %s test and found no change of %.0f%% or more in any metric", bot, testName(in), 100*c.MinEffect)
 		if h := closest(v); h != nil {
 			s += fmt.Sprintf("; the closest was %s, %s (%.0f%% interval %s to %s)", sentenceLabel(*h), pct(h.CI.Ratio), 100*h.Level, pct(h.CI.Lo), pct(h.CI.Hi))
@@ -298,8 +303,12 @@ func infoBlock(v *Verdict) string {
 		}
 	}
 	lab, test := in.Test.Lab, in.Test.Test
-	if v.Outcome == flow.ApplyFailed || v.Outcome == flow.BuildFailed {
+	reproduce := in.Test.Reproduce
+	if v.Outcome == flow.ApplyFailed || v.Outcome == flow.BuildFailed || in.Unchanged != nil {
 		lab, test = "", "" // nothing ran
+	}
+	if in.Unchanged != nil {
+		reproduce = "" // the reproducer boots; the steps below compare objects
 	}
 	return keyValues(append(append([][2]string{
 		{"url", in.Build.SeriesURL},
@@ -311,7 +320,7 @@ func infoBlock(v *Verdict) string {
 		{"compiler", in.Build.Compiler},
 		{"lab", lab},
 		{"test", test},
-		{"reproduce", in.Test.Reproduce}},
+		{"reproduce", reproduce}},
 		in.Test.Files...),
 		[2]string{"details", in.Test.RunURL}))
 }
@@ -348,12 +357,12 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	if len(in.Thread.Reviews) > 0 {
 		raw(reviewsText(in.Thread.Reviews))
 	}
-	if booted(v.Outcome) {
+	if booted(v) {
 		for _, l := range in.Test.Limits {
 			para(l)
 		}
 	}
-	if steps := in.Test.ByHand.steps(v.Outcome); len(steps) > 0 {
+	if steps := in.Test.ByHand.steps(v); len(steps) > 0 {
 		raw("To reproduce without rdmabot, in a clone of the base tree:\n\n        " + strings.Join(steps, "\n        "))
 	}
 	if OffersTags(v.Outcome) {
@@ -362,7 +371,9 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 	}
 	switch v.Outcome {
 	case flow.Pass, flow.Regression, flow.Improvement:
-		raw(Measurements(v))
+		if m := Measurements(v); m != "" { // none for a kernel not booted
+			raw(m)
+		}
 		if r := DecisionRule(c, v); r != "" {
 			para(r)
 		}
@@ -405,7 +416,7 @@ func emailBody(c *Config, v *Verdict, msgID string) string {
 			raw(Measurements(v))
 		}
 	}
-	if v.Outcome == flow.Pass && c.TestedBy {
+	if v.Outcome == flow.Pass && c.TestedBy && in.Unchanged == nil {
 		para("If you wish, you may add the following tag to the series:")
 		raw("| Tested-by: " + c.From)
 	}
@@ -662,7 +673,11 @@ func foldList(l []string) string { return strings.Join(l, ",\n    ") }
 
 // booted says the outcome comes from boots of the patched kernel: what
 // the lab could not exercise of it is worth saying.
-func booted(o flow.Outcome) bool {
+func booted(v *Verdict) bool {
+	if v.In.Unchanged != nil {
+		return false
+	}
+	o := v.Outcome
 	return o == flow.Pass || o == flow.Regression || o == flow.Improvement || o == flow.Crash || o == flow.DataCorruption
 }
 

@@ -41,6 +41,9 @@ type Input struct {
 	Pressure *PressureRuns
 	// Fstests is the fstests profile's boots, when it ran.
 	Fstests *FstestsRuns
+	// Unchanged is a PASS decided before any boot: the series changes
+	// no generated code.
+	Unchanged *UnchangedCode
 	// Patch is the 1-based patch of the series a failure is in, whose
 	// mail the reply answers; 0 answers the series (its cover letter).
 	Patch int
@@ -263,11 +266,16 @@ func NewByHand(treeURL, branch, base, files, side, config string) ByHand {
 	return h
 }
 
-// steps are the commands a reader needs to see outcome o for themselves.
-func (h ByHand) steps(o flow.Outcome) []string {
+// steps are the commands a reader needs to see the outcome of v for
+// themselves.
+func (h ByHand) steps(v *Verdict) []string {
 	if len(h.Checkout) == 0 {
 		return nil
 	}
+	if u := v.In.Unchanged; u != nil {
+		return h.sameObjects(u.Objects)
+	}
+	o := v.Outcome
 	out := append(append([]string{}, h.Checkout...), h.Apply...)
 	if o == flow.ApplyFailed {
 		return out
@@ -277,6 +285,22 @@ func (h ByHand) steps(o flow.Outcome) []string {
 		for _, l := range strings.Split(wrap(h.Boot, 62), "\n") {
 			out = append(out, "# "+l)
 		}
+	}
+	return out
+}
+
+// sameObjects are the commands that compile objects without and with the
+// series and compare them: configured as the full build is, with no
+// kernel built or booted.
+func (h ByHand) sameObjects(objects []string) []string {
+	out := append(append([]string{}, h.Checkout...), h.Build[:len(h.Build)-1]...)
+	out = append(out, "make -j$(nproc) "+strings.Join(objects, " "))
+	for i, o := range objects {
+		out = append(out, fmt.Sprintf("cp %s /tmp/base-%d.o", o, i+1))
+	}
+	out = append(append(out, h.Apply...), "make -j$(nproc) "+strings.Join(objects, " "))
+	for i, o := range objects {
+		out = append(out, fmt.Sprintf("cmp /tmp/base-%d.o %s", i+1, o))
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,9 +29,14 @@ func (b buildStage) Build(ctx context.Context, tree, commit string, trace io.Wri
 	return dir, buildFailure(err)
 }
 
-func (b buildStage) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) ([]string, error) {
-	compiled, err := b.Stage.Check(ctx, tree, base, candidate, trace)
-	return compiled, buildFailure(err)
+func (b buildStage) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) (flow.Checked, error) {
+	compiled, unchanged, err := b.Stage.Check(ctx, tree, base, candidate, trace)
+	c := flow.Checked{Compiled: compiled, Unchanged: unchanged}
+	if unchanged {
+		// Plain strings: the marshal cannot fail.
+		c.Detail, _ = json.Marshal(reports.Detail{Unchanged: &reports.UnchangedCode{Objects: compiled}})
+	}
+	return c, buildFailure(err)
 }
 
 // applyFailure keeps a patch that does not apply, or that the builder

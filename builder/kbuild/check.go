@@ -1,9 +1,11 @@
 package kbuild
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -33,6 +35,14 @@ type CheckResult struct {
 	Timings Timings
 	// Log is the check's make log.
 	Log string
+	// Unchanged says the series changes no generated code: every file
+	// it changes is a C file compiled into Objects and named by no other
+	// build command, and each object is, byte for byte, the one its base
+	// compiles to. The kernel is then the base's.
+	Unchanged bool
+	// Differs says why Unchanged is false once Objects compiled (the
+	// series changes another file, an object differs); "" otherwise.
+	Differs string
 }
 
 // Check compiles, alone, the objects of the C files that req.Tree (an
@@ -79,8 +89,10 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 	defer func() { res.Timings.Total = time.Since(start) }()
 
 	// The C files the candidate has and changed; a changed Kconfig or
-	// makefile could change what or how the full build compiles.
-	var sources []string
+	// makefile could change what or how the full build compiles. Any
+	// other change (a header, a deleted file) may change code the check
+	// does not compile.
+	var sources, others []string
 	var buildFile string
 	err = walkDiff(req.Objects, "", base, req.Tree, func(p string, _, cand *object.TreeEntry) error {
 		switch name := path.Base(p); {
@@ -90,6 +102,8 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 			}
 		case strings.HasSuffix(name, ".c") && cand != nil && cand.Mode.IsFile():
 			sources = append(sources, p)
+		default:
+			others = append(others, p)
 		}
 		return nil
 	})
@@ -196,7 +210,101 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 		return nil, j.verdict(err)
 	}
 	res.Timings.Make = time.Since(t)
-	b.opt.Log.Info("kernel checked", "tree", req.Tree, "lab", req.Lab.Name, "objects", res.Objects,
+	switch {
+	case len(others) > 0:
+		res.Differs = "the series changes files other than the C files compiled (" + others[0] + ")"
+	case len(res.Objects) < len(sources):
+		res.Differs = "the configuration builds not every C file the series changes"
+	default:
+		// Within the compile's bound: the base's objects are its
+		// compiler-cache hits, or files of the same size.
+		res.Differs, err = j.compareWithBase(makeCtx, res.Objects, sources, base)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			res.Differs = "the base's objects could not be compared: " + err.Error()
+		}
+		res.Unchanged = res.Differs == ""
+	}
+	b.opt.Log.Info("kernel checked", "tree", req.Tree, "lab", req.Lab.Name, "objects", res.Objects, "unchanged", res.Unchanged,
 		"wait", res.Timings.Wait, "seed", res.Timings.Seed, "sync", res.Timings.Sync, "make", res.Timings.Make)
 	return res, nil
+}
+
+// compareWithBase compiles objects again from the base tree, in the
+// check's copy, and says which one differs from the candidate's ("" when
+// none does). A source some other build command names (a C file another
+// one includes, a file compiled twice) differs too: its other users are
+// not compiled here. objects and sources are in the same order.
+func (j *job) compareWithBase(ctx context.Context, objects, sources []string, base plumbing.Hash) (string, error) {
+	if who, err := otherUsers(j.out, objects, sources); err != nil || who != "" {
+		return who, err
+	}
+	cand := make([][]byte, len(objects))
+	for i, obj := range objects {
+		b, err := os.ReadFile(filepath.Join(j.out, obj))
+		if err != nil {
+			return "", err
+		}
+		cand[i] = b
+		// Made again below, never taken for the base's as it is.
+		if err := os.Remove(filepath.Join(j.out, obj)); err != nil {
+			return "", err
+		}
+	}
+	if _, err := j.co.Sync(ctx, j.req.Objects, base); err != nil {
+		return "", err
+	}
+	argv := append(append([]string(nil), j.b.idle...), j.makeArgs(objects...)...)
+	fmt.Fprintf(j.log, "# the base's objects, to compare\n$ %s\n", strings.Join(argv, " "))
+	if err := j.sandbox(j.out).Run(ctx, j.log, argv...); err != nil {
+		return "", fmt.Errorf("make: %w", err)
+	}
+	for i, obj := range objects {
+		b, err := os.ReadFile(filepath.Join(j.out, obj))
+		if err != nil {
+			return "", err
+		}
+		if !bytes.Equal(b, cand[i]) {
+			return obj + " differs from the base's", nil
+		}
+	}
+	return "", nil
+}
+
+// otherUsers says which build command other than an object's own names
+// one of sources ("" when none does), from the .cmd files kbuild keeps
+// in out: such a command compiles or includes it, and would change with
+// it unseen.
+func otherUsers(out string, objects, sources []string) (string, error) {
+	own := map[string]bool{}
+	for _, obj := range objects {
+		own[filepath.Join(filepath.Dir(obj), "."+filepath.Base(obj)+".cmd")] = true
+	}
+	var who string
+	err := filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), ".") || !strings.HasSuffix(d.Name(), ".cmd") {
+			return nil
+		}
+		rel, err := filepath.Rel(out, p)
+		if err != nil || own[rel] {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, src := range sources {
+			if bytes.Contains(b, []byte(src)) {
+				who = src + " is named by " + rel + " too"
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	return who, err
 }

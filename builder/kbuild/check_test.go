@@ -182,3 +182,56 @@ func TestIdlePrefixIsProbed(t *testing.T) {
 		t.Errorf("a sandbox without chrt: prefix %q, want none", got)
 	}
 }
+
+// A series that changes only comments of the C files it compiles gives
+// the base's objects, byte for byte: the check says its code is
+// unchanged. A change of code, of another file beside it, or of a
+// source some other build command names (a C file another includes)
+// is not.
+func TestCheckComparesObjectsWithTheBase(t *testing.T) {
+	lab := toyLab(t)
+	r := newToyRepo(t, lab)
+	b := newToyBuilder(t, Options{Timeout: time.Minute})
+	ctx := context.Background()
+	base := plumbing.NewHash(gitRun(t, r.dir, "rev-parse", "HEAD^{tree}"))
+	baseCommit := gitRun(t, r.dir, "rev-parse", "HEAD")
+	if _, err := b.Build(ctx, Request{Objects: r.repo.Storer, Tree: base, Lab: lab, Trusted: true}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(r.dir, "init", "main.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commented := strings.Replace(string(src), "{", "{ /* the toy's entry point */", 1)
+	mainOut := filepath.Join(b.opt.Dir, "slots", "default", "out-qemu")
+	cases := []struct {
+		name  string
+		files map[string]string
+		other bool // another build command names init/main.c
+		want  string
+	}{
+		{"a comment", map[string]string{"init/main.c": commented}, false, ""},
+		{"code", map[string]string{"init/main.c": "int main(void)\n{\n\treturn 3;\n}\n"}, false, "init/main.o differs from the base's"},
+		{"a comment and a header", map[string]string{"init/main.c": commented, "include/toy.h": "#define TOY 1\n"}, false, "the series changes files other than the C files compiled (include"},
+		{"a comment in a file another includes", map[string]string{"init/main.c": commented}, true, "init/main.c is named by init/.other.o.cmd too"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gitRun(t, r.dir, "reset", "-q", "--hard", baseCommit)
+			other := filepath.Join(mainOut, "init", ".other.o.cmd")
+			if c.other {
+				if err := os.WriteFile(other, []byte("cmd_init/other.o := gcc -c -o init/other.o init/other.c\ndeps_init/other.o := init/main.c\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				defer os.Remove(other)
+			}
+			res, err := b.Check(ctx, Request{Objects: r.repo.Storer, Tree: r.edit(c.files), Lab: lab}, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Objects) != 1 || res.Unchanged != (c.want == "") || !strings.Contains(res.Differs, c.want) || (c.want == "") != (res.Differs == "") {
+				t.Errorf("check: objects %v, unchanged %v, differs %q; want differs %q", res.Objects, res.Unchanged, res.Differs, c.want)
+			}
+		})
+	}
+}

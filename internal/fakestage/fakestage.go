@@ -1049,8 +1049,9 @@ const buildFailsError = "net/sunrpc/xprtrdma/svc_rdma_sendto.c:42:1: error: expe
 // Checker is the quick check of a series' changed files (bot.Checker):
 // it takes no machine slot, as kbuild's check takes no heavy lock. A
 // "build-fails" series (applied by Of) fails it with the compiler error
-// its build would give; a "check-skips" one compiles nothing; any other
-// compiles its one changed file.
+// its build would give; a "check-skips" one compiles nothing; a
+// "comment-only" one compiles its one changed file to the base's object;
+// any other compiles its one changed file.
 type Checker struct {
 	Of    *Builder
 	Calls *Calls
@@ -1062,12 +1063,12 @@ type Checker struct {
 	mu sync.Mutex
 }
 
-func (c *Checker) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) ([]string, error) {
+func (c *Checker) Check(ctx context.Context, tree, base, candidate string, trace io.Writer) (flow.Checked, error) {
 	c.Calls.Add("check %s %s", tree, candidate)
 	select {
 	case <-time.After(c.Delay):
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return flow.Checked{}, ctx.Err()
 	}
 	c.mu.Lock()
 	fail := c.FailChecks > 0
@@ -1076,19 +1077,23 @@ func (c *Checker) Check(ctx context.Context, tree, base, candidate string, trace
 	}
 	c.mu.Unlock()
 	if fail {
-		return nil, &InfraError{"kbuild: check: no space left on device"}
+		return flow.Checked{}, &InfraError{"kbuild: check: no space left on device"}
 	}
 	c.Of.mu.Lock()
 	subject := c.Of.applied[candidate]
 	c.Of.mu.Unlock()
 	switch {
 	case strings.Contains(subject, "build-fails") && !strings.Contains(subject, "debug-build-fails"):
-		return nil, errors.New(buildFailsError)
+		return flow.Checked{}, errors.New(buildFailsError)
 	case strings.Contains(subject, "check-skips"):
 		fmt.Fprintln(trace, "quick check skipped: the series changes Kconfig")
-		return nil, nil
+		return flow.Checked{}, nil
 	}
-	return []string{"net/sunrpc/xprtrdma/svc_rdma_sendto.o"}, nil
+	objs := []string{"net/sunrpc/xprtrdma/svc_rdma_sendto.o"}
+	if strings.Contains(subject, "comment-only") {
+		return flow.Checked{Compiled: objs, Unchanged: true, Detail: json.RawMessage(`{"unchanged":{"objects":["net/sunrpc/xprtrdma/svc_rdma_sendto.o"]}}`)}, nil
+	}
+	return flow.Checked{Compiled: objs}, nil
 }
 
 // occupy takes the one slot of machine (the builds' and boots' shared

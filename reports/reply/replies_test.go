@@ -346,7 +346,7 @@ func TestBisectionRepliesGolden(t *testing.T) {
 // A series that does not apply or build: the tree's own error, answering
 // the patch it names.
 func TestFailureRepliesGolden(t *testing.T) {
-	_, _, _, patchID := goldenRig(t)
+	_, _, cover, patchID := goldenRig(t)
 	t.Run("APPLY_FAILED", func(t *testing.T) {
 		g := newReplyRig(t)
 		// The real series on a tree that lacks its files: the builder's
@@ -385,6 +385,39 @@ func TestFailureRepliesGolden(t *testing.T) {
 		e := g.deliver(t, g.failed(t, 5, flow.BuildFailed, "build_failed_config"))
 		if want := "All errors of make olddefconfig (new ones prefixed by >>):\n\n>> config option lost: CONFIG_RDMA_RXE=m (got absent, from qemu-softroce.config)\n"; !strings.Contains(string(e.Raw), want) {
 			t.Errorf("the reply lacks %q:\n%s", want, e.Raw)
+		}
+	})
+	// A series whose changed files compile to the base's objects is a
+	// PASS decided in the check lane, with the account wire stores and
+	// the summary the bot writes: quiet, and answered only to a command
+	// that asked, saying that nothing was booted and offering no tag.
+	t.Run("PASS_UNCHANGED", func(t *testing.T) {
+		g := newReplyRig(t)
+		detail := must(json.Marshal(reports.Detail{Unchanged: &reports.UnchangedCode{Objects: []string{"net/sunrpc/xprtrdma/svc_rdma_sendto.o"}}}))
+		rep := g.report(6, flow.Pass, "the series changes no generated code: the files it changes compile to the base's objects, byte for byte "+
+			"(net/sunrpc/xprtrdma/svc_rdma_sendto.o); not booted", detail, nil, nil)
+		g.quiet(t, rep)
+		rep.Origin.Command = &flow.Command{MsgID: "cmd-jlayton@kernel.org", From: "jlayton@kernel.org", Name: "Jeff Layton",
+			Line: "#rdmabot test", References: []string{cover}}
+		e := g.deliver(t, rep)
+		golden(t, "replies/pass_unchanged.eml", e.Raw)
+		msg := must(mail.ReadMessage(bytes.NewReader(e.Raw)))
+		if msg.Header.Get("In-Reply-To") != "<cmd-jlayton@kernel.org>" || msg.Header.Get("To") != `"Jeff Layton" <jlayton@kernel.org>` ||
+			msg.Header.Get("Cc") != "" || len(e.Lists) > 0 {
+			t.Errorf("not an answer to the command's sender alone: %v, lists %q", msg.Header, e.Lists)
+		}
+		body := string(e.Raw)
+		for _, want := range []string{"to the same objects, byte for byte (net/sunrpc/xprtrdma/svc_rdma_sendto.o)", "was not booted",
+			"make -j$(nproc) net/sunrpc/xprtrdma/svc_rdma_sendto.o cp net/sunrpc/xprtrdma/svc_rdma_sendto.o /tmp/base-1.o",
+			"| git am make -j$(nproc) net/sunrpc/xprtrdma/svc_rdma_sendto.o cmp /tmp/base-1.o net/sunrpc/xprtrdma/svc_rdma_sendto.o"} {
+			if !strings.Contains(strings.Join(strings.Fields(body), " "), want) {
+				t.Errorf("the reply lacks %q", want)
+			}
+		}
+		for _, not := range []string{"Tested-by:", "\ntest: ", "\nlab: ", "\nreproduce: ", "no change of", "bzImage", "boot it"} {
+			if strings.Contains(body, not) {
+				t.Errorf("the reply of an unbooted kernel has %q:\n%s", not, body)
+			}
 		}
 	})
 }

@@ -894,6 +894,11 @@ func (r *Replier) verdict(rep flow.Report, th reports.Thread) (reports.Verdict, 
 		}
 	case flow.BootFailed:
 		in.Boot = &reports.BootFailure{Title: firstLine(rep.Log), Console: rep.Log}
+	case flow.Pass:
+		// Decided before any boot, so without a judgement.
+		if in.Unchanged = d.Unchanged; in.Unchanged == nil {
+			return reports.Verdict{}, fmt.Errorf("report %s (%s): %w", rep.Key, rep.Verdict, errNoJudgement)
+		}
 	default:
 		return reports.Verdict{}, fmt.Errorf("report %s (%s): %w", rep.Key, rep.Verdict, errNoJudgement)
 	}
