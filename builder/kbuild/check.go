@@ -248,7 +248,8 @@ func (j *job) compareWithBase(ctx context.Context, objects, sources []string, ba
 			return "", err
 		}
 		cand[i] = b
-		// Made again below, never taken for the base's as it is.
+		// Gone, so make compiles the base's: the candidate's is never
+		// compared with itself.
 		if err := os.Remove(filepath.Join(j.out, obj)); err != nil {
 			return "", err
 		}
