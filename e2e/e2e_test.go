@@ -233,7 +233,14 @@ func checkServed(t *testing.T, b *bot, bodies map[string]string) {
 			t.Errorf("test %d (%s): the dashboard shows link %q and patches %+v", tv.ID, tv.Subject, tv.Link, tv.Patches)
 		}
 		if tv.Verdict == "PASS" || tv.Verdict == "REGRESSION" {
-			if page := getPage(t, fmt.Sprintf("%s/tests/%d", b.cfg.Bot.URL, tv.ID)); !strings.Contains(page, `aria-label="copy_MBps per boot"`) {
+			page := getPage(t, fmt.Sprintf("%s/tests/%d", b.cfg.Bot.URL, tv.ID))
+			switch {
+			case strings.Contains(tv.Summary, "changes no generated code"):
+				// Decided before any boot: no chart, and the page says why.
+				if !strings.Contains(page, "the series changes no generated code") || strings.Contains(page, `aria-label="copy_MBps per boot"`) {
+					t.Errorf("test %d (%s): its page does not say that nothing was booted, or draws boots", tv.ID, tv.Subject)
+				}
+			case !strings.Contains(page, `aria-label="copy_MBps per boot"`):
 				t.Errorf("test %d (%s): its page draws no per-boot copy_MBps chart", tv.ID, tv.Subject)
 			}
 		}
