@@ -214,10 +214,10 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 	case len(others) > 0:
 		res.Differs = "the series changes files other than the C files compiled (" + others[0] + ")"
 	case len(res.Objects) < len(sources):
-		res.Differs = "the configuration builds not every C file the series changes"
+		res.Differs = "the configuration does not build every C file the series changes"
 	default:
-		// Within the compile's bound: the base's objects are its
-		// compiler-cache hits, or files of the same size.
+		// Within what is left of the compile's bound: the base's
+		// objects are mostly hits of the trusted build's compiler cache.
 		res.Differs, err = j.compareWithBase(makeCtx, res.Objects, sources, base)
 		switch {
 		case ctx.Err() != nil:
@@ -236,7 +236,7 @@ func (b *Builder) Check(ctx context.Context, req Request, base plumbing.Hash) (*
 // check's copy, and says which one differs from the candidate's ("" when
 // none does). A source some other build command names (a C file another
 // one includes, a file compiled twice) differs too: its other users are
-// not compiled here. objects and sources are in the same order.
+// not compiled here.
 func (j *job) compareWithBase(ctx context.Context, objects, sources []string, base plumbing.Hash) (string, error) {
 	if who, err := otherUsers(j.out, objects, sources); err != nil || who != "" {
 		return who, err
