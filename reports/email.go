@@ -302,13 +302,14 @@ func infoBlock(v *Verdict) string {
 			link = "https://lore.kernel.org/r/" + id + "/"
 		}
 	}
-	lab, test := in.Test.Lab, in.Test.Test
-	reproduce := in.Test.Reproduce
-	if v.Outcome == flow.ApplyFailed || v.Outcome == flow.BuildFailed || in.Unchanged != nil {
+	lab, test, reproduce := in.Test.Lab, in.Test.Test, in.Test.Reproduce
+	switch {
+	case in.Unchanged != nil:
+		// Nothing booted; the reproducer boots, the steps below compare
+		// objects.
+		lab, test, reproduce = "", "", ""
+	case v.Outcome == flow.ApplyFailed || v.Outcome == flow.BuildFailed:
 		lab, test = "", "" // nothing ran
-	}
-	if in.Unchanged != nil {
-		reproduce = "" // the reproducer boots; the steps below compare objects
 	}
 	return keyValues(append(append([][2]string{
 		{"url", in.Build.SeriesURL},

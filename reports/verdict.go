@@ -236,11 +236,15 @@ type TestInfo struct {
 }
 
 // ByHand is a run as shell commands: get the base, apply the series,
-// build, and (words only: two guests are a machine's set-up) boot.
+// configure and build, and (words only: two guests are a machine's
+// set-up) boot.
 type ByHand struct {
-	Checkout, Apply, Build []string
-	Boot                   string
+	Checkout, Apply, Configure []string
+	Boot                       string
 }
+
+// makeKernel is the build by hand once configured.
+const makeKernel = "make -j$(nproc) bzImage"
 
 // NewByHand is a run on base (on branch of the tree at treeURL, when
 // public) with the series and, when config, the .config from files (the
@@ -256,11 +260,10 @@ func NewByHand(treeURL, branch, base, files, side, config string) ByHand {
 	h.Checkout = append(h.Checkout, "git checkout "+base)
 	h.Apply = []string{"curl -sS " + files + "series.mbox | git am"}
 	if config != "" {
-		h.Build = append(h.Build, "curl -sS -o .config "+files+config, "make olddefconfig")
+		h.Configure = []string{"curl -sS -o .config " + files + config, "make olddefconfig"}
 	} else {
-		h.Build = append(h.Build, "# configure as the config: line above says")
+		h.Configure = []string{"# configure as the config: line above says"}
 	}
-	h.Build = append(h.Build, "make -j$(nproc) bzImage")
 	h.Boot = fmt.Sprintf("then boot it as the %s and the base kernel as its peer, two guests joined by soft-RoCE; "+
 		"each runs %sguest-init.sh, which starts %sguest-labtest.sh", side, files, files)
 	return h
@@ -280,7 +283,7 @@ func (h ByHand) steps(v *Verdict) []string {
 	if o == flow.ApplyFailed {
 		return out
 	}
-	out = append(out, h.Build...)
+	out = append(append(out, h.Configure...), makeKernel)
 	if o != flow.BuildFailed && h.Boot != "" {
 		for _, l := range strings.Split(wrap(h.Boot, 62), "\n") {
 			out = append(out, "# "+l)
@@ -293,7 +296,7 @@ func (h ByHand) steps(v *Verdict) []string {
 // series and compare them: configured as the full build is, with no
 // kernel built or booted.
 func (h ByHand) sameObjects(objects []string) []string {
-	out := append(append([]string{}, h.Checkout...), h.Build[:len(h.Build)-1]...)
+	out := append(append([]string{}, h.Checkout...), h.Configure...)
 	out = append(out, "make -j$(nproc) "+strings.Join(objects, " "))
 	for i, o := range objects {
 		out = append(out, fmt.Sprintf("cp %s /tmp/base-%d.o", o, i+1))
