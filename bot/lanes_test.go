@@ -27,16 +27,9 @@ func TestBuildBreakIsNotHeldByAColdBase(t *testing.T) {
 	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
 		build := o.Stages.Build.(*fakestage.Builder)
 		build.Machine = machine
-		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
-		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Machine: machine,
-			Slow: map[string]time.Duration{base: 5 * time.Second}, Calls: build.Calls}
+		withDebug(t, o, machine, map[string]time.Duration{base: 5 * time.Second})
 	})
-	patch := func(id, subject, body string) flow.Series {
-		s := series(id, subject)
-		s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n" + body)}
-		return s
-	}
-	h.ingest.Add(patch("<teardown@x>", "[PATCH] svcrdma: tidy teardown", "@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n"))
+	h.ingest.Add(teardownSeries("<teardown@x>", "[PATCH] svcrdma: tidy teardown"))
 	h.wait("the cold debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
 	h.ingest.Add(series("<break@x>", "[PATCH] svcrdma: build-fails in the send path"))
 	h.wait("both replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
@@ -72,13 +65,9 @@ func TestColdBaseGivesWayToTheCheckLane(t *testing.T) {
 	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
 		build := o.Stages.Build.(*fakestage.Builder)
 		o.Stages.Check = &fakestage.Checker{Of: build, Calls: build.Calls, Delay: 2 * time.Second}
-		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
-		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build,
-			Slow: map[string]time.Duration{base: 8 * time.Second}, Calls: build.Calls}
+		withDebug(t, o, nil, map[string]time.Duration{base: 8 * time.Second})
 	})
-	teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
-	teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: [PATCH] svcrdma: tidy teardown\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
-	h.ingest.Add(teardown)
+	h.ingest.Add(teardownSeries("<teardown@x>", "[PATCH] svcrdma: tidy teardown"))
 	h.wait("the cold debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
 	h.ingest.Add(series("<break@x>", "[PATCH] svcrdma: build-fails in the send path"))
 	h.wait("both replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
@@ -87,18 +76,10 @@ func TestColdBaseGivesWayToTheCheckLane(t *testing.T) {
 	at := func(prefix string) int {
 		return slices.IndexFunc(list, func(c string) bool { return strings.HasPrefix(c, prefix) })
 	}
-	checked, broke, stopped, done := at("check mainline "), -1, at("slow-build stopped "+base), at("slow-build done "+base)
-	for i, c := range list {
-		if strings.HasPrefix(c, "check mainline ") {
-			checked = i // the build break's, after the teardown's own
-		}
-		if strings.HasPrefix(c, "deliver series:<break@x>:v1: BUILD_FAILED") {
-			broke = i
-		}
-	}
+	broke, stopped, done := at("deliver series:<break@x>:v1: BUILD_FAILED"), at("slow-build stopped "+base), at("slow-build done "+base)
 	if stopped < 0 || broke < 0 || stopped > broke || done < broke {
-		t.Errorf("the cold build (stopped at call %d, done at %d) did not give way to the build break's check (call %d, BUILD_FAILED at %d):\n%s",
-			stopped, done, checked, broke, strings.Join(list, "\n"))
+		t.Errorf("the cold build (stopped at call %d, done at %d) did not give way to the build break's check (BUILD_FAILED at %d):\n%s",
+			stopped, done, broke, strings.Join(list, "\n"))
 	}
 	if r, _ := h.report.Get("series:<teardown@x>:v1:"); r.Verdict != flow.Pass {
 		t.Errorf("the series that needed the cold base: %s, want PASS", r.Verdict)
@@ -115,17 +96,13 @@ func TestWarmUpPreparesTheDefaultBases(t *testing.T) {
 		build := o.Stages.Build.(*fakestage.Builder)
 		build.NoBaseFirst = 1
 		o.WarmBases = true
-		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
-		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build,
-			Slow: map[string]time.Duration{base: 500 * time.Millisecond}, Calls: build.Calls}
+		withDebug(t, o, nil, map[string]time.Duration{base: 500 * time.Millisecond})
 	})
 	h.wait("the warm-up to ask for the default base again", 30*time.Second, func() bool { return h.calls.Count("base ") >= 2 })
 	h.wait("both default base kernels", 60*time.Second, func() bool {
 		return h.calls.Count("build mainline "+base) == 1 && h.calls.Count("slow-build done "+base) == 1
 	})
-	teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
-	teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: tidy\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
-	h.ingest.Add(teardown)
+	h.ingest.Add(teardownSeries("<teardown@x>", "[PATCH] svcrdma: tidy teardown"))
 	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	if n, d := h.calls.Count("build mainline "+base), h.calls.Count("debug-build mainline "+base); n != 1 || d != 1 {
 		t.Errorf("the base was built %d times, its debug kernel %d: want once each, by the warm-up:\n%s", n, d, strings.Join(h.calls.List(), "\n"))
@@ -143,11 +120,8 @@ func TestWarmUpPreparesTheDefaultBases(t *testing.T) {
 func TestWarmUpGivesWayToLabRounds(t *testing.T) {
 	base := strings.Repeat("b", 40)
 	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
-		build := o.Stages.Build.(*fakestage.Builder)
 		o.WarmBases = true
-		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
-		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build,
-			Slow: map[string]time.Duration{base: 3 * time.Second}, Calls: build.Calls}
+		withDebug(t, o, nil, map[string]time.Duration{base: 3 * time.Second})
 	})
 	h.lab.Delay = 300 * time.Millisecond
 	h.wait("the warm-up's debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
@@ -185,9 +159,7 @@ func TestBaseLaneLeavesABrokenBaseToTheTest(t *testing.T) {
 		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Calls: build.Calls,
 			Broken: map[string]string{base: "lib/kasan.c:1:1: error: broken"}}
 	})
-	teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
-	teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: tidy\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
-	h.ingest.Add(teardown)
+	h.ingest.Add(teardownSeries("<teardown@x>", "[PATCH] svcrdma: tidy teardown"))
 	h.wait("the reply", 60*time.Second, func() bool { return h.report.Count() == 1 })
 	r, _ := h.report.Get("series:<teardown@x>:v1:")
 	if r.Verdict != flow.Pass || slices.ContainsFunc(r.CandSamples, func(s flow.Sample) bool { return s.Profile == flow.ProfileDebug }) {
@@ -228,14 +200,10 @@ func TestColdBaseGivesWayToOtherSeriesRounds(t *testing.T) {
 				build := o.Stages.Build.(*fakestage.Builder)
 				build.Machine = machine
 				o.Stages.Lab.(*fakestage.Lab).Machine = machine
-				o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
-				o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Machine: machine,
-					Slow: map[string]time.Duration{base: 3 * time.Second}, Calls: build.Calls}
+				withDebug(t, o, machine, map[string]time.Duration{base: 3 * time.Second})
 			})
 			h.lab.Delay = 300 * time.Millisecond
-			teardown := series("<teardown@x>", "[PATCH] svcrdma: tidy teardown")
-			teardown.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: tidy\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
-			h.ingest.Add(teardown)
+			h.ingest.Add(teardownSeries("<teardown@x>", "[PATCH] svcrdma: tidy teardown"))
 			h.wait("the cold debug base build to start", 30*time.Second, func() bool { return h.calls.Count("debug-build mainline "+base) > 0 })
 			h.ingest.Add(series("<plain@x>", "[PATCH] svcrdma: a plain change"))
 			h.wait("both replies", 60*time.Second, func() bool { return h.report.Count() == 2 })
@@ -383,8 +351,7 @@ func TestCheckLaneAnswersUnchangedCodeWithoutBoots(t *testing.T) {
 	h := newHarnessWith(t, testConfig(), "", "", func(o *bot.Options) {
 		build := o.Stages.Build.(*fakestage.Builder)
 		o.Stages.Check = &fakestage.Checker{Of: build, Calls: build.Calls}
-		o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
-		o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Calls: build.Calls}
+		withDebug(t, o, nil, nil)
 	})
 	h.ingest.Add(series("<comment@x>", "[PATCH] svcrdma: comment-only fix of the overview"))
 	h.wait("the comment-only series' reply", 30*time.Second, func() bool { return h.report.Count() == 1 })
@@ -400,9 +367,7 @@ func TestCheckLaneAnswersUnchangedCodeWithoutBoots(t *testing.T) {
 		t.Error("the trace does not say why nothing was booted")
 	}
 
-	s := series("<comment-free@x>", "[PATCH] svcrdma: comment-only fix in teardown")
-	s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + s.Subject + "\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
-	h.ingest.Add(s)
+	h.ingest.Add(teardownSeries("<comment-free@x>", "[PATCH] svcrdma: comment-only fix in teardown"))
 	h.wait("the second reply", 30*time.Second, func() bool { return h.report.Count() == 2 })
 	tt = h.testDone("series:<comment-free@x>:v1:")
 	r, _ = h.report.Get("series:<comment-free@x>:v1:")
@@ -412,4 +377,21 @@ func TestCheckLaneAnswersUnchangedCodeWithoutBoots(t *testing.T) {
 	if !traceHas(t, h, tt.ID, "no change in the lab kernel's generated code, but it changes svc_rdma_free code (fake)") {
 		t.Error("the trace does not say why an unchanged series was booted")
 	}
+}
+
+// teardownSeries is a one-patch series that changes svc_rdma_free(), the
+// code the fake debug profile (Match "svc_rdma_free") asks its kernels
+// for.
+func teardownSeries(id, subject string) flow.Series {
+	s := series(id, subject)
+	s.Patches = []*flow.Message{fakestage.Mail("From: dev\nSubject: " + subject + "\n\n---\n@@ -1 +1 @@ static void svc_rdma_free(struct svc_xprt *xprt)\n-x\n+y\n")}
+	return s
+}
+
+// withDebug gives o the fake debug profile and its builder, on machine
+// (nil: none), the base kernels in slow taking that long to build.
+func withDebug(t *testing.T, o *bot.Options, machine chan struct{}, slow map[string]time.Duration) {
+	build := o.Stages.Build.(*fakestage.Builder)
+	o.Stages.Debug = &fakestage.Debug{Lab: o.Stages.Lab.(*fakestage.Lab), Match: "svc_rdma_free", N: 1, Calls: build.Calls}
+	o.Stages.DebugBuild = &fakestage.Builder{Dir: t.TempDir(), Debug: true, Config: "debug", Of: build, Machine: machine, Slow: slow, Calls: build.Calls}
 }
